@@ -1,0 +1,105 @@
+//! `edc-sync config ...`
+
+use std::io::Write;
+
+use anyhow::Context;
+use serde_json::json;
+
+use crate::cli::ConfigCommand;
+use crate::config::{self, ConfigError, LoadedConfig, Policy};
+
+pub fn run(cmd: ConfigCommand) -> anyhow::Result<()> {
+    match cmd {
+        ConfigCommand::Validate {
+            path,
+            require_committed,
+            check_env,
+        } => {
+            let loaded = config::load(&path.config)?;
+            if require_committed {
+                loaded.require_committed(false)?;
+            }
+            if check_env {
+                for policy in &loaded.config.vendors {
+                    check_env_vars(policy)?;
+                }
+            }
+            let p = &loaded.provenance;
+            let git = match p.why_uncontrolled() {
+                None => format!(
+                    "committed at {} (blob {})",
+                    p.config_git_commit.as_deref().unwrap_or("?"),
+                    p.config_git_blob.as_deref().unwrap_or("?")
+                ),
+                Some(why) => {
+                    format!("NOT under change control: {why}; a run refuses it without --allow-dirty")
+                }
+            };
+            let mut out = std::io::stdout().lock();
+            writeln!(
+                out,
+                "{}: valid: {} vendor(s): {}\nsha256 {}\ngit: {git}",
+                path.config.display(),
+                loaded.config.vendors.len(),
+                loaded.config.vendor_names().join(", "),
+                p.config_sha256,
+            )
+            .context("writing to stdout")?;
+            Ok(())
+        }
+        ConfigCommand::Show { path, vendor } => {
+            let loaded = config::load(&path.config)?;
+            let vendors: Vec<&Policy> = match &vendor {
+                Some(v) => vec![loaded.vendor(v)?],
+                None => loaded.config.vendors.iter().collect(),
+            };
+            let shown = show(&loaded, &vendors);
+            let text = serde_json::to_string_pretty(&shown).context("rendering the policy")?;
+            writeln!(std::io::stdout().lock(), "{text}").context("writing to stdout")?;
+            Ok(())
+        }
+    }
+}
+
+/// Fails with the first variable a run of `policy` would miss.
+fn check_env_vars(policy: &Policy) -> Result<(), ConfigError> {
+    let vendor = &policy.vendor;
+    policy.base_url_env.read(&format!("{vendor}.base_url_env"))?;
+    policy.token_env.read(&format!("{vendor}.token_env"))?;
+    Ok(())
+}
+
+/// The effective policy as JSON: every default filled in, each `*_env`
+/// variable named with whether it is set, never with its value.
+fn show(loaded: &LoadedConfig, vendors: &[&Policy]) -> serde_json::Value {
+    let env_status = |name: &str| {
+        if std::env::var_os(name).is_some_and(|v| !v.is_empty()) {
+            "set"
+        } else {
+            "not set"
+        }
+    };
+    let vendors: Vec<serde_json::Value> = vendors
+        .iter()
+        .map(|p| {
+            json!({
+                "policy": p,
+                "environment": {
+                    p.base_url_env.as_str(): env_status(p.base_url_env.as_str()),
+                    p.token_env.as_str(): env_status(p.token_env.as_str()),
+                },
+            })
+        })
+        .collect();
+    json!({
+        "provenance": {
+            "config_path": loaded.provenance.config_path,
+            "config_sha256": loaded.provenance.config_sha256,
+            "config_git_commit": loaded.provenance.config_git_commit,
+            "config_git_blob": loaded.provenance.config_git_blob,
+            "config_dirty": loaded.provenance.dirty(),
+            "config_dirty_reason": loaded.provenance.why_uncontrolled(),
+        },
+        "vendors": vendors,
+    })
+}

@@ -1,0 +1,241 @@
+//! The validated policy: what `config/rate_limits.yaml` means once loaded.
+//!
+//! Every value here has passed validation, and the types keep it that way:
+//! a [`Rate`] cannot be zero, an [`EnvVarName`] cannot be empty, a template
+//! cannot hold an unknown placeholder. Code downstream never re-checks.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::template::Template;
+
+/// A token-bucket shape: a positive, finite refill rate and a whole-token
+/// capacity of at least one.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Rate {
+    sustained_rate_per_sec: f64,
+    burst_capacity: u32,
+}
+
+impl Rate {
+    /// `None` unless `per_sec` is finite and > 0 and `burst` >= 1.
+    pub fn new(per_sec: f64, burst: u32) -> Option<Rate> {
+        (per_sec.is_finite() && per_sec > 0.0 && burst >= 1).then_some(Rate {
+            sustained_rate_per_sec: per_sec,
+            burst_capacity: burst,
+        })
+    }
+
+    pub fn per_sec(&self) -> f64 {
+        self.sustained_rate_per_sec
+    }
+
+    pub fn burst(&self) -> u32 {
+        self.burst_capacity
+    }
+
+    /// Time to refill one token.
+    pub fn interval(&self) -> Duration {
+        Duration::from_secs_f64(1.0 / self.sustained_rate_per_sec)
+    }
+}
+
+/// The name of an environment variable that supplies a URL or a secret.
+///
+/// Only the name is ever stored or printed; the value is read at the moment
+/// a run needs it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct EnvVarName(String);
+
+/// The variable a run needs is not set (or not valid Unicode).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("environment variable {name} (named by {key}) is not set")]
+pub struct MissingEnv {
+    pub name: String,
+    pub key: String,
+}
+
+impl EnvVarName {
+    /// Accepts POSIX-style names: a letter or `_`, then letters, digits, `_`.
+    pub fn parse(name: &str) -> Result<Self, String> {
+        let mut chars = name.chars();
+        let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+        if first_ok && chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            Ok(EnvVarName(name.to_string()))
+        } else {
+            Err(format!(
+                "must be an environment variable name like VAULT_API_TOKEN, got {name:?}"
+            ))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Reads the variable. `key` is the config key that named it, for the
+    /// error message; the value never appears in an error.
+    pub fn read(&self, key: &str) -> Result<String, MissingEnv> {
+        match std::env::var(&self.0) {
+            Ok(v) if !v.is_empty() => Ok(v),
+            _ => Err(MissingEnv {
+                name: self.0.clone(),
+                key: key.to_string(),
+            }),
+        }
+    }
+}
+
+impl fmt::Display for EnvVarName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// How a delta response body is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PayloadFormat {
+    /// Vault-style JSON with a records array.
+    Json,
+    /// CDISC ODM 1.3 XML (Rave Web Services).
+    Odm,
+}
+
+/// How the next page of a delta is found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "style")]
+pub enum Paging {
+    /// A JSON pointer into the body holds the next page's path
+    /// (Vault: `/responseDetails/next_page`).
+    JsonNext { next_pointer: String },
+    /// RFC 8288 `Link: <...>; rel="next"`.
+    LinkHeader,
+    /// Rave ODM audit records: `startid` / `per_page`, next page in a Link
+    /// header, cursor = largest `AuditRecord/SourceID` + 1.
+    RaveStartid,
+}
+
+/// The delta endpoint of a vendor and the shape of its pages.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Delta {
+    /// Path relative to the base URL; placeholders allowed.
+    pub path: Template,
+    pub format: PayloadFormat,
+    pub paging: Paging,
+    /// JSON pointer to the records array (JSON only).
+    pub records_pointer: Option<String>,
+    /// Query parameter that carries the window start (the cursor).
+    pub cursor_param: String,
+    /// Record field whose largest value is the window's high-water mark
+    /// (JSON only; ODM uses `AuditRecord/SourceID`).
+    pub cursor_field: Option<String>,
+    pub page_size_param: String,
+    pub page_size: u32,
+    /// Fixed query parameters added to every first-page request.
+    pub query: Vec<(String, Template)>,
+}
+
+/// Per-request HTTP limits.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct HttpLimits {
+    #[serde(rename = "connect_timeout_s", serialize_with = "secs")]
+    pub connect_timeout: Duration,
+    #[serde(rename = "request_timeout_s", serialize_with = "secs")]
+    pub request_timeout: Duration,
+    pub max_body_bytes: u64,
+}
+
+/// One cursor's worth of data within a vendor (a site, form or dataset).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StreamSpec {
+    pub name: String,
+    /// Query parameters that select this stream, added to the delta's.
+    pub query: Vec<(String, Template)>,
+    /// An extra gate on top of the vendor quota, for this stream alone.
+    pub sub_limit: Option<Rate>,
+}
+
+/// Everything the tool knows about one vendor's quota and delta API.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Policy {
+    pub vendor: String,
+    pub base_url_env: EnvVarName,
+    pub token_env: EnvVarName,
+    #[serde(flatten)]
+    pub rate: Rate,
+    pub max_retry_attempts: u32,
+    #[serde(rename = "default_retry_after_s", serialize_with = "secs")]
+    pub default_retry_after: Duration,
+    /// Ceiling on any single wait; a longer one ends the run with exit 75.
+    #[serde(rename = "max_wait_s", serialize_with = "secs")]
+    pub max_wait: Duration,
+    pub bucket_key: Template,
+    /// Requests in flight at once on this quota, across every process.
+    pub max_concurrency: u32,
+    /// When the vendor reports its remaining burst at or below this, the
+    /// whole quota is slowed until its window can refill.
+    pub vendor_burst_floor: Option<u64>,
+    pub http: HttpLimits,
+    pub delta: Delta,
+    pub streams: Vec<StreamSpec>,
+    /// An extra gate per study on top of the vendor quota.
+    pub study_limit: Option<Rate>,
+}
+
+impl Policy {
+    pub fn stream(&self, name: &str) -> Option<&StreamSpec> {
+        self.streams.iter().find(|s| s.name == name)
+    }
+}
+
+/// Every vendor policy of one file, in file order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Config {
+    pub vendors: Vec<Policy>,
+}
+
+impl Config {
+    pub fn vendor(&self, name: &str) -> Option<&Policy> {
+        self.vendors.iter().find(|p| p.vendor == name)
+    }
+
+    pub fn vendor_names(&self) -> Vec<&str> {
+        self.vendors.iter().map(|p| p.vendor.as_str()).collect()
+    }
+}
+
+fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_refuses_zero_nan_and_infinite() {
+        assert!(Rate::new(0.0, 1).is_none());
+        assert!(Rate::new(-1.0, 1).is_none());
+        assert!(Rate::new(f64::NAN, 1).is_none());
+        assert!(Rate::new(f64::INFINITY, 1).is_none());
+        assert!(Rate::new(1.0, 0).is_none());
+        assert_eq!(Rate::new(4.0, 2).unwrap().interval(), Duration::from_millis(250));
+    }
+
+    #[test]
+    fn env_var_names_are_checked_and_values_never_leak() {
+        assert!(EnvVarName::parse("VAULT_API_TOKEN").is_ok());
+        assert!(EnvVarName::parse("1BAD").is_err());
+        assert!(EnvVarName::parse("has space").is_err());
+        let name = EnvVarName::parse("EDC_SYNC_TEST_SURELY_UNSET_VAR").unwrap();
+        let err = name.read("veeva_vault.token_env").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "environment variable EDC_SYNC_TEST_SURELY_UNSET_VAR (named by veeva_vault.token_env) is not set"
+        );
+    }
+}

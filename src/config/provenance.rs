@@ -1,0 +1,152 @@
+//! Where the loaded policy came from, in terms an auditor can check:
+//! the SHA-256 of the exact bytes, and their identity in git.
+//!
+//! The check compares the git blob id of the bytes *actually loaded* with
+//! the blob at `HEAD`, so what ran is provably what was reviewed, even if
+//! the file changes on disk a moment later.
+
+use std::path::{Path, PathBuf};
+
+use git2::{ObjectType, Oid, Repository, Status};
+use serde::Serialize;
+
+/// How the loaded bytes relate to the repository's `HEAD`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "state", content = "detail")]
+pub enum ChangeState {
+    /// The bytes loaded are exactly the blob committed at `HEAD`.
+    Committed,
+    /// The file is in `HEAD` but the bytes loaded differ from it.
+    Modified,
+    /// The file is not in `HEAD` (untracked, ignored, or only staged).
+    NotCommitted(String),
+    /// The file is not inside any git working tree.
+    OutsideRepository,
+    /// git could not answer (corrupt repository, unborn `HEAD`, ...).
+    Unknown(String),
+}
+
+/// The provenance stamped into every run's audit header.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Provenance {
+    /// Absolute path of the file loaded.
+    pub config_path: PathBuf,
+    /// Lowercase hex SHA-256 of the bytes loaded.
+    pub config_sha256: String,
+    /// `HEAD` commit id of the repository holding the file, if any.
+    pub config_git_commit: Option<String>,
+    /// The file's blob id at `HEAD`, if it is committed there.
+    pub config_git_blob: Option<String>,
+    pub state: ChangeState,
+}
+
+impl Provenance {
+    /// True unless the bytes loaded are exactly the committed blob.
+    pub fn dirty(&self) -> bool {
+        self.state != ChangeState::Committed
+    }
+
+    /// A one-line reason the config is not under change control, if it is not.
+    pub fn why_uncontrolled(&self) -> Option<String> {
+        let path = self.config_path.display();
+        match &self.state {
+            ChangeState::Committed => None,
+            ChangeState::Modified => Some(format!(
+                "{path} differs from the version committed at HEAD {} (blob {})",
+                short(self.config_git_commit.as_deref()),
+                short(self.config_git_blob.as_deref())
+            )),
+            ChangeState::NotCommitted(why) => Some(format!("{path} is not committed at HEAD ({why})")),
+            ChangeState::OutsideRepository => Some(format!("{path} is not inside a git repository")),
+            ChangeState::Unknown(why) => Some(format!("{path}: cannot read its git state: {why}")),
+        }
+    }
+}
+
+fn short(id: Option<&str>) -> &str {
+    id.map_or("none", |s| &s[..s.len().min(12)])
+}
+
+/// Works out the provenance of `bytes`, which were read from `path`.
+pub fn of(path: &Path, bytes: &[u8], sha256: String) -> Provenance {
+    let config_path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    let mut p = Provenance {
+        config_path,
+        config_sha256: sha256,
+        config_git_commit: None,
+        config_git_blob: None,
+        state: ChangeState::OutsideRepository,
+    };
+    let dir = p.config_path.parent().unwrap_or(Path::new("."));
+    let repo = match Repository::discover(dir) {
+        Ok(r) => r,
+        Err(e) if e.code() == git2::ErrorCode::NotFound => return p,
+        Err(e) => {
+            p.state = ChangeState::Unknown(e.message().to_string());
+            return p;
+        }
+    };
+    p.state = match inspect(
+        &repo,
+        &p.config_path,
+        bytes,
+        &mut p.config_git_commit,
+        &mut p.config_git_blob,
+    ) {
+        Ok(state) => state,
+        Err(e) => ChangeState::Unknown(e.message().to_string()),
+    };
+    p
+}
+
+fn inspect(
+    repo: &Repository,
+    path: &Path,
+    bytes: &[u8],
+    commit_out: &mut Option<String>,
+    blob_out: &mut Option<String>,
+) -> Result<ChangeState, git2::Error> {
+    let Some(workdir) = repo.workdir() else {
+        return Ok(ChangeState::Unknown("the repository is bare".into()));
+    };
+    let workdir: PathBuf = workdir.canonicalize().unwrap_or_else(|_| workdir.to_path_buf());
+    let Ok(rel) = path.strip_prefix(&workdir) else {
+        return Ok(ChangeState::OutsideRepository);
+    };
+    let head = match repo.head() {
+        Ok(h) => h,
+        Err(e) if e.code() == git2::ErrorCode::UnbornBranch => {
+            return Ok(ChangeState::NotCommitted("the repository has no commits".into()))
+        }
+        Err(e) => return Err(e),
+    };
+    let commit = head.peel_to_commit()?;
+    *commit_out = Some(commit.id().to_string());
+    let entry = match commit.tree()?.get_path(rel) {
+        Ok(entry) if entry.kind() == Some(ObjectType::Blob) => entry,
+        Ok(_) => {
+            return Ok(ChangeState::NotCommitted(
+                "HEAD has something other than a file there".into(),
+            ))
+        }
+        Err(e) if e.code() == git2::ErrorCode::NotFound => {
+            let status = repo.status_file(rel).unwrap_or(Status::empty());
+            let why = if status.contains(Status::IGNORED) {
+                "ignored by git"
+            } else if status.contains(Status::INDEX_NEW) {
+                "staged but not committed"
+            } else {
+                "untracked"
+            };
+            return Ok(ChangeState::NotCommitted(why.into()));
+        }
+        Err(e) => return Err(e),
+    };
+    *blob_out = Some(entry.id().to_string());
+    let loaded = Oid::hash_object(ObjectType::Blob, bytes)?;
+    Ok(if loaded == entry.id() {
+        ChangeState::Committed
+    } else {
+        ChangeState::Modified
+    })
+}

@@ -1,0 +1,24 @@
+//! SHA-256 as lowercase hex, the one digest format used everywhere
+//! (audit chain, landing files, provenance).
+
+use sha2::{Digest, Sha256};
+
+/// 64 zeros: the `prev_sha256` of the first line of an audit file.
+pub const ZERO_SHA256: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// Lowercase hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn matches_the_published_test_vector() {
+        assert_eq!(
+            super::sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(super::ZERO_SHA256.len(), 64);
+    }
+}

@@ -1,0 +1,66 @@
+//! Exit codes are part of the interface (README, docs/operations.md): one
+//! mapping from error to code, here. Codes are sysexits-style; extend,
+//! never renumber.
+
+use crate::audit::{verify, AuditError, NotIntact};
+use crate::config::ConfigError;
+
+/// Every code the tool exits with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Exit {
+    /// Done: everything requested completed.
+    Ok = 0,
+    /// Usage error (reported by clap).
+    Usage = 2,
+    /// Data error: invalid payload, broken audit chain.
+    DataErr = 65,
+    /// An input file named on the command line cannot be read.
+    NoInput = 66,
+    /// Unavailable: EDC or Redis unreachable after the retry budget.
+    Unavailable = 69,
+    /// I/O error writing landing, audit or state.
+    IoErr = 74,
+    /// Temporary failure, progress saved: try again later.
+    TempFail = 75,
+    /// Permission: 401/403 from the EDC.
+    NoPerm = 77,
+    /// Configuration: invalid, uncommitted, or a missing environment variable.
+    Config = 78,
+}
+
+impl Exit {
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The code for an error: the first cause in the chain that has one.
+    /// Anything unclassified is a software fault and reports as I/O (74)
+    /// rather than claiming success or a retryable state.
+    pub fn for_error(err: &anyhow::Error) -> Exit {
+        for cause in err.chain() {
+            if cause.is::<ConfigError>() {
+                return Exit::Config;
+            }
+            if cause.is::<NotIntact>() {
+                return Exit::DataErr;
+            }
+            if cause.is::<verify::ReadError>() {
+                return Exit::NoInput;
+            }
+            if cause.is::<AuditError>() {
+                return Exit::IoErr;
+            }
+        }
+        Exit::IoErr
+    }
+}
+
+/// True when the error is only that stdout's reader went away (`| head`),
+/// which ends the program quietly, as other Unix tools do.
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}

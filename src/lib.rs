@@ -1,0 +1,16 @@
+//! edc-sync: pulls clinical-trial data deltas out of EDC systems and lands
+//! them byte for byte, under GxP rules.
+//!
+//! The five invariants of `../shared/DESIGN.md` are the product; each
+//! module's documentation says which one it carries.
+
+pub mod audit;
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod digest;
+pub mod durable;
+pub mod exit;
+pub mod host;
+pub mod logging;
+pub mod redact;

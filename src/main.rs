@@ -1,0 +1,26 @@
+//! The `edc-sync` binary: parse, set up logging, run, map the result to an
+//! exit code. Everything else lives in the library.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use edc_sync::cli::Cli;
+use edc_sync::exit::{is_broken_pipe, Exit};
+
+fn main() -> ExitCode {
+    // clap prints usage errors itself and exits 2 (EX_USAGE).
+    let cli = Cli::parse();
+    edc_sync::logging::init(cli.log_format, cli.verbose, cli.quiet);
+    match edc_sync::commands::run(cli) {
+        Ok(()) => ExitCode::from(Exit::Ok.code()),
+        Err(err) if is_broken_pipe(&err) => ExitCode::from(Exit::Ok.code()),
+        Err(err) => {
+            let code = Exit::for_error(&err);
+            // If stderr is gone too there is nowhere left to report to.
+            let _ = writeln!(std::io::stderr().lock(), "edc-sync: error: {err:#}");
+            ExitCode::from(code.code())
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! Provenance of the loaded policy, against real git repositories: the
+//! SHA-256 of the bytes, HEAD's commit, the file's blob at HEAD, and
+//! whether what was loaded differs from what was committed.
+
+mod support;
+
+use edc_sync::config::{self, ChangeState};
+use edc_sync::digest::sha256_hex;
+use support::{example_config, git_commit_all, git_init, run};
+
+struct Repo {
+    dir: tempfile::TempDir,
+    repo: git2::Repository,
+}
+
+impl Repo {
+    /// A repository with `config/rate_limits.yaml` committed.
+    fn committed() -> (Repo, git2::Oid) {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = git_init(dir.path());
+        std::fs::create_dir_all(dir.path().join("config")).unwrap();
+        std::fs::write(dir.path().join("config/rate_limits.yaml"), example_config()).unwrap();
+        let commit = git_commit_all(&repo, "policy v1");
+        (Repo { dir, repo }, commit)
+    }
+
+    fn config_path(&self) -> std::path::PathBuf {
+        self.dir.path().join("config/rate_limits.yaml")
+    }
+
+    fn validate(&self, extra: &[&str]) -> support::Outcome {
+        let path = self.config_path();
+        let mut args = vec!["config", "validate", "--config", path.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        run(&args)
+    }
+}
+
+#[test]
+fn a_clean_committed_config_has_full_provenance() {
+    let (repo, commit) = Repo::committed();
+    let loaded = config::load(&repo.config_path()).unwrap();
+    let p = &loaded.provenance;
+    let bytes = std::fs::read(repo.config_path()).unwrap();
+    assert_eq!(p.config_sha256, sha256_hex(&bytes));
+    assert_eq!(p.config_git_commit.as_deref(), Some(commit.to_string().as_str()));
+    let blob = repo
+        .repo
+        .find_commit(commit)
+        .unwrap()
+        .tree()
+        .unwrap()
+        .get_path("config/rate_limits.yaml".as_ref())
+        .unwrap()
+        .id();
+    assert_eq!(p.config_git_blob.as_deref(), Some(blob.to_string().as_str()));
+    assert_eq!(p.state, ChangeState::Committed);
+    assert!(!p.dirty());
+    loaded.require_committed(false).unwrap();
+
+    let out = repo.validate(&["--require-committed"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains(&format!("committed at {commit} (blob {blob})")),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn a_modified_config_is_refused_unless_allow_dirty() {
+    let (repo, commit) = Repo::committed();
+    let edited = example_config().replacen("burst_capacity: 20", "burst_capacity: 25", 1);
+    std::fs::write(repo.config_path(), &edited).unwrap();
+    let loaded = config::load(&repo.config_path()).unwrap();
+    assert_eq!(loaded.provenance.state, ChangeState::Modified);
+    assert_eq!(
+        loaded.provenance.config_git_commit.as_deref(),
+        Some(commit.to_string().as_str())
+    );
+    assert_eq!(
+        loaded.provenance.config_sha256,
+        sha256_hex(edited.as_bytes()),
+        "hash of the bytes actually loaded"
+    );
+    let err = loaded.require_committed(false).unwrap_err().to_string();
+    assert!(
+        err.contains("differs from the version committed at HEAD"),
+        "{err}"
+    );
+    assert!(err.contains("--allow-dirty"), "{err}");
+    loaded.require_committed(true).expect("--allow-dirty lets it run");
+
+    let out = repo.validate(&["--require-committed"]);
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("differs from the version committed at HEAD"),
+        "{}",
+        out.stderr
+    );
+    // Plain validation still passes: the content is valid, only its state is not.
+    assert_eq!(repo.validate(&[]).code, 0);
+}
+
+#[test]
+fn an_untracked_config_is_refused() {
+    let (repo, _) = Repo::committed();
+    let other = repo.dir.path().join("config/other.yaml");
+    std::fs::write(&other, example_config()).unwrap();
+    let loaded = config::load(&other).unwrap();
+    assert_eq!(
+        loaded.provenance.state,
+        ChangeState::NotCommitted("untracked".into())
+    );
+    assert_eq!(loaded.provenance.config_git_blob, None);
+    assert!(loaded
+        .require_committed(false)
+        .unwrap_err()
+        .to_string()
+        .contains("is not committed at HEAD (untracked)"));
+    let out = run(&[
+        "config",
+        "validate",
+        "--require-committed",
+        "--config",
+        other.to_str().unwrap(),
+    ]);
+    assert_eq!(out.code, 78);
+}
+
+#[test]
+fn a_staged_but_uncommitted_config_is_refused() {
+    let (repo, _) = Repo::committed();
+    let other = repo.dir.path().join("config/staged.yaml");
+    std::fs::write(&other, example_config()).unwrap();
+    let mut index = repo.repo.index().unwrap();
+    index.add_path("config/staged.yaml".as_ref()).unwrap();
+    index.write().unwrap();
+    let loaded = config::load(&other).unwrap();
+    assert_eq!(
+        loaded.provenance.state,
+        ChangeState::NotCommitted("staged but not committed".into())
+    );
+}
+
+#[test]
+fn a_config_outside_any_repository_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rate_limits.yaml");
+    std::fs::write(&path, example_config()).unwrap();
+    let loaded = config::load(&path).unwrap();
+    assert_eq!(loaded.provenance.state, ChangeState::OutsideRepository);
+    assert_eq!(loaded.provenance.config_git_commit, None);
+    assert!(loaded
+        .require_committed(false)
+        .unwrap_err()
+        .to_string()
+        .contains("is not inside a git repository"));
+    let out = run(&[
+        "config",
+        "validate",
+        "--require-committed",
+        "--config",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(out.code, 78);
+    assert!(
+        out.stderr.contains("is not inside a git repository"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_repository_without_commits_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    git_init(dir.path());
+    let path = dir.path().join("rate_limits.yaml");
+    std::fs::write(&path, example_config()).unwrap();
+    let loaded = config::load(&path).unwrap();
+    assert!(loaded.provenance.dirty());
+    assert!(loaded.require_committed(false).is_err());
+}

@@ -1,0 +1,365 @@
+//! Every class of invalid policy file exits 78 (EX_CONFIG) and names the
+//! key (and line) that is wrong; the shipped example validates.
+
+mod support;
+
+use support::{example_config, run};
+
+/// Writes `text` to a temp file and validates it with the real binary.
+fn validate(text: &str) -> support::Outcome {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rate_limits.yaml");
+    std::fs::write(&path, text).unwrap();
+    run(&["config", "validate", "--config", path.to_str().unwrap()])
+}
+
+/// The example with `from` replaced by `to` (which must occur).
+fn example_with(from: &str, to: &str) -> String {
+    let text = example_config();
+    assert!(text.contains(from), "the example config contains {from:?}");
+    text.replacen(from, to, 1)
+}
+
+#[track_caller]
+fn assert_rejected(text: &str, needles: &[&str]) {
+    let out = validate(text);
+    assert_eq!(out.code, 78, "exit code; stderr: {}", out.stderr);
+    for needle in needles {
+        assert!(
+            out.stderr.contains(needle),
+            "stderr should contain {needle:?}:\n{}",
+            out.stderr
+        );
+    }
+    assert!(
+        out.stdout.is_empty(),
+        "nothing on stdout for an invalid file: {}",
+        out.stdout
+    );
+}
+
+#[test]
+fn the_shipped_example_is_valid() {
+    let out = run(&[
+        "config",
+        "validate",
+        "--config",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/config/rate_limits.yaml"),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains("valid: 2 vendor(s): veeva_vault, medidata_rave"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn the_users_schema_works_exactly_as_written() {
+    let text = "\
+veeva_vault:
+  base_url_env: VAULT_API_BASE_URL
+  token_env: VAULT_API_TOKEN
+  sustained_rate_per_sec: 5
+  burst_capacity: 20
+  max_retry_attempts: 5
+  default_retry_after_s: 60
+  bucket_key: \"rl:veeva:{study}:{protocol_version}\"
+  delta:
+    path: /api/v24.1/query
+    format: json
+    paging: json_next
+    records_pointer: /data
+    cursor_param: modified_since
+    cursor_field: modified_date__v
+    page_size_param: limit
+    page_size: 200
+";
+    let out = validate(text);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
+#[test]
+fn unknown_keys_are_rejected_at_every_level() {
+    assert_rejected("veeva_vaultx: 1\n", &["veeva_vaultx: must be a map"]);
+    assert_rejected(
+        &example_with(
+            "  burst_capacity: 20 ",
+            "  burst_capacty: 20\n  burst_capacity: 20 ",
+        ),
+        &[
+            "veeva_vault.burst_capacty: unknown key (did you mean burst_capacity?)",
+            ":27:",
+        ],
+    );
+    assert_rejected(
+        &example_with(
+            "    connect_timeout_s: 10",
+            "    connect_timeout: 10\n    connect_timeout_s: 10",
+        ),
+        &["veeva_vault.http.connect_timeout: unknown key"],
+    );
+    assert_rejected(
+        &example_with("    format: json", "    format: json\n    paginate: yes"),
+        &["veeva_vault.delta.paginate: unknown key"],
+    );
+    assert_rejected(
+        &example_with(
+            "        object: subject__v",
+            "        object: subject__v\n      cursor: x",
+        ),
+        &["veeva_vault.streams.subjects.cursor: unknown key"],
+    );
+    assert_rejected(
+        &example_with(
+            "    burst_capacity: 10\n",
+            "    burst_capacity: 10\n    window_s: 300\n",
+        ),
+        &["veeva_vault.study_limit.window_s: unknown key"],
+    );
+}
+
+#[test]
+fn zero_negative_nan_and_infinite_rates_are_rejected() {
+    for (value, shown) in [
+        ("0", "got 0"),
+        ("-1", "got -1"),
+        (".nan", "got NaN"),
+        (".inf", "got inf"),
+        ("-0.5", "got -0.5"),
+    ] {
+        assert_rejected(
+            &example_with(
+                "sustained_rate_per_sec: 5 ",
+                &format!("sustained_rate_per_sec: {value} "),
+            ),
+            &["veeva_vault.sustained_rate_per_sec: must be > 0", shown, ":26:"],
+        );
+    }
+}
+
+#[test]
+fn fractional_or_zero_burst_is_rejected() {
+    assert_rejected(
+        &example_with("burst_capacity: 20 ", "burst_capacity: 20.5 "),
+        &["veeva_vault.burst_capacity: must be an integer >= 1, got 20.5"],
+    );
+    assert_rejected(
+        &example_with("burst_capacity: 20 ", "burst_capacity: 0 "),
+        &["veeva_vault.burst_capacity"],
+    );
+}
+
+#[test]
+fn other_ranges_are_checked() {
+    assert_rejected(
+        &example_with("max_retry_attempts: 5 ", "max_retry_attempts: 0 "),
+        &["veeva_vault.max_retry_attempts"],
+    );
+    assert_rejected(
+        &example_with("default_retry_after_s: 60 ", "default_retry_after_s: -1 "),
+        &["veeva_vault.default_retry_after_s: must be >= 0, got -1"],
+    );
+    assert_rejected(
+        &example_with("max_wait_s: 900", "max_wait_s: 30"),
+        &["veeva_vault.max_wait_s: must be >= default_retry_after_s"],
+    );
+    assert_rejected(
+        &example_with("connect_timeout_s: 10 ", "connect_timeout_s: 400 "),
+        &["veeva_vault.http.connect_timeout_s: must not exceed request_timeout_s"],
+    );
+    assert_rejected(
+        &example_with("page_size: 200 ", "page_size: 0 "),
+        &["veeva_vault.delta.page_size"],
+    );
+}
+
+#[test]
+fn bad_placeholders_are_rejected() {
+    assert_rejected(
+        &example_with(
+            "rl:veeva:{study}:{protocol_version}",
+            "rl:veeva:{site}:{protocol_version}",
+        ),
+        &[
+            "veeva_vault.bucket_key: unknown placeholder {site}",
+            "{protocol_version}",
+        ],
+    );
+    assert_rejected(
+        &example_with("rl:veeva:{study}", "rl:veeva:{study"),
+        &["veeva_vault.bucket_key: unclosed"],
+    );
+    assert_rejected(
+        &example_with("study: \"{study}\"", "study: \"{studdy}\""),
+        &["veeva_vault.delta.query.study"],
+    );
+}
+
+#[test]
+fn wrong_types_are_rejected() {
+    assert_rejected(
+        &example_with("sustained_rate_per_sec: 5 ", "sustained_rate_per_sec: \"5\" "),
+        &["veeva_vault.sustained_rate_per_sec: must be a number, got a string"],
+    );
+    assert_rejected(
+        &example_with("  http:\n", "  http: 5\n  httpx:\n"),
+        &["veeva_vault.http: must be a map"],
+    );
+    assert_rejected(
+        &example_with("token_env: VAULT_API_TOKEN", "token_env: [VAULT_API_TOKEN]"),
+        &["veeva_vault.token_env: must be a string"],
+    );
+    assert_rejected(
+        &example_with("token_env: VAULT_API_TOKEN", "token_env: \"vault token\""),
+        &["veeva_vault.token_env: must be an environment variable name"],
+    );
+    assert_rejected(
+        &example_with("format: json", "format: csv"),
+        &["veeva_vault.delta.format: must be one of json, odm"],
+    );
+    assert_rejected(
+        "- a\n- b\n",
+        &["expected a map of vendor name to policy, got a list"],
+    );
+}
+
+#[test]
+fn missing_required_keys_are_named() {
+    assert_rejected(
+        &example_with(
+            "  token_env: VAULT_API_TOKEN         # env var holding the bearer token\n",
+            "",
+        ),
+        &["veeva_vault.token_env: required key is missing"],
+    );
+    assert_rejected(
+        &example_with("    records_pointer: /data", ""),
+        &["veeva_vault.delta.records_pointer: required key is missing (format: json)"],
+    );
+}
+
+#[test]
+fn empty_file_and_not_yaml_are_rejected() {
+    assert_rejected("", &["the file is empty"]);
+    assert_rejected("# only a comment\n", &["the file is empty"]);
+    assert_rejected("a: [1, 2\n", &["not valid YAML"]);
+    assert_rejected("a: b: c\n", &["not valid YAML"]);
+    assert_rejected("\u{0}\u{1}binary", &["not valid YAML"]);
+}
+
+#[test]
+fn duplicate_keys_are_rejected_with_their_line() {
+    assert_rejected(
+        &example_with("burst_capacity: 20 ", "burst_capacity: 20\n  burst_capacity: 30 "),
+        &["burst_capacity: duplicate key", ":28:"],
+    );
+}
+
+#[test]
+fn every_problem_is_reported_in_one_run() {
+    let text = example_with("sustained_rate_per_sec: 5 ", "sustained_rate_per_sec: 0 ")
+        .replacen("burst_capacity: 20 ", "burst_capacity: 1.5 ", 1)
+        .replacen("{study}:{protocol_version}", "{nope}", 1);
+    let out = validate(&text);
+    assert_eq!(out.code, 78);
+    assert!(out.stderr.contains("has 3 problems"), "{}", out.stderr);
+    for key in ["sustained_rate_per_sec", "burst_capacity", "bucket_key"] {
+        assert!(
+            out.stderr.contains(&format!("veeva_vault.{key}:")),
+            "{key} missing from:\n{}",
+            out.stderr
+        );
+    }
+}
+
+#[test]
+fn a_missing_file_is_a_config_error() {
+    let out = run(&["config", "validate", "--config", "/nonexistent/rate_limits.yaml"]);
+    assert_eq!(out.code, 78);
+    assert!(
+        out.stderr
+            .contains("cannot read config file /nonexistent/rate_limits.yaml"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn check_env_names_the_missing_variable_never_a_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rate_limits.yaml");
+    std::fs::write(&path, example_config()).unwrap();
+    let path = path.to_str().unwrap();
+    let secret = "tok-3f9a-never-print-me";
+    let out = support::run_cmd(
+        support::edc_sync()
+            .args(["config", "validate", "--check-env", "--config", path])
+            .env("VAULT_API_BASE_URL", "http://127.0.0.1:9")
+            .env("VAULT_API_TOKEN", secret)
+            .env_remove("RAVE_API_BASE_URL")
+            .env_remove("RAVE_API_TOKEN"),
+    );
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(
+            "environment variable RAVE_API_BASE_URL (named by medidata_rave.base_url_env) is not set"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains(secret) && !out.stdout.contains(secret));
+
+    let shown = support::run_cmd(
+        support::edc_sync()
+            .args(["config", "show", "--config", path])
+            .env("VAULT_API_TOKEN", secret),
+    );
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert!(
+        shown.stdout.contains("\"VAULT_API_TOKEN\": \"set\""),
+        "{}",
+        shown.stdout
+    );
+    assert!(
+        !shown.stdout.contains(secret),
+        "config show must never print a secret"
+    );
+}
+
+#[test]
+fn show_prints_the_effective_policy_with_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rate_limits.yaml");
+    std::fs::write(&path, example_config()).unwrap();
+    let out = run(&[
+        "config",
+        "show",
+        "--vendor",
+        "medidata_rave",
+        "--config",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let policy = &v["vendors"][0]["policy"];
+    assert_eq!(policy["sustained_rate_per_sec"], 2.0);
+    assert_eq!(policy["http"]["connect_timeout_s"], 10.0, "default filled in");
+    assert_eq!(policy["streams"][0]["name"], "default");
+    assert_eq!(v["provenance"]["config_dirty"], true);
+    let unknown = run(&[
+        "config",
+        "show",
+        "--vendor",
+        "nope",
+        "--config",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(unknown.code, 78);
+    assert!(
+        unknown.stderr.contains("vendor \"nope\" is not defined"),
+        "{}",
+        unknown.stderr
+    );
+}

@@ -1,0 +1,68 @@
+//! Helpers shared by the integration tests: run the real binary, make real
+//! git repositories. Each test binary uses a subset.
+#![allow(dead_code)]
+
+pub mod redis;
+
+use std::path::Path;
+use std::process::Command;
+
+/// What a run of the binary did.
+#[derive(Debug)]
+pub struct Outcome {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// The `edc-sync` binary built for this test run.
+pub fn edc_sync() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_edc-sync"))
+}
+
+/// Runs the binary with `args` and collects what it did.
+pub fn run(args: &[&str]) -> Outcome {
+    run_cmd(edc_sync().args(args))
+}
+
+pub fn run_cmd(cmd: &mut Command) -> Outcome {
+    let out = cmd.output().expect("the edc-sync binary runs");
+    Outcome {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// `git init` in `dir`.
+pub fn git_init(dir: &Path) -> git2::Repository {
+    git2::Repository::init(dir).expect("git init")
+}
+
+/// Stages every file in the work tree and commits; returns the commit id.
+pub fn git_commit_all(repo: &git2::Repository, message: &str) -> git2::Oid {
+    let mut index = repo.index().expect("index");
+    index
+        .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
+        .expect("git add");
+    index.write().expect("write index");
+    let tree = repo
+        .find_tree(index.write_tree().expect("write tree"))
+        .expect("tree");
+    let sig = git2::Signature::now("OQ Tester", "oq@example.invalid").expect("signature");
+    let parents: Vec<git2::Commit> = repo
+        .head()
+        .ok()
+        .and_then(|h| h.peel_to_commit().ok())
+        .into_iter()
+        .collect();
+    let parent_refs: Vec<&git2::Commit> = parents.iter().collect();
+    repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &parent_refs)
+        .expect("commit")
+}
+
+/// The repository's example policy file, which every test may start from.
+pub fn example_config() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/rate_limits.yaml"))
+        .expect("config/rate_limits.yaml is readable")
+}
