@@ -43,6 +43,9 @@ pub enum Command {
     /// Work with the hash-chained audit trail.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Benchmarks that print figures (see docs/benchmarks.md).
+    #[command(subcommand)]
+    Bench(BenchCommand),
 }
 
 /// Where the policy file is.
@@ -98,5 +101,57 @@ pub enum AuditCommand {
     Verify {
         /// The audit file (JSON Lines).
         file: PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Contention on one Redis token bucket: round trips per grant,
+    /// envelope violations, utilisation, acquire latency.
+    ///
+    /// Ends with one JSON line of the figures.
+    ///
+    /// Example: edc-sync bench pacer --redis redis://127.0.0.1:6379/ --procs 4 --tasks 4 --rate 50 --burst 20 --seconds 20
+    Pacer {
+        /// Redis URL.
+        #[arg(long, env = "EDC_SYNC_REDIS_URL")]
+        redis: String,
+        /// Worker processes.
+        #[arg(long, default_value_t = 4)]
+        procs: u32,
+        /// Tasks per worker process.
+        #[arg(long, default_value_t = 4)]
+        tasks: u32,
+        /// Bucket refill rate, tokens per second.
+        #[arg(long, default_value_t = 50.0)]
+        rate: f64,
+        /// Bucket capacity.
+        #[arg(long, default_value_t = 20)]
+        burst: u32,
+        /// Length of the measured window.
+        #[arg(long, default_value_t = 20.0)]
+        seconds: f64,
+        /// Also write every grant time (Redis server microseconds, sorted),
+        /// one per line.
+        #[arg(long)]
+        grants_out: Option<PathBuf>,
+    },
+    /// One worker process of `bench pacer` (spawned by it).
+    #[command(hide = true)]
+    PacerWorker {
+        #[arg(long)]
+        redis: String,
+        #[arg(long)]
+        key: String,
+        #[arg(long)]
+        tasks: u32,
+        #[arg(long)]
+        rate: f64,
+        #[arg(long)]
+        burst: u32,
+        #[arg(long, allow_negative_numbers = true)]
+        start_us: i64,
+        #[arg(long, allow_negative_numbers = true)]
+        end_us: i64,
     },
 }

@@ -4,6 +4,7 @@
 
 use crate::audit::{verify, AuditError, NotIntact};
 use crate::config::ConfigError;
+use crate::limiter::{AcquireError, PacerError};
 
 /// Every code the tool exits with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +51,15 @@ impl Exit {
             }
             if cause.is::<AuditError>() {
                 return Exit::IoErr;
+            }
+            if cause.is::<PacerError>() {
+                return Exit::Unavailable;
+            }
+            if let Some(e) = cause.downcast_ref::<AcquireError>() {
+                return match e {
+                    AcquireError::WaitTooLong { .. } => Exit::TempFail,
+                    AcquireError::Pacer(_) => Exit::Unavailable,
+                };
             }
         }
         Exit::IoErr

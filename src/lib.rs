@@ -5,6 +5,7 @@
 //! module's documentation says which one it carries.
 
 pub mod audit;
+pub mod bench;
 pub mod cli;
 pub mod commands;
 pub mod config;
@@ -12,5 +13,7 @@ pub mod digest;
 pub mod durable;
 pub mod exit;
 pub mod host;
+pub mod limiter;
 pub mod logging;
 pub mod redact;
+pub mod stream;

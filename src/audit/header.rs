@@ -5,16 +5,7 @@ use serde::Serialize;
 use super::log::AuditEvent;
 use crate::config::Provenance;
 use crate::redact::redact_args;
-
-/// The stream a run works on, when it works on one.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct StreamIdentity {
-    pub vendor: String,
-    pub tenant: Option<String>,
-    pub study: Option<String>,
-    pub protocol_version: Option<String>,
-    pub stream: Option<String>,
-}
+use crate::stream::StreamIdentity;
 
 /// The first line of every run.
 #[derive(Debug, Clone, Serialize)]

@@ -7,7 +7,8 @@ mod log;
 mod run_id;
 pub mod verify;
 
-pub use header::{RunStarted, StreamIdentity};
+pub use crate::stream::StreamIdentity;
+pub use header::RunStarted;
 pub use log::{now_rfc3339, Appended, AuditError, AuditEvent, AuditLog, TailRepaired};
 pub use run_id::RunId;
 pub use verify::{verify, Damage, NotIntact, Report};

@@ -2,6 +2,7 @@
 //! arguments and returns one `Result`; `main` turns it into an exit code.
 
 mod audit;
+mod bench;
 mod config;
 
 use crate::cli::{Cli, Command};
@@ -11,5 +12,17 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Config(cmd) => config::run(cmd),
         Command::Audit(cmd) => audit::run(cmd),
+        Command::Bench(cmd) => bench::run(cmd),
     }
+}
+
+/// A small multi-threaded runtime: the machines have two cores, and the
+/// work is waiting on the network, not computing.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    use anyhow::Context;
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
 }

@@ -1,0 +1,302 @@
+//! `edc-sync bench pacer`: how the Redis bucket behaves under contention.
+//!
+//! Several worker processes, each with several tasks, take tokens from one
+//! bucket as fast as it allows for a fixed window. The figures:
+//! - Redis round trips per granted token (from Redis's own commandstats);
+//! - envelope violations: windows holding more than `burst + rate * t`
+//!   grants, with grant times taken from Redis `TIME`;
+//! - utilisation: grants / (burst + rate * window);
+//! - acquire latency p50 / p99 for a free token (one reservation call).
+
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+
+use super::envelope;
+use crate::config::Rate;
+use crate::limiter::{Pacer, Quota, RedisPacer, Reservation};
+
+/// What the parent asks for.
+#[derive(Debug, Clone)]
+pub struct BenchArgs {
+    pub redis: String,
+    pub procs: u32,
+    pub tasks: u32,
+    pub rate: f64,
+    pub burst: u32,
+    pub seconds: f64,
+    pub grants_out: Option<PathBuf>,
+}
+
+/// What one worker process is told.
+#[derive(Debug, Clone)]
+pub struct WorkerArgs {
+    pub redis: String,
+    pub tasks: u32,
+    pub rate: f64,
+    pub burst: u32,
+    pub key: String,
+    pub start_us: i64,
+    pub end_us: i64,
+}
+
+/// One line of a worker's stdout.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum WorkerLine {
+    Grant { at_us: i64 },
+    Done { client_calls: u64 },
+}
+
+/// The figures, printed as a table and as one JSON line.
+#[derive(Debug, Clone, Serialize)]
+pub struct Figures {
+    pub procs: u32,
+    pub tasks: u32,
+    pub rate: f64,
+    pub burst: u32,
+    pub seconds: f64,
+    pub grants: usize,
+    pub redis_calls: u64,
+    pub client_calls: u64,
+    pub round_trips_per_grant: f64,
+    pub envelope_violations: usize,
+    pub worst_envelope_excess: f64,
+    pub utilisation: f64,
+    pub acquire_p50_ms: f64,
+    pub acquire_p99_ms: f64,
+    pub redis_version: String,
+}
+
+fn rate(rate: f64, burst: u32) -> anyhow::Result<Rate> {
+    Rate::new(rate, burst)
+        .with_context(|| format!("--rate must be > 0 and --burst >= 1 (got {rate}, {burst})"))
+}
+
+/// Microseconds since the epoch on this host's clock. Used only to line up
+/// the workers' start; every measured time comes from Redis.
+fn local_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or_default()
+}
+
+/// The worker side: `edc-sync bench pacer-worker ...` (spawned by [`run`]).
+pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
+    let pacer = RedisPacer::connect(&args.redis).await?;
+    let window = Duration::from_micros(u64::try_from(args.end_us - args.start_us).unwrap_or(0));
+    let quota = Quota::new(args.key.clone(), rate(args.rate, args.burst)?)?.with_horizon(window);
+    let offset = pacer.server_time_us().await? - local_us();
+    let until_start = args.start_us - (local_us() + offset);
+    if until_start > 0 {
+        tokio::time::sleep(Duration::from_micros(until_start as u64)).await;
+    }
+    let mut tasks = Vec::new();
+    for _ in 0..args.tasks {
+        let (pacer, quota, end_us) = (pacer.clone(), quota.clone(), args.end_us);
+        tasks.push(tokio::spawn(async move {
+            let mut grants = Vec::new();
+            let mut next_guess = i64::MIN;
+            // Stop when the slot this task would book next is past the
+            // window, so the run ends without wasted calls.
+            while next_guess < end_us {
+                match pacer.reserve(&quota).await? {
+                    Reservation::Granted { wait, at_us } if at_us < end_us => {
+                        grants.push(at_us);
+                        next_guess = at_us + wait.as_micros() as i64;
+                        tokio::time::sleep(wait).await;
+                    }
+                    _ => break,
+                }
+            }
+            anyhow::Ok(grants)
+        }));
+    }
+    let mut out = std::io::stdout().lock();
+    for task in tasks {
+        for at_us in task.await.context("worker task panicked")?? {
+            writeln!(out, "{}", serde_json::to_string(&WorkerLine::Grant { at_us })?)?;
+        }
+    }
+    writeln!(
+        out,
+        "{}",
+        serde_json::to_string(&WorkerLine::Done {
+            client_calls: pacer.calls()
+        })?
+    )?;
+    Ok(())
+}
+
+/// Sum of script calls (EVALSHA, EVAL, SCRIPT) in `INFO commandstats`,
+/// rejected ones included: each is a round trip.
+fn script_calls(info: &str) -> u64 {
+    info.lines()
+        .filter(|l| {
+            l.starts_with("cmdstat_evalsha:")
+                || l.starts_with("cmdstat_eval:")
+                || l.starts_with("cmdstat_script")
+        })
+        .flat_map(|l| l.split([':', ',']))
+        .filter_map(|kv| kv.split_once('='))
+        .filter(|(k, _)| *k == "calls" || *k == "rejected_calls")
+        .filter_map(|(_, v)| v.parse::<u64>().ok())
+        .sum()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx].as_secs_f64() * 1000.0
+}
+
+/// The parent side: spawns the workers, gathers, measures, prints.
+pub async fn run(args: BenchArgs, exe: PathBuf) -> anyhow::Result<Figures> {
+    if args.procs == 0 || args.tasks == 0 || !args.seconds.is_finite() || args.seconds <= 0.0 {
+        bail!("--procs, --tasks and --seconds must be > 0");
+    }
+    rate(args.rate, args.burst)?;
+    let pacer = RedisPacer::connect(&args.redis).await?;
+    pacer.load_scripts().await?;
+    let client = redis::Client::open(args.redis.as_str())?;
+    let mut admin = client
+        .get_multiplexed_async_connection()
+        .await
+        .context("connecting to Redis for stats")?;
+    let key = format!("bench:{}", crate::audit::RunId::new());
+    let start_us = pacer.server_time_us().await? + 1_500_000;
+    let end_us = start_us + (args.seconds * 1e6) as i64;
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut admin)
+        .await?;
+
+    let mut children = Vec::new();
+    for _ in 0..args.procs {
+        let child = std::process::Command::new(&exe)
+            .args(["bench", "pacer-worker", "--redis", &args.redis, "--key", &key])
+            .args([
+                "--tasks",
+                &args.tasks.to_string(),
+                "--rate",
+                &args.rate.to_string(),
+            ])
+            .args([
+                "--burst",
+                &args.burst.to_string(),
+                "--start-us",
+                &start_us.to_string(),
+            ])
+            .args(["--end-us", &end_us.to_string()])
+            .stdout(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("spawning worker {}", exe.display()))?;
+        children.push(child);
+    }
+    let gathered = tokio::task::spawn_blocking(move || -> anyhow::Result<(Vec<i64>, u64)> {
+        let (mut grants, mut calls) = (Vec::new(), 0);
+        for mut child in children {
+            let stdout = child.stdout.take().context("worker stdout")?;
+            for line in std::io::BufReader::new(stdout).lines() {
+                match serde_json::from_str(&line?)? {
+                    WorkerLine::Grant { at_us } => grants.push(at_us),
+                    WorkerLine::Done { client_calls } => calls += client_calls,
+                }
+            }
+            let status = child.wait()?;
+            if !status.success() {
+                bail!("a worker exited with {status}");
+            }
+        }
+        Ok((grants, calls))
+    });
+    let (mut grants, client_calls) = gathered.await??;
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut admin)
+        .await?;
+    let redis_calls = script_calls(&info);
+    grants.sort_unstable();
+
+    // Latency of one reservation of a free token, on a bucket that is never empty.
+    let free = Quota::new(format!("{key}:free"), rate(1e6, 1_000_000)?)?;
+    let mut latencies = Vec::with_capacity(2000);
+    for _ in 0..2000 {
+        let t0 = Instant::now();
+        pacer.reserve(&free).await?;
+        latencies.push(t0.elapsed());
+    }
+    latencies.sort_unstable();
+
+    let env = envelope::check(&grants, args.rate, args.burst);
+    let capacity = f64::from(args.burst) + args.rate * args.seconds;
+    let figures = Figures {
+        procs: args.procs,
+        tasks: args.tasks,
+        rate: args.rate,
+        burst: args.burst,
+        seconds: args.seconds,
+        grants: grants.len(),
+        redis_calls,
+        client_calls,
+        round_trips_per_grant: redis_calls as f64 / grants.len().max(1) as f64,
+        envelope_violations: env.violations,
+        worst_envelope_excess: env.worst_excess,
+        utilisation: grants.len() as f64 / capacity,
+        acquire_p50_ms: percentile(&latencies, 0.50),
+        acquire_p99_ms: percentile(&latencies, 0.99),
+        redis_version: pacer.server_version().await?,
+    };
+    if let Some(path) = &args.grants_out {
+        let text: String = grants.iter().map(|g| format!("{g}\n")).collect();
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(figures)
+}
+
+/// The human table followed by the one JSON line scripts read.
+pub fn render(f: &Figures) -> String {
+    format!(
+        "pacer benchmark: {procs} procs x {tasks} tasks, rate {rate}/s, burst {burst}, {seconds} s, Redis {ver}\n\
+         grants                      {grants}\n\
+         Redis script calls          {calls} (client counted {client})\n\
+         round trips per grant       {rtt:.3}   (target 1.00, <= 1.02)\n\
+         envelope violations         {viol}   (target 0; worst excess {excess:.3})\n\
+         utilisation                 {util:.1} %   (target >= 99 %)\n\
+         acquire latency, free token p50 {p50:.3} ms, p99 {p99:.3} ms   (target p99 < 0.3 ms)\n\
+         {json}",
+        procs = f.procs,
+        tasks = f.tasks,
+        rate = f.rate,
+        burst = f.burst,
+        seconds = f.seconds,
+        ver = f.redis_version,
+        grants = f.grants,
+        calls = f.redis_calls,
+        client = f.client_calls,
+        rtt = f.round_trips_per_grant,
+        viol = f.envelope_violations,
+        excess = f.worst_envelope_excess,
+        util = f.utilisation * 100.0,
+        p50 = f.acquire_p50_ms,
+        p99 = f.acquire_p99_ms,
+        json = serde_json::to_string(f).unwrap_or_default(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn script_calls_are_summed_from_commandstats() {
+        let info = "# Commandstats\r\ncmdstat_evalsha:calls=1020,usec=9000,usec_per_call=8.8,rejected_calls=2,failed_calls=0\r\n\
+                    cmdstat_time:calls=4,usec=1\r\ncmdstat_script|load:calls=3,usec=100\r\n";
+        assert_eq!(super::script_calls(info), 1025);
+    }
+}

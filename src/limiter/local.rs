@@ -1,0 +1,140 @@
+//! The in-process pacer: the same GCRA arithmetic as `lua/reserve.lua`,
+//! under a mutex, on this process's monotonic clock.
+//!
+//! Used by `demo` and by single-process runs (`--pacer local`). It cannot
+//! coordinate with other processes; that is what [`super::RedisPacer`] is for.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::gcra::{self, GateShape};
+use super::{ceil_ms, LeaseAttempt, Pacer, PacerError, Quota, Reservation};
+
+#[derive(Default)]
+struct State {
+    /// TAT per (quota key, gate name), microseconds since `origin`.
+    tats: HashMap<(String, String), i64>,
+    /// Pause-until per quota key.
+    pauses: HashMap<String, i64>,
+    /// Live leases per quota key: id -> expiry.
+    leases: HashMap<String, BTreeMap<u64, i64>>,
+    next_lease: u64,
+}
+
+/// In-process pacer; clones share one state.
+#[derive(Clone)]
+pub struct LocalPacer {
+    origin: Instant,
+    state: Arc<Mutex<State>>,
+}
+
+impl Default for LocalPacer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LocalPacer {
+    pub fn new() -> LocalPacer {
+        LocalPacer {
+            origin: Instant::now(),
+            state: Arc::default(),
+        }
+    }
+
+    fn now_us(&self) -> i64 {
+        // Start at one second so a fresh gate's TAT of 0 is in the past.
+        i64::try_from(self.origin.elapsed().as_micros()).unwrap_or(i64::MAX) + 1_000_000
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the arithmetic
+        // half-applied (each step is a plain store), so the state is usable.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Pacer for LocalPacer {
+    async fn reserve(&self, quota: &Quota) -> Result<Reservation, PacerError> {
+        let now = self.now_us();
+        let mut state = self.state();
+        let pause = state.pauses.get(quota.key()).copied().unwrap_or(0);
+        let mut tats: Vec<(GateShape, i64)> = quota
+            .gates()
+            .iter()
+            .map(|g| {
+                let tat = state
+                    .tats
+                    .get(&(quota.key().to_string(), g.name.clone()))
+                    .copied()
+                    .unwrap_or(0);
+                (GateShape::from(g.rate), tat)
+            })
+            .collect();
+        let mut gates: Vec<(GateShape, &mut i64)> = tats.iter_mut().map(|(s, t)| (*s, t)).collect();
+        let horizon = i64::try_from(quota.horizon().as_micros()).unwrap_or(i64::MAX);
+        let decision = gcra::reserve(now, pause, &gates, horizon);
+        if !decision.granted {
+            return Ok(Reservation::Refused {
+                wait: ceil_ms(decision.wait_us),
+            });
+        }
+        gcra::commit(&decision, &mut gates);
+        for (gate, (_, tat)) in quota.gates().iter().zip(tats) {
+            state
+                .tats
+                .insert((quota.key().to_string(), gate.name.clone()), tat);
+        }
+        Ok(Reservation::Granted {
+            wait: ceil_ms(decision.wait_us),
+            at_us: decision.at_us,
+        })
+    }
+
+    async fn pause(&self, quota: &Quota, pause: Duration) -> Result<(), PacerError> {
+        let until = self.now_us() + i64::try_from(pause.as_micros()).unwrap_or(i64::MAX / 2);
+        let mut state = self.state();
+        let current = state.pauses.entry(quota.key().to_string()).or_insert(0);
+        *current = (*current).max(until);
+        Ok(())
+    }
+
+    async fn try_lease(&self, quota: &Quota) -> Result<LeaseAttempt, PacerError> {
+        let now = self.now_us();
+        let ttl = i64::try_from(quota.lease_ttl().as_micros()).unwrap_or(i64::MAX / 2);
+        let mut state = self.state();
+        let state = &mut *state;
+        let leases = state.leases.entry(quota.key().to_string()).or_default();
+        leases.retain(|_, expiry| *expiry > now);
+        if leases.len() >= quota.max_concurrency() as usize {
+            let first = leases.values().min().copied().unwrap_or(now);
+            return Ok(LeaseAttempt::Full {
+                retry_in: ceil_ms(first - now),
+            });
+        }
+        state.next_lease += 1;
+        leases.insert(state.next_lease, now + ttl);
+        Ok(LeaseAttempt::Acquired(state.next_lease))
+    }
+
+    async fn renew(&self, quota: &Quota, id: u64) -> Result<bool, PacerError> {
+        let now = self.now_us();
+        let ttl = i64::try_from(quota.lease_ttl().as_micros()).unwrap_or(i64::MAX / 2);
+        let mut state = self.state();
+        let Some(leases) = state.leases.get_mut(quota.key()) else {
+            return Ok(false);
+        };
+        leases.retain(|_, expiry| *expiry > now);
+        Ok(leases.get_mut(&id).map(|expiry| *expiry = now + ttl).is_some())
+    }
+
+    async fn release(&self, quota: &Quota, id: u64) -> Result<bool, PacerError> {
+        let mut state = self.state();
+        Ok(state
+            .leases
+            .get_mut(quota.key())
+            .and_then(|l| l.remove(&id))
+            .is_some())
+    }
+}

@@ -1,0 +1,131 @@
+//! Pacing: one quota, one truth, server time (invariant 4).
+//!
+//! Every outbound EDC request first gets a [`Permit`] from a [`Limiter`]:
+//! a token reserved in every gate of its [`Quota`] (one atomic call), then a
+//! slot under the quota's concurrency cap. The [`Pacer`] is where that state
+//! lives: [`RedisPacer`] shares it across processes and hosts (server
+//! clock, atomic Lua), [`LocalPacer`] keeps it in this process with the same
+//! arithmetic ([`gcra`]), for `demo` and single-process runs.
+
+pub mod gcra;
+mod local;
+mod permit;
+mod quota;
+mod redis;
+
+use std::future::Future;
+use std::time::Duration;
+
+pub use local::LocalPacer;
+pub use permit::{AcquireError, Limiter, Permit};
+pub use quota::{Gate, Quota, QuotaError};
+pub use redis::RedisPacer;
+
+/// The answer to a reservation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reservation {
+    /// A slot is booked: sleep `wait`, then send without asking again.
+    /// `at_us` is the booked instant in the pacer's clock (Redis: server
+    /// time in microseconds since the epoch).
+    Granted { wait: Duration, at_us: i64 },
+    /// The wait would exceed the horizon; nothing was booked.
+    Refused { wait: Duration },
+}
+
+/// The answer to a request for a concurrency slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseAttempt {
+    /// Held under this id, which is also a fencing token (ids only grow).
+    Acquired(u64),
+    /// The cap is reached; the oldest lease expires within `retry_in`.
+    Full { retry_in: Duration },
+}
+
+/// The pacer could not answer. Requests are never sent unpaced: this ends
+/// the run (exit 69) at a page boundary, with the cursor where it was.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PacerError {
+    #[error("Redis at {endpoint} is unavailable after {attempts} attempt(s): {detail}")]
+    Unavailable {
+        endpoint: String,
+        attempts: u32,
+        detail: String,
+    },
+    #[error("Redis at {endpoint} answered {script} unexpectedly: {detail}")]
+    Protocol {
+        endpoint: String,
+        script: &'static str,
+        detail: String,
+    },
+}
+
+/// Where the shared state of a quota lives.
+///
+/// Implementations are cheap to clone (shared state behind an `Arc`), so a
+/// lease can be released from a `Drop` on another task.
+pub trait Pacer: Clone + Send + Sync + 'static {
+    /// Reserves one token in every gate of `quota`, or in none.
+    fn reserve(&self, quota: &Quota) -> impl Future<Output = Result<Reservation, PacerError>> + Send;
+
+    /// Pauses every gate of `quota` for `pause` from now (server time);
+    /// a pause only ever extends.
+    fn pause(&self, quota: &Quota, pause: Duration) -> impl Future<Output = Result<(), PacerError>> + Send;
+
+    /// Takes a concurrency slot if one is free.
+    fn try_lease(&self, quota: &Quota) -> impl Future<Output = Result<LeaseAttempt, PacerError>> + Send;
+
+    /// Extends lease `id`; `false` if it had already expired.
+    fn renew(&self, quota: &Quota, id: u64) -> impl Future<Output = Result<bool, PacerError>> + Send;
+
+    /// Gives lease `id` back; `false` if it had already expired.
+    fn release(&self, quota: &Quota, id: u64) -> impl Future<Output = Result<bool, PacerError>> + Send;
+}
+
+/// The pacer chosen on the command line.
+#[derive(Clone)]
+pub enum AnyPacer {
+    Redis(RedisPacer),
+    Local(LocalPacer),
+}
+
+impl Pacer for AnyPacer {
+    async fn reserve(&self, quota: &Quota) -> Result<Reservation, PacerError> {
+        match self {
+            AnyPacer::Redis(p) => p.reserve(quota).await,
+            AnyPacer::Local(p) => p.reserve(quota).await,
+        }
+    }
+
+    async fn pause(&self, quota: &Quota, pause: Duration) -> Result<(), PacerError> {
+        match self {
+            AnyPacer::Redis(p) => p.pause(quota, pause).await,
+            AnyPacer::Local(p) => p.pause(quota, pause).await,
+        }
+    }
+
+    async fn try_lease(&self, quota: &Quota) -> Result<LeaseAttempt, PacerError> {
+        match self {
+            AnyPacer::Redis(p) => p.try_lease(quota).await,
+            AnyPacer::Local(p) => p.try_lease(quota).await,
+        }
+    }
+
+    async fn renew(&self, quota: &Quota, id: u64) -> Result<bool, PacerError> {
+        match self {
+            AnyPacer::Redis(p) => p.renew(quota, id).await,
+            AnyPacer::Local(p) => p.renew(quota, id).await,
+        }
+    }
+
+    async fn release(&self, quota: &Quota, id: u64) -> Result<bool, PacerError> {
+        match self {
+            AnyPacer::Redis(p) => p.release(quota, id).await,
+            AnyPacer::Local(p) => p.release(quota, id).await,
+        }
+    }
+}
+
+/// Milliseconds, rounded up, as both pacers report waits.
+fn ceil_ms(us: i64) -> Duration {
+    Duration::from_millis(u64::try_from(us.max(0)).unwrap_or(0).div_ceil(1000))
+}

@@ -1,0 +1,256 @@
+//! The production pacer: every quota's state in Redis, changed only by the
+//! Lua scripts in `lua/`, timed only by `redis.call('TIME')`.
+//!
+//! Keys of one quota share a hash tag, `edc-sync:{<bucket key>}:...`, so
+//! they sit in one Redis Cluster slot and each script stays atomic there.
+//!
+//! Fail closed: each call has a timeout and a bounded number of attempts
+//! (logged); after that the caller gets [`PacerError::Unavailable`] and no
+//! request is sent. A retried `reserve` whose first reply was lost may book
+//! a second slot: that only ever makes pacing slower, never faster.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{FromRedisValue, Script, ScriptInvocation};
+
+use super::{ceil_ms, LeaseAttempt, Pacer, PacerError, Quota, Reservation};
+use crate::redact::redact_arg;
+
+const ATTEMPTS: u32 = 3;
+const CALL_TIMEOUT: Duration = Duration::from_secs(2);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+struct Inner {
+    conn: ConnectionManager,
+    endpoint: String,
+    reserve: Script,
+    pause: Script,
+    lease: Script,
+    calls: AtomicU64,
+}
+
+/// Pacer whose state is shared by every process that talks to one Redis.
+#[derive(Clone)]
+pub struct RedisPacer {
+    inner: Arc<Inner>,
+}
+
+/// The Redis key of one part of a quota, inside the quota's hash tag.
+pub fn key(quota: &Quota, part: &str) -> String {
+    format!("edc-sync:{{{}}}:{part}", quota.key())
+}
+
+impl RedisPacer {
+    /// Connects to `url` (`redis://host:port/db`); fails closed.
+    pub async fn connect(url: &str) -> Result<RedisPacer, PacerError> {
+        let endpoint = redact_arg(url);
+        let unavailable = |detail: String| PacerError::Unavailable {
+            endpoint: endpoint.clone(),
+            attempts: 1,
+            detail,
+        };
+        let client = redis::Client::open(url).map_err(|e| unavailable(e.to_string()))?;
+        let config = ConnectionManagerConfig::new()
+            .set_number_of_retries(2)
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_response_timeout(Some(CALL_TIMEOUT));
+        let conn = tokio::time::timeout(
+            CONNECT_TIMEOUT * 2,
+            ConnectionManager::new_with_config(client, config),
+        )
+        .await
+        .map_err(|_| unavailable("timed out connecting".into()))?
+        .map_err(|e| unavailable(e.to_string()))?;
+        Ok(RedisPacer {
+            inner: Arc::new(Inner {
+                conn,
+                endpoint,
+                reserve: Script::new(include_str!("lua/reserve.lua")),
+                pause: Script::new(include_str!("lua/pause.lua")),
+                lease: Script::new(include_str!("lua/lease.lua")),
+                calls: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// Script calls made so far by this pacer (each normally one round trip).
+    pub fn calls(&self) -> u64 {
+        self.inner.calls.load(Ordering::Relaxed)
+    }
+
+    /// The endpoint, with any password redacted.
+    pub fn endpoint(&self) -> &str {
+        &self.inner.endpoint
+    }
+
+    /// Loads every script now (EVALSHA would also load on first use); the
+    /// IQ uses this to prove the scripts are accepted by this server.
+    pub async fn load_scripts(&self) -> Result<Vec<String>, PacerError> {
+        let mut hashes = Vec::new();
+        for (name, script) in [
+            ("reserve.lua", &self.inner.reserve),
+            ("pause.lua", &self.inner.pause),
+            ("lease.lua", &self.inner.lease),
+        ] {
+            let mut conn = self.inner.conn.clone();
+            let hash: String = script
+                .prepare_invoke()
+                .load_async(&mut conn)
+                .await
+                .map_err(|e| self.protocol(name, e.to_string()))?;
+            hashes.push(hash);
+        }
+        Ok(hashes)
+    }
+
+    /// The server's clock (`TIME`) in microseconds since the epoch.
+    pub async fn server_time_us(&self) -> Result<i64, PacerError> {
+        let mut conn = self.inner.conn.clone();
+        let (secs, micros): (i64, i64) = redis::cmd("TIME")
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| self.unavailable(1, e.to_string()))?;
+        Ok(secs * 1_000_000 + micros)
+    }
+
+    /// `redis_version` from `INFO server`.
+    pub async fn server_version(&self) -> Result<String, PacerError> {
+        let mut conn = self.inner.conn.clone();
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| self.unavailable(1, e.to_string()))?;
+        Ok(info
+            .lines()
+            .find_map(|l| l.strip_prefix("redis_version:"))
+            .unwrap_or("unknown")
+            .trim()
+            .to_string())
+    }
+
+    fn unavailable(&self, attempts: u32, detail: String) -> PacerError {
+        PacerError::Unavailable {
+            endpoint: self.inner.endpoint.clone(),
+            attempts,
+            detail,
+        }
+    }
+
+    fn protocol(&self, script: &'static str, detail: String) -> PacerError {
+        PacerError::Protocol {
+            endpoint: self.inner.endpoint.clone(),
+            script,
+            detail,
+        }
+    }
+
+    /// Runs one script invocation with a timeout and bounded, logged retries.
+    async fn call<T: FromRedisValue>(
+        &self,
+        script: &'static str,
+        invocation: &ScriptInvocation<'_>,
+    ) -> Result<T, PacerError> {
+        let mut last = String::new();
+        for attempt in 1..=ATTEMPTS {
+            self.inner.calls.fetch_add(1, Ordering::Relaxed);
+            let mut conn = self.inner.conn.clone();
+            match tokio::time::timeout(CALL_TIMEOUT, invocation.invoke_async::<T>(&mut conn)).await {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(e))
+                    if e.kind() == redis::ErrorKind::Parse
+                        || e.kind() == redis::ErrorKind::UnexpectedReturnType =>
+                {
+                    return Err(self.protocol(script, e.to_string()))
+                }
+                Ok(Err(e)) => last = e.to_string(),
+                Err(_) => last = format!("no answer within {CALL_TIMEOUT:?}"),
+            }
+            tracing::warn!(endpoint = %self.inner.endpoint, script, attempt, error = %last, "Redis call failed");
+            if attempt < ATTEMPTS {
+                tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
+            }
+        }
+        Err(self.unavailable(ATTEMPTS, last))
+    }
+}
+
+fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Pacer for RedisPacer {
+    async fn reserve(&self, quota: &Quota) -> Result<Reservation, PacerError> {
+        let mut inv = self.inner.reserve.prepare_invoke();
+        inv.key(key(quota, "pause")).arg(micros(quota.horizon()));
+        for gate in quota.gates() {
+            let shape = super::gcra::GateShape::from(gate.rate);
+            inv.key(key(quota, &format!("gate:{}", gate.name)))
+                .arg(format!("{:.3}", shape.interval_us))
+                .arg(format!("{:.3}", shape.tolerance_us));
+        }
+        let (granted, wait_ms, at_us, _now): (i64, i64, String, String) =
+            self.call("reserve.lua", &inv).await?;
+        let wait = Duration::from_millis(u64::try_from(wait_ms.max(0)).unwrap_or(0));
+        if granted == 1 {
+            let at_us = at_us
+                .parse()
+                .map_err(|_| self.protocol("reserve.lua", format!("bad time {at_us:?}")))?;
+            Ok(Reservation::Granted { wait, at_us })
+        } else {
+            Ok(Reservation::Refused { wait })
+        }
+    }
+
+    async fn pause(&self, quota: &Quota, pause: Duration) -> Result<(), PacerError> {
+        let mut inv = self.inner.pause.prepare_invoke();
+        inv.key(key(quota, "pause")).arg(millis(pause));
+        let _: (String, String) = self.call("pause.lua", &inv).await?;
+        Ok(())
+    }
+
+    async fn try_lease(&self, quota: &Quota) -> Result<LeaseAttempt, PacerError> {
+        let mut inv = self.inner.lease.prepare_invoke();
+        inv.key(key(quota, "leases"))
+            .key(key(quota, "fence"))
+            .arg("acquire")
+            .arg(quota.max_concurrency())
+            .arg(millis(quota.lease_ttl()));
+        let (ok, value): (i64, i64) = self.call("lease.lua", &inv).await?;
+        Ok(if ok == 1 {
+            LeaseAttempt::Acquired(u64::try_from(value).unwrap_or_default())
+        } else {
+            LeaseAttempt::Full {
+                retry_in: ceil_ms(value * 1000),
+            }
+        })
+    }
+
+    async fn renew(&self, quota: &Quota, id: u64) -> Result<bool, PacerError> {
+        let mut inv = self.inner.lease.prepare_invoke();
+        inv.key(key(quota, "leases"))
+            .key(key(quota, "fence"))
+            .arg("renew")
+            .arg(id)
+            .arg(millis(quota.lease_ttl()));
+        let (ok, _): (i64, i64) = self.call("lease.lua", &inv).await?;
+        Ok(ok == 1)
+    }
+
+    async fn release(&self, quota: &Quota, id: u64) -> Result<bool, PacerError> {
+        let mut inv = self.inner.lease.prepare_invoke();
+        inv.key(key(quota, "leases"))
+            .key(key(quota, "fence"))
+            .arg("release")
+            .arg(id);
+        let (ok, _): (i64, i64) = self.call("lease.lua", &inv).await?;
+        Ok(ok == 1)
+    }
+}
