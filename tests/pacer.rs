@@ -1,0 +1,530 @@
+//! The pacer, against a real `redis-server` (started per test on a free
+//! loopback port) and against the in-process twin, with one shared suite.
+//!
+//! Assertions are on booked instants (server time) and counts, never on
+//! how long something took.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use edc_sync::config::Rate;
+use edc_sync::limiter::{
+    LeaseAttempt, Limiter, LocalPacer, Pacer, PacerError, Quota, RedisPacer, Reservation,
+};
+use support::redis::RedisServer;
+
+fn rate(per_sec: f64, burst: u32) -> Rate {
+    Rate::new(per_sec, burst).unwrap()
+}
+
+fn granted(r: Reservation) -> (Duration, i64) {
+    match r {
+        Reservation::Granted { wait, at_us } => (wait, at_us),
+        Reservation::Refused { wait } => panic!("expected a grant, was refused (wait {wait:?})"),
+    }
+}
+
+/// The single-process suite every pacer must pass.
+mod suite {
+    use super::*;
+
+    pub async fn burst_then_sustained<P: Pacer>(p: P) {
+        let q = Quota::new("suite:burst", rate(20.0, 5))
+            .unwrap()
+            .with_horizon(Duration::from_secs(60));
+        let mut booked = Vec::new();
+        for _ in 0..12 {
+            booked.push(granted(p.reserve(&q).await.unwrap()));
+        }
+        for (k, (wait, _)) in booked.iter().take(5).enumerate() {
+            assert_eq!(*wait, Duration::ZERO, "burst grant {k} is immediate");
+        }
+        assert!(booked[5].0 > Duration::ZERO, "the sixth grant waits");
+        // After the burst, booked instants are exactly 1/rate apart.
+        let first = booked[0].1;
+        for (k, (_, at)) in booked.iter().enumerate().skip(5) {
+            let expected = first + (k as i64 - 4) * 50_000;
+            assert!(
+                (at - expected).abs() <= 2,
+                "grant {k} booked at {at}, expected {expected}"
+            );
+        }
+    }
+
+    pub async fn a_refusal_books_nothing<P: Pacer>(p: P) {
+        let short = Quota::new("suite:refuse", rate(1.0, 1))
+            .unwrap()
+            .with_horizon(Duration::from_millis(300));
+        let (_, first_at) = granted(p.reserve(&short).await.unwrap());
+        for _ in 0..5 {
+            match p.reserve(&short).await.unwrap() {
+                Reservation::Refused { wait } => assert!(wait > Duration::from_millis(300), "{wait:?}"),
+                other => panic!("expected a refusal, got {other:?}"),
+            }
+        }
+        let long = short.clone().with_horizon(Duration::from_secs(5));
+        let (_, at) = granted(p.reserve(&long).await.unwrap());
+        assert!(
+            (at - (first_at + 1_000_000)).abs() <= 2,
+            "the refusals booked nothing: {at} vs {first_at}"
+        );
+    }
+
+    pub async fn the_tighter_gate_governs_and_neither_leaks<P: Pacer>(p: P) {
+        let account = rate(100.0, 10);
+        let study = rate(2.0, 1);
+        let s1 = Quota::new("suite:gates", account)
+            .unwrap()
+            .with_gate("study:S1", study);
+        let s1_short = s1.clone().with_horizon(Duration::from_millis(200));
+        let s1_long = s1.clone().with_horizon(Duration::from_secs(10));
+        let account_only = Quota::new("suite:gates", account).unwrap();
+
+        // The study gate (2/s) governs: grants 500 ms apart although the
+        // account allows 100/s.
+        let (_, a0) = granted(p.reserve(&s1_long).await.unwrap());
+        let (_, a1) = granted(p.reserve(&s1_long).await.unwrap());
+        assert!((a1 - a0 - 500_000).abs() <= 2, "study gate spacing: {}", a1 - a0);
+
+        // Refused by the study gate twenty times: the account is not charged.
+        for _ in 0..20 {
+            assert!(matches!(
+                p.reserve(&s1_short).await.unwrap(),
+                Reservation::Refused { .. }
+            ));
+        }
+        // The account gate holds exactly the two granted tokens: the second
+        // booked at a1, so its TAT is a1 + 10 ms and the next account-only
+        // slot is TAT - (burst - 1) * 10 ms = a1 - 80 ms. Any charge from a
+        // refusal would push it later.
+        let (_, next) = granted(
+            p.reserve(&account_only.clone().with_horizon(Duration::from_secs(10)))
+                .await
+                .unwrap(),
+        );
+        assert!(
+            (next - (a1 - 80_000)).abs() <= 2,
+            "account slot {next}, expected {}",
+            a1 - 80_000
+        );
+
+        // Refused by the account gate (1/s): the study gate (2/s) is not
+        // charged. Ten charges would have pushed its TAT five seconds out.
+        let s2 = Quota::new("suite:gates2", rate(1.0, 1))
+            .unwrap()
+            .with_gate("study:S2", rate(2.0, 1));
+        let s2_short = s2.clone().with_horizon(Duration::from_millis(100));
+        let (_, g0) = granted(p.reserve(&s2_short).await.unwrap());
+        for _ in 0..10 {
+            assert!(matches!(
+                p.reserve(&s2_short).await.unwrap(),
+                Reservation::Refused { .. }
+            ));
+        }
+        let (_, g1) = granted(
+            p.reserve(&s2.with_horizon(Duration::from_secs(10)))
+                .await
+                .unwrap(),
+        );
+        assert!(
+            (g1 - (g0 + 1_000_000)).abs() <= 2,
+            "next slot {} µs after the first, expected 1 s",
+            g1 - g0
+        );
+    }
+
+    pub async fn a_pause_is_a_floor_for_every_acquire<P: Pacer>(p: P) {
+        let q = Quota::new("suite:pause", rate(100.0, 10))
+            .unwrap()
+            .with_horizon(Duration::from_secs(10));
+        p.pause(&q, Duration::from_millis(1500)).await.unwrap();
+        p.pause(&q, Duration::from_millis(100)).await.unwrap(); // a shorter pause does not shorten it
+        let (wait, _) = granted(p.reserve(&q).await.unwrap());
+        assert!(wait >= Duration::from_millis(1300), "waited only {wait:?}");
+        let beyond = q.clone().with_horizon(Duration::from_millis(500));
+        assert!(matches!(
+            p.reserve(&beyond).await.unwrap(),
+            Reservation::Refused { .. }
+        ));
+    }
+
+    pub async fn the_lease_cap_holds_and_frees<P: Pacer>(p: P) {
+        let q = Quota::new("suite:lease", rate(1000.0, 100))
+            .unwrap()
+            .with_concurrency(2, Duration::from_secs(60));
+        let a = match p.try_lease(&q).await.unwrap() {
+            LeaseAttempt::Acquired(id) => id,
+            other => panic!("{other:?}"),
+        };
+        let b = match p.try_lease(&q).await.unwrap() {
+            LeaseAttempt::Acquired(id) => id,
+            other => panic!("{other:?}"),
+        };
+        assert!(b > a, "lease ids are fencing tokens and only grow");
+        assert!(matches!(
+            p.try_lease(&q).await.unwrap(),
+            LeaseAttempt::Full { .. }
+        ));
+        assert!(p.renew(&q, a).await.unwrap());
+        assert!(p.release(&q, a).await.unwrap());
+        assert!(!p.release(&q, a).await.unwrap(), "a second release finds nothing");
+        assert!(matches!(
+            p.try_lease(&q).await.unwrap(),
+            LeaseAttempt::Acquired(_)
+        ));
+    }
+
+    pub async fn an_unreleased_lease_expires<P: Pacer>(p: P) {
+        let q = Quota::new("suite:expire", rate(1000.0, 100))
+            .unwrap()
+            .with_concurrency(1, Duration::from_millis(300));
+        assert!(matches!(
+            p.try_lease(&q).await.unwrap(),
+            LeaseAttempt::Acquired(_)
+        ));
+        assert!(matches!(
+            p.try_lease(&q).await.unwrap(),
+            LeaseAttempt::Full { .. }
+        ));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let LeaseAttempt::Acquired(_) = p.try_lease(&q).await.unwrap() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the expired lease never freed its slot"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub async fn a_cancelled_holder_releases_its_lease<P: Pacer>(p: P) {
+        let q = Quota::new("suite:cancel", rate(1000.0, 100))
+            .unwrap()
+            .with_concurrency(1, Duration::from_secs(600)); // far beyond the test: only a release frees it
+        let limiter = std::sync::Arc::new(Limiter::new(p.clone(), q.clone()));
+        let (held_tx, held_rx) = tokio::sync::oneshot::channel();
+        let holder = {
+            let limiter = limiter.clone();
+            tokio::spawn(async move {
+                let _permit = limiter.acquire().await.unwrap();
+                let _ = held_tx.send(());
+                std::future::pending::<()>().await;
+            })
+        };
+        held_rx.await.unwrap();
+        assert!(matches!(
+            p.try_lease(&q).await.unwrap(),
+            LeaseAttempt::Full { .. }
+        ));
+        holder.abort();
+        let _ = holder.await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let LeaseAttempt::Acquired(id) = p.try_lease(&q).await.unwrap() {
+                p.release(&q, id).await.unwrap();
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the cancelled task's lease was never released"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // And the limiter itself hands out permits again.
+        let permit = tokio::time::timeout(Duration::from_secs(10), limiter.acquire())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(permit.release().await.unwrap());
+    }
+}
+
+macro_rules! pacer_suite {
+    ($name:ident, $make:expr) => {
+        mod $name {
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn burst_then_sustained() {
+                let (p, _server) = $make.await;
+                suite::burst_then_sustained(p).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_refusal_books_nothing() {
+                let (p, _server) = $make.await;
+                suite::a_refusal_books_nothing(p).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn the_tighter_gate_governs_and_neither_leaks() {
+                let (p, _server) = $make.await;
+                suite::the_tighter_gate_governs_and_neither_leaks(p).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_pause_is_a_floor_for_every_acquire() {
+                let (p, _server) = $make.await;
+                suite::a_pause_is_a_floor_for_every_acquire(p).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn the_lease_cap_holds_and_frees() {
+                let (p, _server) = $make.await;
+                suite::the_lease_cap_holds_and_frees(p).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn an_unreleased_lease_expires() {
+                let (p, _server) = $make.await;
+                suite::an_unreleased_lease_expires(p).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_cancelled_holder_releases_its_lease() {
+                let (p, _server) = $make.await;
+                suite::a_cancelled_holder_releases_its_lease(p).await;
+            }
+        }
+    };
+}
+
+async fn redis_pacer() -> (RedisPacer, RedisServer) {
+    let server = RedisServer::start();
+    let pacer = RedisPacer::connect(&server.url()).await.unwrap();
+    (pacer, server)
+}
+
+async fn local_pacer() -> (LocalPacer, ()) {
+    (LocalPacer::new(), ())
+}
+
+pacer_suite!(with_redis, redis_pacer());
+pacer_suite!(with_local, local_pacer());
+
+// ---- Redis only: several processes, server failures ----------------------
+
+/// Re-runs this test binary as a child process executing `helper`.
+fn child(helper: &str, envs: &[(&str, String)]) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--ignored",
+        "--exact",
+        helper,
+        "--nocapture",
+        "--test-threads",
+        "1",
+    ]);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is set by the parent test"))
+}
+
+#[tokio::test]
+#[ignore = "helper: run as a child process by a_pause_set_by_one_process_delays_another"]
+async fn child_pauses_the_quota() {
+    let pacer = RedisPacer::connect(&env("EDC_SYNC_TEST_REDIS")).await.unwrap();
+    let q = Quota::new("cross:pause", rate(100.0, 10)).unwrap();
+    pacer.pause(&q, Duration::from_millis(3000)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_set_by_one_process_delays_another() {
+    let (pacer, server) = redis_pacer().await;
+    let status = child("child_pauses_the_quota", &[("EDC_SYNC_TEST_REDIS", server.url())])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let q = Quota::new("cross:pause", rate(100.0, 10))
+        .unwrap()
+        .with_horizon(Duration::from_secs(10));
+    let now = pacer.server_time_us().await.unwrap();
+    let (wait, at) = granted(pacer.reserve(&q).await.unwrap());
+    assert!(
+        at > now + 1_000_000,
+        "booked at {at}, only {} µs after now",
+        at - now
+    );
+    assert!(wait >= Duration::from_secs(1), "{wait:?}");
+}
+
+#[tokio::test]
+#[ignore = "helper: run as a child process by a_sigkilled_lease_holder_frees_the_cap_when_its_lease_expires"]
+async fn child_holds_a_lease_forever() {
+    let pacer = RedisPacer::connect(&env("EDC_SYNC_TEST_REDIS")).await.unwrap();
+    let q = Quota::new("cross:lease", rate(100.0, 10))
+        .unwrap()
+        .with_concurrency(1, Duration::from_millis(1500));
+    let limiter = Limiter::new(pacer, q);
+    let _permit = limiter.acquire().await.unwrap();
+    println!("HELD");
+    std::future::pending::<()>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigkilled_lease_holder_frees_the_cap_when_its_lease_expires() {
+    let (pacer, server) = redis_pacer().await;
+    let mut holder = child(
+        "child_holds_a_lease_forever",
+        &[("EDC_SYNC_TEST_REDIS", server.url())],
+    )
+    .stdout(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
+    assert!(
+        lines.any(|l| l.map(|l| l.contains("HELD")).unwrap_or(false)),
+        "the child took its lease"
+    );
+    let q = Quota::new("cross:lease", rate(100.0, 10))
+        .unwrap()
+        .with_concurrency(1, Duration::from_millis(1500));
+    assert!(
+        matches!(pacer.try_lease(&q).await.unwrap(), LeaseAttempt::Full { .. }),
+        "the child holds the only slot"
+    );
+    // SIGKILL: no destructor, no release; only the TTL can free the slot.
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let LeaseAttempt::Acquired(_) = pacer.try_lease(&q).await.unwrap() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the killed holder's lease never expired"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn noscript_after_script_flush_is_recovered() {
+    let (pacer, server) = redis_pacer().await;
+    let q = Quota::new("noscript", rate(100.0, 10)).unwrap();
+    granted(pacer.reserve(&q).await.unwrap());
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let exists: Vec<bool> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(pacer.load_scripts().await.unwrap()[0].clone())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(exists, vec![true], "load_scripts reloads");
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    granted(pacer.reserve(&q).await.unwrap());
+    assert!(matches!(
+        pacer.try_lease(&q).await.unwrap(),
+        LeaseAttempt::Acquired(_)
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_stopped_mid_run_fails_closed_with_a_clear_error() {
+    let (pacer, mut server) = redis_pacer().await;
+    let q = Quota::new("down", rate(100.0, 10)).unwrap();
+    granted(pacer.reserve(&q).await.unwrap());
+    server.kill();
+    let err = pacer.reserve(&q).await.unwrap_err();
+    let PacerError::Unavailable {
+        endpoint, attempts, ..
+    } = &err
+    else {
+        panic!("{err}")
+    };
+    assert_eq!(endpoint, &server.url());
+    assert_eq!(*attempts, 3);
+    assert!(
+        err.to_string().contains("is unavailable after 3 attempt(s)"),
+        "{err}"
+    );
+    // And through the limiter: no permit, so no request.
+    let limiter = Limiter::new(pacer, q);
+    assert!(limiter.acquire().await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connecting_to_no_redis_fails_closed() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let err = RedisPacer::connect(&format!("redis://:hunter2@127.0.0.1:{port}/"))
+        .await
+        .err()
+        .expect("no server");
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("127.0.0.1:{port}")) && !text.contains("hunter2"),
+        "{text}"
+    );
+}
+
+#[test]
+fn eight_processes_of_four_tasks_never_exceed_the_envelope() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let grants_file = dir.path().join("grants.txt");
+    let (rate_per_sec, burst, seconds) = (40.0, 10u32, 3.0);
+    let out = support::run(&[
+        "bench",
+        "pacer",
+        "--redis",
+        &server.url(),
+        "--procs",
+        "8",
+        "--tasks",
+        "4",
+        "--rate",
+        &rate_per_sec.to_string(),
+        "--burst",
+        &burst.to_string(),
+        "--seconds",
+        &seconds.to_string(),
+        "--grants-out",
+        grants_file.to_str().unwrap(),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let grants: Vec<i64> = std::fs::read_to_string(&grants_file)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    let check = edc_sync::bench::envelope::check(&grants, rate_per_sec, burst);
+    assert_eq!(check.violations, 0, "grants above burst + rate * t: {check:?}");
+    // No grant lost: the window's capacity was used (allowing for the
+    // start-up of 32 tasks and the last interval).
+    let capacity = f64::from(burst) + rate_per_sec * seconds;
+    assert!(
+        grants.len() as f64 >= capacity - 4.0,
+        "{} grants of a capacity of {capacity}",
+        grants.len()
+    );
+    let figures: serde_json::Value = serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(figures["grants"].as_u64().unwrap() as usize, grants.len());
+    let rtt = figures["round_trips_per_grant"].as_f64().unwrap();
+    assert!(rtt <= 1.1, "one Redis round trip per granted token, got {rtt}");
+}
