@@ -46,7 +46,77 @@ pub enum Command {
     /// Benchmarks that print figures (see docs/benchmarks.md).
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Run the EDC simulator on loopback (Vault-style JSON and Rave-style ODM,
+    /// with injectable faults) until interrupted.
+    Simulate(SimulateArgs),
 }
+
+/// Flags of `edc-sync simulate`.
+#[derive(Debug, Args)]
+#[command(after_long_help = SIMULATE_HELP)]
+pub struct SimulateArgs {
+    /// Port on 127.0.0.1 (0 picks a free one; the URL is printed on stdout).
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Number of subjects in the dataset.
+    #[arg(long, default_value_t = 20)]
+    pub subjects: u32,
+    /// Number of audit records in the dataset.
+    #[arg(long, default_value_t = 300)]
+    pub records: u32,
+    /// Seed of the dataset's values (same seed, same bytes).
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Filler bytes per record, to make large pages.
+    #[arg(long, default_value_t = 0)]
+    pub padding: usize,
+    /// Bearer token requests must carry.
+    #[arg(
+        long,
+        env = "EDC_SYNC_SIM_TOKEN",
+        default_value = "sim-token",
+        hide_env_values = true
+    )]
+    pub token: String,
+    /// A fault: N=SPEC makes the Nth request fail (see below). Repeatable.
+    #[arg(long = "fault", value_name = "N=SPEC")]
+    pub faults: Vec<String>,
+    /// Server-side quota: tokens per second (with --quota-burst).
+    #[arg(long, requires = "quota_burst")]
+    pub quota_rate: Option<f64>,
+    /// Server-side quota: bucket size.
+    #[arg(long, requires = "quota_rate")]
+    pub quota_burst: Option<u32>,
+    /// Latency added to every response, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    pub latency_ms: u64,
+    /// Append every request (arrival time, method, path, status) as JSON Lines.
+    #[arg(long)]
+    pub request_log: Option<PathBuf>,
+}
+
+const SIMULATE_HELP: &str = "\
+Endpoints:
+  GET /api/v24.1/query/audit_trail?modified_since=T&limit=L&offset=O   Vault-style JSON;
+      next page in responseDetails.next_page and in a Link header
+  GET /RaveWebServices/datasets/ClinicalAuditRecords.odm?studyoid=S&startid=N&per_page=M
+      Rave-style ODM 1.3 audit records; next page in a Link header
+  Other methods get 405; a missing or wrong bearer token gets 401.
+
+Faults (--fault N=SPEC, N = the Nth request received, from 1):
+  429:seconds:S | 429:date:S | 429:absent | 429:raw:TEXT     throttled, Retry-After in that form
+  503:seconds:S | 503:date:S | 503:absent | 503:raw:TEXT
+  500 | 502 | 504 | 401 | 403 | 404                          that status
+  truncate            full Content-Length, half the body, connection closed
+  oversize:BYTES      a 200 body of BYTES bytes
+  latency:MS          the page, MS milliseconds late
+  garbage             a 200 body that is not valid JSON / ODM
+  cross-origin-next:URL   the page, its next link pointing at URL
+  redirect:URL        302 to URL
+
+Example:
+  edc-sync simulate --port 8080 --records 500 --fault 2=429:seconds:1 --fault 4=429:date:2 \\
+      --fault 6=429:absent --fault 8=503:seconds:1 --request-log /tmp/sim.jsonl";
 
 /// Where the policy file is.
 #[derive(Debug, Args)]

@@ -4,6 +4,7 @@
 mod audit;
 mod bench;
 mod config;
+mod simulate;
 
 use crate::cli::{Cli, Command};
 
@@ -13,6 +14,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Config(cmd) => config::run(cmd),
         Command::Audit(cmd) => audit::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Simulate(args) => simulate::run(args),
     }
 }
 

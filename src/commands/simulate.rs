@@ -1,0 +1,72 @@
+//! `edc-sync simulate`
+
+use std::io::Write;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+
+use crate::cli::SimulateArgs;
+use crate::sim::{Dataset, FaultSchedule, SimConfig, Simulator};
+
+/// Builds the simulator's configuration from the flags.
+pub fn config(args: &SimulateArgs) -> anyhow::Result<SimConfig> {
+    let mut faults = FaultSchedule::default();
+    for entry in &args.faults {
+        let (n, fault) = FaultSchedule::parse_entry(entry).map_err(anyhow::Error::msg)?;
+        faults.insert(n, fault);
+    }
+    if args.subjects == 0 {
+        bail!("--subjects must be at least 1");
+    }
+    let quota = match (args.quota_rate, args.quota_burst) {
+        (Some(rate), Some(burst)) if rate.is_finite() && rate > 0.0 && burst >= 1 => Some((rate, burst)),
+        (Some(rate), Some(burst)) => {
+            bail!("--quota-rate must be > 0 and --quota-burst >= 1 (got {rate}, {burst})")
+        }
+        _ => None,
+    };
+    Ok(SimConfig {
+        dataset: Dataset {
+            subjects: args.subjects,
+            records: args.records,
+            seed: args.seed,
+            padding: args.padding,
+        },
+        token: args.token.clone(),
+        faults,
+        quota,
+        latency: Duration::from_millis(args.latency_ms),
+        request_log: args.request_log.clone(),
+        ..SimConfig::default()
+    })
+}
+
+pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
+    let config = config(&args)?;
+    let rt = super::runtime()?;
+    rt.block_on(async {
+        let bind = SocketAddr::from((Ipv4Addr::LOCALHOST, args.port));
+        let sim = Simulator::start(config, bind)
+            .await
+            .with_context(|| format!("binding {bind}"))?;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "edc-sync simulator listening on {}", sim.base_url())?;
+        out.flush()?;
+        drop(out);
+        shutdown_signal().await?;
+        sim.stop().await;
+        Ok(())
+    })
+}
+
+/// SIGINT or SIGTERM.
+async fn shutdown_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("waiting for SIGINT")?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,114 @@
+//! Paging styles (chosen per vendor in the policy) and window cursors.
+//!
+//! - `json_next`: the next page's link is in the body at a JSON pointer
+//!   (Vault: `/responseDetails/next_page`);
+//! - `link_header`: RFC 8288 `Link: <...>; rel="next"`;
+//! - `rave_startid`: Rave ODM audit records; `startid` / `per_page` on the
+//!   first request, the next page in a `Link` header, and the window's
+//!   high-water mark is the largest `AuditRecord/SourceID` plus one.
+//!
+//! Every link is resolved against the page it came from and must stay on
+//! the configured origin.
+
+use reqwest::Url;
+
+use super::link::{self, MalformedLink};
+use super::origin::{Origin, OriginError};
+use super::payload::{CursorValue, PageSummary};
+use crate::config::{MissingValue, Paging, Policy, StreamSpec};
+use crate::stream::StreamIdentity;
+
+/// Why the next request cannot be formed.
+#[derive(Debug, thiserror::Error)]
+pub enum PagingError {
+    #[error(transparent)]
+    Origin(#[from] OriginError),
+    #[error(transparent)]
+    Link(#[from] MalformedLink),
+    #[error(transparent)]
+    Template(#[from] MissingValue),
+}
+
+/// The first page of a window starting at `window_start` (the cursor;
+/// `None` for the very first run of a stream).
+pub fn first_page(
+    origin: &Origin,
+    base: &Url,
+    policy: &Policy,
+    stream: &StreamSpec,
+    id: &StreamIdentity,
+    window_start: Option<&str>,
+) -> Result<Url, PagingError> {
+    let delta = &policy.delta;
+    let mut url = origin.resolve(base, &delta.path.fill(id)?)?;
+    {
+        let mut query = url.query_pairs_mut();
+        query.clear();
+        for (name, value) in delta.query.iter().chain(stream.query.iter()) {
+            query.append_pair(name, &value.fill(id)?);
+        }
+        let start = match (window_start, &delta.paging) {
+            (Some(s), _) => Some(s),
+            // Rave numbers audit records from 1.
+            (None, Paging::RaveStartid) => Some("1"),
+            (None, _) => None,
+        };
+        if let Some(start) = start {
+            query.append_pair(&delta.cursor_param, start);
+        }
+        query.append_pair(&delta.page_size_param, &delta.page_size.to_string());
+    }
+    Ok(url)
+}
+
+/// The next page after one that arrived from `page_url`, or `None` at the
+/// end of the window.
+pub fn next_page(
+    origin: &Origin,
+    paging: &Paging,
+    page_url: &Url,
+    link_headers: &[String],
+    summary: &PageSummary,
+) -> Result<Option<Url>, PagingError> {
+    let link = match paging {
+        Paging::JsonNext { .. } => summary.next_link.clone(),
+        Paging::LinkHeader | Paging::RaveStartid => {
+            let values: Vec<&str> = link_headers.iter().map(String::as_str).collect();
+            link::next_target(&values)?
+        }
+    };
+    Ok(match link {
+        Some(l) => Some(origin.resolve(page_url, &l)?),
+        None => None,
+    })
+}
+
+/// The cursor a completed window leaves for the next one: the largest
+/// cursor value seen (JSON), or the largest SourceID + 1 (Rave).
+pub fn next_window_start(paging: &Paging, high_water: Option<&CursorValue>) -> Option<String> {
+    match (paging, high_water) {
+        (Paging::RaveStartid, Some(CursorValue::Number(n))) => n.as_u64().map(|id| (id + 1).to_string()),
+        (_, Some(v)) => Some(v.as_param()),
+        (_, None) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rave_high_water_is_the_next_start_id() {
+        let hw = CursorValue::Number(2351u64.into());
+        assert_eq!(
+            next_window_start(&Paging::RaveStartid, Some(&hw)).as_deref(),
+            Some("2352")
+        );
+        let ts = CursorValue::Text("2026-01-03T00:00:00Z".into());
+        assert_eq!(
+            next_window_start(&Paging::LinkHeader, Some(&ts)).as_deref(),
+            Some("2026-01-03T00:00:00Z")
+        );
+        assert_eq!(next_window_start(&Paging::LinkHeader, None), None);
+    }
+}

@@ -1,0 +1,260 @@
+//! Streaming CDISC ODM 1.3 validation with quick-xml: well-formed, an `ODM`
+//! root of version 1.3.x, no DTD (so no entity-expansion bombs), records
+//! counted, and the largest Rave `AuditRecord` `SourceID` found.
+//!
+//! Rave's `DateTimeStamp` carries no time zone. This code never reads it:
+//! the page is landed byte for byte, and nothing reinterprets it.
+
+use std::io::{BufRead, BufReader, Read};
+
+use quick_xml::events::{BytesStart, Event};
+use quick_xml::Reader;
+
+use super::InvalidPayload;
+
+const ODM_NS: &[u8] = b"http://www.cdisc.org/ns/odm/v1.3";
+
+/// What an ODM page holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OdmSummary {
+    pub odm_version: String,
+    pub file_type: String,
+    pub clinical_data: u64,
+    pub subject_data: u64,
+    pub audit_records: u64,
+    pub max_source_id: Option<u64>,
+}
+
+/// Validates an ODM document and counts its records.
+pub fn scan(reader: impl Read) -> Result<OdmSummary, InvalidPayload> {
+    scan_buffered(BufReader::with_capacity(64 * 1024, reader))
+}
+
+fn scan_buffered(input: impl BufRead) -> Result<OdmSummary, InvalidPayload> {
+    let mut reader = Reader::from_reader(input);
+    reader.config_mut().check_end_names = true;
+    let mut buf = Vec::with_capacity(4096);
+    let mut summary = OdmSummary::default();
+    let mut depth = 0usize;
+    let mut seen_root = false;
+    // Inside <AuditRecord>: depth of that element; inside <SourceID>: its text.
+    let mut in_audit: Option<usize> = None;
+    let mut source_text: Option<String> = None;
+    loop {
+        let at = reader.buffer_position();
+        let event = reader
+            .read_event_into(&mut buf)
+            .map_err(|e| InvalidPayload::odm(format!("not well-formed XML at byte {at}: {e}")))?;
+        match event {
+            Event::DocType(_) => {
+                return Err(InvalidPayload::odm(
+                    "a DTD is not allowed (entity expansion is refused)",
+                ))
+            }
+            Event::Start(ref e) | Event::Empty(ref e) => {
+                let empty = matches!(event, Event::Empty(_));
+                if depth == 0 {
+                    if seen_root {
+                        return Err(InvalidPayload::odm("more than one root element"));
+                    }
+                    seen_root = true;
+                    check_root(e, &mut summary)?;
+                }
+                match e.local_name().as_ref() {
+                    b"ClinicalData" => summary.clinical_data += 1,
+                    b"SubjectData" => summary.subject_data += 1,
+                    b"AuditRecord" => {
+                        summary.audit_records += 1;
+                        if let Some(id) = attribute(e, b"mdsol:SourceID")? {
+                            note_source_id(&mut summary, &id)?;
+                        }
+                        if !empty {
+                            in_audit = Some(depth);
+                        }
+                    }
+                    b"SourceID" if in_audit.is_some() && !empty => source_text = Some(String::new()),
+                    _ => {}
+                }
+                if !empty {
+                    depth += 1;
+                }
+            }
+            Event::End(ref e) => {
+                depth = depth.saturating_sub(1);
+                if e.local_name().as_ref() == b"SourceID" {
+                    if let Some(text) = source_text.take() {
+                        note_source_id(&mut summary, &text)?;
+                    }
+                }
+                if in_audit == Some(depth) {
+                    in_audit = None;
+                }
+            }
+            Event::Text(ref t) => {
+                let text = t
+                    .decode()
+                    .map_err(|e| InvalidPayload::odm(format!("bad text encoding: {e}")))?;
+                if depth == 0 && !text.trim().is_empty() {
+                    return Err(InvalidPayload::odm("text outside the root element"));
+                }
+                if let Some(s) = source_text.as_mut() {
+                    s.push_str(&text);
+                }
+            }
+            Event::GeneralRef(ref r) => {
+                let name = r
+                    .decode()
+                    .map_err(|e| InvalidPayload::odm(format!("bad entity reference: {e}")))?;
+                let resolved = match name.as_ref() {
+                    "lt" => '<',
+                    "gt" => '>',
+                    "amp" => '&',
+                    "apos" => '\'',
+                    "quot" => '"',
+                    _ => match r.resolve_char_ref() {
+                        Ok(Some(c)) => c,
+                        _ => return Err(InvalidPayload::odm(format!("entity &{name}; is not allowed"))),
+                    },
+                };
+                if let Some(s) = source_text.as_mut() {
+                    s.push(resolved);
+                }
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+        buf.clear();
+    }
+    if !seen_root {
+        return Err(InvalidPayload::odm("no root element"));
+    }
+    if depth != 0 {
+        return Err(InvalidPayload::odm(
+            "the document ends inside an element (truncated?)",
+        ));
+    }
+    Ok(summary)
+}
+
+fn attribute(e: &BytesStart, name: &[u8]) -> Result<Option<String>, InvalidPayload> {
+    for attr in e.attributes() {
+        let attr = attr.map_err(|e| InvalidPayload::odm(format!("bad attribute: {e}")))?;
+        if attr.key.as_ref() == name {
+            let value = attr
+                .unescape_value()
+                .map_err(|e| InvalidPayload::odm(format!("bad attribute value: {e}")))?;
+            return Ok(Some(value.into_owned()));
+        }
+    }
+    Ok(None)
+}
+
+fn check_root(e: &BytesStart, summary: &mut OdmSummary) -> Result<(), InvalidPayload> {
+    if e.local_name().as_ref() != b"ODM" {
+        let name = String::from_utf8_lossy(e.name().as_ref()).into_owned();
+        return Err(InvalidPayload::odm(format!(
+            "the root element is <{name}>, not <ODM>"
+        )));
+    }
+    if let Some(ns) = attribute(e, b"xmlns")? {
+        if ns.as_bytes() != ODM_NS {
+            return Err(InvalidPayload::odm(format!(
+                "default namespace {ns:?} is not ODM 1.3"
+            )));
+        }
+    }
+    let version = attribute(e, b"ODMVersion")?.ok_or_else(|| InvalidPayload::odm("ODM has no ODMVersion"))?;
+    if version != "1.3" && !version.starts_with("1.3.") {
+        return Err(InvalidPayload::odm(format!(
+            "ODMVersion {version:?} is not 1.3.x"
+        )));
+    }
+    let file_type = attribute(e, b"FileType")?.ok_or_else(|| InvalidPayload::odm("ODM has no FileType"))?;
+    if file_type != "Transactional" && file_type != "Snapshot" {
+        return Err(InvalidPayload::odm(format!(
+            "FileType {file_type:?} is neither Transactional nor Snapshot"
+        )));
+    }
+    summary.odm_version = version;
+    summary.file_type = file_type;
+    Ok(())
+}
+
+fn note_source_id(summary: &mut OdmSummary, text: &str) -> Result<(), InvalidPayload> {
+    let id: u64 = text.trim().parse().map_err(|_| {
+        InvalidPayload::odm(format!(
+            "AuditRecord SourceID {:?} is not a whole number",
+            text.trim()
+        ))
+    })?;
+    summary.max_source_id = Some(summary.max_source_id.map_or(id, |m| m.max(id)));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RAVE: &str = r#"<?xml version="1.0" encoding="utf-8"?>
+<ODM FileType="Transactional" FileOID="4d13722a-4c28-4be8-a9b0-2f7a2c0b9b51" CreationDateTime="2026-12-02T17:08:08.123-00:00"
+     ODMVersion="1.3" xmlns:mdsol="http://www.mdsol.com/ns/odm/metadata" xmlns="http://www.cdisc.org/ns/odm/v1.3">
+  <ClinicalData StudyOID="Mediflex(Prod)" MetaDataVersionOID="1">
+    <SubjectData SubjectKey="6b4c8a1e" mdsol:SubjectKeyType="SubjectUUID" mdsol:SubjectName="01-001">
+      <SiteRef LocationOID="1001"/>
+      <AuditRecord EditPoint="Monitoring" UsedImputationMethod="No" mdsol:AuditSubCategoryName="Entered">
+        <UserRef UserOID="isparks"/>
+        <LocationRef LocationOID="1001"/>
+        <DateTimeStamp>2026-11-04T11:46:46</DateTimeStamp>
+        <ReasonForChange/>
+        <SourceID>2345</SourceID>
+      </AuditRecord>
+      <AuditRecord EditPoint="DataManagement" UsedImputationMethod="No">
+        <DateTimeStamp>2026-11-04T11:47:00</DateTimeStamp>
+        <SourceID>2351</SourceID>
+      </AuditRecord>
+    </SubjectData>
+  </ClinicalData>
+</ODM>"#;
+
+    #[test]
+    fn accepts_a_real_shaped_rave_audit_file() {
+        let s = scan(RAVE.as_bytes()).unwrap();
+        assert_eq!(
+            (s.odm_version.as_str(), s.file_type.as_str()),
+            ("1.3", "Transactional")
+        );
+        assert_eq!((s.clinical_data, s.subject_data, s.audit_records), (1, 1, 2));
+        assert_eq!(s.max_source_id, Some(2351));
+    }
+
+    #[test]
+    fn rejects_malformed_documents() {
+        let cases = [
+            RAVE.replace("</SubjectData>", ""),
+            RAVE.replace("ODMVersion=\"1.3\"", "ODMVersion=\"1.2\""),
+            RAVE.replace("FileType=\"Transactional\"", "FileType=\"Weird\""),
+            RAVE.replace("<SourceID>2351</SourceID>", "<SourceID>abc</SourceID>"),
+            RAVE.replace("<ODM ", "<NotODM ").replace("</ODM>", "</NotODM>"),
+            RAVE.replace("v1.3\">", "v1.2\">"),
+            RAVE[..RAVE.len() / 2].to_string(),
+            format!("{RAVE}<ODM/>"),
+            format!("{RAVE} trailing text"),
+            String::new(),
+        ];
+        for (i, bad) in cases.iter().enumerate() {
+            assert!(scan(bad.as_bytes()).is_err(), "case {i} accepted");
+        }
+    }
+
+    #[test]
+    fn refuses_a_dtd_and_custom_entities() {
+        let laughs = r#"<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;">]>
+            <ODM ODMVersion="1.3" FileType="Snapshot">&lol2;</ODM>"#;
+        assert!(scan(laughs.as_bytes()).unwrap_err().detail.contains("DTD"));
+        let custom = r#"<ODM ODMVersion="1.3" FileType="Snapshot"><ClinicalData>&xxe;</ClinicalData></ODM>"#;
+        assert!(scan(custom.as_bytes()).is_err());
+        let ok =
+            r#"<ODM ODMVersion="1.3.2" FileType="Snapshot"><ClinicalData>&amp;&#65;</ClinicalData></ODM>"#;
+        assert!(scan(ok.as_bytes()).is_ok());
+    }
+}

@@ -1,0 +1,170 @@
+//! Injectable faults, scheduled by request number.
+//!
+//! `N=SPEC` makes the Nth request the simulator receives (1-based, counting
+//! every request) answer with the fault instead of the page. SPEC is one of:
+//!
+//! | SPEC | response |
+//! |---|---|
+//! | `429:seconds:S` | 429, `Retry-After: S` |
+//! | `429:date:S` | 429, `Retry-After:` an IMF-fixdate S seconds ahead |
+//! | `429:absent` | 429 without `Retry-After` |
+//! | `429:raw:TEXT` | 429, `Retry-After: TEXT` verbatim (hostile values) |
+//! | `503:seconds:S`, `503:date:S`, `503:absent` | 503, likewise |
+//! | `500`, `502`, `504`, `401`, `403`, `404` | that status, no page |
+//! | `truncate` | 200, the full Content-Length, half the body, then the connection closes |
+//! | `oversize:BYTES` | 200 with a body of BYTES bytes |
+//! | `latency:MS` | the page, MS milliseconds late |
+//! | `garbage` | 200 with a body that is not valid JSON / ODM |
+//! | `cross-origin-next:URL` | the page, with its next link pointing at URL |
+//! | `redirect:URL` | 302 to URL |
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// How a 429 / 503 states its Retry-After.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RetryAfterForm {
+    Seconds(u64),
+    /// An HTTP-date this many seconds after the response.
+    Date(u64),
+    Absent,
+    Raw(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    Throttle {
+        status: u16,
+        retry_after: RetryAfterForm,
+    },
+    Status(u16),
+    Truncate,
+    Oversize(u64),
+    Latency(Duration),
+    Garbage,
+    CrossOriginNext(String),
+    Redirect(String),
+}
+
+impl FromStr for Fault {
+    type Err = String;
+
+    fn from_str(spec: &str) -> Result<Fault, String> {
+        let parts: Vec<&str> = spec.splitn(3, ':').collect();
+        let number = |s: &str| {
+            s.parse::<u64>()
+                .map_err(|_| format!("fault {spec:?}: {s:?} is not a whole number"))
+        };
+        Ok(match parts.as_slice() {
+            [code @ ("429" | "503"), rest @ ..] => {
+                let retry_after = match rest {
+                    ["seconds", s] => RetryAfterForm::Seconds(number(s)?),
+                    ["date", s] => RetryAfterForm::Date(number(s)?),
+                    ["absent"] | [] => RetryAfterForm::Absent,
+                    ["raw", text] => RetryAfterForm::Raw((*text).to_string()),
+                    _ => return Err(format!("fault {spec:?}: expected {code}:seconds:S, {code}:date:S, {code}:absent or {code}:raw:TEXT")),
+                };
+                Fault::Throttle {
+                    status: number(code)? as u16,
+                    retry_after,
+                }
+            }
+            [code @ ("500" | "502" | "504" | "401" | "403" | "404")] => Fault::Status(number(code)? as u16),
+            ["truncate"] => Fault::Truncate,
+            ["oversize", n] => Fault::Oversize(number(n)?),
+            ["latency", ms] => Fault::Latency(Duration::from_millis(number(ms)?)),
+            ["garbage"] => Fault::Garbage,
+            ["cross-origin-next", rest @ ..] if !rest.is_empty() => Fault::CrossOriginNext(rest.join(":")),
+            ["redirect", rest @ ..] if !rest.is_empty() => Fault::Redirect(rest.join(":")),
+            _ => return Err(format!("unknown fault {spec:?} (see `edc-sync simulate --help`)")),
+        })
+    }
+}
+
+/// Faults by request number.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FaultSchedule(BTreeMap<u64, Fault>);
+
+impl FaultSchedule {
+    pub fn insert(&mut self, request: u64, fault: Fault) {
+        self.0.insert(request, fault);
+    }
+
+    pub fn get(&self, request: u64) -> Option<&Fault> {
+        self.0.get(&request)
+    }
+
+    /// Parses `N=SPEC`.
+    pub fn parse_entry(entry: &str) -> Result<(u64, Fault), String> {
+        let (n, spec) = entry
+            .split_once('=')
+            .ok_or_else(|| format!("fault {entry:?}: expected N=SPEC"))?;
+        let n: u64 = n
+            .trim()
+            .parse()
+            .map_err(|_| format!("fault {entry:?}: {n:?} is not a request number"))?;
+        if n == 0 {
+            return Err(format!("fault {entry:?}: requests are numbered from 1"));
+        }
+        Ok((n, spec.trim().parse()?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_documented_form() {
+        let ok = [
+            (
+                "3=429:seconds:2",
+                Fault::Throttle {
+                    status: 429,
+                    retry_after: RetryAfterForm::Seconds(2),
+                },
+            ),
+            (
+                "4=429:date:3",
+                Fault::Throttle {
+                    status: 429,
+                    retry_after: RetryAfterForm::Date(3),
+                },
+            ),
+            (
+                "5=429:absent",
+                Fault::Throttle {
+                    status: 429,
+                    retry_after: RetryAfterForm::Absent,
+                },
+            ),
+            (
+                "6=503:raw:-1",
+                Fault::Throttle {
+                    status: 503,
+                    retry_after: RetryAfterForm::Raw("-1".into()),
+                },
+            ),
+            ("7=500", Fault::Status(500)),
+            ("8=truncate", Fault::Truncate),
+            ("9=oversize:1000", Fault::Oversize(1000)),
+            ("10=latency:250", Fault::Latency(Duration::from_millis(250))),
+            (
+                "11=cross-origin-next:http://127.0.0.1:9/x",
+                Fault::CrossOriginNext("http://127.0.0.1:9/x".into()),
+            ),
+            (
+                "12=redirect:http://127.0.0.1:9/y",
+                Fault::Redirect("http://127.0.0.1:9/y".into()),
+            ),
+            ("13=garbage", Fault::Garbage),
+        ];
+        for (text, fault) in ok {
+            assert_eq!(FaultSchedule::parse_entry(text).unwrap().1, fault, "{text}");
+        }
+        for bad in ["x=500", "0=500", "3=418", "3=429:soon", "3=oversize", "3"] {
+            assert!(FaultSchedule::parse_entry(bad).is_err(), "{bad}");
+        }
+    }
+}

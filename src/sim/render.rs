@@ -1,0 +1,129 @@
+//! Pages of the dataset in the two vendor shapes.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use super::dataset::Page;
+use super::SimConfig;
+
+fn param<T: std::str::FromStr>(q: &BTreeMap<String, String>, name: &str, default: T) -> T {
+    q.get(name).and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// `path?query` with `name` set to `value`, other parameters kept.
+fn link(path: &str, q: &BTreeMap<String, String>, name: &str, value: &str) -> String {
+    let mut url =
+        reqwest::Url::parse("http://sim/").unwrap_or_else(|_| unreachable!("a constant URL parses"));
+    url.set_path(path);
+    {
+        let mut pairs = url.query_pairs_mut();
+        for (k, v) in q.iter().filter(|(k, _)| k.as_str() != name) {
+            pairs.append_pair(k, v);
+        }
+        pairs.append_pair(name, value);
+    }
+    format!("{}?{}", url.path(), url.query().unwrap_or_default())
+}
+
+/// A Vault-style page: `modified_since` (exclusive), `limit`, `offset`;
+/// the next page in `responseDetails.next_page` (and in a Link header).
+pub fn json_page(
+    cfg: &SimConfig,
+    q: &BTreeMap<String, String>,
+    garbage: bool,
+    next_override: Option<String>,
+) -> (Page, Option<String>) {
+    if garbage {
+        return (
+            Page::whole(r#"{"responseStatus":"SUCCESS","data":[{"id":"AT-"#),
+            None,
+        );
+    }
+    let ds = cfg.dataset.clone();
+    let limit: u32 = param(q, "limit", 200u32).clamp(1, 1_000_000);
+    let offset: u32 = param(q, "offset", 0u32);
+    let first_in_window = ds.first_after_modified(q.get("modified_since").map(String::as_str));
+    let total = (ds.records + 1).saturating_sub(first_in_window);
+    let start = first_in_window.saturating_add(offset);
+    let end = start.saturating_add(limit).min(ds.records + 1); // exclusive
+    let size = end.saturating_sub(start);
+    let next = next_override.or_else(|| {
+        (end <= ds.records).then(|| link(&cfg.json_path, q, "offset", &(offset + limit).to_string()))
+    });
+    let next_json = match &next {
+        Some(n) => format!(r#","next_page":{}"#, serde_json::Value::String(n.clone())),
+        None => String::new(),
+    };
+    let head = format!(
+        r#"{{"responseStatus":"SUCCESS","responseDetails":{{"limit":{limit},"offset":{offset},"size":{size},"total":{total}{next_json}}},"data":["#
+    );
+    let page = Page::from_fn(move || {
+        let ds = ds.clone();
+        std::iter::once(Bytes::from(head.clone()))
+            .chain((start..end).map(move |n| {
+                let mut s = if n > start {
+                    String::from(",")
+                } else {
+                    String::new()
+                };
+                s.push_str(&ds.json_record(&ds.record(n)));
+                Bytes::from(s)
+            }))
+            .chain(std::iter::once(Bytes::from_static(b"]}")))
+    });
+    (page, next)
+}
+
+/// A Rave-style ClinicalAuditRecords page: `studyoid`, `startid`,
+/// `per_page`; the next page only in a Link header.
+pub fn odm_page(
+    cfg: &SimConfig,
+    q: &BTreeMap<String, String>,
+    garbage: bool,
+    next_override: Option<String>,
+) -> (Page, Option<String>) {
+    if garbage {
+        return (
+            Page::whole(
+                r#"<?xml version="1.0"?><ODM ODMVersion="1.3" FileType="Transactional"><ClinicalData>"#,
+            ),
+            None,
+        );
+    }
+    let ds = cfg.dataset.clone();
+    let study = q.get("studyoid").cloned().unwrap_or_else(|| "Study(Prod)".into());
+    let per_page: u32 = param(q, "per_page", 1000u32).clamp(1, 1_000_000);
+    let start = ds.first_at_source_id(param(q, "startid", 1u64));
+    let end = start.saturating_add(per_page).min(ds.records + 1); // exclusive
+    let next = next_override.or_else(|| {
+        (end <= ds.records && end > start).then(|| {
+            link(
+                &cfg.odm_path,
+                q,
+                "startid",
+                &(ds.record(end - 1).source_id + 1).to_string(),
+            )
+        })
+    });
+    let head = format!(
+        r#"<?xml version="1.0" encoding="utf-8"?><ODM FileType="Transactional" FileOID="sim-{}-{start}" CreationDateTime="2026-12-02T00:00:00.000-00:00" ODMVersion="1.3" xmlns:mdsol="http://www.mdsol.com/ns/odm/metadata" xmlns="http://www.cdisc.org/ns/odm/v1.3"><ClinicalData StudyOID="{}" MetaDataVersionOID="1">"#,
+        ds.seed,
+        xml_escape(&study)
+    );
+    let page = Page::from_fn(move || {
+        let ds = ds.clone();
+        let study = study.clone();
+        std::iter::once(Bytes::from(head.clone()))
+            .chain((start..end).map(move |n| Bytes::from(ds.odm_record(&ds.record(n), &study))))
+            .chain(std::iter::once(Bytes::from_static(b"</ClinicalData></ODM>")))
+    });
+    (page, next)
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}

@@ -1,0 +1,252 @@
+//! The simulator's HTTP side: routing, auth, quota, faults, the log.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use hyper::header::{
+    HeaderValue, ALLOW, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, LINK, LOCATION, RETRY_AFTER,
+};
+use hyper::{Method, Request, Response, StatusCode};
+
+use super::body::SimBody;
+use super::dataset::Page;
+use super::fault::{Fault, RetryAfterForm};
+use super::log::{LogEntry, RequestLog};
+use super::SimConfig;
+
+/// Shared state of one running simulator.
+pub struct State {
+    pub config: SimConfig,
+    pub counter: AtomicU64,
+    pub bucket: Mutex<Option<ServerBucket>>,
+    pub log: RequestLog,
+}
+
+/// The simulator's own quota: a token bucket on arrival times, as a vendor
+/// gateway keeps one.
+pub struct ServerBucket {
+    interval: Duration,
+    tolerance: Duration,
+    tat: Instant,
+}
+
+impl ServerBucket {
+    pub fn new(rate: f64, burst: u32) -> ServerBucket {
+        let interval = Duration::from_secs_f64(1.0 / rate);
+        ServerBucket {
+            interval,
+            tolerance: interval * burst.saturating_sub(1),
+            tat: Instant::now(),
+        }
+    }
+
+    /// `Ok` if a request arriving now conforms, else how long until one would.
+    fn admit(&mut self, now: Instant) -> Result<(), Duration> {
+        let allowed_at = self.tat.checked_sub(self.tolerance).unwrap_or(now);
+        if now < allowed_at {
+            return Err(allowed_at - now);
+        }
+        self.tat = self.tat.max(now) + self.interval;
+        Ok(())
+    }
+}
+
+/// What the handler decided, before it becomes a response.
+struct Answer {
+    status: StatusCode,
+    headers: Vec<(hyper::header::HeaderName, String)>,
+    page: Option<Page>,
+    cut_after: Option<u64>,
+    fault: Option<String>,
+}
+
+impl Answer {
+    fn status(status: StatusCode) -> Answer {
+        Answer {
+            status,
+            headers: Vec::new(),
+            page: None,
+            cut_after: None,
+            fault: None,
+        }
+    }
+}
+
+fn unix_us(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or_default()
+}
+
+/// Handles one request. Never fails: every problem is an HTTP status.
+pub async fn handle(
+    state: Arc<State>,
+    req: Request<hyper::body::Incoming>,
+) -> Result<Response<SimBody>, std::convert::Infallible> {
+    let arrived = SystemTime::now();
+    let n = state.counter.fetch_add(1, Ordering::SeqCst) + 1;
+    let method = req.method().clone();
+    let path = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_default();
+    let auth = match req.headers().get(AUTHORIZATION) {
+        None => "missing",
+        Some(v) if v.as_bytes() == format!("Bearer {}", state.config.token).as_bytes() => "ok",
+        Some(_) => "invalid",
+    };
+    let mut answer = decide(&state, n, &method, &req, auth).await;
+    if let Some(Fault::Latency(d)) = state.config.faults.get(n) {
+        answer.fault = Some(format!("latency:{}", d.as_millis()));
+        tokio::time::sleep(*d).await;
+    } else if !state.config.latency.is_zero() {
+        tokio::time::sleep(state.config.latency).await;
+    }
+    state.log.push(LogEntry {
+        n,
+        ts: humantime::format_rfc3339_millis(arrived).to_string(),
+        t_us: unix_us(arrived),
+        method: method.to_string(),
+        path,
+        status: answer.status.as_u16(),
+        auth: auth.to_string(),
+        fault: answer.fault.clone(),
+    });
+    let mut response = Response::builder().status(answer.status);
+    for (name, value) in &answer.headers {
+        if let Ok(v) = HeaderValue::from_str(value) {
+            response = response.header(name, v);
+        }
+    }
+    let body = match answer.page {
+        Some(page) => {
+            response = response.header(CONTENT_LENGTH, page.len);
+            SimBody::new(page, answer.cut_after)
+        }
+        None => SimBody::empty(),
+    };
+    Ok(response
+        .body(body)
+        .unwrap_or_else(|_| Response::new(SimBody::empty())))
+}
+
+async fn decide(
+    state: &State,
+    n: u64,
+    method: &Method,
+    req: &Request<hyper::body::Incoming>,
+    auth: &str,
+) -> Answer {
+    if method != Method::GET && method != Method::HEAD {
+        let mut a = Answer::status(StatusCode::METHOD_NOT_ALLOWED);
+        a.headers.push((ALLOW, "GET, HEAD".into()));
+        return a;
+    }
+    if auth != "ok" {
+        return Answer::status(StatusCode::UNAUTHORIZED);
+    }
+    let fault = state.config.faults.get(n).cloned();
+    let fault_name = fault.as_ref().map(|f| format!("{f:?}"));
+    let mut answer = match &fault {
+        Some(Fault::Throttle { status, retry_after }) => throttle(*status, retry_after),
+        Some(Fault::Status(code)) => {
+            Answer::status(StatusCode::from_u16(*code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        }
+        Some(Fault::Redirect(url)) => {
+            let mut a = Answer::status(StatusCode::FOUND);
+            a.headers.push((LOCATION, url.clone()));
+            a
+        }
+        Some(Fault::Oversize(bytes)) => {
+            let mut a = Answer::status(StatusCode::OK);
+            let bytes = *bytes;
+            a.page = Some(Page::from_fn(move || {
+                let chunk = Bytes::from(vec![b'x'; 64 * 1024]);
+                let full = bytes / chunk.len() as u64;
+                let rest = (bytes % chunk.len() as u64) as usize;
+                std::iter::repeat_n(chunk.clone(), full as usize)
+                    .chain((rest > 0).then(|| chunk.slice(..rest)))
+            }));
+            a
+        }
+        _ => match server_quota(state) {
+            Err(retry) => {
+                let mut a = throttle(429, &RetryAfterForm::Seconds(retry.as_secs_f64().ceil() as u64));
+                a.fault = Some("server_quota".into());
+                return a;
+            }
+            Ok(()) => route(state, req, fault.as_ref()),
+        },
+    };
+    if answer.fault.is_none() {
+        answer.fault = fault_name;
+    }
+    if let Some(Fault::Truncate) = fault {
+        answer.cut_after = answer.page.as_ref().map(|p| p.len / 2);
+    }
+    answer
+}
+
+fn server_quota(state: &State) -> Result<(), Duration> {
+    let mut bucket = state.bucket.lock().unwrap_or_else(|p| p.into_inner());
+    match bucket.as_mut() {
+        Some(b) => b.admit(Instant::now()),
+        None => Ok(()),
+    }
+}
+
+fn throttle(status: u16, form: &RetryAfterForm) -> Answer {
+    let mut a = Answer::status(StatusCode::from_u16(status).unwrap_or(StatusCode::TOO_MANY_REQUESTS));
+    match form {
+        RetryAfterForm::Seconds(s) => a.headers.push((RETRY_AFTER, s.to_string())),
+        RetryAfterForm::Date(s) => a.headers.push((
+            RETRY_AFTER,
+            httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(*s)),
+        )),
+        RetryAfterForm::Absent => {}
+        RetryAfterForm::Raw(text) => a.headers.push((RETRY_AFTER, text.clone())),
+    }
+    a
+}
+
+fn query_map(req: &Request<hyper::body::Incoming>) -> BTreeMap<String, String> {
+    let query = req.uri().query().unwrap_or_default();
+    reqwest::Url::parse(&format!("http://sim/?{query}"))
+        .map(|u| {
+            u.query_pairs()
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn route(state: &State, req: &Request<hyper::body::Incoming>, fault: Option<&Fault>) -> Answer {
+    let cfg = &state.config;
+    let query = query_map(req);
+    let path = req.uri().path();
+    let cross_next = match fault {
+        Some(Fault::CrossOriginNext(url)) => Some(url.clone()),
+        _ => None,
+    };
+    let garbage = matches!(fault, Some(Fault::Garbage));
+    let mut answer = Answer::status(StatusCode::OK);
+    let (page, next, content_type) = if path == cfg.json_path {
+        let (page, next) = super::render::json_page(cfg, &query, garbage, cross_next);
+        (page, next, "application/json")
+    } else if path == cfg.odm_path {
+        let (page, next) = super::render::odm_page(cfg, &query, garbage, cross_next);
+        (page, next, "text/xml; charset=utf-8")
+    } else {
+        return Answer::status(StatusCode::NOT_FOUND);
+    };
+    answer.headers.push((CONTENT_TYPE, content_type.into()));
+    if let Some(next) = &next {
+        answer.headers.push((LINK, format!("<{next}>; rel=\"next\"")));
+    }
+    answer.page = Some(page);
+    answer
+}
