@@ -66,3 +66,61 @@ pub fn example_config() -> String {
     std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/rate_limits.yaml"))
         .expect("config/rate_limits.yaml is readable")
 }
+
+/// Policies for the simulator's three shapes: Vault JSON with body paging,
+/// Vault JSON with Link paging, and Rave ODM audit records.
+pub const SIM_POLICIES: &str = r#"
+vault_json:
+  base_url_env: EDC_SYNC_TEST_BASE_URL
+  token_env: EDC_SYNC_TEST_TOKEN
+  sustained_rate_per_sec: 1000
+  burst_capacity: 100
+  bucket_key: "rl:test:{vendor}:{study}"
+  http:
+    max_body_bytes: 1048576
+  delta:
+    path: /api/v24.1/query/audit_trail
+    format: json
+    paging: json_next
+    records_pointer: /data
+    cursor_param: modified_since
+    cursor_field: modified_date__v
+    page_size_param: limit
+    page_size: 40
+vault_link:
+  base_url_env: EDC_SYNC_TEST_BASE_URL
+  token_env: EDC_SYNC_TEST_TOKEN
+  sustained_rate_per_sec: 1000
+  burst_capacity: 100
+  bucket_key: "rl:test:{vendor}:{study}"
+  delta:
+    path: /api/v24.1/query/audit_trail
+    format: json
+    paging: link_header
+    records_pointer: /data
+    cursor_param: modified_since
+    cursor_field: modified_date__v
+    page_size_param: limit
+    page_size: 40
+rave:
+  base_url_env: EDC_SYNC_TEST_BASE_URL
+  token_env: EDC_SYNC_TEST_TOKEN
+  sustained_rate_per_sec: 1000
+  burst_capacity: 100
+  bucket_key: "rl:test:{vendor}:{study}"
+  delta:
+    path: /RaveWebServices/datasets/ClinicalAuditRecords.odm
+    format: odm
+    paging: rave_startid
+    cursor_param: startid
+    page_size_param: per_page
+    page_size: 40
+    query:
+      studyoid: "{study}"
+"#;
+
+/// The validated [`SIM_POLICIES`].
+pub fn sim_policies() -> edc_sync::config::Config {
+    edc_sync::config::parse(Path::new("sim_policies.yaml"), SIM_POLICIES)
+        .expect("the test policies are valid")
+}
