@@ -37,6 +37,14 @@ pub enum LogFormat {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the built-in demo: simulator, in-process pacer, a full sync with
+    /// throttling in it, then verify its audit trail. Needs no network.
+    Demo(DemoArgs),
+    /// Pull the delta of one or all streams of a vendor.
+    Sync(SyncArgs),
+    /// Inspect a stream's cursor.
+    #[command(subcommand)]
+    Cursor(CursorCommand),
     /// Check or show the rate-limit policy file.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -224,4 +232,100 @@ pub enum BenchCommand {
         #[arg(long, allow_negative_numbers = true)]
         end_us: i64,
     },
+}
+
+/// The stream a command is about.
+#[derive(Debug, Clone, Args)]
+pub struct StreamArgs {
+    /// Vendor: a top-level key of the policy file.
+    #[arg(long)]
+    pub vendor: String,
+    /// Study (fills {study}), e.g. Mediflex(Prod).
+    #[arg(long)]
+    pub study: String,
+    /// Tenant (fills {tenant}).
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// Protocol version (fills {protocol_version}).
+    #[arg(long)]
+    pub protocol_version: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PacerKind {
+    /// In this process only (no Redis): for single-process runs.
+    Local,
+}
+
+/// Flags of `edc-sync sync`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example:\n  edc-sync sync --vendor veeva_vault --study S-001 --protocol-version 3 --all-streams \\\n      --out /srv/edc/landing --state /srv/edc/state --audit-log /srv/edc/audit.jsonl \\\n      --redis redis://127.0.0.1:6379/"
+)]
+#[command(group(clap::ArgGroup::new("pacing").required(true).args(["redis", "pacer"])))]
+pub struct SyncArgs {
+    #[command(flatten)]
+    pub path: ConfigPath,
+    #[command(flatten)]
+    pub stream: StreamArgs,
+    /// Run only this stream (default: the stream called "default", which a
+    /// vendor without a `streams` map has).
+    #[arg(long = "stream", value_name = "NAME", conflicts_with = "all_streams")]
+    pub stream_name: Option<String>,
+    /// Run every stream the vendor lists, concurrently.
+    #[arg(long)]
+    pub all_streams: bool,
+    /// Landing directory (pages, manifests).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// State directory (cursors, run locks).
+    #[arg(long)]
+    pub state: PathBuf,
+    /// The audit trail (JSON Lines, appended).
+    #[arg(long)]
+    pub audit_log: PathBuf,
+    /// Redis URL: the quota is shared with every process using it.
+    #[arg(long, env = "EDC_SYNC_REDIS_URL")]
+    pub redis: Option<String>,
+    /// Pace in this process only, instead of Redis.
+    #[arg(long, value_enum)]
+    pub pacer: Option<PacerKind>,
+    /// Stop after this many committed pages (progress saved).
+    #[arg(long)]
+    pub max_pages: Option<u64>,
+    /// Fetch and validate, but land nothing and move no cursor.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Run with a policy file that is not committed at git HEAD (recorded in
+    /// the audit header).
+    #[arg(long)]
+    pub allow_dirty: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CursorCommand {
+    /// Print a stream's cursor file.
+    ///
+    /// Example: edc-sync cursor show --state /srv/edc/state --vendor veeva_vault --study S-001 --stream subjects
+    Show {
+        #[command(flatten)]
+        stream: StreamArgs,
+        /// The stream (default: "default").
+        #[arg(long = "stream", value_name = "NAME", default_value = "default")]
+        stream_name: String,
+        /// State directory.
+        #[arg(long)]
+        state: PathBuf,
+    },
+}
+
+/// Flags of `edc-sync demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Where the demo writes its landing, state, audit and simulator log.
+    #[arg(long, default_value = "edc-sync-demo")]
+    pub dir: PathBuf,
+    /// Records in the simulated dataset.
+    #[arg(long, default_value_t = 300)]
+    pub records: u32,
 }

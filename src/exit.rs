@@ -5,6 +5,8 @@
 use crate::audit::{verify, AuditError, NotIntact};
 use crate::config::ConfigError;
 use crate::limiter::{AcquireError, PacerError};
+use crate::store::{StoreError, StreamLocked};
+use crate::sync::SyncError;
 
 /// Every code the tool exits with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +52,21 @@ impl Exit {
                 return Exit::NoInput;
             }
             if cause.is::<AuditError>() {
+                return Exit::IoErr;
+            }
+            if let Some(e) = cause.downcast_ref::<SyncError>() {
+                return match e {
+                    SyncError::Exhausted { .. } | SyncError::Locked(_) => Exit::TempFail,
+                    SyncError::Unreachable { .. } | SyncError::Pacer(_) => Exit::Unavailable,
+                    SyncError::Permission { .. } => Exit::NoPerm,
+                    SyncError::Rejected { .. } => Exit::DataErr,
+                    SyncError::Store(_) | SyncError::Audit(_) => Exit::IoErr,
+                };
+            }
+            if cause.is::<StreamLocked>() {
+                return Exit::TempFail;
+            }
+            if cause.is::<StoreError>() {
                 return Exit::IoErr;
             }
             if cause.is::<PacerError>() {

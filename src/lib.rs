@@ -17,5 +17,8 @@ pub mod host;
 pub mod limiter;
 pub mod logging;
 pub mod redact;
+pub mod run;
 pub mod sim;
+pub mod store;
 pub mod stream;
+pub mod sync;

@@ -1,11 +1,11 @@
 //! The identity of a stream: the one cursor a run works on.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::{Placeholder, PlaceholderValues};
 
 /// vendor + tenant + study + protocol version + stream name.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StreamIdentity {
     pub vendor: String,
     pub tenant: Option<String>,

@@ -4,13 +4,19 @@
 mod audit;
 mod bench;
 mod config;
+mod cursor;
+mod demo;
 mod simulate;
+mod sync;
 
 use crate::cli::{Cli, Command};
 
 /// Runs the command the user asked for.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::Demo(args) => demo::run(args),
+        Command::Sync(args) => sync::run(args),
+        Command::Cursor(cmd) => cursor::run(cmd),
         Command::Config(cmd) => config::run(cmd),
         Command::Audit(cmd) => audit::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),

@@ -9,7 +9,7 @@ mod odm;
 
 use std::io::Read;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::{Delta, PayloadFormat};
 
@@ -42,7 +42,7 @@ impl InvalidPayload {
 
 /// The largest cursor value seen on a page: a number or a string
 /// (ISO 8601 timestamps compare as strings).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum CursorValue {
     Number(serde_json::Number),

@@ -1,0 +1,164 @@
+//! `edc-sync demo`: the embedded default. The simulator in this process,
+//! the in-process pacer, a full sync with a 429 in each Retry-After form
+//! and a 503 in it, a summary, and `audit verify` on its own trail.
+
+use std::io::Write;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use crate::audit::verify;
+use crate::cli::DemoArgs;
+use crate::edc::Secret;
+use crate::run::{self, Endpoint, PacerChoice, RunSpec, Streams};
+use crate::sim::{Dataset, FaultSchedule, SimConfig, Simulator};
+use crate::sync::SyncOptions;
+
+/// The demo policy, committed as `config/demo.yaml`; this copy is used when
+/// the demo runs outside the repository (an installed binary).
+const DEMO_POLICY: &str = include_str!("../../config/demo.yaml");
+const DEMO_TOKEN: &str = "demo-token";
+
+/// The faults the demo injects, by request number.
+const DEMO_FAULTS: [&str; 4] = [
+    "2=429:seconds:1",
+    "4=429:date:2",
+    "6=429:absent",
+    "8=503:seconds:1",
+];
+
+pub fn run(args: DemoArgs) -> anyhow::Result<()> {
+    let dir = args.dir.clone();
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    // Start fresh each time, but only ever remove what the demo itself makes.
+    for sub in ["landing", "state"] {
+        let p = dir.join(sub);
+        if p.exists() {
+            std::fs::remove_dir_all(&p).with_context(|| format!("clearing {}", p.display()))?;
+        }
+    }
+    for file in ["audit.jsonl", "simulator-requests.jsonl"] {
+        let p = dir.join(file);
+        if p.exists() {
+            std::fs::remove_file(&p).with_context(|| format!("clearing {}", p.display()))?;
+        }
+    }
+    let (config, from_repo) = demo_config(&dir)?;
+    let mut faults = FaultSchedule::default();
+    for f in DEMO_FAULTS {
+        let (n, fault) = FaultSchedule::parse_entry(f).map_err(anyhow::Error::msg)?;
+        faults.insert(n, fault);
+    }
+    let sim_config = SimConfig {
+        dataset: Dataset {
+            subjects: 25,
+            records: args.records,
+            seed: 2026,
+            padding: 0,
+        },
+        token: DEMO_TOKEN.into(),
+        faults,
+        request_log: Some(dir.join("simulator-requests.jsonl")),
+        ..SimConfig::default()
+    };
+    let rt = super::runtime()?;
+    let result = rt.block_on(async {
+        let sim = Simulator::start(sim_config, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+            .await
+            .context("starting the simulator on 127.0.0.1")?;
+        let spec = RunSpec {
+            config: config.clone(),
+            // The demo records that it may run with an uncommitted policy.
+            allow_dirty: true,
+            vendor: "demo_vault".into(),
+            tenant: None,
+            study: "DEMO-001".into(),
+            protocol_version: None,
+            streams: Streams::One("default".into()),
+            out: dir.join("landing"),
+            state: dir.join("state"),
+            audit_log: dir.join("audit.jsonl"),
+            pacer: PacerChoice::Local,
+            options: SyncOptions::default(),
+            endpoint: Some(Endpoint {
+                base_url: sim.base_url(),
+                token: Secret::new(DEMO_TOKEN),
+            }),
+        };
+        let result = run::execute(spec).await;
+        let requests = sim.requests();
+        sim.stop().await;
+        result.map(|r| (r, requests))
+    })?;
+    let (result, requests) = result;
+    let report = verify(&result.audit_log)?;
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "edc-sync demo: a sync against the built-in EDC simulator (no network, no Redis)\n"
+    )?;
+    let provenance = crate::config::load(&config)?.provenance;
+    let git = match provenance.why_uncontrolled() {
+        None => format!(
+            "git commit {}",
+            provenance.config_git_commit.as_deref().unwrap_or("?")
+        ),
+        Some(why) => format!("{why}; the demo runs with --allow-dirty, recorded in the audit header"),
+    };
+    let origin = if from_repo {
+        "this repository's"
+    } else {
+        "embedded copy"
+    };
+    writeln!(out, "policy      {} ({origin}; {git})", config.display())?;
+    for r in &result.reports {
+        writeln!(
+            out,
+            "pages       {} ({} records, {} bytes), window complete: {}",
+            r.pages, r.records, r.bytes, r.window_complete
+        )?;
+        writeln!(out, "waits       {}", r.waits.len())?;
+        for w in &r.waits {
+            writeln!(out, "  {:>5.2} s  {}", w.seconds, w.reason)?;
+        }
+        writeln!(out, "landing     {}", r.landing_dir.display())?;
+        writeln!(
+            out,
+            "manifest    {}",
+            r.landing_dir.join("manifest.jsonl").display()
+        )?;
+        writeln!(out, "cursor      {}", r.cursor_file.display())?;
+    }
+    writeln!(
+        out,
+        "requests    {} seen by the simulator, all GET: {}",
+        requests.len(),
+        requests.iter().all(|r| r.method == "GET")
+    )?;
+    writeln!(
+        out,
+        "sim log     {}",
+        dir.join("simulator-requests.jsonl").display()
+    )?;
+    writeln!(out, "audit       {}", result.audit_log.display())?;
+    writeln!(out, "verify      {report}")?;
+    drop(out);
+    result.outcome?;
+    if !report.intact() {
+        return Err(crate::audit::NotIntact(report).into());
+    }
+    Ok(())
+}
+
+/// `config/demo.yaml` when run from the repository (so the audit header
+/// stamps its real git ids), else the embedded copy written to `dir`.
+fn demo_config(dir: &Path) -> anyhow::Result<(PathBuf, bool)> {
+    let in_repo = PathBuf::from("config/demo.yaml");
+    if std::fs::read_to_string(&in_repo).is_ok_and(|text| text == DEMO_POLICY) {
+        return Ok((in_repo, true));
+    }
+    let copy = dir.join("demo-policy.yaml");
+    std::fs::write(&copy, DEMO_POLICY).with_context(|| format!("writing {}", copy.display()))?;
+    Ok((copy, false))
+}

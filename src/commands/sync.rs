@@ -1,0 +1,65 @@
+//! `edc-sync sync`
+
+use std::io::Write;
+
+use anyhow::Context;
+
+use crate::cli::SyncArgs;
+use crate::run::{self, PacerChoice, RunResult, RunSpec, Streams};
+use crate::sync::SyncOptions;
+
+pub fn run(args: SyncArgs) -> anyhow::Result<()> {
+    let streams = match (args.stream_name, args.all_streams) {
+        (Some(name), _) => Streams::One(name),
+        (None, true) => Streams::All,
+        (None, false) => Streams::One("default".into()),
+    };
+    let pacer = match args.redis {
+        Some(url) => PacerChoice::Redis(url),
+        None => PacerChoice::Local,
+    };
+    let spec = RunSpec {
+        config: args.path.config,
+        allow_dirty: args.allow_dirty,
+        vendor: args.stream.vendor,
+        tenant: args.stream.tenant,
+        study: args.stream.study,
+        protocol_version: args.stream.protocol_version,
+        streams,
+        out: args.out,
+        state: args.state,
+        audit_log: args.audit_log,
+        pacer,
+        options: SyncOptions {
+            max_pages: args.max_pages,
+            dry_run: args.dry_run,
+        },
+        endpoint: None,
+    };
+    let result = run::execute_blocking(spec)?;
+    print_summary(&result).context("writing the summary to stdout")?;
+    result.outcome
+}
+
+/// A few lines for the operator; the audit trail is the record.
+pub fn print_summary(result: &RunResult) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    let status = if result.outcome.is_ok() { "ok" } else { "stopped" };
+    writeln!(out, "run {}: {status}", result.run_id)?;
+    for r in &result.reports {
+        let window = if r.window_complete {
+            "window complete"
+        } else {
+            "window in progress"
+        };
+        writeln!(
+            out,
+            "  stream {}: {} pages, {} records, {} bytes, {window}",
+            r.stream, r.pages, r.records, r.bytes
+        )?;
+        for w in &r.waits {
+            writeln!(out, "    waited {:.1} s: {}", w.seconds, w.reason)?;
+        }
+    }
+    writeln!(out, "  audit trail: {}", result.audit_log.display())
+}

@@ -1,0 +1,249 @@
+//! One run: everything between "load the policy" and "run_finished".
+//!
+//! Order matters and is the design's: load and validate the policy, refuse
+//! it unless committed (or `--allow-dirty`), write the `run_started` header
+//! (fsynced) before anything touches the network, then pace, fetch, land
+//! and commit each stream, and end with `run_finished` carrying the exit
+//! code. Shared by `sync`, `demo` and the OQ scenarios.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+
+use crate::audit::{AuditLog, RunId, RunStarted, SharedAudit};
+use crate::config::{self, ConfigError, LoadedConfig, Policy};
+use crate::edc::{ReadOnlyClient, Secret};
+use crate::exit::Exit;
+use crate::limiter::{AnyPacer, Limiter, LocalPacer, Quota, RedisPacer};
+use crate::stream::StreamIdentity;
+use crate::sync::events::RunFinished;
+use crate::sync::{run_stream, StreamJob, StreamReport, SyncOptions};
+
+/// Which streams of the vendor to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Streams {
+    /// One named stream.
+    One(String),
+    /// Every stream the policy lists, concurrently.
+    All,
+}
+
+/// Where the pacing state lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PacerChoice {
+    Redis(String),
+    Local,
+}
+
+/// The base URL and token, when they do not come from the environment
+/// (the demo and the OQ pass the simulator's).
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    pub base_url: String,
+    pub token: Secret,
+}
+
+/// Everything a run is told.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    pub config: PathBuf,
+    pub allow_dirty: bool,
+    pub vendor: String,
+    pub tenant: Option<String>,
+    pub study: String,
+    pub protocol_version: Option<String>,
+    pub streams: Streams,
+    pub out: PathBuf,
+    pub state: PathBuf,
+    pub audit_log: PathBuf,
+    pub pacer: PacerChoice,
+    pub options: SyncOptions,
+    pub endpoint: Option<Endpoint>,
+}
+
+/// What a run did, whether or not it succeeded.
+pub struct RunResult {
+    pub run_id: RunId,
+    pub audit_log: PathBuf,
+    pub reports: Vec<StreamReport>,
+    pub outcome: anyhow::Result<()>,
+}
+
+/// Everything that can be checked before the audit header is written.
+struct Prepared {
+    loaded: LoadedConfig,
+    policy: Arc<Policy>,
+    jobs: Vec<(StreamIdentity, crate::config::StreamSpec, Quota)>,
+    endpoint: Endpoint,
+}
+
+fn prepare(spec: &RunSpec) -> Result<Prepared, ConfigError> {
+    let loaded = config::load(&spec.config)?;
+    loaded.require_committed(spec.allow_dirty)?;
+    let policy = Arc::new(loaded.vendor(&spec.vendor)?.clone());
+    let chosen: Vec<crate::config::StreamSpec> = match &spec.streams {
+        Streams::All => policy.streams.clone(),
+        Streams::One(name) => {
+            vec![policy
+                .stream(name)
+                .cloned()
+                .ok_or_else(|| ConfigError::UnknownStream {
+                    vendor: spec.vendor.clone(),
+                    stream: name.clone(),
+                    known: policy
+                        .streams
+                        .iter()
+                        .map(|s| s.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })?]
+        }
+    };
+    let mut jobs = Vec::new();
+    for stream in chosen {
+        let id = StreamIdentity {
+            vendor: spec.vendor.clone(),
+            tenant: spec.tenant.clone(),
+            study: Some(spec.study.clone()),
+            protocol_version: spec.protocol_version.clone(),
+            stream: Some(stream.name.clone()),
+        };
+        let quota = Quota::for_stream(&policy, &id)
+            .map_err(|e| ConfigError::Identity(format!("{}: {e}", policy.vendor)))?;
+        jobs.push((id, stream, quota));
+    }
+    let endpoint = match &spec.endpoint {
+        Some(e) => e.clone(),
+        None => Endpoint {
+            base_url: policy
+                .base_url_env
+                .read(&format!("{}.base_url_env", policy.vendor))?,
+            token: Secret::new(policy.token_env.read(&format!("{}.token_env", policy.vendor))?),
+        },
+    };
+    Ok(Prepared {
+        loaded,
+        policy,
+        jobs,
+        endpoint,
+    })
+}
+
+/// Runs `spec` to the end. Errors before the audit header exist (bad
+/// config, unwritable audit file) come back as `Err`; everything after is
+/// in [`RunResult::outcome`], and the audit trail says how it ended.
+pub async fn execute(spec: RunSpec) -> anyhow::Result<RunResult> {
+    let started = Instant::now();
+    let prepared = prepare(&spec)?;
+    let run_id = RunId::new();
+    let log = AuditLog::open(&spec.audit_log, run_id.clone())?;
+    let audit = SharedAudit::new(log);
+    let header_stream = prepared.jobs.first().map(|(id, _, _)| StreamIdentity {
+        stream: (prepared.jobs.len() == 1).then(|| id.stream.clone()).flatten(),
+        ..id.clone()
+    });
+    audit
+        .record(RunStarted::new(
+            &prepared.loaded.provenance,
+            spec.allow_dirty,
+            header_stream,
+        ))
+        .await?;
+
+    let (reports, outcome) = run_streams(&spec, &prepared, &audit).await;
+    let code = match &outcome {
+        Ok(()) => Exit::Ok,
+        Err(e) => Exit::for_error(e),
+    };
+    let finished = RunFinished {
+        exit_code: code.code(),
+        outcome: match &outcome {
+            Ok(()) => "ok".into(),
+            Err(e) => format!("{e:#}"),
+        },
+        streams: prepared.jobs.len(),
+        pages: reports.iter().map(|r| r.pages).sum(),
+        records: reports.iter().map(|r| r.records).sum(),
+        duration_s: started.elapsed().as_secs_f64(),
+    };
+    audit.record(finished).await?;
+    Ok(RunResult {
+        run_id,
+        audit_log: spec.audit_log.clone(),
+        reports,
+        outcome,
+    })
+}
+
+async fn run_streams(
+    spec: &RunSpec,
+    prepared: &Prepared,
+    audit: &SharedAudit,
+) -> (Vec<StreamReport>, anyhow::Result<()>) {
+    let pacer = match &spec.pacer {
+        PacerChoice::Local => AnyPacer::Local(LocalPacer::new()),
+        PacerChoice::Redis(url) => match RedisPacer::connect(url).await {
+            Ok(p) => AnyPacer::Redis(p),
+            Err(e) => return (Vec::new(), Err(e.into())),
+        },
+    };
+    let client = match ReadOnlyClient::new(
+        &prepared.endpoint.base_url,
+        &prepared.endpoint.token,
+        prepared.policy.http,
+    ) {
+        Ok(c) => c,
+        Err(e) => {
+            let err = ConfigError::Identity(format!("{}.base_url_env: {e}", prepared.policy.vendor));
+            return (Vec::new(), Err(err.into()));
+        }
+    };
+    let mut tasks = tokio::task::JoinSet::new();
+    for (index, (id, stream, quota)) in prepared.jobs.iter().cloned().enumerate() {
+        let job = StreamJob {
+            policy: prepared.policy.clone(),
+            spec: stream,
+            identity: id,
+            client: client.clone(),
+            limiter: Limiter::new(pacer.clone(), quota),
+            audit: audit.clone(),
+            out_dir: spec.out.clone(),
+            state_dir: spec.state.clone(),
+            options: spec.options.clone(),
+        };
+        tasks.spawn(async move { (index, run_stream(&job).await) });
+    }
+    let mut results = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok(r) => results.push(r),
+            Err(e) => return (Vec::new(), Err(anyhow::anyhow!("a stream task failed: {e}"))),
+        }
+    }
+    results.sort_by_key(|(i, _)| *i);
+    let mut reports = Vec::new();
+    let mut first_error = None;
+    for (_, result) in results {
+        match result {
+            Ok(report) => reports.push(report),
+            Err(e) => {
+                if first_error.is_none() {
+                    first_error = Some(anyhow::Error::new(e));
+                }
+            }
+        }
+    }
+    (reports, first_error.map_or(Ok(()), Err))
+}
+
+/// Convenience for callers outside a runtime.
+pub fn execute_blocking(spec: RunSpec) -> anyhow::Result<RunResult> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(execute(spec))
+}

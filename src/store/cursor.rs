@@ -1,0 +1,229 @@
+//! The cursor: where a stream's next page is. One small JSON file per
+//! stream, replaced atomically (temp file, fsync, rename, fsync the
+//! directory), so a crash leaves either the old cursor or the new one.
+//!
+//! A [`Cursor`] has no setters: the only way to a new one is
+//! [`CursorStore::advance`], and the only way to persist it is
+//! [`CursorStore::commit`], which the page loop calls last.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Paging;
+use crate::durable::sync_parent_dir;
+use crate::edc::paging::next_window_start;
+use crate::edc::payload::CursorValue;
+use crate::stream::StreamIdentity;
+
+/// The state-file format this version writes and reads.
+const FORMAT: u32 = 1;
+
+/// State that cannot be read or written. Maps to exit 74.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{}: cannot {op}: {error}", path.display())]
+    Io {
+        path: PathBuf,
+        op: &'static str,
+        error: std::io::Error,
+    },
+    #[error("state file {}: {detail}; it was left as it is", path.display())]
+    Unreadable { path: PathBuf, detail: String },
+}
+
+impl StoreError {
+    pub(crate) fn io(path: &Path, op: &'static str, error: std::io::Error) -> StoreError {
+        StoreError::Io {
+            path: path.to_path_buf(),
+            op,
+            error,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct State {
+    format: u32,
+    stream: StreamIdentity,
+    /// The cursor the current window started from (`None`: from the start).
+    window_start: Option<String>,
+    /// The next page of the current window, when one is in progress.
+    next_page: Option<String>,
+    /// The largest cursor value seen in the current window so far.
+    high_water: Option<CursorValue>,
+    pages_in_window: u64,
+    records_in_window: u64,
+    last_page_sha256: Option<String>,
+    updated_at: Option<String>,
+    run_id: Option<String>,
+}
+
+/// Where a stream stands. Read-only outside this module.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cursor {
+    state: State,
+}
+
+impl Cursor {
+    pub fn window_start(&self) -> Option<&str> {
+        self.state.window_start.as_deref()
+    }
+
+    pub fn next_page(&self) -> Option<&str> {
+        self.state.next_page.as_deref()
+    }
+
+    pub fn high_water(&self) -> Option<&CursorValue> {
+        self.state.high_water.as_ref()
+    }
+
+    /// True between the first and last page of a window.
+    pub fn in_window(&self) -> bool {
+        self.state.next_page.is_some()
+    }
+
+    /// The cursor as the audit trail and manifest record it.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "window_start": self.state.window_start,
+            "next_page": self.state.next_page,
+            "high_water": self.state.high_water,
+        })
+    }
+
+    /// The whole state file, for `cursor show`.
+    pub fn to_file_json(&self) -> serde_json::Value {
+        serde_json::to_value(&self.state).unwrap_or_default()
+    }
+}
+
+/// One page's effect on the cursor.
+#[derive(Debug, Clone)]
+pub struct PageAdvance<'a> {
+    /// The next page (path and query), or `None` at the end of the window.
+    pub next_page: Option<String>,
+    pub high_water: Option<CursorValue>,
+    pub records: u64,
+    pub sha256: &'a str,
+    pub run_id: &'a str,
+    pub paging: &'a Paging,
+}
+
+/// The cursor file of one stream.
+pub struct CursorStore {
+    path: PathBuf,
+    stream: StreamIdentity,
+}
+
+impl CursorStore {
+    /// The cursor of `stream` under `state_dir`.
+    pub fn new(state_dir: &Path, stream: &StreamIdentity) -> CursorStore {
+        let path = state_dir.join(format!("{}.cursor.json", super::stream_dir_name(stream)));
+        CursorStore {
+            path,
+            stream: stream.clone(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The stream's cursor; a stream never synced starts from the beginning.
+    pub fn load(&self) -> Result<Cursor, StoreError> {
+        let bytes = match std::fs::read(&self.path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(self.initial()),
+            Err(e) => return Err(StoreError::io(&self.path, "read", e)),
+        };
+        let unreadable = |detail: String| StoreError::Unreadable {
+            path: self.path.clone(),
+            detail,
+        };
+        let value: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|e| unreadable(format!("not valid JSON ({e})")))?;
+        match value.get("format").and_then(serde_json::Value::as_u64) {
+            Some(f) if f == u64::from(FORMAT) => {}
+            Some(f) if f > u64::from(FORMAT) => {
+                return Err(unreadable(format!(
+                    "written by a newer edc-sync (state format {f}; this version reads format {FORMAT})"
+                )))
+            }
+            other => return Err(unreadable(format!("unknown state format {other:?}"))),
+        }
+        let state: State = serde_json::from_value(value).map_err(|e| unreadable(e.to_string()))?;
+        if state.stream != self.stream {
+            return Err(unreadable("it belongs to a different stream".into()));
+        }
+        Ok(Cursor { state })
+    }
+
+    fn initial(&self) -> Cursor {
+        Cursor {
+            state: State {
+                format: FORMAT,
+                stream: self.stream.clone(),
+                window_start: None,
+                next_page: None,
+                high_water: None,
+                pages_in_window: 0,
+                records_in_window: 0,
+                last_page_sha256: None,
+                updated_at: None,
+                run_id: None,
+            },
+        }
+    }
+
+    /// The cursor after one committed page. Pure: nothing is written.
+    pub fn advance(&self, before: &Cursor, page: PageAdvance<'_>) -> Result<Cursor, String> {
+        let high_water = match (before.state.high_water.clone(), page.high_water) {
+            (Some(a), Some(b)) => Some(a.max(b)?),
+            (a, b) => a.or(b),
+        };
+        let mut state = before.state.clone();
+        state.last_page_sha256 = Some(page.sha256.to_string());
+        state.run_id = Some(page.run_id.to_string());
+        state.updated_at = Some(crate::audit::now_rfc3339());
+        match page.next_page {
+            Some(next) => {
+                state.next_page = Some(next);
+                state.high_water = high_water;
+                state.pages_in_window += 1;
+                state.records_in_window += page.records;
+            }
+            None => {
+                // Window complete: the next one starts at its high-water mark.
+                if let Some(start) = next_window_start(page.paging, high_water.as_ref()) {
+                    state.window_start = Some(start);
+                }
+                state.next_page = None;
+                state.high_water = None;
+                state.pages_in_window = 0;
+                state.records_in_window = 0;
+            }
+        }
+        Ok(Cursor { state })
+    }
+
+    /// Replaces the cursor file atomically and durably.
+    pub fn commit(&self, cursor: &Cursor) -> Result<(), StoreError> {
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, "create", e))?;
+        }
+        let tmp = self.path.with_extension("json.tmp");
+        let mut text =
+            serde_json::to_vec_pretty(&cursor.state).map_err(|e| StoreError::io(&tmp, "encode", e.into()))?;
+        text.push(b'\n');
+        let mut file = std::fs::File::create(&tmp).map_err(|e| StoreError::io(&tmp, "create", e))?;
+        file.write_all(&text)
+            .map_err(|e| StoreError::io(&tmp, "write", e))?;
+        file.sync_all().map_err(|e| StoreError::io(&tmp, "fsync", e))?;
+        drop(file);
+        std::fs::rename(&tmp, &self.path).map_err(|e| StoreError::io(&self.path, "rename into place", e))?;
+        sync_parent_dir(&self.path).map_err(|e| StoreError::io(&self.path, "fsync the directory of", e))
+    }
+}

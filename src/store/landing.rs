@@ -1,0 +1,229 @@
+//! The landing store: page bytes in content-addressed files, each fsynced,
+//! and `manifest.jsonl` listing every page once.
+//!
+//! A page is written to a temp file while it streams in, then fsynced and
+//! renamed to `pages/<sha256>.<ext>`; the directory is fsynced too. Landing
+//! the same bytes again (a replay after a crash) finds the file already
+//! there and the manifest entry already listed: nothing is duplicated.
+
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::StoreError;
+use crate::durable::sync_parent_dir;
+
+/// One landed page in the manifest. Never the token, never record content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestEntry {
+    pub stream: String,
+    /// The page's request (path and query): with the SHA-256, what makes a
+    /// replayed page recognisable.
+    pub page_key: String,
+    pub cursor_before: serde_json::Value,
+    pub cursor_after: serde_json::Value,
+    pub sha256: String,
+    pub bytes: u64,
+    pub records: u64,
+    pub run_id: String,
+    /// Relative to the stream's landing directory.
+    pub file: String,
+    pub landed_at: String,
+}
+
+/// Where one stream's pages land.
+pub struct LandingStore {
+    dir: PathBuf,
+    ext: &'static str,
+    /// (page_key, sha256) already in the manifest.
+    listed: HashSet<(String, String)>,
+}
+
+/// A page being received.
+pub struct LandingTemp {
+    path: PathBuf,
+    writer: BufWriter<File>,
+}
+
+impl Write for LandingTemp {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.writer.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.writer.flush()
+    }
+}
+
+impl LandingTemp {
+    /// Reopens what was written, for validation.
+    pub fn reader(&mut self) -> Result<BufReader<File>, StoreError> {
+        self.writer
+            .flush()
+            .map_err(|e| StoreError::io(&self.path, "flush", e))?;
+        File::open(&self.path)
+            .map(BufReader::new)
+            .map_err(|e| StoreError::io(&self.path, "reopen", e))
+    }
+
+    /// Removes the temp file (a page that will not be committed).
+    pub fn discard(self) {
+        // The next run's `begin` clears leftovers anyway.
+        let _ = std::fs::remove_file(&self.path);
+    }
+
+    /// Moves an invalid page aside for investigation, never as data.
+    pub fn quarantine(mut self, dir: &Path, name: &str) -> Result<PathBuf, StoreError> {
+        self.writer
+            .flush()
+            .map_err(|e| StoreError::io(&self.path, "flush", e))?;
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, "create", e))?;
+        let target = dir.join(name);
+        std::fs::rename(&self.path, &target).map_err(|e| StoreError::io(&target, "quarantine", e))?;
+        Ok(target)
+    }
+}
+
+/// A page that is on disk for good.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LandedPage {
+    pub file: String,
+    /// False when the same bytes were already landed (a replay).
+    pub new_file: bool,
+}
+
+impl LandingStore {
+    /// Opens the landing directory `dir` for pages with extension `ext`,
+    /// reading the manifest once and clearing temp files a crash left.
+    pub fn open(dir: &Path, ext: &'static str) -> Result<LandingStore, StoreError> {
+        for sub in ["pages", ".tmp"] {
+            let d = dir.join(sub);
+            std::fs::create_dir_all(&d).map_err(|e| StoreError::io(&d, "create", e))?;
+        }
+        let tmp = dir.join(".tmp");
+        if let Ok(entries) = std::fs::read_dir(&tmp) {
+            for entry in entries.flatten() {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+        let mut listed = HashSet::new();
+        let manifest = dir.join("manifest.jsonl");
+        drop_torn_tail(&manifest)?;
+        if manifest.exists() {
+            let file = File::open(&manifest).map_err(|e| StoreError::io(&manifest, "open", e))?;
+            for (i, line) in BufReader::new(file).lines().enumerate() {
+                let line = line.map_err(|e| StoreError::io(&manifest, "read", e))?;
+                match serde_json::from_str::<ManifestEntry>(&line) {
+                    Ok(entry) => {
+                        listed.insert((entry.page_key, entry.sha256));
+                    }
+                    // A torn last line from a crash: the page it described
+                    // is replayed and listed again, whole.
+                    Err(_) if line.trim().is_empty() => {}
+                    Err(e) => {
+                        tracing::warn!(manifest = %manifest.display(), line = i + 1, error = %e, "unreadable manifest line");
+                    }
+                }
+            }
+        }
+        Ok(LandingStore {
+            dir: dir.to_path_buf(),
+            ext,
+            listed,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn manifest_path(&self) -> PathBuf {
+        self.dir.join("manifest.jsonl")
+    }
+
+    /// Starts receiving a page.
+    pub fn begin(&self, name: &str) -> Result<LandingTemp, StoreError> {
+        let path = self.dir.join(".tmp").join(format!("{name}.part"));
+        let file = File::create(&path).map_err(|e| StoreError::io(&path, "create", e))?;
+        Ok(LandingTemp {
+            path,
+            writer: BufWriter::with_capacity(256 * 1024, file),
+        })
+    }
+
+    /// Makes a received page durable under its content address.
+    pub fn commit(&self, temp: LandingTemp, sha256: &str) -> Result<LandedPage, StoreError> {
+        let LandingTemp { path, writer } = temp;
+        let file = writer
+            .into_inner()
+            .map_err(|e| StoreError::io(&path, "flush", e.into_error()))?;
+        let name = format!("pages/{sha256}.{}", self.ext);
+        let target = self.dir.join(&name);
+        if target.exists() {
+            let _ = std::fs::remove_file(&path);
+            return Ok(LandedPage {
+                file: name,
+                new_file: false,
+            });
+        }
+        file.sync_all().map_err(|e| StoreError::io(&path, "fsync", e))?;
+        drop(file);
+        std::fs::rename(&path, &target).map_err(|e| StoreError::io(&target, "rename into place", e))?;
+        sync_parent_dir(&target).map_err(|e| StoreError::io(&target, "fsync the directory of", e))?;
+        Ok(LandedPage {
+            file: name,
+            new_file: true,
+        })
+    }
+
+    /// Lists a landed page in the manifest, unless it is listed already.
+    /// Returns whether a line was written.
+    pub fn list(&mut self, entry: &ManifestEntry) -> Result<bool, StoreError> {
+        let key = (entry.page_key.clone(), entry.sha256.clone());
+        if self.listed.contains(&key) {
+            return Ok(false);
+        }
+        let path = self.manifest_path();
+        let existed = path.exists();
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| StoreError::io(&path, "open", e))?;
+        let mut line = serde_json::to_string(entry).map_err(|e| StoreError::io(&path, "encode", e.into()))?;
+        line.push('\n');
+        file.write_all(line.as_bytes())
+            .map_err(|e| StoreError::io(&path, "append", e))?;
+        file.sync_data().map_err(|e| StoreError::io(&path, "fsync", e))?;
+        if !existed {
+            sync_parent_dir(&path).map_err(|e| StoreError::io(&path, "fsync the directory of", e))?;
+        }
+        self.listed.insert(key);
+        Ok(true)
+    }
+}
+
+/// A crash mid-append can leave the manifest's last line without its
+/// newline. The page it described was not yet committed (the manifest is
+/// written before the audit line and the cursor), so it is replayed and
+/// listed again: the torn bytes are cut off so the next line starts clean.
+fn drop_torn_tail(manifest: &Path) -> Result<(), StoreError> {
+    let Ok(bytes) = std::fs::read(manifest) else {
+        return Ok(());
+    };
+    if bytes.is_empty() || bytes.ends_with(b"\n") {
+        return Ok(());
+    }
+    let keep = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    tracing::warn!(manifest = %manifest.display(), torn_bytes = bytes.len() - keep, "dropping a torn manifest line; its page will be replayed");
+    let file = OpenOptions::new()
+        .write(true)
+        .open(manifest)
+        .map_err(|e| StoreError::io(manifest, "open", e))?;
+    file.set_len(keep as u64)
+        .map_err(|e| StoreError::io(manifest, "truncate", e))?;
+    file.sync_all().map_err(|e| StoreError::io(manifest, "fsync", e))
+}

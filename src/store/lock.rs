@@ -1,0 +1,85 @@
+//! One run per stream at a time: an OS file lock next to the cursor.
+//!
+//! The lock is held for the whole run and released when the process ends,
+//! however it ends (the kernel drops it with the descriptor), so a crashed
+//! run never leaves a stream locked. The file records who holds it, so a
+//! second run can say whom it waited for.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, Write};
+use std::path::{Path, PathBuf};
+
+use super::StoreError;
+use crate::stream::StreamIdentity;
+
+/// Another run holds the stream. Maps to exit 75: try again later.
+#[derive(Debug, thiserror::Error)]
+#[error("stream {stream} is locked by another run ({holder}); nothing was fetched")]
+pub struct StreamLocked {
+    pub stream: String,
+    pub holder: String,
+}
+
+/// A held run lock; released on drop.
+#[derive(Debug)]
+pub struct RunLock {
+    _file: File,
+    path: PathBuf,
+}
+
+impl RunLock {
+    /// Takes the lock of `stream` under `state_dir`, or says who has it.
+    pub fn acquire(state_dir: &Path, stream: &StreamIdentity, run_id: &str) -> Result<RunLock, LockError> {
+        let path = state_dir.join(format!("{}.lock", super::stream_dir_name(stream)));
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| LockError::Store(StoreError::io(dir, "create", e)))?;
+        }
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| LockError::Store(StoreError::io(&path, "open", e)))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                let mut holder = String::new();
+                let _ = file.read_to_string(&mut holder);
+                let holder = if holder.trim().is_empty() {
+                    "holder unknown".into()
+                } else {
+                    holder.trim().to_string()
+                };
+                return Err(LockError::Locked(StreamLocked {
+                    stream: super::stream_dir_name(stream),
+                    holder,
+                }));
+            }
+            Err(TryLockError::Error(e)) => return Err(LockError::Store(StoreError::io(&path, "lock", e))),
+        }
+        let who = format!(
+            "host {}, pid {}, run {run_id}",
+            crate::host::name(),
+            std::process::id()
+        );
+        let written = file
+            .set_len(0)
+            .and_then(|_| file.rewind())
+            .and_then(|_| file.write_all(who.as_bytes()));
+        written.map_err(|e| LockError::Store(StoreError::io(&path, "record the holder in", e)))?;
+        Ok(RunLock { _file: file, path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error(transparent)]
+    Locked(#[from] StreamLocked),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}

@@ -1,0 +1,707 @@
+//! The page loop: one stream, window by window, page by page.
+//!
+//! Invariant 2, the cursor never runs ahead of the data. A page's cursor is
+//! committed only after: a 2xx, the whole body read and hashed, the payload
+//! validated, the bytes fsynced under their content address, the manifest
+//! line fsynced, and the `page_committed` audit line fsynced. A crash at any
+//! point re-reads the same page next run; landing is content-addressed and
+//! the manifest deduplicates, so a replay never duplicates data.
+//!
+//! Invariant 3, audit first: every wait (429/503, retry backoff, vendor
+//! burst floor) is written to the audit trail and fsynced before the sleep.
+
+pub mod events;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::{StatusCode, Url};
+
+use crate::audit::{now_rfc3339, AuditError, RunId, SharedAudit};
+use crate::config::{PayloadFormat, Policy, StreamSpec};
+use crate::edc::paging::{self, PagingError};
+use crate::edc::payload;
+use crate::edc::retry_after::{self, RetryAfter};
+use crate::edc::{FetchError, ReadOnlyClient, Reply};
+use crate::limiter::{AcquireError, Limiter, Pacer, PacerError};
+use crate::store::{
+    Cursor, CursorStore, LandingStore, LockError, ManifestEntry, PageAdvance, RunLock, StoreError,
+    StreamLocked,
+};
+use crate::stream::StreamIdentity;
+use events::*;
+
+/// Longest backoff after a 5xx or a transport error.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// A window longer than this many pages is treated as a runaway next link.
+const MAX_PAGES_PER_WINDOW: u64 = 1_000_000;
+
+/// Why a stream stopped early. Each variant has one exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// Retry budget or max wait spent (exit 75, progress saved).
+    #[error("{stream}: {reason}; the cursor is unchanged and the next run resumes there")]
+    Exhausted { stream: String, reason: String },
+    /// The EDC could not be reached within the retry budget (exit 69).
+    #[error("{stream}: the EDC is unreachable after {attempts} attempt(s): {detail}")]
+    Unreachable {
+        stream: String,
+        attempts: u32,
+        detail: String,
+    },
+    /// 401 / 403 (exit 77).
+    #[error("{stream}: GET {url} answered {status}: check the token named by token_env")]
+    Permission {
+        stream: String,
+        status: u16,
+        url: String,
+    },
+    /// Another 4xx, an invalid payload, a bad next link (exit 65).
+    #[error("{stream}: {reason}")]
+    Rejected { stream: String, reason: String },
+    #[error(transparent)]
+    Pacer(#[from] PacerError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Audit(#[from] AuditError),
+    #[error(transparent)]
+    Locked(#[from] StreamLocked),
+}
+
+impl From<LockError> for SyncError {
+    fn from(e: LockError) -> Self {
+        match e {
+            LockError::Locked(l) => SyncError::Locked(l),
+            LockError::Store(s) => SyncError::Store(s),
+        }
+    }
+}
+
+/// Per-run choices that are not policy.
+#[derive(Debug, Clone, Default)]
+pub struct SyncOptions {
+    /// Stop (with progress saved) after this many committed pages.
+    pub max_pages: Option<u64>,
+    /// Fetch and validate, but land nothing and move no cursor.
+    pub dry_run: bool,
+}
+
+/// One wait, for the run summary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Wait {
+    pub reason: String,
+    pub seconds: f64,
+}
+
+/// What a stream did.
+#[derive(Debug, Clone, Default)]
+pub struct StreamReport {
+    pub stream: String,
+    pub pages: u64,
+    pub records: u64,
+    pub bytes: u64,
+    pub replayed_pages: u64,
+    pub waits: Vec<Wait>,
+    pub window_complete: bool,
+    pub landing_dir: PathBuf,
+    pub cursor_file: PathBuf,
+}
+
+/// Everything one stream's loop needs.
+pub struct StreamJob<P: Pacer> {
+    pub policy: Arc<Policy>,
+    pub spec: StreamSpec,
+    pub identity: StreamIdentity,
+    pub client: ReadOnlyClient,
+    pub limiter: Limiter<P>,
+    pub audit: SharedAudit,
+    pub out_dir: PathBuf,
+    pub state_dir: PathBuf,
+    pub options: SyncOptions,
+}
+
+/// How one request attempt ended.
+enum Attempt {
+    /// A page was committed; `None` next means the window is complete.
+    Committed { next: Option<Url>, cursor: Box<Cursor> },
+    /// Worth another attempt after a wait that is already audited.
+    Retry { wait: Duration, reason: String },
+}
+
+struct Loop<'a, P: Pacer> {
+    job: &'a StreamJob<P>,
+    name: String,
+    run_id: RunId,
+    cursors: CursorStore,
+    landing: LandingStore,
+    report: StreamReport,
+    requests: u64,
+}
+
+/// Runs one stream until its window is complete, `max_pages` is reached, or
+/// something stops it. The run lock is held throughout.
+pub async fn run_stream<P: Pacer>(job: &StreamJob<P>) -> Result<StreamReport, SyncError> {
+    let name = job
+        .identity
+        .stream
+        .clone()
+        .unwrap_or_else(|| job.spec.name.clone());
+    let run_id = job.audit.run_id().clone();
+    let _lock = RunLock::acquire(&job.state_dir, &job.identity, run_id.as_str())?;
+    let cursors = CursorStore::new(&job.state_dir, &job.identity);
+    let landing_dir = job.out_dir.join(crate::store::stream_dir_name(&job.identity));
+    let ext = match job.policy.delta.format {
+        PayloadFormat::Json => "json",
+        PayloadFormat::Odm => "xml",
+    };
+    let landing = LandingStore::open(&landing_dir, ext)?;
+    let report = StreamReport {
+        stream: name.clone(),
+        landing_dir,
+        cursor_file: cursors.path().to_path_buf(),
+        ..StreamReport::default()
+    };
+    let mut l = Loop {
+        job,
+        name,
+        run_id,
+        cursors,
+        landing,
+        report,
+        requests: 0,
+    };
+    let result = l.pages().await;
+    let cursor = l.cursors.load().map(|c| c.to_json()).unwrap_or_default();
+    let outcome = match &result {
+        Ok(()) => "ok".to_string(),
+        Err(e) => e.to_string(),
+    };
+    let finished = StreamFinished {
+        stream: l.name.clone(),
+        outcome,
+        pages: l.report.pages,
+        records: l.report.records,
+        bytes: l.report.bytes,
+        replayed_pages: l.report.replayed_pages,
+        window_complete: l.report.window_complete,
+        cursor,
+    };
+    job.audit.record(finished).await?;
+    result.map(|()| l.report)
+}
+
+impl<P: Pacer> Loop<'_, P> {
+    fn url_key(url: &Url) -> String {
+        url[url::Position::BeforePath..].to_string()
+    }
+
+    async fn pages(&mut self) -> Result<(), SyncError> {
+        let job = self.job;
+        let mut cursor = self.cursors.load()?;
+        let mut url = self.start_url(&cursor)?;
+        let mut seen: HashSet<String> = HashSet::new();
+        loop {
+            if job.options.max_pages.is_some_and(|max| self.report.pages >= max) {
+                return Ok(());
+            }
+            if !seen.insert(Self::url_key(&url)) || seen.len() as u64 > MAX_PAGES_PER_WINDOW {
+                return Err(self.rejected(format!(
+                    "the next link {url} repeats a page already fetched in this window"
+                )));
+            }
+            let (next, new_cursor) = self.page_with_retries(&url, cursor).await?;
+            cursor = new_cursor;
+            match next {
+                Some(next) => url = next,
+                None => {
+                    self.report.window_complete = true;
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// The URL to fetch first: the page a previous run was on, or the first
+    /// page of a new window from the cursor.
+    fn start_url(&self, cursor: &Cursor) -> Result<Url, SyncError> {
+        let job = self.job;
+        let url = match cursor.next_page() {
+            Some(next) => job
+                .client
+                .resolve(job.client.base(), next)
+                .map_err(PagingError::from),
+            None => paging::first_page(
+                job.client.origin(),
+                job.client.base(),
+                &job.policy,
+                &job.spec,
+                &job.identity,
+                cursor.window_start(),
+            ),
+        };
+        url.map_err(|e| self.rejected(e.to_string()))
+    }
+
+    fn rejected(&self, reason: String) -> SyncError {
+        SyncError::Rejected {
+            stream: self.name.clone(),
+            reason,
+        }
+    }
+
+    /// One page, with up to `max_retry_attempts` attempts.
+    async fn page_with_retries(
+        &mut self,
+        url: &Url,
+        cursor: Cursor,
+    ) -> Result<(Option<Url>, Cursor), SyncError> {
+        let budget = self.job.policy.max_retry_attempts;
+        let mut last_reason = String::new();
+        for attempt in 1..=budget {
+            self.requests += 1;
+            let request_id = format!("{}:{}:{}", self.run_id, self.name, self.requests);
+            match self.attempt(url, &cursor, &request_id, attempt, budget).await? {
+                Attempt::Committed { next, cursor } => return Ok((next, *cursor)),
+                Attempt::Retry { wait, reason } => {
+                    last_reason = reason;
+                    if attempt < budget {
+                        tokio::time::sleep(wait).await;
+                    }
+                }
+            }
+        }
+        let reason = format!("retry budget of {budget} attempt(s) spent on {url} (last: {last_reason})");
+        self.exhausted(url, budget, reason, &cursor, Spent::Quota).await
+    }
+
+    async fn exhausted<T>(
+        &mut self,
+        url: &Url,
+        attempts: u32,
+        reason: String,
+        cursor: &Cursor,
+        spent: Spent,
+    ) -> Result<T, SyncError> {
+        let event = QuotaExhausted {
+            stream: self.name.clone(),
+            request_id: format!("{}:{}:{}", self.run_id, self.name, self.requests),
+            attempts,
+            url: url.to_string(),
+            reason: reason.clone(),
+            cursor: cursor.to_json(),
+        };
+        self.job.audit.record(event).await?;
+        Err(match spent {
+            Spent::Unreachable => SyncError::Unreachable {
+                stream: self.name.clone(),
+                attempts,
+                detail: reason,
+            },
+            Spent::Quota => SyncError::Exhausted {
+                stream: self.name.clone(),
+                reason,
+            },
+        })
+    }
+
+    /// Deterministic backoff: the rate's interval doubled per attempt.
+    fn backoff(&self, attempt: u32) -> Duration {
+        let base = self.job.policy.rate.interval();
+        let cap = MAX_BACKOFF.min(self.job.policy.max_wait);
+        base.saturating_mul(1u32 << (attempt - 1).min(16)).min(cap)
+    }
+
+    async fn attempt(
+        &mut self,
+        url: &Url,
+        cursor: &Cursor,
+        request_id: &str,
+        attempt: u32,
+        budget: u32,
+    ) -> Result<Attempt, SyncError> {
+        let job = self.job;
+        let permit = match job.limiter.acquire().await {
+            Ok(p) => p,
+            Err(AcquireError::WaitTooLong { wait, horizon, .. }) => {
+                let reason =
+                    format!("the quota's next slot is {wait:?} away, beyond max_wait_s ({horizon:?})");
+                return self.exhausted(url, attempt, reason, cursor, Spent::Quota).await;
+            }
+            Err(AcquireError::Pacer(e)) => return Err(e.into()),
+        };
+        let sent = job.client.get(url).await;
+        let reply = match sent {
+            Ok(reply) => reply,
+            Err(e) => {
+                let _ = permit.release().await;
+                return self
+                    .fetch_failed(url, cursor, request_id, attempt, budget, e)
+                    .await;
+            }
+        };
+        let status = reply.status;
+        if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
+            let _ = permit.release().await;
+            return self.throttled(url, cursor, request_id, attempt, reply).await;
+        }
+        if status.is_server_error() {
+            let _ = permit.release().await;
+            return self
+                .retry_later(url, request_id, attempt, format!("status {status}"))
+                .await;
+        }
+        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+            let _ = permit.release().await;
+            self.failed(
+                url,
+                request_id,
+                attempt,
+                Some(status.as_u16()),
+                format!("status {status}"),
+            )
+            .await?;
+            return Err(SyncError::Permission {
+                stream: self.name.clone(),
+                status: status.as_u16(),
+                url: url.to_string(),
+            });
+        }
+        if !status.is_success() {
+            let _ = permit.release().await;
+            let reason = format!("GET {url} answered {status}");
+            self.failed(url, request_id, attempt, Some(status.as_u16()), reason.clone())
+                .await?;
+            return Err(self.rejected(reason));
+        }
+        let result = self.land(url, cursor, request_id, attempt, reply).await;
+        let _ = permit.release().await;
+        result
+    }
+
+    async fn fetch_failed(
+        &mut self,
+        url: &Url,
+        cursor: &Cursor,
+        request_id: &str,
+        attempt: u32,
+        budget: u32,
+        e: FetchError,
+    ) -> Result<Attempt, SyncError> {
+        if e.is_transient() {
+            if attempt >= budget {
+                let reason = format!("{e} (attempt {attempt} of {budget})");
+                return self
+                    .exhausted(url, attempt, reason, cursor, Spent::Unreachable)
+                    .await;
+            }
+            return self.retry_later(url, request_id, attempt, e.to_string()).await;
+        }
+        if let FetchError::Sink { .. } = e {
+            let error = std::io::Error::other(e.to_string());
+            return Err(StoreError::Io {
+                path: self.report.landing_dir.clone(),
+                op: "write a page into",
+                error,
+            }
+            .into());
+        }
+        self.failed(url, request_id, attempt, None, e.to_string()).await?;
+        Err(self.rejected(e.to_string()))
+    }
+
+    /// 5xx, transport error, truncated body: audit, then back off.
+    async fn retry_later(
+        &mut self,
+        url: &Url,
+        request_id: &str,
+        attempt: u32,
+        reason: String,
+    ) -> Result<Attempt, SyncError> {
+        let wait = self.backoff(attempt);
+        let event = RetryScheduled {
+            stream: self.name.clone(),
+            request_id: request_id.to_string(),
+            attempt,
+            url: url.to_string(),
+            reason: reason.clone(),
+            backoff_s: wait.as_secs_f64(),
+            compliance_timestamp: now_rfc3339(),
+        };
+        self.job.audit.record(event).await?;
+        self.report.waits.push(Wait {
+            reason: format!("retry after {reason}"),
+            seconds: wait.as_secs_f64(),
+        });
+        Ok(Attempt::Retry { wait, reason })
+    }
+
+    /// 429 / 503: audit (fsynced), pause the whole quota, then the caller sleeps.
+    async fn throttled(
+        &mut self,
+        url: &Url,
+        cursor: &Cursor,
+        request_id: &str,
+        attempt: u32,
+        reply: Reply,
+    ) -> Result<Attempt, SyncError> {
+        let policy = &self.job.policy;
+        let values: Vec<&[u8]> = reply.retry_after.iter().map(Vec::as_slice).collect();
+        let RetryAfter { wait, source, raw } =
+            retry_after::parse(&values, reply.received_at, policy.default_retry_after);
+        let received = humantime::format_rfc3339_millis(reply.received_at).to_string();
+        let resume = reply
+            .received_at
+            .checked_add(wait)
+            .map(|t| humantime::format_rfc3339_millis(t).to_string());
+        let event = RateLimited {
+            stream: self.name.clone(),
+            request_id: request_id.to_string(),
+            attempt,
+            status: reply.status.as_u16(),
+            url: url.to_string(),
+            retry_after_s: wait.as_secs_f64(),
+            retry_after_source: source,
+            retry_after_raw: raw,
+            compliance_timestamp: received,
+            resume_not_before: resume.unwrap_or_else(|| "never".into()),
+            quota: self.job.limiter.quota().key().to_string(),
+            quota_headers: reply.quota_headers.clone(),
+        };
+        self.job.audit.record(event).await?;
+        let reason = format!("{} with Retry-After {source}", reply.status.as_u16());
+        if wait > policy.max_wait {
+            let why = format!(
+                "Retry-After of {wait:?} exceeds max_wait_s ({:?})",
+                policy.max_wait
+            );
+            return self.exhausted(url, attempt, why, cursor, Spent::Quota).await;
+        }
+        self.job.limiter.pause(wait).await?;
+        self.report.waits.push(Wait {
+            reason,
+            seconds: wait.as_secs_f64(),
+        });
+        Ok(Attempt::Retry {
+            wait,
+            reason: format!("status {}", reply.status.as_u16()),
+        })
+    }
+
+    async fn failed(
+        &mut self,
+        url: &Url,
+        request_id: &str,
+        attempt: u32,
+        status: Option<u16>,
+        reason: String,
+    ) -> Result<(), SyncError> {
+        let event = RequestFailed {
+            stream: self.name.clone(),
+            request_id: request_id.to_string(),
+            attempt,
+            url: url.to_string(),
+            status,
+            reason,
+            payload_sha256: None,
+            quarantined: None,
+        };
+        self.job.audit.record(event).await?;
+        Ok(())
+    }
+
+    /// 2xx: stream into SHA-256 and a temp file, validate, land, list,
+    /// audit, and only then commit the cursor.
+    async fn land(
+        &mut self,
+        url: &Url,
+        cursor: &Cursor,
+        request_id: &str,
+        attempt: u32,
+        reply: Reply,
+    ) -> Result<Attempt, SyncError> {
+        let job = self.job;
+        let status = reply.status.as_u16();
+        let links = reply.link.clone();
+        let page_url = reply.url.clone();
+        let quota_headers = reply.quota_headers.clone();
+        let mut temp = self
+            .landing
+            .begin(&format!("{}-{}", self.run_id, self.requests))?;
+        let digest = match reply.stream_into(&mut temp).await {
+            Ok(d) => d,
+            Err(e) => {
+                temp.discard();
+                if e.is_transient() {
+                    return self.retry_later(url, request_id, attempt, e.to_string()).await;
+                }
+                let reason = e.to_string();
+                self.failed(url, request_id, attempt, Some(status), reason.clone())
+                    .await?;
+                return Err(self.rejected(reason));
+            }
+        };
+        let reader = temp.reader()?;
+        let delta = job.policy.delta.clone();
+        let validated = tokio::task::spawn_blocking(move || payload::validate(&delta, reader))
+            .await
+            .map_err(|e| self.rejected(format!("validation task failed: {e}")))?;
+        let summary = match validated {
+            Ok(s) => s,
+            Err(invalid) => {
+                let quarantine = self.landing.dir().join("quarantine");
+                let name = format!("{}.{}.invalid", digest.sha256, self.run_id);
+                let moved = temp
+                    .quarantine(&quarantine, &name)
+                    .ok()
+                    .map(|p| p.display().to_string());
+                let event = RequestFailed {
+                    stream: self.name.clone(),
+                    request_id: request_id.to_string(),
+                    attempt,
+                    url: url.to_string(),
+                    status: Some(status),
+                    reason: invalid.to_string(),
+                    payload_sha256: Some(digest.sha256.clone()),
+                    quarantined: moved,
+                };
+                job.audit.record(event).await?;
+                return Err(self.rejected(format!("GET {url}: {invalid}; nothing was committed")));
+            }
+        };
+        let next = match paging::next_page(
+            job.client.origin(),
+            &job.policy.delta.paging,
+            &page_url,
+            &links,
+            &summary,
+        ) {
+            Ok(n) => n,
+            Err(e) => {
+                temp.discard();
+                let reason = format!("page {url}: {e}; nothing was committed");
+                self.failed(url, request_id, attempt, Some(status), reason.clone())
+                    .await?;
+                return Err(self.rejected(reason));
+            }
+        };
+        let advance = PageAdvance {
+            next_page: next.as_ref().map(Self::url_key),
+            high_water: summary.high_water.clone(),
+            records: summary.records,
+            sha256: &digest.sha256,
+            run_id: self.run_id.as_str(),
+            paging: &job.policy.delta.paging,
+        };
+        let after = self
+            .cursors
+            .advance(cursor, advance)
+            .map_err(|e| self.rejected(format!("page {url}: {e}")))?;
+        let (landing_file, replayed) = if job.options.dry_run {
+            temp.discard();
+            (None, false)
+        } else {
+            let landed = {
+                let landing = &self.landing;
+                let sha = digest.sha256.clone();
+                // fsync + rename + directory fsync: off the async workers.
+                tokio::task::block_in_place(|| landing.commit(temp, &sha))?
+            };
+            let entry = ManifestEntry {
+                stream: self.name.clone(),
+                page_key: Self::url_key(url),
+                cursor_before: cursor.to_json(),
+                cursor_after: after.to_json(),
+                sha256: digest.sha256.clone(),
+                bytes: digest.bytes,
+                records: summary.records,
+                run_id: self.run_id.to_string(),
+                file: landed.file.clone(),
+                landed_at: now_rfc3339(),
+            };
+            let listed = tokio::task::block_in_place(|| self.landing.list(&entry))?;
+            (Some(landed.file), !listed)
+        };
+        let event = PageCommitted {
+            stream: self.name.clone(),
+            request_id: request_id.to_string(),
+            attempt,
+            url: url.to_string(),
+            status,
+            payload_sha256: digest.sha256.clone(),
+            bytes: digest.bytes,
+            records: summary.records,
+            landing_file,
+            replayed,
+            dry_run: job.options.dry_run,
+            cursor_before: cursor.to_json(),
+            cursor_after: after.to_json(),
+            quota_headers: quota_headers.clone(),
+        };
+        job.audit.record(event).await?;
+        if !job.options.dry_run {
+            tokio::task::block_in_place(|| self.cursors.commit(&after))?;
+        }
+        self.report.pages += 1;
+        self.report.records += summary.records;
+        self.report.bytes += digest.bytes;
+        self.report.replayed_pages += u64::from(replayed);
+        self.vendor_burst(request_id, &quota_headers).await?;
+        // In a dry run nothing was committed: the cursor moves in memory only.
+        Ok(Attempt::Committed {
+            next,
+            cursor: Box::new(after),
+        })
+    }
+
+    /// Vault delays responses instead of answering 429 once its burst is
+    /// spent: below the floor, slow the whole quota to the pace that spends
+    /// no more than the burst limit per five-minute window.
+    async fn vendor_burst(
+        &mut self,
+        request_id: &str,
+        headers: &std::collections::BTreeMap<String, String>,
+    ) -> Result<(), SyncError> {
+        let Some(floor) = self.job.policy.vendor_burst_floor else {
+            return Ok(());
+        };
+        let parse = |name: &str| headers.get(name).and_then(|v| v.trim().parse::<u64>().ok());
+        let Some(remaining) = parse("x-vaultapi-burstlimitremaining") else {
+            return Ok(());
+        };
+        if remaining > floor {
+            return Ok(());
+        }
+        let limit = parse("x-vaultapi-burstlimit");
+        let window = Duration::from_secs(300);
+        let pause = window / u32::try_from(limit.unwrap_or(1).max(1)).unwrap_or(u32::MAX);
+        let event = VendorBurstLow {
+            stream: self.name.clone(),
+            request_id: request_id.to_string(),
+            burst_limit: limit,
+            burst_remaining: remaining,
+            floor,
+            pause_s: pause.as_secs_f64(),
+            reason: "X-VaultAPI-BurstLimitRemaining at or below vendor_burst_floor: the quota is paused so \
+                     requests are spread over the vendor's 5-minute burst window"
+                .into(),
+        };
+        self.job.audit.record(event).await?;
+        self.job.limiter.pause(pause).await?;
+        self.report.waits.push(Wait {
+            reason: "vendor burst floor".into(),
+            seconds: pause.as_secs_f64(),
+        });
+        Ok(())
+    }
+}
+
+/// What an exhausted budget was spent on: it decides the exit code.
+enum Spent {
+    /// Throttling or the maximum wait: exit 75, try later.
+    Quota,
+    /// Transport failures: exit 69, the EDC is unavailable.
+    Unreachable,
+}
