@@ -1,5 +1,6 @@
 //! A response body streamed from a chunk iterator, optionally cut short.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -7,6 +8,11 @@ use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 
 use super::dataset::Page;
+
+/// How long a cut body stalls before failing: long enough for the server to
+/// flush the headers and the partial body, so the client really receives a
+/// short body rather than no response at all.
+const CUT_STALL: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Streams a [`Page`]. With `cut_after`, the body stops after that many
 /// bytes with an error, so the connection closes short of Content-Length:
@@ -16,6 +22,7 @@ pub struct SimBody {
     chunks: Box<dyn Iterator<Item = Bytes> + Send>,
     cut_after: Option<u64>,
     sent: u64,
+    stall: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl SimBody {
@@ -25,6 +32,7 @@ impl SimBody {
             chunks: page.chunks,
             cut_after,
             sent: 0,
+            stall: None,
         }
     }
 
@@ -39,10 +47,16 @@ impl Body for SimBody {
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
+        cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         if let Some(cut) = self.cut_after {
             if self.sent >= cut {
+                let stall = self
+                    .stall
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(CUT_STALL)));
+                if stall.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
                 return Poll::Ready(Some(Err(std::io::Error::other(
                     "body cut short by a truncate fault",
                 ))));

@@ -75,7 +75,10 @@ vault_json:
   token_env: EDC_SYNC_TEST_TOKEN
   sustained_rate_per_sec: 1000
   burst_capacity: 100
+  max_retry_attempts: 3
+  default_retry_after_s: 1
   bucket_key: "rl:test:{vendor}:{study}"
+  max_wait_s: 30
   http:
     max_body_bytes: 1048576
   delta:
@@ -117,6 +120,33 @@ rave:
     page_size: 40
     query:
       studyoid: "{study}"
+vault_streams:
+  base_url_env: EDC_SYNC_TEST_BASE_URL
+  token_env: EDC_SYNC_TEST_TOKEN
+  sustained_rate_per_sec: 10
+  burst_capacity: 3
+  default_retry_after_s: 1
+  bucket_key: "rl:shared:{study}"
+  max_concurrency: 3
+  delta:
+    path: /api/v24.1/query/audit_trail
+    format: json
+    paging: json_next
+    records_pointer: /data
+    cursor_param: modified_since
+    cursor_field: modified_date__v
+    page_size_param: limit
+    page_size: 5
+  streams:
+    s1:
+      query:
+        object: subject__v
+    s2:
+      query:
+        object: visit__v
+    s3:
+      query:
+        object: form__v
 "#;
 
 /// The validated [`SIM_POLICIES`].
