@@ -6,7 +6,7 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use edc_sync::audit::verify;
@@ -423,11 +423,11 @@ async fn rave_odm_resumes_from_the_next_start_id() {
 
 // ---- crash safety ---------------------------------------------------------
 
-fn sync_cmd(fx: &Fixture, sim_url: &str, extra: &[&str]) -> std::process::Command {
+fn sync_cmd(fx: &Fixture, vendor: &str, sim_url: &str, extra: &[&str]) -> std::process::Command {
     let mut cmd = support::edc_sync();
     cmd.args(["sync", "--config"])
         .arg(fx.path("policies.yaml"))
-        .args(["--vendor", "vault_json", "--study", "Mediflex(Prod)", "--out"])
+        .args(["--vendor", vendor, "--study", "Mediflex(Prod)", "--out"])
         .arg(fx.path("landing"))
         .arg("--state")
         .arg(fx.path("state"))
@@ -462,9 +462,14 @@ async fn sigkill_at_random_moments_loses_and_duplicates_nothing() {
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         let delay = Duration::from_millis(20 + (seed >> 33) % 120);
-        let mut child = sync_cmd(&fx, &sim.base_url(), &["--pacer", "local", "--allow-dirty"])
-            .spawn()
-            .unwrap();
+        let mut child = sync_cmd(
+            &fx,
+            "vault_json",
+            &sim.base_url(),
+            &["--pacer", "local", "--allow-dirty"],
+        )
+        .spawn()
+        .unwrap();
         tokio::time::sleep(delay).await;
         let _ = child.kill();
         let _ = child.wait();
@@ -476,9 +481,14 @@ async fn sigkill_at_random_moments_loses_and_duplicates_nothing() {
         }
     }
     // Then run to the end.
-    let status = sync_cmd(&fx, &sim.base_url(), &["--pacer", "local", "--allow-dirty"])
-        .status()
-        .unwrap();
+    let status = sync_cmd(
+        &fx,
+        "vault_json",
+        &sim.base_url(),
+        &["--pacer", "local", "--allow-dirty"],
+    )
+    .status()
+    .unwrap();
     assert_eq!(status.code(), Some(0));
     let ids = landed_record_ids(&fx, "vault_json", "default");
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
@@ -517,20 +527,14 @@ async fn three_processes_on_one_bucket_never_trip_the_servers_quota() {
     let children: Vec<_> = ["s1", "s2", "s3"]
         .iter()
         .map(|s| {
-            let mut cmd = sync_cmd(&fx, &sim.base_url(), &["--redis", &redis.url(), "--stream", s]);
-            let args: Vec<String> = cmd
-                .get_args()
-                .map(|a| a.to_string_lossy().replace("vault_json", "vault_streams"))
-                .collect();
-            let mut fixed = support::edc_sync();
-            fixed.args(args).envs(
-                cmd.get_envs()
-                    .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
-            );
-            fixed
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null());
-            fixed.spawn().unwrap()
+            sync_cmd(
+                &fx,
+                "vault_streams",
+                &sim.base_url(),
+                &["--redis", &redis.url(), "--stream", s],
+            )
+            .spawn()
+            .unwrap()
         })
         .collect();
     for mut child in children {
