@@ -42,6 +42,12 @@ pub enum Command {
     Demo(DemoArgs),
     /// Pull the delta of one or all streams of a vendor.
     Sync(SyncArgs),
+    /// Re-pull a past window with its own cursor; the incremental cursor is
+    /// never touched.
+    #[command(
+        after_help = "Example:\n  edc-sync backfill --vendor veeva_vault --study S-001 --since 2026-01-01T00:00:00Z \\\n      --until 2026-02-01T00:00:00Z --out /srv/edc/landing --state /srv/edc/state \\\n      --audit-log /srv/edc/audit.jsonl --pacer local\n\nPages land under OUT/backfill/SINCE..UNTIL/ and the cursor lives under STATE/backfill/SINCE..UNTIL/,\nso a backfill can be resumed, and never moves the incremental cursor."
+    )]
+    Backfill(BackfillArgs),
     /// Inspect a stream's cursor.
     #[command(subcommand)]
     Cursor(CursorCommand),
@@ -328,4 +334,19 @@ pub struct DemoArgs {
     /// Records in the simulated dataset.
     #[arg(long, default_value_t = 300)]
     pub records: u32,
+}
+
+/// Flags of `edc-sync backfill`.
+#[derive(Debug, Args)]
+pub struct BackfillArgs {
+    #[command(flatten)]
+    pub sync: SyncArgs,
+    /// Window start: the cursor value to start from (e.g. a timestamp for
+    /// Vault, a start id for Rave).
+    #[arg(long)]
+    pub since: String,
+    /// Stop once a committed page reaches this cursor value (the page that
+    /// crosses it is landed whole).
+    #[arg(long)]
+    pub until: Option<String>,
 }

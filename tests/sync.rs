@@ -424,8 +424,19 @@ async fn rave_odm_resumes_from_the_next_start_id() {
 // ---- crash safety ---------------------------------------------------------
 
 fn sync_cmd(fx: &Fixture, vendor: &str, sim_url: &str, extra: &[&str]) -> std::process::Command {
+    cli_cmd(fx, "sync", vendor, sim_url, extra)
+}
+
+/// `edc-sync <subcommand>` on the fixture's policy, dirs and simulator.
+fn cli_cmd(
+    fx: &Fixture,
+    subcommand: &str,
+    vendor: &str,
+    sim_url: &str,
+    extra: &[&str],
+) -> std::process::Command {
     let mut cmd = support::edc_sync();
-    cmd.args(["sync", "--config"])
+    cmd.args([subcommand, "--config"])
         .arg(fx.path("policies.yaml"))
         .args(["--vendor", vendor, "--study", "Mediflex(Prod)", "--out"])
         .arg(fx.path("landing"))
@@ -509,6 +520,61 @@ async fn sigkill_at_random_moments_loses_and_duplicates_nothing() {
         report.intact(),
         "{report} (torn tails seen along the way: {torn_seen})"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_has_its_own_cursor_and_never_moves_the_incremental_one() {
+    let fx = Fixture::new();
+    let sim = start_sim(200, &[]).await;
+    let result = run::execute(fx.spec("vault_json", &sim)).await.unwrap();
+    assert_eq!(exit_of(&result), 0);
+    let incremental =
+        std::fs::read(fx.path("state/vault_json/-/Mediflex(Prod)/-/default.cursor.json")).unwrap();
+    let ds = dataset(200);
+    let (since, until) = (ds.record(50).modified, ds.record(100).modified);
+    for round in 0..2 {
+        let args = ["--pacer", "local", "--since", &since, "--until", &until];
+        let out = support::run_cmd(
+            cli_cmd(&fx, "backfill", "vault_json", &sim.base_url(), &args)
+                .stdout(std::process::Stdio::piped()),
+        );
+        assert_eq!(out.code, 0, "round {round}: {}", out.stderr);
+    }
+    let label = format!(
+        "{}..{}",
+        edc_sync::store::sanitize(&since),
+        edc_sync::store::sanitize(&until)
+    );
+    let dir = fx.path(&format!(
+        "landing/backfill/{label}/vault_json/-/Mediflex(Prod)/-/default"
+    ));
+    let manifest: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("manifest.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        manifest.len(),
+        2,
+        "records 51-90, then 91-130 crosses --until; the second run adds nothing"
+    );
+    assert_eq!(
+        manifest
+            .iter()
+            .map(|m| m["records"].as_u64().unwrap())
+            .sum::<u64>(),
+        80
+    );
+    assert_eq!(
+        std::fs::read(fx.path("state/vault_json/-/Mediflex(Prod)/-/default.cursor.json")).unwrap(),
+        incremental,
+        "the incremental cursor is untouched"
+    );
+    assert!(fx
+        .path(&format!(
+            "state/backfill/{label}/vault_json/-/Mediflex(Prod)/-/default.cursor.json"
+        ))
+        .exists());
 }
 
 // ---- several processes, one quota -----------------------------------------

@@ -16,6 +16,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Demo(args) => demo::run(args),
         Command::Sync(args) => sync::run(args),
+        Command::Backfill(args) => sync::backfill(args),
         Command::Cursor(cmd) => cursor::run(cmd),
         Command::Config(cmd) => config::run(cmd),
         Command::Audit(cmd) => audit::run(cmd),

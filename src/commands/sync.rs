@@ -4,11 +4,36 @@ use std::io::Write;
 
 use anyhow::Context;
 
-use crate::cli::SyncArgs;
+use crate::cli::{BackfillArgs, SyncArgs};
 use crate::run::{self, PacerChoice, RunResult, RunSpec, Streams};
+use crate::store::sanitize;
 use crate::sync::SyncOptions;
 
 pub fn run(args: SyncArgs) -> anyhow::Result<()> {
+    let spec = spec(args);
+    let result = run::execute_blocking(spec)?;
+    print_summary(&result).context("writing the summary to stdout")?;
+    result.outcome
+}
+
+/// `edc-sync backfill`: a sync whose state and landing live apart.
+pub fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
+    let label = format!(
+        "{}..{}",
+        sanitize(&args.since),
+        args.until.as_deref().map_or("open".into(), sanitize)
+    );
+    let mut spec = spec(args.sync);
+    spec.out = spec.out.join("backfill").join(&label);
+    spec.state = spec.state.join("backfill").join(&label);
+    spec.options.since = Some(args.since);
+    spec.options.until = args.until;
+    let result = run::execute_blocking(spec)?;
+    print_summary(&result).context("writing the summary to stdout")?;
+    result.outcome
+}
+
+fn spec(args: SyncArgs) -> RunSpec {
     let streams = match (args.stream_name, args.all_streams) {
         (Some(name), _) => Streams::One(name),
         (None, true) => Streams::All,
@@ -18,7 +43,7 @@ pub fn run(args: SyncArgs) -> anyhow::Result<()> {
         Some(url) => PacerChoice::Redis(url),
         None => PacerChoice::Local,
     };
-    let spec = RunSpec {
+    RunSpec {
         config: args.path.config,
         allow_dirty: args.allow_dirty,
         vendor: args.stream.vendor,
@@ -33,12 +58,10 @@ pub fn run(args: SyncArgs) -> anyhow::Result<()> {
         options: SyncOptions {
             max_pages: args.max_pages,
             dry_run: args.dry_run,
+            ..SyncOptions::default()
         },
         endpoint: None,
-    };
-    let result = run::execute_blocking(spec)?;
-    print_summary(&result).context("writing the summary to stdout")?;
-    result.outcome
+    }
 }
 
 /// A few lines for the operator; the audit trail is the record.

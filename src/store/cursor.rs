@@ -116,6 +116,8 @@ pub struct PageAdvance<'a> {
 pub struct CursorStore {
     path: PathBuf,
     stream: StreamIdentity,
+    /// Where a stream with no cursor file starts (`backfill --since`).
+    initial_start: Option<String>,
 }
 
 impl CursorStore {
@@ -125,7 +127,14 @@ impl CursorStore {
         CursorStore {
             path,
             stream: stream.clone(),
+            initial_start: None,
         }
+    }
+
+    /// A store whose first window starts at `start` instead of the beginning.
+    pub fn starting_at(mut self, start: Option<String>) -> CursorStore {
+        self.initial_start = start;
+        self
     }
 
     pub fn path(&self) -> &Path {
@@ -166,7 +175,7 @@ impl CursorStore {
             state: State {
                 format: FORMAT,
                 stream: self.stream.clone(),
-                window_start: None,
+                window_start: self.initial_start.clone(),
                 next_page: None,
                 high_water: None,
                 pages_in_window: 0,

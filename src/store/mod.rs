@@ -26,7 +26,7 @@ pub fn stream_dir_name(id: &StreamIdentity) -> String {
 
 /// Keeps letters, digits, `-`, `_`, `.`, `(`, `)`; anything else becomes
 /// `_` followed by its hex code, so distinct names stay distinct.
-fn sanitize(s: &str) -> String {
+pub fn sanitize(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '(' | ')') || (c == '.' && !out.is_empty()) {

@@ -87,6 +87,19 @@ pub struct SyncOptions {
     pub max_pages: Option<u64>,
     /// Fetch and validate, but land nothing and move no cursor.
     pub dry_run: bool,
+    /// Backfill: the first window starts here (no cursor file yet).
+    pub since: Option<String>,
+    /// Backfill: stop once a committed page reaches this cursor value.
+    pub until: Option<String>,
+}
+
+/// True once a cursor value has reached `until`: numbers compare as
+/// numbers, everything else as strings (as ISO 8601 timestamps do).
+fn reached(value: &str, until: &str) -> bool {
+    match (value.parse::<f64>(), until.parse::<f64>()) {
+        (Ok(v), Ok(u)) => v >= u,
+        _ => value >= until,
+    }
 }
 
 /// One wait, for the run summary.
@@ -151,7 +164,7 @@ pub async fn run_stream<P: Pacer>(job: &StreamJob<P>) -> Result<StreamReport, Sy
         .unwrap_or_else(|| job.spec.name.clone());
     let run_id = job.audit.run_id().clone();
     let _lock = RunLock::acquire(&job.state_dir, &job.identity, run_id.as_str())?;
-    let cursors = CursorStore::new(&job.state_dir, &job.identity);
+    let cursors = CursorStore::new(&job.state_dir, &job.identity).starting_at(job.options.since.clone());
     let landing_dir = job.out_dir.join(crate::store::stream_dir_name(&job.identity));
     let ext = match job.policy.delta.format {
         PayloadFormat::Json => "json",
@@ -201,6 +214,17 @@ impl<P: Pacer> Loop<'_, P> {
     async fn pages(&mut self) -> Result<(), SyncError> {
         let job = self.job;
         let mut cursor = self.cursors.load()?;
+        // A backfill that already reached `until` (in an earlier run) is done.
+        let reached_so_far = match cursor.high_water() {
+            Some(hw) if cursor.in_window() => Some(hw.as_param()),
+            _ => cursor.window_start().map(str::to_string),
+        };
+        if let (Some(until), Some(so_far)) = (&job.options.until, reached_so_far) {
+            if reached(&so_far, until) {
+                self.report.window_complete = true;
+                return Ok(());
+            }
+        }
         let mut url = self.start_url(&cursor)?;
         let mut seen: HashSet<String> = HashSet::new();
         loop {
@@ -214,6 +238,14 @@ impl<P: Pacer> Loop<'_, P> {
             }
             let (next, new_cursor) = self.page_with_retries(&url, cursor).await?;
             cursor = new_cursor;
+            let past_until = match (&job.options.until, cursor.high_water()) {
+                (Some(until), Some(hw)) => reached(&hw.as_param(), until),
+                _ => false,
+            };
+            if past_until {
+                self.report.window_complete = true;
+                return Ok(());
+            }
             match next {
                 Some(next) => url = next,
                 None => {
