@@ -220,6 +220,36 @@ pub enum BenchCommand {
         #[arg(long)]
         grants_out: Option<PathBuf>,
     },
+    /// What one committed page costs: pages/s and CPU per 64 KiB page, the
+    /// durable commit, and peak RSS over 1 GiB in 64 MiB pages.
+    ///
+    /// Ends with one JSON line of the figures.
+    ///
+    /// Example: edc-sync bench sync --pages 500 --large-pages 16
+    Sync {
+        /// Small pages to sync (about --page-kib each).
+        #[arg(long, default_value_t = 500)]
+        pages: u64,
+        /// Size of a small page, KiB.
+        #[arg(long, default_value_t = 64)]
+        page_kib: u64,
+        /// Large pages to sync (about --large-page-mib each).
+        #[arg(long, default_value_t = 16)]
+        large_pages: u64,
+        /// Size of a large page, MiB.
+        #[arg(long, default_value_t = 64)]
+        large_page_mib: u64,
+    },
+    /// One phase of `bench sync` in a process of its own (spawned by it).
+    #[command(hide = true)]
+    SyncPhase {
+        #[arg(long)]
+        pages: u64,
+        #[arg(long)]
+        page_bytes: u64,
+        #[arg(long)]
+        work: PathBuf,
+    },
     /// One worker process of `bench pacer` (spawned by it).
     #[command(hide = true)]
     PacerWorker {

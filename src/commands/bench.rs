@@ -5,6 +5,7 @@ use std::io::Write;
 use anyhow::Context;
 
 use crate::bench::pacer::{self, BenchArgs, WorkerArgs};
+use crate::bench::sync;
 use crate::cli::BenchCommand;
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -31,6 +32,31 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             };
             let figures = rt.block_on(pacer::run(args, exe))?;
             writeln!(std::io::stdout().lock(), "{}", pacer::render(&figures)).context("writing to stdout")?;
+            Ok(())
+        }
+        BenchCommand::Sync {
+            pages,
+            page_kib,
+            large_pages,
+            large_page_mib,
+        } => {
+            let exe = std::env::current_exe().context("locating the edc-sync executable")?;
+            let (_scratch, work) = sync::scratch()?;
+            let small = rt.block_on(sync::phase(&exe, &work.join("small"), pages, page_kib * 1024))?;
+            let large = sync::rss_phase_in_child(&exe, &work.join("large"), large_pages, large_page_mib)?;
+            let figures = sync::Figures { small, large };
+            writeln!(std::io::stdout().lock(), "{}", sync::render(&figures)).context("writing to stdout")?;
+            Ok(())
+        }
+        BenchCommand::SyncPhase {
+            pages,
+            page_bytes,
+            work,
+        } => {
+            let exe = std::env::current_exe().context("locating the edc-sync executable")?;
+            let phase = rt.block_on(sync::phase(&exe, &work, pages, page_bytes))?;
+            writeln!(std::io::stdout().lock(), "{}", serde_json::to_string(&phase)?)
+                .context("writing to stdout")?;
             Ok(())
         }
         BenchCommand::PacerWorker {

@@ -94,6 +94,9 @@ impl Simulator {
                     _ = &mut rx => break,
                     accepted = listener.accept() => {
                         let Ok((stream, _)) = accepted else { continue };
+                        // Headers and body go out in separate writes; without
+                        // this, Nagle and delayed ACKs add 40 ms to each page.
+                        let _ = stream.set_nodelay(true);
                         let state = state.clone();
                         tokio::spawn(async move {
                             let service = hyper::service::service_fn(move |req| server::handle(state.clone(), req));

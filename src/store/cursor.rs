@@ -118,6 +118,8 @@ pub struct CursorStore {
     stream: StreamIdentity,
     /// Where a stream with no cursor file starts (`backfill --since`).
     initial_start: Option<String>,
+    /// The directory exists (created on the first commit).
+    dir_ready: std::sync::atomic::AtomicBool,
 }
 
 impl CursorStore {
@@ -128,6 +130,7 @@ impl CursorStore {
             path,
             stream: stream.clone(),
             initial_start: None,
+            dir_ready: Default::default(),
         }
     }
 
@@ -220,8 +223,12 @@ impl CursorStore {
 
     /// Replaces the cursor file atomically and durably.
     pub fn commit(&self, cursor: &Cursor) -> Result<(), StoreError> {
-        if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, "create", e))?;
+        use std::sync::atomic::Ordering;
+        if !self.dir_ready.load(Ordering::Relaxed) {
+            if let Some(dir) = self.path.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, "create", e))?;
+            }
+            self.dir_ready.store(true, Ordering::Relaxed);
         }
         let tmp = self.path.with_extension("json.tmp");
         let mut text =

@@ -40,6 +40,8 @@ pub struct LandingStore {
     ext: &'static str,
     /// (page_key, sha256) already in the manifest.
     listed: HashSet<(String, String)>,
+    /// The manifest, open for appending once it exists.
+    manifest: Option<File>,
 }
 
 /// A page being received.
@@ -133,6 +135,7 @@ impl LandingStore {
             dir: dir.to_path_buf(),
             ext,
             listed,
+            manifest: None,
         })
     }
 
@@ -187,20 +190,26 @@ impl LandingStore {
             return Ok(false);
         }
         let path = self.manifest_path();
-        let existed = path.exists();
-        let mut file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| StoreError::io(&path, "open", e))?;
+        if self.manifest.is_none() {
+            let existed = path.exists();
+            let file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(|e| StoreError::io(&path, "open", e))?;
+            if !existed {
+                sync_parent_dir(&path).map_err(|e| StoreError::io(&path, "fsync the directory of", e))?;
+            }
+            self.manifest = Some(file);
+        }
+        let Some(file) = self.manifest.as_mut() else {
+            unreachable!("opened just above")
+        };
         let mut line = serde_json::to_string(entry).map_err(|e| StoreError::io(&path, "encode", e.into()))?;
         line.push('\n');
         file.write_all(line.as_bytes())
             .map_err(|e| StoreError::io(&path, "append", e))?;
         file.sync_data().map_err(|e| StoreError::io(&path, "fsync", e))?;
-        if !existed {
-            sync_parent_dir(&path).map_err(|e| StoreError::io(&path, "fsync the directory of", e))?;
-        }
         self.listed.insert(key);
         Ok(true)
     }

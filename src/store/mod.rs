@@ -54,7 +54,12 @@ mod tests {
             ..Default::default()
         };
         let name = stream_dir_name(&id);
-        assert_eq!(name, "rave/-/Mediflex(Prod)/-/_2e_2e_2fetc");
+        assert!(name.starts_with("rave/-/Mediflex(Prod)/-/"), "{name}");
+        // Exactly five components, none hidden or a parent reference.
+        let parts: Vec<&str> = name.split('/').collect();
+        assert_eq!(parts.len(), 5, "{name}");
+        assert!(parts.iter().all(|p| !p.is_empty() && !p.starts_with('.')), "{name}");
         assert_ne!(sanitize("a/b"), sanitize("a_b"));
+        assert_ne!(sanitize(".."), sanitize("."));
     }
 }

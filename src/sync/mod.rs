@@ -121,6 +121,9 @@ pub struct StreamReport {
     pub window_complete: bool,
     pub landing_dir: PathBuf,
     pub cursor_file: PathBuf,
+    /// Wall time spent making pages durable (landing fsync + rename,
+    /// manifest, audit line, cursor replace): the price of invariant 2.
+    pub durable_commit: Duration,
 }
 
 /// Everything one stream's loop needs.
@@ -544,8 +547,8 @@ impl<P: Pacer> Loop<'_, P> {
         Ok(())
     }
 
-    /// 2xx: stream into SHA-256 and a temp file, validate, land, list,
-    /// audit, and only then commit the cursor.
+    /// 2xx: stream into SHA-256 and a temp file, then validate, land, list,
+    /// audit and commit the cursor, in that order.
     async fn land(
         &mut self,
         url: &Url,
@@ -554,11 +557,15 @@ impl<P: Pacer> Loop<'_, P> {
         attempt: u32,
         reply: Reply,
     ) -> Result<Attempt, SyncError> {
-        let job = self.job;
-        let status = reply.status.as_u16();
-        let links = reply.link.clone();
-        let page_url = reply.url.clone();
-        let quota_headers = reply.quota_headers.clone();
+        let page = Received {
+            url: url.clone(),
+            page_url: reply.url.clone(),
+            status: reply.status.as_u16(),
+            links: reply.link.clone(),
+            quota_headers: reply.quota_headers.clone(),
+            request_id: request_id.to_string(),
+            attempt,
+        };
         let mut temp = self
             .landing
             .begin(&format!("{}-{}", self.run_id, self.requests))?;
@@ -570,17 +577,40 @@ impl<P: Pacer> Loop<'_, P> {
                     return self.retry_later(url, request_id, attempt, e.to_string()).await;
                 }
                 let reason = e.to_string();
-                self.failed(url, request_id, attempt, Some(status), reason.clone())
+                self.failed(url, request_id, attempt, Some(page.status), reason.clone())
                     .await?;
                 return Err(self.rejected(reason));
             }
         };
+        // Everything from here to the cursor is local file work with fsyncs:
+        // one hand-off to a blocking thread for the whole sequence.
+        let committed = tokio::task::block_in_place(|| self.commit_page(&page, cursor, temp, &digest))?;
+        self.report.pages += 1;
+        self.report.records += committed.records;
+        self.report.bytes += digest.bytes;
+        self.report.replayed_pages += u64::from(committed.replayed);
+        self.vendor_burst(request_id, &page.quota_headers).await?;
+        // In a dry run nothing was committed: the cursor moves in memory only.
+        Ok(Attempt::Committed {
+            next: committed.next,
+            cursor: Box::new(committed.cursor),
+        })
+    }
+
+    /// Validates a received page and makes it durable: landing file (fsync,
+    /// rename, directory fsync), manifest line, `page_committed` audit line,
+    /// and last the cursor. Blocking; called once per page.
+    fn commit_page(
+        &mut self,
+        page: &Received,
+        cursor: &Cursor,
+        mut temp: crate::store::LandingTemp,
+        digest: &crate::edc::BodyDigest,
+    ) -> Result<CommittedPage, SyncError> {
+        let job = self.job;
+        let url = &page.url;
         let reader = temp.reader()?;
-        let delta = job.policy.delta.clone();
-        let validated = tokio::task::spawn_blocking(move || payload::validate(&delta, reader))
-            .await
-            .map_err(|e| self.rejected(format!("validation task failed: {e}")))?;
-        let summary = match validated {
+        let summary = match payload::validate(&job.policy.delta, reader) {
             Ok(s) => s,
             Err(invalid) => {
                 let quarantine = self.landing.dir().join("quarantine");
@@ -589,33 +619,40 @@ impl<P: Pacer> Loop<'_, P> {
                     .quarantine(&quarantine, &name)
                     .ok()
                     .map(|p| p.display().to_string());
-                let event = RequestFailed {
+                job.audit.record_blocking(&RequestFailed {
                     stream: self.name.clone(),
-                    request_id: request_id.to_string(),
-                    attempt,
+                    request_id: page.request_id.clone(),
+                    attempt: page.attempt,
                     url: url.to_string(),
-                    status: Some(status),
+                    status: Some(page.status),
                     reason: invalid.to_string(),
                     payload_sha256: Some(digest.sha256.clone()),
                     quarantined: moved,
-                };
-                job.audit.record(event).await?;
+                })?;
                 return Err(self.rejected(format!("GET {url}: {invalid}; nothing was committed")));
             }
         };
         let next = match paging::next_page(
             job.client.origin(),
             &job.policy.delta.paging,
-            &page_url,
-            &links,
+            &page.page_url,
+            &page.links,
             &summary,
         ) {
             Ok(n) => n,
             Err(e) => {
                 temp.discard();
                 let reason = format!("page {url}: {e}; nothing was committed");
-                self.failed(url, request_id, attempt, Some(status), reason.clone())
-                    .await?;
+                job.audit.record_blocking(&RequestFailed {
+                    stream: self.name.clone(),
+                    request_id: page.request_id.clone(),
+                    attempt: page.attempt,
+                    url: url.to_string(),
+                    status: Some(page.status),
+                    reason: reason.clone(),
+                    payload_sha256: Some(digest.sha256.clone()),
+                    quarantined: None,
+                })?;
                 return Err(self.rejected(reason));
             }
         };
@@ -631,16 +668,12 @@ impl<P: Pacer> Loop<'_, P> {
             .cursors
             .advance(cursor, advance)
             .map_err(|e| self.rejected(format!("page {url}: {e}")))?;
+        let durable_started = std::time::Instant::now();
         let (landing_file, replayed) = if job.options.dry_run {
             temp.discard();
             (None, false)
         } else {
-            let landed = {
-                let landing = &self.landing;
-                let sha = digest.sha256.clone();
-                // fsync + rename + directory fsync: off the async workers.
-                tokio::task::block_in_place(|| landing.commit(temp, &sha))?
-            };
+            let landed = self.landing.commit(temp, &digest.sha256)?;
             let entry = ManifestEntry {
                 stream: self.name.clone(),
                 page_key: Self::url_key(url),
@@ -653,15 +686,15 @@ impl<P: Pacer> Loop<'_, P> {
                 file: landed.file.clone(),
                 landed_at: now_rfc3339(),
             };
-            let listed = tokio::task::block_in_place(|| self.landing.list(&entry))?;
+            let listed = self.landing.list(&entry)?;
             (Some(landed.file), !listed)
         };
-        let event = PageCommitted {
+        job.audit.record_blocking(&PageCommitted {
             stream: self.name.clone(),
-            request_id: request_id.to_string(),
-            attempt,
+            request_id: page.request_id.clone(),
+            attempt: page.attempt,
             url: url.to_string(),
-            status,
+            status: page.status,
             payload_sha256: digest.sha256.clone(),
             bytes: digest.bytes,
             records: summary.records,
@@ -670,21 +703,17 @@ impl<P: Pacer> Loop<'_, P> {
             dry_run: job.options.dry_run,
             cursor_before: cursor.to_json(),
             cursor_after: after.to_json(),
-            quota_headers: quota_headers.clone(),
-        };
-        job.audit.record(event).await?;
+            quota_headers: page.quota_headers.clone(),
+        })?;
         if !job.options.dry_run {
-            tokio::task::block_in_place(|| self.cursors.commit(&after))?;
+            self.cursors.commit(&after)?;
         }
-        self.report.pages += 1;
-        self.report.records += summary.records;
-        self.report.bytes += digest.bytes;
-        self.report.replayed_pages += u64::from(replayed);
-        self.vendor_burst(request_id, &quota_headers).await?;
-        // In a dry run nothing was committed: the cursor moves in memory only.
-        Ok(Attempt::Committed {
+        self.report.durable_commit += durable_started.elapsed();
+        Ok(CommittedPage {
             next,
-            cursor: Box::new(after),
+            cursor: after,
+            records: summary.records,
+            replayed,
         })
     }
 
@@ -728,6 +757,26 @@ impl<P: Pacer> Loop<'_, P> {
         });
         Ok(())
     }
+}
+
+/// A 2xx response whose body is in a temp file, before it is committed.
+struct Received {
+    url: Url,
+    /// Where the body came from after same-origin redirects.
+    page_url: Url,
+    status: u16,
+    links: Vec<String>,
+    quota_headers: std::collections::BTreeMap<String, String>,
+    request_id: String,
+    attempt: u32,
+}
+
+/// A page made durable.
+struct CommittedPage {
+    next: Option<Url>,
+    cursor: Cursor,
+    records: u64,
+    replayed: bool,
 }
 
 /// What an exhausted budget was spent on: it decides the exit code.
