@@ -54,6 +54,9 @@ pub enum Command {
     /// Check or show the rate-limit policy file.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Installation and operational qualification, with evidence for QA.
+    #[command(subcommand)]
+    Qualify(QualifyCommand),
     /// Work with the hash-chained audit trail.
     #[command(subcommand)]
     Audit(AuditCommand),
@@ -379,4 +382,45 @@ pub struct BackfillArgs {
     /// crosses it is landed whole).
     #[arg(long)]
     pub until: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum QualifyCommand {
+    /// Operational qualification: run every OQ scenario against the built-in
+    /// simulator (and Redis when available) and write the evidence package.
+    ///
+    /// Exit 0 only if every executed scenario passed (70 otherwise). Without
+    /// Redis the Redis scenarios are reported as not executed, never passed.
+    ///
+    /// Example: edc-sync qualify oq --evidence /srv/validation/oq-2026-12-02 --redis redis://127.0.0.1:6379/
+    Oq {
+        /// Directory for the evidence package (created; existing scenario
+        /// directories in it are replaced).
+        #[arg(long)]
+        evidence: PathBuf,
+        #[command(flatten)]
+        path: ConfigPath,
+        /// Redis URL (default: $EDC_SYNC_REDIS_URL, else a server answering on
+        /// 127.0.0.1:6379, else none).
+        #[arg(long, env = "EDC_SYNC_REDIS_URL")]
+        redis: Option<String>,
+        /// Run only these scenarios (e.g. OQ-001,OQ-005).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
+    },
+    /// Installation qualification: executable identity, policy validity and
+    /// change control, durable directories, Redis and its clock.
+    ///
+    /// Example: edc-sync qualify iq --evidence /srv/validation/iq --dir /srv/edc/state --dir /srv/edc/landing --redis redis://127.0.0.1:6379/
+    Iq {
+        #[arg(long)]
+        evidence: PathBuf,
+        #[command(flatten)]
+        path: ConfigPath,
+        #[arg(long, env = "EDC_SYNC_REDIS_URL")]
+        redis: Option<String>,
+        /// A directory runs will write to (audit, state, landing). Repeatable.
+        #[arg(long = "dir")]
+        dirs: Vec<PathBuf>,
+    },
 }

@@ -22,6 +22,8 @@ pub enum Exit {
     NoInput = 66,
     /// Unavailable: EDC or Redis unreachable after the retry budget.
     Unavailable = 69,
+    /// A qualification (IQ/OQ) check did not pass.
+    QualificationFailed = 70,
     /// I/O error writing landing, audit or state.
     IoErr = 74,
     /// Temporary failure, progress saved: try again later.
@@ -62,6 +64,9 @@ impl Exit {
                     SyncError::Rejected { .. } => Exit::DataErr,
                     SyncError::Store(_) | SyncError::Audit(_) => Exit::IoErr,
                 };
+            }
+            if cause.is::<crate::qualify::NotQualified>() {
+                return Exit::QualificationFailed;
             }
             if cause.is::<StreamLocked>() {
                 return Exit::TempFail;

@@ -16,6 +16,7 @@ pub mod exit;
 pub mod host;
 pub mod limiter;
 pub mod logging;
+pub mod qualify;
 pub mod redact;
 pub mod run;
 pub mod sim;

@@ -6,6 +6,7 @@ mod bench;
 mod config;
 mod cursor;
 mod demo;
+mod qualify;
 mod simulate;
 mod sync;
 
@@ -19,6 +20,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Backfill(args) => sync::backfill(args),
         Command::Cursor(cmd) => cursor::run(cmd),
         Command::Config(cmd) => config::run(cmd),
+        Command::Qualify(cmd) => qualify::run(cmd),
         Command::Audit(cmd) => audit::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Simulate(args) => simulate::run(args),

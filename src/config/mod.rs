@@ -9,7 +9,7 @@ mod policy;
 pub mod provenance;
 mod template;
 mod validate;
-mod yaml;
+pub(crate) mod yaml;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -58,7 +58,10 @@ mod tests {
         // Exactly five components, none hidden or a parent reference.
         let parts: Vec<&str> = name.split('/').collect();
         assert_eq!(parts.len(), 5, "{name}");
-        assert!(parts.iter().all(|p| !p.is_empty() && !p.starts_with('.')), "{name}");
+        assert!(
+            parts.iter().all(|p| !p.is_empty() && !p.starts_with('.')),
+            "{name}"
+        );
         assert_ne!(sanitize("a/b"), sanitize("a_b"));
         assert_ne!(sanitize(".."), sanitize("."));
     }

@@ -1,0 +1,253 @@
+//! What a scenario works with: its own directory, a policy committed in a
+//! git repository of its own, the simulator, and a place to record steps.
+
+use std::fmt::Display;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+
+use super::evidence::{Pacing, Step};
+use crate::edc::Secret;
+use crate::run::{Endpoint, PacerChoice, RunSpec, Streams};
+use crate::sim::{Dataset, FaultSchedule, SimConfig, Simulator};
+use crate::sync::SyncOptions;
+
+/// The token the OQ's simulator accepts: distinctive, so a grep of every
+/// output for it proves it never leaked.
+pub const OQ_TOKEN: &str = "oq-tok-7f3a9c21-do-not-log";
+
+/// The policies the scenarios run with (committed in each scenario's repo).
+pub const OQ_POLICY: &str = r#"# Policies of the OQ scenarios (edc-sync qualify oq).
+oq_vault:
+  base_url_env: EDC_SYNC_OQ_BASE_URL
+  token_env: EDC_SYNC_OQ_TOKEN
+  sustained_rate_per_sec: 50
+  burst_capacity: 10
+  max_retry_attempts: 3
+  default_retry_after_s: 1
+  bucket_key: "rl:oq:{study}"
+  max_wait_s: 30
+  max_concurrency: 3
+  delta:
+    path: /api/v24.1/query/audit_trail
+    format: json
+    paging: json_next
+    records_pointer: /data
+    cursor_param: modified_since
+    cursor_field: modified_date__v
+    page_size_param: limit
+    page_size: 25
+oq_rave:
+  base_url_env: EDC_SYNC_OQ_BASE_URL
+  token_env: EDC_SYNC_OQ_TOKEN
+  sustained_rate_per_sec: 50
+  burst_capacity: 10
+  bucket_key: "rl:oq-rave:{study}"
+  delta:
+    path: /RaveWebServices/datasets/ClinicalAuditRecords.odm
+    format: odm
+    paging: rave_startid
+    cursor_param: startid
+    page_size_param: per_page
+    page_size: 25
+    query:
+      studyoid: "{study}"
+oq_shared:
+  base_url_env: EDC_SYNC_OQ_BASE_URL
+  token_env: EDC_SYNC_OQ_TOKEN
+  sustained_rate_per_sec: 10
+  burst_capacity: 3
+  default_retry_after_s: 1
+  bucket_key: "rl:oq-shared:{study}"
+  max_concurrency: 3
+  delta:
+    path: /api/v24.1/query/audit_trail
+    format: json
+    paging: json_next
+    records_pointer: /data
+    cursor_param: modified_since
+    cursor_field: modified_date__v
+    page_size_param: limit
+    page_size: 5
+  streams:
+    s1:
+      query:
+        object: subject__v
+    s2:
+      query:
+        object: visit__v
+    s3:
+      query:
+        object: form__v
+"#;
+
+pub const OQ_STUDY: &str = "OQ-STUDY(Val)";
+
+/// A scenario's working state.
+pub struct Ctx {
+    pub id: &'static str,
+    /// The scenario's own directory inside the evidence directory.
+    pub dir: PathBuf,
+    pub evidence_root: PathBuf,
+    pub redis: Option<String>,
+    /// The edc-sync executable, for scenarios that run it as a process.
+    pub exe: PathBuf,
+    pub(crate) steps: Vec<Step>,
+    pub(crate) artifacts: Vec<PathBuf>,
+    pub(crate) pacing: Option<Pacing>,
+}
+
+impl Ctx {
+    pub(crate) fn new(id: &'static str, evidence_root: &Path, redis: Option<String>, exe: PathBuf) -> Ctx {
+        Ctx {
+            id,
+            dir: evidence_root.join(id),
+            evidence_root: evidence_root.to_path_buf(),
+            redis,
+            exe,
+            steps: Vec::new(),
+            artifacts: Vec::new(),
+            pacing: None,
+        }
+    }
+
+    /// Records a step; returns whether it passed.
+    pub fn check(
+        &mut self,
+        description: &str,
+        expected: impl Display,
+        actual: impl Display,
+        pass: bool,
+    ) -> bool {
+        self.steps.push(Step {
+            description: description.to_string(),
+            expected: expected.to_string(),
+            actual: actual.to_string(),
+            pass,
+        });
+        pass
+    }
+
+    /// Records a step that compares two values.
+    pub fn check_eq<T: PartialEq + Display>(&mut self, description: &str, expected: T, actual: T) -> bool {
+        let pass = expected == actual;
+        self.check(description, expected, actual, pass)
+    }
+
+    /// Keeps a file as evidence (it must be inside the scenario directory).
+    pub fn attach(&mut self, path: &Path) {
+        if path.exists() && !self.artifacts.iter().any(|p| p == path) {
+            self.artifacts.push(path.to_path_buf());
+        }
+    }
+
+    pub fn set_pacing(&mut self, pacing: Pacing) {
+        self.pacing = Some(pacing);
+    }
+
+    /// `policy/` in the scenario directory: a git repository with
+    /// `rate_limits.yaml` committed. Returns the file's path.
+    pub fn policy_repo(&mut self) -> anyhow::Result<PathBuf> {
+        let repo_dir = self.dir.join("policy");
+        std::fs::create_dir_all(&repo_dir)?;
+        let repo =
+            git2::Repository::init(&repo_dir).context("git init of the scenario's policy repository")?;
+        let path = repo_dir.join("rate_limits.yaml");
+        std::fs::write(&path, OQ_POLICY)?;
+        let mut index = repo.index()?;
+        index.add_path(Path::new("rate_limits.yaml"))?;
+        index.write()?;
+        let tree = repo.find_tree(index.write_tree()?)?;
+        let sig = git2::Signature::now("edc-sync qualify", "qualify@edc-sync.invalid")?;
+        repo.commit(Some("HEAD"), &sig, &sig, "OQ policy", &tree, &[])?;
+        self.attach(&path);
+        Ok(path)
+    }
+
+    /// Starts the simulator with `records` records and `faults`, logging to
+    /// the scenario directory.
+    pub async fn sim(
+        &mut self,
+        records: u32,
+        faults: &[&str],
+        quota: Option<(f64, u32)>,
+    ) -> anyhow::Result<Simulator> {
+        let mut schedule = FaultSchedule::default();
+        for f in faults {
+            let (n, fault) = FaultSchedule::parse_entry(f).map_err(anyhow::Error::msg)?;
+            schedule.insert(n, fault);
+        }
+        std::fs::create_dir_all(&self.dir)?;
+        let log = self.dir.join("simulator-requests.jsonl");
+        let config = SimConfig {
+            dataset: dataset(records),
+            token: OQ_TOKEN.into(),
+            faults: schedule,
+            quota,
+            request_log: Some(log.clone()),
+            ..SimConfig::default()
+        };
+        let sim = Simulator::start(config, SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        self.artifacts.push(log);
+        Ok(sim)
+    }
+
+    /// A run of `vendor` against `sim`, with everything under the scenario
+    /// directory and the in-process pacer.
+    pub fn spec(&self, config: &Path, vendor: &str, sim: &Simulator) -> RunSpec {
+        RunSpec {
+            config: config.to_path_buf(),
+            allow_dirty: false,
+            vendor: vendor.into(),
+            tenant: None,
+            study: OQ_STUDY.into(),
+            protocol_version: None,
+            streams: Streams::One("default".into()),
+            out: self.dir.join("landing"),
+            state: self.dir.join("state"),
+            audit_log: self.dir.join("audit.jsonl"),
+            pacer: PacerChoice::Local,
+            options: SyncOptions::default(),
+            endpoint: Some(Endpoint {
+                base_url: sim.base_url(),
+                token: Secret::new(OQ_TOKEN),
+            }),
+        }
+    }
+
+    /// Attaches what a run leaves behind: audit trail, manifests, cursors.
+    pub fn attach_run_outputs(&mut self) {
+        let mut found = Vec::new();
+        collect(&self.dir, &mut found);
+        for path in found {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if name == "audit.jsonl" || name == "manifest.jsonl" || name.ends_with(".cursor.json") {
+                self.attach(&path);
+            }
+        }
+    }
+}
+
+fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                collect(&p, out);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+}
+
+/// The OQ dataset: deterministic, so two runs observe the same values.
+pub fn dataset(records: u32) -> Dataset {
+    Dataset {
+        subjects: 12,
+        records,
+        seed: 1301,
+        padding: 0,
+    }
+}

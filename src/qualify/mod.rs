@@ -1,0 +1,181 @@
+//! Qualification: `edc-sync qualify iq|oq` writes evidence a QA reviewer
+//! can sign without reading source code (validation/OQ.md is the protocol).
+
+pub mod context;
+pub mod evidence;
+pub mod iq;
+mod report;
+pub mod scenarios;
+pub mod trace;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+
+use crate::audit::now_rfc3339;
+use crate::digest::sha256_hex;
+use context::Ctx;
+use evidence::{Environment, Evidence, ScenarioResult, Status, Summary};
+use scenarios::Scenario;
+
+/// A qualification whose executed checks did not all pass (exit 70).
+#[derive(Debug, thiserror::Error)]
+#[error("{kind}: {failed} of {executed} executed check(s) failed; see {report}")]
+pub struct NotQualified {
+    pub kind: String,
+    pub failed: usize,
+    pub executed: usize,
+    pub report: String,
+}
+
+/// Runs one scenario and returns its evidence. Never fails: an error inside
+/// the scenario is a failed scenario with the error as its note.
+pub async fn run_scenario(s: &Scenario, evidence: &Path, redis: Option<&str>, exe: &Path) -> ScenarioResult {
+    let started = now_rfc3339();
+    let mut result = ScenarioResult {
+        id: s.id.into(),
+        title: s.title.into(),
+        requirements: s.requirements.iter().map(|r| r.to_string()).collect(),
+        status: Status::NotExecuted,
+        note: None,
+        started: started.clone(),
+        finished: started,
+        steps: Vec::new(),
+        artifacts: Vec::new(),
+        pacing: None,
+    };
+    if s.needs_redis && redis.is_none() {
+        result.note =
+            Some("not executed: this scenario needs Redis (--redis URL) and none was given or found".into());
+        return result;
+    }
+    let mut ctx = Ctx::new(s.id, evidence, redis.map(str::to_string), exe.to_path_buf());
+    let _ = std::fs::remove_dir_all(&ctx.dir);
+    let outcome = match std::fs::create_dir_all(&ctx.dir) {
+        Ok(()) => (s.run)(&mut ctx).await,
+        Err(e) => Err(e.into()),
+    };
+    result.finished = now_rfc3339();
+    let all_passed = !ctx.steps.is_empty() && ctx.steps.iter().all(|st| st.pass);
+    result.status = match (&outcome, all_passed) {
+        (Ok(()), true) => Status::Passed,
+        _ => Status::Failed,
+    };
+    if let Err(e) = outcome {
+        result.note = Some(format!("the scenario stopped with an error: {e:#}"));
+    } else if !all_passed {
+        result.note = Some("one or more steps did not give the expected result (see the steps)".into());
+    }
+    result.steps = ctx.steps;
+    result.pacing = ctx.pacing;
+    result.artifacts = ctx
+        .artifacts
+        .iter()
+        .filter_map(|p| p.strip_prefix(evidence).ok().map(|r| r.display().to_string()))
+        .collect();
+    result.artifacts.sort();
+    result
+}
+
+/// Every file under `dir`.
+pub(crate) fn context_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        let mut entries: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                context_files(&p, out);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+}
+
+/// The environment section of the evidence.
+pub fn environment(config: &Path, redis: Option<(&str, &str)>) -> Environment {
+    let exe = std::env::current_exe().unwrap_or_default();
+    let exe_sha = std::fs::read(&exe)
+        .map(|b| sha256_hex(&b))
+        .unwrap_or_else(|e| format!("unreadable: {e}"));
+    let loaded = crate::config::load(config);
+    let p = loaded.as_ref().ok().map(|l| l.provenance.clone());
+    Environment {
+        tool: env!("CARGO_PKG_NAME").into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        executable: exe.display().to_string(),
+        executable_sha256: exe_sha,
+        os: crate::host::platform(),
+        host: crate::host::name(),
+        user: crate::host::user(),
+        redis_url: redis.map(|(u, _)| crate::redact::redact_arg(u)),
+        redis_version: redis.map(|(_, v)| v.to_string()),
+        config_path: config.display().to_string(),
+        config_sha256: p.as_ref().map(|p| p.config_sha256.clone()),
+        config_git_commit: p.as_ref().and_then(|p| p.config_git_commit.clone()),
+        config_git_blob: p.as_ref().and_then(|p| p.config_git_blob.clone()),
+        config_dirty: p.as_ref().map(|p| p.dirty()),
+    }
+}
+
+/// Writes `<kind>-results.json`, `<kind>-report.md`, `<kind>-report.html`
+/// and `SHA256SUMS` over every file in `dir`.
+pub fn write_evidence(dir: &Path, evidence: &Evidence) -> anyhow::Result<()> {
+    let kind = &evidence.kind;
+    let json = serde_json::to_string_pretty(evidence)?;
+    std::fs::write(dir.join(format!("{kind}-results.json")), json + "\n")?;
+    std::fs::write(dir.join(format!("{kind}-report.md")), report::markdown(evidence))?;
+    std::fs::write(dir.join(format!("{kind}-report.html")), report::html(evidence))?;
+    let mut files = Vec::new();
+    context_files(dir, &mut files);
+    let mut sums = String::new();
+    for f in files {
+        let rel = f.strip_prefix(dir).unwrap_or(&f);
+        if rel == Path::new("SHA256SUMS") {
+            continue;
+        }
+        let bytes = std::fs::read(&f).with_context(|| format!("reading {}", f.display()))?;
+        sums.push_str(&format!("{}  {}\n", sha256_hex(&bytes), rel.display()));
+    }
+    std::fs::write(dir.join("SHA256SUMS"), sums)?;
+    Ok(())
+}
+
+/// Runs every OQ scenario (or those in `only`) and writes the evidence.
+pub async fn oq(
+    dir: &Path,
+    config: &Path,
+    redis: Option<String>,
+    exe: &Path,
+    only: &[String],
+) -> anyhow::Result<Evidence> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let started = now_rfc3339();
+    let redis_info = match &redis {
+        Some(url) => {
+            let pacer = crate::limiter::RedisPacer::connect(url).await?;
+            Some((url.clone(), pacer.server_version().await?))
+        }
+        None => None,
+    };
+    let mut results = Vec::new();
+    for s in scenarios::all() {
+        if !only.is_empty() && !only.iter().any(|o| o == s.id) {
+            continue;
+        }
+        let r = run_scenario(&s, dir, redis.as_deref(), exe).await;
+        tracing::info!(scenario = s.id, status = ?r.status, "OQ scenario done");
+        results.push(r);
+    }
+    let environment = environment(config, redis_info.as_ref().map(|(u, v)| (u.as_str(), v.as_str())));
+    let evidence = Evidence {
+        kind: "oq".into(),
+        started,
+        finished: now_rfc3339(),
+        environment,
+        summary: Summary::of(&results),
+        scenarios: results,
+    };
+    write_evidence(dir, &evidence)?;
+    Ok(evidence)
+}
