@@ -1,0 +1,177 @@
+//! The OQ scenarios, run by `cargo test`: the same definitions
+//! `edc-sync qualify oq` runs on an installed binary. Redis scenarios get
+//! a real `redis-server` from the harness.
+
+mod support;
+
+use std::path::Path;
+
+use edc_sync::qualify::evidence::Status;
+use edc_sync::qualify::{run_scenario, scenarios};
+use support::redis::RedisServer;
+
+fn exe() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_edc-sync"))
+}
+
+/// Runs scenario `id` and fails with its evidence unless it passed.
+async fn passes(id: &str) {
+    let scenario = scenarios::all()
+        .into_iter()
+        .find(|s| s.id == id)
+        .expect("the scenario exists");
+    let redis = scenario.needs_redis.then(RedisServer::start);
+    let dir = tempfile::tempdir().unwrap();
+    let result = run_scenario(
+        &scenario,
+        dir.path(),
+        redis.as_ref().map(|r| r.url()).as_deref(),
+        exe(),
+    )
+    .await;
+    let steps: Vec<String> = result
+        .steps
+        .iter()
+        .map(|s| {
+            format!(
+                "  [{}] {}: expected {}; actual {}",
+                if s.pass { "pass" } else { "FAIL" },
+                s.description,
+                s.expected,
+                s.actual
+            )
+        })
+        .collect();
+    assert_eq!(
+        result.status,
+        Status::Passed,
+        "{id}: {:?}\n{}",
+        result.note,
+        steps.join("\n")
+    );
+    assert!(!result.steps.is_empty());
+}
+
+macro_rules! oq_test {
+    ($name:ident, $id:literal) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            passes($id).await;
+        }
+    };
+}
+
+oq_test!(oq_001_clean_200_window, "OQ-001");
+oq_test!(oq_002_single_429_then_success_identical_cursor, "OQ-002");
+oq_test!(oq_003_retry_after_http_date, "OQ-003");
+oq_test!(oq_004_retry_after_absent_uses_default, "OQ-004");
+oq_test!(oq_005_retry_budget_exhausted_exit_75, "OQ-005");
+oq_test!(oq_006_audit_line_before_sleep, "OQ-006");
+oq_test!(oq_007_shared_pause_across_workers, "OQ-007");
+oq_test!(oq_008_envelope_never_exceeded, "OQ-008");
+oq_test!(oq_009_read_only, "OQ-009");
+oq_test!(oq_010_dirty_config_refused, "OQ-010");
+oq_test!(oq_011_config_git_id_in_header, "OQ-011");
+oq_test!(oq_012_audit_chain_detects_tampering, "OQ-012");
+oq_test!(oq_013_truncated_body_not_committed, "OQ-013");
+oq_test!(oq_014_invalid_payload_exit_65, "OQ-014");
+oq_test!(oq_015_crash_resume_exactly_once, "OQ-015");
+oq_test!(oq_016_token_never_in_output, "OQ-016");
+oq_test!(oq_017_cross_origin_refused, "OQ-017");
+oq_test!(oq_018_invalid_config_names_the_key, "OQ-018");
+
+#[test]
+fn every_scenario_has_a_test_here() {
+    let source = include_str!("oq.rs");
+    for s in scenarios::all() {
+        assert!(
+            source.contains(&format!("\"{}\");", s.id)),
+            "{} has no oq_test! line",
+            s.id
+        );
+    }
+}
+
+/// `qualify oq` writes the whole package, and two runs agree.
+#[test]
+fn qualify_oq_writes_a_complete_package_and_runs_agree() {
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let mut summaries = Vec::new();
+    for dir in &dirs {
+        let out = support::run_cmd(
+            support::edc_sync()
+                .args(["qualify", "oq", "--only", "OQ-001,OQ-007,OQ-018", "--evidence"])
+                .arg(dir.path())
+                .args([
+                    "--config",
+                    concat!(env!("CARGO_MANIFEST_DIR"), "/config/rate_limits.yaml"),
+                ])
+                .env_remove("EDC_SYNC_REDIS_URL"),
+        );
+        let results: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("oq-results.json")).unwrap())
+                .unwrap();
+        for key in [
+            "tool",
+            "version",
+            "executable_sha256",
+            "os",
+            "host",
+            "user",
+            "config_path",
+            "config_sha256",
+        ] {
+            assert!(!results["environment"][key].is_null(), "environment lacks {key}");
+        }
+        let html = std::fs::read_to_string(dir.path().join("oq-report.html")).unwrap();
+        assert!(html.contains("<svg") && html.contains("Reviewed by") && html.contains("Deviations"));
+        assert!(std::fs::read_to_string(dir.path().join("oq-report.md"))
+            .unwrap()
+            .contains("| OQ-001 |"));
+        // SHA256SUMS lists every other file, with the right hash.
+        let sums = std::fs::read_to_string(dir.path().join("SHA256SUMS")).unwrap();
+        for line in sums.lines() {
+            let (hash, file) = line.split_once("  ").unwrap();
+            let bytes = std::fs::read(dir.path().join(file)).unwrap();
+            assert_eq!(edc_sync::digest::sha256_hex(&bytes), hash, "{file}");
+        }
+        assert!(sums.contains("OQ-001/audit.jsonl") && sums.contains("oq-results.json"));
+        let statuses: Vec<(String, String)> = results["scenarios"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["id"].as_str().unwrap().to_string(),
+                    s["status"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        // Without Redis (the harness does not start one here, and none is on
+        // 6379 in CI) OQ-007 is reported as not executed, never as passed,
+        // and the exit code is still 0: every *executed* scenario passed.
+        if statuses
+            .iter()
+            .any(|(id, st)| id == "OQ-007" && st == "not_executed")
+        {
+            assert_eq!(out.code, 0, "{}", out.stderr);
+        }
+        assert!(
+            statuses
+                .iter()
+                .all(|(id, st)| st == "passed" || (id == "OQ-007" && st == "not_executed")),
+            "{statuses:?}"
+        );
+        let steps: Vec<usize> = results["scenarios"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["steps"].as_array().unwrap().len())
+            .collect();
+        summaries.push((statuses, steps));
+    }
+    assert_eq!(
+        summaries[0], summaries[1],
+        "two runs give the same pass/fail and the same structure"
+    );
+}

@@ -1,0 +1,65 @@
+//! The validation documents and the code agree: every requirement has an
+//! OQ test, every traced OQ id is a scenario, every scenario's requirement
+//! exists, and traceability.md is the rendering of traceability.yaml.
+
+use edc_sync::qualify::{scenarios, trace};
+
+const URS: &str = include_str!("../validation/URS.md");
+const YAML: &str = include_str!("../validation/traceability.yaml");
+const RENDERED: &str = include_str!("../validation/traceability.md");
+
+#[test]
+fn every_requirement_is_traced_to_a_scenario_that_exists() {
+    let traces = trace::parse(YAML).unwrap();
+    let all = scenarios::all();
+    let pairs: Vec<(&str, &[&str])> = all.iter().map(|s| (s.id, s.requirements)).collect();
+    let problems = trace::problems(URS, &traces, &pairs);
+    assert!(
+        problems.is_empty(),
+        "traceability problems:\n{}",
+        problems.join("\n")
+    );
+    assert!(trace::urs_ids(URS).len() >= 15);
+}
+
+#[test]
+fn the_checker_catches_each_kind_of_gap() {
+    let urs = "| ID | Requirement |\n|---|---|\n| URS-001 | a |\n| URS-002 | b |\n";
+    let traces =
+        trace::parse("URS-001:\n  fs: [FS-1]\n  oq: [OQ-001]\nURS-003:\n  fs: [FS-2]\n  oq: [OQ-099]\n")
+            .unwrap();
+    let problems = trace::problems(urs, &traces, &[("OQ-001", &["URS-001", "URS-009"])]).join("\n");
+    assert!(problems.contains("URS-002 has no trace"), "{problems}");
+    assert!(
+        problems.contains("traces URS-003, which URS.md does not define"),
+        "{problems}"
+    );
+    assert!(
+        problems.contains("names OQ-099 for URS-003, but no such scenario exists"),
+        "{problems}"
+    );
+    assert!(
+        problems.contains("scenario OQ-001 names URS-009, which URS.md does not define"),
+        "{problems}"
+    );
+}
+
+#[test]
+fn traceability_md_is_up_to_date() {
+    let traces = trace::parse(YAML).unwrap();
+    let all = scenarios::all();
+    let titles: Vec<(&str, &str)> = all.iter().map(|s| (s.id, s.title)).collect();
+    let expected = trace::render(URS, &traces, &titles);
+    if std::env::var_os("EDC_SYNC_WRITE_TRACEABILITY").is_some() {
+        std::fs::write(
+            concat!(env!("CARGO_MANIFEST_DIR"), "/validation/traceability.md"),
+            &expected,
+        )
+        .unwrap();
+        return;
+    }
+    assert_eq!(
+        RENDERED, expected,
+        "validation/traceability.md is stale: EDC_SYNC_WRITE_TRACEABILITY=1 cargo test --test traceability"
+    );
+}
