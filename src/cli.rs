@@ -12,8 +12,9 @@ use crate::config::DEFAULT_PATH;
 #[derive(Debug, Parser)]
 #[command(name = "edc-sync", version, about, long_about = None, propagate_version = true)]
 #[command(
-    after_help = "Exit codes: 0 ok, 2 usage, 65 data, 66 no input, 69 unavailable, 74 I/O, \
-                        75 try later (progress saved), 77 permission, 78 configuration."
+    after_help = "Exit codes: 0 ok, 2 usage, 65 data, 66 no input, 69 unavailable, \
+                        70 qualification failed, 74 I/O, 75 try later (progress saved, interrupted), \
+                        77 permission, 78 configuration."
 )]
 pub struct Cli {
     /// Log format on stderr.
@@ -57,6 +58,13 @@ pub enum Command {
     /// Installation and operational qualification, with evidence for QA.
     #[command(subcommand)]
     Qualify(QualifyCommand),
+    /// Print shell completions (bash, zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) generated from these definitions.
+    Man,
     /// Work with the hash-chained audit trail.
     #[command(subcommand)]
     Audit(AuditCommand),
@@ -339,6 +347,11 @@ pub struct SyncArgs {
     /// the audit header).
     #[arg(long)]
     pub allow_dirty: bool,
+    /// Prometheus textfile-collector file, replaced atomically at the end
+    /// of the run (pages, records, bytes, waits by reason, retries, last
+    /// success, last exit code, duration; per stream).
+    #[arg(long)]
+    pub metrics_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -58,7 +58,9 @@ impl Exit {
             }
             if let Some(e) = cause.downcast_ref::<SyncError>() {
                 return match e {
-                    SyncError::Exhausted { .. } | SyncError::Locked(_) => Exit::TempFail,
+                    SyncError::Exhausted { .. } | SyncError::Locked(_) | SyncError::Interrupted { .. } => {
+                        Exit::TempFail
+                    }
                     SyncError::Unreachable { .. } | SyncError::Pacer(_) => Exit::Unavailable,
                     SyncError::Permission { .. } => Exit::NoPerm,
                     SyncError::Rejected { .. } => Exit::DataErr,

@@ -61,6 +61,8 @@ pub struct RunSpec {
     pub pacer: PacerChoice,
     pub options: SyncOptions,
     pub endpoint: Option<Endpoint>,
+    /// Prometheus textfile to replace at the end of the run.
+    pub metrics_file: Option<PathBuf>,
 }
 
 /// What a run did, whether or not it succeeded.
@@ -153,6 +155,21 @@ pub async fn execute(spec: RunSpec) -> anyhow::Result<RunResult> {
         .await?;
 
     let (reports, outcome) = run_streams(&spec, &prepared, &audit).await;
+    let interrupted = outcome.as_ref().err().is_some_and(|e| {
+        e.chain().any(|c| {
+            matches!(
+                c.downcast_ref::<crate::sync::SyncError>(),
+                Some(crate::sync::SyncError::Interrupted { .. })
+            )
+        })
+    });
+    if interrupted {
+        let event = crate::sync::events::RunInterrupted {
+            reason: "SIGINT or SIGTERM: stopped at a safe point".into(),
+            pages: reports.iter().map(|r| r.pages).sum(),
+        };
+        audit.record(event).await?;
+    }
     let code = match &outcome {
         Ok(()) => Exit::Ok,
         Err(e) => Exit::for_error(e),
@@ -169,6 +186,23 @@ pub async fn execute(spec: RunSpec) -> anyhow::Result<RunResult> {
         duration_s: started.elapsed().as_secs_f64(),
     };
     audit.record(finished).await?;
+    if let Some(path) = &spec.metrics_file {
+        let base = StreamIdentity {
+            vendor: spec.vendor.clone(),
+            tenant: spec.tenant.clone(),
+            study: Some(spec.study.clone()),
+            protocol_version: spec.protocol_version.clone(),
+            stream: None,
+        };
+        let streams: Vec<String> = prepared
+            .jobs
+            .iter()
+            .filter_map(|(id, _, _)| id.stream.clone())
+            .collect();
+        let duration = started.elapsed().as_secs_f64();
+        crate::metrics::write(path, &base, &reports, &streams, code.code(), duration)
+            .with_context(|| format!("writing the metrics file {}", path.display()))?;
+    }
     Ok(RunResult {
         run_id,
         audit_log: spec.audit_log.clone(),
@@ -245,5 +279,10 @@ pub fn execute_blocking(spec: RunSpec) -> anyhow::Result<RunResult> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    rt.block_on(execute(spec))
+    rt.block_on(async {
+        let mut spec = spec;
+        spec.options.interrupt =
+            crate::interrupt::Interrupt::install().context("installing the signal handlers")?;
+        execute(spec).await
+    })
 }

@@ -50,6 +50,7 @@ impl Fixture {
             audit_log: self.path("audit.jsonl"),
             pacer: PacerChoice::Local,
             options: SyncOptions::default(),
+            metrics_file: None,
             endpoint: Some(Endpoint {
                 base_url: sim.base_url(),
                 token: Secret::new(TOKEN),

@@ -135,6 +135,7 @@ pub async fn phase(exe: &Path, work: &Path, pages: u64, page_bytes: u64) -> anyh
         audit_log: work.join("audit.jsonl"),
         pacer: PacerChoice::Local,
         options: SyncOptions::default(),
+        metrics_file: None,
         endpoint: Some(Endpoint {
             base_url: sim.url.clone(),
             token: Secret::new("bench-token"),

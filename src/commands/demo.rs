@@ -81,6 +81,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
             audit_log: dir.join("audit.jsonl"),
             pacer: PacerChoice::Local,
             options: SyncOptions::default(),
+            metrics_file: None,
             endpoint: Some(Endpoint {
                 base_url: sim.base_url(),
                 token: Secret::new(DEMO_TOKEN),

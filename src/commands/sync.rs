@@ -61,6 +61,7 @@ fn spec(args: SyncArgs) -> RunSpec {
             ..SyncOptions::default()
         },
         endpoint: None,
+        metrics_file: args.metrics_file,
     }
 }
 

@@ -176,6 +176,10 @@ pub struct Policy {
     pub bucket_key: Template,
     /// Requests in flight at once on this quota, across every process.
     pub max_concurrency: u32,
+    /// Slack the pacer keeps against the vendor's own bucket, so requests
+    /// arriving up to this much later than booked never exceed the quota.
+    #[serde(rename = "pacing_margin_ms", serialize_with = "millis")]
+    pub pacing_margin: Duration,
     /// When the vendor reports its remaining burst at or below this, the
     /// whole quota is slowed until its window can refill.
     pub vendor_burst_floor: Option<u64>,
@@ -206,6 +210,10 @@ impl Config {
     pub fn vendor_names(&self) -> Vec<&str> {
         self.vendors.iter().map(|p| p.vendor.as_str()).collect()
     }
+}
+
+fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_millis() as u64)
 }
 
 fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {

@@ -16,6 +16,7 @@ const DEFAULT_MAX_RETRY_ATTEMPTS: i64 = 5;
 const DEFAULT_RETRY_AFTER_S: f64 = 60.0;
 const DEFAULT_MAX_WAIT_S: f64 = 900.0;
 const DEFAULT_MAX_CONCURRENCY: i64 = 4;
+const DEFAULT_PACING_MARGIN_MS: i64 = 10;
 const DEFAULT_CONNECT_TIMEOUT_S: f64 = 10.0;
 const DEFAULT_REQUEST_TIMEOUT_S: f64 = 300.0;
 const DEFAULT_MAX_BODY_BYTES: i64 = 64 * 1024 * 1024;
@@ -514,7 +515,7 @@ fn is_identifier(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-const POLICY_KEYS: [&str; 14] = [
+const POLICY_KEYS: [&str; 15] = [
     "base_url_env",
     "token_env",
     "sustained_rate_per_sec",
@@ -524,6 +525,7 @@ const POLICY_KEYS: [&str; 14] = [
     "bucket_key",
     "max_wait_s",
     "max_concurrency",
+    "pacing_margin_ms",
     "vendor_burst_floor",
     "http",
     "delta",
@@ -564,6 +566,11 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
     let max_concurrency = or_default(f.optional("max_concurrency"), DEFAULT_MAX_CONCURRENCY, |p, n| {
         integer(report, p, n, 1, 1024)
     });
+    let pacing_margin = or_default(
+        f.optional("pacing_margin_ms"),
+        DEFAULT_PACING_MARGIN_MS,
+        |p, n| integer(report, p, n, 0, 10_000),
+    );
     let vendor_burst_floor = match f.optional("vendor_burst_floor") {
         Some((p, n)) => integer(report, &p, n, 0, i64::MAX).map(|v| Some(v as u64)),
         None => Some(None),
@@ -600,6 +607,7 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
         max_wait: seconds(max_wait),
         bucket_key: bucket_key?,
         max_concurrency: u32::try_from(max_concurrency?).ok()?,
+        pacing_margin: Duration::from_millis(u64::try_from(pacing_margin?).ok()?),
         vendor_burst_floor: vendor_burst_floor?,
         http: http?,
         delta: delta?,

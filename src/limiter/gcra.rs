@@ -14,17 +14,30 @@ use crate::config::Rate;
 pub struct GateShape {
     /// Time to refill one token.
     pub interval_us: f64,
-    /// How far ahead of its TAT a request may go: (burst - 1) * interval.
+    /// How far ahead of its TAT a request may go:
+    /// (burst - 1) * interval - margin. May be negative (burst 1 with a
+    /// margin: requests are spaced interval + margin apart).
     pub tolerance_us: f64,
+}
+
+impl GateShape {
+    /// The shape of `rate`, keeping `margin` of slack against a bucket of
+    /// the same shape that counts *arrivals* (the vendor's): if each
+    /// request arrives between d and d + margin after its booked instant,
+    /// the arrivals conform to `rate` exactly.
+    pub fn new(rate: Rate, margin: std::time::Duration) -> GateShape {
+        let interval_us = 1_000_000.0 / rate.per_sec();
+        let tolerance_us = f64::from(rate.burst() - 1) * interval_us - margin.as_micros() as f64;
+        GateShape {
+            interval_us,
+            tolerance_us,
+        }
+    }
 }
 
 impl From<Rate> for GateShape {
     fn from(rate: Rate) -> Self {
-        let interval_us = 1_000_000.0 / rate.per_sec();
-        GateShape {
-            interval_us,
-            tolerance_us: f64::from(rate.burst() - 1) * interval_us,
-        }
+        GateShape::new(rate, std::time::Duration::ZERO)
     }
 }
 
@@ -96,6 +109,22 @@ mod tests {
             waits.push(d.wait_us);
         }
         assert_eq!(waits, vec![0, 0, 0, 100_000, 200_000, 300_000]);
+    }
+
+    #[test]
+    fn a_margin_absorbs_arrival_jitter() {
+        // Burst 1 at 10/s with a 10 ms margin: bookings 110 ms apart, so
+        // arrivals delayed by anything between 0 and 10 ms stay >= 100 ms apart.
+        let s = GateShape::new(Rate::new(10.0, 1).unwrap(), std::time::Duration::from_millis(10));
+        let mut tat = 0i64;
+        let mut at = Vec::new();
+        for _ in 0..3 {
+            let mut gates = [(s, &mut tat)];
+            let d = reserve(1_000_000, 0, &gates, i64::MAX);
+            commit(&d, &mut gates);
+            at.push(d.at_us);
+        }
+        assert_eq!((at[1] - at[0], at[2] - at[1]), (110_000, 100_000 + 10_000));
     }
 
     #[test]

@@ -63,13 +63,14 @@ impl Pacer for LocalPacer {
         let mut tats: Vec<(GateShape, i64)> = quota
             .gates()
             .iter()
-            .map(|g| {
+            .zip(quota.shapes())
+            .map(|(g, shape)| {
                 let tat = state
                     .tats
                     .get(&(quota.key().to_string(), g.name.clone()))
                     .copied()
                     .unwrap_or(0);
-                (GateShape::from(g.rate), tat)
+                (shape, tat)
             })
             .collect();
         let mut gates: Vec<(GateShape, &mut i64)> = tats.iter_mut().map(|(s, t)| (*s, t)).collect();

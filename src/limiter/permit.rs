@@ -14,17 +14,6 @@ use tokio::task::JoinHandle;
 
 use super::{LeaseAttempt, Pacer, PacerError, Quota, Reservation};
 
-/// A caller that had to wait sends this long after its booked instant.
-///
-/// The vendor counts *arrivals*. A request that waited for its slot can
-/// arrive sooner after its predecessor than their booked instants are apart
-/// when the predecessor was delayed more on the way (a new connection, a
-/// busy host); the vendor's bucket would then see it early. Waited grants
-/// are the only ones that follow a predecessor by exactly one interval, so
-/// a small lateness on them absorbs that jitter; it costs no throughput,
-/// because bookings stay on the server's schedule.
-const SEND_MARGIN: Duration = Duration::from_millis(2);
-
 /// Bounds on how often a waiting caller re-asks for a lease slot.
 const LEASE_POLL_MIN: Duration = Duration::from_millis(5);
 const LEASE_POLL_MAX: Duration = Duration::from_millis(50);
@@ -96,7 +85,7 @@ impl<P: Pacer> Limiter<P> {
             Reservation::Refused { wait } => return Err(self.too_long(wait)),
         };
         if !wait.is_zero() {
-            tokio::time::sleep(wait + SEND_MARGIN).await;
+            tokio::time::sleep(wait).await;
         }
         let lease_id = loop {
             match self.pacer.try_lease(&self.quota).await? {

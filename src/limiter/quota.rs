@@ -37,6 +37,8 @@ pub struct Quota {
     max_concurrency: u32,
     lease_ttl: Duration,
     horizon: Duration,
+    /// Slack kept against the vendor's bucket for arrival jitter.
+    margin: Duration,
 }
 
 impl Quota {
@@ -56,6 +58,7 @@ impl Quota {
             max_concurrency: 1,
             lease_ttl: Duration::from_secs(60),
             horizon: Duration::from_secs(60),
+            margin: Duration::ZERO,
         })
     }
 
@@ -64,7 +67,8 @@ impl Quota {
     pub fn for_stream(policy: &Policy, id: &StreamIdentity) -> Result<Quota, QuotaError> {
         let mut quota = Quota::new(policy.bucket_key.fill(id)?, policy.rate)?
             .with_concurrency(policy.max_concurrency, policy.http.request_timeout + LEASE_MARGIN)
-            .with_horizon(policy.max_wait);
+            .with_horizon(policy.max_wait)
+            .with_margin(policy.pacing_margin);
         if let (Some(rate), Some(study)) = (policy.study_limit, id.study.as_deref()) {
             quota = quota.with_gate(format!("study:{study}"), rate);
         }
@@ -97,6 +101,24 @@ impl Quota {
     pub fn with_horizon(mut self, horizon: Duration) -> Quota {
         self.horizon = horizon;
         self
+    }
+
+    /// Keeps `margin` of slack against the vendor's arrival-counting bucket.
+    pub fn with_margin(mut self, margin: Duration) -> Quota {
+        self.margin = margin;
+        self
+    }
+
+    pub fn margin(&self) -> Duration {
+        self.margin
+    }
+
+    /// The shape of each gate, margin included, as the pacers use it.
+    pub fn shapes(&self) -> Vec<super::gcra::GateShape> {
+        self.gates
+            .iter()
+            .map(|g| super::gcra::GateShape::new(g.rate, self.margin))
+            .collect()
     }
 
     pub fn key(&self) -> &str {

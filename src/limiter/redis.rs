@@ -190,8 +190,7 @@ impl Pacer for RedisPacer {
     async fn reserve(&self, quota: &Quota) -> Result<Reservation, PacerError> {
         let mut inv = self.inner.reserve.prepare_invoke();
         inv.key(key(quota, "pause")).arg(micros(quota.horizon()));
-        for gate in quota.gates() {
-            let shape = super::gcra::GateShape::from(gate.rate);
+        for (gate, shape) in quota.gates().iter().zip(quota.shapes()) {
             inv.key(key(quota, &format!("gate:{}", gate.name)))
                 .arg(format!("{:.3}", shape.interval_us))
                 .arg(format!("{:.3}", shape.tolerance_us));

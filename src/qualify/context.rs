@@ -209,6 +209,7 @@ impl Ctx {
             audit_log: self.dir.join("audit.jsonl"),
             pacer: PacerChoice::Local,
             options: SyncOptions::default(),
+            metrics_file: None,
             endpoint: Some(Endpoint {
                 base_url: sim.base_url(),
                 token: Secret::new(OQ_TOKEN),

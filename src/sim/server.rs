@@ -100,12 +100,15 @@ pub async fn handle(
         Some(_) => "invalid",
     };
     let mut answer = decide(&state, n, &method, &req, auth).await;
-    if let Some(Fault::Latency(d)) = state.config.faults.get(n) {
-        answer.fault = Some(format!("latency:{}", d.as_millis()));
-        tokio::time::sleep(*d).await;
-    } else if !state.config.latency.is_zero() {
-        tokio::time::sleep(state.config.latency).await;
-    }
+    let delay = match state.config.faults.get(n) {
+        Some(Fault::Latency(d)) => {
+            answer.fault = Some(format!("latency:{}", d.as_millis()));
+            *d
+        }
+        _ => state.config.latency,
+    };
+    // Logged on arrival, before any latency: a test can see a request that
+    // is still in flight.
     state.log.push(LogEntry {
         n,
         ts: humantime::format_rfc3339_millis(arrived).to_string(),
@@ -116,6 +119,9 @@ pub async fn handle(
         auth: auth.to_string(),
         fault: answer.fault.clone(),
     });
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
     let mut response = Response::builder().status(answer.status);
     for (name, value) in &answer.headers {
         if let Ok(v) = HeaderValue::from_str(value) {

@@ -152,3 +152,14 @@ pub struct RunFinished {
 impl AuditEvent for RunFinished {
     const NAME: &'static str = "run_finished";
 }
+
+/// SIGINT / SIGTERM stopped the run at a safe point.
+#[derive(Debug, Serialize)]
+pub struct RunInterrupted {
+    pub reason: String,
+    pub pages: u64,
+}
+
+impl AuditEvent for RunInterrupted {
+    const NAME: &'static str = "run_interrupted";
+}

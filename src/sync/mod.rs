@@ -69,6 +69,9 @@ pub enum SyncError {
     Audit(#[from] AuditError),
     #[error(transparent)]
     Locked(#[from] StreamLocked),
+    /// SIGINT / SIGTERM (exit 75: progress saved, run again).
+    #[error("{stream}: interrupted at a safe point; committed pages are kept and the next run resumes")]
+    Interrupted { stream: String },
 }
 
 impl From<LockError> for SyncError {
@@ -91,6 +94,8 @@ pub struct SyncOptions {
     pub since: Option<String>,
     /// Backfill: stop once a committed page reaches this cursor value.
     pub until: Option<String>,
+    /// Set by SIGINT / SIGTERM: stop at the next safe point.
+    pub interrupt: crate::interrupt::Interrupt,
 }
 
 /// True once a cursor value has reached `until`: numbers compare as
@@ -102,9 +107,31 @@ fn reached(value: &str, until: &str) -> bool {
     }
 }
 
-/// One wait, for the run summary.
+/// Why a wait happened, for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitKind {
+    /// 429 / 503 with (or without) Retry-After.
+    Throttled,
+    /// Backoff after a 5xx, a transport error or a truncated body.
+    Retry,
+    /// The vendor's burst allowance fell to the floor.
+    VendorBurst,
+}
+
+impl WaitKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            WaitKind::Throttled => "throttled",
+            WaitKind::Retry => "retry",
+            WaitKind::VendorBurst => "vendor_burst",
+        }
+    }
+}
+
+/// One wait, for the run summary and metrics.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Wait {
+    pub kind: WaitKind,
     pub reason: String,
     pub seconds: f64,
 }
@@ -231,6 +258,11 @@ impl<P: Pacer> Loop<'_, P> {
         let mut url = self.start_url(&cursor)?;
         let mut seen: HashSet<String> = HashSet::new();
         loop {
+            if job.options.interrupt.requested() {
+                return Err(SyncError::Interrupted {
+                    stream: self.name.clone(),
+                });
+            }
             if job.options.max_pages.is_some_and(|max| self.report.pages >= max) {
                 return Ok(());
             }
@@ -303,7 +335,7 @@ impl<P: Pacer> Loop<'_, P> {
                 Attempt::Retry { wait, reason } => {
                     last_reason = reason;
                     if attempt < budget {
-                        tokio::time::sleep(wait).await;
+                        self.sleep(wait).await?;
                     }
                 }
             }
@@ -342,6 +374,14 @@ impl<P: Pacer> Loop<'_, P> {
         })
     }
 
+    /// Sleeps `wait`, unless a stop is requested first.
+    async fn sleep(&self, wait: Duration) -> Result<(), SyncError> {
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => Ok(()),
+            _ = self.job.options.interrupt.wait() => Err(SyncError::Interrupted { stream: self.name.clone() }),
+        }
+    }
+
     /// Deterministic backoff: the rate's interval doubled per attempt.
     fn backoff(&self, attempt: u32) -> Duration {
         let base = self.job.policy.rate.interval();
@@ -358,7 +398,11 @@ impl<P: Pacer> Loop<'_, P> {
         budget: u32,
     ) -> Result<Attempt, SyncError> {
         let job = self.job;
-        let permit = match job.limiter.acquire().await {
+        let acquired = tokio::select! {
+            acquired = job.limiter.acquire() => acquired,
+            _ = job.options.interrupt.wait() => return Err(SyncError::Interrupted { stream: self.name.clone() }),
+        };
+        let permit = match acquired {
             Ok(p) => p,
             Err(AcquireError::WaitTooLong { wait, horizon, .. }) => {
                 let reason =
@@ -467,6 +511,7 @@ impl<P: Pacer> Loop<'_, P> {
         };
         self.job.audit.record(event).await?;
         self.report.waits.push(Wait {
+            kind: WaitKind::Retry,
             reason: format!("retry after {reason}"),
             seconds: wait.as_secs_f64(),
         });
@@ -516,6 +561,7 @@ impl<P: Pacer> Loop<'_, P> {
         }
         self.job.limiter.pause(wait).await?;
         self.report.waits.push(Wait {
+            kind: WaitKind::Throttled,
             reason,
             seconds: wait.as_secs_f64(),
         });
@@ -752,6 +798,7 @@ impl<P: Pacer> Loop<'_, P> {
         self.job.audit.record(event).await?;
         self.job.limiter.pause(pause).await?;
         self.report.waits.push(Wait {
+            kind: WaitKind::VendorBurst,
             reason: "vendor burst floor".into(),
             seconds: pause.as_secs_f64(),
         });

@@ -1,0 +1,357 @@
+//! Running unattended: one run per stream, signals, metrics, bad state,
+//! Redis dying mid-run. Real processes, real signals, real files.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use edc_sync::audit::verify;
+use edc_sync::sim::{Dataset, FaultSchedule, SimConfig, Simulator};
+
+const TOKEN: &str = "ops-token";
+
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = support::git_init(dir.path());
+        std::fs::write(
+            dir.path().join("policies.yaml"),
+            support::SIM_POLICIES.replace("page_size: 40", "page_size: 5"),
+        )
+        .unwrap();
+        support::git_commit_all(&repo, "policies");
+        Fixture { dir }
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.dir.path().join(p)
+    }
+
+    fn sync(&self, sim: &str, extra: &[&str]) -> Command {
+        let mut cmd = support::edc_sync();
+        cmd.args(["sync", "--config"])
+            .arg(self.path("policies.yaml"))
+            .args(["--vendor", "vault_json", "--study", "S-1", "--out"])
+            .arg(self.path("landing"))
+            .arg("--state")
+            .arg(self.path("state"))
+            .arg("--audit-log")
+            .arg(self.path("audit.jsonl"))
+            .args(extra)
+            .env("EDC_SYNC_TEST_BASE_URL", sim)
+            .env("EDC_SYNC_TEST_TOKEN", TOKEN)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    fn events(&self, name: &str) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.path("audit.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|l| l["event"] == name)
+            .collect()
+    }
+
+    fn landed_records(&self) -> Vec<String> {
+        let dir = self.path("landing/vault_json/-/S-1/-/default");
+        let manifest = std::fs::read_to_string(dir.join("manifest.jsonl")).unwrap_or_default();
+        let mut ids = Vec::new();
+        for line in manifest.lines() {
+            let entry: serde_json::Value = serde_json::from_str(line).unwrap();
+            let page: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(dir.join(entry["file"].as_str().unwrap())).unwrap())
+                    .unwrap();
+            ids.extend(
+                page["data"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| r["id"].as_str().unwrap().to_string()),
+            );
+        }
+        ids
+    }
+}
+
+async fn slow_sim(records: u32, latency_ms: u64) -> Simulator {
+    let config = SimConfig {
+        dataset: Dataset {
+            subjects: 4,
+            records,
+            seed: 9,
+            padding: 0,
+        },
+        token: TOKEN.into(),
+        latency: Duration::from_millis(latency_ms),
+        faults: FaultSchedule::default(),
+        ..SimConfig::default()
+    };
+    Simulator::start(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
+}
+
+/// Waits until the simulator has seen `n` requests.
+async fn until_requests(sim: &Simulator, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while sim.requests().len() < n {
+        assert!(Instant::now() < deadline, "the run never made {n} requests");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: kill(2) on a child we spawned and have not reaped.
+    let rc = unsafe { libc::kill(child.id() as i32, sig) };
+    assert_eq!(rc, 0, "kill failed");
+}
+
+async fn finish(child: Child) -> std::process::Output {
+    tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_run_on_a_locked_stream_exits_75_naming_the_holder() {
+    let fx = Fixture::new();
+    let sim = slow_sim(60, 100).await;
+    let first = fx.sync(&sim.base_url(), &["--pacer", "local"]).spawn().unwrap();
+    until_requests(&sim, 1).await;
+    let seen = sim.requests().len();
+    let second = fx.sync(&sim.base_url(), &["--pacer", "local"]).output().unwrap();
+    assert_eq!(second.status.code(), Some(75));
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        stderr.contains("is locked by another run") && stderr.contains(&format!("pid {}", first.id())),
+        "{stderr}"
+    );
+    // It fetched nothing: the only requests are the first run's, one at a time.
+    let during = sim.requests().len() - seen;
+    assert!(during <= 2, "{during} requests while the second run was refused");
+    let finished = fx.events("run_finished");
+    assert!(
+        finished
+            .iter()
+            .any(|l| l["exit_code"] == 75 && l["outcome"].as_str().unwrap().contains("locked")),
+        "{finished:?}"
+    );
+    let out = finish(first).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_at_a_safe_point_with_exit_75_and_the_next_run_resumes() {
+    let fx = Fixture::new();
+    let sim = slow_sim(60, 80).await;
+    let child = fx.sync(&sim.base_url(), &["--pacer", "local"]).spawn().unwrap();
+    until_requests(&sim, 3).await;
+    signal(&child, libc::SIGTERM);
+    let out = finish(child).await;
+    assert_eq!(
+        out.status.code(),
+        Some(75),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(fx.events("run_interrupted").len(), 1);
+    assert!(verify(&fx.path("audit.jsonl")).unwrap().intact());
+    let partial = fx.landed_records().len();
+    assert!(partial < 60, "the run stopped early ({partial} records)");
+    let resumed = fx.sync(&sim.base_url(), &["--pacer", "local"]).output().unwrap();
+    assert_eq!(resumed.status.code(), Some(0));
+    let mut ids = fx.landed_records();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(
+        (fx.landed_records().len(), ids.len()),
+        (60, 60),
+        "every record once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_sigint_aborts_at_once_without_corrupting_state() {
+    let fx = Fixture::new();
+    // Each response takes 3 s: both signals arrive while request 2 is in
+    // flight, where the first one alone would wait for the page.
+    let sim = slow_sim(60, 3000).await;
+    let child = fx.sync(&sim.base_url(), &["--pacer", "local"]).spawn().unwrap();
+    until_requests(&sim, 2).await;
+    let sent = Instant::now();
+    signal(&child, libc::SIGINT);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    signal(&child, libc::SIGINT);
+    let out = finish(child).await;
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        sent.elapsed() < Duration::from_millis(2500),
+        "aborted before the page in flight was answered"
+    );
+    // Resume against a fast simulator (same dataset) and check the whole.
+    let fast = slow_sim(60, 0).await;
+    let resumed = fx.sync(&fast.base_url(), &["--pacer", "local"]).output().unwrap();
+    assert_eq!(
+        resumed.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    let mut ids = fx.landed_records();
+    let n = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!((n, ids.len()), (60, 60));
+    assert!(verify(&fx.path("audit.jsonl")).unwrap().intact());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_file_is_replaced_and_keeps_the_last_success() {
+    let fx = Fixture::new();
+    let sim = slow_sim(12, 0).await;
+    let metrics = fx.path("edc_sync.prom");
+    let ok = fx
+        .sync(
+            &sim.base_url(),
+            &["--pacer", "local", "--metrics-file", metrics.to_str().unwrap()],
+        )
+        .output()
+        .unwrap();
+    assert_eq!(ok.status.code(), Some(0));
+    let text = std::fs::read_to_string(&metrics).unwrap();
+    let labels = "vendor=\"vault_json\",tenant=\"\",study=\"S-1\",protocol_version=\"\",stream=\"default\"";
+    assert!(
+        text.contains(&format!("edc_sync_records{{{labels}}} 12")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("edc_sync_last_exit_code{{{labels}}} 0")),
+        "{text}"
+    );
+    let success_line = text
+        .lines()
+        .find(|l| l.starts_with("edc_sync_last_success_timestamp_seconds{"))
+        .unwrap()
+        .to_string();
+    // A failing run (the EDC is gone) keeps the last success time.
+    let gone = format!(
+        "http://127.0.0.1:{}",
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    );
+    let failed = fx
+        .sync(
+            &gone,
+            &["--pacer", "local", "--metrics-file", metrics.to_str().unwrap()],
+        )
+        .output()
+        .unwrap();
+    assert_eq!(
+        failed.status.code(),
+        Some(69),
+        "{}",
+        String::from_utf8_lossy(&failed.stderr)
+    );
+    let after = std::fs::read_to_string(&metrics).unwrap();
+    assert!(after.contains(&success_line), "{after}");
+    assert!(after.contains(&format!("edc_sync_last_exit_code{{{labels}}} 69")));
+    assert!(!after.contains(TOKEN));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_or_newer_state_file_stops_the_run_and_is_left_alone() {
+    let fx = Fixture::new();
+    let sim = slow_sim(12, 0).await;
+    let cursor = fx.path("state/vault_json/-/S-1/-/default.cursor.json");
+    std::fs::create_dir_all(cursor.parent().unwrap()).unwrap();
+    for (content, needle) in [
+        ("{not json", "not valid JSON"),
+        (
+            r#"{"format": 99, "stream": {}}"#,
+            "written by a newer edc-sync (state format 99",
+        ),
+    ] {
+        std::fs::write(&cursor, content).unwrap();
+        let out = fx.sync(&sim.base_url(), &["--pacer", "local"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(74));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(needle) && stderr.contains("default.cursor.json"),
+            "{stderr}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&cursor).unwrap(),
+            content,
+            "the state file is untouched"
+        );
+    }
+    assert!(sim.requests().is_empty(), "nothing was fetched");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_mid_run_fails_closed_with_69_and_the_next_run_resumes() {
+    let fx = Fixture::new();
+    let sim = slow_sim(60, 60).await;
+    let mut redis = support::redis::RedisServer::start();
+    let child = fx
+        .sync(&sim.base_url(), &["--redis", &redis.url()])
+        .spawn()
+        .unwrap();
+    until_requests(&sim, 3).await;
+    redis.kill();
+    let out = finish(child).await;
+    assert_eq!(
+        out.status.code(),
+        Some(69),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unavailable"));
+    let redis = support::redis::RedisServer::start();
+    let resumed = fx
+        .sync(&sim.base_url(), &["--redis", &redis.url()])
+        .output()
+        .unwrap();
+    assert_eq!(
+        resumed.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    let mut ids = fx.landed_records();
+    let n = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!((n, ids.len()), (60, 60));
+}
+
+#[test]
+fn completions_and_man_page_are_generated_from_the_cli() {
+    let bash = support::run(&["completions", "bash"]);
+    assert_eq!(bash.code, 0);
+    assert!(bash.stdout.contains("backfill") && bash.stdout.contains("--audit-log"));
+    let man = support::run(&["man"]);
+    assert_eq!(man.code, 0);
+    assert!(man.stdout.contains(".TH edc-sync 1"));
+}
