@@ -251,6 +251,18 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 64)]
         large_page_mib: u64,
     },
+    /// Crash soak: start a sync, SIGKILL it at a seeded random moment,
+    /// resume; ROUNDS times, with faults on; then count duplicates and losses.
+    ///
+    /// Example: edc-sync bench crash-soak --rounds 200
+    CrashSoak {
+        #[arg(long, default_value_t = 200)]
+        rounds: u32,
+        #[arg(long, default_value_t = 400)]
+        records: u32,
+        #[arg(long, default_value_t = 0x50a4)]
+        seed: u64,
+    },
     /// One phase of `bench sync` in a process of its own (spawned by it).
     #[command(hide = true)]
     SyncPhase {

@@ -2,4 +2,5 @@
 
 pub mod envelope;
 pub mod pacer;
+pub mod soak;
 pub mod sync;

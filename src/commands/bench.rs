@@ -48,6 +48,29 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             writeln!(std::io::stdout().lock(), "{}", sync::render(&figures)).context("writing to stdout")?;
             Ok(())
         }
+        BenchCommand::CrashSoak {
+            rounds,
+            records,
+            seed,
+        } => {
+            let exe = std::env::current_exe().context("locating the edc-sync executable")?;
+            let (_scratch, work) = sync::scratch()?;
+            let figures = rt.block_on(crate::bench::soak::run(&exe, &work, rounds, records, seed))?;
+            writeln!(
+                std::io::stdout().lock(),
+                "{}",
+                crate::bench::soak::render(&figures)
+            )
+            .context("writing to stdout")?;
+            if figures.duplicates > 0
+                || figures.lost > 0
+                || !figures.audit_intact
+                || !figures.cursor_at_high_water
+            {
+                anyhow::bail!("the crash soak found damage (see the figures above)");
+            }
+            Ok(())
+        }
         BenchCommand::SyncPhase {
             pages,
             page_bytes,

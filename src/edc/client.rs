@@ -306,6 +306,26 @@ fn find_origin_error(e: &reqwest::Error) -> Option<OriginError> {
     None
 }
 
+/// Whether the error is (or was caused by) a timeout. reqwest reports a
+/// whole-request timeout that fires while the body is being read as a body
+/// error; the timeout is further down the chain.
+fn timed_out(e: &reqwest::Error) -> bool {
+    if e.is_timeout() {
+        return true;
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let is_io_timeout = s
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut);
+        if is_io_timeout || s.to_string().contains("timed out") {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
 /// A reqwest error with its causes, on one line (reqwest's own Display
 /// stops at the outermost layer).
 fn describe(e: &reqwest::Error) -> String {

@@ -23,6 +23,9 @@ pub struct SimBody {
     cut_after: Option<u64>,
     sent: u64,
     stall: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// With `cut_after`: pause this long there, then send the rest (a
+    /// stalling server) instead of failing.
+    pause_at_cut: Option<std::time::Duration>,
 }
 
 impl SimBody {
@@ -33,7 +36,16 @@ impl SimBody {
             cut_after,
             sent: 0,
             stall: None,
+            pause_at_cut: None,
         }
+    }
+
+    /// A body that stalls for `pause` halfway through, then completes.
+    pub fn stalling(page: Page, pause: std::time::Duration) -> SimBody {
+        let half = page.len / 2;
+        let mut body = SimBody::new(page, Some(half));
+        body.pause_at_cut = Some(pause);
+        body
     }
 
     pub fn empty() -> SimBody {
@@ -51,22 +63,34 @@ impl Body for SimBody {
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         if let Some(cut) = self.cut_after {
             if self.sent >= cut {
+                let pause = self.pause_at_cut.unwrap_or(CUT_STALL);
                 let stall = self
                     .stall
-                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(CUT_STALL)));
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(pause)));
                 if stall.as_mut().poll(cx).is_pending() {
                     return Poll::Pending;
                 }
-                return Poll::Ready(Some(Err(std::io::Error::other(
-                    "body cut short by a truncate fault",
-                ))));
+                if self.pause_at_cut.is_none() {
+                    return Poll::Ready(Some(Err(std::io::Error::other(
+                        "body cut short by a truncate fault",
+                    ))));
+                }
+                // A stall, not a cut: carry on with the rest.
+                self.cut_after = None;
             }
         }
         match self.chunks.next() {
             Some(mut chunk) => {
                 if let Some(cut) = self.cut_after {
                     let room = (cut - self.sent) as usize;
-                    chunk.truncate(room);
+                    if chunk.len() > room {
+                        // Keep the rest for after a stall; a cut drops it.
+                        let rest = chunk.split_off(room);
+                        if self.pause_at_cut.is_some() {
+                            let chunks = std::mem::replace(&mut self.chunks, Box::new(std::iter::empty()));
+                            self.chunks = Box::new(std::iter::once(rest).chain(chunks));
+                        }
+                    }
                 }
                 self.sent += chunk.len() as u64;
                 Poll::Ready(Some(Ok(Frame::data(chunk))))

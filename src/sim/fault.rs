@@ -15,6 +15,8 @@
 //! | `oversize:BYTES` | 200 with a body of BYTES bytes |
 //! | `latency:MS` | the page, MS milliseconds late |
 //! | `garbage` | 200 with a body that is not valid JSON / ODM |
+//! | `content-type:TYPE` | the page, with `Content-Type: TYPE` |
+//! | `stall:MS` | the page's headers and half its body, then MS milliseconds of silence (slowloris) |
 //! | `cross-origin-next:URL` | the page, with its next link pointing at URL |
 //! | `redirect:URL` | 302 to URL |
 
@@ -43,6 +45,8 @@ pub enum Fault {
     Oversize(u64),
     Latency(Duration),
     Garbage,
+    ContentType(String),
+    Stall(Duration),
     CrossOriginNext(String),
     Redirect(String),
 }
@@ -75,6 +79,8 @@ impl FromStr for Fault {
             ["oversize", n] => Fault::Oversize(number(n)?),
             ["latency", ms] => Fault::Latency(Duration::from_millis(number(ms)?)),
             ["garbage"] => Fault::Garbage,
+            ["content-type", rest @ ..] if !rest.is_empty() => Fault::ContentType(rest.join(":")),
+            ["stall", ms] => Fault::Stall(Duration::from_millis(number(ms)?)),
             ["cross-origin-next", rest @ ..] if !rest.is_empty() => Fault::CrossOriginNext(rest.join(":")),
             ["redirect", rest @ ..] if !rest.is_empty() => Fault::Redirect(rest.join(":")),
             _ => return Err(format!("unknown fault {spec:?} (see `edc-sync simulate --help`)")),

@@ -60,6 +60,7 @@ struct Answer {
     headers: Vec<(hyper::header::HeaderName, String)>,
     page: Option<Page>,
     cut_after: Option<u64>,
+    stall: Option<Duration>,
     fault: Option<String>,
 }
 
@@ -70,6 +71,7 @@ impl Answer {
             headers: Vec::new(),
             page: None,
             cut_after: None,
+            stall: None,
             fault: None,
         }
     }
@@ -131,7 +133,10 @@ pub async fn handle(
     let body = match answer.page {
         Some(page) => {
             response = response.header(CONTENT_LENGTH, page.len);
-            SimBody::new(page, answer.cut_after)
+            match answer.stall {
+                Some(pause) => SimBody::stalling(page, pause),
+                None => SimBody::new(page, answer.cut_after),
+            }
         }
         None => SimBody::empty(),
     };
@@ -191,8 +196,14 @@ async fn decide(
     if answer.fault.is_none() {
         answer.fault = fault_name;
     }
-    if let Some(Fault::Truncate) = fault {
-        answer.cut_after = answer.page.as_ref().map(|p| p.len / 2);
+    match fault {
+        Some(Fault::Truncate) => answer.cut_after = answer.page.as_ref().map(|p| p.len / 2),
+        Some(Fault::Stall(pause)) => answer.stall = Some(pause),
+        Some(Fault::ContentType(ct)) => {
+            answer.headers.retain(|(name, _)| name != CONTENT_TYPE);
+            answer.headers.push((CONTENT_TYPE, ct));
+        }
+        _ => {}
     }
     answer
 }

@@ -603,6 +603,26 @@ impl<P: Pacer> Loop<'_, P> {
         attempt: u32,
         reply: Reply,
     ) -> Result<Attempt, SyncError> {
+        if let Some(ct) = reply.content_type.as_deref() {
+            let expected = match self.job.policy.delta.format {
+                PayloadFormat::Json => "json",
+                PayloadFormat::Odm => "xml",
+            };
+            if !ct.to_ascii_lowercase().contains(expected) {
+                let reason = format!(
+                    "GET {url}: Content-Type {ct:?} is not {expected} (delta.format); nothing was committed"
+                );
+                self.failed(
+                    url,
+                    request_id,
+                    attempt,
+                    Some(reply.status.as_u16()),
+                    reason.clone(),
+                )
+                .await?;
+                return Err(self.rejected(reason));
+            }
+        }
         let page = Received {
             url: url.clone(),
             page_url: reply.url.clone(),

@@ -81,6 +81,8 @@ vault_json:
   max_wait_s: 30
   http:
     max_body_bytes: 1048576
+    connect_timeout_s: 1
+    request_timeout_s: 2
   delta:
     path: /api/v24.1/query/audit_trail
     format: json
