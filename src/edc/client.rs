@@ -100,7 +100,7 @@ impl Reply {
                 Ok(None) => break,
                 Err(e) => {
                     return Err(match self.content_length {
-                        Some(expected) if bytes < expected && !e.is_timeout() => FetchError::Truncated {
+                        Some(expected) if bytes < expected && !timed_out(&e) => FetchError::Truncated {
                             url,
                             expected,
                             received: bytes,
@@ -329,7 +329,7 @@ fn timed_out(e: &reqwest::Error) -> bool {
 /// A reqwest error with its causes, on one line (reqwest's own Display
 /// stops at the outermost layer).
 fn describe(e: &reqwest::Error) -> String {
-    let mut parts = vec![if e.is_timeout() {
+    let mut parts = vec![if timed_out(e) {
         "timed out".to_string()
     } else {
         e.to_string()
