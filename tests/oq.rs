@@ -6,6 +6,7 @@ mod support;
 
 use std::path::Path;
 
+use edc_sync::qualify::context::OQ_TOKEN;
 use edc_sync::qualify::evidence::Status;
 use edc_sync::qualify::{run_scenario, scenarios};
 use support::redis::RedisServer;
