@@ -58,9 +58,10 @@ impl Exit {
             }
             if let Some(e) = cause.downcast_ref::<SyncError>() {
                 return match e {
-                    SyncError::Exhausted { .. } | SyncError::Locked(_) | SyncError::Interrupted { .. } => {
-                        Exit::TempFail
-                    }
+                    SyncError::Exhausted { .. }
+                    | SyncError::Locked(_)
+                    | SyncError::LockLost { .. }
+                    | SyncError::Interrupted { .. } => Exit::TempFail,
                     SyncError::Unreachable { .. } | SyncError::Pacer(_) => Exit::Unavailable,
                     SyncError::Permission { .. } => Exit::NoPerm,
                     SyncError::Rejected { .. } => Exit::DataErr,

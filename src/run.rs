@@ -246,6 +246,10 @@ async fn run_streams(
             out_dir: spec.out.clone(),
             state_dir: spec.state.clone(),
             options: spec.options.clone(),
+            redis: match &pacer {
+                AnyPacer::Redis(p) => Some(p.clone()),
+                AnyPacer::Local(_) => None,
+            },
         };
         tasks.spawn(async move { (index, run_stream(&job).await) });
     }

@@ -34,13 +34,18 @@ impl Fixture {
     }
 
     fn sync(&self, sim: &str, extra: &[&str]) -> Command {
+        self.sync_with_state(&self.path("state"), sim, extra)
+    }
+
+    /// A sync with its own state directory (as on another host).
+    fn sync_with_state(&self, state: &std::path::Path, sim: &str, extra: &[&str]) -> Command {
         let mut cmd = support::edc_sync();
         cmd.args(["sync", "--config"])
             .arg(self.path("policies.yaml"))
             .args(["--vendor", "vault_json", "--study", "S-1", "--out"])
             .arg(self.path("landing"))
             .arg("--state")
-            .arg(self.path("state"))
+            .arg(state)
             .arg("--audit-log")
             .arg(self.path("audit.jsonl"))
             .args(extra)
@@ -354,4 +359,93 @@ fn completions_and_man_page_are_generated_from_the_cli() {
     let man = support::run(&["man"]);
     assert_eq!(man.code, 0);
     assert!(man.stdout.contains(".TH edc-sync 1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_redis_a_run_on_another_host_is_refused_naming_the_holder() {
+    let fx = Fixture::new();
+    let sim = slow_sim(60, 100).await;
+    let redis = support::redis::RedisServer::start();
+    let first = fx
+        .sync(&sim.base_url(), &["--redis", &redis.url()])
+        .spawn()
+        .unwrap();
+    until_requests(&sim, 2).await;
+    // "Another host": its own state directory, so the file lock cannot see
+    // the first run; only the Redis run lock can.
+    let out = fx
+        .sync_with_state(
+            &fx.path("other-host-state"),
+            &sim.base_url(),
+            &["--redis", &redis.url()],
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(75));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("locked by another run")
+            && stderr.contains("via Redis")
+            && stderr.contains(&format!("pid {}", first.id())),
+        "{stderr}"
+    );
+    let done = finish(first).await;
+    assert_eq!(
+        done.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_lock_was_taken_over_never_commits_again() {
+    let fx = Fixture::new();
+    let sim = slow_sim(60, 150).await;
+    let redis = support::redis::RedisServer::start();
+    let child = fx
+        .sync(&sim.base_url(), &["--redis", &redis.url()])
+        .spawn()
+        .unwrap();
+    until_requests(&sim, 3).await;
+    // The lease "expires" (a long GC pause, a frozen VM) and another run
+    // takes the stream over with a newer fence.
+    let pacer = edc_sync::limiter::RedisPacer::connect(&redis.url())
+        .await
+        .unwrap();
+    let stream = "vault_json/-/S-1/-/default";
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg(edc_sync::limiter::run_lock_key(stream))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let thief = pacer
+        .run_lock_acquire(
+            stream,
+            "host elsewhere, pid 1, run thief",
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+    assert!(thief.is_ok());
+    let taken_at = std::time::SystemTime::now();
+    let out = finish(child).await;
+    assert_eq!(
+        out.status.code(),
+        Some(75),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("lost the run lock"));
+    let cursor: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(fx.path("state/vault_json/-/S-1/-/default.cursor.json")).unwrap(),
+    )
+    .unwrap();
+    let updated = humantime::parse_rfc3339(cursor["updated_at"].as_str().unwrap()).unwrap();
+    assert!(
+        updated <= taken_at,
+        "the stale holder moved the cursor after losing the lock"
+    );
 }

@@ -19,7 +19,7 @@ use std::time::Duration;
 pub use local::LocalPacer;
 pub use permit::{AcquireError, Limiter, Permit};
 pub use quota::{Gate, Quota, QuotaError};
-pub use redis::RedisPacer;
+pub use redis::{run_lock_key, RedisPacer};
 
 /// The answer to a reservation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -29,6 +29,7 @@ struct Inner {
     reserve: Script,
     pause: Script,
     lease: Script,
+    runlock: Script,
     calls: AtomicU64,
 }
 
@@ -36,6 +37,15 @@ struct Inner {
 #[derive(Clone)]
 pub struct RedisPacer {
     inner: Arc<Inner>,
+}
+
+/// The run lock of a stream; its own hash tag (a stream, not a quota).
+pub fn run_lock_key(stream: &str) -> String {
+    format!("edc-sync:{{run:{stream}}}:lock")
+}
+
+fn run_fence_key(stream: &str) -> String {
+    format!("edc-sync:{{run:{stream}}}:fence")
 }
 
 /// The Redis key of one part of a quota, inside the quota's hash tag.
@@ -71,6 +81,7 @@ impl RedisPacer {
                 reserve: Script::new(include_str!("lua/reserve.lua")),
                 pause: Script::new(include_str!("lua/pause.lua")),
                 lease: Script::new(include_str!("lua/lease.lua")),
+                runlock: Script::new(include_str!("lua/runlock.lua")),
                 calls: AtomicU64::new(0),
             }),
         })
@@ -130,6 +141,50 @@ impl RedisPacer {
             .unwrap_or("unknown")
             .trim()
             .to_string())
+    }
+
+    /// Takes the cross-host run lock `name`: `Ok(fence)` or `Err(holder)`.
+    pub async fn run_lock_acquire(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Result<u64, String>, PacerError> {
+        let mut inv = self.inner.runlock.prepare_invoke();
+        inv.key(run_lock_key(name))
+            .key(run_fence_key(name))
+            .arg("acquire")
+            .arg(holder)
+            .arg(millis(ttl));
+        let (ok, value): (i64, String) = self.call("runlock.lua", &inv).await?;
+        Ok(if ok == 1 {
+            Ok(value.parse().unwrap_or_default())
+        } else {
+            Err(value)
+        })
+    }
+
+    /// True while `fence` still holds run lock `name` (and extends it).
+    pub async fn run_lock_check(&self, name: &str, fence: u64, ttl: Duration) -> Result<bool, PacerError> {
+        let mut inv = self.inner.runlock.prepare_invoke();
+        inv.key(run_lock_key(name))
+            .key(run_fence_key(name))
+            .arg("check")
+            .arg(fence)
+            .arg(millis(ttl));
+        let (ok, _): (i64, String) = self.call("runlock.lua", &inv).await?;
+        Ok(ok == 1)
+    }
+
+    /// Gives run lock `name` back if `fence` still holds it.
+    pub async fn run_lock_release(&self, name: &str, fence: u64) -> Result<bool, PacerError> {
+        let mut inv = self.inner.runlock.prepare_invoke();
+        inv.key(run_lock_key(name))
+            .key(run_fence_key(name))
+            .arg("release")
+            .arg(fence);
+        let (ok, _): (i64, String) = self.call("runlock.lua", &inv).await?;
+        Ok(ok == 1)
     }
 
     fn unavailable(&self, attempts: u32, detail: String) -> PacerError {

@@ -176,10 +176,10 @@ pub async fn iq(
                     ));
                     let hashes = pacer.load_scripts().await;
                     steps.push(step(
-                        "the Lua scripts load (reserve, pause, lease)",
-                        "three SHA-1 hashes",
+                        "the Lua scripts load (reserve, pause, lease, runlock)",
+                        "four SHA-1 hashes",
                         format!("{hashes:?}"),
-                        hashes.as_ref().is_ok_and(|h| h.len() == 3),
+                        hashes.as_ref().is_ok_and(|h| h.len() == 4),
                     ));
                     let local = SystemTime::now()
                         .duration_since(UNIX_EPOCH)

@@ -11,6 +11,9 @@
 //! burst floor) is written to the audit trail and fsynced before the sleep.
 
 pub mod events;
+mod fence;
+
+pub use fence::{FenceError, FencedLock};
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -69,9 +72,24 @@ pub enum SyncError {
     Audit(#[from] AuditError),
     #[error(transparent)]
     Locked(#[from] StreamLocked),
+    /// The cross-host run lock was lost mid-run: another run holds the
+    /// stream now, so this one stops without moving the cursor (exit 75).
+    #[error(
+        "{stream}: lost the run lock (fence {fence}); another run holds the stream; the cursor was not moved"
+    )]
+    LockLost { stream: String, fence: u64 },
     /// SIGINT / SIGTERM (exit 75: progress saved, run again).
     #[error("{stream}: interrupted at a safe point; committed pages are kept and the next run resumes")]
     Interrupted { stream: String },
+}
+
+impl From<FenceError> for SyncError {
+    fn from(e: FenceError) -> Self {
+        match e {
+            FenceError::Locked(l) => SyncError::Locked(l),
+            FenceError::Pacer(p) => SyncError::Pacer(p),
+        }
+    }
 }
 
 impl From<LockError> for SyncError {
@@ -164,6 +182,8 @@ pub struct StreamJob<P: Pacer> {
     pub out_dir: PathBuf,
     pub state_dir: PathBuf,
     pub options: SyncOptions,
+    /// With Redis: also take the stream's cross-host, fenced run lock.
+    pub redis: Option<crate::limiter::RedisPacer>,
 }
 
 /// How one request attempt ended.
@@ -182,6 +202,7 @@ struct Loop<'a, P: Pacer> {
     landing: LandingStore,
     report: StreamReport,
     requests: u64,
+    fenced: Option<FencedLock>,
 }
 
 /// Runs one stream until its window is complete, `max_pages` is reached, or
@@ -194,6 +215,17 @@ pub async fn run_stream<P: Pacer>(job: &StreamJob<P>) -> Result<StreamReport, Sy
         .unwrap_or_else(|| job.spec.name.clone());
     let run_id = job.audit.run_id().clone();
     let _lock = RunLock::acquire(&job.state_dir, &job.identity, run_id.as_str())?;
+    let fenced = match &job.redis {
+        Some(pacer) => {
+            let holder = format!(
+                "host {}, pid {}, run {run_id}",
+                crate::host::name(),
+                std::process::id()
+            );
+            Some(FencedLock::acquire(pacer, &crate::store::stream_dir_name(&job.identity), &holder).await?)
+        }
+        None => None,
+    };
     let cursors = CursorStore::new(&job.state_dir, &job.identity).starting_at(job.options.since.clone());
     let landing_dir = job.out_dir.join(crate::store::stream_dir_name(&job.identity));
     let ext = match job.policy.delta.format {
@@ -215,8 +247,12 @@ pub async fn run_stream<P: Pacer>(job: &StreamJob<P>) -> Result<StreamReport, Sy
         landing,
         report,
         requests: 0,
+        fenced,
     };
     let result = l.pages().await;
+    if let Some(fenced) = l.fenced.take() {
+        fenced.release().await;
+    }
     let cursor = l.cursors.load().map(|c| c.to_json()).unwrap_or_default();
     let outcome = match &result {
         Ok(()) => "ok".to_string(),
@@ -772,6 +808,14 @@ impl<P: Pacer> Loop<'_, P> {
             quota_headers: page.quota_headers.clone(),
         })?;
         if !job.options.dry_run {
+            if let Some(fenced) = &self.fenced {
+                if !fenced.still_held()? {
+                    return Err(SyncError::LockLost {
+                        stream: self.name.clone(),
+                        fence: fenced.fence(),
+                    });
+                }
+            }
             self.cursors.commit(&after)?;
         }
         self.report.durable_commit += durable_started.elapsed();
