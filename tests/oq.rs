@@ -51,6 +51,27 @@ async fn passes(id: &str) {
         steps.join("\n")
     );
     assert!(!result.steps.is_empty());
+    // Whatever the scenario did, its distinctive token is in none of the
+    // files it left: audit trails, manifests, cursors, logs, landed pages.
+    let mut files = Vec::new();
+    collect(dir.path(), &mut files);
+    assert!(!files.is_empty());
+    for file in files {
+        let bytes = std::fs::read(&file).unwrap();
+        let leaked = bytes.windows(OQ_TOKEN.len()).any(|w| w == OQ_TOKEN.as_bytes());
+        assert!(!leaked, "{id}: the token leaked into {}", file.display());
+    }
+}
+
+fn collect(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = entry.path();
+        if p.is_dir() {
+            collect(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
 }
 
 macro_rules! oq_test {
