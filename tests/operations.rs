@@ -66,23 +66,16 @@ impl Fixture {
     }
 
     fn landed_records(&self) -> Vec<String> {
-        let dir = self.path("landing/vault_json/-/S-1/-/default");
-        let manifest = std::fs::read_to_string(dir.join("manifest.jsonl")).unwrap_or_default();
-        let mut ids = Vec::new();
-        for line in manifest.lines() {
-            let entry: serde_json::Value = serde_json::from_str(line).unwrap();
-            let page: serde_json::Value =
-                serde_json::from_slice(&std::fs::read(dir.join(entry["file"].as_str().unwrap())).unwrap())
-                    .unwrap();
-            ids.extend(
-                page["data"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|r| r["id"].as_str().unwrap().to_string()),
-            );
-        }
-        ids
+        edc_sync::sim::landed_json_record_ids(&self.path("landing/vault_json/-/S-1/-/default")).unwrap()
+    }
+
+    /// Every one of the dataset's `n` records is landed, exactly once.
+    fn assert_every_record_once(&self, n: usize) {
+        let ids = self.landed_records();
+        let mut unique = ids.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!((ids.len(), unique.len()), (n, n), "landed / distinct records");
     }
 }
 
@@ -178,14 +171,7 @@ async fn sigterm_stops_at_a_safe_point_with_exit_75_and_the_next_run_resumes() {
     assert!(partial < 60, "the run stopped early ({partial} records)");
     let resumed = fx.sync(&sim.base_url(), &["--pacer", "local"]).output().unwrap();
     assert_eq!(resumed.status.code(), Some(0));
-    let mut ids = fx.landed_records();
-    ids.sort();
-    ids.dedup();
-    assert_eq!(
-        (fx.landed_records().len(), ids.len()),
-        (60, 60),
-        "every record once"
-    );
+    fx.assert_every_record_once(60);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -220,11 +206,7 @@ async fn a_second_sigint_aborts_at_once_without_corrupting_state() {
         "{}",
         String::from_utf8_lossy(&resumed.stderr)
     );
-    let mut ids = fx.landed_records();
-    let n = ids.len();
-    ids.sort();
-    ids.dedup();
-    assert_eq!((n, ids.len()), (60, 60));
+    fx.assert_every_record_once(60);
     assert!(verify(&fx.path("audit.jsonl")).unwrap().intact());
 }
 
@@ -344,11 +326,7 @@ async fn redis_killed_mid_run_fails_closed_with_69_and_the_next_run_resumes() {
         "{}",
         String::from_utf8_lossy(&resumed.stderr)
     );
-    let mut ids = fx.landed_records();
-    let n = ids.len();
-    ids.sort();
-    ids.dedup();
-    assert_eq!((n, ids.len()), (60, 60));
+    fx.assert_every_record_once(60);
 }
 
 #[test]

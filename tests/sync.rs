@@ -136,23 +136,9 @@ fn ts_us(line: &serde_json::Value) -> i64 {
     t.duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as i64
 }
 
-/// Record ids in the landed pages the manifest lists.
+/// Record ids in the landed pages the manifest lists, each hash-checked.
 fn landed_record_ids(fx: &Fixture, vendor: &str, stream: &str) -> Vec<String> {
-    let dir = fx.stream_dir(vendor, stream);
-    let mut ids = Vec::new();
-    for entry in fx.manifest(vendor, stream) {
-        let bytes = std::fs::read(dir.join(entry["file"].as_str().unwrap())).unwrap();
-        assert_eq!(
-            edc_sync::digest::sha256_hex(&bytes),
-            entry["sha256"],
-            "landed bytes match their hash"
-        );
-        let page: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-        for r in page["data"].as_array().unwrap() {
-            ids.push(r["id"].as_str().unwrap().to_string());
-        }
-    }
-    ids
+    edc_sync::sim::landed_json_record_ids(&fx.stream_dir(vendor, stream)).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -126,17 +126,8 @@ pub async fn run(
     let status = sync().status()?;
     let dir = work.join("landing/soak/-/SOAK/-/default");
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    let manifest = std::fs::read_to_string(dir.join("manifest.jsonl")).unwrap_or_default();
-    for line in manifest.lines() {
-        let entry: serde_json::Value = serde_json::from_str(line)?;
-        let page: serde_json::Value = serde_json::from_slice(&std::fs::read(
-            dir.join(entry["file"].as_str().unwrap_or_default()),
-        )?)?;
-        for r in page["data"].as_array().into_iter().flatten() {
-            *counts
-                .entry(r["id"].as_str().unwrap_or_default().to_string())
-                .or_default() += 1;
-        }
+    for id in crate::sim::landed_json_record_ids(&dir)? {
+        *counts.entry(id).or_default() += 1;
     }
     let ds = Dataset {
         subjects: 30,

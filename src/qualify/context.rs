@@ -217,6 +217,27 @@ impl Ctx {
         }
     }
 
+    /// `edc-sync sync` of `oq_vault` against `sim` as a separate process of
+    /// the installed executable, with everything under the scenario
+    /// directory; `extra` flags are appended.
+    pub fn sync_command(&self, config: &Path, sim: &Simulator, extra: &[&str]) -> std::process::Command {
+        let mut cmd = std::process::Command::new(&self.exe);
+        cmd.args(["sync", "--config"])
+            .arg(config)
+            .args([
+                "--vendor", "oq_vault", "--study", OQ_STUDY, "--pacer", "local", "--out",
+            ])
+            .arg(self.dir.join("landing"))
+            .arg("--state")
+            .arg(self.dir.join("state"))
+            .arg("--audit-log")
+            .arg(self.dir.join("audit.jsonl"))
+            .args(extra)
+            .env("EDC_SYNC_OQ_BASE_URL", sim.base_url())
+            .env("EDC_SYNC_OQ_TOKEN", OQ_TOKEN);
+        cmd
+    }
+
     /// Attaches what a run leaves behind: audit trail, manifests, cursors.
     pub fn attach_run_outputs(&mut self) {
         let mut found = Vec::new();

@@ -209,22 +209,9 @@ fn cursor(ctx: &Ctx, vendor: &str, stream: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// Record ids in the pages the manifest lists, checking each file's hash.
+/// Record ids in the pages the manifest lists, each file hash-checked.
 fn landed_ids(ctx: &Ctx, vendor: &str, stream: &str) -> anyhow::Result<Vec<String>> {
-    let dir = stream_dir(ctx, vendor, stream);
-    let mut ids = Vec::new();
-    for entry in json_lines(&dir.join("manifest.jsonl")) {
-        let file = dir.join(entry["file"].as_str().unwrap_or_default());
-        let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
-        if crate::digest::sha256_hex(&bytes) != entry["sha256"].as_str().unwrap_or_default() {
-            anyhow::bail!("{} does not match its manifest hash", file.display());
-        }
-        let page: Value = serde_json::from_slice(&bytes)?;
-        for r in page["data"].as_array().into_iter().flatten() {
-            ids.push(r["id"].as_str().unwrap_or_default().to_string());
-        }
-    }
-    Ok(ids)
+    crate::sim::landed_json_record_ids(&stream_dir(ctx, vendor, stream))
 }
 
 fn ts_us(line: &Value) -> i64 {
@@ -835,27 +822,8 @@ async fn oq_015(ctx: &mut Ctx) -> anyhow::Result<()> {
     schedule.sort();
     let sim = ctx.sim(records, &schedule, None).await?;
     let sync = |ctx: &Ctx| {
-        let mut cmd = std::process::Command::new(&ctx.exe);
-        cmd.args(["sync", "--config"])
-            .arg(&config)
-            .args([
-                "--vendor",
-                "oq_vault",
-                "--study",
-                OQ_STUDY,
-                "--pacer",
-                "local",
-                "--allow-dirty",
-                "--out",
-            ])
-            .arg(ctx.dir.join("landing"))
-            .arg("--state")
-            .arg(ctx.dir.join("state"))
-            .arg("--audit-log")
-            .arg(ctx.dir.join("audit.jsonl"))
-            .env("EDC_SYNC_OQ_BASE_URL", sim.base_url())
-            .env("EDC_SYNC_OQ_TOKEN", OQ_TOKEN)
-            .stdout(std::process::Stdio::null())
+        let mut cmd = ctx.sync_command(&config, &sim, &["--allow-dirty"]);
+        cmd.stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
         cmd
     };
@@ -908,20 +876,7 @@ async fn oq_016(ctx: &mut Ctx) -> anyhow::Result<()> {
     let sim = ctx.sim(40, &["2=429:seconds:0", "3=500", "4=401"], None).await?;
     let mut outputs = Vec::new();
     for _ in 0..2 {
-        let out = std::process::Command::new(&ctx.exe)
-            .args(["sync", "--config"])
-            .arg(&config)
-            .args([
-                "--vendor", "oq_vault", "--study", OQ_STUDY, "--pacer", "local", "-v", "--out",
-            ])
-            .arg(ctx.dir.join("landing"))
-            .arg("--state")
-            .arg(ctx.dir.join("state"))
-            .arg("--audit-log")
-            .arg(ctx.dir.join("audit.jsonl"))
-            .env("EDC_SYNC_OQ_BASE_URL", sim.base_url())
-            .env("EDC_SYNC_OQ_TOKEN", OQ_TOKEN)
-            .output()?;
+        let out = ctx.sync_command(&config, &sim, &["-v"]).output()?;
         outputs.push(out);
     }
     let codes: Vec<Option<i32>> = outputs.iter().map(|o| o.status.code()).collect();

@@ -6,6 +6,7 @@
 mod body;
 pub mod dataset;
 pub mod fault;
+mod landed;
 mod log;
 mod render;
 mod server;
@@ -23,6 +24,7 @@ use tokio::task::JoinHandle;
 
 pub use dataset::Dataset;
 pub use fault::{Fault, FaultSchedule, RetryAfterForm};
+pub use landed::landed_json_record_ids;
 pub use log::{LogEntry, RequestLog};
 
 /// Everything the simulator is told.
