@@ -115,6 +115,10 @@ pub struct SimulateArgs {
     /// Latency added to every response, in milliseconds.
     #[arg(long, default_value_t = 0)]
     pub latency_ms: u64,
+    /// Vault burst limit per 5-minute window: pages then carry
+    /// X-VaultAPI-BurstLimit and X-VaultAPI-BurstLimitRemaining.
+    #[arg(long)]
+    pub vault_burst: Option<u64>,
     /// Append every request (arrival time, method, path, status) as JSON Lines.
     #[arg(long)]
     pub request_log: Option<PathBuf>,
@@ -426,7 +430,9 @@ pub enum QualifyCommand {
         #[command(flatten)]
         path: ConfigPath,
         /// Redis URL (default: $EDC_SYNC_REDIS_URL, else a server answering on
-        /// 127.0.0.1:6379, else none).
+        /// 127.0.0.1:6379, else a private redis-server the OQ starts if one
+        /// is installed, else none: the Redis scenarios are then reported as
+        /// not executed).
         #[arg(long, env = "EDC_SYNC_REDIS_URL")]
         redis: Option<String>,
         /// Run only these scenarios (e.g. OQ-001,OQ-005).

@@ -408,6 +408,44 @@ async fn rave_odm_resumes_from_the_next_start_id() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vault_burst_at_the_floor_slows_the_quota_and_says_why() {
+    let fx = Fixture::new();
+    let policies = support::SIM_POLICIES.replacen(
+        "  max_retry_attempts: 3\n",
+        "  max_retry_attempts: 3\n  vendor_burst_floor: 3\n",
+        1,
+    );
+    std::fs::write(fx.path("policies.yaml"), policies).unwrap();
+    let sim = start_sim_with(SimConfig {
+        dataset: dataset(100),
+        vault_burst: Some(6),
+        ..SimConfig::default()
+    })
+    .await;
+    let mut spec = fx.spec("vault_json", &sim);
+    spec.allow_dirty = true;
+    let result = run::execute(spec).await.unwrap();
+    assert_eq!(exit_of(&result), 0, "{:?}", result.outcome);
+    let pages = fx.events("page_committed");
+    assert_eq!(
+        pages[0]["quota_headers"]["x-vaultapi-burstlimitremaining"], "5",
+        "vendor quota headers are recorded"
+    );
+    assert_eq!(pages[0]["quota_headers"]["x-vaultapi-burstlimit"], "6");
+    let low = fx.events("vendor_burst_low");
+    assert_eq!(low.len(), 1, "only the third page reaches the floor");
+    assert_eq!(
+        (low[0]["burst_remaining"].as_u64(), low[0]["floor"].as_u64()),
+        (Some(3), Some(3))
+    );
+    assert_eq!(
+        low[0]["pause_s"], 50.0,
+        "300 s / a burst limit of 6: the pace that spends no more than the limit"
+    );
+    assert!(low[0]["reason"].as_str().unwrap().contains("vendor_burst_floor"));
+}
+
 // ---- crash safety ---------------------------------------------------------
 
 fn sync_cmd(fx: &Fixture, vendor: &str, sim_url: &str, extra: &[&str]) -> std::process::Command {

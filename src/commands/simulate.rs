@@ -37,6 +37,7 @@ pub fn config(args: &SimulateArgs) -> anyhow::Result<SimConfig> {
         faults,
         quota,
         latency: Duration::from_millis(args.latency_ms),
+        vault_burst: args.vault_burst,
         request_log: args.request_log.clone(),
         ..SimConfig::default()
     })

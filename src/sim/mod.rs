@@ -38,6 +38,9 @@ pub struct SimConfig {
     pub quota: Option<(f64, u32)>,
     /// Added to every response.
     pub latency: Duration,
+    /// Vault's burst limit per 5-minute window: when set, every page carries
+    /// X-VaultAPI-BurstLimit and X-VaultAPI-BurstLimitRemaining.
+    pub vault_burst: Option<u64>,
     pub json_path: String,
     pub odm_path: String,
     pub request_log: Option<PathBuf>,
@@ -56,6 +59,7 @@ impl Default for SimConfig {
             faults: FaultSchedule::default(),
             quota: None,
             latency: Duration::ZERO,
+            vault_burst: None,
             json_path: "/api/v24.1/query/audit_trail".into(),
             odm_path: "/RaveWebServices/datasets/ClinicalAuditRecords.odm".into(),
             request_log: None,
@@ -87,6 +91,7 @@ impl Simulator {
             config,
             counter: AtomicU64::new(0),
             bucket: Mutex::new(bucket),
+            burst_window: Mutex::new((std::time::Instant::now(), 0)),
             log: log.clone(),
         });
         let (tx, mut rx) = oneshot::channel();

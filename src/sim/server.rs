@@ -22,6 +22,8 @@ pub struct State {
     pub config: SimConfig,
     pub counter: AtomicU64,
     pub bucket: Mutex<Option<ServerBucket>>,
+    /// Vault burst window: (start, requests in it).
+    pub burst_window: Mutex<(Instant, u64)>,
     pub log: RequestLog,
 }
 
@@ -261,6 +263,22 @@ fn route(state: &State, req: &Request<hyper::body::Incoming>, fault: Option<&Fau
         return Answer::status(StatusCode::NOT_FOUND);
     };
     answer.headers.push((CONTENT_TYPE, content_type.into()));
+    if let Some(limit) = cfg.vault_burst {
+        let mut window = state.burst_window.lock().unwrap_or_else(|p| p.into_inner());
+        if window.0.elapsed() >= Duration::from_secs(300) {
+            *window = (Instant::now(), 0);
+        }
+        window.1 += 1;
+        let remaining = limit.saturating_sub(window.1);
+        answer.headers.push((
+            hyper::header::HeaderName::from_static("x-vaultapi-burstlimit"),
+            limit.to_string(),
+        ));
+        answer.headers.push((
+            hyper::header::HeaderName::from_static("x-vaultapi-burstlimitremaining"),
+            remaining.to_string(),
+        ));
+    }
     if let Some(next) = &next {
         answer.headers.push((LINK, format!("<{next}>; rel=\"next\"")));
     }
