@@ -178,6 +178,30 @@ async fn a_next_link_that_loops_back_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_next_link_that_never_ends_is_bounded() {
+    let fx = Fixture::new();
+    let policies = support::SIM_POLICIES.replacen(
+        "    page_size: 40\n",
+        "    page_size: 40\n    max_pages_per_window: 6\n",
+        1,
+    );
+    std::fs::write(fx.path("policies.yaml"), policies).unwrap();
+    let (r, sim) = fx.run("vault_json", &["1=endless"]).await;
+    assert_eq!(code(&r), 65, "{}", message(&r));
+    assert!(
+        message(&r).contains("still going after 6 pages"),
+        "{}",
+        message(&r)
+    );
+    assert_eq!(sim.requests().len(), 6, "it stopped at the bound");
+    assert_eq!(
+        fx.manifest_len("vault_json"),
+        6,
+        "the pages it did fetch are real and committed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_over_the_cap_is_refused_with_65() {
     let fx = Fixture::new();
     let (r, _) = fx.run("vault_json", &["1=oversize:5000000"]).await;

@@ -135,6 +135,8 @@ pub struct Delta {
     pub cursor_field: Option<String>,
     pub page_size_param: String,
     pub page_size: u32,
+    /// A window longer than this is treated as a runaway next link (65).
+    pub max_pages_per_window: u64,
     /// Fixed query parameters added to every first-page request.
     pub query: Vec<(String, Template)>,
 }

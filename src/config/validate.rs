@@ -323,7 +323,9 @@ fn http(report: &mut Report, path: Vec<String>, node: Option<&Node>) -> Option<H
     Some(limits)
 }
 
-const DELTA_KEYS: [&str; 10] = [
+const DEFAULT_MAX_PAGES_PER_WINDOW: i64 = 100_000;
+
+const DELTA_KEYS: [&str; 11] = [
     "path",
     "format",
     "paging",
@@ -333,6 +335,7 @@ const DELTA_KEYS: [&str; 10] = [
     "cursor_field",
     "page_size_param",
     "page_size",
+    "max_pages_per_window",
     "query",
 ];
 
@@ -398,6 +401,11 @@ fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Option<Delta> {
         Some((p, n)) => query_map(report, p, n),
         None => Some(Vec::new()),
     };
+    let max_pages = or_default(
+        f.optional("max_pages_per_window"),
+        DEFAULT_MAX_PAGES_PER_WINDOW,
+        |p, n| integer(report, p, n, 1, 100_000_000),
+    );
     let records_pointer_path = f.child("records_pointer");
     let cursor_field_path = f.child("cursor_field");
     f.finish(report, &DELTA_KEYS);
@@ -446,6 +454,7 @@ fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Option<Delta> {
         cursor_field,
         page_size_param: page_size_param?,
         page_size: u32::try_from(page_size?).ok()?,
+        max_pages_per_window: u64::try_from(max_pages?).ok()?,
         query: query?,
     })
 }

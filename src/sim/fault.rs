@@ -16,6 +16,7 @@
 //! | `latency:MS` | the page, MS milliseconds late |
 //! | `garbage` | 200 with a body that is not valid JSON / ODM |
 //! | `content-type:TYPE` | the page, with `Content-Type: TYPE` |
+//! | `endless` | from this request on, every page has a next link (an API that never ends its window) |
 //! | `stall:MS` | the page's headers and half its body, then MS milliseconds of silence (slowloris) |
 //! | `cross-origin-next:URL` | the page, with its next link pointing at URL |
 //! | `redirect:URL` | 302 to URL |
@@ -46,6 +47,7 @@ pub enum Fault {
     Latency(Duration),
     Garbage,
     ContentType(String),
+    Endless,
     Stall(Duration),
     CrossOriginNext(String),
     Redirect(String),
@@ -79,6 +81,7 @@ impl FromStr for Fault {
             ["oversize", n] => Fault::Oversize(number(n)?),
             ["latency", ms] => Fault::Latency(Duration::from_millis(number(ms)?)),
             ["garbage"] => Fault::Garbage,
+            ["endless"] => Fault::Endless,
             ["content-type", rest @ ..] if !rest.is_empty() => Fault::ContentType(rest.join(":")),
             ["stall", ms] => Fault::Stall(Duration::from_millis(number(ms)?)),
             ["cross-origin-next", rest @ ..] if !rest.is_empty() => Fault::CrossOriginNext(rest.join(":")),

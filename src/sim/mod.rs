@@ -92,6 +92,7 @@ impl Simulator {
             counter: AtomicU64::new(0),
             bucket: Mutex::new(bucket),
             burst_window: Mutex::new((std::time::Instant::now(), 0)),
+            endless: Default::default(),
             log: log.clone(),
         });
         let (tx, mut rx) = oneshot::channel();

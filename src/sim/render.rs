@@ -26,6 +26,14 @@ fn link(path: &str, q: &BTreeMap<String, String>, name: &str, value: &str) -> St
     format!("{}?{}", url.path(), url.query().unwrap_or_default())
 }
 
+/// The JSON endpoint's next page by offset, whether or not records remain
+/// (for the `endless` fault).
+pub fn next_offset_link(cfg: &SimConfig, q: &BTreeMap<String, String>) -> String {
+    let limit: u32 = param(q, "limit", 200u32).clamp(1, 1_000_000);
+    let offset: u32 = param(q, "offset", 0u32);
+    link(&cfg.json_path, q, "offset", &(offset + limit).to_string())
+}
+
 /// A Vault-style page: `modified_since` (exclusive), `limit`, `offset`;
 /// the next page in `responseDetails.next_page` (and in a Link header).
 pub fn json_page(

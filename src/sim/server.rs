@@ -24,6 +24,8 @@ pub struct State {
     pub bucket: Mutex<Option<ServerBucket>>,
     /// Vault burst window: (start, requests in it).
     pub burst_window: Mutex<(Instant, u64)>,
+    /// Set by an `endless` fault: every later page has a next link.
+    pub endless: std::sync::atomic::AtomicBool,
     pub log: RequestLog,
 }
 
@@ -247,8 +249,14 @@ fn route(state: &State, req: &Request<hyper::body::Incoming>, fault: Option<&Fau
     let cfg = &state.config;
     let query = query_map(req);
     let path = req.uri().path();
+    if matches!(fault, Some(Fault::Endless)) {
+        state.endless.store(true, Ordering::SeqCst);
+    }
     let cross_next = match fault {
         Some(Fault::CrossOriginNext(url)) => Some(url.clone()),
+        _ if state.endless.load(Ordering::SeqCst) && path == cfg.json_path => {
+            Some(super::render::next_offset_link(cfg, &query))
+        }
         _ => None,
     };
     let garbage = matches!(fault, Some(Fault::Garbage));

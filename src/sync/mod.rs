@@ -38,8 +38,6 @@ use events::*;
 
 /// Longest backoff after a 5xx or a transport error.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
-/// A window longer than this many pages is treated as a runaway next link.
-const MAX_PAGES_PER_WINDOW: u64 = 1_000_000;
 
 /// Why a stream stopped early. Each variant has one exit code.
 #[derive(Debug, thiserror::Error)]
@@ -302,9 +300,15 @@ impl<P: Pacer> Loop<'_, P> {
             if job.options.max_pages.is_some_and(|max| self.report.pages >= max) {
                 return Ok(());
             }
-            if !seen.insert(Self::url_key(&url)) || seen.len() as u64 > MAX_PAGES_PER_WINDOW {
+            if !seen.insert(Self::url_key(&url)) {
                 return Err(self.rejected(format!(
                     "the next link {url} repeats a page already fetched in this window"
+                )));
+            }
+            let limit = job.policy.delta.max_pages_per_window;
+            if seen.len() as u64 > limit {
+                return Err(self.rejected(format!(
+                    "the window is still going after {limit} pages (delta.max_pages_per_window): a next link that never ends"
                 )));
             }
             let (next, new_cursor) = self.page_with_retries(&url, cursor).await?;
