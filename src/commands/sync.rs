@@ -10,8 +10,13 @@ use crate::store::sanitize;
 use crate::sync::SyncOptions;
 
 pub fn run(args: SyncArgs) -> anyhow::Result<()> {
-    let spec = spec(args);
+    let mut spec = spec(args);
+    spec.options.progress = progress("sync");
+    let bar = spec.options.progress.clone();
     let result = run::execute_blocking(spec)?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
     print_summary(&result).context("writing the summary to stdout")?;
     result.outcome
 }
@@ -28,7 +33,12 @@ pub fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
     spec.state = spec.state.join("backfill").join(&label);
     spec.options.since = Some(args.since);
     spec.options.until = args.until;
+    spec.options.progress = progress("backfill");
+    let bar = spec.options.progress.clone();
     let result = run::execute_blocking(spec)?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
     print_summary(&result).context("writing the summary to stdout")?;
     result.outcome
 }
@@ -63,6 +73,23 @@ fn spec(args: SyncArgs) -> RunSpec {
         endpoint: None,
         metrics_file: args.metrics_file,
     }
+}
+
+/// A spinner with pages and records, only when stderr is a terminal: a
+/// person is watching. Under cron or systemd it is `None` and nothing is
+/// drawn.
+fn progress(what: &str) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    let style = indicatif::ProgressStyle::with_template("{spinner} {prefix} {pos} pages  {msg}  [{elapsed}]")
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner());
+    bar.set_style(style);
+    bar.set_prefix(what.to_string());
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    Some(bar)
 }
 
 /// A few lines for the operator; the audit trail is the record.

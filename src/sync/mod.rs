@@ -112,6 +112,8 @@ pub struct SyncOptions {
     pub until: Option<String>,
     /// Set by SIGINT / SIGTERM: stop at the next safe point.
     pub interrupt: crate::interrupt::Interrupt,
+    /// A progress display for people at a terminal (never under cron).
+    pub progress: Option<indicatif::ProgressBar>,
 }
 
 /// True once a cursor value has reached `until`: numbers compare as
@@ -695,6 +697,10 @@ impl<P: Pacer> Loop<'_, P> {
         self.report.records += committed.records;
         self.report.bytes += digest.bytes;
         self.report.replayed_pages += u64::from(committed.replayed);
+        if let Some(bar) = &self.job.options.progress {
+            bar.inc(1);
+            bar.set_message(format!("{}: {} records", self.name, self.report.records));
+        }
         self.vendor_burst(request_id, &page.quota_headers).await?;
         // In a dry run nothing was committed: the cursor moves in memory only.
         Ok(Attempt::Committed {
