@@ -222,11 +222,19 @@ impl<'de> Visitor<'de> for Record<'_> {
                 value = Some(match v {
                     serde_json::Value::Number(n) => CursorValue::Number(n),
                     serde_json::Value::String(s) => CursorValue::Text(s),
+                    // The kind, never the value: error messages reach the
+                    // audit trail, and record content must not.
                     other => {
+                        let kind = match other {
+                            serde_json::Value::Null => "null",
+                            serde_json::Value::Bool(_) => "a boolean",
+                            serde_json::Value::Array(_) => "an array",
+                            _ => "an object",
+                        };
                         return Err(de::Error::custom(format!(
-                            "cursor field {:?} must be a string or a number, got {other}",
+                            "cursor field {:?} must be a string or a number, got {kind}",
                             self.field
-                        )))
+                        )));
                     }
                 });
             } else {
@@ -293,11 +301,17 @@ mod tests {
             r#"{"nodata":[]}"#,
             r#"{"data":[]} trailing"#,
             r#"{"data":[{"modified_date__v":true}]}"#,
+            r#"{"data":[{"modified_date__v":["SUBJ-0042"]}]}"#,
             r#"{"data":[{"modified_date__v":1},{"modified_date__v":"x"}]}"#,
             r#"{"data":[], "responseDetails":{"next_page":5}}"#,
             "[1,2,3]",
         ] {
-            assert!(run(bad).is_err(), "accepted {bad:?}");
+            let err = run(bad).expect_err(&format!("accepted {bad:?}"));
+            assert!(
+                !err.detail.contains("SUBJ-0042"),
+                "record content in an error: {}",
+                err.detail
+            );
         }
         let invalid_utf8: &[u8] = b"{\"data\":[{\"modified_date__v\":\"\xff\"}]}";
         assert!(scan(invalid_utf8, "/data", None, "modified_date__v").is_err());
