@@ -17,6 +17,7 @@ pub mod host;
 pub mod interrupt;
 pub mod limiter;
 pub mod logging;
+pub mod mask;
 pub mod metrics;
 pub mod qualify;
 pub mod redact;

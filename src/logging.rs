@@ -17,7 +17,8 @@ pub fn init(format: LogFormat, verbose: u8, quiet: u8) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        // Through the run's masker: identifiers in URLs never reach a log.
+        .with_writer(|| crate::mask::MaskedStderr);
     // A second init (tests) is harmless; the first subscriber stays.
     let _ = match format {
         LogFormat::Text => builder

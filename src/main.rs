@@ -19,7 +19,9 @@ fn main() -> ExitCode {
         Err(err) => {
             let code = Exit::for_error(&err);
             // If stderr is gone too there is nowhere left to report to.
-            let _ = writeln!(std::io::stderr().lock(), "edc-sync: error: {err:#}");
+            // Identifiers in URLs are masked, as in the audit trail.
+            let text = edc_sync::mask::global_text(&format!("{err:#}"));
+            let _ = writeln!(std::io::stderr().lock(), "edc-sync: error: {text}");
             ExitCode::from(code.code())
         }
     }

@@ -140,7 +140,13 @@ pub async fn execute(spec: RunSpec) -> anyhow::Result<RunResult> {
     let started = Instant::now();
     let prepared = prepare(&spec)?;
     let run_id = RunId::new();
-    let log = AuditLog::open(&spec.audit_log, run_id.clone())?;
+    let masker = crate::mask::Masker::for_run(
+        &prepared.loaded.provenance.config_sha256,
+        prepared.endpoint.token.expose(),
+        &prepared.policy.masked_query_params,
+    );
+    crate::mask::set_global(masker.clone());
+    let log = AuditLog::open(&spec.audit_log, run_id.clone())?.with_masker(masker);
     let audit = SharedAudit::new(log);
     let header_stream = prepared.jobs.first().map(|(id, _, _)| StreamIdentity {
         stream: (prepared.jobs.len() == 1).then(|| id.stream.clone()).flatten(),

@@ -427,3 +427,73 @@ async fn a_run_whose_lock_was_taken_over_never_commits_again() {
         "the stale holder moved the cursor after losing the lock"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subject_identifiers_in_urls_are_masked_in_audit_lines_and_logs() {
+    let fx = Fixture::new();
+    let policy = support::SIM_POLICIES.replacen(
+        "    page_size: 40\n",
+        "    page_size: 40\n  streams:\n    by_subject:\n      query:\n        subject: SUBJ-0007\n",
+        1,
+    );
+    std::fs::write(fx.path("policies.yaml"), policy).unwrap();
+    let mut faults = FaultSchedule::default();
+    for f in ["2=429:seconds:0", "3=500", "5=404"] {
+        let (n, fault) = FaultSchedule::parse_entry(f).unwrap();
+        faults.insert(n, fault);
+    }
+    let config = SimConfig {
+        dataset: Dataset {
+            subjects: 4,
+            records: 200,
+            seed: 9,
+            padding: 0,
+        },
+        token: TOKEN.into(),
+        faults,
+        ..SimConfig::default()
+    };
+    let sim = Simulator::start(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let out = fx
+        .sync(
+            &sim.base_url(),
+            &[
+                "--pacer",
+                "local",
+                "--allow-dirty",
+                "--stream",
+                "by_subject",
+                "-vv",
+                "--log-format",
+                "json",
+            ],
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(65), "the 404 ends the run");
+    assert!(
+        sim.requests()
+            .iter()
+            .all(|r| r.path.contains("subject=SUBJ-0007")),
+        "the EDC itself gets the real value"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let audit = std::fs::read_to_string(fx.path("audit.jsonl")).unwrap();
+    for (name, text) in [("stderr", stderr.as_ref()), ("audit", audit.as_str())] {
+        assert!(
+            !text.contains("SUBJ-0007"),
+            "the identifier reached {name}:\n{text}"
+        );
+    }
+    // Masked consistently, so lines can still be correlated.
+    let masked: std::collections::BTreeSet<&str> = audit
+        .match_indices("subject=masked-")
+        .map(|(i, _)| &audit[i + "subject=".len()..i + "subject=".len() + "masked-".len() + 12])
+        .collect();
+    assert_eq!(masked.len(), 1, "one subject, one mask: {masked:?}");
+    let mask = masked.into_iter().next().unwrap();
+    assert!(stderr.contains(mask), "the error names the same masked value");
+    assert!(verify(&fx.path("audit.jsonl")).unwrap().intact());
+}

@@ -80,6 +80,9 @@ pub struct AuditLog {
     file: File,
     run_id: RunId,
     next_seq: u64,
+    /// Masks subject identifiers in every string field before the line is
+    /// composed (and so before it is hashed into the chain).
+    masker: Option<crate::mask::Masker>,
 }
 
 impl AuditLog {
@@ -105,7 +108,14 @@ impl AuditLog {
             file,
             run_id,
             next_seq: 1,
+            masker: None,
         })
+    }
+
+    /// Masks identifiers in every line this log writes.
+    pub fn with_masker(mut self, masker: crate::mask::Masker) -> Self {
+        self.masker = Some(masker);
+        self
     }
 
     pub fn path(&self) -> &Path {
@@ -118,7 +128,13 @@ impl AuditLog {
 
     /// Appends `event` and returns once the line is fsynced.
     pub fn record<E: AuditEvent>(&mut self, event: &E) -> Result<Appended, AuditError> {
-        let fields = match serde_json::to_value(event) {
+        let value = serde_json::to_value(event).map(|mut v| {
+            if let Some(m) = &self.masker {
+                m.json(&mut v);
+            }
+            v
+        });
+        let fields = match value {
             Ok(Value::Object(map)) => map,
             Ok(Value::Null) => serde_json::Map::new(),
             Ok(other) => return Err(self.encode_error(E::NAME, format!("got {other}"))),

@@ -190,6 +190,9 @@ pub struct Policy {
     pub streams: Vec<StreamSpec>,
     /// An extra gate per study on top of the vendor quota.
     pub study_limit: Option<Rate>,
+    /// Query parameters whose values identify a subject: masked in logs
+    /// and audit lines.
+    pub masked_query_params: Vec<String>,
 }
 
 impl Policy {

@@ -524,7 +524,7 @@ fn is_identifier(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-const POLICY_KEYS: [&str; 15] = [
+const POLICY_KEYS: [&str; 16] = [
     "base_url_env",
     "token_env",
     "sustained_rate_per_sec",
@@ -540,6 +540,7 @@ const POLICY_KEYS: [&str; 15] = [
     "delta",
     "streams",
     "study_limit",
+    "masked_query_params",
 ];
 
 fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
@@ -589,6 +590,32 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
     let delta = f.required(report, "delta").and_then(|(p, n)| delta(report, p, n));
     let streams_node = f.optional("streams");
     let streams = streams(report, f.child("streams"), streams_node.map(|(_, n)| n));
+    let masked_query_params = match f.optional("masked_query_params") {
+        Some((p, Node::Seq(items))) => {
+            let mut out = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                let mut ip = p.clone();
+                ip.push(i.to_string());
+                if let Some(s) = string(report, &ip, item) {
+                    out.push(s.to_string());
+                }
+            }
+            (out.len() == items.len()).then_some(out)
+        }
+        Some((p, other)) => {
+            report.add(
+                &p,
+                format!("must be a list of query parameter names, got {}", other.kind()),
+            );
+            None
+        }
+        None => Some(
+            crate::mask::DEFAULT_PARAMS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        ),
+    };
     let study_limit = match f.optional("study_limit") {
         Some((p, n)) => rate_map(report, p, n).map(Some),
         None => Some(None),
@@ -622,6 +649,7 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
         delta: delta?,
         streams: streams?,
         study_limit: study_limit?,
+        masked_query_params: masked_query_params?,
     })
 }
 

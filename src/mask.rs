@@ -1,0 +1,203 @@
+//! Masking identifiers in logs and audit lines.
+//!
+//! Record content never reaches a log or an audit line (payload values are
+//! not quoted in errors). What can: query parameters of the delta URL that
+//! carry a subject or patient identifier, when a policy's stream selects
+//! by one. Those values are replaced by a keyed hash, `masked-` and 12 hex
+//! digits, stable for a run configuration so lines can still be correlated
+//! ("the same subject as line 40") without revealing who.
+//!
+//! The key is `$EDC_SYNC_MASK_KEY` when set (stable across token rotation),
+//! else derived from the policy's SHA-256 and the token: secret, because
+//! the token is, and so not open to a dictionary of subject numbers.
+//! Manifests and cursor files keep URLs as they are: they are the data
+//! side's state, needed byte for byte to resume and deduplicate.
+
+use sha2::{Digest, Sha256};
+
+/// Query parameters masked when the policy does not list its own.
+pub const DEFAULT_PARAMS: [&str; 10] = [
+    "subject",
+    "subjectkey",
+    "subject_key",
+    "subject_id",
+    "subjectname",
+    "subject_name",
+    "patient",
+    "patient_id",
+    "mrn",
+    "initials",
+];
+
+#[derive(Clone, Default)]
+pub struct Masker {
+    key: [u8; 32],
+    params: Vec<String>,
+}
+
+impl std::fmt::Debug for Masker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Masker")
+            .field("params", &self.params)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Masker {
+    /// A masker keyed by `key_material` for the given parameter names
+    /// (compared case-insensitively).
+    pub fn new(key_material: &[u8], params: &[String]) -> Masker {
+        let mut h = Sha256::new();
+        h.update(b"edc-sync mask v1\0");
+        h.update(key_material);
+        Masker {
+            key: h.finalize().into(),
+            params: params.iter().map(|p| p.to_ascii_lowercase()).collect(),
+        }
+    }
+
+    /// The key for a run: `$EDC_SYNC_MASK_KEY`, else policy hash + token.
+    pub fn for_run(config_sha256: &str, token: &str, params: &[String]) -> Masker {
+        match std::env::var("EDC_SYNC_MASK_KEY") {
+            Ok(k) if !k.is_empty() => Masker::new(k.as_bytes(), params),
+            _ => Masker::new(format!("{config_sha256}\0{token}").as_bytes(), params),
+        }
+    }
+
+    /// `masked-` and 12 hex digits of the keyed hash of `value`.
+    pub fn mask(&self, value: &str) -> String {
+        let mut h = Sha256::new();
+        h.update(self.key);
+        h.update([0u8]);
+        h.update(value.as_bytes());
+        format!("masked-{}", &hex::encode(h.finalize())[..12])
+    }
+
+    /// `text` with the value of every `name=value` whose name is an
+    /// identifier parameter (after `?`, `&` or at the start) replaced by its
+    /// mask. Idempotent: a value already masked is left alone.
+    pub fn text(&self, text: &str) -> String {
+        if self.params.is_empty() || !text.contains('=') {
+            return text.to_string();
+        }
+        let lower = text.to_ascii_lowercase();
+        let bytes = text.as_bytes();
+        let mut out = String::with_capacity(text.len());
+        let mut i = 0;
+        while i < text.len() {
+            let at_boundary = i == 0 || matches!(bytes[i - 1], b'?' | b'&');
+            let hit = at_boundary
+                .then(|| {
+                    self.params
+                        .iter()
+                        .find(|p| lower[i..].starts_with(p.as_str()) && lower[i + p.len()..].starts_with('='))
+                })
+                .flatten();
+            let Some(param) = hit else {
+                let ch = text[i..].chars().next().map_or(1, char::len_utf8);
+                out.push_str(&text[i..i + ch]);
+                i += ch;
+                continue;
+            };
+            let value_start = i + param.len() + 1;
+            let value_end = text[value_start..]
+                .find(|c: char| matches!(c, '&' | '"' | '\'' | ')' | '>' | ',' | '#') || c.is_whitespace())
+                .map_or(text.len(), |n| value_start + n);
+            out.push_str(&text[i..value_start]);
+            let value = &text[value_start..value_end];
+            if value.starts_with("masked-") || value.is_empty() {
+                out.push_str(value);
+            } else {
+                out.push_str(&self.mask(value));
+            }
+            i = value_end;
+        }
+        out
+    }
+
+    /// Masks every string inside a JSON value (for audit lines).
+    pub fn json(&self, value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::String(s) if s.contains('=') => *s = self.text(s),
+            serde_json::Value::Array(items) => items.iter_mut().for_each(|v| self.json(v)),
+            serde_json::Value::Object(map) => map.values_mut().for_each(|v| self.json(v)),
+            _ => {}
+        }
+    }
+}
+
+/// The masker of this process's current run, for text that leaves by
+/// stderr (errors, logs). Audit lines use their run's own masker.
+static GLOBAL: std::sync::RwLock<Option<Masker>> = std::sync::RwLock::new(None);
+
+/// Makes `masker` the one stderr output goes through.
+pub fn set_global(masker: Masker) {
+    *GLOBAL.write().unwrap_or_else(|p| p.into_inner()) = Some(masker);
+}
+
+/// `text` masked by the current run's masker (unchanged before a run).
+pub fn global_text(text: &str) -> String {
+    match GLOBAL.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        Some(m) => m.text(text),
+        None => text.to_string(),
+    }
+}
+
+/// stderr, with identifiers masked: the writer of the tracing subscriber.
+pub struct MaskedStderr;
+
+impl std::io::Write for MaskedStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match std::str::from_utf8(buf) {
+            Ok(text) => std::io::stderr().write_all(global_text(text).as_bytes())?,
+            Err(_) => std::io::stderr().write_all(buf)?,
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn masker() -> Masker {
+        Masker::new(b"k", &DEFAULT_PARAMS.map(String::from))
+    }
+
+    #[test]
+    fn identifier_values_are_masked_stably_and_others_kept() {
+        let m = masker();
+        let text = "GET https://h/api?subject=SUBJ-0007&limit=40&Patient_ID=P1 answered 404";
+        let masked = m.text(text);
+        assert!(
+            !masked.contains("SUBJ-0007") && !masked.contains("=P1"),
+            "{masked}"
+        );
+        assert!(
+            masked.contains(&format!("subject={}&limit=40", m.mask("SUBJ-0007"))),
+            "{masked}"
+        );
+        assert!(masked.ends_with(" answered 404"));
+        assert_eq!(m.text(&masked), masked, "idempotent");
+        assert_eq!(m.text(text), masked, "stable");
+        assert_ne!(
+            Masker::new(b"other", &DEFAULT_PARAMS.map(String::from)).mask("SUBJ-0007"),
+            m.mask("SUBJ-0007")
+        );
+        assert_eq!(
+            m.text("/api?limit=40&objectsubject=x"),
+            "/api?limit=40&objectsubject=x",
+            "whole names only"
+        );
+        let mut v = serde_json::json!({"url": "/a?subject=S1", "n": 1, "list": ["/b?mrn=M2"]});
+        m.json(&mut v);
+        assert!(
+            !v.to_string().contains("S1") && !v.to_string().contains("M2"),
+            "{v}"
+        );
+    }
+}
