@@ -190,20 +190,20 @@ impl LandingStore {
             return Ok(false);
         }
         let path = self.manifest_path();
-        if self.manifest.is_none() {
-            let existed = path.exists();
-            let file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .map_err(|e| StoreError::io(&path, "open", e))?;
-            if !existed {
-                sync_parent_dir(&path).map_err(|e| StoreError::io(&path, "fsync the directory of", e))?;
+        let file = match &mut self.manifest {
+            Some(file) => file,
+            None => {
+                let existed = path.exists();
+                let file = OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&path)
+                    .map_err(|e| StoreError::io(&path, "open", e))?;
+                if !existed {
+                    sync_parent_dir(&path).map_err(|e| StoreError::io(&path, "fsync the directory of", e))?;
+                }
+                self.manifest.insert(file)
             }
-            self.manifest = Some(file);
-        }
-        let Some(file) = self.manifest.as_mut() else {
-            unreachable!("opened just above")
         };
         let mut line = serde_json::to_string(entry).map_err(|e| StoreError::io(&path, "encode", e.into()))?;
         line.push('\n');
