@@ -300,7 +300,7 @@ async fn an_unreadable_or_newer_state_file_stops_the_run_and_is_left_alone() {
 async fn redis_killed_mid_run_fails_closed_with_69_and_the_next_run_resumes() {
     let fx = Fixture::new();
     let sim = slow_sim(60, 60).await;
-    let mut redis = support::redis::RedisServer::start();
+    let mut redis = support::redis::start();
     let child = fx
         .sync(&sim.base_url(), &["--redis", &redis.url()])
         .spawn()
@@ -315,7 +315,7 @@ async fn redis_killed_mid_run_fails_closed_with_69_and_the_next_run_resumes() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("unavailable"));
-    let redis = support::redis::RedisServer::start();
+    let redis = support::redis::start();
     let resumed = fx
         .sync(&sim.base_url(), &["--redis", &redis.url()])
         .output()
@@ -343,7 +343,7 @@ fn completions_and_man_page_are_generated_from_the_cli() {
 async fn with_redis_a_run_on_another_host_is_refused_naming_the_holder() {
     let fx = Fixture::new();
     let sim = slow_sim(60, 100).await;
-    let redis = support::redis::RedisServer::start();
+    let redis = support::redis::start();
     let first = fx
         .sync(&sim.base_url(), &["--redis", &redis.url()])
         .spawn()
@@ -380,7 +380,7 @@ async fn with_redis_a_run_on_another_host_is_refused_naming_the_holder() {
 async fn a_run_whose_lock_was_taken_over_never_commits_again() {
     let fx = Fixture::new();
     let sim = slow_sim(60, 150).await;
-    let redis = support::redis::RedisServer::start();
+    let redis = support::redis::start();
     let child = fx
         .sync(&sim.base_url(), &["--redis", &redis.url()])
         .spawn()

@@ -9,7 +9,6 @@ use std::path::Path;
 use edc_sync::qualify::context::OQ_TOKEN;
 use edc_sync::qualify::evidence::Status;
 use edc_sync::qualify::{run_scenario, scenarios};
-use support::redis::RedisServer;
 
 fn exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_edc-sync"))
@@ -21,7 +20,7 @@ async fn passes(id: &str) {
         .into_iter()
         .find(|s| s.id == id)
         .expect("the scenario exists");
-    let redis = scenario.needs_redis.then(RedisServer::start);
+    let redis = scenario.needs_redis.then(support::redis::start);
     let dir = tempfile::tempdir().unwrap();
     let result = run_scenario(
         &scenario,

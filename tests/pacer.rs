@@ -295,7 +295,7 @@ macro_rules! pacer_suite {
 }
 
 async fn redis_pacer() -> (RedisPacer, RedisServer) {
-    let server = RedisServer::start();
+    let server = support::redis::start();
     let pacer = RedisPacer::connect(&server.url()).await.unwrap();
     (pacer, server)
 }
@@ -485,7 +485,7 @@ async fn connecting_to_no_redis_fails_closed() {
 
 #[test]
 fn eight_processes_of_four_tasks_never_exceed_the_envelope() {
-    let server = RedisServer::start();
+    let server = support::redis::start();
     let dir = tempfile::tempdir().unwrap();
     let grants_file = dir.path().join("grants.txt");
     let (rate_per_sec, burst, seconds) = (40.0, 10u32, 3.0);

@@ -606,7 +606,7 @@ async fn backfill_has_its_own_cursor_and_never_moves_the_incremental_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_processes_on_one_bucket_never_trip_the_servers_quota() {
-    let redis = support::redis::RedisServer::start();
+    let redis = support::redis::start();
     let fx = Fixture::new();
     // The server's own quota equals the policy's: 10/s, burst 3.
     let config = SimConfig {

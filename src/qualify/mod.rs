@@ -4,6 +4,7 @@
 pub mod context;
 pub mod evidence;
 pub mod iq;
+pub mod redis_server;
 mod report;
 pub mod scenarios;
 pub mod trace;

@@ -1,0 +1,109 @@
+//! A private `redis-server` on a free loopback port, persistence off, in a
+//! temporary directory; killed (and its directory removed) on drop.
+//!
+//! `qualify oq` starts one when no Redis is given, so the Redis scenarios
+//! run on any machine with the Debian package installed; the test harness
+//! starts one per test.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct PrivateRedis {
+    child: Child,
+    pub port: u16,
+    dir: PathBuf,
+}
+
+impl PrivateRedis {
+    /// Finds `redis-server` on PATH (or /usr/bin, /usr/sbin).
+    pub fn binary() -> Option<PathBuf> {
+        std::env::var_os("PATH")
+            .into_iter()
+            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+            .chain(["/usr/bin".into(), "/usr/sbin".into()])
+            .map(|d: PathBuf| d.join("redis-server"))
+            .find(|p| p.is_file())
+    }
+
+    /// Starts one; the error says why not (no binary, did not answer).
+    pub fn start() -> Result<PrivateRedis, String> {
+        let binary = Self::binary().ok_or("redis-server is not installed")?;
+        let mut last = String::new();
+        // A free port can be taken between probing and binding: retry.
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map_err(|e| format!("no free port: {e}"))?
+                .port();
+            let dir = std::env::temp_dir().join(format!("edc-sync-redis-{}-{port}", std::process::id()));
+            std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            let child = Command::new(&binary)
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .arg("--dir")
+                .arg(&dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
+            let mut server = PrivateRedis { child, port, dir };
+            if server.wait_ready(Duration::from_secs(10)) {
+                return Ok(server);
+            }
+            last = format!("redis-server on port {port} did not answer PING");
+        }
+        Err(last)
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Stops the server abruptly (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn wait_ready(&mut self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
+            }
+            if ping(self.port) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// True if a Redis answers PING on `port` at once.
+pub fn ping(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(300)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut buf = [0u8; 7];
+    s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+}
