@@ -196,3 +196,67 @@ fn qualify_oq_writes_a_complete_package_and_runs_agree() {
         "two runs give the same pass/fail and the same structure"
     );
 }
+
+/// `qualify iq`: a clean installation passes every check; an uncommitted
+/// policy fails the change-control check (exit 70).
+#[test]
+fn qualify_iq_checks_the_installation() {
+    let repo_dir = tempfile::tempdir().unwrap();
+    let repo = support::git_init(repo_dir.path());
+    let policy = repo_dir.path().join("rate_limits.yaml");
+    std::fs::write(&policy, support::example_config()).unwrap();
+    support::git_commit_all(&repo, "policy");
+    let redis = support::redis::start();
+    let evidence = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let iq = |evidence: &Path| {
+        support::run_cmd(
+            support::edc_sync()
+                .args(["qualify", "iq", "--evidence"])
+                .arg(evidence)
+                .arg("--config")
+                .arg(&policy)
+                .arg("--dir")
+                .arg(data.path().join("state"))
+                .arg("--dir")
+                .arg(data.path().join("landing"))
+                .args(["--redis", &redis.url()]),
+        )
+    };
+    let out = iq(evidence.path());
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(evidence.path().join("iq-results.json")).unwrap())
+            .unwrap();
+    let statuses: Vec<(&str, &str)> = results["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["id"].as_str().unwrap(), s["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            ("IQ-001", "passed"),
+            ("IQ-002", "passed"),
+            ("IQ-003", "passed"),
+            ("IQ-004", "passed")
+        ]
+    );
+    let version = results["scenarios"][3]["steps"][0]["actual"].as_str().unwrap();
+    assert!(
+        version.split('.').count() == 3,
+        "the Redis version is reported plainly: {version}"
+    );
+    assert!(evidence.path().join("iq-report.html").exists() && evidence.path().join("SHA256SUMS").exists());
+
+    std::fs::write(
+        &policy,
+        support::example_config().replacen("burst_capacity: 20", "burst_capacity: 21", 1),
+    )
+    .unwrap();
+    let dirty = tempfile::tempdir().unwrap();
+    let out = iq(dirty.path());
+    assert_eq!(out.code, 70, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("IQ-002  FAIL"), "{}", out.stdout);
+}

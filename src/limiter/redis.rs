@@ -105,6 +105,7 @@ impl RedisPacer {
             ("reserve.lua", &self.inner.reserve),
             ("pause.lua", &self.inner.pause),
             ("lease.lua", &self.inner.lease),
+            ("runlock.lua", &self.inner.runlock),
         ] {
             let mut conn = self.inner.conn.clone();
             let hash: String = script

@@ -166,7 +166,10 @@ pub async fn iq(
                     steps.push(step(
                         "Redis version",
                         "7.x or later",
-                        format!("{version:?}"),
+                        match &version {
+                            Ok(v) => v.clone(),
+                            Err(e) => format!("error: {e}"),
+                        },
                         version.as_ref().is_ok_and(|v| {
                             v.split('.')
                                 .next()
@@ -178,7 +181,10 @@ pub async fn iq(
                     steps.push(step(
                         "the Lua scripts load (reserve, pause, lease, runlock)",
                         "four SHA-1 hashes",
-                        format!("{hashes:?}"),
+                        match &hashes {
+                            Ok(h) => h.join(", "),
+                            Err(e) => format!("error: {e}"),
+                        },
                         hashes.as_ref().is_ok_and(|h| h.len() == 4),
                     ));
                     let local = SystemTime::now()
@@ -190,7 +196,10 @@ pub async fn iq(
                     steps.push(step(
                         "server clock vs this host's clock (pacing uses only the server's; audit timestamps use this host's)",
                         "|offset| < 1000 ms",
-                        format!("{offset_ms:?} ms"),
+                        match &offset_ms {
+                            Ok(o) => format!("{o:+.3} ms (server minus host)"),
+                            Err(e) => format!("error: {e}"),
+                        },
                         offset_ms.as_ref().is_ok_and(|o| o.abs() < 1000.0),
                     ));
                 }
