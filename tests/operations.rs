@@ -106,6 +106,17 @@ async fn until_requests(sim: &Simulator, n: usize) {
     }
 }
 
+/// The process exited with `code`; its stderr explains when it did not.
+#[track_caller]
+fn assert_exit(out: &std::process::Output, code: i32) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn signal(child: &Child, sig: i32) {
     // SAFETY: kill(2) on a child we spawned and have not reaped.
     let rc = unsafe { libc::kill(child.id() as i32, sig) };
@@ -143,12 +154,7 @@ async fn a_second_run_on_a_locked_stream_exits_75_naming_the_holder() {
         "{finished:?}"
     );
     let out = finish(first).await;
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,12 +165,7 @@ async fn sigterm_stops_at_a_safe_point_with_exit_75_and_the_next_run_resumes() {
     until_requests(&sim, 3).await;
     signal(&child, libc::SIGTERM);
     let out = finish(child).await;
-    assert_eq!(
-        out.status.code(),
-        Some(75),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 75);
     assert_eq!(fx.events("run_interrupted").len(), 1);
     assert!(verify(&fx.path("audit.jsonl")).unwrap().intact());
     let partial = fx.landed_records().len();
@@ -187,12 +188,7 @@ async fn a_second_sigint_aborts_at_once_without_corrupting_state() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     signal(&child, libc::SIGINT);
     let out = finish(child).await;
-    assert_eq!(
-        out.status.code(),
-        Some(130),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 130);
     assert!(
         sent.elapsed() < Duration::from_millis(2500),
         "aborted before the page in flight was answered"
@@ -200,12 +196,7 @@ async fn a_second_sigint_aborts_at_once_without_corrupting_state() {
     // Resume against a fast simulator (same dataset) and check the whole.
     let fast = slow_sim(60, 0).await;
     let resumed = fx.sync(&fast.base_url(), &["--pacer", "local"]).output().unwrap();
-    assert_eq!(
-        resumed.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&resumed.stderr)
-    );
+    assert_exit(&resumed, 0);
     fx.assert_every_record_once(60);
     assert!(verify(&fx.path("audit.jsonl")).unwrap().intact());
 }
@@ -254,12 +245,7 @@ async fn the_metrics_file_is_replaced_and_keeps_the_last_success() {
         )
         .output()
         .unwrap();
-    assert_eq!(
-        failed.status.code(),
-        Some(69),
-        "{}",
-        String::from_utf8_lossy(&failed.stderr)
-    );
+    assert_exit(&failed, 69);
     let after = std::fs::read_to_string(&metrics).unwrap();
     assert!(after.contains(&success_line), "{after}");
     assert!(after.contains(&format!("edc_sync_last_exit_code{{{labels}}} 69")));
@@ -308,24 +294,14 @@ async fn redis_killed_mid_run_fails_closed_with_69_and_the_next_run_resumes() {
     until_requests(&sim, 3).await;
     redis.kill();
     let out = finish(child).await;
-    assert_eq!(
-        out.status.code(),
-        Some(69),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 69);
     assert!(String::from_utf8_lossy(&out.stderr).contains("unavailable"));
     let redis = support::redis::start();
     let resumed = fx
         .sync(&sim.base_url(), &["--redis", &redis.url()])
         .output()
         .unwrap();
-    assert_eq!(
-        resumed.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&resumed.stderr)
-    );
+    assert_exit(&resumed, 0);
     fx.assert_every_record_once(60);
 }
 
@@ -368,12 +344,7 @@ async fn with_redis_a_run_on_another_host_is_refused_naming_the_holder() {
         "{stderr}"
     );
     let done = finish(first).await;
-    assert_eq!(
-        done.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&done.stderr)
-    );
+    assert_exit(&done, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -410,12 +381,7 @@ async fn a_run_whose_lock_was_taken_over_never_commits_again() {
     assert!(thief.is_ok());
     let taken_at = std::time::SystemTime::now();
     let out = finish(child).await;
-    assert_eq!(
-        out.status.code(),
-        Some(75),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 75);
     assert!(String::from_utf8_lossy(&out.stderr).contains("lost the run lock"));
     let cursor: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(fx.path("state/vault_json/-/S-1/-/default.cursor.json")).unwrap(),

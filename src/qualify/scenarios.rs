@@ -214,6 +214,31 @@ fn landed_ids(ctx: &Ctx, vendor: &str, stream: &str) -> anyhow::Result<Vec<Strin
     crate::sim::landed_json_record_ids(&stream_dir(ctx, vendor, stream))
 }
 
+/// The string `field` of the first of `lines`, or "none" (an observed value
+/// for a step, never an error).
+fn first_str(lines: &[Value], field: &str) -> String {
+    lines
+        .first()
+        .and_then(|l| l[field].as_str())
+        .unwrap_or("none")
+        .to_string()
+}
+
+/// The opening most scenarios share: commit the OQ policy, start the
+/// simulator with `records` and `faults`, run `oq_vault` once, and check
+/// it exits 0.
+async fn run_vault_ok(
+    ctx: &mut Ctx,
+    records: u32,
+    faults: &[&str],
+) -> anyhow::Result<(std::path::PathBuf, Simulator, RunResult)> {
+    let config = ctx.policy_repo()?;
+    let sim = ctx.sim(records, faults, None).await?;
+    let result = run::execute(ctx.spec(&config, "oq_vault", &sim)).await?;
+    ctx.check_eq("exit code", 0, exit_of(&result));
+    Ok((config, sim, result))
+}
+
 fn ts_us(line: &Value) -> i64 {
     line["ts"]
         .as_str()
@@ -303,10 +328,7 @@ async fn oq_001(ctx: &mut Ctx) -> anyhow::Result<()> {
 }
 
 async fn oq_002(ctx: &mut Ctx) -> anyhow::Result<()> {
-    let config = ctx.policy_repo()?;
-    let sim = ctx.sim(60, &["2=429:seconds:2"], None).await?;
-    let result = run::execute(ctx.spec(&config, "oq_vault", &sim)).await?;
-    ctx.check_eq("exit code", 0, exit_of(&result));
+    let (_, sim, _) = run_vault_ok(ctx, 60, &["2=429:seconds:2"]).await?;
     let reqs = sim.requests();
     ctx.check_eq("status of request 2", 429, reqs[1].status);
     ctx.check_eq(
@@ -337,11 +359,7 @@ async fn oq_002(ctx: &mut Ctx) -> anyhow::Result<()> {
     ctx.check_eq(
         "Retry-After source recorded",
         "seconds".to_string(),
-        limited
-            .first()
-            .and_then(|l| l["retry_after_source"].as_str())
-            .unwrap_or("none")
-            .to_string(),
+        first_str(&limited, "retry_after_source"),
     );
     ctx.set_pacing(pacing(ctx, &sim, 50.0, 10));
     ctx.attach_run_outputs();
@@ -349,16 +367,9 @@ async fn oq_002(ctx: &mut Ctx) -> anyhow::Result<()> {
 }
 
 async fn oq_003(ctx: &mut Ctx) -> anyhow::Result<()> {
-    let config = ctx.policy_repo()?;
-    let sim = ctx.sim(60, &["2=429:date:3"], None).await?;
-    let result = run::execute(ctx.spec(&config, "oq_vault", &sim)).await?;
-    ctx.check_eq("exit code", 0, exit_of(&result));
+    let (_, sim, _) = run_vault_ok(ctx, 60, &["2=429:date:3"]).await?;
     let limited = events(ctx, "rate_limited");
-    let source = limited
-        .first()
-        .and_then(|l| l["retry_after_source"].as_str())
-        .unwrap_or("none")
-        .to_string();
+    let source = first_str(&limited, "retry_after_source");
     ctx.check_eq("Retry-After source recorded", "date".to_string(), source);
     let wait = limited
         .first()
@@ -384,10 +395,7 @@ async fn oq_003(ctx: &mut Ctx) -> anyhow::Result<()> {
 }
 
 async fn oq_004(ctx: &mut Ctx) -> anyhow::Result<()> {
-    let config = ctx.policy_repo()?;
-    let sim = ctx.sim(60, &["2=429:absent", "4=503:raw:soon"], None).await?;
-    let result = run::execute(ctx.spec(&config, "oq_vault", &sim)).await?;
-    ctx.check_eq("exit code", 0, exit_of(&result));
+    let (_, sim, _) = run_vault_ok(ctx, 60, &["2=429:absent", "4=503:raw:soon"]).await?;
     let limited = events(ctx, "rate_limited");
     let sources: Vec<&str> = limited
         .iter()
@@ -748,16 +756,9 @@ async fn oq_012(ctx: &mut Ctx) -> anyhow::Result<()> {
 }
 
 async fn oq_013(ctx: &mut Ctx) -> anyhow::Result<()> {
-    let config = ctx.policy_repo()?;
-    let sim = ctx.sim(60, &["2=truncate"], None).await?;
-    let result = run::execute(ctx.spec(&config, "oq_vault", &sim)).await?;
-    ctx.check_eq("exit code", 0, exit_of(&result));
+    run_vault_ok(ctx, 60, &["2=truncate"]).await?;
     let retries = events(ctx, "retry_scheduled");
-    let reason = retries
-        .first()
-        .and_then(|l| l["reason"].as_str())
-        .unwrap_or("none")
-        .to_string();
+    let reason = first_str(&retries, "reason");
     ctx.check(
         "the truncated response was retried",
         "a retry_scheduled line naming the truncation",
