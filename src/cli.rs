@@ -103,9 +103,34 @@ pub struct SimulateArgs {
         hide_env_values = true
     )]
     pub token: String,
+    /// Which vendor to imitate: how requests authenticate and how errors look.
+    #[arg(long, value_enum, default_value_t = SimProfile::Generic)]
+    pub profile: SimProfile,
+    /// The user the rave (HTTP Basic) and vault (login form) profiles accept.
+    #[arg(long, default_value = "sim-user")]
+    pub username: String,
+    /// That user's password.
+    #[arg(
+        long,
+        env = "EDC_SYNC_SIM_PASSWORD",
+        default_value = "sim-password",
+        hide_env_values = true
+    )]
+    pub password: String,
+    /// Vault profile: the path that accepts the login form.
+    #[arg(long, default_value = "/api/v24.1/auth")]
+    pub login_path: String,
+    /// Vault profile: each session serves N data requests, then answers
+    /// 200 FAILURE INVALID_SESSION_ID.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub session_ttl_requests: Option<u64>,
+    /// Seconds added to the simulator's clock in Date and HTTP-date
+    /// Retry-After headers (a server whose clock differs from yours).
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_name = "S")]
+    pub clock_skew_s: i64,
     /// A fault: N=SPEC makes the Nth request fail (see below). Repeatable.
-    #[arg(long = "fault", value_name = "N=SPEC")]
-    pub faults: Vec<String>,
+    #[arg(long = "fault", value_name = "N=SPEC", value_parser = crate::sim::FaultSchedule::parse_entry)]
+    pub faults: Vec<(u64, crate::sim::Fault)>,
     /// Server-side quota: tokens per second (with --quota-burst).
     #[arg(long, requires = "quota_burst")]
     pub quota_rate: Option<f64>,
@@ -124,13 +149,37 @@ pub struct SimulateArgs {
     pub request_log: Option<PathBuf>,
 }
 
+/// The simulator's vendor profiles (`--profile`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SimProfile {
+    /// A bearer token (--token); errors are bare HTTP statuses.
+    Generic,
+    /// Rave Web Services: HTTP Basic; 401 with an RWS00008 error ODM.
+    Rave,
+    /// Vault: POST --login-path for a session; errors as 200 FAILURE bodies.
+    Vault,
+}
+
 const SIMULATE_HELP: &str = "\
+Profiles (--profile):
+  generic   Authorization: Bearer --token; a bad token gets a bare 401.
+  rave      Authorization: Basic (--username, --password), as Rave Web Services
+            expects; a bad one gets 401 with an ODM whose mdsol:ErrorDescription
+            ends [RWS00008].
+  vault     POST --login-path with the form fields username and password answers
+            {\"responseStatus\":\"SUCCESS\",\"sessionId\":...} (or 200 FAILURE
+            USERNAME_OR_PASSWORD_INCORRECT); data requests send Authorization:
+            <sessionId> or Bearer <sessionId>; an unknown or used-up session
+            (--session-ttl-requests) gets 200 FAILURE INVALID_SESSION_ID; every
+            response carries X-VaultAPI-ExecutionId.
+  Every response carries Date from the simulator's clock (--clock-skew-s).
+
 Endpoints:
   GET /api/v24.1/query/audit_trail?modified_since=T&limit=L&offset=O   Vault-style JSON;
       next page in responseDetails.next_page and in a Link header
   GET /RaveWebServices/datasets/ClinicalAuditRecords.odm?studyoid=S&startid=N&per_page=M
       Rave-style ODM 1.3 audit records; next page in a Link header
-  Other methods get 405; a missing or wrong bearer token gets 401.
+  POST is accepted only at --login-path (vault profile); other methods get 405.
 
 Faults (--fault N=SPEC, N = the Nth request received, from 1):
   429:seconds:S | 429:date:S | 429:absent | 429:raw:TEXT     throttled, Retry-After in that form
@@ -142,6 +191,10 @@ Faults (--fault N=SPEC, N = the Nth request received, from 1):
   garbage             a 200 body that is not valid JSON / ODM
   cross-origin-next:URL   the page, its next link pointing at URL
   redirect:URL        302 to URL
+  vault-failure:TYPE  200 {\"responseStatus\":\"FAILURE\",\"errors\":[{\"type\":TYPE,...}]}
+                      (e.g. API_LIMIT_EXCEEDED, INSUFFICIENT_ACCESS, INVALID_DATA)
+  rave-error:STATUS:CODE       STATUS with <Response ReasonCode=CODE ...> (e.g. 404:RWS00092)
+  rave-odm-error:STATUS:CODE   STATUS with an ODM whose mdsol:ErrorDescription ends [CODE]
 
 Example:
   edc-sync simulate --port 8080 --records 500 --fault 2=429:seconds:1 --fault 4=429:date:2 \\

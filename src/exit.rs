@@ -4,6 +4,7 @@
 
 use crate::audit::{verify, AuditError, NotIntact};
 use crate::config::ConfigError;
+use crate::edc::AuthError;
 use crate::limiter::{AcquireError, PacerError};
 use crate::store::{StoreError, StreamLocked};
 use crate::sync::SyncError;
@@ -28,7 +29,8 @@ pub enum Exit {
     IoErr = 74,
     /// Temporary failure, progress saved: try again later.
     TempFail = 75,
-    /// Permission: 401/403 from the EDC.
+    /// Permission: the EDC refused the credential (401/403, a vendor's
+    /// refusal in the body, a failed login or credential helper).
     NoPerm = 77,
     /// Configuration: invalid, uncommitted, or a missing environment variable.
     Config = 78,
@@ -64,6 +66,11 @@ impl Exit {
                     | SyncError::Interrupted { .. } => Exit::TempFail,
                     SyncError::Unreachable { .. } | SyncError::Pacer(_) => Exit::Unavailable,
                     SyncError::Permission { .. } => Exit::NoPerm,
+                    SyncError::Credential { error, .. } => match error {
+                        AuthError::Refused { .. } | AuthError::Helper { .. } => Exit::NoPerm,
+                        AuthError::Unavailable { .. } => Exit::Unavailable,
+                        AuthError::Protocol { .. } => Exit::DataErr,
+                    },
                     SyncError::Rejected { .. } => Exit::DataErr,
                     SyncError::Store(_) | SyncError::Audit(_) => Exit::IoErr,
                 };

@@ -57,10 +57,10 @@ impl Masker {
     }
 
     /// The key for a run: `$EDC_SYNC_MASK_KEY`, else policy hash + token.
-    pub fn for_run(config_sha256: &str, token: &str, params: &[String]) -> Masker {
+    pub fn for_run(config_sha256: &str, secret: &str, params: &[String]) -> Masker {
         match std::env::var("EDC_SYNC_MASK_KEY") {
             Ok(k) if !k.is_empty() => Masker::new(k.as_bytes(), params),
-            _ => Masker::new(format!("{config_sha256}\0{token}").as_bytes(), params),
+            _ => Masker::new(format!("{config_sha256}\0{secret}").as_bytes(), params),
         }
     }
 
@@ -77,6 +77,8 @@ impl Masker {
     /// identifier parameter (after `?`, `&` or at the start) replaced by its
     /// mask. Idempotent: a value already masked is left alone.
     pub fn text(&self, text: &str) -> String {
+        let scrubbed = crate::redact::scrub(text);
+        let text = scrubbed.as_ref();
         if self.params.is_empty() || !text.contains('=') {
             return text.to_string();
         }
@@ -118,7 +120,14 @@ impl Masker {
     /// Masks every string inside a JSON value (for audit lines).
     pub fn json(&self, value: &mut serde_json::Value) {
         match value {
-            serde_json::Value::String(s) if s.contains('=') => *s = self.text(s),
+            serde_json::Value::String(s) => {
+                if let std::borrow::Cow::Owned(clean) = crate::redact::scrub(s) {
+                    *s = clean;
+                }
+                if s.contains('=') {
+                    *s = self.text(s);
+                }
+            }
             serde_json::Value::Array(items) => items.iter_mut().for_each(|v| self.json(v)),
             serde_json::Value::Object(map) => map.values_mut().for_each(|v| self.json(v)),
             _ => {}
@@ -139,7 +148,7 @@ pub fn set_global(masker: Masker) {
 pub fn global_text(text: &str) -> String {
     match GLOBAL.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
         Some(m) => m.text(text),
-        None => text.to_string(),
+        None => crate::redact::scrub(text).into_owned(),
     }
 }
 

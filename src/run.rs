@@ -14,7 +14,7 @@ use anyhow::Context;
 
 use crate::audit::{AuditLog, RunId, RunStarted, SharedAudit};
 use crate::config::{self, ConfigError, LoadedConfig, Policy};
-use crate::edc::{ReadOnlyClient, Secret};
+use crate::edc::{Credentials, ReadOnlyClient};
 use crate::exit::Exit;
 use crate::limiter::{AnyPacer, Limiter, LocalPacer, Quota, RedisPacer};
 use crate::stream::StreamIdentity;
@@ -37,12 +37,22 @@ pub enum PacerChoice {
     Local,
 }
 
-/// The base URL and token, when they do not come from the environment
-/// (the demo and the OQ pass the simulator's).
+/// The base URL and credentials, when they do not come from the
+/// environment (the demo and the OQ pass the simulator's).
 #[derive(Debug, Clone)]
 pub struct Endpoint {
     pub base_url: String,
-    pub token: Secret,
+    pub credentials: Credentials,
+}
+
+impl Endpoint {
+    /// A base URL with a bearer token.
+    pub fn bearer(base_url: impl Into<String>, token: &str) -> Endpoint {
+        Endpoint {
+            base_url: base_url.into(),
+            credentials: Credentials::bearer(token),
+        }
+    }
 }
 
 /// Everything a run is told.
@@ -122,7 +132,7 @@ fn prepare(spec: &RunSpec) -> Result<Prepared, ConfigError> {
             base_url: policy
                 .base_url_env
                 .read(&format!("{}.base_url_env", policy.vendor))?,
-            token: Secret::new(policy.token_env.read(&format!("{}.token_env", policy.vendor))?),
+            credentials: Credentials::from_policy(&policy)?,
         },
     };
     Ok(Prepared {
@@ -142,7 +152,7 @@ pub async fn execute(spec: RunSpec) -> anyhow::Result<RunResult> {
     let run_id = RunId::new();
     let masker = crate::mask::Masker::for_run(
         &prepared.loaded.provenance.config_sha256,
-        prepared.endpoint.token.expose(),
+        &prepared.endpoint.credentials.key_material(),
         &prepared.policy.masked_query_params,
     );
     crate::mask::set_global(masker.clone());
@@ -231,10 +241,15 @@ async fn run_streams(
     };
     let client = match ReadOnlyClient::new(
         &prepared.endpoint.base_url,
-        &prepared.endpoint.token,
+        prepared.endpoint.credentials.clone(),
         prepared.policy.http,
     ) {
         Ok(c) => c,
+        Err(crate::edc::FetchError::Credential(detail)) => {
+            let policy = &prepared.policy;
+            let err = ConfigError::Identity(format!("{}: {detail}; {}", policy.vendor, policy.auth.hint()));
+            return (Vec::new(), Err(err.into()));
+        }
         Err(e) => {
             let err = ConfigError::Identity(format!("{}.base_url_env: {e}", prepared.policy.vendor));
             return (Vec::new(), Err(err.into()));

@@ -10,7 +10,7 @@ use edc_sync::config::Policy;
 use edc_sync::edc::paging::{first_page, next_page, next_window_start};
 use edc_sync::edc::payload::{self, CursorValue};
 use edc_sync::edc::retry_after::{self, RetryAfterSource};
-use edc_sync::edc::{FetchError, OriginError, ReadOnlyClient, Secret};
+use edc_sync::edc::{Credentials, FetchError, OriginError, ReadOnlyClient};
 use edc_sync::sim::{Dataset, FaultSchedule, SimConfig, Simulator};
 use edc_sync::stream::StreamIdentity;
 
@@ -49,7 +49,7 @@ fn policy(vendor: &str) -> Policy {
 }
 
 fn client(sim: &Simulator, policy: &Policy) -> ReadOnlyClient {
-    ReadOnlyClient::new(&sim.base_url(), &Secret::new(TOKEN), policy.http).unwrap()
+    ReadOnlyClient::new(&sim.base_url(), Credentials::bearer(TOKEN), policy.http).unwrap()
 }
 
 fn identity(vendor: &str) -> StreamIdentity {
@@ -338,7 +338,8 @@ async fn the_simulator_sees_only_get_and_head_and_checks_the_token() {
         .await
         .unwrap();
     assert_eq!(post.status(), 405);
-    let wrong = ReadOnlyClient::new(&sim.base_url(), &Secret::new("wrong-token"), policy.http).unwrap();
+    let wrong =
+        ReadOnlyClient::new(&sim.base_url(), Credentials::bearer("wrong-token"), policy.http).unwrap();
     assert_eq!(wrong.get(&url).await.unwrap().status, 401);
     let log = serde_json::to_string(&sim.requests()).unwrap();
     assert!(
@@ -357,7 +358,7 @@ async fn an_unreachable_edc_is_a_transient_transport_error() {
     let policy = policy("vault_json");
     let client = ReadOnlyClient::new(
         &format!("http://127.0.0.1:{port}"),
-        &Secret::new(TOKEN),
+        Credentials::bearer(TOKEN),
         policy.http,
     )
     .unwrap();

@@ -5,7 +5,6 @@ mod support;
 
 use std::path::PathBuf;
 
-use edc_sync::edc::Secret;
 use edc_sync::exit::Exit;
 use edc_sync::run::{self, Endpoint, PacerChoice, RunResult, RunSpec, Streams};
 use edc_sync::sim::{Dataset, FaultSchedule, SimConfig, Simulator};
@@ -59,10 +58,7 @@ impl Fixture {
             pacer: PacerChoice::Local,
             options: SyncOptions::default(),
             metrics_file: None,
-            endpoint: Some(Endpoint {
-                base_url: sim.base_url(),
-                token: Secret::new("sim-token"),
-            }),
+            endpoint: Some(Endpoint::bearer(sim.base_url(), "sim-token")),
         };
         (run::execute(spec).await.unwrap(), sim)
     }

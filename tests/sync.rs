@@ -10,7 +10,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use edc_sync::audit::verify;
-use edc_sync::edc::Secret;
 use edc_sync::exit::Exit;
 use edc_sync::run::{self, Endpoint, PacerChoice, RunResult, RunSpec, Streams};
 use edc_sync::sim::{Dataset, FaultSchedule, LogEntry, SimConfig, Simulator};
@@ -51,10 +50,7 @@ impl Fixture {
             pacer: PacerChoice::Local,
             options: SyncOptions::default(),
             metrics_file: None,
-            endpoint: Some(Endpoint {
-                base_url: sim.base_url(),
-                token: Secret::new(TOKEN),
-            }),
+            endpoint: Some(Endpoint::bearer(sim.base_url(), TOKEN)),
         }
     }
 

@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
-use crate::edc::Secret;
 use crate::run::{self, Endpoint, PacerChoice, RunSpec, Streams};
 use crate::sync::SyncOptions;
 
@@ -136,10 +135,7 @@ pub async fn phase(exe: &Path, work: &Path, pages: u64, page_bytes: u64) -> anyh
         pacer: PacerChoice::Local,
         options: SyncOptions::default(),
         metrics_file: None,
-        endpoint: Some(Endpoint {
-            base_url: sim.url.clone(),
-            token: Secret::new("bench-token"),
-        }),
+        endpoint: Some(Endpoint::bearer(sim.url.clone(), "bench-token")),
     };
     let (user0, sys0, _) = usage_split();
     let t0 = Instant::now();

@@ -65,7 +65,9 @@ pub fn run(cmd: ConfigCommand) -> anyhow::Result<()> {
 fn check_env_vars(policy: &Policy) -> Result<(), ConfigError> {
     let vendor = &policy.vendor;
     policy.base_url_env.read(&format!("{vendor}.base_url_env"))?;
-    policy.token_env.read(&format!("{vendor}.token_env"))?;
+    for (key, name) in policy.auth.env_vars() {
+        name.read(&format!("{vendor}.{key}"))?;
+    }
     Ok(())
 }
 
@@ -82,12 +84,14 @@ fn show(loaded: &LoadedConfig, vendors: &[&Policy]) -> serde_json::Value {
     let vendors: Vec<serde_json::Value> = vendors
         .iter()
         .map(|p| {
+            let mut environment = serde_json::Map::new();
+            let names = std::iter::once(&p.base_url_env).chain(p.auth.env_vars().into_iter().map(|(_, n)| n));
+            for name in names {
+                environment.insert(name.as_str().into(), env_status(name.as_str()).into());
+            }
             json!({
                 "policy": p,
-                "environment": {
-                    p.base_url_env.as_str(): env_status(p.base_url_env.as_str()),
-                    p.token_env.as_str(): env_status(p.token_env.as_str()),
-                },
+                "environment": environment,
             })
         })
         .collect();

@@ -10,7 +10,6 @@ use anyhow::Context;
 
 use crate::audit::verify;
 use crate::cli::DemoArgs;
-use crate::edc::Secret;
 use crate::run::{self, Endpoint, PacerChoice, RunSpec, Streams};
 use crate::sim::{Dataset, FaultSchedule, SimConfig, Simulator};
 use crate::sync::SyncOptions;
@@ -82,10 +81,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
             pacer: PacerChoice::Local,
             options: SyncOptions::default(),
             metrics_file: None,
-            endpoint: Some(Endpoint {
-                base_url: sim.base_url(),
-                token: Secret::new(DEMO_TOKEN),
-            }),
+            endpoint: Some(Endpoint::bearer(sim.base_url(), DEMO_TOKEN)),
         };
         let result = run::execute(spec).await;
         let requests = sim.requests();

@@ -6,15 +6,14 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use crate::cli::SimulateArgs;
-use crate::sim::{Dataset, FaultSchedule, SimConfig, Simulator};
+use crate::cli::{SimProfile, SimulateArgs};
+use crate::sim::{Dataset, FaultSchedule, Profile, SimConfig, Simulator};
 
 /// Builds the simulator's configuration from the flags.
 pub fn config(args: &SimulateArgs) -> anyhow::Result<SimConfig> {
     let mut faults = FaultSchedule::default();
-    for entry in &args.faults {
-        let (n, fault) = FaultSchedule::parse_entry(entry).map_err(anyhow::Error::msg)?;
-        faults.insert(n, fault);
+    for (n, fault) in &args.faults {
+        faults.insert(*n, fault.clone());
     }
     if args.subjects == 0 {
         bail!("--subjects must be at least 1");
@@ -33,7 +32,17 @@ pub fn config(args: &SimulateArgs) -> anyhow::Result<SimConfig> {
             seed: args.seed,
             padding: args.padding,
         },
+        profile: match args.profile {
+            SimProfile::Generic => Profile::Generic,
+            SimProfile::Rave => Profile::Rave,
+            SimProfile::Vault => Profile::Vault,
+        },
         token: args.token.clone(),
+        username: args.username.clone(),
+        password: args.password.clone(),
+        login_path: args.login_path.clone(),
+        session_ttl_requests: args.session_ttl_requests,
+        clock_skew_s: args.clock_skew_s,
         faults,
         quota,
         latency: Duration::from_millis(args.latency_ms),

@@ -4,6 +4,7 @@
 //! reads the file's bytes once; the same bytes are hashed, parsed and
 //! compared with git, so the audit header describes exactly what ran.
 
+mod auth;
 mod locate;
 mod policy;
 pub mod provenance;
@@ -15,7 +16,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub use policy::{
-    Config, Delta, EnvVarName, HttpLimits, MissingEnv, Paging, PayloadFormat, Policy, Rate, StreamSpec,
+    Auth, Config, Delta, Dialect, EnvVarName, HttpLimits, MissingEnv, Paging, PayloadFormat, Policy, Rate,
+    StreamSpec,
 };
 pub use provenance::{ChangeState, Provenance};
 pub use template::{MissingValue, Placeholder, PlaceholderValues, Template};

@@ -95,6 +95,102 @@ impl fmt::Display for EnvVarName {
     }
 }
 
+/// How the tool proves who it is to the EDC. Chosen per vendor with the
+/// policy's `auth` block; without one, the user's original schema applies:
+/// a bearer token from `token_env`.
+///
+/// Every variant names environment variables or a program, never a value:
+/// credentials are read at run time and never stored in the policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "scheme")]
+pub enum Auth {
+    /// `Authorization: Bearer <token>`.
+    Bearer { token_env: EnvVarName },
+    /// HTTP Basic, as Rave Web Services expects (mdsol/rwslib
+    /// `RWSConnection` sends `auth=(username, password)`).
+    Basic {
+        username_env: EnvVarName,
+        password_env: EnvVarName,
+    },
+    /// Vault: `POST {login_path}` with the form fields `username` and
+    /// `password` returns a `sessionId`, sent as `Authorization` on every
+    /// request and renewed once when Vault says it is invalid (Vault REST
+    /// API reference, "Authentication" / "User Name and Password").
+    VaultSession {
+        username_env: EnvVarName,
+        password_env: EnvVarName,
+        /// Path of the login endpoint on the data origin, e.g. `/api/v24.1/auth`.
+        login_path: String,
+    },
+    /// A credential helper (the convention of git credential helpers and
+    /// AWS `credential_process`): runs `command`, whose stdout is the
+    /// bearer token. Covers OAuth2/OIDC without a second origin here.
+    Command { command: Vec<String> },
+}
+
+impl Auth {
+    /// The scheme's name as the policy spells it.
+    pub fn scheme(&self) -> &'static str {
+        match self {
+            Auth::Bearer { .. } => "bearer",
+            Auth::Basic { .. } => "basic",
+            Auth::VaultSession { .. } => "vault_session",
+            Auth::Command { .. } => "command",
+        }
+    }
+
+    /// Every environment variable the scheme reads, with the key that
+    /// names it (for `config validate --check-env` and error messages).
+    pub fn env_vars(&self) -> Vec<(&'static str, &EnvVarName)> {
+        match self {
+            Auth::Bearer { token_env } => vec![("token_env", token_env)],
+            Auth::Basic {
+                username_env,
+                password_env,
+            }
+            | Auth::VaultSession {
+                username_env,
+                password_env,
+                ..
+            } => vec![
+                ("auth.username_env", username_env),
+                ("auth.password_env", password_env),
+            ],
+            Auth::Command { .. } => Vec::new(),
+        }
+    }
+
+    /// What an operator should check when the EDC refuses the credential:
+    /// the variables (or program) of the scheme in use, never a value.
+    pub fn hint(&self) -> String {
+        match self {
+            Auth::Command { command } => format!(
+                "check the credential helper {:?} (auth.command)",
+                command.first().map(String::as_str).unwrap_or_default()
+            ),
+            other => {
+                let names: Vec<&str> = other.env_vars().iter().map(|(_, n)| n.as_str()).collect();
+                let keys: Vec<&str> = other.env_vars().iter().map(|(k, _)| *k).collect();
+                format!("check {} ({})", names.join(" / "), keys.join(", "))
+            }
+        }
+    }
+}
+
+/// How a vendor reports errors, chosen with the policy's `dialect`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dialect {
+    /// HTTP status only (the behaviour before vendor dialects existed).
+    Generic,
+    /// Veeva Vault: `responseStatus` SUCCESS | WARNING | FAILURE |
+    /// EXCEPTION and `errors[{type, message}]`, mostly at HTTP 200.
+    Vault,
+    /// Medidata Rave Web Services: `<Response ReasonCode=...>` or an ODM
+    /// carrying `mdsol:ErrorDescription`, at 4xx and sometimes at 200.
+    Rave,
+}
+
 /// How a delta response body is encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -166,7 +262,10 @@ pub struct StreamSpec {
 pub struct Policy {
     pub vendor: String,
     pub base_url_env: EnvVarName,
-    pub token_env: EnvVarName,
+    /// How requests are authenticated (`token_env` alone means bearer).
+    pub auth: Auth,
+    /// How the vendor reports errors inside responses.
+    pub dialect: Dialect,
     #[serde(flatten)]
     pub rate: Rate,
     pub max_retry_attempts: u32,
@@ -193,6 +292,10 @@ pub struct Policy {
     /// Query parameters whose values identify a subject: masked in logs
     /// and audit lines.
     pub masked_query_params: Vec<String>,
+    /// A server `Date` this far from the local clock is warned about (log
+    /// and metric): a pacer on a drifting clock trips the remote limit.
+    #[serde(rename = "clock_skew_warn_s", serialize_with = "secs")]
+    pub clock_skew_warn: Duration,
 }
 
 impl Policy {

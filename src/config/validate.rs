@@ -20,18 +20,20 @@ const DEFAULT_PACING_MARGIN_MS: i64 = 10;
 const DEFAULT_CONNECT_TIMEOUT_S: f64 = 10.0;
 const DEFAULT_REQUEST_TIMEOUT_S: f64 = 300.0;
 const DEFAULT_MAX_BODY_BYTES: i64 = 64 * 1024 * 1024;
+/// Seconds of server-vs-local clock difference tolerated without a warning.
+const DEFAULT_CLOCK_SKEW_WARN_S: f64 = 30.0;
 const DEFAULT_NEXT_POINTER: &str = "/responseDetails/next_page";
 /// Waits are bounded by a cron slot; a day is already far beyond sane.
 const MAX_SECONDS: f64 = 86_400.0;
 
 /// Collects problems against the source text (for line numbers).
-struct Report<'t> {
+pub(super) struct Report<'t> {
     text: &'t str,
     problems: Vec<Problem>,
 }
 
 impl Report<'_> {
-    fn add(&mut self, path: &[String], message: impl Into<String>) {
+    pub(super) fn add(&mut self, path: &[String], message: impl Into<String>) {
         let segments: Vec<&str> = path.iter().map(String::as_str).collect();
         self.problems.push(Problem {
             key: path.join("."),
@@ -42,14 +44,14 @@ impl Report<'_> {
 }
 
 /// The entries of one map, taken key by key; what is left over is unknown.
-struct Fields<'n> {
+pub(super) struct Fields<'n> {
     path: Vec<String>,
     entries: Vec<(&'n str, &'n Node, bool)>,
 }
 
 impl<'n> Fields<'n> {
     /// `None` (with a problem reported) unless `node` is a map.
-    fn of(report: &mut Report, path: Vec<String>, node: &'n Node) -> Option<Self> {
+    pub(super) fn of(report: &mut Report, path: Vec<String>, node: &'n Node) -> Option<Self> {
         match node {
             Node::Map(entries) => Some(Fields {
                 path,
@@ -62,7 +64,7 @@ impl<'n> Fields<'n> {
         }
     }
 
-    fn child(&self, key: &str) -> Vec<String> {
+    pub(super) fn child(&self, key: &str) -> Vec<String> {
         let mut p = self.path.clone();
         p.push(key.to_string());
         p
@@ -75,7 +77,7 @@ impl<'n> Fields<'n> {
     }
 
     /// Takes `key`, reporting it when absent.
-    fn required(&mut self, report: &mut Report, key: &str) -> Option<(Vec<String>, &'n Node)> {
+    pub(super) fn required(&mut self, report: &mut Report, key: &str) -> Option<(Vec<String>, &'n Node)> {
         let path = self.child(key);
         match self.take(key) {
             Some(n) => Some((path, n)),
@@ -86,13 +88,13 @@ impl<'n> Fields<'n> {
         }
     }
 
-    fn optional(&mut self, key: &str) -> Option<(Vec<String>, &'n Node)> {
+    pub(super) fn optional(&mut self, key: &str) -> Option<(Vec<String>, &'n Node)> {
         let path = self.child(key);
         self.take(key).map(|n| (path, n))
     }
 
     /// Reports every key that was never taken, suggesting a near known key.
-    fn finish(self, report: &mut Report, known: &[&str]) {
+    pub(super) fn finish(self, report: &mut Report, known: &[&str]) {
         for (key, _, taken) in &self.entries {
             if *taken {
                 continue;
@@ -157,7 +159,7 @@ fn positive(report: &mut Report, path: &[String], node: &Node, max: f64) -> Opti
     }
 }
 
-fn non_negative(report: &mut Report, path: &[String], node: &Node, max: f64) -> Option<f64> {
+pub(super) fn non_negative(report: &mut Report, path: &[String], node: &Node, max: f64) -> Option<f64> {
     let x = number(report, path, node)?;
     if !(x.is_finite() && x >= 0.0) {
         report.add(path, format!("must be >= 0, got {node}"));
@@ -184,7 +186,7 @@ fn integer(report: &mut Report, path: &[String], node: &Node, min: i64, max: i64
     }
 }
 
-fn string<'n>(report: &mut Report, path: &[String], node: &'n Node) -> Option<&'n str> {
+pub(super) fn string<'n>(report: &mut Report, path: &[String], node: &'n Node) -> Option<&'n str> {
     match node {
         Node::Str(s) if !s.trim().is_empty() => Some(s),
         Node::Str(_) => {
@@ -203,7 +205,7 @@ fn template(report: &mut Report, path: &[String], node: &Node) -> Option<Templat
     Template::parse(s).map_err(|e| report.add(path, e)).ok()
 }
 
-fn env_name(report: &mut Report, path: &[String], node: &Node) -> Option<EnvVarName> {
+pub(super) fn env_name(report: &mut Report, path: &[String], node: &Node) -> Option<EnvVarName> {
     let s = string(report, path, node)?;
     EnvVarName::parse(s).map_err(|e| report.add(path, e)).ok()
 }
@@ -524,9 +526,12 @@ fn is_identifier(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-const POLICY_KEYS: [&str; 16] = [
+const POLICY_KEYS: [&str; 19] = [
     "base_url_env",
     "token_env",
+    "auth",
+    "dialect",
+    "clock_skew_warn_s",
     "sustained_rate_per_sec",
     "burst_capacity",
     "max_retry_attempts",
@@ -552,9 +557,11 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
     let base_url_env = f
         .required(report, "base_url_env")
         .and_then(|(p, n)| env_name(report, &p, n));
-    let token_env = f
-        .required(report, "token_env")
-        .and_then(|(p, n)| env_name(report, &p, n));
+    let token_env = f.optional("token_env");
+    let token_env_path = f.child("token_env");
+    let auth_node = f.optional("auth");
+    let auth = super::auth::auth(report, f.child("auth"), auth_node, (token_env_path, token_env));
+    let dialect_node = f.optional("dialect");
     let rate = rate_fields(report, &mut f);
     let max_retry_attempts = or_default(
         f.optional("max_retry_attempts"),
@@ -620,6 +627,13 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
         Some((p, n)) => rate_map(report, p, n).map(Some),
         None => Some(None),
     };
+    let clock_skew_warn = or_default(
+        f.optional("clock_skew_warn_s"),
+        DEFAULT_CLOCK_SKEW_WARN_S,
+        |p, n| non_negative(report, p, n, MAX_SECONDS),
+    );
+    let format = delta.as_ref().map(|d| d.format);
+    let dialect = super::auth::dialect(report, dialect_node, format);
     f.finish(report, &POLICY_KEYS);
 
     let (default_retry_after, max_wait) = (default_retry_after?, max_wait?);
@@ -636,7 +650,8 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
     Some(Policy {
         vendor: vendor.to_string(),
         base_url_env: base_url_env?,
-        token_env: token_env?,
+        auth: auth?,
+        dialect: dialect?,
         rate: rate?,
         max_retry_attempts: u32::try_from(max_retry_attempts?).ok()?,
         default_retry_after: seconds(default_retry_after),
@@ -650,6 +665,7 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
         streams: streams?,
         study_limit: study_limit?,
         masked_query_params: masked_query_params?,
+        clock_skew_warn: seconds(clock_skew_warn?),
     })
 }
 

@@ -1,21 +1,25 @@
 //! The only way `edc-sync` talks to an EDC: [`ReadOnlyClient`].
 //!
-//! Invariant 1, read-only by construction: the type has `get` and `head`
-//! and nothing else; there is no method that takes a body or a verb. Every
-//! URL it is given must be on the configured origin, and so must every
-//! redirect, so the bearer token never leaves that origin.
+//! Invariant 1, read-only by construction: the type has `get` and `head`,
+//! and exactly one POST shape, the Vault login form (`login.rs`), whose
+//! body the client builds itself from [`Credentials`]; there is no method
+//! that takes a body or a verb. Every URL it is given must be on the
+//! configured origin, and so must every redirect, so no credential ever
+//! leaves that origin.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, USER_AGENT};
+use reqwest::header::{
+    HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, DATE, USER_AGENT,
+};
 use reqwest::{redirect, StatusCode, Url};
 use sha2::{Digest, Sha256};
 
+use super::auth::{AuthError, Authenticator, Credentials, Obtained};
 use super::origin::{Origin, OriginError};
-use super::secret::Secret;
 use crate::config::HttpLimits;
 
 /// Vendor quota headers recorded in the audit trail when present.
@@ -26,7 +30,16 @@ pub const QUOTA_HEADERS: [&str; 4] = [
     "x-vaultapi-responsedelay",
 ];
 
+/// Vault's id of one request, which its support asks for (Vault REST API
+/// reference, "Response headers"); recorded on every audit line about a
+/// Vault response.
+pub const EXECUTION_ID_HEADER: &str = "x-vaultapi-executionid";
+
 const MAX_REDIRECTS: usize = 5;
+
+/// How much of an error body is read to find the vendor's reason: vendor
+/// error documents are a few hundred bytes.
+pub const ERROR_BODY_CAP: usize = 64 * 1024;
 
 /// Why a request produced no usable response.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +65,12 @@ pub enum FetchError {
     Sink { url: String, error: std::io::Error },
     #[error("building the HTTP client: {0}")]
     Build(String),
+    /// A credential value cannot be sent (for example a newline in it).
+    #[error("{0}")]
+    Credential(String),
+    /// No credential is held (the page loop obtains one before a request).
+    #[error("GET {url}: no credential has been obtained yet")]
+    NoCredential { url: String },
 }
 
 impl FetchError {
@@ -62,11 +81,12 @@ impl FetchError {
 }
 
 /// Status and the headers the page loop needs, before the body is read.
-#[derive(Debug)]
-pub struct Reply {
+/// Cloneable, so it outlives the body for the audit line and the verdict.
+#[derive(Debug, Clone)]
+pub struct ResponseMeta {
     pub url: Url,
     pub status: StatusCode,
-    /// When the headers arrived (for `Retry-After` dates).
+    /// When the headers arrived, by the local clock.
     pub received_at: SystemTime,
     pub retry_after: Vec<Vec<u8>>,
     pub link: Vec<String>,
@@ -74,8 +94,40 @@ pub struct Reply {
     pub content_length: Option<u64>,
     /// Vendor quota headers present on the response (lowercase names).
     pub quota_headers: BTreeMap<String, String>,
+    /// The server's own clock (`Date`), when it sent one that parses.
+    pub server_date: Option<SystemTime>,
+    /// `X-VaultAPI-ExecutionId`, when present (at most 64 characters).
+    pub execution_id: Option<String>,
+    /// Which credential the request carried (see `auth.rs`).
+    pub credential_generation: u64,
+}
+
+impl ResponseMeta {
+    /// Server clock minus local clock at receipt, in seconds, when the
+    /// server sent a `Date` (whole seconds: that is its resolution).
+    pub fn clock_skew_s(&self) -> Option<f64> {
+        let server = self.server_date?;
+        Some(match server.duration_since(self.received_at) {
+            Ok(ahead) => ahead.as_secs_f64(),
+            Err(behind) => -behind.duration().as_secs_f64(),
+        })
+    }
+}
+
+/// A response whose headers are in and whose body is not read yet.
+#[derive(Debug)]
+pub struct Reply {
+    pub meta: ResponseMeta,
     response: reqwest::Response,
     max_body_bytes: u64,
+}
+
+impl std::ops::Deref for Reply {
+    type Target = ResponseMeta;
+
+    fn deref(&self) -> &ResponseMeta {
+        &self.meta
+    }
 }
 
 /// What was read from a body.
@@ -87,11 +139,26 @@ pub struct BodyDigest {
 }
 
 impl Reply {
+    /// Reads at most `cap` bytes of the body, for a vendor error document.
+    /// Errors while reading leave what was read: the status already says
+    /// the request failed; the body only says why.
+    pub async fn error_body(mut self, cap: usize) -> Vec<u8> {
+        let mut body = Vec::new();
+        while let Ok(Some(chunk)) = self.response.chunk().await {
+            let room = cap.saturating_sub(body.len());
+            body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            if body.len() >= cap {
+                break;
+            }
+        }
+        body
+    }
+
     /// Streams the body into `sink` and SHA-256 at once, chunk by chunk,
     /// never holding the whole body. Enforces the size cap and detects a
     /// body shorter than its Content-Length.
     pub async fn stream_into(mut self, sink: &mut impl Write) -> Result<BodyDigest, FetchError> {
-        let url = self.url.to_string();
+        let url = self.meta.url.to_string();
         let mut hasher = Sha256::new();
         let mut bytes: u64 = 0;
         loop {
@@ -99,7 +166,7 @@ impl Reply {
                 Ok(Some(chunk)) => chunk,
                 Ok(None) => break,
                 Err(e) => {
-                    return Err(match self.content_length {
+                    return Err(match self.meta.content_length {
                         Some(expected) if bytes < expected && !timed_out(&e) => FetchError::Truncated {
                             url,
                             expected,
@@ -126,7 +193,7 @@ impl Reply {
                 error,
             })?;
         }
-        if let Some(expected) = self.content_length {
+        if let Some(expected) = self.meta.content_length {
             if bytes != expected {
                 return Err(FetchError::Truncated {
                     url,
@@ -145,10 +212,11 @@ impl Reply {
 /// A client that can only read, and only from one origin.
 #[derive(Clone)]
 pub struct ReadOnlyClient {
-    http: reqwest::Client,
-    base: Url,
-    origin: Arc<Origin>,
-    limits: HttpLimits,
+    pub(super) http: reqwest::Client,
+    pub(super) base: Url,
+    pub(super) origin: Arc<Origin>,
+    pub(super) limits: HttpLimits,
+    pub(super) auth: Arc<Authenticator>,
 }
 
 impl std::fmt::Debug for ReadOnlyClient {
@@ -160,18 +228,22 @@ impl std::fmt::Debug for ReadOnlyClient {
 }
 
 impl ReadOnlyClient {
-    /// Builds a client for `base_url` that sends `token` as a bearer token.
-    pub fn new(base_url: &str, token: &Secret, limits: HttpLimits) -> Result<ReadOnlyClient, FetchError> {
+    /// Builds a client for `base_url` that authenticates with `credentials`.
+    pub fn new(
+        base_url: &str,
+        credentials: Credentials,
+        limits: HttpLimits,
+    ) -> Result<ReadOnlyClient, FetchError> {
         // rustls with the ring provider; no OpenSSL anywhere. Installing
         // twice is harmless (the first one stays).
         let _ = rustls::crypto::ring::default_provider().install_default();
         let (origin, base) = Origin::of_base(base_url)?;
         let origin = Arc::new(origin);
-        let mut auth = HeaderValue::from_str(&format!("Bearer {}", token.expose()))
-            .map_err(|_| FetchError::Build("the token contains characters not allowed in a header".into()))?;
-        auth.set_sensitive(true);
+        let auth = Authenticator::new(credentials).map_err(|e| match e {
+            AuthError::Refused { detail, .. } => FetchError::Credential(detail),
+            other => FetchError::Credential(other.to_string()),
+        })?;
         let mut headers = HeaderMap::new();
-        headers.insert(AUTHORIZATION, auth);
         headers.insert(
             USER_AGENT,
             HeaderValue::from_static(concat!("edc-sync/", env!("CARGO_PKG_VERSION"))),
@@ -201,7 +273,55 @@ impl ReadOnlyClient {
             base,
             origin,
             limits,
+            auth: Arc::new(auth),
         })
+    }
+
+    /// The authentication scheme in use (`bearer`, `basic`, ...).
+    pub fn scheme(&self) -> &'static str {
+        self.auth.credentials.scheme()
+    }
+
+    /// Whether the scheme obtains its credential at run time and can renew it.
+    pub fn renewable(&self) -> bool {
+        self.auth.credentials.renewable()
+    }
+
+    /// Whether the scheme's credential is obtained over the network (a
+    /// login request that spends the quota like any other).
+    pub fn logs_in(&self) -> bool {
+        matches!(self.auth.credentials, Credentials::VaultSession { .. })
+    }
+
+    /// The generation of the credential held, if any.
+    pub fn credential_generation(&self) -> Option<u64> {
+        self.auth.current().map(|c| c.generation)
+    }
+
+    /// Obtains a credential (login or helper) unless a usable one is held:
+    /// with `stale: None`, any credential is usable; with `Some(g)`, any
+    /// but generation `g`, which the EDC just refused. `None` when nothing
+    /// had to be done (another stream already did it).
+    pub async fn obtain_credential(&self, stale: Option<u64>) -> Result<Option<Obtained>, AuthError> {
+        let auth = self.auth.clone();
+        auth.refresh(stale, || async {
+            match &self.auth.credentials {
+                Credentials::VaultSession {
+                    username,
+                    password,
+                    login_path,
+                } => self.vault_login(login_path, username, password).await,
+                Credentials::Command { argv } => {
+                    let header = super::auth::run_helper(argv, self.limits.request_timeout).await?;
+                    Ok((header, None, None))
+                }
+                other => Err(AuthError::Refused {
+                    code: "NOT_RENEWABLE".into(),
+                    detail: format!("the {} scheme has a fixed credential", other.scheme()),
+                }),
+            }
+        })
+        .await
     }
 
     pub fn base(&self) -> &Url {
@@ -232,7 +352,15 @@ impl ReadOnlyClient {
     /// or HEAD by the two methods above.
     async fn send(&self, method: reqwest::Method, url: &Url) -> Result<Reply, FetchError> {
         self.origin.check(url)?;
-        let response = self.http.request(method, url.clone()).send().await.map_err(|e| {
+        let credential = self
+            .auth
+            .current()
+            .ok_or_else(|| FetchError::NoCredential { url: url.to_string() })?;
+        let request = self
+            .http
+            .request(method, url.clone())
+            .header(AUTHORIZATION, credential.header);
+        let response = request.send().await.map_err(|e| {
             if let Some(origin_error) = find_origin_error(&e) {
                 return FetchError::Origin(origin_error);
             }
@@ -270,7 +398,15 @@ impl ReadOnlyClient {
                 Some((name.to_string(), v.chars().take(64).collect()))
             })
             .collect();
-        let reply = Reply {
+        let server_date = headers
+            .get(DATE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| httpdate::parse_http_date(v).ok());
+        let execution_id = headers
+            .get(EXECUTION_ID_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.chars().take(64).collect());
+        let meta = ResponseMeta {
             url: response.url().clone(),
             status: response.status(),
             received_at,
@@ -279,6 +415,12 @@ impl ReadOnlyClient {
             content_type,
             content_length,
             quota_headers,
+            server_date,
+            execution_id,
+            credential_generation: credential.generation,
+        };
+        let reply = Reply {
+            meta,
             response,
             max_body_bytes: self.limits.max_body_bytes,
         };
@@ -295,7 +437,7 @@ impl ReadOnlyClient {
 }
 
 /// Our own cross-origin refusal, when the redirect policy raised it.
-fn find_origin_error(e: &reqwest::Error) -> Option<OriginError> {
+pub(super) fn find_origin_error(e: &reqwest::Error) -> Option<OriginError> {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(s) = source {
         if let Some(o) = s.downcast_ref::<OriginError>() {
@@ -328,7 +470,7 @@ fn timed_out(e: &reqwest::Error) -> bool {
 
 /// A reqwest error with its causes, on one line (reqwest's own Display
 /// stops at the outermost layer).
-fn describe(e: &reqwest::Error) -> String {
+pub(super) fn describe(e: &reqwest::Error) -> String {
     let mut parts = vec![if timed_out(e) {
         "timed out".to_string()
     } else {

@@ -1,14 +1,22 @@
-//! The EDC side: the read-only client, Retry-After, Link headers, paging
-//! and payload validation (invariant 1: read-only by construction).
+//! The EDC side: the read-only client and its credentials, vendor error
+//! dialects, Retry-After, Link headers, paging and payload validation
+//! (invariant 1: read-only by construction).
 
+mod auth;
 mod client;
+pub mod dialect;
 pub mod link;
+mod login;
 mod origin;
 pub mod paging;
 pub mod payload;
 pub mod retry_after;
 mod secret;
 
-pub use client::{BodyDigest, FetchError, ReadOnlyClient, Reply, QUOTA_HEADERS};
+pub use auth::{AuthError, Credentials, Obtained};
+pub use client::{
+    BodyDigest, FetchError, ReadOnlyClient, Reply, ResponseMeta, ERROR_BODY_CAP, EXECUTION_ID_HEADER,
+    QUOTA_HEADERS,
+};
 pub use origin::{Origin, OriginError};
 pub use secret::Secret;

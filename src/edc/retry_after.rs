@@ -23,6 +23,9 @@ pub enum RetryAfterSource {
     /// A header that is neither form (or several that disagree): the
     /// policy's default, and the audit line says so.
     Unparseable,
+    /// No header, and the throttle was reported in the body (Vault
+    /// `API_LIMIT_EXCEEDED` at HTTP 200): the policy's default.
+    VendorBody,
 }
 
 impl fmt::Display for RetryAfterSource {
@@ -32,6 +35,7 @@ impl fmt::Display for RetryAfterSource {
             RetryAfterSource::Date => "date",
             RetryAfterSource::Absent => "absent",
             RetryAfterSource::Unparseable => "unparseable",
+            RetryAfterSource::VendorBody => "vendor_body",
         })
     }
 }

@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 
 use super::evidence::{Pacing, Step};
-use crate::edc::Secret;
 use crate::run::{Endpoint, PacerChoice, RunSpec, Streams};
 use crate::sim::{Dataset, FaultSchedule, SimConfig, Simulator};
 use crate::sync::SyncOptions;
@@ -210,10 +209,7 @@ impl Ctx {
             pacer: PacerChoice::Local,
             options: SyncOptions::default(),
             metrics_file: None,
-            endpoint: Some(Endpoint {
-                base_url: sim.base_url(),
-                token: Secret::new(OQ_TOKEN),
-            }),
+            endpoint: Some(Endpoint::bearer(sim.base_url(), OQ_TOKEN)),
         }
     }
 

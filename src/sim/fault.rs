@@ -20,6 +20,9 @@
 //! | `stall:MS` | the page's headers and half its body, then MS milliseconds of silence (slowloris) |
 //! | `cross-origin-next:URL` | the page, with its next link pointing at URL |
 //! | `redirect:URL` | 302 to URL |
+//! | `vault-failure:TYPE` | 200 with Vault's `{"responseStatus":"FAILURE","errors":[{"type":TYPE,...}]}` |
+//! | `rave-error:STATUS:CODE` | STATUS with Rave's `<Response ReasonCode="CODE" ...>` |
+//! | `rave-odm-error:STATUS:CODE` | STATUS with an ODM whose `mdsol:ErrorDescription` ends `[CODE]` |
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -51,6 +54,14 @@ pub enum Fault {
     Stall(Duration),
     CrossOriginNext(String),
     Redirect(String),
+    /// Vault's HTTP 200 FAILURE with this error type.
+    VaultFailure(String),
+    /// A Rave error document at this status: `<Response>` or an error ODM.
+    RaveError {
+        status: u16,
+        code: String,
+        odm: bool,
+    },
 }
 
 impl FromStr for Fault {
@@ -86,9 +97,34 @@ impl FromStr for Fault {
             ["stall", ms] => Fault::Stall(Duration::from_millis(number(ms)?)),
             ["cross-origin-next", rest @ ..] if !rest.is_empty() => Fault::CrossOriginNext(rest.join(":")),
             ["redirect", rest @ ..] if !rest.is_empty() => Fault::Redirect(rest.join(":")),
+            ["vault-failure", kind] if is_code(kind) => Fault::VaultFailure((*kind).to_string()),
+            [form @ ("rave-error" | "rave-odm-error"), status, code] if is_code(code) => {
+                let status = number(status)?;
+                if !(200..=599).contains(&status) {
+                    return Err(format!("fault {spec:?}: {status} is not an HTTP status"));
+                }
+                Fault::RaveError {
+                    status: status as u16,
+                    code: code.to_string(),
+                    odm: *form == "rave-odm-error",
+                }
+            }
+            [form @ ("rave-error" | "rave-odm-error"), ..] => {
+                return Err(format!(
+                    "fault {spec:?}: expected {form}:STATUS:CODE, e.g. {form}:404:RWS00092"
+                ))
+            }
             _ => return Err(format!("unknown fault {spec:?} (see `edc-sync simulate --help`)")),
         })
     }
+}
+
+/// Vendor error codes are upper-case letters, digits and `_`.
+fn is_code(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
 }
 
 /// Faults by request number.
@@ -168,11 +204,41 @@ mod tests {
                 Fault::Redirect("http://127.0.0.1:9/y".into()),
             ),
             ("13=garbage", Fault::Garbage),
+            (
+                "14=vault-failure:API_LIMIT_EXCEEDED",
+                Fault::VaultFailure("API_LIMIT_EXCEEDED".into()),
+            ),
+            (
+                "15=rave-error:404:RWS00092",
+                Fault::RaveError {
+                    status: 404,
+                    code: "RWS00092".into(),
+                    odm: false,
+                },
+            ),
+            (
+                "16=rave-odm-error:200:RWS00008",
+                Fault::RaveError {
+                    status: 200,
+                    code: "RWS00008".into(),
+                    odm: true,
+                },
+            ),
         ];
         for (text, fault) in ok {
             assert_eq!(FaultSchedule::parse_entry(text).unwrap().1, fault, "{text}");
         }
-        for bad in ["x=500", "0=500", "3=418", "3=429:soon", "3=oversize", "3"] {
+        for bad in [
+            "x=500",
+            "0=500",
+            "3=418",
+            "3=429:soon",
+            "3=oversize",
+            "3",
+            "3=vault-failure:lower",
+            "3=rave-error:99:RWS1",
+            "3=rave-error:404",
+        ] {
             assert!(FaultSchedule::parse_entry(bad).is_err(), "{bad}");
         }
     }

@@ -7,18 +7,17 @@ use anyhow::{bail, Context};
 
 use crate::store::ManifestEntry;
 
-/// The ids of the simulator's records in the JSON pages that the manifest
-/// of `stream_dir` lists, in manifest order, after checking each landed
-/// file against the SHA-256 the manifest recorded for it. A missing
-/// manifest means nothing landed.
-pub fn landed_json_record_ids(stream_dir: &Path) -> anyhow::Result<Vec<String>> {
+/// The bytes of every page the manifest of `stream_dir` lists, in manifest
+/// order, after checking each landed file against the SHA-256 the manifest
+/// recorded for it. A missing manifest means nothing landed.
+fn landed_pages(stream_dir: &Path) -> anyhow::Result<Vec<Vec<u8>>> {
     let manifest = stream_dir.join("manifest.jsonl");
     let text = match std::fs::read_to_string(&manifest) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e).with_context(|| format!("reading {}", manifest.display())),
     };
-    let mut ids = Vec::new();
+    let mut pages = Vec::new();
     for line in text.lines() {
         let entry: ManifestEntry =
             serde_json::from_str(line).with_context(|| format!("a line of {}", manifest.display()))?;
@@ -30,9 +29,33 @@ pub fn landed_json_record_ids(stream_dir: &Path) -> anyhow::Result<Vec<String>> 
                 file.display()
             );
         }
+        pages.push(bytes);
+    }
+    Ok(pages)
+}
+
+/// The ids of the simulator's records in the landed JSON pages of
+/// `stream_dir` (see [`landed_pages`]).
+pub fn landed_json_record_ids(stream_dir: &Path) -> anyhow::Result<Vec<String>> {
+    let mut ids = Vec::new();
+    for bytes in landed_pages(stream_dir)? {
         let page: serde_json::Value = serde_json::from_slice(&bytes)?;
         for record in page["data"].as_array().into_iter().flatten() {
             ids.push(record["id"].as_str().unwrap_or_default().to_string());
+        }
+    }
+    Ok(ids)
+}
+
+/// The `SourceID`s of the simulator's audit records in the landed ODM
+/// pages of `stream_dir` (see [`landed_pages`]).
+pub fn landed_odm_source_ids(stream_dir: &Path) -> anyhow::Result<Vec<u64>> {
+    let mut ids = Vec::new();
+    for bytes in landed_pages(stream_dir)? {
+        let text = String::from_utf8(bytes)?;
+        for piece in text.split("<SourceID>").skip(1) {
+            let (id, _) = piece.split_once("</SourceID>").context("an unclosed SourceID")?;
+            ids.push(id.trim().parse()?);
         }
     }
     Ok(ids)

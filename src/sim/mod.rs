@@ -8,6 +8,7 @@ pub mod dataset;
 pub mod fault;
 mod landed;
 mod log;
+pub mod profile;
 mod render;
 mod server;
 
@@ -24,15 +25,29 @@ use tokio::task::JoinHandle;
 
 pub use dataset::Dataset;
 pub use fault::{Fault, FaultSchedule, RetryAfterForm};
-pub use landed::landed_json_record_ids;
+pub use landed::{landed_json_record_ids, landed_odm_source_ids};
 pub use log::{LogEntry, RequestLog};
+pub use profile::Profile;
 
 /// Everything the simulator is told.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
     pub dataset: Dataset,
-    /// The bearer token requests must carry.
+    /// Which vendor's authentication and error bodies to imitate.
+    pub profile: Profile,
+    /// The bearer token requests must carry (generic profile).
     pub token: String,
+    /// The user the rave (Basic) and vault (login) profiles accept.
+    pub username: String,
+    pub password: String,
+    /// Vault profile: where the login form is accepted.
+    pub login_path: String,
+    /// Vault profile: a session serves this many data requests, then
+    /// answers INVALID_SESSION_ID.
+    pub session_ttl_requests: Option<u64>,
+    /// Seconds added to the simulator's clock in `Date` and in
+    /// HTTP-date `Retry-After` values (a server whose clock differs).
+    pub clock_skew_s: i64,
     pub faults: FaultSchedule,
     /// Server-side quota: (rate per second, burst).
     pub quota: Option<(f64, u32)>,
@@ -55,7 +70,13 @@ impl Default for SimConfig {
                 seed: 42,
                 padding: 0,
             },
+            profile: Profile::Generic,
             token: "sim-token".into(),
+            username: "sim-user".into(),
+            password: "sim-password".into(),
+            login_path: "/api/v24.1/auth".into(),
+            session_ttl_requests: None,
+            clock_skew_s: 0,
             faults: FaultSchedule::default(),
             quota: None,
             latency: Duration::ZERO,
@@ -93,6 +114,7 @@ impl Simulator {
             bucket: Mutex::new(bucket),
             burst_window: Mutex::new((std::time::Instant::now(), 0)),
             endless: Default::default(),
+            sessions: Default::default(),
             log: log.clone(),
         });
         let (tx, mut rx) = oneshot::channel();

@@ -6,16 +6,25 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
+use http_body_util::BodyExt;
 use hyper::header::{
-    HeaderValue, ALLOW, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, LINK, LOCATION, RETRY_AFTER,
+    HeaderName, HeaderValue, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, DATE, LINK, LOCATION, RETRY_AFTER,
 };
+use hyper::http::request::Parts;
 use hyper::{Method, Request, Response, StatusCode};
 
 use super::body::SimBody;
 use super::dataset::Page;
 use super::fault::{Fault, RetryAfterForm};
 use super::log::{LogEntry, RequestLog};
+use super::profile::{self, Authn, Profile, Sessions};
 use super::SimConfig;
+
+/// Vault's request id header (Vault REST API reference, "Response headers").
+const EXECUTION_ID: HeaderName = HeaderName::from_static("x-vaultapi-executionid");
+
+/// A login form is a few hundred bytes; more is refused unread.
+const MAX_FORM_BYTES: usize = 8 * 1024;
 
 /// Shared state of one running simulator.
 pub struct State {
@@ -26,7 +35,22 @@ pub struct State {
     pub burst_window: Mutex<(Instant, u64)>,
     /// Set by an `endless` fault: every later page has a next link.
     pub endless: std::sync::atomic::AtomicBool,
+    /// Vault profile: the sessions issued by the login endpoint.
+    pub sessions: Sessions,
     pub log: RequestLog,
+}
+
+impl State {
+    /// The simulator's clock: the real one, shifted by `clock_skew_s`.
+    fn now(&self) -> SystemTime {
+        let skew = self.config.clock_skew_s;
+        let shift = Duration::from_secs(skew.unsigned_abs());
+        if skew >= 0 {
+            SystemTime::now() + shift
+        } else {
+            SystemTime::now() - shift
+        }
+    }
 }
 
 /// The simulator's own quota: a token bucket on arrival times, as a vendor
@@ -79,6 +103,14 @@ impl Answer {
             fault: None,
         }
     }
+
+    /// A whole small body of `content_type`.
+    fn body(status: StatusCode, content_type: &str, body: String) -> Answer {
+        let mut a = Answer::status(status);
+        a.headers.push((CONTENT_TYPE, content_type.into()));
+        a.page = Some(Page::whole(body));
+        a
+    }
 }
 
 fn unix_us(t: SystemTime) -> i64 {
@@ -94,18 +126,39 @@ pub async fn handle(
 ) -> Result<Response<SimBody>, std::convert::Infallible> {
     let arrived = SystemTime::now();
     let n = state.counter.fetch_add(1, Ordering::SeqCst) + 1;
-    let method = req.method().clone();
-    let path = req
-        .uri()
+    let (parts, body) = req.into_parts();
+    let method = parts.method.clone();
+    let path = parts
+        .uri
         .path_and_query()
         .map(|p| p.as_str().to_string())
         .unwrap_or_default();
-    let auth = match req.headers().get(AUTHORIZATION) {
-        None => "missing",
-        Some(v) if v.as_bytes() == format!("Bearer {}", state.config.token).as_bytes() => "ok",
-        Some(_) => "invalid",
+    let form = match method {
+        Method::POST => Some(read_form(body).await),
+        _ => None,
     };
-    let mut answer = decide(&state, n, &method, &req, auth).await;
+    let login = state.config.profile == Profile::Vault
+        && method == Method::POST
+        && parts.uri.path() == state.config.login_path;
+    let auth = if login {
+        None
+    } else {
+        Some(profile::authenticate(
+            state.config.profile,
+            &parts.headers,
+            &state.config,
+            &state.sessions,
+        ))
+    };
+    let mut answer = match (login, form.flatten()) {
+        (true, Some(form)) => vault_login(&state, &form),
+        (true, None) => Answer::body(
+            StatusCode::OK,
+            "application/json",
+            profile::vault_failure("PARAMETER_REQUIRED"),
+        ),
+        (false, _) => decide(&state, n, &method, &parts, auth.unwrap_or(Authn::Missing)).await,
+    };
     let delay = match state.config.faults.get(n) {
         Some(Fault::Latency(d)) => {
             answer.fault = Some(format!("latency:{}", d.as_millis()));
@@ -122,11 +175,16 @@ pub async fn handle(
         method: method.to_string(),
         path,
         status: answer.status.as_u16(),
-        auth: auth.to_string(),
+        auth: auth.map_or("login", Authn::label).to_string(),
         fault: answer.fault.clone(),
     });
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
+    }
+    // The server's clock, shifted when the simulator plays a skewed server.
+    answer.headers.push((DATE, httpdate::fmt_http_date(state.now())));
+    if state.config.profile == Profile::Vault {
+        answer.headers.push((EXECUTION_ID, format!("sim-exec-{n:08}")));
     }
     let mut response = Response::builder().status(answer.status);
     for (name, value) in &answer.headers {
@@ -149,27 +207,79 @@ pub async fn handle(
         .unwrap_or_else(|_| Response::new(SimBody::empty())))
 }
 
-async fn decide(
-    state: &State,
-    n: u64,
-    method: &Method,
-    req: &Request<hyper::body::Incoming>,
-    auth: &str,
-) -> Answer {
+/// A POST body up to [`MAX_FORM_BYTES`]; `None` when larger or broken.
+async fn read_form(body: hyper::body::Incoming) -> Option<Vec<u8>> {
+    let limited = http_body_util::Limited::new(body, MAX_FORM_BYTES);
+    limited.collect().await.ok().map(|c| c.to_bytes().to_vec())
+}
+
+/// Vault's login (Vault REST API reference, "User Name and Password"):
+/// SUCCESS with a `sessionId`, or FAILURE `USERNAME_OR_PASSWORD_INCORRECT`,
+/// both at HTTP 200.
+fn vault_login(state: &State, form: &[u8]) -> Answer {
+    let cfg = &state.config;
+    let (user, pass) = profile::login_form(form);
+    let body = match (user, pass) {
+        (Some(u), Some(p)) if u == cfg.username && p == cfg.password => {
+            profile::vault_login_success(&state.sessions.issue(cfg.dataset.seed))
+        }
+        (_, None) => profile::vault_failure("NO_PASSWORD_PROVIDED"),
+        _ => profile::vault_failure("USERNAME_OR_PASSWORD_INCORRECT"),
+    };
+    Answer::body(StatusCode::OK, "application/json", body)
+}
+
+/// A refused credential, as each vendor reports it.
+fn unauthenticated(profile: Profile) -> Answer {
+    match profile {
+        Profile::Generic => Answer::status(StatusCode::UNAUTHORIZED),
+        // mdsol/rwslib: RWS answers bad credentials with 401 and an error
+        // ODM (`RWSConnection.send_request`, the 401 branch; `RWSError`).
+        Profile::Rave => Answer::body(
+            StatusCode::UNAUTHORIZED,
+            "text/xml",
+            profile::rave_odm_error("RWS00008", "Incorrect login and password combination."),
+        ),
+        // Vault: an invalid or expired session is HTTP 200 FAILURE
+        // INVALID_SESSION_ID ("Errors", "Error Types").
+        Profile::Vault => Answer::body(
+            StatusCode::OK,
+            "application/json",
+            profile::vault_failure("INVALID_SESSION_ID"),
+        ),
+    }
+}
+
+async fn decide(state: &State, n: u64, method: &Method, req: &Parts, auth: Authn) -> Answer {
     if method != Method::GET && method != Method::HEAD {
         let mut a = Answer::status(StatusCode::METHOD_NOT_ALLOWED);
         a.headers.push((ALLOW, "GET, HEAD".into()));
         return a;
     }
-    if auth != "ok" {
-        return Answer::status(StatusCode::UNAUTHORIZED);
+    if auth != Authn::Ok {
+        return unauthenticated(state.config.profile);
     }
     let fault = state.config.faults.get(n).cloned();
     let fault_name = fault.as_ref().map(|f| format!("{f:?}"));
     let mut answer = match &fault {
-        Some(Fault::Throttle { status, retry_after }) => throttle(*status, retry_after),
+        Some(Fault::Throttle { status, retry_after }) => throttle(state, *status, retry_after),
         Some(Fault::Status(code)) => {
             Answer::status(StatusCode::from_u16(*code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        }
+        Some(Fault::VaultFailure(kind)) => {
+            Answer::body(StatusCode::OK, "application/json", profile::vault_failure(kind))
+        }
+        Some(Fault::RaveError { status, code, odm }) => {
+            let body = if *odm {
+                profile::rave_odm_error(code, "Simulated Rave error.")
+            } else {
+                profile::rave_response_error(code, "Simulated Rave error")
+            };
+            Answer::body(
+                StatusCode::from_u16(*status).unwrap_or(StatusCode::OK),
+                "text/xml",
+                body,
+            )
         }
         Some(Fault::Redirect(url)) => {
             let mut a = Answer::status(StatusCode::FOUND);
@@ -190,7 +300,11 @@ async fn decide(
         }
         _ => match server_quota(state) {
             Err(retry) => {
-                let mut a = throttle(429, &RetryAfterForm::Seconds(retry.as_secs_f64().ceil() as u64));
+                let mut a = throttle(
+                    state,
+                    429,
+                    &RetryAfterForm::Seconds(retry.as_secs_f64().ceil() as u64),
+                );
                 a.fault = Some("server_quota".into());
                 return a;
             }
@@ -220,13 +334,13 @@ fn server_quota(state: &State) -> Result<(), Duration> {
     }
 }
 
-fn throttle(status: u16, form: &RetryAfterForm) -> Answer {
+fn throttle(state: &State, status: u16, form: &RetryAfterForm) -> Answer {
     let mut a = Answer::status(StatusCode::from_u16(status).unwrap_or(StatusCode::TOO_MANY_REQUESTS));
     match form {
         RetryAfterForm::Seconds(s) => a.headers.push((RETRY_AFTER, s.to_string())),
         RetryAfterForm::Date(s) => a.headers.push((
             RETRY_AFTER,
-            httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(*s)),
+            httpdate::fmt_http_date(state.now() + Duration::from_secs(*s)),
         )),
         RetryAfterForm::Absent => {}
         RetryAfterForm::Raw(text) => a.headers.push((RETRY_AFTER, text.clone())),
@@ -234,8 +348,8 @@ fn throttle(status: u16, form: &RetryAfterForm) -> Answer {
     a
 }
 
-fn query_map(req: &Request<hyper::body::Incoming>) -> BTreeMap<String, String> {
-    let query = req.uri().query().unwrap_or_default();
+fn query_map(req: &Parts) -> BTreeMap<String, String> {
+    let query = req.uri.query().unwrap_or_default();
     reqwest::Url::parse(&format!("http://sim/?{query}"))
         .map(|u| {
             u.query_pairs()
@@ -245,10 +359,10 @@ fn query_map(req: &Request<hyper::body::Incoming>) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-fn route(state: &State, req: &Request<hyper::body::Incoming>, fault: Option<&Fault>) -> Answer {
+fn route(state: &State, req: &Parts, fault: Option<&Fault>) -> Answer {
     let cfg = &state.config;
     let query = query_map(req);
-    let path = req.uri().path();
+    let path = req.uri.path();
     if matches!(fault, Some(Fault::Endless)) {
         state.endless.store(true, Ordering::SeqCst);
     }

@@ -6,9 +6,13 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::audit::AuditEvent;
+use crate::edc::dialect::VendorError;
+use crate::edc::payload::VendorMessage;
 use crate::edc::retry_after::RetryAfterSource;
 
-/// A 429 or 503: written and fsynced before the shared pause and the sleep.
+/// A 429 or 503, or a vendor's throttle reported in the body (Vault
+/// `API_LIMIT_EXCEEDED`): written and fsynced before the shared pause and
+/// the sleep.
 #[derive(Debug, Serialize)]
 pub struct RateLimited {
     pub stream: String,
@@ -16,10 +20,19 @@ pub struct RateLimited {
     pub attempt: u32,
     pub status: u16,
     pub url: String,
+    /// `http_status` (429/503) or `vendor_body`.
+    pub signal: &'static str,
+    pub vendor_error: Option<VendorError>,
     pub retry_after_s: f64,
     pub retry_after_source: RetryAfterSource,
     pub retry_after_raw: Option<String>,
-    /// When the throttling response was received (UTC).
+    /// The server's `Date` (UTC), against which an HTTP-date Retry-After
+    /// is measured; `None` when it sent none (then the local clock is used).
+    pub server_date: Option<String>,
+    /// Server clock minus local clock at receipt, in seconds.
+    pub clock_skew_s: Option<f64>,
+    pub vendor_execution_id: Option<String>,
+    /// When the throttling response was received (UTC, local clock).
     pub compliance_timestamp: String,
     /// No request on this quota, from any worker, before this instant.
     pub resume_not_before: String,
@@ -41,6 +54,7 @@ pub struct RetryScheduled {
     pub url: String,
     pub reason: String,
     pub backoff_s: f64,
+    pub vendor_execution_id: Option<String>,
     pub compliance_timestamp: String,
 }
 
@@ -66,6 +80,9 @@ pub struct PageCommitted {
     pub cursor_before: serde_json::Value,
     pub cursor_after: serde_json::Value,
     pub quota_headers: BTreeMap<String, String>,
+    /// Vault `WARNING` responses: the warnings, kept with the page.
+    pub vendor_warnings: Vec<VendorMessage>,
+    pub vendor_execution_id: Option<String>,
 }
 
 impl AuditEvent for PageCommitted {
@@ -73,7 +90,7 @@ impl AuditEvent for PageCommitted {
 }
 
 /// A response that ends the stream without a commit.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Default, Serialize)]
 pub struct RequestFailed {
     pub stream: String,
     pub request_id: String,
@@ -83,10 +100,50 @@ pub struct RequestFailed {
     pub reason: String,
     pub payload_sha256: Option<String>,
     pub quarantined: Option<String>,
+    /// What the vendor said in the body (its type or reason code).
+    pub vendor_error: Option<VendorError>,
+    pub vendor_execution_id: Option<String>,
 }
 
 impl AuditEvent for RequestFailed {
     const NAME: &'static str = "request_failed";
+}
+
+/// A credential was obtained for the run: a Vault login or a credential
+/// helper's token. Never the credential itself.
+#[derive(Debug, Serialize)]
+pub struct SessionStarted {
+    pub stream: String,
+    pub request_id: String,
+    pub scheme: &'static str,
+    /// Counts credentials within the run: 1 for the first.
+    pub generation: u64,
+    /// Where the login form went (path on the data origin), if one was sent.
+    pub login_path: Option<String>,
+    pub vendor_execution_id: Option<String>,
+}
+
+impl AuditEvent for SessionStarted {
+    const NAME: &'static str = "session_started";
+}
+
+/// The EDC refused the credential in use (HTTP 401 or Vault
+/// `INVALID_SESSION_ID`); a new one was obtained and the same request is
+/// repeated once.
+#[derive(Debug, Serialize)]
+pub struct SessionRenewed {
+    pub stream: String,
+    pub request_id: String,
+    pub scheme: &'static str,
+    pub generation: u64,
+    pub refused_generation: u64,
+    pub reason: String,
+    pub login_path: Option<String>,
+    pub vendor_execution_id: Option<String>,
+}
+
+impl AuditEvent for SessionRenewed {
+    const NAME: &'static str = "session_renewed";
 }
 
 /// The retry budget or the maximum wait is spent: exit 75, cursor unchanged.

@@ -12,6 +12,8 @@
 
 pub mod events;
 mod fence;
+mod session;
+mod vendor;
 
 pub use fence::{FenceError, FencedLock};
 
@@ -24,11 +26,12 @@ use reqwest::{StatusCode, Url};
 
 use crate::audit::{now_rfc3339, AuditError, RunId, SharedAudit};
 use crate::config::{PayloadFormat, Policy, StreamSpec};
+use crate::edc::dialect::{self, NotAPage, VendorError};
 use crate::edc::paging::{self, PagingError};
-use crate::edc::payload;
-use crate::edc::retry_after::{self, RetryAfter};
-use crate::edc::{FetchError, ReadOnlyClient, Reply};
-use crate::limiter::{AcquireError, Limiter, Pacer, PacerError};
+use crate::edc::payload::{self, InvalidPayload, PageSummary};
+use crate::edc::retry_after::{self, RetryAfter, RetryAfterSource};
+use crate::edc::{AuthError, FetchError, ReadOnlyClient, Reply, ResponseMeta, ERROR_BODY_CAP};
+use crate::limiter::{AcquireError, Limiter, Pacer, PacerError, Permit};
 use crate::store::{
     Cursor, CursorStore, LandingStore, LockError, ManifestEntry, PageAdvance, RunLock, StoreError,
     StreamLocked,
@@ -52,12 +55,22 @@ pub enum SyncError {
         attempts: u32,
         detail: String,
     },
-    /// 401 / 403 (exit 77).
-    #[error("{stream}: GET {url} answered {status}: check the token named by token_env")]
+    /// 401 / 403, or a vendor's refusal in the body (exit 77). `hint`
+    /// names the credential variables of the scheme in use.
+    #[error("{stream}: {detail}: {hint}")]
     Permission {
         stream: String,
-        status: u16,
-        url: String,
+        detail: String,
+        hint: String,
+    },
+    /// No credential could be obtained: the login was refused or the
+    /// helper failed (77), the login endpoint is down (69), or it answered
+    /// something that is not a login response (65).
+    #[error("{stream}: {error}; {hint}")]
+    Credential {
+        stream: String,
+        hint: String,
+        error: AuthError,
     },
     /// Another 4xx, an invalid payload, a bad next link (exit 65).
     #[error("{stream}: {reason}")]
@@ -169,6 +182,8 @@ pub struct StreamReport {
     /// Wall time spent making pages durable (landing fsync + rename,
     /// manifest, audit line, cursor replace): the price of invariant 2.
     pub durable_commit: Duration,
+    /// Server clock minus local clock at the last response with a `Date`.
+    pub clock_skew_s: Option<f64>,
 }
 
 /// Everything one stream's loop needs.
@@ -192,6 +207,9 @@ enum Attempt {
     Committed { next: Option<Url>, cursor: Box<Cursor> },
     /// Worth another attempt after a wait that is already audited.
     Retry { wait: Duration, reason: String },
+    /// The EDC refused credential generation `refused`: renew once and
+    /// repeat the same request (not counted against the retry budget).
+    Renew { refused: u64, reason: String },
 }
 
 struct Loop<'a, P: Pacer> {
@@ -203,6 +221,8 @@ struct Loop<'a, P: Pacer> {
     report: StreamReport,
     requests: u64,
     fenced: Option<FencedLock>,
+    /// A clock-skew warning was logged for this stream already.
+    skew_warned: bool,
 }
 
 /// Runs one stream until its window is complete, `max_pages` is reached, or
@@ -248,6 +268,7 @@ pub async fn run_stream<P: Pacer>(job: &StreamJob<P>) -> Result<StreamReport, Sy
         report,
         requests: 0,
         fenced,
+        skew_warned: false,
     };
     let result = l.pages().await;
     if let Some(fenced) = l.fenced.take() {
@@ -361,7 +382,9 @@ impl<P: Pacer> Loop<'_, P> {
         }
     }
 
-    /// One page, with up to `max_retry_attempts` attempts.
+    /// One page, with up to `max_retry_attempts` attempts. A refused
+    /// session is renewed once per page without spending an attempt; a
+    /// second refusal of the same page is exit 77.
     async fn page_with_retries(
         &mut self,
         url: &Url,
@@ -369,7 +392,9 @@ impl<P: Pacer> Loop<'_, P> {
     ) -> Result<(Option<Url>, Cursor), SyncError> {
         let budget = self.job.policy.max_retry_attempts;
         let mut last_reason = String::new();
-        for attempt in 1..=budget {
+        let mut renewed = false;
+        let mut attempt = 1;
+        while attempt <= budget {
             self.requests += 1;
             let request_id = format!("{}:{}:{}", self.run_id, self.name, self.requests);
             match self.attempt(url, &cursor, &request_id, attempt, budget).await? {
@@ -379,6 +404,19 @@ impl<P: Pacer> Loop<'_, P> {
                     if attempt < budget {
                         self.sleep(wait).await?;
                     }
+                    attempt += 1;
+                }
+                Attempt::Renew { refused, reason } if !renewed => {
+                    renewed = true;
+                    self.renew(refused, url, &cursor, &request_id, attempt, reason)
+                        .await?;
+                }
+                Attempt::Renew { reason, .. } => {
+                    return Err(SyncError::Permission {
+                        stream: self.name.clone(),
+                        detail: format!("GET {url}: the renewed credential was refused too ({reason})"),
+                        hint: self.job.policy.auth.hint(),
+                    });
                 }
             }
         }
@@ -431,6 +469,25 @@ impl<P: Pacer> Loop<'_, P> {
         base.saturating_mul(1u32 << (attempt - 1).min(16)).min(cap)
     }
 
+    /// A slot in the quota, or why there is none: a stop request, or a
+    /// slot further away than `max_wait_s` (audited, exit 75).
+    async fn permit(&mut self, url: &Url, cursor: &Cursor, attempt: u32) -> Result<Permit<P>, SyncError> {
+        let job = self.job;
+        let acquired = tokio::select! {
+            acquired = job.limiter.acquire() => acquired,
+            _ = job.options.interrupt.wait() => return Err(SyncError::Interrupted { stream: self.name.clone() }),
+        };
+        match acquired {
+            Ok(p) => Ok(p),
+            Err(AcquireError::WaitTooLong { wait, horizon, .. }) => {
+                let reason =
+                    format!("the quota's next slot is {wait:?} away, beyond max_wait_s ({horizon:?})");
+                self.exhausted(url, attempt, reason, cursor, Spent::Quota).await
+            }
+            Err(AcquireError::Pacer(e)) => Err(e.into()),
+        }
+    }
+
     async fn attempt(
         &mut self,
         url: &Url,
@@ -440,19 +497,8 @@ impl<P: Pacer> Loop<'_, P> {
         budget: u32,
     ) -> Result<Attempt, SyncError> {
         let job = self.job;
-        let acquired = tokio::select! {
-            acquired = job.limiter.acquire() => acquired,
-            _ = job.options.interrupt.wait() => return Err(SyncError::Interrupted { stream: self.name.clone() }),
-        };
-        let permit = match acquired {
-            Ok(p) => p,
-            Err(AcquireError::WaitTooLong { wait, horizon, .. }) => {
-                let reason =
-                    format!("the quota's next slot is {wait:?} away, beyond max_wait_s ({horizon:?})");
-                return self.exhausted(url, attempt, reason, cursor, Spent::Quota).await;
-            }
-            Err(AcquireError::Pacer(e)) => return Err(e.into()),
-        };
+        self.ensure_credential(url, cursor, request_id, attempt).await?;
+        let permit = self.permit(url, cursor, attempt).await?;
         let sent = job.client.get(url).await;
         let reply = match sent {
             Ok(reply) => reply,
@@ -463,43 +509,74 @@ impl<P: Pacer> Loop<'_, P> {
                     .await;
             }
         };
+        self.note_clock(&reply.meta);
         let status = reply.status;
-        if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
+        if status.is_success() {
+            let result = self.land(url, cursor, request_id, attempt, reply).await;
             let _ = permit.release().await;
-            return self.throttled(url, cursor, request_id, attempt, reply).await;
+            return result;
         }
-        if status.is_server_error() {
-            let _ = permit.release().await;
+        let meta = reply.meta.clone();
+        let vendor = match job.policy.dialect {
+            crate::config::Dialect::Generic => None,
+            dialect => dialect::in_error_body(dialect, &reply.error_body(ERROR_BODY_CAP).await),
+        };
+        let _ = permit.release().await;
+        if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
             return self
-                .retry_later(url, request_id, attempt, format!("status {status}"))
+                .throttled(url, cursor, request_id, attempt, &meta, None)
                 .await;
         }
-        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
-            let _ = permit.release().await;
-            self.failed(
-                url,
-                request_id,
-                attempt,
-                Some(status.as_u16()),
-                format!("status {status}"),
-            )
-            .await?;
-            return Err(SyncError::Permission {
-                stream: self.name.clone(),
-                status: status.as_u16(),
-                url: url.to_string(),
+        if let Some(error) = vendor {
+            return self
+                .vendor_error(url, cursor, request_id, attempt, &meta, error)
+                .await;
+        }
+        if status.is_server_error() {
+            return self
+                .retry_later(
+                    url,
+                    request_id,
+                    attempt,
+                    format!("status {status}"),
+                    meta.execution_id,
+                )
+                .await;
+        }
+        if status == StatusCode::UNAUTHORIZED && job.client.renewable() {
+            return Ok(Attempt::Renew {
+                refused: meta.credential_generation,
+                reason: format!("HTTP {}", status.as_u16()),
             });
         }
-        if !status.is_success() {
-            let _ = permit.release().await;
-            let reason = format!("GET {url} answered {status}");
-            self.failed(url, request_id, attempt, Some(status.as_u16()), reason.clone())
-                .await?;
-            return Err(self.rejected(reason));
+        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+            let detail = format!("GET {url} answered {status}");
+            return self.refused(url, request_id, attempt, &meta, None, detail).await;
         }
-        let result = self.land(url, cursor, request_id, attempt, reply).await;
-        let _ = permit.release().await;
-        result
+        let reason = format!("GET {url} answered {status}");
+        self.record_failure(url, request_id, attempt, &meta, None, reason.clone())
+            .await?;
+        Err(self.rejected(reason))
+    }
+
+    /// Keeps the server-vs-local clock difference for metrics, and warns
+    /// once per stream when it exceeds `clock_skew_warn_s`: a pacer on a
+    /// drifting clock trips the remote limit while looking compliant.
+    fn note_clock(&mut self, meta: &ResponseMeta) {
+        let Some(skew) = meta.clock_skew_s() else { return };
+        self.report.clock_skew_s = Some(skew);
+        let bound = self.job.policy.clock_skew_warn.as_secs_f64();
+        if skew.abs() > bound && !self.skew_warned {
+            self.skew_warned = true;
+            tracing::warn!(
+                stream = %self.name,
+                clock_skew_s = skew,
+                bound_s = bound,
+                "the EDC's clock (Date header) differs from this host's by {skew:+.0} s, more than \
+                 clock_skew_warn_s; Retry-After dates are measured against the server's clock, \
+                 but check NTP on this host"
+            );
+        }
     }
 
     async fn fetch_failed(
@@ -518,7 +595,9 @@ impl<P: Pacer> Loop<'_, P> {
                     .exhausted(url, attempt, reason, cursor, Spent::Unreachable)
                     .await;
             }
-            return self.retry_later(url, request_id, attempt, e.to_string()).await;
+            return self
+                .retry_later(url, request_id, attempt, e.to_string(), None)
+                .await;
         }
         if let FetchError::Sink { .. } = e {
             let error = std::io::Error::other(e.to_string());
@@ -540,6 +619,7 @@ impl<P: Pacer> Loop<'_, P> {
         request_id: &str,
         attempt: u32,
         reason: String,
+        vendor_execution_id: Option<String>,
     ) -> Result<Attempt, SyncError> {
         let wait = self.backoff(attempt);
         let event = RetryScheduled {
@@ -549,6 +629,7 @@ impl<P: Pacer> Loop<'_, P> {
             url: url.to_string(),
             reason: reason.clone(),
             backoff_s: wait.as_secs_f64(),
+            vendor_execution_id,
             compliance_timestamp: now_rfc3339(),
         };
         self.job.audit.record(event).await?;
@@ -560,40 +641,68 @@ impl<P: Pacer> Loop<'_, P> {
         Ok(Attempt::Retry { wait, reason })
     }
 
-    /// 429 / 503: audit (fsynced), pause the whole quota, then the caller sleeps.
+    /// 429 / 503, or the vendor's throttle in a body: audit (fsynced),
+    /// pause the whole quota, then the caller sleeps.
+    ///
+    /// An HTTP-date `Retry-After` is measured against the response's own
+    /// `Date` when it has one, so a host whose clock is minutes off still
+    /// waits exactly the interval the server asked for.
     async fn throttled(
         &mut self,
         url: &Url,
         cursor: &Cursor,
         request_id: &str,
         attempt: u32,
-        reply: Reply,
+        meta: &ResponseMeta,
+        vendor: Option<VendorError>,
     ) -> Result<Attempt, SyncError> {
         let policy = &self.job.policy;
-        let values: Vec<&[u8]> = reply.retry_after.iter().map(Vec::as_slice).collect();
-        let RetryAfter { wait, source, raw } =
-            retry_after::parse(&values, reply.received_at, policy.default_retry_after);
-        let received = humantime::format_rfc3339_millis(reply.received_at).to_string();
-        let resume = reply
+        let values: Vec<&[u8]> = meta.retry_after.iter().map(Vec::as_slice).collect();
+        let server_now = meta.server_date.unwrap_or(meta.received_at);
+        let RetryAfter {
+            wait,
+            mut source,
+            raw,
+        } = retry_after::parse(&values, server_now, policy.default_retry_after);
+        if vendor.is_some() && source == RetryAfterSource::Absent {
+            source = RetryAfterSource::VendorBody;
+        }
+        let received = humantime::format_rfc3339_millis(meta.received_at).to_string();
+        let resume = meta
             .received_at
             .checked_add(wait)
             .map(|t| humantime::format_rfc3339_millis(t).to_string());
+        let signal = if vendor.is_some() {
+            "vendor_body"
+        } else {
+            "http_status"
+        };
+        let reason = match &vendor {
+            Some(v) => format!("{} in the body, Retry-After {source}", v.code),
+            None => format!("{} with Retry-After {source}", meta.status.as_u16()),
+        };
         let event = RateLimited {
             stream: self.name.clone(),
             request_id: request_id.to_string(),
             attempt,
-            status: reply.status.as_u16(),
+            status: meta.status.as_u16(),
             url: url.to_string(),
+            signal,
+            vendor_error: vendor,
             retry_after_s: wait.as_secs_f64(),
             retry_after_source: source,
             retry_after_raw: raw,
+            server_date: meta
+                .server_date
+                .map(|d| humantime::format_rfc3339_seconds(d).to_string()),
+            clock_skew_s: meta.clock_skew_s(),
+            vendor_execution_id: meta.execution_id.clone(),
             compliance_timestamp: received,
             resume_not_before: resume.unwrap_or_else(|| "never".into()),
             quota: self.job.limiter.quota().key().to_string(),
-            quota_headers: reply.quota_headers.clone(),
+            quota_headers: meta.quota_headers.clone(),
         };
         self.job.audit.record(event).await?;
-        let reason = format!("{} with Retry-After {source}", reply.status.as_u16());
         if wait > policy.max_wait {
             let why = format!(
                 "Retry-After of {wait:?} exceeds max_wait_s ({:?})",
@@ -604,13 +713,10 @@ impl<P: Pacer> Loop<'_, P> {
         self.job.limiter.pause(wait).await?;
         self.report.waits.push(Wait {
             kind: WaitKind::Throttled,
-            reason,
+            reason: reason.clone(),
             seconds: wait.as_secs_f64(),
         });
-        Ok(Attempt::Retry {
-            wait,
-            reason: format!("status {}", reply.status.as_u16()),
-        })
+        Ok(Attempt::Retry { wait, reason })
     }
 
     async fn failed(
@@ -628,8 +734,7 @@ impl<P: Pacer> Loop<'_, P> {
             url: url.to_string(),
             status,
             reason,
-            payload_sha256: None,
-            quarantined: None,
+            ..RequestFailed::default()
         };
         self.job.audit.record(event).await?;
         Ok(())
@@ -665,12 +770,14 @@ impl<P: Pacer> Loop<'_, P> {
                 return Err(self.rejected(reason));
             }
         }
+        let meta = reply.meta.clone();
         let page = Received {
             url: url.clone(),
             page_url: reply.url.clone(),
             status: reply.status.as_u16(),
             links: reply.link.clone(),
             quota_headers: reply.quota_headers.clone(),
+            execution_id: reply.execution_id.clone(),
             request_id: request_id.to_string(),
             attempt,
         };
@@ -682,7 +789,9 @@ impl<P: Pacer> Loop<'_, P> {
             Err(e) => {
                 temp.discard();
                 if e.is_transient() {
-                    return self.retry_later(url, request_id, attempt, e.to_string()).await;
+                    return self
+                        .retry_later(url, request_id, attempt, e.to_string(), meta.execution_id)
+                        .await;
                 }
                 let reason = e.to_string();
                 self.failed(url, request_id, attempt, Some(page.status), reason.clone())
@@ -690,9 +799,25 @@ impl<P: Pacer> Loop<'_, P> {
                 return Err(self.rejected(reason));
             }
         };
+        // Validation reads the temp file: blocking work, off the runtime.
+        let summary = match tokio::task::block_in_place(|| self.check_page(&mut temp))? {
+            Ok(summary) => summary,
+            Err(NotAPage::Vendor(error)) => {
+                temp.discard();
+                return self
+                    .vendor_error(url, cursor, request_id, attempt, &meta, error)
+                    .await;
+            }
+            Err(NotAPage::Invalid(invalid)) => {
+                return Err(tokio::task::block_in_place(|| {
+                    self.quarantine(&page, temp, &digest, invalid)
+                }));
+            }
+        };
         // Everything from here to the cursor is local file work with fsyncs:
         // one hand-off to a blocking thread for the whole sequence.
-        let committed = tokio::task::block_in_place(|| self.commit_page(&page, cursor, temp, &digest))?;
+        let committed =
+            tokio::task::block_in_place(|| self.commit_page(&page, cursor, temp, &digest, summary))?;
         self.report.pages += 1;
         self.report.records += committed.records;
         self.report.bytes += digest.bytes;
@@ -709,41 +834,69 @@ impl<P: Pacer> Loop<'_, P> {
         })
     }
 
-    /// Validates a received page and makes it durable: landing file (fsync,
-    /// rename, directory fsync), manifest line, `page_committed` audit line,
-    /// and last the cursor. Blocking; called once per page.
+    /// Validates a received body and judges it under the policy's dialect:
+    /// a page, or a vendor error or invalid payload that is never landed.
+    fn check_page(
+        &self,
+        temp: &mut crate::store::LandingTemp,
+    ) -> Result<Result<PageSummary, NotAPage>, SyncError> {
+        let delta = &self.job.policy.delta;
+        let reader = temp.reader()?;
+        Ok(payload::validate(delta, reader)
+            .map_err(NotAPage::Invalid)
+            .and_then(|page| {
+                let records = delta.records_pointer.as_deref().unwrap_or("/data");
+                dialect::judge(self.job.policy.dialect, delta.format, records, page)
+            }))
+    }
+
+    /// An invalid payload: moved to `quarantine/` for investigation,
+    /// audited, and the stream stops (65). Returns the error to stop with.
+    fn quarantine(
+        &mut self,
+        page: &Received,
+        temp: crate::store::LandingTemp,
+        digest: &crate::edc::BodyDigest,
+        invalid: InvalidPayload,
+    ) -> SyncError {
+        let url = &page.url;
+        let quarantine = self.landing.dir().join("quarantine");
+        let name = format!("{}.{}.invalid", digest.sha256, self.run_id);
+        let moved = temp
+            .quarantine(&quarantine, &name)
+            .ok()
+            .map(|p| p.display().to_string());
+        let recorded = self.job.audit.record_blocking(&RequestFailed {
+            stream: self.name.clone(),
+            request_id: page.request_id.clone(),
+            attempt: page.attempt,
+            url: url.to_string(),
+            status: Some(page.status),
+            reason: invalid.to_string(),
+            payload_sha256: Some(digest.sha256.clone()),
+            quarantined: moved,
+            vendor_execution_id: page.execution_id.clone(),
+            ..RequestFailed::default()
+        });
+        match recorded {
+            Ok(_) => self.rejected(format!("GET {url}: {invalid}; nothing was committed")),
+            Err(e) => e.into(),
+        }
+    }
+
+    /// Makes a checked page durable: landing file (fsync, rename,
+    /// directory fsync), manifest line, `page_committed` audit line, and
+    /// last the cursor. Blocking; called once per page.
     fn commit_page(
         &mut self,
         page: &Received,
         cursor: &Cursor,
-        mut temp: crate::store::LandingTemp,
+        temp: crate::store::LandingTemp,
         digest: &crate::edc::BodyDigest,
+        summary: PageSummary,
     ) -> Result<CommittedPage, SyncError> {
         let job = self.job;
         let url = &page.url;
-        let reader = temp.reader()?;
-        let summary = match payload::validate(&job.policy.delta, reader) {
-            Ok(s) => s,
-            Err(invalid) => {
-                let quarantine = self.landing.dir().join("quarantine");
-                let name = format!("{}.{}.invalid", digest.sha256, self.run_id);
-                let moved = temp
-                    .quarantine(&quarantine, &name)
-                    .ok()
-                    .map(|p| p.display().to_string());
-                job.audit.record_blocking(&RequestFailed {
-                    stream: self.name.clone(),
-                    request_id: page.request_id.clone(),
-                    attempt: page.attempt,
-                    url: url.to_string(),
-                    status: Some(page.status),
-                    reason: invalid.to_string(),
-                    payload_sha256: Some(digest.sha256.clone()),
-                    quarantined: moved,
-                })?;
-                return Err(self.rejected(format!("GET {url}: {invalid}; nothing was committed")));
-            }
-        };
         let next = match paging::next_page(
             job.client.origin(),
             &job.policy.delta.paging,
@@ -763,7 +916,8 @@ impl<P: Pacer> Loop<'_, P> {
                     status: Some(page.status),
                     reason: reason.clone(),
                     payload_sha256: Some(digest.sha256.clone()),
-                    quarantined: None,
+                    vendor_execution_id: page.execution_id.clone(),
+                    ..RequestFailed::default()
                 })?;
                 return Err(self.rejected(reason));
             }
@@ -816,6 +970,8 @@ impl<P: Pacer> Loop<'_, P> {
             cursor_before: cursor.to_json(),
             cursor_after: after.to_json(),
             quota_headers: page.quota_headers.clone(),
+            vendor_warnings: summary.envelope.warnings.clone(),
+            vendor_execution_id: page.execution_id.clone(),
         })?;
         if !job.options.dry_run {
             if let Some(fenced) = &self.fenced {
@@ -888,6 +1044,7 @@ struct Received {
     status: u16,
     links: Vec<String>,
     quota_headers: std::collections::BTreeMap<String, String>,
+    execution_id: Option<String>,
     request_id: String,
     attempt: u32,
 }

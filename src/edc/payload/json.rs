@@ -7,7 +7,7 @@ use std::io::Read;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::{CursorValue, InvalidPayload, PageSummary};
+use super::{CursorValue, Envelope, InvalidPayload, PageSummary, VendorMessage};
 
 /// Splits an RFC 6901 pointer into unescaped tokens.
 fn tokens(pointer: &str) -> Vec<String> {
@@ -30,6 +30,7 @@ struct Found {
     next: Option<Option<String>>,
     high_water: Option<CursorValue>,
     error: Option<String>,
+    envelope: Envelope,
 }
 
 /// Validates a JSON page and summarises it.
@@ -57,14 +58,74 @@ pub fn scan(
     if let Some(error) = found.error {
         return Err(InvalidPayload::json(error));
     }
-    let records = found
-        .records
-        .ok_or_else(|| InvalidPayload::json(format!("no records array at {records_pointer}")))?;
+    // A vendor's failure document has no records array; whether that is
+    // an error or a vendor error is for the dialect to say (`payload::validate`).
+    if found.records.is_none() && !found.envelope.reports_failure() {
+        return Err(InvalidPayload::json(format!(
+            "no records array at {records_pointer}"
+        )));
+    }
     Ok(PageSummary {
-        records,
+        records: found.records.unwrap_or(0),
+        records_found: found.records.is_some(),
         next_link: found.next.flatten().filter(|s| !s.is_empty()),
         high_water: found.high_water,
+        envelope: found.envelope,
     })
+}
+
+/// The top-level members in which Vault says how a request went (Vault
+/// REST API reference, "Errors": `responseStatus`, `errors[{type,
+/// message}]`; WARNING responses carry `warnings` the same way).
+fn envelope_member(path: &[String]) -> Option<&str> {
+    match path {
+        [one] if matches!(one.as_str(), "responseStatus" | "errors" | "warnings") => Some(one.as_str()),
+        _ => None,
+    }
+}
+
+/// The envelope of a small error document (an HTTP 4xx/5xx body, already
+/// capped in size); `None` when it is not a JSON object.
+pub fn envelope_of(bytes: &[u8]) -> Option<Envelope> {
+    let serde_json::Value::Object(mut map) = serde_json::from_slice(bytes).ok()? else {
+        return None;
+    };
+    Some(Envelope {
+        status: map
+            .get("responseStatus")
+            .and_then(serde_json::Value::as_str)
+            .map(|s| s.chars().take(32).collect()),
+        errors: map.remove("errors").map(messages).unwrap_or_default(),
+        warnings: map.remove("warnings").map(messages).unwrap_or_default(),
+        ..Envelope::default()
+    })
+}
+
+/// Vendor messages are short; longer ones are cut, never quoted whole.
+const MESSAGE_MAX: usize = 200;
+
+fn messages(value: serde_json::Value) -> Vec<VendorMessage> {
+    let serde_json::Value::Array(items) = value else {
+        return Vec::new();
+    };
+    items
+        .into_iter()
+        .take(20)
+        .map(|item| {
+            let text = |k: &str| {
+                item.get(k)
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default()
+                    .chars()
+                    .take(MESSAGE_MAX)
+                    .collect::<String>()
+            };
+            VendorMessage {
+                kind: text("type"),
+                message: text("message"),
+            }
+        })
+        .collect()
 }
 
 /// A value at `path`.
@@ -96,6 +157,16 @@ impl<'de> DeserializeSeed<'de> for Node<'_> {
             let next: Option<String> = de::Deserialize::deserialize(d)
                 .map_err(|_| de::Error::custom("the next-page value must be a string or null"))?;
             self.found.next = Some(next);
+            Ok(())
+        } else if let Some(member) = envelope_member(&self.path) {
+            let value: serde_json::Value = de::Deserialize::deserialize(d)?;
+            match member {
+                "responseStatus" => {
+                    self.found.envelope.status = value.as_str().map(|s| s.chars().take(32).collect())
+                }
+                "errors" => self.found.envelope.errors = messages(value),
+                _ => self.found.envelope.warnings = messages(value),
+            }
             Ok(())
         } else if self.is_prefix_of_a_target() {
             d.deserialize_any(self)
@@ -315,6 +386,19 @@ mod tests {
         }
         let invalid_utf8: &[u8] = b"{\"data\":[{\"modified_date__v\":\"\xff\"}]}";
         assert!(scan(invalid_utf8, "/data", None, "modified_date__v").is_err());
+    }
+
+    #[test]
+    fn the_vault_envelope_is_read_and_a_failure_needs_no_records() {
+        let s = run(r#"{"responseStatus":"FAILURE","errors":[{"type":"INVALID_SESSION_ID","message":"Invalid or expired session ID."}]}"#).unwrap();
+        assert!(!s.records_found);
+        assert_eq!(s.envelope.status.as_deref(), Some("FAILURE"));
+        assert_eq!(s.envelope.errors[0].kind, "INVALID_SESSION_ID");
+        let w = run(r#"{"responseStatus":"WARNING","warnings":[{"type":"W","message":"m"}],"data":[{}]}"#)
+            .unwrap();
+        assert_eq!((w.records, w.envelope.warnings.len()), (1, 1));
+        // SUCCESS without records is still not a page.
+        assert!(run(r#"{"responseStatus":"SUCCESS"}"#).is_err());
     }
 
     #[test]

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{Delta, PayloadFormat};
 
-pub use json::scan as scan_json;
+pub use json::{envelope_of as json_envelope_of, scan as scan_json};
 pub use odm::scan as scan_odm;
 
 /// Why a page is not a valid payload.
@@ -71,16 +71,60 @@ impl CursorValue {
     }
 }
 
+/// One `{type, message}` a vendor reported (message cut to 200 characters).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct VendorMessage {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub message: String,
+}
+
+/// A Rave `<Response>` document: what RWS answers instead of data when a
+/// request fails (mdsol/rwslib `RWSErrorResponse`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RaveResponse {
+    pub reason_code: Option<String>,
+    pub message: Option<String>,
+    pub is_transaction_successful: Option<String>,
+}
+
+/// What the vendor said about the request inside the body, as opposed to
+/// the data. Read for every page; the policy's dialect decides what it means.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Envelope {
+    /// Vault `responseStatus`: SUCCESS | WARNING | FAILURE | EXCEPTION.
+    pub status: Option<String>,
+    pub errors: Vec<VendorMessage>,
+    pub warnings: Vec<VendorMessage>,
+    /// Rave: the root was `<Response>`, not `<ODM>`.
+    pub rave_response: Option<RaveResponse>,
+    /// Rave: `mdsol:ErrorDescription` on the ODM root (mdsol/rwslib `RWSError`).
+    pub rave_error_description: Option<String>,
+}
+
+impl Envelope {
+    /// Vault said FAILURE or EXCEPTION.
+    pub fn reports_failure(&self) -> bool {
+        matches!(self.status.as_deref(), Some("FAILURE" | "EXCEPTION"))
+    }
+}
+
 /// What a valid page holds, as far as paging and the audit trail care.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PageSummary {
     /// Records on the page (JSON: the records array; ODM: AuditRecords, or
     /// SubjectData when there are none).
     pub records: u64,
+    /// False when a JSON document had no records array (a vendor failure).
+    #[serde(skip)]
+    pub records_found: bool,
     /// JSON: the value at the next-page pointer, if any.
     pub next_link: Option<String>,
     /// JSON: the largest `cursor_field`; ODM: the largest `SourceID`.
     pub high_water: Option<CursorValue>,
+    /// What the vendor said besides the data.
+    #[serde(skip)]
+    pub envelope: Envelope,
 }
 
 /// Validates a page of `delta`'s format read from `reader`.
@@ -103,8 +147,14 @@ pub fn validate(delta: &Delta, reader: impl Read) -> Result<PageSummary, Invalid
                 } else {
                     odm.subject_data
                 },
+                records_found: true,
                 next_link: None,
                 high_water: odm.max_source_id.map(|id| CursorValue::Number(id.into())),
+                envelope: Envelope {
+                    rave_response: odm.rave_response,
+                    rave_error_description: odm.error_description,
+                    ..Envelope::default()
+                },
             })
         }
     }

@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, Read};
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::Reader;
 
-use super::InvalidPayload;
+use super::{InvalidPayload, RaveResponse};
 
 const ODM_NS: &[u8] = b"http://www.cdisc.org/ns/odm/v1.3";
 
@@ -23,6 +23,10 @@ pub struct OdmSummary {
     pub subject_data: u64,
     pub audit_records: u64,
     pub max_source_id: Option<u64>,
+    /// The root was Rave's `<Response>` (an error or acknowledgement, never data).
+    pub rave_response: Option<RaveResponse>,
+    /// `mdsol:ErrorDescription` on the ODM root: Rave reporting an error.
+    pub error_description: Option<String>,
 }
 
 /// Validates an ODM document and counts its records.
@@ -149,7 +153,33 @@ fn attribute(e: &BytesStart, name: &[u8]) -> Result<Option<String>, InvalidPaylo
     Ok(None)
 }
 
+/// An attribute by local name, whatever its prefix (`mdsol:` is usual).
+fn attribute_local(e: &BytesStart, local: &[u8]) -> Result<Option<String>, InvalidPayload> {
+    for attr in e.attributes() {
+        let attr = attr.map_err(|e| InvalidPayload::odm(format!("bad attribute: {e}")))?;
+        if attr.key.local_name().as_ref() == local {
+            let value = attr
+                .unescape_value()
+                .map_err(|e| InvalidPayload::odm(format!("bad attribute value: {e}")))?;
+            return Ok(Some(value.chars().take(200).collect()));
+        }
+    }
+    Ok(None)
+}
+
 fn check_root(e: &BytesStart, summary: &mut OdmSummary) -> Result<(), InvalidPayload> {
+    // Rave Web Services answers a failed request with `<Response
+    // ReasonCode="RWS000nn" ErrorClientResponseMessage="..."/>` (mdsol/rwslib
+    // `RWSErrorResponse`): recorded here, judged by the policy's dialect.
+    if e.local_name().as_ref() == b"Response" {
+        summary.rave_response = Some(RaveResponse {
+            reason_code: attribute(e, b"ReasonCode")?,
+            message: attribute_local(e, b"ErrorClientResponseMessage")?,
+            is_transaction_successful: attribute(e, b"IsTransactionSuccessful")?,
+        });
+        return Ok(());
+    }
+    summary.error_description = attribute_local(e, b"ErrorDescription")?;
     if e.local_name().as_ref() != b"ODM" {
         let name = String::from_utf8_lossy(e.name().as_ref()).into_owned();
         return Err(InvalidPayload::odm(format!(
@@ -250,6 +280,21 @@ mod tests {
                 err.detail
             );
         }
+    }
+
+    #[test]
+    fn rave_error_documents_are_recorded() {
+        // mdsol/rwslib rwsobjects.RWSError and RWSErrorResponse docstrings.
+        let odm = r#"<?xml version="1.0" encoding="utf-8"?><ODM xmlns:mdsol="http://www.mdsol.com/ns/odm/metadata" FileType="Snapshot" CreationDateTime="2013-04-08T10:28:49.578-00:00" FileOID="4d13722a-ceb6-4419-a917-b6ad5d0bc30e" ODMVersion="1.3" mdsol:ErrorDescription="Incorrect login and password combination. [RWS00008]" xmlns="http://www.cdisc.org/ns/odm/v1.3" />"#;
+        let s = scan(odm.as_bytes()).unwrap();
+        assert_eq!(
+            s.error_description.as_deref(),
+            Some("Incorrect login and password combination. [RWS00008]")
+        );
+        let resp = r#"<Response ReferenceNumber="0b47fe86-542f-4070-9e7d-16396a5ef08a" InboundODMFileOID="Not Supplied" IsTransactionSuccessful="0" ReasonCode="RWS00092" ErrorClientResponseMessage="CRF version not found"></Response>"#;
+        let r = scan(resp.as_bytes()).unwrap().rave_response.unwrap();
+        assert_eq!(r.reason_code.as_deref(), Some("RWS00092"));
+        assert_eq!(r.message.as_deref(), Some("CRF version not found"));
     }
 
     #[test]

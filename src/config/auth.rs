@@ -1,0 +1,224 @@
+//! The `auth` block and `dialect` of a vendor policy: how the tool proves
+//! who it is, and how the vendor says something went wrong.
+//!
+//! Strict like the rest of the file: each scheme names the keys it needs,
+//! and a key the chosen scheme does not read is an error, so a reviewer
+//! never wonders which of two credentials a run used.
+
+use super::policy::{Auth, Dialect, PayloadFormat};
+use super::validate::{env_name, string, Fields, Report};
+use super::yaml::Node;
+
+const SCHEMES: &str = "bearer, basic, vault_session, command";
+
+/// Every key any scheme reads (the first is the selector itself).
+const AUTH_KEYS: [&str; 5] = ["scheme", "username_env", "password_env", "login_path", "command"];
+
+/// The keys each scheme reads inside `auth`, besides `scheme`.
+fn keys_of(scheme: &str) -> &'static [&'static str] {
+    match scheme {
+        "basic" => &["username_env", "password_env"],
+        "vault_session" => &["username_env", "password_env", "login_path"],
+        "command" => &["command"],
+        _ => &[],
+    }
+}
+
+/// Validates `auth` (absent means the user's original schema: a bearer
+/// token from the top-level `token_env`).
+pub(super) fn auth(
+    report: &mut Report,
+    path: Vec<String>,
+    node: Option<(Vec<String>, &Node)>,
+    token_env: (Vec<String>, Option<(Vec<String>, &Node)>),
+) -> Option<Auth> {
+    let (token_path, token_env) = token_env;
+    let scheme_and_fields = match node {
+        None => None,
+        Some((_, node)) => {
+            let mut f = Fields::of(report, path.clone(), node)?;
+            let scheme = f.required(report, "scheme").and_then(|(p, n)| {
+                let s = string(report, &p, n)?;
+                if keys_of(s).is_empty() && s != "bearer" {
+                    report.add(&p, format!("must be one of {SCHEMES}; got {s:?}"));
+                    return None;
+                }
+                Some(s.to_string())
+            });
+            let Some(scheme) = scheme else {
+                f.finish(report, &AUTH_KEYS);
+                return None;
+            };
+            Some((scheme, f))
+        }
+    };
+    let Some((scheme, mut f)) = scheme_and_fields else {
+        // No auth block: bearer, and token_env is required as the user wrote it.
+        return match token_env {
+            Some((p, n)) => env_name(report, &p, n).map(|token_env| Auth::Bearer { token_env }),
+            None => {
+                report.add(
+                    &token_path,
+                    "required key is missing (the default auth scheme, bearer, reads the token from it)",
+                );
+                None
+            }
+        };
+    };
+    let uses = keys_of(&scheme);
+    for key in AUTH_KEYS[1..].iter().filter(|k| !uses.contains(k)) {
+        if f.optional(key).is_some() {
+            report.add(
+                &f.child(key),
+                format!("not used by auth.scheme {scheme} (it reads: {})", reads(&scheme)),
+            );
+        }
+    }
+    let auth = match scheme.as_str() {
+        "bearer" => match token_env {
+            Some((p, n)) => env_name(report, &p, n).map(|token_env| Auth::Bearer { token_env }),
+            None => {
+                report.add(
+                    &token_path,
+                    "required key is missing (auth.scheme bearer reads the token from it)",
+                );
+                None
+            }
+        },
+        other => {
+            if token_env.is_some() {
+                report.add(
+                    &token_path,
+                    format!(
+                        "not used by auth.scheme {other} (it reads: {}); remove it",
+                        reads(other)
+                    ),
+                );
+            }
+            let mut env = |key: &str| f.required(report, key).and_then(|(p, n)| env_name(report, &p, n));
+            match other {
+                "basic" => {
+                    let (username_env, password_env) = (env("username_env"), env("password_env"));
+                    Some(Auth::Basic {
+                        username_env: username_env?,
+                        password_env: password_env?,
+                    })
+                }
+                "vault_session" => {
+                    let (username_env, password_env) = (env("username_env"), env("password_env"));
+                    let login_path = f
+                        .required(report, "login_path")
+                        .and_then(|(p, n)| login_path(report, &p, n));
+                    Some(Auth::VaultSession {
+                        username_env: username_env?,
+                        password_env: password_env?,
+                        login_path: login_path?,
+                    })
+                }
+                _ => f
+                    .required(report, "command")
+                    .and_then(|(p, n)| command(report, &p, n))
+                    .map(|command| Auth::Command { command }),
+            }
+        }
+    };
+    f.finish(report, &AUTH_KEYS);
+    auth
+}
+
+/// What a scheme reads, for messages.
+fn reads(scheme: &str) -> String {
+    match scheme {
+        "bearer" => "token_env".into(),
+        other => keys_of(other)
+            .iter()
+            .map(|k| format!("auth.{k}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+/// A path on the data origin: the login form must never go anywhere else.
+fn login_path(report: &mut Report, path: &[String], node: &Node) -> Option<String> {
+    let s = string(report, path, node)?;
+    let problem = if !s.starts_with('/') {
+        Some("must start with '/' (a path on the base URL's origin)")
+    } else if s.starts_with("//") {
+        Some("must not start with '//' (that names another host)")
+    } else if s.contains(['?', '#', '\\']) || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        Some("must be a plain path: no query, fragment, backslash or whitespace")
+    } else if s.split('/').any(|seg| seg == "..") {
+        Some("must not contain '..'")
+    } else {
+        None
+    };
+    match problem {
+        Some(p) => {
+            report.add(path, format!("{p}, got {s:?}"));
+            None
+        }
+        None => Some(s.to_string()),
+    }
+}
+
+/// `[PROGRAM, ARGS...]`: at least the program, every item a string.
+fn command(report: &mut Report, path: &[String], node: &Node) -> Option<Vec<String>> {
+    let Node::Seq(items) = node else {
+        report.add(
+            path,
+            format!("must be a list [PROGRAM, ARGS...], got {}", node.kind()),
+        );
+        return None;
+    };
+    if items.is_empty() {
+        report.add(path, "must name at least the program to run");
+        return None;
+    }
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let mut p = path.to_vec();
+        p.push(i.to_string());
+        match item {
+            Node::Str(s) if i > 0 || !s.trim().is_empty() => out.push(s.clone()),
+            Node::Str(_) => report.add(&p, "the program must not be empty"),
+            other => report.add(&p, format!("must be a string, got {}", other.kind())),
+        }
+    }
+    (out.len() == items.len()).then_some(out)
+}
+
+/// Validates `dialect` (default generic) against the payload format it
+/// can read: Vault speaks JSON, Rave speaks ODM.
+pub(super) fn dialect(
+    report: &mut Report,
+    node: Option<(Vec<String>, &Node)>,
+    format: Option<PayloadFormat>,
+) -> Option<Dialect> {
+    let Some((path, node)) = node else {
+        return Some(Dialect::Generic);
+    };
+    let dialect = match string(report, &path, node)? {
+        "generic" => Dialect::Generic,
+        "vault" => Dialect::Vault,
+        "rave" => Dialect::Rave,
+        other => {
+            report.add(
+                &path,
+                format!("must be one of generic, vault, rave; got {other:?}"),
+            );
+            return None;
+        }
+    };
+    let needs = match dialect {
+        Dialect::Vault => Some((PayloadFormat::Json, "json")),
+        Dialect::Rave => Some((PayloadFormat::Odm, "odm")),
+        Dialect::Generic => None,
+    };
+    if let (Some((wanted, name)), Some(format)) = (needs, format) {
+        if format != wanted {
+            report.add(&path, format!("this dialect reads delta.format: {name} only"));
+            return None;
+        }
+    }
+    Some(dialect)
+}

@@ -1,0 +1,284 @@
+//! Credentials and the session that carries them.
+//!
+//! Four schemes (`config::Auth`): a bearer token and HTTP Basic are fixed
+//! for the run; a Vault session and a credential helper's token are
+//! *obtained* at run time and *renewed* once when the EDC says the session
+//! is no longer valid. The credential in use has a generation number, so
+//! when several streams see the same expiry only the first renews and the
+//! others simply repeat their request with the new credential.
+//!
+//! Secrets never leave this module except as a sensitive header value:
+//! every value read or obtained is registered with [`crate::redact`], which
+//! scrubs it from every output the tool writes.
+
+use std::process::Stdio;
+use std::sync::RwLock;
+use std::time::Duration;
+
+use reqwest::header::HeaderValue;
+
+use super::secret::Secret;
+use crate::config::{Auth, MissingEnv, Policy};
+
+/// The values behind a policy's `auth` block, read from the environment.
+#[derive(Clone)]
+pub enum Credentials {
+    Bearer(Secret),
+    Basic {
+        username: String,
+        password: Secret,
+    },
+    VaultSession {
+        username: String,
+        password: Secret,
+        login_path: String,
+    },
+    Command {
+        argv: Vec<String>,
+    },
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Credentials({}, ***)", self.scheme())
+    }
+}
+
+impl Credentials {
+    /// Reads the variables `policy.auth` names. Errors name the variable
+    /// and its key, never a value.
+    pub fn from_policy(policy: &Policy) -> Result<Credentials, MissingEnv> {
+        let vendor = &policy.vendor;
+        let read = |name: &crate::config::EnvVarName, key: &str| name.read(&format!("{vendor}.{key}"));
+        let creds = match &policy.auth {
+            Auth::Bearer { token_env } => Credentials::Bearer(Secret::new(read(token_env, "token_env")?)),
+            Auth::Basic {
+                username_env,
+                password_env,
+            } => Credentials::Basic {
+                username: read(username_env, "auth.username_env")?,
+                password: Secret::new(read(password_env, "auth.password_env")?),
+            },
+            Auth::VaultSession {
+                username_env,
+                password_env,
+                login_path,
+            } => Credentials::VaultSession {
+                username: read(username_env, "auth.username_env")?,
+                password: Secret::new(read(password_env, "auth.password_env")?),
+                login_path: login_path.clone(),
+            },
+            Auth::Command { command } => Credentials::Command {
+                argv: command.clone(),
+            },
+        };
+        creds.register_secrets();
+        Ok(creds)
+    }
+
+    /// A bearer token (the simulator's, in tests, the demo and the OQ).
+    pub fn bearer(token: impl Into<String>) -> Credentials {
+        let creds = Credentials::Bearer(Secret::new(token));
+        creds.register_secrets();
+        creds
+    }
+
+    pub fn scheme(&self) -> &'static str {
+        match self {
+            Credentials::Bearer(_) => "bearer",
+            Credentials::Basic { .. } => "basic",
+            Credentials::VaultSession { .. } => "vault_session",
+            Credentials::Command { .. } => "command",
+        }
+    }
+
+    /// Whether the credential is obtained (and can be renewed) at run time.
+    pub fn renewable(&self) -> bool {
+        matches!(
+            self,
+            Credentials::VaultSession { .. } | Credentials::Command { .. }
+        )
+    }
+
+    /// Secret material known before the run, for the identifier masker's
+    /// key (see `mask`): never printed, only hashed.
+    pub fn key_material(&self) -> String {
+        match self {
+            Credentials::Bearer(t) => t.expose().to_string(),
+            Credentials::Basic { password, .. } | Credentials::VaultSession { password, .. } => {
+                password.expose().to_string()
+            }
+            Credentials::Command { argv } => argv.join("\0"),
+        }
+    }
+
+    fn register_secrets(&self) {
+        match self {
+            Credentials::Bearer(t) => crate::redact::register_secret(t.expose()),
+            Credentials::Basic { password, .. } | Credentials::VaultSession { password, .. } => {
+                crate::redact::register_secret(password.expose())
+            }
+            Credentials::Command { .. } => {}
+        }
+    }
+
+    /// The header of a fixed scheme; `None` for schemes obtained at run time.
+    fn fixed_header(&self) -> Result<Option<HeaderValue>, AuthError> {
+        match self {
+            Credentials::Bearer(t) => header(&format!("Bearer {}", t.expose()), "the token").map(Some),
+            Credentials::Basic { username, password } => {
+                use base64::Engine;
+                let pair = base64::engine::general_purpose::STANDARD
+                    .encode(format!("{username}:{}", password.expose()).as_bytes());
+                crate::redact::register_secret(&pair);
+                header(&format!("Basic {pair}"), "the username or password").map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+/// A sensitive header value (never printed by reqwest or hyper).
+fn header(value: &str, what: &str) -> Result<HeaderValue, AuthError> {
+    let mut v = HeaderValue::from_str(value).map_err(|_| AuthError::Refused {
+        code: "INVALID_CREDENTIAL".into(),
+        detail: format!("{what} contains characters not allowed in an HTTP header"),
+    })?;
+    v.set_sensitive(true);
+    Ok(v)
+}
+
+/// The credential a request carries, and which generation it is.
+#[derive(Clone)]
+pub struct Credential {
+    pub(super) header: HeaderValue,
+    pub generation: u64,
+}
+
+/// Why a credential could not be had.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AuthError {
+    /// The EDC refused the credential (exit 77).
+    #[error("the EDC refused the login ({code}): {detail}")]
+    Refused { code: String, detail: String },
+    /// The credential helper failed (exit 77).
+    #[error("the credential helper {program:?} failed: {detail}")]
+    Helper { program: String, detail: String },
+    /// The login endpoint could not be reached or answered 5xx (exit 69).
+    #[error("the login endpoint {url} is unavailable: {detail}")]
+    Unavailable { url: String, detail: String },
+    /// The login answer is not what the vendor documents (exit 65).
+    #[error("the login endpoint {url} answered something that is not a Vault login response: {detail}")]
+    Protocol { url: String, detail: String },
+}
+
+/// A credential obtained by a login or the helper.
+#[derive(Debug, Clone)]
+pub struct Obtained {
+    pub generation: u64,
+    /// Where the login form went (path only), for the audit line.
+    pub login_path: Option<String>,
+    /// `X-VaultAPI-ExecutionId` of the login response.
+    pub execution_id: Option<String>,
+}
+
+/// Holds the credential in use and serialises obtaining a new one.
+pub struct Authenticator {
+    pub(super) credentials: Credentials,
+    current: RwLock<Option<Credential>>,
+    obtaining: tokio::sync::Mutex<()>,
+}
+
+impl Authenticator {
+    pub(super) fn new(credentials: Credentials) -> Result<Authenticator, AuthError> {
+        let current = credentials.fixed_header()?.map(|header| Credential {
+            header,
+            generation: 1,
+        });
+        Ok(Authenticator {
+            credentials,
+            current: RwLock::new(current),
+            obtaining: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    pub(super) fn current(&self) -> Option<Credential> {
+        self.current.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Runs `obtain` unless a credential other than `stale` is already
+    /// held (another stream logged in or renewed first): then `None`.
+    pub(super) async fn refresh<F, Fut>(
+        &self,
+        stale: Option<u64>,
+        obtain: F,
+    ) -> Result<Option<Obtained>, AuthError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<(HeaderValue, Option<String>, Option<String>), AuthError>>,
+    {
+        let _one_at_a_time = self.obtaining.lock().await;
+        let held = self.current().map(|c| c.generation);
+        let fresh_enough = match (held, stale) {
+            (Some(_), None) => true,
+            (Some(g), Some(s)) => g != s,
+            (None, _) => false,
+        };
+        if fresh_enough {
+            return Ok(None);
+        }
+        let (header, login_path, execution_id) = obtain().await?;
+        let generation = held.unwrap_or(0) + 1;
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(Credential { header, generation });
+        Ok(Some(Obtained {
+            generation,
+            login_path,
+            execution_id,
+        }))
+    }
+}
+
+/// Runs a credential helper: its stdout (trimmed) is the bearer token.
+/// Stdin is closed; it is killed if it outlives `timeout`.
+pub(super) async fn run_helper(argv: &[String], timeout: Duration) -> Result<HeaderValue, AuthError> {
+    let program = argv.first().cloned().unwrap_or_default();
+    let fail = |detail: String| AuthError::Helper {
+        program: program.clone(),
+        detail,
+    };
+    let child = tokio::process::Command::new(&program)
+        .args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| fail(format!("cannot start it: {e}")))?;
+    let output = tokio::time::timeout(timeout, child.wait_with_output())
+        .await
+        .map_err(|_| fail(format!("no answer within {timeout:?}")))?
+        .map_err(|e| fail(format!("waiting for it: {e}")))?;
+    let stdout = String::from_utf8(output.stdout).map_err(|_| fail("its output is not UTF-8".into()))?;
+    let token = stdout.trim();
+    // Registered before anything about this run of the helper is printed,
+    // so even its own stderr cannot carry the token out.
+    crate::redact::register_secret(token);
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let first = stderr
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("(no stderr)");
+        let first: String = first.chars().take(200).collect();
+        let status = match output.status.code() {
+            Some(c) => format!("exit status {c}"),
+            None => "killed by a signal".into(),
+        };
+        return Err(fail(format!("{status}: {}", crate::redact::scrub(&first))));
+    }
+    if token.is_empty() {
+        return Err(fail("it printed no token".into()));
+    }
+    header(&format!("Bearer {token}"), "the helper's token")
+        .map_err(|_| fail("its token contains characters not allowed in an HTTP header".into()))
+}

@@ -1,0 +1,146 @@
+//! The one POST the read-only client can send: the Vault login form.
+//!
+//! Vault REST API reference, "Authentication" / "User Name and Password":
+//! `POST /api/{version}/auth` with `Content-Type:
+//! application/x-www-form-urlencoded` and the fields `username` and
+//! `password`; the answer is JSON, `{"responseStatus":"SUCCESS",
+//! "sessionId":"..."}`, or `FAILURE` with `errors[{type, message}]` (for
+//! example `USERNAME_OR_PASSWORD_INCORRECT`), usually at HTTP 200. The
+//! session id then goes in `Authorization` on every request (Vault also
+//! accepts it as a Bearer value; the bare form is the documented one).
+//!
+//! The body is built here from the credential values and nothing else; the
+//! URL is the configured `login_path` on the data origin, checked like
+//! every other URL, so the password cannot be sent anywhere else.
+
+use reqwest::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
+
+use super::auth::AuthError;
+use super::client::{describe, find_origin_error, ReadOnlyClient, ERROR_BODY_CAP, EXECUTION_ID_HEADER};
+use super::secret::Secret;
+
+/// What Vault's login answer holds that we read.
+#[derive(serde::Deserialize)]
+struct LoginAnswer {
+    #[serde(rename = "responseStatus")]
+    status: Option<String>,
+    #[serde(rename = "sessionId")]
+    session_id: Option<String>,
+    #[serde(default)]
+    errors: Vec<LoginError>,
+}
+
+#[derive(serde::Deserialize)]
+struct LoginError {
+    #[serde(rename = "type", default)]
+    kind: String,
+    #[serde(default)]
+    message: String,
+}
+
+impl ReadOnlyClient {
+    /// Logs in; returns the `Authorization` value, the path the form went
+    /// to and the response's execution id.
+    pub(super) async fn vault_login(
+        &self,
+        login_path: &str,
+        username: &str,
+        password: &Secret,
+    ) -> Result<(HeaderValue, Option<String>, Option<String>), AuthError> {
+        let mut url = self.base.clone();
+        url.set_path(login_path);
+        url.set_query(None);
+        let shown = url.path().to_string();
+        let unavailable = |detail: String| AuthError::Unavailable {
+            url: shown.clone(),
+            detail,
+        };
+        self.origin
+            .check(&url)
+            .map_err(|e| unavailable(format!("refused: {e}")))?;
+        let body = url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("username", username)
+            .append_pair("password", password.expose())
+            .finish();
+        let response = self
+            .http
+            .post(url.clone())
+            .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(ACCEPT, "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| match find_origin_error(&e) {
+                Some(o) => unavailable(format!("refused: {o}")),
+                None => unavailable(describe(&e)),
+            })?;
+        let status = response.status();
+        let execution_id = response
+            .headers()
+            .get(EXECUTION_ID_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.chars().take(64).collect::<String>());
+        let mut bytes = Vec::new();
+        let mut response = response;
+        while let Ok(Some(chunk)) = response.chunk().await {
+            bytes.extend_from_slice(&chunk);
+            if bytes.len() > ERROR_BODY_CAP {
+                return Err(AuthError::Protocol {
+                    url: shown,
+                    detail: format!("the answer is larger than {ERROR_BODY_CAP} bytes"),
+                });
+            }
+        }
+        if status.is_server_error() || status.as_u16() == 429 {
+            return Err(unavailable(format!("HTTP {status}")));
+        }
+        let answer: LoginAnswer = match serde_json::from_slice(&bytes) {
+            Ok(a) => a,
+            Err(_) if status == 401 || status == 403 => {
+                return Err(AuthError::Refused {
+                    code: format!("HTTP {}", status.as_u16()),
+                    detail: "the login was refused".into(),
+                })
+            }
+            Err(e) => {
+                return Err(AuthError::Protocol {
+                    url: shown,
+                    detail: format!("HTTP {status}, not JSON ({e})"),
+                })
+            }
+        };
+        match (answer.status.as_deref(), answer.session_id) {
+            (Some("SUCCESS"), Some(session)) if !session.is_empty() && status.is_success() => {
+                // Registered before anything can print it.
+                crate::redact::register_secret(&session);
+                let mut header = HeaderValue::from_str(&session).map_err(|_| AuthError::Protocol {
+                    url: shown.clone(),
+                    detail: "the sessionId is not a valid header value".into(),
+                })?;
+                header.set_sensitive(true);
+                Ok((header, Some(shown), execution_id))
+            }
+            (Some("SUCCESS"), _) => Err(AuthError::Protocol {
+                url: shown,
+                detail: format!("HTTP {status} with responseStatus SUCCESS but no sessionId"),
+            }),
+            (other, _) => {
+                let first = answer.errors.first();
+                let code = first
+                    .map(|e| e.kind.clone())
+                    .filter(|k| !k.is_empty())
+                    .unwrap_or_else(|| other.unwrap_or("no responseStatus").to_string());
+                let message: String = first
+                    .map(|e| e.message.as_str())
+                    .unwrap_or("")
+                    .chars()
+                    .take(200)
+                    .collect();
+                Err(AuthError::Refused {
+                    code,
+                    detail: crate::redact::scrub(&message).into_owned(),
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,543 @@
+//! Speaking to the real vendors: authentication schemes and error dialects
+//! end to end, the real binary against the simulator's rave and vault
+//! profiles over loopback (which imitate the vendors' documents; see
+//! `src/sim/profile.rs`), real files, real audit trail.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use edc_sync::audit::verify;
+use edc_sync::sim::{Dataset, FaultSchedule, LogEntry, Profile, SimConfig, Simulator};
+
+const USER: &str = "oq.user@example.invalid";
+const PASSWORD: &str = "pw-Vendor-7f3c9a1e";
+const STUDY: &str = "Mediflex(Prod)";
+
+/// Policies for each scheme and dialect, against the simulator's shapes.
+const POLICIES: &str = r#"
+rave_basic:
+  base_url_env: EDC_SYNC_TEST_BASE_URL
+  auth:
+    scheme: basic
+    username_env: EDC_SYNC_TEST_USER
+    password_env: EDC_SYNC_TEST_PASSWORD
+  dialect: rave
+  sustained_rate_per_sec: 1000
+  burst_capacity: 100
+  max_retry_attempts: 3
+  default_retry_after_s: 1
+  bucket_key: "rl:test:{vendor}:{study}"
+  delta:
+    path: /RaveWebServices/datasets/ClinicalAuditRecords.odm
+    format: odm
+    paging: rave_startid
+    cursor_param: startid
+    page_size_param: per_page
+    page_size: 40
+    query:
+      studyoid: "{study}"
+vault_session:
+  base_url_env: EDC_SYNC_TEST_BASE_URL
+  auth:
+    scheme: vault_session
+    username_env: EDC_SYNC_TEST_USER
+    password_env: EDC_SYNC_TEST_PASSWORD
+    login_path: /api/v24.1/auth
+  dialect: vault
+  sustained_rate_per_sec: 1000
+  burst_capacity: 100
+  max_retry_attempts: 3
+  default_retry_after_s: 1
+  bucket_key: "rl:test:{vendor}:{study}"
+  max_concurrency: 1
+  delta:
+    path: /api/v24.1/query/audit_trail
+    format: json
+    paging: json_next
+    records_pointer: /data
+    cursor_param: modified_since
+    cursor_field: modified_date__v
+    page_size_param: limit
+    page_size: 5
+helper:
+  base_url_env: EDC_SYNC_TEST_BASE_URL
+  auth:
+    scheme: command
+    command: ["/bin/sh", "-c", "printf '%s\n' \"$EDC_SYNC_TEST_HELPER_TOKEN\""]
+  sustained_rate_per_sec: 1000
+  burst_capacity: 100
+  bucket_key: "rl:test:{vendor}:{study}"
+  delta:
+    path: /api/v24.1/query/audit_trail
+    format: json
+    paging: json_next
+    records_pointer: /data
+    cursor_param: modified_since
+    cursor_field: modified_date__v
+    page_size_param: limit
+    page_size: 25
+broken_helper:
+  base_url_env: EDC_SYNC_TEST_BASE_URL
+  auth:
+    scheme: command
+    command: ["/bin/sh", "-c", "printf '%s' \"$EDC_SYNC_TEST_HELPER_TOKEN\"; echo \"helper: IdP refused the refresh (token $EDC_SYNC_TEST_HELPER_TOKEN)\" >&2; exit 3"]
+  sustained_rate_per_sec: 1000
+  burst_capacity: 100
+  bucket_key: "rl:test:{vendor}:{study}"
+  delta:
+    path: /api/v24.1/query/audit_trail
+    format: json
+    paging: json_next
+    records_pointer: /data
+    cursor_param: modified_since
+    cursor_field: modified_date__v
+    page_size_param: limit
+    page_size: 25
+"#;
+
+/// A working directory with the policies committed in a git repository.
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = support::git_init(dir.path());
+        std::fs::write(dir.path().join("policies.yaml"), POLICIES).unwrap();
+        support::git_commit_all(&repo, "vendor policies");
+        Fixture { dir }
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.dir.path().join(p)
+    }
+
+    fn sync(&self, vendor: &str, sim: &Simulator, password: &str) -> Command {
+        let mut cmd = support::edc_sync();
+        cmd.args(["sync", "--config"])
+            .arg(self.path("policies.yaml"))
+            .args(["--vendor", vendor, "--study", STUDY, "--out"])
+            .arg(self.path("landing"))
+            .arg("--state")
+            .arg(self.path("state"))
+            .arg("--audit-log")
+            .arg(self.path("audit.jsonl"))
+            .args(["--pacer", "local"])
+            .env("EDC_SYNC_TEST_BASE_URL", sim.base_url())
+            .env("EDC_SYNC_TEST_USER", USER)
+            .env("EDC_SYNC_TEST_PASSWORD", password)
+            .env("EDC_SYNC_TEST_HELPER_TOKEN", HELPER_TOKEN)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    async fn run(&self, vendor: &str, sim: &Simulator, password: &str) -> Output {
+        let mut cmd = self.sync(vendor, sim, password);
+        tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap()
+    }
+
+    fn audit(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.path("audit.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    fn events(&self, name: &str) -> Vec<serde_json::Value> {
+        self.audit().into_iter().filter(|l| l["event"] == name).collect()
+    }
+
+    fn stream_dir(&self, vendor: &str) -> PathBuf {
+        self.path(&format!("landing/{vendor}/-/{STUDY}/-/default"))
+    }
+
+    fn cursor(&self, vendor: &str) -> serde_json::Value {
+        let path = self.path(&format!("state/{vendor}/-/{STUDY}/-/default.cursor.json"));
+        std::fs::read_to_string(path)
+            .map(|t| serde_json::from_str(&t).unwrap())
+            .unwrap_or(serde_json::Value::Null)
+    }
+
+    fn manifest_pages(&self, vendor: &str) -> usize {
+        std::fs::read_to_string(self.stream_dir(vendor).join("manifest.jsonl"))
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    }
+}
+
+const HELPER_TOKEN: &str = "helper-issued-token-9c1b77";
+
+async fn sim(
+    profile: Profile,
+    records: u32,
+    faults: &[&str],
+    tune: impl FnOnce(&mut SimConfig),
+) -> Simulator {
+    let mut schedule = FaultSchedule::default();
+    for f in faults {
+        let (n, fault) = FaultSchedule::parse_entry(f).unwrap();
+        schedule.insert(n, fault);
+    }
+    let mut config = SimConfig {
+        dataset: Dataset {
+            subjects: 7,
+            records,
+            seed: 11,
+            padding: 0,
+        },
+        profile,
+        username: USER.into(),
+        password: PASSWORD.into(),
+        faults: schedule,
+        ..SimConfig::default()
+    };
+    tune(&mut config);
+    Simulator::start(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
+}
+
+#[track_caller]
+fn assert_exit(out: &Output, code: i32) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Only GET and HEAD reach the EDC, plus the login form at its path.
+#[track_caller]
+fn assert_read_only(requests: &[LogEntry], login_path: &str) {
+    for r in requests {
+        let ok = matches!(r.method.as_str(), "GET" | "HEAD") || (r.method == "POST" && r.path == login_path);
+        assert!(ok, "a request that is neither GET/HEAD nor the login form: {r:?}");
+    }
+}
+
+/// No file under `dir` and neither output stream holds any of `secrets`.
+#[track_caller]
+fn assert_no_secret(dir: &Path, outputs: &[&Output], secrets: &[&str]) {
+    let mut texts: Vec<(String, Vec<u8>)> = outputs
+        .iter()
+        .flat_map(|o| {
+            [
+                ("stdout".to_string(), o.stdout.clone()),
+                ("stderr".to_string(), o.stderr.clone()),
+            ]
+        })
+        .collect();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|n| n == ".git") {
+                    continue;
+                }
+                stack.push(path);
+            } else {
+                texts.push((path.display().to_string(), std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    for (name, bytes) in texts {
+        let text = String::from_utf8_lossy(&bytes);
+        for secret in secrets {
+            assert!(!text.contains(secret), "{name} contains a secret");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn basic_auth_syncs_the_rave_profile_and_lands_every_record_once() {
+    let fx = Fixture::new();
+    let sim = sim(Profile::Rave, 130, &[], |_| {}).await;
+    let out = fx.run("rave_basic", &sim, PASSWORD).await;
+    assert_exit(&out, 0);
+    let mut ids = edc_sync::sim::landed_odm_source_ids(&fx.stream_dir("rave_basic")).unwrap();
+    assert_eq!(ids.len(), 130);
+    ids.dedup();
+    assert_eq!(ids.len(), 130, "a record landed twice");
+    let requests = sim.requests();
+    assert!(
+        requests.iter().all(|r| r.auth == "ok" && r.method == "GET"),
+        "{requests:?}"
+    );
+    assert!(verify::verify(&fx.path("audit.jsonl")).unwrap().intact());
+    // Basic carries the password base64-encoded: neither form leaks.
+    use base64::Engine;
+    let pair = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"));
+    assert_no_secret(fx.dir.path(), &[&out], &[PASSWORD, &pair]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_rave_password_exits_77_naming_the_variables_and_the_reason_code() {
+    let fx = Fixture::new();
+    let sim = sim(Profile::Rave, 20, &[], |_| {}).await;
+    let out = fx.run("rave_basic", &sim, "not-the-password").await;
+    assert_exit(&out, 77);
+    let err = stderr(&out);
+    assert!(
+        err.contains("EDC_SYNC_TEST_USER / EDC_SYNC_TEST_PASSWORD"),
+        "{err}"
+    );
+    assert!(err.contains("RWS00008"), "{err}");
+    assert!(!err.contains("check the token"), "{err}");
+    let failed = fx.events("request_failed");
+    assert_eq!(failed[0]["vendor_error"]["code"], "RWS00008");
+    assert_eq!(failed[0]["status"], 401);
+    assert_eq!(fx.cursor("rave_basic"), serde_json::Value::Null);
+    assert_no_secret(fx.dir.path(), &[&out], &["not-the-password"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vault_session_that_expires_every_7_requests_is_renewed_and_every_record_lands_once() {
+    let fx = Fixture::new();
+    // 200 records in pages of 5: a 40-page window.
+    let sim = sim(Profile::Vault, 200, &[], |c| c.session_ttl_requests = Some(7)).await;
+    let out = fx.run("vault_session", &sim, PASSWORD).await;
+    assert_exit(&out, 0);
+    let mut ids = edc_sync::sim::landed_json_record_ids(&fx.stream_dir("vault_session")).unwrap();
+    assert_eq!(ids.len(), 200);
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 200, "a record landed twice");
+    assert_eq!(fx.manifest_pages("vault_session"), 40);
+    // 40 pages, 7 per session: 6 sessions, so 1 login and 5 renewals.
+    assert_eq!(fx.events("session_started").len(), 1);
+    let renewed = fx.events("session_renewed");
+    assert_eq!(renewed.len(), 5);
+    for (i, line) in renewed.iter().enumerate() {
+        assert_eq!(line["generation"], i as u64 + 2);
+        assert_eq!(line["refused_generation"], i as u64 + 1);
+        assert!(
+            line["reason"].as_str().unwrap().contains("INVALID_SESSION_ID"),
+            "{line}"
+        );
+        assert_eq!(line["login_path"], "/api/v24.1/auth");
+    }
+    let requests = sim.requests();
+    assert_read_only(&requests, "/api/v24.1/auth");
+    assert_eq!(requests.iter().filter(|r| r.method == "POST").count(), 6);
+    // Every page line names Vault's execution id, for support tickets.
+    for line in fx.events("page_committed") {
+        assert!(line["vendor_execution_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("sim-exec-"));
+    }
+    assert!(verify::verify(&fx.path("audit.jsonl")).unwrap().intact());
+    // Neither the password nor any session id the simulator issued leaks
+    // (a fresh registry with the same seed issues the same six ids).
+    let issued = edc_sync::sim::profile::Sessions::default();
+    let ids: Vec<String> = (0..6).map(|_| issued.issue(11)).collect();
+    let mut secrets: Vec<&str> = ids.iter().map(String::as_str).collect();
+    secrets.push(PASSWORD);
+    assert_no_secret(fx.dir.path(), &[&out], &secrets);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_refused_again_right_after_its_renewal_exits_77_with_the_cursor_unmoved() {
+    let fx = Fixture::new();
+    // 1 = login, 2 = page 1, 3 = page 2 refused, 4 = renewal, 5 = page 2 refused again.
+    let sim = sim(
+        Profile::Vault,
+        50,
+        &[
+            "3=vault-failure:INVALID_SESSION_ID",
+            "5=vault-failure:INVALID_SESSION_ID",
+        ],
+        |_| {},
+    )
+    .await;
+    let out = fx.run("vault_session", &sim, PASSWORD).await;
+    assert_exit(&out, 77);
+    assert!(
+        stderr(&out).contains("EDC_SYNC_TEST_USER / EDC_SYNC_TEST_PASSWORD"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(fx.events("session_renewed").len(), 1);
+    assert_eq!(fx.manifest_pages("vault_session"), 1);
+    assert_eq!(
+        fx.cursor("vault_session")["high_water"],
+        "2026-01-01T00:00:05Z",
+        "the cursor stays on the last committed page"
+    );
+    assert_eq!(sim.requests().len(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_vault_password_exits_77_naming_the_variables() {
+    let fx = Fixture::new();
+    let sim = sim(Profile::Vault, 20, &[], |_| {}).await;
+    let out = fx.run("vault_session", &sim, "wrong-password-123").await;
+    assert_exit(&out, 77);
+    let err = stderr(&out);
+    assert!(err.contains("USERNAME_OR_PASSWORD_INCORRECT"), "{err}");
+    assert!(
+        err.contains("EDC_SYNC_TEST_USER / EDC_SYNC_TEST_PASSWORD"),
+        "{err}"
+    );
+    let requests = sim.requests();
+    assert_eq!(requests.len(), 1, "nothing but the login was sent: {requests:?}");
+    assert_eq!(requests[0].method, "POST");
+    assert!(fx.events("session_started").is_empty());
+    assert_no_secret(fx.dir.path(), &[&out], &["wrong-password-123"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_credential_helper_supplies_the_bearer_token_and_a_failing_one_exits_77() {
+    let fx = Fixture::new();
+    let sim = sim(Profile::Generic, 60, &[], |c| c.token = HELPER_TOKEN.into()).await;
+    let out = fx.run("helper", &sim, PASSWORD).await;
+    assert_exit(&out, 0);
+    assert_eq!(
+        edc_sync::sim::landed_json_record_ids(&fx.stream_dir("helper"))
+            .unwrap()
+            .len(),
+        60
+    );
+    let started = fx.events("session_started");
+    assert_eq!(
+        (started.len(), started[0]["scheme"].as_str()),
+        (1, Some("command"))
+    );
+
+    let out = fx.run("broken_helper", &sim, PASSWORD).await;
+    assert_exit(&out, 77);
+    let err = stderr(&out);
+    assert!(err.contains("exit status 3"), "{err}");
+    assert!(err.contains("helper: IdP refused the refresh"), "{err}");
+    // The failing helper echoed its token to stderr: redacted there too.
+    assert!(!err.contains(HELPER_TOKEN), "{err}");
+    assert_no_secret(fx.dir.path(), &[&out], &[HELPER_TOKEN]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vault_failure_with_an_empty_data_array_mid_window_never_ends_the_window() {
+    let fx = Fixture::new();
+    // 1 = login, 2 and 3 = pages 1 and 2, 4 = a 200 FAILURE.
+    let sim = sim(Profile::Vault, 50, &["4=vault-failure:INVALID_DATA"], |_| {}).await;
+    let out = fx.run("vault_session", &sim, PASSWORD).await;
+    assert_exit(&out, 65);
+    let err = stderr(&out);
+    assert!(err.contains("INVALID_DATA"), "{err}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("window complete"));
+    assert_eq!(fx.manifest_pages("vault_session"), 2);
+    assert_eq!(fx.cursor("vault_session")["high_water"], "2026-01-01T00:00:10Z");
+    let failed = fx.events("request_failed");
+    assert_eq!(failed[0]["vendor_error"]["code"], "INVALID_DATA");
+    assert_eq!(failed[0]["vendor_execution_id"], "sim-exec-00000004");
+    assert!(fx.events("stream_finished")[0]["window_complete"] == false);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_limit_exceeded_in_a_body_waits_like_a_429_and_the_same_page_is_fetched_again() {
+    let fx = Fixture::new();
+    let sim = sim(
+        Profile::Vault,
+        30,
+        &["3=vault-failure:API_LIMIT_EXCEEDED"],
+        |_| {},
+    )
+    .await;
+    let out = fx.run("vault_session", &sim, PASSWORD).await;
+    assert_exit(&out, 0);
+    let limited = fx.events("rate_limited");
+    assert_eq!(limited.len(), 1);
+    let line = &limited[0];
+    assert_eq!(line["signal"], "vendor_body");
+    assert_eq!(line["retry_after_source"], "vendor_body");
+    assert_eq!(line["retry_after_s"], 1.0);
+    assert_eq!(line["vendor_error"]["code"], "API_LIMIT_EXCEEDED");
+    assert_eq!(line["vendor_execution_id"], "sim-exec-00000003");
+    let requests = sim.requests();
+    assert_eq!(
+        requests[2].path, requests[3].path,
+        "the same page again after the wait"
+    );
+    assert!(
+        requests[3].t_us - requests[2].t_us >= 1_000_000,
+        "no request went out early"
+    );
+    assert_eq!(
+        edc_sync::sim::landed_json_record_ids(&fx.stream_dir("vault_session"))
+            .unwrap()
+            .len(),
+        30
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insufficient_access_in_a_vault_body_exits_77() {
+    let fx = Fixture::new();
+    let sim = sim(
+        Profile::Vault,
+        30,
+        &["2=vault-failure:INSUFFICIENT_ACCESS"],
+        |_| {},
+    )
+    .await;
+    let out = fx.run("vault_session", &sim, PASSWORD).await;
+    assert_exit(&out, 77);
+    assert!(stderr(&out).contains("INSUFFICIENT_ACCESS"), "{}", stderr(&out));
+    assert_eq!(fx.manifest_pages("vault_session"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rave_error_documents_at_200_and_at_4xx_are_errors_naming_the_reason_code() {
+    for fault in [
+        "2=rave-odm-error:200:RWS00092",
+        "2=rave-error:200:RWS00092",
+        "2=rave-error:404:RWS00092",
+    ] {
+        let fx = Fixture::new();
+        let sim = sim(Profile::Rave, 100, &[fault], |_| {}).await;
+        let out = fx.run("rave_basic", &sim, PASSWORD).await;
+        assert_exit(&out, 65);
+        assert!(stderr(&out).contains("RWS00092"), "{fault}: {}", stderr(&out));
+        let failed = fx.events("request_failed");
+        assert_eq!(failed[0]["vendor_error"]["code"], "RWS00092", "{fault}");
+        // Page 1 was committed; the error page never was.
+        assert_eq!(fx.manifest_pages("rave_basic"), 1, "{fault}");
+        assert_eq!(fx.cursor("rave_basic")["high_water"], 1000 + 40 * 7, "{fault}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_date_is_measured_against_the_servers_clock_not_ours() {
+    for skew in [300i64, -300] {
+        let fx = Fixture::new();
+        let sim = sim(Profile::Rave, 60, &["2=429:date:2"], |c| c.clock_skew_s = skew).await;
+        let out = fx.run("rave_basic", &sim, PASSWORD).await;
+        assert_exit(&out, 0);
+        let limited = fx.events("rate_limited");
+        let line = &limited[0];
+        // HTTP dates have whole seconds: the wait is the server's 2 s, +-1.
+        let wait = line["retry_after_s"].as_f64().unwrap();
+        assert!((1.0..=3.0).contains(&wait), "skew {skew}: waited {wait} s");
+        assert_eq!(line["retry_after_source"], "date");
+        let measured = line["clock_skew_s"].as_f64().unwrap();
+        assert!(
+            (measured - skew as f64).abs() <= 2.0,
+            "skew {skew}: measured {measured}"
+        );
+        assert!(line["server_date"].is_string());
+        assert!(stderr(&out).contains("clock_skew_warn_s"), "{}", stderr(&out));
+    }
+}
