@@ -90,7 +90,7 @@ fn unknown_keys_are_rejected_at_every_level() {
         ),
         &[
             "veeva_vault.burst_capacty: unknown key (did you mean burst_capacity?)",
-            ":27:",
+            ":30:",
         ],
     );
     assert_rejected(
@@ -134,7 +134,7 @@ fn zero_negative_nan_and_infinite_rates_are_rejected() {
                 "sustained_rate_per_sec: 5 ",
                 &format!("sustained_rate_per_sec: {value} "),
             ),
-            &["veeva_vault.sustained_rate_per_sec: must be > 0", shown, ":26:"],
+            &["veeva_vault.sustained_rate_per_sec: must be > 0", shown, ":29:"],
         );
     }
 }
@@ -208,11 +208,11 @@ fn wrong_types_are_rejected() {
         &["veeva_vault.http: must be a map"],
     );
     assert_rejected(
-        &example_with("token_env: VAULT_API_TOKEN", "token_env: [VAULT_API_TOKEN]"),
+        &user_schema_with("token_env: VAULT_API_TOKEN", "token_env: [VAULT_API_TOKEN]"),
         &["veeva_vault.token_env: must be a string"],
     );
     assert_rejected(
-        &example_with("token_env: VAULT_API_TOKEN", "token_env: \"vault token\""),
+        &user_schema_with("token_env: VAULT_API_TOKEN", "token_env: \"vault token\""),
         &["veeva_vault.token_env: must be an environment variable name"],
     );
     assert_rejected(
@@ -225,14 +225,36 @@ fn wrong_types_are_rejected() {
     );
 }
 
+/// A bearer vendor in the user's own schema, for the auth tests.
+const USER_SCHEMA: &str = "\
+veeva_vault:
+  base_url_env: VAULT_API_BASE_URL
+  token_env: VAULT_API_TOKEN
+  sustained_rate_per_sec: 5
+  burst_capacity: 20
+  bucket_key: \"rl:veeva:{study}\"
+  delta:
+    path: /api/v24.1/query
+    format: json
+    paging: json_next
+    records_pointer: /data
+    cursor_param: modified_since
+    cursor_field: modified_date__v
+    page_size_param: limit
+    page_size: 200
+";
+
+/// [`USER_SCHEMA`] with `from` replaced by `to` (which must occur).
+fn user_schema_with(from: &str, to: &str) -> String {
+    assert!(USER_SCHEMA.contains(from), "{from:?}");
+    USER_SCHEMA.replacen(from, to, 1)
+}
+
 #[test]
 fn missing_required_keys_are_named() {
     assert_rejected(
-        &example_with(
-            "  token_env: VAULT_API_TOKEN         # env var holding the bearer token\n",
-            "",
-        ),
-        &["veeva_vault.token_env: required key is missing"],
+        &user_schema_with("  token_env: VAULT_API_TOKEN\n", ""),
+        &["veeva_vault.token_env: required key is missing (the default auth scheme, bearer, reads the token from it)"],
     );
     assert_rejected(
         &example_with("    records_pointer: /data", ""),
@@ -253,7 +275,7 @@ fn empty_file_and_not_yaml_are_rejected() {
 fn duplicate_keys_are_rejected_with_their_line() {
     assert_rejected(
         &example_with("burst_capacity: 20 ", "burst_capacity: 20\n  burst_capacity: 30 "),
-        &["burst_capacity: duplicate key", ":28:"],
+        &["burst_capacity: duplicate key", ":31:"],
     );
 }
 
@@ -287,6 +309,82 @@ fn a_missing_file_is_a_config_error() {
 }
 
 #[test]
+fn auth_schemes_name_their_keys_and_refuse_the_ones_they_do_not_read() {
+    let with_auth = |auth: &str| user_schema_with("  token_env: VAULT_API_TOKEN\n", auth);
+    let ok = [
+        "  token_env: VAULT_API_TOKEN\n  auth:\n    scheme: bearer\n",
+        "  auth:\n    scheme: basic\n    username_env: U\n    password_env: P\n",
+        "  auth:\n    scheme: vault_session\n    username_env: U\n    password_env: P\n    login_path: /api/v24.1/auth\n",
+        "  auth:\n    scheme: command\n    command: [/usr/local/bin/token-helper, --audience, edc]\n",
+    ];
+    for auth in ok {
+        let out = validate(&with_auth(auth));
+        assert_eq!(out.code, 0, "{auth}: {}", out.stderr);
+    }
+    let cases: [(&str, &[&str]); 10] = [
+        (
+            "  auth:\n    scheme: oauth\n",
+            &["veeva_vault.auth.scheme: must be one of bearer, basic, vault_session, command; got \"oauth\""],
+        ),
+        (
+            "  auth:\n    scheme: basic\n    username_env: U\n",
+            &["veeva_vault.auth.password_env: required key is missing"],
+        ),
+        (
+            "  auth:\n    scheme: basic\n    username_env: U\n    password_env: P\n    login_path: /auth\n",
+            &["veeva_vault.auth.login_path: not used by auth.scheme basic (it reads: auth.username_env, auth.password_env)"],
+        ),
+        (
+            "  token_env: VAULT_API_TOKEN\n  auth:\n    scheme: basic\n    username_env: U\n    password_env: P\n",
+            &["veeva_vault.token_env: not used by auth.scheme basic"],
+        ),
+        (
+            "  auth:\n    scheme: bearer\n",
+            &["veeva_vault.token_env: required key is missing (auth.scheme bearer reads the token from it)"],
+        ),
+        (
+            "  auth:\n    scheme: vault_session\n    username_env: U\n    password_env: P\n    login_path: //evil.example/auth\n",
+            &["veeva_vault.auth.login_path: must not start with '//'"],
+        ),
+        (
+            "  auth:\n    scheme: vault_session\n    username_env: U\n    password_env: P\n    login_path: api/auth\n",
+            &["veeva_vault.auth.login_path: must start with '/'"],
+        ),
+        (
+            "  auth:\n    scheme: command\n    command: []\n",
+            &["veeva_vault.auth.command: must name at least the program to run"],
+        ),
+        (
+            "  auth:\n    scheme: basic\n    username_env: U\n    pasword_env: P\n",
+            &["veeva_vault.auth.pasword_env: unknown key (did you mean password_env?)"],
+        ),
+        (
+            "  auth:\n    scheme: basic\n    username_env: 1BAD\n    password_env: P\n",
+            &["veeva_vault.auth.username_env: must be an environment variable name"],
+        ),
+    ];
+    for (auth, needles) in cases {
+        assert_rejected(&with_auth(auth), needles);
+    }
+}
+
+#[test]
+fn a_dialect_must_fit_the_payload_format() {
+    assert_rejected(
+        &example_with("  dialect: rave\n", "  dialect: vault\n"),
+        &["medidata_rave.dialect: this dialect reads delta.format: json only"],
+    );
+    assert_rejected(
+        &example_with("  dialect: vault\n", "  dialect: veeva\n"),
+        &["veeva_vault.dialect: must be one of generic, vault, rave; got \"veeva\""],
+    );
+    assert_rejected(
+        &example_with("  clock_skew_warn_s: 30\n", "  clock_skew_warn_s: -1\n"),
+        &["veeva_vault.clock_skew_warn_s: must be >= 0"],
+    );
+}
+
+#[test]
 fn check_env_names_the_missing_variable_never_a_value() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rate_limits.yaml");
@@ -297,9 +395,10 @@ fn check_env_names_the_missing_variable_never_a_value() {
         support::edc_sync()
             .args(["config", "validate", "--check-env", "--config", path])
             .env("VAULT_API_BASE_URL", "http://127.0.0.1:9")
-            .env("VAULT_API_TOKEN", secret)
+            .env("VAULT_USERNAME", "svc-edc")
+            .env("VAULT_PASSWORD", secret)
             .env_remove("RAVE_API_BASE_URL")
-            .env_remove("RAVE_API_TOKEN"),
+            .env_remove("RAVE_USERNAME"),
     );
     assert_eq!(out.code, 78, "{}", out.stderr);
     assert!(
@@ -311,14 +410,34 @@ fn check_env_names_the_missing_variable_never_a_value() {
     );
     assert!(!out.stderr.contains(secret) && !out.stdout.contains(secret));
 
+    // The scheme's own variables are checked: Basic needs a password too.
+    let out = support::run_cmd(
+        support::edc_sync()
+            .args(["config", "validate", "--check-env", "--config", path])
+            .env("VAULT_API_BASE_URL", "http://127.0.0.1:9")
+            .env("VAULT_USERNAME", "svc-edc")
+            .env("VAULT_PASSWORD", secret)
+            .env("RAVE_API_BASE_URL", "http://127.0.0.1:9")
+            .env("RAVE_USERNAME", "svc-rave")
+            .env_remove("RAVE_PASSWORD"),
+    );
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(
+            "environment variable RAVE_PASSWORD (named by medidata_rave.auth.password_env) is not set"
+        ),
+        "{}",
+        out.stderr
+    );
+
     let shown = support::run_cmd(
         support::edc_sync()
             .args(["config", "show", "--config", path])
-            .env("VAULT_API_TOKEN", secret),
+            .env("VAULT_PASSWORD", secret),
     );
     assert_eq!(shown.code, 0, "{}", shown.stderr);
     assert!(
-        shown.stdout.contains("\"VAULT_API_TOKEN\": \"set\""),
+        shown.stdout.contains("\"VAULT_PASSWORD\": \"set\""),
         "{}",
         shown.stdout
     );

@@ -541,3 +541,73 @@ async fn a_retry_after_date_is_measured_against_the_servers_clock_not_ours() {
         assert!(stderr(&out).contains("clock_skew_warn_s"), "{}", stderr(&out));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_vault_and_rave_blocks_sync_against_the_vendor_profiles() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = support::git_init(dir.path());
+    std::fs::write(dir.path().join("rate_limits.yaml"), support::example_config()).unwrap();
+    support::git_commit_all(&repo, "the shipped policy");
+    let vault = sim(Profile::Vault, 300, &[], |_| {}).await;
+    let rave = sim(Profile::Rave, 300, &[], |_| {}).await;
+    for (vendor, sim, extra, env) in [
+        (
+            "veeva_vault",
+            &vault,
+            &["--all-streams", "--protocol-version", "3"][..],
+            [
+                ("VAULT_API_BASE_URL", vault.base_url()),
+                ("VAULT_USERNAME", USER.into()),
+                ("VAULT_PASSWORD", PASSWORD.into()),
+            ],
+        ),
+        (
+            "medidata_rave",
+            &rave,
+            &["--tenant", "acme"][..],
+            [
+                ("RAVE_API_BASE_URL", rave.base_url()),
+                ("RAVE_USERNAME", USER.into()),
+                ("RAVE_PASSWORD", PASSWORD.into()),
+            ],
+        ),
+    ] {
+        let mut cmd = support::edc_sync();
+        cmd.args(["sync", "--config"])
+            .arg(dir.path().join("rate_limits.yaml"))
+            .args(["--vendor", vendor, "--study", STUDY, "--pacer", "local", "--out"])
+            .arg(dir.path().join("landing"))
+            .arg("--state")
+            .arg(dir.path().join("state"))
+            .arg("--audit-log")
+            .arg(dir.path().join("audit.jsonl"))
+            .args(extra)
+            .envs(env)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap();
+        assert_exit(&out, 0);
+        assert!(
+            sim.requests().iter().all(|r| r.auth == "ok" || r.auth == "login"),
+            "{vendor}"
+        );
+    }
+    for stream in ["subjects", "visits"] {
+        let landed = dir
+            .path()
+            .join(format!("landing/veeva_vault/-/{STUDY}/3/{stream}"));
+        assert_eq!(
+            edc_sync::sim::landed_json_record_ids(&landed).unwrap().len(),
+            300,
+            "{stream}"
+        );
+    }
+    let landed = dir
+        .path()
+        .join(format!("landing/medidata_rave/acme/{STUDY}/-/default"));
+    assert_eq!(edc_sync::sim::landed_odm_source_ids(&landed).unwrap().len(), 300);
+    // Two streams share one Vault session: one login for the run.
+    assert_eq!(vault.requests().iter().filter(|r| r.method == "POST").count(), 1);
+}

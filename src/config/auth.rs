@@ -95,25 +95,34 @@ pub(super) fn auth(
                     ),
                 );
             }
+            // Every required key is looked at (and reported) before any is
+            // found missing, and `finish` below always runs: no early return.
             let mut env = |key: &str| f.required(report, key).and_then(|(p, n)| env_name(report, &p, n));
             match other {
                 "basic" => {
                     let (username_env, password_env) = (env("username_env"), env("password_env"));
-                    Some(Auth::Basic {
-                        username_env: username_env?,
-                        password_env: password_env?,
-                    })
+                    username_env
+                        .zip(password_env)
+                        .map(|(username_env, password_env)| Auth::Basic {
+                            username_env,
+                            password_env,
+                        })
                 }
                 "vault_session" => {
                     let (username_env, password_env) = (env("username_env"), env("password_env"));
                     let login_path = f
                         .required(report, "login_path")
                         .and_then(|(p, n)| login_path(report, &p, n));
-                    Some(Auth::VaultSession {
-                        username_env: username_env?,
-                        password_env: password_env?,
-                        login_path: login_path?,
-                    })
+                    match (username_env, password_env, login_path) {
+                        (Some(username_env), Some(password_env), Some(login_path)) => {
+                            Some(Auth::VaultSession {
+                                username_env,
+                                password_env,
+                                login_path,
+                            })
+                        }
+                        _ => None,
+                    }
                 }
                 _ => f
                     .required(report, "command")
