@@ -108,6 +108,20 @@ pub fn write(
     }
     metric(
         &mut out,
+        "edc_sync_clock_skew_seconds",
+        "The EDC's clock (Date header) minus this host's, at the last response of the run.",
+    );
+    for r in reports {
+        if let Some(skew) = r.clock_skew_s {
+            let _ = writeln!(
+                out,
+                "edc_sync_clock_skew_seconds{{{}}} {skew}",
+                labels(base, &r.stream)
+            );
+        }
+    }
+    metric(
+        &mut out,
         "edc_sync_last_success_timestamp_seconds",
         "Unix time the stream last finished a run with exit 0.",
     );

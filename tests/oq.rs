@@ -6,7 +6,7 @@ mod support;
 
 use std::path::Path;
 
-use edc_sync::qualify::context::OQ_TOKEN;
+use edc_sync::qualify::context::{OQ_PASSWORD, OQ_TOKEN};
 use edc_sync::qualify::evidence::Status;
 use edc_sync::qualify::{run_scenario, scenarios};
 
@@ -50,15 +50,17 @@ async fn passes(id: &str) {
         steps.join("\n")
     );
     assert!(!result.steps.is_empty());
-    // Whatever the scenario did, its distinctive token is in none of the
+    // Whatever the scenario did, its distinctive token and password are in none of the
     // files it left: audit trails, manifests, cursors, logs, landed pages.
     let mut files = Vec::new();
     collect(dir.path(), &mut files);
     assert!(!files.is_empty());
     for file in files {
         let bytes = std::fs::read(&file).unwrap();
-        let leaked = bytes.windows(OQ_TOKEN.len()).any(|w| w == OQ_TOKEN.as_bytes());
-        assert!(!leaked, "{id}: the token leaked into {}", file.display());
+        for secret in [OQ_TOKEN, OQ_PASSWORD] {
+            let leaked = bytes.windows(secret.len()).any(|w| w == secret.as_bytes());
+            assert!(!leaked, "{id}: a secret leaked into {}", file.display());
+        }
     }
 }
 
@@ -100,6 +102,11 @@ oq_test!(oq_015_crash_resume_exactly_once, "OQ-015");
 oq_test!(oq_016_token_never_in_output, "OQ-016");
 oq_test!(oq_017_cross_origin_refused, "OQ-017");
 oq_test!(oq_018_invalid_config_names_the_key, "OQ-018");
+oq_test!(oq_019_basic_auth_for_rave, "OQ-019");
+oq_test!(oq_020_vault_session_login_and_renewal, "OQ-020");
+oq_test!(oq_021_vault_failure_never_committed, "OQ-021");
+oq_test!(oq_022_rave_error_documents_are_errors, "OQ-022");
+oq_test!(oq_023_retry_after_date_against_server_clock, "OQ-023");
 
 #[test]
 fn every_scenario_has_a_test_here() {

@@ -136,7 +136,12 @@ impl Fixture {
     }
 
     async fn run(&self, vendor: &str, sim: &Simulator, password: &str) -> Output {
+        self.run_with(vendor, sim, password, &[]).await
+    }
+
+    async fn run_with(&self, vendor: &str, sim: &Simulator, password: &str, extra: &[&str]) -> Output {
         let mut cmd = self.sync(vendor, sim, password);
+        cmd.args(extra);
         tokio::task::spawn_blocking(move || cmd.output().unwrap())
             .await
             .unwrap()
@@ -524,8 +529,24 @@ async fn a_retry_after_date_is_measured_against_the_servers_clock_not_ours() {
     for skew in [300i64, -300] {
         let fx = Fixture::new();
         let sim = sim(Profile::Rave, 60, &["2=429:date:2"], |c| c.clock_skew_s = skew).await;
-        let out = fx.run("rave_basic", &sim, PASSWORD).await;
+        let metrics = fx.path("edc_sync.prom");
+        let out = fx
+            .run_with(
+                "rave_basic",
+                &sim,
+                PASSWORD,
+                &["--metrics-file", metrics.to_str().unwrap()],
+            )
+            .await;
         assert_exit(&out, 0);
+        let prom = std::fs::read_to_string(&metrics).unwrap();
+        let gauge: f64 = prom
+            .lines()
+            .find_map(|l| l.strip_prefix("edc_sync_clock_skew_seconds{"))
+            .and_then(|rest| rest.split_once("} "))
+            .map(|(_, v)| v.trim().parse().unwrap())
+            .unwrap();
+        assert!((gauge - skew as f64).abs() <= 2.0, "skew {skew}: metric {gauge}");
         let limited = fx.events("rate_limited");
         let line = &limited[0];
         // HTTP dates have whole seconds: the wait is the server's 2 s, +-1.

@@ -16,6 +16,11 @@ use crate::sync::SyncOptions;
 /// output for it proves it never leaked.
 pub const OQ_TOKEN: &str = "oq-tok-7f3a9c21-do-not-log";
 
+/// The user and password the vendor-profile simulators accept; the
+/// password is distinctive too, so a grep proves it never leaked.
+pub const OQ_USER: &str = "oq.user@edc-sync.invalid";
+pub const OQ_PASSWORD: &str = "oq-pw-5d1e8b40-do-not-log";
+
 /// The policies the scenarios run with (committed in each scenario's repo).
 pub const OQ_POLICY: &str = r#"# Policies of the OQ scenarios (edc-sync qualify oq).
 oq_vault:
@@ -43,6 +48,52 @@ oq_rave:
   sustained_rate_per_sec: 50
   burst_capacity: 10
   bucket_key: "rl:oq-rave:{study}"
+  delta:
+    path: /RaveWebServices/datasets/ClinicalAuditRecords.odm
+    format: odm
+    paging: rave_startid
+    cursor_param: startid
+    page_size_param: per_page
+    page_size: 25
+    query:
+      studyoid: "{study}"
+oq_vault_session:
+  base_url_env: EDC_SYNC_OQ_BASE_URL
+  auth:
+    scheme: vault_session
+    username_env: EDC_SYNC_OQ_USERNAME
+    password_env: EDC_SYNC_OQ_PASSWORD
+    login_path: /api/v24.1/auth
+  dialect: vault
+  sustained_rate_per_sec: 50
+  burst_capacity: 10
+  max_retry_attempts: 3
+  default_retry_after_s: 1
+  bucket_key: "rl:oq-vs:{study}"
+  max_wait_s: 30
+  max_concurrency: 1
+  delta:
+    path: /api/v24.1/query/audit_trail
+    format: json
+    paging: json_next
+    records_pointer: /data
+    cursor_param: modified_since
+    cursor_field: modified_date__v
+    page_size_param: limit
+    page_size: 5
+oq_rave_basic:
+  base_url_env: EDC_SYNC_OQ_BASE_URL
+  auth:
+    scheme: basic
+    username_env: EDC_SYNC_OQ_USERNAME
+    password_env: EDC_SYNC_OQ_PASSWORD
+  dialect: rave
+  sustained_rate_per_sec: 50
+  burst_capacity: 10
+  max_retry_attempts: 3
+  default_retry_after_s: 1
+  bucket_key: "rl:oq-rb:{study}"
+  max_wait_s: 30
   delta:
     path: /RaveWebServices/datasets/ClinicalAuditRecords.odm
     format: odm
@@ -172,6 +223,18 @@ impl Ctx {
         faults: &[&str],
         quota: Option<(f64, u32)>,
     ) -> anyhow::Result<Simulator> {
+        self.sim_with(records, faults, |c| c.quota = quota).await
+    }
+
+    /// [`Ctx::sim`] with the configuration adjusted by `tune` (a vendor
+    /// profile, session lifetime, clock skew...). The profiles accept
+    /// [`OQ_USER`] / [`OQ_PASSWORD`].
+    pub async fn sim_with(
+        &mut self,
+        records: u32,
+        faults: &[&str],
+        tune: impl FnOnce(&mut SimConfig),
+    ) -> anyhow::Result<Simulator> {
         let mut schedule = FaultSchedule::default();
         for f in faults {
             let (n, fault) = FaultSchedule::parse_entry(f).map_err(anyhow::Error::msg)?;
@@ -179,14 +242,16 @@ impl Ctx {
         }
         std::fs::create_dir_all(&self.dir)?;
         let log = self.dir.join("simulator-requests.jsonl");
-        let config = SimConfig {
+        let mut config = SimConfig {
             dataset: dataset(records),
             token: OQ_TOKEN.into(),
+            username: OQ_USER.into(),
+            password: OQ_PASSWORD.into(),
             faults: schedule,
-            quota,
             request_log: Some(log.clone()),
             ..SimConfig::default()
         };
+        tune(&mut config);
         let sim = Simulator::start(config, SocketAddr::from(([127, 0, 0, 1], 0))).await?;
         self.artifacts.push(log);
         Ok(sim)
@@ -217,11 +282,24 @@ impl Ctx {
     /// the installed executable, with everything under the scenario
     /// directory; `extra` flags are appended.
     pub fn sync_command(&self, config: &Path, sim: &Simulator, extra: &[&str]) -> std::process::Command {
+        self.vendor_command(config, sim, "oq_vault", OQ_PASSWORD, extra)
+    }
+
+    /// [`Ctx::sync_command`] for `vendor`, with `password` in the
+    /// password variable the vendor policies name.
+    pub fn vendor_command(
+        &self,
+        config: &Path,
+        sim: &Simulator,
+        vendor: &str,
+        password: &str,
+        extra: &[&str],
+    ) -> std::process::Command {
         let mut cmd = std::process::Command::new(&self.exe);
         cmd.args(["sync", "--config"])
             .arg(config)
             .args([
-                "--vendor", "oq_vault", "--study", OQ_STUDY, "--pacer", "local", "--out",
+                "--vendor", vendor, "--study", OQ_STUDY, "--pacer", "local", "--out",
             ])
             .arg(self.dir.join("landing"))
             .arg("--state")
@@ -230,7 +308,9 @@ impl Ctx {
             .arg(self.dir.join("audit.jsonl"))
             .args(extra)
             .env("EDC_SYNC_OQ_BASE_URL", sim.base_url())
-            .env("EDC_SYNC_OQ_TOKEN", OQ_TOKEN);
+            .env("EDC_SYNC_OQ_TOKEN", OQ_TOKEN)
+            .env("EDC_SYNC_OQ_USERNAME", OQ_USER)
+            .env("EDC_SYNC_OQ_PASSWORD", password);
         cmd
     }
 

@@ -8,6 +8,7 @@ pub mod redis_server;
 mod report;
 pub mod scenarios;
 pub mod trace;
+mod vendors;
 
 use std::path::{Path, PathBuf};
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use serde_json::Value;
 
-use super::context::{dataset, Ctx, OQ_STUDY, OQ_TOKEN};
+use super::context::{dataset, Ctx, OQ_PASSWORD, OQ_STUDY, OQ_TOKEN};
 use super::evidence::Pacing;
 use crate::audit::verify;
 use crate::exit::Exit;
@@ -37,9 +37,17 @@ macro_rules! scenario {
         Scenario { id: $id, title: $title, requirements: &[$($urs),+], needs_redis: $redis, run: |ctx| Box::pin($f(ctx)) }
     };
 }
+pub(super) use scenario;
 
 /// Every scenario, in id order.
 pub fn all() -> Vec<Scenario> {
+    let mut all = core();
+    all.extend(super::vendors::all());
+    all
+}
+
+/// The scenarios of the first release (OQ-001..OQ-018).
+fn core() -> Vec<Scenario> {
     vec![
         scenario!(
             "OQ-001",
@@ -148,7 +156,7 @@ pub fn all() -> Vec<Scenario> {
         ),
         scenario!(
             "OQ-016",
-            "The token and record content never appear in any output",
+            "The token, password, session ids and record content never appear in any output",
             ["URS-015", "URS-016"],
             false,
             oq_016
@@ -172,33 +180,33 @@ pub fn all() -> Vec<Scenario> {
 
 // ---- helpers ----------------------------------------------------------------
 
-fn exit_of(result: &RunResult) -> u8 {
+pub(super) fn exit_of(result: &RunResult) -> u8 {
     match &result.outcome {
         Ok(()) => 0,
         Err(e) => Exit::for_error(e).code(),
     }
 }
 
-fn json_lines(path: &Path) -> Vec<Value> {
+pub(super) fn json_lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .map(|t| t.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
         .unwrap_or_default()
 }
 
-fn events(ctx: &Ctx, name: &str) -> Vec<Value> {
+pub(super) fn events(ctx: &Ctx, name: &str) -> Vec<Value> {
     json_lines(&ctx.dir.join("audit.jsonl"))
         .into_iter()
         .filter(|l| l["event"] == name)
         .collect()
 }
 
-fn stream_dir(ctx: &Ctx, vendor: &str, stream: &str) -> std::path::PathBuf {
+pub(super) fn stream_dir(ctx: &Ctx, vendor: &str, stream: &str) -> std::path::PathBuf {
     ctx.dir
         .join("landing")
         .join(format!("{vendor}/-/{OQ_STUDY}/-/{stream}"))
 }
 
-fn cursor(ctx: &Ctx, vendor: &str, stream: &str) -> Value {
+pub(super) fn cursor(ctx: &Ctx, vendor: &str, stream: &str) -> Value {
     let path = ctx
         .dir
         .join("state")
@@ -210,13 +218,13 @@ fn cursor(ctx: &Ctx, vendor: &str, stream: &str) -> Value {
 }
 
 /// Record ids in the pages the manifest lists, each file hash-checked.
-fn landed_ids(ctx: &Ctx, vendor: &str, stream: &str) -> anyhow::Result<Vec<String>> {
+pub(super) fn landed_ids(ctx: &Ctx, vendor: &str, stream: &str) -> anyhow::Result<Vec<String>> {
     crate::sim::landed_json_record_ids(&stream_dir(ctx, vendor, stream))
 }
 
 /// The string `field` of the first of `lines`, or "none" (an observed value
 /// for a step, never an error).
-fn first_str(lines: &[Value], field: &str) -> String {
+pub(super) fn first_str(lines: &[Value], field: &str) -> String {
     lines
         .first()
         .and_then(|l| l[field].as_str())
@@ -887,6 +895,34 @@ async fn oq_016(ctx: &mut Ctx) -> anyhow::Result<()> {
         format!("{codes:?}"),
         codes == [Some(77), Some(0)],
     );
+    // A Vault session run whose session expires every 3 requests: the
+    // password and every session id the server issued are secrets too.
+    let vault = ctx
+        .sim_with(40, &[], |c| {
+            c.profile = crate::sim::Profile::Vault;
+            c.session_ttl_requests = Some(3);
+        })
+        .await?;
+    let out = ctx
+        .vendor_command(&config, &vault, "oq_vault_session", OQ_PASSWORD, &["-v"])
+        .output()?;
+    ctx.check_eq(
+        "exit code of the Vault session run",
+        0,
+        out.status.code().unwrap_or(-1),
+    );
+    outputs.push(out);
+    let logins = vault.requests().iter().filter(|r| r.method == "POST").count();
+    let issued = crate::sim::profile::Sessions::default();
+    let session_ids: Vec<String> = (0..logins)
+        .map(|_| issued.issue(super::context::dataset(0).seed))
+        .collect();
+    ctx.check(
+        "Vault sessions issued (a login and renewals)",
+        "more than one",
+        logins,
+        logins > 1,
+    );
     let console = ctx.dir.join("console.txt");
     let mut text = String::new();
     for o in &outputs {
@@ -899,6 +935,8 @@ async fn oq_016(ctx: &mut Ctx) -> anyhow::Result<()> {
     let mut files = Vec::new();
     super::context_files(&ctx.dir, &mut files);
     let mut token_hits = Vec::new();
+    let mut password_hits = Vec::new();
+    let mut session_hits = Vec::new();
     let mut record_hits = Vec::new();
     for f in &files {
         if f.extension()
@@ -910,6 +948,12 @@ async fn oq_016(ctx: &mut Ctx) -> anyhow::Result<()> {
         if content.contains(OQ_TOKEN) {
             token_hits.push(f.display().to_string());
         }
+        if content.contains(OQ_PASSWORD) {
+            password_hits.push(f.display().to_string());
+        }
+        if session_ids.iter().any(|id| content.contains(id.as_str())) {
+            session_hits.push(f.display().to_string());
+        }
         if content.contains("SUBJ-0") {
             record_hits.push(f.display().to_string());
         }
@@ -919,6 +963,21 @@ async fn oq_016(ctx: &mut Ctx) -> anyhow::Result<()> {
         "none",
         format!("{} files searched; hits: {token_hits:?}", files.len()),
         token_hits.is_empty(),
+    );
+    ctx.check(
+        "files and console output holding the password",
+        "none",
+        format!("hits: {password_hits:?}"),
+        password_hits.is_empty(),
+    );
+    ctx.check(
+        "files and console output holding a Vault session id",
+        "none",
+        format!(
+            "{} session ids searched; hits: {session_hits:?}",
+            session_ids.len()
+        ),
+        session_hits.is_empty(),
     );
     ctx.check(
         "outputs holding record content (subject identifiers), landed pages aside",
