@@ -632,3 +632,117 @@ async fn the_shipped_vault_and_rave_blocks_sync_against_the_vendor_profiles() {
     // Two streams share one Vault session: one login for the run.
     assert_eq!(vault.requests().iter().filter(|r| r.method == "POST").count(), 1);
 }
+
+/// `edc-sync simulate` as a user starts it; killed when dropped.
+struct SimProcess(std::process::Child, String);
+
+impl SimProcess {
+    fn start(args: &[&str]) -> SimProcess {
+        use std::io::BufRead;
+        let mut child = support::edc_sync()
+            .args(["simulate", "--port", "0", "--records", "12"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line.trim().rsplit(' ').next().unwrap().to_string();
+        SimProcess(child, url)
+    }
+}
+
+impl Drop for SimProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulate_serves_the_vault_and_rave_profiles_from_the_command_line() {
+    async fn json(r: reqwest::Response) -> serde_json::Value {
+        serde_json::from_slice(&r.bytes().await.unwrap()).unwrap()
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::new();
+    let vault = SimProcess::start(&[
+        "--profile",
+        "vault",
+        "--username",
+        USER,
+        "--password",
+        PASSWORD,
+        "--session-ttl-requests",
+        "1",
+    ]);
+    let login = |password: &str| {
+        let body = format!("username={}&password={password}", USER.replace('@', "%40"));
+        http.post(format!("{}/api/v24.1/auth", vault.1))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+    };
+    let refused: serde_json::Value = json(login("nope").await.unwrap()).await;
+    assert_eq!(refused["responseStatus"], "FAILURE");
+    assert_eq!(refused["errors"][0]["type"], "USERNAME_OR_PASSWORD_INCORRECT");
+    let ok = login(PASSWORD).await.unwrap();
+    assert_eq!(ok.status(), 200);
+    let session = json(ok).await["sessionId"].as_str().unwrap().to_string();
+    let page = || {
+        http.get(format!("{}/api/v24.1/query/audit_trail?limit=5", vault.1))
+            .header("authorization", &session)
+            .send()
+    };
+    let first = page().await.unwrap();
+    assert!(first.headers().contains_key("x-vaultapi-executionid"));
+    assert!(first.headers().contains_key("date"));
+    let first = json(first).await;
+    assert_eq!(
+        (
+            first["responseStatus"].as_str(),
+            first["data"].as_array().map(Vec::len)
+        ),
+        (Some("SUCCESS"), Some(5))
+    );
+    // The session served its one request: now it is expired, at HTTP 200.
+    let expired = page().await.unwrap();
+    assert_eq!(expired.status(), 200);
+    let expired = json(expired).await;
+    assert_eq!(expired["errors"][0]["type"], "INVALID_SESSION_ID");
+    let delete = http
+        .delete(format!("{}/api/v24.1/query/audit_trail", vault.1))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(delete.status(), 405);
+
+    let rave = SimProcess::start(&["--profile", "rave", "--username", USER, "--password", PASSWORD]);
+    let url = format!(
+        "{}/RaveWebServices/datasets/ClinicalAuditRecords.odm?studyoid=S(Prod)&per_page=5",
+        rave.1
+    );
+    let refused = http
+        .get(&url)
+        .basic_auth(USER, Some("nope"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+    assert!(refused
+        .text()
+        .await
+        .unwrap()
+        .contains("mdsol:ErrorDescription=\"Incorrect login and password combination. [RWS00008]\""));
+    let ok = http
+        .get(&url)
+        .basic_auth(USER, Some(PASSWORD))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    assert_eq!(ok.text().await.unwrap().matches("<AuditRecord ").count(), 5);
+}
