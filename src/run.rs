@@ -87,6 +87,7 @@ pub struct RunResult {
 struct Prepared {
     loaded: LoadedConfig,
     policy: Arc<Policy>,
+    delta: Arc<crate::config::Delta>,
     jobs: Vec<(StreamIdentity, crate::config::StreamSpec, Quota)>,
     endpoint: Endpoint,
 }
@@ -95,6 +96,10 @@ fn prepare(spec: &RunSpec) -> Result<Prepared, ConfigError> {
     let loaded = config::load(&spec.config)?;
     loaded.require_committed(spec.allow_dirty)?;
     let policy = Arc::new(loaded.vendor(&spec.vendor)?.clone());
+    let delta = Arc::new(policy.delta.clone().ok_or_else(|| ConfigError::NoDelta {
+        vendor: policy.vendor.clone(),
+        path: loaded.provenance.config_path.clone(),
+    })?);
     let chosen: Vec<crate::config::StreamSpec> = match &spec.streams {
         Streams::All => policy.streams.clone(),
         Streams::One(name) => {
@@ -138,6 +143,7 @@ fn prepare(spec: &RunSpec) -> Result<Prepared, ConfigError> {
     Ok(Prepared {
         loaded,
         policy,
+        delta,
         jobs,
         endpoint,
     })
@@ -259,6 +265,7 @@ async fn run_streams(
     for (index, (id, stream, quota)) in prepared.jobs.iter().cloned().enumerate() {
         let job = StreamJob {
             policy: prepared.policy.clone(),
+            delta: prepared.delta.clone(),
             spec: stream,
             identity: id,
             client: client.clone(),

@@ -80,6 +80,55 @@ veeva_vault:
     assert_eq!(out.code, 0, "{}", out.stderr);
 }
 
+/// The user's own example, the seven keys exactly as written: it is a
+/// rate-limit policy first, and validates without a delta endpoint; a
+/// sync on it is what fails, naming `delta`, before any audit line.
+#[test]
+fn the_users_seven_key_example_validates_and_a_sync_on_it_names_delta() {
+    let text = "\
+veeva_vault:
+  base_url_env: VAULT_API_BASE_URL   # env var holding the base URL
+  token_env: VAULT_API_TOKEN         # env var holding the bearer token
+  sustained_rate_per_sec: 5
+  burst_capacity: 20
+  max_retry_attempts: 5
+  default_retry_after_s: 60
+  bucket_key: \"rl:veeva:{study}:{protocol_version}\"
+";
+    let out = validate(text);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let dir = tempfile::tempdir().unwrap();
+    let repo = support::git_init(dir.path());
+    std::fs::write(dir.path().join("rate_limits.yaml"), text).unwrap();
+    support::git_commit_all(&repo, "the user's policy");
+    let audit = dir.path().join("audit.jsonl");
+    let out = support::run_cmd(
+        support::edc_sync()
+            .args([
+                "sync",
+                "--vendor",
+                "veeva_vault",
+                "--study",
+                "S",
+                "--protocol-version",
+                "1",
+            ])
+            .args(["--pacer", "local", "--config"])
+            .arg(dir.path().join("rate_limits.yaml"))
+            .arg("--out")
+            .arg(dir.path().join("out"))
+            .arg("--state")
+            .arg(dir.path().join("state"))
+            .arg("--audit-log")
+            .arg(&audit)
+            .env("VAULT_API_BASE_URL", "http://127.0.0.1:9")
+            .env("VAULT_API_TOKEN", "t0k3n-never-used"),
+    );
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(out.stderr.contains("veeva_vault.delta"), "{}", out.stderr);
+    assert!(!audit.exists(), "a configuration error writes no audit line");
+}
+
 #[test]
 fn unknown_keys_are_rejected_at_every_level() {
     assert_rejected("veeva_vaultx: 1\n", &["veeva_vaultx: must be a map"]);

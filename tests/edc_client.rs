@@ -71,10 +71,11 @@ struct Walk {
 async fn walk(sim: &Simulator, vendor: &str, window_start: Option<&str>) -> Result<Walk, String> {
     let policy = policy(vendor);
     let client = client(sim, &policy);
+    let delta = policy.delta.clone().unwrap();
     let mut url = first_page(
         client.origin(),
         client.base(),
-        &policy,
+        &delta,
         &policy.streams[0],
         &identity(vendor),
         window_start,
@@ -89,7 +90,7 @@ async fn walk(sim: &Simulator, vendor: &str, window_start: Option<&str>) -> Resu
         let digest = reply.stream_into(&mut body).await.map_err(|e| e.to_string())?;
         assert_eq!(digest.bytes as usize, body.len());
         assert_eq!(digest.sha256, edc_sync::digest::sha256_hex(&body));
-        let summary = payload::validate(&policy.delta, &body[..]).map_err(|e| e.to_string())?;
+        let summary = payload::validate(&delta, &body[..]).map_err(|e| e.to_string())?;
         pages += 1;
         records += summary.records;
         if let Some(v) = summary.high_water.clone() {
@@ -98,7 +99,7 @@ async fn walk(sim: &Simulator, vendor: &str, window_start: Option<&str>) -> Resu
                 Some(h) => h.max(v).unwrap(),
             });
         }
-        match next_page(client.origin(), &policy.delta.paging, &page_url, &links, &summary)
+        match next_page(client.origin(), &delta.paging, &page_url, &links, &summary)
             .map_err(|e| e.to_string())?
         {
             Some(next) => url = next,
@@ -108,7 +109,7 @@ async fn walk(sim: &Simulator, vendor: &str, window_start: Option<&str>) -> Resu
     Ok(Walk {
         pages,
         records,
-        next_window: next_window_start(&policy.delta.paging, high_water.as_ref()),
+        next_window: next_window_start(&delta.paging, high_water.as_ref()),
     })
 }
 
@@ -168,7 +169,10 @@ async fn retry_after_in_each_form_end_to_end() {
     .await;
     let policy = policy("vault_json");
     let client = client(&sim, &policy);
-    let url = client.base().join(&policy.delta.path.to_string()).unwrap();
+    let url = client
+        .base()
+        .join(&policy.delta.as_ref().unwrap().path.to_string())
+        .unwrap();
     let default = Duration::from_secs(60);
     let mut seen = Vec::new();
     for _ in 0..5 {

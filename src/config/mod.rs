@@ -63,6 +63,12 @@ pub enum ConfigError {
     },
     #[error("{0}")]
     Identity(String),
+    /// A rate-limit-only policy (no `delta`) cannot be synced.
+    #[error(
+        "{vendor}.delta: {vendor} has no delta endpoint in {}; sync needs one (path, format, paging...; see the veeva_vault block of the shipped config/rate_limits.yaml)",
+        path.display()
+    )]
+    NoDelta { vendor: String, path: PathBuf },
 }
 
 fn render_problems(path: &Path, problems: &[Problem]) -> String {

@@ -285,7 +285,9 @@ pub struct Policy {
     /// whole quota is slowed until its window can refill.
     pub vendor_burst_floor: Option<u64>,
     pub http: HttpLimits,
-    pub delta: Delta,
+    /// The delta endpoint; `None` in a rate-limit-only policy (the user's
+    /// seven keys), which validates but cannot be synced.
+    pub delta: Option<Delta>,
     pub streams: Vec<StreamSpec>,
     /// An extra gate per study on top of the vendor quota.
     pub study_limit: Option<Rate>,

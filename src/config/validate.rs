@@ -594,7 +594,10 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
     };
     let http_node = f.optional("http");
     let http = http(report, f.child("http"), http_node.map(|(_, n)| n));
-    let delta = f.required(report, "delta").and_then(|(p, n)| delta(report, p, n));
+    let delta = match f.optional("delta") {
+        Some((p, n)) => delta(report, p, n).map(Some),
+        None => Some(None),
+    };
     let streams_node = f.optional("streams");
     let streams = streams(report, f.child("streams"), streams_node.map(|(_, n)| n));
     let masked_query_params = match f.optional("masked_query_params") {
@@ -632,7 +635,7 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
         DEFAULT_CLOCK_SKEW_WARN_S,
         |p, n| non_negative(report, p, n, MAX_SECONDS),
     );
-    let format = delta.as_ref().map(|d| d.format);
+    let format = delta.as_ref().and_then(|d| d.as_ref().map(|d| d.format));
     let dialect = super::auth::dialect(report, dialect_node, format);
     f.finish(report, &POLICY_KEYS);
 

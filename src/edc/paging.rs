@@ -15,7 +15,7 @@ use reqwest::Url;
 use super::link::{self, MalformedLink};
 use super::origin::{Origin, OriginError};
 use super::payload::{CursorValue, PageSummary};
-use crate::config::{MissingValue, Paging, Policy, StreamSpec};
+use crate::config::{Delta, MissingValue, Paging, StreamSpec};
 use crate::stream::StreamIdentity;
 
 /// Why the next request cannot be formed.
@@ -34,12 +34,11 @@ pub enum PagingError {
 pub fn first_page(
     origin: &Origin,
     base: &Url,
-    policy: &Policy,
+    delta: &Delta,
     stream: &StreamSpec,
     id: &StreamIdentity,
     window_start: Option<&str>,
 ) -> Result<Url, PagingError> {
-    let delta = &policy.delta;
     let mut url = origin.resolve(base, &delta.path.fill(id)?)?;
     {
         let mut query = url.query_pairs_mut();

@@ -25,7 +25,7 @@ use std::time::Duration;
 use reqwest::{StatusCode, Url};
 
 use crate::audit::{now_rfc3339, AuditError, RunId, SharedAudit};
-use crate::config::{PayloadFormat, Policy, StreamSpec};
+use crate::config::{Delta, PayloadFormat, Policy, StreamSpec};
 use crate::edc::dialect::{self, NotAPage, VendorError};
 use crate::edc::paging::{self, PagingError};
 use crate::edc::payload::{self, InvalidPayload, PageSummary};
@@ -189,6 +189,8 @@ pub struct StreamReport {
 /// Everything one stream's loop needs.
 pub struct StreamJob<P: Pacer> {
     pub policy: Arc<Policy>,
+    /// The policy's delta endpoint (a run refuses a policy without one).
+    pub delta: Arc<Delta>,
     pub spec: StreamSpec,
     pub identity: StreamIdentity,
     pub client: ReadOnlyClient,
@@ -248,7 +250,7 @@ pub async fn run_stream<P: Pacer>(job: &StreamJob<P>) -> Result<StreamReport, Sy
     };
     let cursors = CursorStore::new(&job.state_dir, &job.identity).starting_at(job.options.since.clone());
     let landing_dir = job.out_dir.join(crate::store::stream_dir_name(&job.identity));
-    let ext = match job.policy.delta.format {
+    let ext = match job.delta.format {
         PayloadFormat::Json => "json",
         PayloadFormat::Odm => "xml",
     };
@@ -328,7 +330,7 @@ impl<P: Pacer> Loop<'_, P> {
                     "the next link {url} repeats a page already fetched in this window"
                 )));
             }
-            let limit = job.policy.delta.max_pages_per_window;
+            let limit = job.delta.max_pages_per_window;
             if seen.len() as u64 > limit {
                 return Err(self.rejected(format!(
                     "the window is still going after {limit} pages (delta.max_pages_per_window): a next link that never ends"
@@ -366,7 +368,7 @@ impl<P: Pacer> Loop<'_, P> {
             None => paging::first_page(
                 job.client.origin(),
                 job.client.base(),
-                &job.policy,
+                &job.delta,
                 &job.spec,
                 &job.identity,
                 cursor.window_start(),
@@ -751,7 +753,7 @@ impl<P: Pacer> Loop<'_, P> {
         reply: Reply,
     ) -> Result<Attempt, SyncError> {
         if let Some(ct) = reply.content_type.as_deref() {
-            let expected = match self.job.policy.delta.format {
+            let expected = match self.job.delta.format {
                 PayloadFormat::Json => "json",
                 PayloadFormat::Odm => "xml",
             };
@@ -840,7 +842,7 @@ impl<P: Pacer> Loop<'_, P> {
         &self,
         temp: &mut crate::store::LandingTemp,
     ) -> Result<Result<PageSummary, NotAPage>, SyncError> {
-        let delta = &self.job.policy.delta;
+        let delta = &self.job.delta;
         let reader = temp.reader()?;
         Ok(payload::validate(delta, reader)
             .map_err(NotAPage::Invalid)
@@ -899,7 +901,7 @@ impl<P: Pacer> Loop<'_, P> {
         let url = &page.url;
         let next = match paging::next_page(
             job.client.origin(),
-            &job.policy.delta.paging,
+            &job.delta.paging,
             &page.page_url,
             &page.links,
             &summary,
@@ -928,7 +930,7 @@ impl<P: Pacer> Loop<'_, P> {
             records: summary.records,
             sha256: &digest.sha256,
             run_id: self.run_id.as_str(),
-            paging: &job.policy.delta.paging,
+            paging: &job.delta.paging,
         };
         let after = self
             .cursors
