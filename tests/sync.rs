@@ -647,3 +647,47 @@ async fn three_processes_on_one_bucket_never_trip_the_servers_quota() {
     }
     assert!(verify(&fx.path("audit.jsonl")).unwrap().intact());
 }
+
+/// A gateway that serves the EDC under a path prefix: every request keeps
+/// the prefix, and a link that leaves it is refused like another origin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_base_url_path_prefix_is_kept_by_every_request_and_every_origin_check() {
+    let fx = Fixture::new();
+    let sim = start_sim_with(SimConfig {
+        dataset: dataset(90),
+        json_path: "/edc/api/v24.1/query/audit_trail".into(),
+        ..SimConfig::default()
+    })
+    .await;
+    let mut spec = fx.spec("vault_json", &sim);
+    spec.endpoint = Some(Endpoint::bearer(format!("{}/edc/", sim.base_url()), TOKEN));
+    let result = run::execute(spec.clone()).await.unwrap();
+    assert_eq!(exit_of(&result), 0, "{:?}", result.outcome);
+    assert_eq!(landed_record_ids(&fx, "vault_json", "default").len(), 90);
+    let requests = sim.requests();
+    assert!(
+        requests.iter().all(|r| r.path.starts_with("/edc/api/")),
+        "{requests:?}"
+    );
+
+    // A next link to the same host but outside /edc is refused unsent.
+    let fx = Fixture::new();
+    let sim = start_sim_with(SimConfig {
+        dataset: dataset(90),
+        json_path: "/edc/api/v24.1/query/audit_trail".into(),
+        faults: schedule(&["1=cross-origin-next:/elsewhere/api?offset=40"]),
+        ..SimConfig::default()
+    })
+    .await;
+    let mut spec = fx.spec("vault_json", &sim);
+    spec.endpoint = Some(Endpoint::bearer(format!("{}/edc", sim.base_url()), TOKEN));
+    let result = run::execute(spec).await.unwrap();
+    assert_eq!(exit_of(&result), 65, "{:?}", result.outcome);
+    let outcome = format!("{:?}", result.outcome);
+    assert!(outcome.contains("leaves the configured origin"), "{outcome}");
+    assert_eq!(
+        sim.requests().len(),
+        1,
+        "the link outside the prefix was never requested"
+    );
+}

@@ -47,17 +47,18 @@ impl ReadOnlyClient {
         username: &str,
         password: &Secret,
     ) -> Result<(HeaderValue, Option<String>, Option<String>), AuthError> {
-        let mut url = self.base.clone();
-        url.set_path(login_path);
-        url.set_query(None);
+        let url = self
+            .origin
+            .endpoint(&self.base, login_path)
+            .map_err(|e| AuthError::Unavailable {
+                url: login_path.to_string(),
+                detail: format!("refused: {e}"),
+            })?;
         let shown = url.path().to_string();
         let unavailable = |detail: String| AuthError::Unavailable {
             url: shown.clone(),
             detail,
         };
-        self.origin
-            .check(&url)
-            .map_err(|e| unavailable(format!("refused: {e}")))?;
         let body = url::form_urlencoded::Serializer::new(String::new())
             .append_pair("username", username)
             .append_pair("password", password.expose())

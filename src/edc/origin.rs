@@ -1,5 +1,12 @@
-//! The configured origin (scheme, host, port): the only place the token may
-//! be sent. Pagination links and redirects that leave it are refused.
+//! The configured origin (scheme, host, port, and the base URL's path
+//! prefix): the only place a credential may be sent. Pagination links and
+//! redirects that leave it are refused.
+//!
+//! A base URL with a path (`https://gateway.example/edc`) is a gateway
+//! prefix: every request the tool builds (first page, login) keeps it, and
+//! a link outside it is refused like another host. Links are resolved as
+//! RFC 3986 says, so a gateway must rewrite the vendor's root-relative
+//! links (`/api/...`) to keep its prefix.
 
 use reqwest::Url;
 
@@ -18,12 +25,14 @@ pub enum OriginError {
     CrossOrigin { url: String, origin: String },
 }
 
-/// scheme + host + port of the configured base URL.
+/// scheme + host + port + path prefix of the configured base URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
     scheme: String,
     host: String,
     port: Option<u16>,
+    /// The base URL's path without its trailing `/` (empty for none).
+    prefix: String,
 }
 
 impl Origin {
@@ -33,6 +42,20 @@ impl Origin {
             url: base.to_string(),
             detail: e.to_string(),
         })?;
+        if !url.username().is_empty() || url.password().is_some() {
+            // Never echo it: the userinfo is a credential.
+            return Err(OriginError::BadBase {
+                url: crate::redact::redact_arg(base.trim()),
+                detail: "credentials in the URL are refused; they come from the policy's auth variables"
+                    .into(),
+            });
+        }
+        if url.query().is_some() || url.fragment().is_some() {
+            return Err(OriginError::BadBase {
+                url: base.to_string(),
+                detail: "a base URL has no query or fragment".into(),
+            });
+        }
         let host = url.host_str().unwrap_or_default().to_string();
         if host.is_empty() || !matches!(url.scheme(), "http" | "https") {
             return Err(OriginError::BadBase {
@@ -53,14 +76,33 @@ impl Origin {
             scheme: url.scheme().to_string(),
             host,
             port: url.port_or_known_default(),
+            prefix: url.path().trim_end_matches('/').to_string(),
         };
         Ok((origin, url))
     }
 
     pub fn matches(&self, url: &Url) -> bool {
+        let path = url.path();
+        let under_prefix = self.prefix.is_empty()
+            || path == self.prefix
+            || path
+                .strip_prefix(self.prefix.as_str())
+                .is_some_and(|rest| rest.starts_with('/'));
         url.scheme() == self.scheme
             && url.host_str() == Some(self.host.as_str())
             && url.port_or_known_default() == self.port
+            && under_prefix
+    }
+
+    /// The URL of `path` (which starts with `/`) under the base URL's
+    /// prefix: how the tool builds every URL it does not get from a link.
+    pub fn endpoint(&self, base: &Url, path: &str) -> Result<Url, OriginError> {
+        let mut url = base.clone();
+        url.set_query(None);
+        url.set_fragment(None);
+        url.set_path(&format!("{}{path}", self.prefix));
+        self.check(&url)?;
+        Ok(url)
     }
 
     /// Resolves `link` (absolute, or relative to `against`) and refuses it
@@ -89,8 +131,8 @@ impl Origin {
 impl std::fmt::Display for Origin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.port {
-            Some(p) => write!(f, "{}://{}:{p}", self.scheme, self.host),
-            None => write!(f, "{}://{}", self.scheme, self.host),
+            Some(p) => write!(f, "{}://{}:{p}{}", self.scheme, self.host, self.prefix),
+            None => write!(f, "{}://{}{}", self.scheme, self.host, self.prefix),
         }
     }
 }
@@ -101,7 +143,7 @@ mod tests {
 
     #[test]
     fn same_origin_links_resolve_and_others_are_refused() {
-        let (o, base) = Origin::of_base("https://vault.example.com/api/").unwrap();
+        let (o, base) = Origin::of_base("https://vault.example.com").unwrap();
         assert_eq!(
             o.resolve(&base, "/api/next?offset=5").unwrap().as_str(),
             "https://vault.example.com/api/next?offset=5"
@@ -125,6 +167,34 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn a_path_prefix_is_part_of_the_origin() {
+        let (o, base) = Origin::of_base("https://gw.example/edc/").unwrap();
+        assert_eq!(o.to_string(), "https://gw.example:443/edc");
+        assert_eq!(
+            o.endpoint(&base, "/api/v24.1/auth").unwrap().as_str(),
+            "https://gw.example/edc/api/v24.1/auth"
+        );
+        // A path that names a host is still a path.
+        assert_eq!(
+            o.endpoint(&base, "//evil.example/x").unwrap().host_str(),
+            Some("gw.example")
+        );
+        assert!(o.resolve(&base, "api/next?offset=5").is_ok());
+        for outside in [
+            "/api/next",
+            "/edcx/api",
+            "/edc/../api",
+            "https://gw.example/other",
+        ] {
+            assert!(o.resolve(&base, outside).is_err(), "{outside}");
+        }
+        let secret = "s3cr3t-pw";
+        let err = Origin::of_base(&format!("https://user:{secret}@gw.example/")).unwrap_err();
+        assert!(!err.to_string().contains(secret), "{err}");
+        assert!(Origin::of_base("https://gw.example/edc?x=1").is_err());
     }
 
     #[test]

@@ -39,7 +39,7 @@ pub fn first_page(
     id: &StreamIdentity,
     window_start: Option<&str>,
 ) -> Result<Url, PagingError> {
-    let mut url = origin.resolve(base, &delta.path.fill(id)?)?;
+    let mut url = origin.endpoint(base, &delta.path.fill(id)?)?;
     {
         let mut query = url.query_pairs_mut();
         query.clear();
