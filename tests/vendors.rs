@@ -746,3 +746,37 @@ async fn simulate_serves_the_vault_and_rave_profiles_from_the_command_line() {
     assert_eq!(ok.status(), 200);
     assert_eq!(ok.text().await.unwrap().matches("<AuditRecord ").count(), 5);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_incremental_poll_with_no_new_records_lands_no_file() {
+    let fx = Fixture::new();
+    let sim = sim(Profile::Rave, 50, &[], |_| {}).await;
+    assert_exit(&fx.run("rave_basic", &sim, PASSWORD).await, 0);
+    let files =
+        |fx: &Fixture| std::fs::read_dir(fx.stream_dir("rave_basic").join("pages")).map_or(0, |d| d.count());
+    let (pages_before, manifest_before) = (files(&fx), fx.manifest_pages("rave_basic"));
+    assert!(pages_before > 0);
+    // Rave stamps each answer anew, so an empty poll differs in bytes from
+    // the last: nothing new must still mean nothing landed.
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    for _ in 0..2 {
+        assert_exit(&fx.run("rave_basic", &sim, PASSWORD).await, 0);
+    }
+    assert_eq!(files(&fx), pages_before, "no new landed file");
+    assert_eq!(
+        fx.manifest_pages("rave_basic"),
+        manifest_before,
+        "the manifest is unchanged"
+    );
+    let polls: Vec<_> = fx
+        .events("page_committed")
+        .into_iter()
+        .filter(|l| l["records"] == 0)
+        .collect();
+    assert!(polls.len() >= 2, "each empty poll is audited");
+    for line in polls {
+        assert_eq!(line["landing_file"], serde_json::Value::Null);
+        assert_eq!(line["payload_sha256"].as_str().unwrap().len(), 64);
+        assert!(line["bytes"].as_u64().unwrap() > 0);
+    }
+}

@@ -114,8 +114,17 @@ pub fn odm_page(
             )
         })
     });
+    // Rave stamps every response with the time it made it (and a fresh
+    // FileOID), so two answers with the same records differ in bytes; the
+    // rave profile does the same. The generic profile keeps fixed bytes.
+    let created = match cfg.profile {
+        super::Profile::Rave => humantime::format_rfc3339_millis(std::time::SystemTime::now())
+            .to_string()
+            .replace('Z', "-00:00"),
+        _ => "2026-12-02T00:00:00.000-00:00".to_string(),
+    };
     let head = format!(
-        r#"<?xml version="1.0" encoding="utf-8"?><ODM FileType="Transactional" FileOID="sim-{}-{start}" CreationDateTime="2026-12-02T00:00:00.000-00:00" ODMVersion="1.3" xmlns:mdsol="http://www.mdsol.com/ns/odm/metadata" xmlns="http://www.cdisc.org/ns/odm/v1.3"><ClinicalData StudyOID="{}" MetaDataVersionOID="1">"#,
+        r#"<?xml version="1.0" encoding="utf-8"?><ODM FileType="Transactional" FileOID="sim-{}-{start}" CreationDateTime="{created}" ODMVersion="1.3" xmlns:mdsol="http://www.mdsol.com/ns/odm/metadata" xmlns="http://www.cdisc.org/ns/odm/v1.3"><ClinicalData StudyOID="{}" MetaDataVersionOID="1">"#,
         ds.seed,
         xml_escape(&study)
     );

@@ -73,6 +73,9 @@ pub struct PageCommitted {
     pub payload_sha256: String,
     pub bytes: u64,
     pub records: u64,
+    /// False for a dry run and for a page without records (nothing to
+    /// land: the hash and size above are the record of what was received).
+    pub landed: bool,
     pub landing_file: Option<String>,
     /// The same bytes were already landed (a replay after a crash).
     pub replayed: bool,

@@ -937,7 +937,10 @@ impl<P: Pacer> Loop<'_, P> {
             .advance(cursor, advance)
             .map_err(|e| self.rejected(format!("page {url}: {e}")))?;
         let durable_started = std::time::Instant::now();
-        let (landing_file, replayed) = if job.options.dry_run {
+        // A page without records holds no data: its hash and size go in
+        // the audit line, nothing is landed and the manifest is unchanged
+        // (an empty poll every five minutes must not leave a file each time).
+        let (landing_file, replayed) = if job.options.dry_run || summary.records == 0 {
             temp.discard();
             (None, false)
         } else {
@@ -966,6 +969,7 @@ impl<P: Pacer> Loop<'_, P> {
             payload_sha256: digest.sha256.clone(),
             bytes: digest.bytes,
             records: summary.records,
+            landed: landing_file.is_some(),
             landing_file,
             replayed,
             dry_run: job.options.dry_run,
