@@ -460,8 +460,10 @@ pub struct BackfillArgs {
     /// Vault, a start id for Rave).
     #[arg(long)]
     pub since: String,
-    /// Stop once a committed page reaches this cursor value (the page that
-    /// crosses it is landed whole).
+    /// Window end: every record up to this cursor value is landed. On an
+    /// ascending endpoint (delta.order) the run stops at the first page past
+    /// it (landed whole); otherwise it pages to the end of the window.
+    /// Earlier than --since is a usage error.
     #[arg(long)]
     pub until: Option<String>,
 }

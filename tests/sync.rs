@@ -691,3 +691,109 @@ async fn a_base_url_path_prefix_is_kept_by_every_request_and_every_origin_check(
         "the link outside the prefix was never requested"
     );
 }
+
+/// A page of records older than the cursor (a vendor clock set back) is
+/// landed and audited as such, and the cursor does not move back to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_older_than_the_cursor_are_landed_and_audited_but_never_move_it_back() {
+    let fx = Fixture::new();
+    let sim = start_sim(60, &[]).await;
+    assert_eq!(
+        exit_of(&run::execute(fx.spec("vault_json", &sim)).await.unwrap()),
+        0
+    );
+    let start = dataset(60).record(60).modified;
+    assert_eq!(fx.cursor("vault_json", "default")["window_start"], start);
+    // 20 new records arrive, dated 1999 by the vendor.
+    let sim = start_sim(80, &["1=backdated"]).await;
+    assert_eq!(
+        exit_of(&run::execute(fx.spec("vault_json", &sim)).await.unwrap()),
+        0
+    );
+    let last = fx.events("page_committed").pop().unwrap();
+    assert_eq!(
+        (last["records"].as_u64(), last["older_than_cursor"].as_bool()),
+        (Some(20), Some(true))
+    );
+    assert_eq!(
+        landed_record_ids(&fx, "vault_json", "default").len(),
+        80,
+        "landed all the same"
+    );
+    assert_eq!(
+        fx.cursor("vault_json", "default")["window_start"],
+        start,
+        "not moved back to 1999"
+    );
+}
+
+/// Backfill on a newest-first endpoint: the first page holds only records
+/// past --until, which used to end the window with none of those inside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_on_a_newest_first_endpoint_lands_every_record_inside_the_window() {
+    let fx = Fixture::new();
+    let sim = start_sim_with(SimConfig {
+        dataset: dataset(423),
+        newest_first: true,
+        ..SimConfig::default()
+    })
+    .await;
+    let ds = dataset(423);
+    // modified_since is exclusive: the window holds records 11..=233.
+    let (since, until) = (ds.record(10).modified, ds.record(233).modified);
+    let args = ["--pacer", "local", "--since", &since, "--until", &until];
+    let out = support::run_cmd(
+        cli_cmd(&fx, "backfill", "vault_newest", &sim.base_url(), &args).stdout(std::process::Stdio::piped()),
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let label = format!(
+        "{}..{}",
+        edc_sync::store::sanitize(&since),
+        edc_sync::store::sanitize(&until)
+    );
+    let dir = fx.path(&format!(
+        "landing/backfill/{label}/vault_newest/-/Mediflex(Prod)/-/default"
+    ));
+    let ids = edc_sync::sim::landed_json_record_ids(&dir).unwrap();
+    for n in 11..=233u32 {
+        assert!(
+            ids.contains(&format!("AT-{n:07}")),
+            "record {n} of the window was not landed"
+        );
+    }
+    let mut unique = ids.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), ids.len(), "a record landed twice");
+    // A second run finds the window complete and fetches nothing.
+    let before = sim.requests().len();
+    let out = support::run_cmd(&mut cli_cmd(
+        &fx,
+        "backfill",
+        "vault_newest",
+        &sim.base_url(),
+        &args,
+    ));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(sim.requests().len(), before);
+}
+
+#[test]
+fn a_backfill_whose_since_is_after_its_until_is_a_usage_error() {
+    let fx = Fixture::new();
+    let args = [
+        "--pacer",
+        "local",
+        "--since",
+        "2026-02-01T00:00:00Z",
+        "--until",
+        "2026-01-01T00:00:00+02:00",
+    ];
+    let out = support::run_cmd(
+        cli_cmd(&fx, "backfill", "vault_json", "http://127.0.0.1:9", &args)
+            .stderr(std::process::Stdio::piped()),
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("is later than --until"), "{}", out.stderr);
+    assert!(!fx.path("audit.jsonl").exists(), "nothing happened");
+}

@@ -23,6 +23,21 @@ pub fn run(args: SyncArgs) -> anyhow::Result<()> {
 
 /// `edc-sync backfill`: a sync whose state and landing live apart.
 pub fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
+    if let Some(until) = &args.until {
+        if crate::edc::payload::order::compare_params(&args.since, until) == std::cmp::Ordering::Greater {
+            // A usage error, before anything happens: clap prints it and exits 2.
+            use clap::CommandFactory;
+            crate::cli::Cli::command()
+                .error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    format!(
+                        "--since {} is later than --until {until}: the window would be empty",
+                        args.since
+                    ),
+                )
+                .exit();
+        }
+    }
     let label = format!(
         "{}..{}",
         sanitize(&args.since),

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 pub use policy::{
     Auth, Config, Delta, Dialect, EnvVarName, HttpLimits, MissingEnv, Paging, PayloadFormat, Policy, Rate,
-    StreamSpec,
+    RecordOrder, StreamSpec,
 };
 pub use provenance::{ChangeState, Provenance};
 pub use template::{MissingValue, Placeholder, PlaceholderValues, Template};

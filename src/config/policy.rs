@@ -215,6 +215,19 @@ pub enum Paging {
     RaveStartid,
 }
 
+/// In what order the endpoint returns a window's records. Only an
+/// ascending endpoint lets a backfill stop before the window's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordOrder {
+    /// Oldest first, within and across pages.
+    Ascending,
+    /// Newest first (Vault's audit trail).
+    NewestFirst,
+    /// No order promised.
+    Unordered,
+}
+
 /// The delta endpoint of a vendor and the shape of its pages.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Delta {
@@ -233,6 +246,8 @@ pub struct Delta {
     pub page_size: u32,
     /// A window longer than this is treated as a runaway next link (65).
     pub max_pages_per_window: u64,
+    /// The order of records within and across pages.
+    pub order: RecordOrder,
     /// Fixed query parameters added to every first-page request.
     pub query: Vec<(String, Template)>,
 }

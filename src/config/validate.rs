@@ -7,7 +7,9 @@
 use std::time::Duration;
 
 use super::locate;
-use super::policy::{Config, Delta, EnvVarName, HttpLimits, Paging, PayloadFormat, Policy, Rate, StreamSpec};
+use super::policy::{
+    Config, Delta, EnvVarName, HttpLimits, Paging, PayloadFormat, Policy, Rate, RecordOrder, StreamSpec,
+};
 use super::template::Template;
 use super::yaml::Node;
 use super::Problem;
@@ -327,7 +329,8 @@ fn http(report: &mut Report, path: Vec<String>, node: Option<&Node>) -> Option<H
 
 const DEFAULT_MAX_PAGES_PER_WINDOW: i64 = 100_000;
 
-const DELTA_KEYS: [&str; 11] = [
+const DELTA_KEYS: [&str; 12] = [
+    "order",
     "path",
     "format",
     "paging",
@@ -408,6 +411,22 @@ fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Option<Delta> {
         DEFAULT_MAX_PAGES_PER_WINDOW,
         |p, n| integer(report, p, n, 1, 100_000_000),
     );
+    let order = or_default(
+        f.optional("order"),
+        RecordOrder::Ascending,
+        |p, n| match string(report, p, n)? {
+            "ascending" => Some(RecordOrder::Ascending),
+            "newest_first" => Some(RecordOrder::NewestFirst),
+            "unordered" => Some(RecordOrder::Unordered),
+            other => {
+                report.add(
+                    p,
+                    format!("must be one of ascending, newest_first, unordered; got {other:?}"),
+                );
+                None
+            }
+        },
+    );
     let records_pointer_path = f.child("records_pointer");
     let cursor_field_path = f.child("cursor_field");
     f.finish(report, &DELTA_KEYS);
@@ -457,6 +476,7 @@ fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Option<Delta> {
         page_size_param: page_size_param?,
         page_size: u32::try_from(page_size?).ok()?,
         max_pages_per_window: u64::try_from(max_pages?).ok()?,
+        order: order?,
         query: query?,
     })
 }

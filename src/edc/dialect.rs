@@ -284,6 +284,7 @@ mod tests {
             records_found: true,
             next_link: None,
             high_water: None,
+            low_water: None,
             envelope: Envelope {
                 rave_error_description: page.error_description.clone(),
                 ..Envelope::default()

@@ -15,6 +15,7 @@
 //! | `oversize:BYTES` | 200 with a body of BYTES bytes |
 //! | `latency:MS` | the page, MS milliseconds late |
 //! | `garbage` | 200 with a body that is not valid JSON / ODM |
+//! | `backdated` | the JSON page, every record's `modified_date__v` in 1999 (a vendor clock set back) |
 //! | `content-type:TYPE` | the page, with `Content-Type: TYPE` |
 //! | `endless` | from this request on, every page has a next link (an API that never ends its window) |
 //! | `stall:MS` | the page's headers and half its body, then MS milliseconds of silence (slowloris) |
@@ -49,6 +50,8 @@ pub enum Fault {
     Oversize(u64),
     Latency(Duration),
     Garbage,
+    /// The JSON page with its records dated 1999.
+    Backdated,
     ContentType(String),
     Endless,
     Stall(Duration),
@@ -92,6 +95,7 @@ impl FromStr for Fault {
             ["oversize", n] => Fault::Oversize(number(n)?),
             ["latency", ms] => Fault::Latency(Duration::from_millis(number(ms)?)),
             ["garbage"] => Fault::Garbage,
+            ["backdated"] => Fault::Backdated,
             ["endless"] => Fault::Endless,
             ["content-type", rest @ ..] if !rest.is_empty() => Fault::ContentType(rest.join(":")),
             ["stall", ms] => Fault::Stall(Duration::from_millis(number(ms)?)),

@@ -45,6 +45,9 @@ pub struct SimConfig {
     /// Vault profile: a session serves this many data requests, then
     /// answers INVALID_SESSION_ID.
     pub session_ttl_requests: Option<u64>,
+    /// Serve the JSON window newest first (as Vault's audit trail does)
+    /// instead of oldest first.
+    pub newest_first: bool,
     /// Seconds added to the simulator's clock in `Date` and in
     /// HTTP-date `Retry-After` values (a server whose clock differs).
     pub clock_skew_s: i64,
@@ -77,6 +80,7 @@ impl Default for SimConfig {
             login_path: "/api/v24.1/auth".into(),
             session_ttl_requests: None,
             clock_skew_s: 0,
+            newest_first: false,
             faults: FaultSchedule::default(),
             quota: None,
             latency: Duration::ZERO,

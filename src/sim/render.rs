@@ -40,6 +40,7 @@ pub fn json_page(
     cfg: &SimConfig,
     q: &BTreeMap<String, String>,
     garbage: bool,
+    backdated: bool,
     next_override: Option<String>,
 ) -> (Page, Option<String>) {
     if garbage {
@@ -66,16 +67,29 @@ pub fn json_page(
     let head = format!(
         r#"{{"responseStatus":"SUCCESS","responseDetails":{{"limit":{limit},"offset":{offset},"size":{size},"total":{total}{next_json}}},"data":["#
     );
+    // Newest first: position p of the window holds the record p places
+    // from its newest end, so offset 0 starts with the latest record.
+    let newest_first = cfg.newest_first;
+    let last = ds.records;
     let page = Page::from_fn(move || {
         let ds = ds.clone();
         std::iter::once(Bytes::from(head.clone()))
-            .chain((start..end).map(move |n| {
-                let mut s = if n > start {
+            .chain((start..end).map(move |p| {
+                let mut s = if p > start {
                     String::from(",")
                 } else {
                     String::new()
                 };
-                s.push_str(&ds.json_record(&ds.record(n)));
+                let n = if newest_first {
+                    last + first_in_window - p
+                } else {
+                    p
+                };
+                let mut record = ds.record(n);
+                if backdated {
+                    record.modified = format!("1999-01-01T00:00:{:02}Z", n % 60);
+                }
+                s.push_str(&ds.json_record(&record));
                 Bytes::from(s)
             }))
             .chain(std::iter::once(Bytes::from_static(b"]}")))

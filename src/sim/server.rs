@@ -376,7 +376,8 @@ fn route(state: &State, req: &Parts, fault: Option<&Fault>) -> Answer {
     let garbage = matches!(fault, Some(Fault::Garbage));
     let mut answer = Answer::status(StatusCode::OK);
     let (page, next, content_type) = if path == cfg.json_path {
-        let (page, next) = super::render::json_page(cfg, &query, garbage, cross_next);
+        let backdated = matches!(fault, Some(Fault::Backdated));
+        let (page, next) = super::render::json_page(cfg, &query, garbage, backdated, cross_next);
         (page, next, "application/json")
     } else if path == cfg.odm_path {
         let (page, next) = super::render::odm_page(cfg, &query, garbage, cross_next);

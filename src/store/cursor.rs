@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::Paging;
 use crate::durable::sync_parent_dir;
 use crate::edc::paging::next_window_start;
+use crate::edc::payload::order::compare_params;
 use crate::edc::payload::CursorValue;
 use crate::stream::StreamIdentity;
 
@@ -208,9 +209,18 @@ impl CursorStore {
                 state.records_in_window += page.records;
             }
             None => {
-                // Window complete: the next one starts at its high-water mark.
+                // Window complete: the next one starts at its high-water
+                // mark, but never before where this one started: records
+                // older than the cursor (out of order, or a vendor's clock
+                // set back) must not make the next run pull everything again.
                 if let Some(start) = next_window_start(page.paging, high_water.as_ref()) {
-                    state.window_start = Some(start);
+                    let backwards = state
+                        .window_start
+                        .as_deref()
+                        .is_some_and(|old| compare_params(&start, old) == std::cmp::Ordering::Less);
+                    if !backwards {
+                        state.window_start = Some(start);
+                    }
                 }
                 state.next_page = None;
                 state.high_water = None;
@@ -241,5 +251,50 @@ impl CursorStore {
         drop(file);
         std::fs::rename(&tmp, &self.path).map_err(|e| StoreError::io(&self.path, "rename into place", e))?;
         sync_parent_dir(&self.path).map_err(|e| StoreError::io(&self.path, "fsync the directory of", e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(dir: &Path) -> CursorStore {
+        let id = StreamIdentity {
+            vendor: "v".into(),
+            tenant: None,
+            study: Some("s".into()),
+            protocol_version: None,
+            stream: Some("default".into()),
+        };
+        CursorStore::new(dir, &id)
+    }
+
+    fn window_of(store: &CursorStore, before: &Cursor, high: &str) -> Cursor {
+        let page = PageAdvance {
+            next_page: None,
+            high_water: Some(CursorValue::Text(high.into())),
+            records: 1,
+            sha256: "0",
+            run_id: "r",
+            paging: &Paging::LinkHeader,
+        };
+        store.advance(before, page).unwrap()
+    }
+
+    #[test]
+    fn a_window_never_moves_the_cursor_backwards() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path());
+        let first = window_of(&store, &store.load().unwrap(), "2026-06-01T00:00:00Z");
+        assert_eq!(first.window_start(), Some("2026-06-01T00:00:00Z"));
+        // A page of records dated 1999 (a vendor clock set back).
+        let second = window_of(&store, &first, "1999-01-01T00:00:00Z");
+        assert_eq!(second.window_start(), Some("2026-06-01T00:00:00Z"));
+        // Larger as a string, earlier as an instant (23:59:59Z the day before).
+        let third = window_of(&store, &second, "2026-06-01T01:59:59+02:00");
+        assert_eq!(third.window_start(), Some("2026-06-01T00:00:00Z"));
+        // Smaller as a string ('.' < 'Z'), later as an instant: forward.
+        let fourth = window_of(&store, &third, "2026-06-01T00:00:00.500Z");
+        assert_eq!(fourth.window_start(), Some("2026-06-01T00:00:00.500Z"));
     }
 }

@@ -83,6 +83,9 @@ pub struct PageCommitted {
     pub cursor_before: serde_json::Value,
     pub cursor_after: serde_json::Value,
     pub quota_headers: BTreeMap<String, String>,
+    /// The page holds records older than the window's start (out of
+    /// order, or a vendor clock set back): landed, never moving the cursor back.
+    pub older_than_cursor: bool,
     /// Vault `WARNING` responses: the warnings, kept with the page.
     pub vendor_warnings: Vec<VendorMessage>,
     pub vendor_execution_id: Option<String>,

@@ -25,7 +25,7 @@ use std::time::Duration;
 use reqwest::{StatusCode, Url};
 
 use crate::audit::{now_rfc3339, AuditError, RunId, SharedAudit};
-use crate::config::{Delta, PayloadFormat, Policy, StreamSpec};
+use crate::config::{Delta, PayloadFormat, Policy, RecordOrder, StreamSpec};
 use crate::edc::dialect::{self, NotAPage, VendorError};
 use crate::edc::paging::{self, PagingError};
 use crate::edc::payload::{self, InvalidPayload, PageSummary};
@@ -129,13 +129,10 @@ pub struct SyncOptions {
     pub progress: Option<indicatif::ProgressBar>,
 }
 
-/// True once a cursor value has reached `until`: numbers compare as
-/// numbers, everything else as strings (as ISO 8601 timestamps do).
-fn reached(value: &str, until: &str) -> bool {
-    match (value.parse::<f64>(), until.parse::<f64>()) {
-        (Ok(v), Ok(u)) => v >= u,
-        _ => value >= until,
-    }
+/// True once a cursor value is strictly past `until` (numbers as numbers,
+/// timestamps as instants): a record equal to `until` may still follow.
+fn beyond(value: &str, until: &str) -> bool {
+    payload::order::compare_params(value, until) == std::cmp::Ordering::Greater
 }
 
 /// Why a wait happened, for metrics.
@@ -303,13 +300,16 @@ impl<P: Pacer> Loop<'_, P> {
     async fn pages(&mut self) -> Result<(), SyncError> {
         let job = self.job;
         let mut cursor = self.cursors.load()?;
-        // A backfill that already reached `until` (in an earlier run) is done.
-        let reached_so_far = match cursor.high_water() {
-            Some(hw) if cursor.in_window() => Some(hw.as_param()),
-            _ => cursor.window_start().map(str::to_string),
-        };
-        if let (Some(until), Some(so_far)) = (&job.options.until, reached_so_far) {
-            if reached(&so_far, until) {
+        // A backfill is done once its window completed in an earlier run,
+        // or (on an ascending endpoint only) once its records went past `until`.
+        if let Some(until) = &job.options.until {
+            let completed = !cursor.in_window() && cursor.window_start() != job.options.since.as_deref();
+            let so_far = match cursor.high_water() {
+                Some(hw) if cursor.in_window() => Some(hw.as_param()),
+                _ => cursor.window_start().map(str::to_string),
+            };
+            let past = job.delta.order == RecordOrder::Ascending && so_far.is_some_and(|s| beyond(&s, until));
+            if completed || past {
                 self.report.window_complete = true;
                 return Ok(());
             }
@@ -338,8 +338,13 @@ impl<P: Pacer> Loop<'_, P> {
             }
             let (next, new_cursor) = self.page_with_retries(&url, cursor).await?;
             cursor = new_cursor;
+            // Only records in ascending order let a backfill stop before the
+            // window's end: newest-first or unordered data may still hold
+            // records inside [since, until] on any later page.
             let past_until = match (&job.options.until, cursor.high_water()) {
-                (Some(until), Some(hw)) => reached(&hw.as_param(), until),
+                (Some(until), Some(hw)) => {
+                    job.delta.order == RecordOrder::Ascending && beyond(&hw.as_param(), until)
+                }
                 _ => false,
             };
             if past_until {
@@ -976,6 +981,12 @@ impl<P: Pacer> Loop<'_, P> {
             cursor_before: cursor.to_json(),
             cursor_after: after.to_json(),
             quota_headers: page.quota_headers.clone(),
+            older_than_cursor: match (&summary.low_water, cursor.window_start()) {
+                (Some(low), Some(start)) => {
+                    payload::order::compare_params(&low.as_param(), start) == std::cmp::Ordering::Less
+                }
+                _ => false,
+            },
             vendor_warnings: summary.envelope.warnings.clone(),
             vendor_execution_id: page.execution_id.clone(),
         })?;

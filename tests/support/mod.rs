@@ -92,6 +92,22 @@ vault_json:
     cursor_field: modified_date__v
     page_size_param: limit
     page_size: 40
+vault_newest:
+  base_url_env: EDC_SYNC_TEST_BASE_URL
+  token_env: EDC_SYNC_TEST_TOKEN
+  sustained_rate_per_sec: 1000
+  burst_capacity: 100
+  bucket_key: "rl:test:{vendor}:{study}"
+  delta:
+    path: /api/v24.1/query/audit_trail
+    format: json
+    paging: json_next
+    order: newest_first
+    records_pointer: /data
+    cursor_param: modified_since
+    cursor_field: modified_date__v
+    page_size_param: limit
+    page_size: 40
 vault_link:
   base_url_env: EDC_SYNC_TEST_BASE_URL
   token_env: EDC_SYNC_TEST_TOKEN

@@ -29,6 +29,7 @@ struct Found {
     records: Option<u64>,
     next: Option<Option<String>>,
     high_water: Option<CursorValue>,
+    low_water: Option<CursorValue>,
     error: Option<String>,
     envelope: Envelope,
 }
@@ -70,6 +71,7 @@ pub fn scan(
         records_found: found.records.is_some(),
         next_link: found.next.flatten().filter(|s| !s.is_empty()),
         high_water: found.high_water,
+        low_water: found.low_water,
         envelope: found.envelope,
     })
 }
@@ -255,6 +257,10 @@ impl<'de> Visitor<'de> for Records<'_> {
         while let Some(value) = seq.next_element_seed(Record { field: self.field })? {
             count += 1;
             if let Some(v) = value {
+                self.found.low_water = Some(match self.found.low_water.take() {
+                    None => v.clone(),
+                    Some(lw) => lw.min(v.clone()).map_err(de::Error::custom)?,
+                });
                 self.found.high_water = Some(match self.found.high_water.take() {
                     None => v,
                     Some(hw) => hw.max(v).map_err(de::Error::custom)?,

@@ -6,6 +6,7 @@
 
 mod json;
 mod odm;
+pub mod order;
 
 use std::io::Read;
 
@@ -40,8 +41,8 @@ impl InvalidPayload {
     }
 }
 
-/// The largest cursor value seen on a page: a number or a string
-/// (ISO 8601 timestamps compare as strings).
+/// A cursor value seen on a page: a number or a string (RFC 3339
+/// timestamps compare as instants; see `order.rs`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum CursorValue {
@@ -50,18 +51,6 @@ pub enum CursorValue {
 }
 
 impl CursorValue {
-    /// The larger of two values; numbers and strings do not mix.
-    pub fn max(self, other: CursorValue) -> Result<CursorValue, String> {
-        match (&self, &other) {
-            (CursorValue::Number(a), CursorValue::Number(b)) => {
-                let (x, y) = (a.as_f64().unwrap_or(f64::NAN), b.as_f64().unwrap_or(f64::NAN));
-                Ok(if y > x { other } else { self })
-            }
-            (CursorValue::Text(a), CursorValue::Text(b)) => Ok(if b > a { other } else { self }),
-            _ => Err("cursor values mix numbers and strings".into()),
-        }
-    }
-
     /// As a query-parameter value.
     pub fn as_param(&self) -> String {
         match self {
@@ -122,6 +111,9 @@ pub struct PageSummary {
     pub next_link: Option<String>,
     /// JSON: the largest `cursor_field`; ODM: the largest `SourceID`.
     pub high_water: Option<CursorValue>,
+    /// The smallest of the same: below the cursor means records arrived
+    /// out of order (audited, landed, never a reason to move back).
+    pub low_water: Option<CursorValue>,
     /// What the vendor said besides the data.
     #[serde(skip)]
     pub envelope: Envelope,
@@ -150,6 +142,7 @@ pub fn validate(delta: &Delta, reader: impl Read) -> Result<PageSummary, Invalid
                 records_found: true,
                 next_link: None,
                 high_water: odm.max_source_id.map(|id| CursorValue::Number(id.into())),
+                low_water: odm.min_source_id.map(|id| CursorValue::Number(id.into())),
                 envelope: Envelope {
                     rave_response: odm.rave_response,
                     rave_error_description: odm.error_description,

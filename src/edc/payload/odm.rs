@@ -23,6 +23,7 @@ pub struct OdmSummary {
     pub subject_data: u64,
     pub audit_records: u64,
     pub max_source_id: Option<u64>,
+    pub min_source_id: Option<u64>,
     /// The root was Rave's `<Response>` (an error or acknowledgement, never data).
     pub rave_response: Option<RaveResponse>,
     /// `mdsol:ErrorDescription` on the ODM root: Rave reporting an error.
@@ -219,6 +220,7 @@ fn note_source_id(summary: &mut OdmSummary, text: &str) -> Result<(), InvalidPay
         ))
     })?;
     summary.max_source_id = Some(summary.max_source_id.map_or(id, |m| m.max(id)));
+    summary.min_source_id = Some(summary.min_source_id.map_or(id, |m| m.min(id)));
     Ok(())
 }
 

@@ -1,0 +1,95 @@
+//! How cursor values compare. A high-water mark is a maximum, and a
+//! maximum is only as good as its order: numbers compare as numbers, RFC
+//! 3339 timestamps as the instants they name (so `...:00.500Z` is after
+//! `...:00Z`, and `10:00+02:00` is before `09:00Z`), anything else as text.
+
+use std::cmp::Ordering;
+
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use super::CursorValue;
+
+/// The instant an RFC 3339 timestamp names, if `s` is one.
+pub fn instant(s: &str) -> Option<OffsetDateTime> {
+    OffsetDateTime::parse(s.trim(), &Rfc3339).ok()
+}
+
+/// Orders two cursor parameters (window starts, `--since` / `--until`):
+/// both numbers, both timestamps, or else as text.
+pub fn compare_params(a: &str, b: &str) -> Ordering {
+    if let (Ok(x), Ok(y)) = (a.trim().parse::<f64>(), b.trim().parse::<f64>()) {
+        return x.partial_cmp(&y).unwrap_or(Ordering::Equal);
+    }
+    if let (Some(x), Some(y)) = (instant(a), instant(b)) {
+        return x.cmp(&y);
+    }
+    a.cmp(b)
+}
+
+impl CursorValue {
+    /// Orders two values of one field; numbers and strings do not mix.
+    pub fn compare(&self, other: &CursorValue) -> Result<Ordering, String> {
+        match (self, other) {
+            (CursorValue::Number(a), CursorValue::Number(b)) => {
+                let (x, y) = (a.as_f64().unwrap_or(f64::NAN), b.as_f64().unwrap_or(f64::NAN));
+                Ok(x.partial_cmp(&y).unwrap_or(Ordering::Equal))
+            }
+            (CursorValue::Text(a), CursorValue::Text(b)) => Ok(match (instant(a), instant(b)) {
+                (Some(x), Some(y)) => x.cmp(&y),
+                _ => a.cmp(b),
+            }),
+            _ => Err("cursor values mix numbers and strings".into()),
+        }
+    }
+
+    /// The larger of two values (the first when they are equal).
+    pub fn max(self, other: CursorValue) -> Result<CursorValue, String> {
+        Ok(match self.compare(&other)? {
+            Ordering::Less => other,
+            _ => self,
+        })
+    }
+
+    /// The smaller of two values (the first when they are equal).
+    pub fn min(self, other: CursorValue) -> Result<CursorValue, String> {
+        Ok(match self.compare(&other)? {
+            Ordering::Greater => other,
+            _ => self,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(s: &str) -> CursorValue {
+        CursorValue::Text(s.into())
+    }
+
+    #[test]
+    fn timestamps_compare_as_instants_not_as_strings() {
+        // As strings, '.' sorts before 'Z': the later instant would lose.
+        let later = text("2026-01-01T00:00:00.500Z");
+        assert_eq!(later.clone().max(text("2026-01-01T00:00:00Z")).unwrap(), later);
+        // 10:00 at +02:00 is 08:00Z: before 09:00Z, though its digits are larger.
+        let earlier = text("2026-01-01T10:00:00+02:00");
+        let nine = text("2026-01-01T09:00:00Z");
+        assert_eq!(earlier.clone().max(nine.clone()).unwrap(), nine);
+        assert_eq!(earlier.clone().min(nine).unwrap(), earlier);
+        assert_eq!(
+            compare_params("2026-01-01T10:00:00+02:00", "2026-01-01T09:00:00Z"),
+            Ordering::Less
+        );
+    }
+
+    #[test]
+    fn numbers_compare_as_numbers_and_other_text_as_text() {
+        assert_eq!(compare_params("9", "10"), Ordering::Less);
+        assert_eq!(compare_params("b", "a"), Ordering::Greater);
+        let n = |v: u64| CursorValue::Number(v.into());
+        assert_eq!(n(9).max(n(10)).unwrap(), n(10));
+        assert!(n(1).max(text("x")).is_err());
+    }
+}
