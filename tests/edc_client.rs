@@ -79,6 +79,7 @@ async fn walk(sim: &Simulator, vendor: &str, window_start: Option<&str>) -> Resu
         &policy.streams[0],
         &identity(vendor),
         window_start,
+        None,
     )
     .map_err(|e| e.to_string())?;
     let (mut pages, mut records, mut high_water): (usize, u64, Option<CursorValue>) = (0, 0, None);

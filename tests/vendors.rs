@@ -61,6 +61,31 @@ vault_session:
     cursor_field: modified_date__v
     page_size_param: limit
     page_size: 5
+vault_audit:
+  base_url_env: EDC_SYNC_TEST_BASE_URL
+  auth:
+    scheme: vault_session
+    username_env: EDC_SYNC_TEST_USER
+    password_env: EDC_SYNC_TEST_PASSWORD
+    login_path: /api/v24.1/auth
+  dialect: vault
+  sustained_rate_per_sec: 1000
+  burst_capacity: 100
+  bucket_key: "rl:test:{vendor}:{study}"
+  delta:
+    path: /api/v24.1/audittrail/document_audit_trail
+    format: json
+    paging: json_next
+    order: newest_first
+    records_pointer: /data
+    cursor_param: start_date
+    cursor_field: timestamp
+    page_size_param: limit
+    page_size: 7
+    window:
+      end_param: end_date
+      max_age_days: 30
+      settle_lag_s: 1
 helper:
   base_url_env: EDC_SYNC_TEST_BASE_URL
   auth:
@@ -779,4 +804,96 @@ async fn an_incremental_poll_with_no_new_records_lands_no_file() {
         assert_eq!(line["payload_sha256"].as_str().unwrap().len(), 64);
         assert!(line["bytes"].as_u64().unwrap() > 0);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_vault_audit_trail_lands_every_record_once_across_runs_while_records_arrive() {
+    let fx = Fixture::new();
+    // Records arrive every 250 ms from 20 s ago until 30 s from now.
+    let origin = std::time::SystemTime::now() - std::time::Duration::from_secs(20);
+    let sim = sim(Profile::Vault, 200, &[], |c| {
+        c.audit_trail = Some(edc_sync::sim::audit_trail::Arrivals {
+            origin,
+            every: std::time::Duration::from_millis(250),
+        })
+    })
+    .await;
+    let mut ends = Vec::new();
+    for run in 0..3 {
+        if run > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+        }
+        assert_exit(&fx.run("vault_audit", &sim, PASSWORD).await, 0);
+        ends.push(
+            fx.cursor("vault_audit")["window_start"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    let mut ids = edc_sync::sim::landed_json_record_ids(&fx.stream_dir("vault_audit")).unwrap();
+    let landed = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), landed, "a record landed twice");
+    // Every record up to the last window's end, none missing: ids 1..=N.
+    let expected: Vec<String> = (1..=landed as u32).map(|n| format!("AT-{n:07}")).collect();
+    assert_eq!(ids, expected, "a gap in the landed records");
+    assert!(
+        landed > 80,
+        "records that arrived between runs were landed too ({landed})"
+    );
+    assert!(
+        ends.windows(2).all(|w| w[0] < w[1]),
+        "each run moved the window on: {ends:?}"
+    );
+    // Each window was asked for with an explicit, closed date range.
+    let data: Vec<_> = sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.contains("/audittrail/"))
+        .collect();
+    assert!(
+        data.iter()
+            .all(|r| r.path.contains("start_date=") && r.path.contains("end_date=")),
+        "{data:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_start_older_than_the_endpoint_serves_is_named_not_skipped() {
+    let fx = Fixture::new();
+    let sim = sim(Profile::Vault, 50, &[], |c| {
+        c.audit_trail = Some(edc_sync::sim::audit_trail::Arrivals {
+            origin: std::time::SystemTime::now() - std::time::Duration::from_secs(60),
+            every: std::time::Duration::from_secs(1),
+        })
+    })
+    .await;
+    let since = "2026-01-01T00:00:00Z";
+    let cmd = fx.sync("vault_audit", &sim, PASSWORD);
+    let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+    let mut backfill = support::edc_sync();
+    backfill.arg("backfill").args(&args[1..]).args(["--since", since]);
+    for (k, v) in cmd.get_envs() {
+        if let Some(v) = v {
+            backfill.env(k, v);
+        }
+    }
+    let out = tokio::task::spawn_blocking(move || backfill.output().unwrap())
+        .await
+        .unwrap();
+    assert_exit(&out, 65);
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("[{since}, ")),
+        "the interval is named: {err}"
+    );
+    assert!(err.contains("max_age_days"), "{err}");
+    let data = sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.contains("/audittrail/") && r.method == "GET")
+        .count();
+    assert_eq!(data, 0, "no request for a window the endpoint cannot serve");
 }

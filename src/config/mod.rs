@@ -10,14 +10,15 @@ mod policy;
 pub mod provenance;
 mod template;
 mod validate;
+mod window;
 pub(crate) mod yaml;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub use policy::{
-    Auth, Config, Delta, Dialect, EnvVarName, HttpLimits, MissingEnv, Paging, PayloadFormat, Policy, Rate,
-    RecordOrder, StreamSpec,
+    Auth, Config, DateWindow, Delta, Dialect, EnvVarName, HttpLimits, MissingEnv, Paging, PayloadFormat,
+    Policy, Rate, RecordOrder, StreamSpec,
 };
 pub use provenance::{ChangeState, Provenance};
 pub use template::{MissingValue, Placeholder, PlaceholderValues, Template};

@@ -228,6 +228,29 @@ pub enum RecordOrder {
     Unordered,
 }
 
+/// A delta served as closed date windows (Vault's audit trail): each run
+/// fixes the window's end when it starts, pages through `[start, end]`,
+/// and only then moves the start to the second after `end`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DateWindow {
+    /// Query parameter that carries the window's end (Vault: `end_date`).
+    pub end_param: String,
+    /// How far back the endpoint serves (Vault: 30 days); a cursor older
+    /// than this stops the run (65) naming the interval it cannot serve.
+    #[serde(rename = "max_age_days", serialize_with = "opt_days")]
+    pub max_age: Option<Duration>,
+    /// The window's end stays this far behind the server's clock.
+    #[serde(rename = "settle_lag_s", serialize_with = "secs")]
+    pub settle_lag: Duration,
+}
+
+fn opt_days<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_u64(d.as_secs() / 86_400),
+        None => s.serialize_none(),
+    }
+}
+
 /// The delta endpoint of a vendor and the shape of its pages.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Delta {
@@ -248,6 +271,8 @@ pub struct Delta {
     pub max_pages_per_window: u64,
     /// The order of records within and across pages.
     pub order: RecordOrder,
+    /// Present for date-window endpoints (the cursor is a window start).
+    pub window: Option<DateWindow>,
     /// Fixed query parameters added to every first-page request.
     pub query: Vec<(String, Template)>,
 }

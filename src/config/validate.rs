@@ -329,8 +329,9 @@ fn http(report: &mut Report, path: Vec<String>, node: Option<&Node>) -> Option<H
 
 const DEFAULT_MAX_PAGES_PER_WINDOW: i64 = 100_000;
 
-const DELTA_KEYS: [&str; 12] = [
+const DELTA_KEYS: [&str; 13] = [
     "order",
+    "window",
     "path",
     "format",
     "paging",
@@ -427,6 +428,10 @@ fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Option<Delta> {
             }
         },
     );
+    let window = match f.optional("window") {
+        Some((p, n)) => super::window::window(report, p, n).map(Some),
+        None => Some(None),
+    };
     let records_pointer_path = f.child("records_pointer");
     let cursor_field_path = f.child("cursor_field");
     f.finish(report, &DELTA_KEYS);
@@ -477,6 +482,7 @@ fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Option<Delta> {
         page_size: u32::try_from(page_size?).ok()?,
         max_pages_per_window: u64::try_from(max_pages?).ok()?,
         order: order?,
+        window: window?,
         query: query?,
     })
 }

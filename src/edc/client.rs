@@ -217,6 +217,10 @@ pub struct ReadOnlyClient {
     pub(super) origin: Arc<Origin>,
     pub(super) limits: HttpLimits,
     pub(super) auth: Arc<Authenticator>,
+    /// The server's clock minus ours at the last response with a `Date`, ms.
+    skew_ms: Arc<std::sync::atomic::AtomicI64>,
+    /// A response with a `Date` has been seen (`skew_ms` means something).
+    clock_seen: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for ReadOnlyClient {
@@ -274,7 +278,37 @@ impl ReadOnlyClient {
             origin,
             limits,
             auth: Arc::new(auth),
+            skew_ms: Arc::default(),
+            clock_seen: Arc::default(),
         })
+    }
+
+    /// Whether any response so far carried the server's `Date`.
+    pub fn server_clock_known(&self) -> bool {
+        self.clock_seen.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Keeps the server's clock as a response's `Date` showed it.
+    pub(super) fn note_server_date(&self, server_date: Option<SystemTime>, received_at: SystemTime) {
+        let Some(server) = server_date else { return };
+        let skew_ms = match server.duration_since(received_at) {
+            Ok(ahead) => ahead.as_millis() as i64,
+            Err(behind) => -(behind.duration().as_millis() as i64),
+        };
+        self.skew_ms.store(skew_ms, std::sync::atomic::Ordering::Relaxed);
+        self.clock_seen.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The server's clock as last seen: ours, corrected by the skew of the
+    /// last response that had a `Date` (ours alone before any response).
+    pub fn server_now(&self) -> SystemTime {
+        let skew = self.skew_ms.load(std::sync::atomic::Ordering::Relaxed);
+        let shift = std::time::Duration::from_millis(skew.unsigned_abs());
+        if skew >= 0 {
+            SystemTime::now() + shift
+        } else {
+            SystemTime::now() - shift
+        }
     }
 
     /// The authentication scheme in use (`bearer`, `basic`, ...).
@@ -419,6 +453,7 @@ impl ReadOnlyClient {
             execution_id,
             credential_generation: credential.generation,
         };
+        self.note_server_date(meta.server_date, meta.received_at);
         let reply = Reply {
             meta,
             response,

@@ -76,6 +76,12 @@ impl ReadOnlyClient {
                 None => unavailable(describe(&e)),
             })?;
         let status = response.status();
+        let server_date = response
+            .headers()
+            .get(reqwest::header::DATE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| httpdate::parse_http_date(v).ok());
+        self.note_server_date(server_date, std::time::SystemTime::now());
         let execution_id = response
             .headers()
             .get(EXECUTION_ID_HEADER)

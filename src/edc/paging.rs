@@ -38,6 +38,7 @@ pub fn first_page(
     stream: &StreamSpec,
     id: &StreamIdentity,
     window_start: Option<&str>,
+    window_end: Option<&str>,
 ) -> Result<Url, PagingError> {
     let mut url = origin.endpoint(base, &delta.path.fill(id)?)?;
     {
@@ -54,6 +55,9 @@ pub fn first_page(
         };
         if let Some(start) = start {
             query.append_pair(&delta.cursor_param, start);
+        }
+        if let (Some(window), Some(end)) = (&delta.window, window_end) {
+            query.append_pair(&window.end_param, end);
         }
         query.append_pair(&delta.page_size_param, &delta.page_size.to_string());
     }

@@ -3,6 +3,7 @@
 //! injectable faults. Used by the tests, `demo` and `qualify oq`, and
 //! runnable on its own as `edc-sync simulate`.
 
+pub mod audit_trail;
 mod body;
 pub mod dataset;
 pub mod fault;
@@ -45,6 +46,10 @@ pub struct SimConfig {
     /// Vault profile: a session serves this many data requests, then
     /// answers INVALID_SESSION_ID.
     pub session_ttl_requests: Option<u64>,
+    /// Vault profile: serve `GET {audit_trail_path}{type}` (see
+    /// `audit_trail.rs`) with records arriving at these instants.
+    pub audit_trail: Option<audit_trail::Arrivals>,
+    pub audit_trail_path: String,
     /// Serve the JSON window newest first (as Vault's audit trail does)
     /// instead of oldest first.
     pub newest_first: bool,
@@ -81,6 +86,8 @@ impl Default for SimConfig {
             session_ttl_requests: None,
             clock_skew_s: 0,
             newest_first: false,
+            audit_trail: None,
+            audit_trail_path: "/api/v24.1/audittrail/".into(),
             faults: FaultSchedule::default(),
             quota: None,
             latency: Duration::ZERO,

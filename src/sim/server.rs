@@ -375,7 +375,14 @@ fn route(state: &State, req: &Parts, fault: Option<&Fault>) -> Answer {
     };
     let garbage = matches!(fault, Some(Fault::Garbage));
     let mut answer = Answer::status(StatusCode::OK);
-    let (page, next, content_type) = if path == cfg.json_path {
+    let audit_trail = cfg
+        .audit_trail
+        .as_ref()
+        .filter(|_| path.starts_with(&cfg.audit_trail_path) && path.len() > cfg.audit_trail_path.len());
+    let (page, next, content_type) = if let Some(arrivals) = audit_trail {
+        let page = super::audit_trail::page(&cfg.dataset, arrivals, path, &query, state.now());
+        (page, None, "application/json")
+    } else if path == cfg.json_path {
         let backdated = matches!(fault, Some(Fault::Backdated));
         let (page, next) = super::render::json_page(cfg, &query, garbage, backdated, cross_next);
         (page, next, "application/json")

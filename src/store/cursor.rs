@@ -53,6 +53,9 @@ struct State {
     window_start: Option<String>,
     /// The next page of the current window, when one is in progress.
     next_page: Option<String>,
+    /// A date window's fixed end while the window is in progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    window_end: Option<String>,
     /// The largest cursor value seen in the current window so far.
     high_water: Option<CursorValue>,
     pages_in_window: u64,
@@ -75,6 +78,11 @@ impl Cursor {
 
     pub fn next_page(&self) -> Option<&str> {
         self.state.next_page.as_deref()
+    }
+
+    /// The fixed end of the date window in progress, if any.
+    pub fn window_end(&self) -> Option<&str> {
+        self.state.window_end.as_deref()
     }
 
     pub fn high_water(&self) -> Option<&CursorValue> {
@@ -111,6 +119,11 @@ pub struct PageAdvance<'a> {
     pub sha256: &'a str,
     pub run_id: &'a str,
     pub paging: &'a Paging,
+    /// A date window's fixed end (kept while the window is in progress).
+    pub window_end: Option<String>,
+    /// A date window's next start (the second after its end), used when
+    /// this page completes the window instead of the high-water mark.
+    pub next_start: Option<String>,
 }
 
 /// The cursor file of one stream.
@@ -181,6 +194,7 @@ impl CursorStore {
                 stream: self.stream.clone(),
                 window_start: self.initial_start.clone(),
                 next_page: None,
+                window_end: None,
                 high_water: None,
                 pages_in_window: 0,
                 records_in_window: 0,
@@ -204,6 +218,7 @@ impl CursorStore {
         match page.next_page {
             Some(next) => {
                 state.next_page = Some(next);
+                state.window_end = page.window_end;
                 state.high_water = high_water;
                 state.pages_in_window += 1;
                 state.records_in_window += page.records;
@@ -213,7 +228,10 @@ impl CursorStore {
                 // mark, but never before where this one started: records
                 // older than the cursor (out of order, or a vendor's clock
                 // set back) must not make the next run pull everything again.
-                if let Some(start) = next_window_start(page.paging, high_water.as_ref()) {
+                let next = page
+                    .next_start
+                    .or_else(|| next_window_start(page.paging, high_water.as_ref()));
+                if let Some(start) = next {
                     let backwards = state
                         .window_start
                         .as_deref()
@@ -223,6 +241,7 @@ impl CursorStore {
                     }
                 }
                 state.next_page = None;
+                state.window_end = None;
                 state.high_water = None;
                 state.pages_in_window = 0;
                 state.records_in_window = 0;
@@ -277,6 +296,8 @@ mod tests {
             sha256: "0",
             run_id: "r",
             paging: &Paging::LinkHeader,
+            window_end: None,
+            next_start: None,
         };
         store.advance(before, page).unwrap()
     }

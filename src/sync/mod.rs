@@ -14,6 +14,7 @@ pub mod events;
 mod fence;
 mod session;
 mod vendor;
+pub mod window;
 
 pub use fence::{FenceError, FencedLock};
 
@@ -27,7 +28,7 @@ use reqwest::{StatusCode, Url};
 use crate::audit::{now_rfc3339, AuditError, RunId, SharedAudit};
 use crate::config::{Delta, PayloadFormat, Policy, RecordOrder, StreamSpec};
 use crate::edc::dialect::{self, NotAPage, VendorError};
-use crate::edc::paging::{self, PagingError};
+use crate::edc::paging;
 use crate::edc::payload::{self, InvalidPayload, PageSummary};
 use crate::edc::retry_after::{self, RetryAfter, RetryAfterSource};
 use crate::edc::{AuthError, FetchError, ReadOnlyClient, Reply, ResponseMeta, ERROR_BODY_CAP};
@@ -222,6 +223,8 @@ struct Loop<'a, P: Pacer> {
     fenced: Option<FencedLock>,
     /// A clock-skew warning was logged for this stream already.
     skew_warned: bool,
+    /// The fixed end of the date window this run is paging, if any.
+    window_end: Option<String>,
 }
 
 /// Runs one stream until its window is complete, `max_pages` is reached, or
@@ -268,6 +271,7 @@ pub async fn run_stream<P: Pacer>(job: &StreamJob<P>) -> Result<StreamReport, Sy
         requests: 0,
         fenced,
         skew_warned: false,
+        window_end: None,
     };
     let result = l.pages().await;
     if let Some(fenced) = l.fenced.take() {
@@ -314,7 +318,13 @@ impl<P: Pacer> Loop<'_, P> {
                 return Ok(());
             }
         }
-        let mut url = self.start_url(&cursor)?;
+        let mut url = match self.start_url(&cursor).await? {
+            Some(url) => url,
+            None => {
+                self.report.window_complete = true;
+                return Ok(());
+            }
+        };
         let mut seen: HashSet<String> = HashSet::new();
         loop {
             if job.options.interrupt.requested() {
@@ -362,24 +372,34 @@ impl<P: Pacer> Loop<'_, P> {
     }
 
     /// The URL to fetch first: the page a previous run was on, or the first
-    /// page of a new window from the cursor.
-    fn start_url(&self, cursor: &Cursor) -> Result<Url, SyncError> {
+    /// page of a new window from the cursor; `None` when a date window has
+    /// nothing to ask for yet.
+    async fn start_url(&mut self, cursor: &Cursor) -> Result<Option<Url>, SyncError> {
         let job = self.job;
-        let url = match cursor.next_page() {
-            Some(next) => job
-                .client
-                .resolve(job.client.base(), next)
-                .map_err(PagingError::from),
-            None => paging::first_page(
-                job.client.origin(),
-                job.client.base(),
-                &job.delta,
-                &job.spec,
-                &job.identity,
-                cursor.window_start(),
-            ),
+        if let Some(next) = cursor.next_page() {
+            self.window_end = cursor.window_end().map(str::to_string);
+            let url = job.client.resolve(job.client.base(), next);
+            return url.map(Some).map_err(|e| self.rejected(e.to_string()));
+        }
+        let (start, end) = match &job.delta.window {
+            Some(window) => match self.plan_window(window, cursor).await? {
+                Some((start, end)) => (start, Some(end)),
+                None => return Ok(None),
+            },
+            None => (cursor.window_start().map(str::to_string), None),
         };
-        url.map_err(|e| self.rejected(e.to_string()))
+        self.window_end = end;
+        paging::first_page(
+            job.client.origin(),
+            job.client.base(),
+            &job.delta,
+            &job.spec,
+            &job.identity,
+            start.as_deref(),
+            self.window_end.as_deref(),
+        )
+        .map(Some)
+        .map_err(|e| self.rejected(e.to_string()))
     }
 
     fn rejected(&self, reason: String) -> SyncError {
@@ -929,7 +949,13 @@ impl<P: Pacer> Loop<'_, P> {
                 return Err(self.rejected(reason));
             }
         };
+        let next_start = match &self.window_end {
+            Some(end) => Some(window::after(end).map_err(|e| self.rejected(e))?),
+            None => None,
+        };
         let advance = PageAdvance {
+            window_end: self.window_end.clone(),
+            next_start,
             next_page: next.as_ref().map(Self::url_key),
             high_water: summary.high_water.clone(),
             records: summary.records,
