@@ -418,6 +418,35 @@ fn auth_schemes_name_their_keys_and_refuse_the_ones_they_do_not_read() {
 }
 
 #[test]
+fn a_vql_delta_takes_only_a_single_select_with_its_cursor_unquoted() {
+    let vql = |select: &str| {
+        user_schema_with(
+            "    cursor_param: modified_since\n    cursor_field: modified_date__v\n    page_size_param: limit\n",
+            &format!("    cursor_field: modified_date__v\n    vql:\n      select: \"{select}\"\n      initial_cursor: \"2000-01-01T00:00:00Z\"\n"),
+        )
+    };
+    let ok = validate(&vql(
+        "SELECT id FROM subject__v WHERE modified_date__v > {cursor}",
+    ));
+    assert_eq!(ok.code, 0, "{}", ok.stderr);
+    assert_rejected(
+        &vql("DELETE FROM subject__v WHERE modified_date__v > {cursor}"),
+        &["veeva_vault.delta.vql.select: must be a single VQL SELECT statement"],
+    );
+    assert_rejected(
+        &vql("SELECT id FROM subject__v WHERE modified_date__v > '{cursor}'"),
+        &["veeva_vault.delta.vql.select: {cursor} must stand outside quotes"],
+    );
+    assert_rejected(
+        &user_schema_with(
+            "    page_size_param: limit\n",
+            "    page_size_param: limit\n    vql:\n      select: \"SELECT id FROM s WHERE m > {cursor}\"\n      initial_cursor: x\n",
+        ),
+        &["veeva_vault.delta.cursor_param: not used with delta.vql"],
+    );
+}
+
+#[test]
 fn a_dialect_must_fit_the_payload_format() {
     assert_rejected(
         &example_with("  dialect: rave\n", "  dialect: vault\n"),

@@ -6,9 +6,12 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
+use edc_sync::config::DateWindow;
 use edc_sync::edc::link;
 use edc_sync::edc::payload::{scan_json, scan_odm, CursorValue};
 use edc_sync::edc::retry_after::{self, RetryAfterSource};
+use edc_sync::edc::vql::{tokens, Token, VqlSelect};
+use edc_sync::sync::window::{after, plan, Plan};
 use proptest::prelude::*;
 
 fn config() -> ProptestConfig {
@@ -23,8 +26,73 @@ fn config() -> ProptestConfig {
     }
 }
 
+fn word(w: &str) -> Token {
+    Token::Word(w.to_string())
+}
+
 proptest! {
     #![proptest_config(config())]
+
+    /// Whatever a cursor holds (vendor data ends up there), the query keeps
+    /// the policy's structure: one literal holding exactly the value.
+    #[test]
+    fn no_cursor_value_changes_a_vql_query(cursor in any::<String>(), size in 1u32..1000) {
+        let template = "SELECT id, modified_date__v FROM subject__v WHERE modified_date__v > {cursor} ORDER BY modified_date__v ASC";
+        match VqlSelect::new(template, &cursor, size) {
+            Ok(q) => {
+                let expected = vec![
+                    word("SELECT"), word("id,"), word("modified_date__v"), word("FROM"), word("subject__v"),
+                    word("WHERE"), word("modified_date__v"), word(">"), Token::Literal(cursor.clone()),
+                    word("ORDER"), word("BY"), word("modified_date__v"), word("ASC"), word("PAGESIZE"),
+                    word(&size.to_string()),
+                ];
+                prop_assert_eq!(tokens(q.as_str()).unwrap(), expected);
+            }
+            Err(_) => prop_assert!(cursor.chars().any(char::is_control)),
+        }
+    }
+
+    /// Consecutive runs of a date-window delta tile time: each window starts
+    /// the second after the last one ended, none overlaps, none is skipped.
+    #[test]
+    fn date_windows_tile_time_without_gap_or_overlap(
+        first in 1_700_000_000u64..1_800_000_000,
+        steps in proptest::collection::vec(prop_oneof![0u64..200_000, 2_500_000u64..3_500_000], 1..12),
+        lag in 0u64..600,
+    ) {
+        let window = DateWindow {
+            end_param: "end_date".into(),
+            max_age: Some(Duration::from_secs(30 * 86_400)),
+            settle_lag: Duration::from_secs(lag),
+        };
+        let mut now = std::time::UNIX_EPOCH + Duration::from_secs(first);
+        let mut start: Option<String> = None;
+        let mut last_end: Option<String> = None;
+        for step in steps {
+            now += Duration::from_secs(step);
+            match plan(&window, start.as_deref(), None, now).unwrap() {
+                Plan::Fetch { start: s, end } => {
+                    let s = s.unwrap();
+                    prop_assert!(s <= end, "{} > {}", s, end);
+                    if let Some(prev) = &last_end {
+                        prop_assert_eq!(&s, &after(prev).unwrap(), "gap or overlap");
+                    }
+                    start = Some(after(&end).unwrap());
+                    last_end = Some(end);
+                }
+                Plan::UpToDate { next_start, end } => {
+                    prop_assert!(next_start > end);
+                }
+                Plan::TooOld { .. } => {
+                    // Only when a run came more than the maximum age (less the
+                    // settle lag) after the last window's end.
+                    prop_assert!(last_end.is_some());
+                    prop_assert!(step + lag + 1 > 30 * 86_400, "too old after a step of {} s", step);
+                    break;
+                }
+            }
+        }
+    }
 
     #[test]
     fn retry_after_never_panics(values in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 0..3)) {

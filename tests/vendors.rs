@@ -86,6 +86,27 @@ vault_audit:
       end_param: end_date
       max_age_days: 30
       settle_lag_s: 1
+vault_vql:
+  base_url_env: EDC_SYNC_TEST_BASE_URL
+  auth:
+    scheme: vault_session
+    username_env: EDC_SYNC_TEST_USER
+    password_env: EDC_SYNC_TEST_PASSWORD
+    login_path: /api/v24.1/auth
+  dialect: vault
+  sustained_rate_per_sec: 1000
+  burst_capacity: 100
+  bucket_key: "rl:test:{vendor}:{study}"
+  delta:
+    path: /api/v24.1/query
+    format: json
+    paging: json_next
+    records_pointer: /data
+    cursor_field: modified_date__v
+    page_size: 7
+    vql:
+      select: "SELECT id, modified_date__v FROM subject__v WHERE modified_date__v > {cursor} ORDER BY modified_date__v ASC"
+      initial_cursor: "2000-01-01T00:00:00Z"
 helper:
   base_url_env: EDC_SYNC_TEST_BASE_URL
   auth:
@@ -896,4 +917,63 @@ async fn a_window_start_older_than_the_endpoint_serves_is_named_not_skipped() {
         .filter(|r| r.path.contains("/audittrail/") && r.method == "GET")
         .count();
     assert_eq!(data, 0, "no request for a window the endpoint cannot serve");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vql_delta_posts_its_query_and_its_next_pages_and_lands_every_record_once() {
+    let fx = Fixture::new();
+    let sim = sim(Profile::Vault, 60, &[], |_| {}).await;
+    assert_exit(&fx.run("vault_vql", &sim, PASSWORD).await, 0);
+    let mut ids = edc_sync::sim::landed_json_record_ids(&fx.stream_dir("vault_vql")).unwrap();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 60);
+    let requests = sim.requests();
+    assert!(
+        requests.iter().all(|r| r.method == "POST"),
+        "VQL is POST only: {requests:?}"
+    );
+    assert_eq!(requests[1].path, "/api/v24.1/query");
+    assert_eq!(requests[1].vql_since.as_deref(), Some("2000-01-01T00:00:00Z"));
+    assert!(
+        requests[2].path.starts_with("/api/v24.1/query/sim-q-"),
+        "next pages are POSTed: {requests:?}"
+    );
+    // The next run asks only for what is newer than the high-water mark.
+    assert_exit(&fx.run("vault_vql", &sim, PASSWORD).await, 0);
+    let last = sim.requests().pop().unwrap();
+    assert_eq!(
+        last.vql_since,
+        Some(
+            edc_sync::sim::Dataset {
+                subjects: 7,
+                records: 60,
+                seed: 11,
+                padding: 0
+            }
+            .record(60)
+            .modified
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_cursor_value_from_vendor_data_stays_one_inert_literal() {
+    let fx = Fixture::new();
+    let hostile = "2099-12-31T00:00:00Z' OR name__v != 'x";
+    // 1 = login, 2 = page 1, 3 = page 2 whose records carry the hostile value.
+    let sim = sim(
+        Profile::Vault,
+        20,
+        &[&format!("3=cursor-value:{hostile}")],
+        |_| {},
+    )
+    .await;
+    assert_exit(&fx.run("vault_vql", &sim, PASSWORD).await, 0);
+    assert_exit(&fx.run("vault_vql", &sim, PASSWORD).await, 0);
+    let last = sim.requests().pop().unwrap();
+    // The server parsed one literal holding the whole value: the query's
+    // structure is the policy's, whatever the data said.
+    assert_eq!(last.vql_since.as_deref(), Some(hostile));
+    assert!(last.fault.is_none());
 }

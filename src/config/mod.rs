@@ -10,6 +10,7 @@ mod policy;
 pub mod provenance;
 mod template;
 mod validate;
+mod vql;
 mod window;
 pub(crate) mod yaml;
 
@@ -18,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 pub use policy::{
     Auth, Config, DateWindow, Delta, Dialect, EnvVarName, HttpLimits, MissingEnv, Paging, PayloadFormat,
-    Policy, Rate, RecordOrder, StreamSpec,
+    Policy, Rate, RecordOrder, StreamSpec, Vql,
 };
 pub use provenance::{ChangeState, Provenance};
 pub use template::{MissingValue, Placeholder, PlaceholderValues, Template};

@@ -251,6 +251,16 @@ fn opt_days<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S
     }
 }
 
+/// A Vault VQL delta: the first page is `POST path` with the form field
+/// `q`, next pages are POSTs of their `next_page` URL.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Vql {
+    /// One SELECT with `{cursor}` where the window start goes (validated).
+    pub select: String,
+    /// The window start of a stream never synced (e.g. a date before the study).
+    pub initial_cursor: String,
+}
+
 /// The delta endpoint of a vendor and the shape of its pages.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Delta {
@@ -273,6 +283,8 @@ pub struct Delta {
     pub order: RecordOrder,
     /// Present for date-window endpoints (the cursor is a window start).
     pub window: Option<DateWindow>,
+    /// Present for VQL deltas (POST of a query instead of a GET).
+    pub vql: Option<Vql>,
     /// Fixed query parameters added to every first-page request.
     pub query: Vec<(String, Template)>,
 }

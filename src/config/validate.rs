@@ -329,7 +329,8 @@ fn http(report: &mut Report, path: Vec<String>, node: Option<&Node>) -> Option<H
 
 const DEFAULT_MAX_PAGES_PER_WINDOW: i64 = 100_000;
 
-const DELTA_KEYS: [&str; 13] = [
+const DELTA_KEYS: [&str; 14] = [
+    "vql",
     "order",
     "window",
     "path",
@@ -390,16 +391,29 @@ fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Option<Delta> {
         Some((p, n)) => json_pointer(report, &p, n).map(Some),
         None => Some(None),
     };
-    let cursor_param = f
-        .required(report, "cursor_param")
-        .and_then(|(p, n)| string(report, &p, n).map(str::to_string));
+    // A VQL delta carries its cursor and page size inside the query.
+    let vql = match f.optional("vql") {
+        Some((p, n)) => super::vql::vql(report, p, n).map(Some),
+        None => Some(None),
+    };
+    let is_vql = matches!(vql, Some(Some(_)));
+    let param = |f: &mut Fields, report: &mut Report, key: &str| {
+        if is_vql {
+            if f.optional(key).is_some() {
+                report.add(&f.child(key), "not used with delta.vql (the query carries it)");
+            }
+            Some(String::new())
+        } else {
+            f.required(report, key)
+                .and_then(|(p, n)| string(report, &p, n).map(str::to_string))
+        }
+    };
+    let cursor_param = param(&mut f, report, "cursor_param");
     let cursor_field = match f.optional("cursor_field") {
         Some((p, n)) => string(report, &p, n).map(|s| Some(s.to_string())),
         None => Some(None),
     };
-    let page_size_param = f
-        .required(report, "page_size_param")
-        .and_then(|(p, n)| string(report, &p, n).map(str::to_string));
+    let page_size_param = param(&mut f, report, "page_size_param");
     let page_size = f
         .required(report, "page_size")
         .and_then(|(p, n)| integer(report, &p, n, 1, 100_000));
@@ -432,6 +446,7 @@ fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Option<Delta> {
         Some((p, n)) => super::window::window(report, p, n).map(Some),
         None => Some(None),
     };
+    let vql_path = f.child("vql");
     let records_pointer_path = f.child("records_pointer");
     let cursor_field_path = f.child("cursor_field");
     f.finish(report, &DELTA_KEYS);
@@ -456,6 +471,17 @@ fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Option<Delta> {
         ("rave_startid", PayloadFormat::Odm) => Paging::RaveStartid,
         _ => Paging::LinkHeader,
     };
+    if is_vql && matches!(window, Some(Some(_))) {
+        report.add(&vql_path, "a VQL delta is not a date window: remove delta.window");
+        return None;
+    }
+    if is_vql && !matches!(paging, Paging::JsonNext { .. }) {
+        report.add(
+            &paging_path,
+            "delta.vql needs paging: json_next (Vault's next_page)",
+        );
+        return None;
+    }
     if next_pointer.is_some() && !matches!(paging, Paging::JsonNext { .. }) {
         report.add(&next_pointer_path, "only used with paging: json_next");
     }
@@ -483,6 +509,7 @@ fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Option<Delta> {
         max_pages_per_window: u64::try_from(max_pages?).ok()?,
         order: order?,
         window: window?,
+        vql: vql?,
         query: query?,
     })
 }

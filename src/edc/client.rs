@@ -1,9 +1,10 @@
 //! The only way `edc-sync` talks to an EDC: [`ReadOnlyClient`].
 //!
 //! Invariant 1, read-only by construction: the type has `get` and `head`,
-//! and exactly one POST shape, the Vault login form (`login.rs`), whose
-//! body the client builds itself from [`Credentials`]; there is no method
-//! that takes a body or a verb. Every URL it is given must be on the
+//! and exactly two POST shapes whose bodies it builds itself: the Vault
+//! login form (`login.rs`) from [`Credentials`], and a VQL query (`query`)
+//! from a [`super::vql::VqlSelect`], which can only be a SELECT. There is
+//! no method that takes a body or a verb. Every URL it is given must be on the
 //! configured origin, and so must every redirect, so no credential ever
 //! leaves that origin.
 
@@ -374,26 +375,49 @@ impl ReadOnlyClient {
     /// `GET url`. Returns once the headers are in; read the body with
     /// [`Reply::stream_into`].
     pub async fn get(&self, url: &Url) -> Result<Reply, FetchError> {
-        self.send(reqwest::Method::GET, url).await
+        self.send(reqwest::Method::GET, url, None).await
     }
 
     /// `HEAD url`.
     pub async fn head(&self, url: &Url) -> Result<Reply, FetchError> {
-        self.send(reqwest::Method::HEAD, url).await
+        self.send(reqwest::Method::HEAD, url, None).await
     }
 
-    /// The one place a request is built. Private, and only ever given GET
-    /// or HEAD by the two methods above.
-    async fn send(&self, method: reqwest::Method, url: &Url) -> Result<Reply, FetchError> {
+    /// A VQL page: `POST url` with the form field `q` for a query's first
+    /// page, or with no body for a `next_page` URL (Vault REST API
+    /// reference, "Submitting a Query"). The body can only be a
+    /// [`VqlSelect`], which can only be a SELECT.
+    pub async fn query(
+        &self,
+        url: &Url,
+        select: Option<&super::vql::VqlSelect>,
+    ) -> Result<Reply, FetchError> {
+        let body = select.map(super::vql::VqlSelect::form_body).unwrap_or_default();
+        self.send(reqwest::Method::POST, url, Some(body)).await
+    }
+
+    /// The one place a data request is built. Private, and only ever given
+    /// GET or HEAD, or POST with a VQL form body, by the methods above.
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        url: &Url,
+        form: Option<String>,
+    ) -> Result<Reply, FetchError> {
         self.origin.check(url)?;
         let credential = self
             .auth
             .current()
             .ok_or_else(|| FetchError::NoCredential { url: url.to_string() })?;
-        let request = self
+        let mut request = self
             .http
             .request(method, url.clone())
             .header(AUTHORIZATION, credential.header);
+        if let Some(form) = form {
+            request = request
+                .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .body(form);
+        }
         let response = request.send().await.map_err(|e| {
             if let Some(origin_error) = find_origin_error(&e) {
                 return FetchError::Origin(origin_error);

@@ -12,6 +12,7 @@ pub mod paging;
 pub mod payload;
 pub mod retry_after;
 mod secret;
+pub mod vql;
 
 pub use auth::{AuthError, Credentials, Obtained};
 pub use client::{

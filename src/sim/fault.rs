@@ -16,6 +16,7 @@
 //! | `latency:MS` | the page, MS milliseconds late |
 //! | `garbage` | 200 with a body that is not valid JSON / ODM |
 //! | `backdated` | the JSON page, every record's `modified_date__v` in 1999 (a vendor clock set back) |
+//! | `cursor-value:TEXT` | the JSON page, every record's `modified_date__v` set to TEXT (hostile values) |
 //! | `content-type:TYPE` | the page, with `Content-Type: TYPE` |
 //! | `endless` | from this request on, every page has a next link (an API that never ends its window) |
 //! | `stall:MS` | the page's headers and half its body, then MS milliseconds of silence (slowloris) |
@@ -52,6 +53,8 @@ pub enum Fault {
     Garbage,
     /// The JSON page with its records dated 1999.
     Backdated,
+    /// The JSON page with every record's `modified_date__v` set to this.
+    CursorValue(String),
     ContentType(String),
     Endless,
     Stall(Duration),
@@ -96,6 +99,7 @@ impl FromStr for Fault {
             ["latency", ms] => Fault::Latency(Duration::from_millis(number(ms)?)),
             ["garbage"] => Fault::Garbage,
             ["backdated"] => Fault::Backdated,
+            ["cursor-value", rest @ ..] if !rest.is_empty() => Fault::CursorValue(rest.join(":")),
             ["endless"] => Fault::Endless,
             ["content-type", rest @ ..] if !rest.is_empty() => Fault::ContentType(rest.join(":")),
             ["stall", ms] => Fault::Stall(Duration::from_millis(number(ms)?)),

@@ -24,6 +24,9 @@ pub struct LogEntry {
     /// `ok`, `missing` or `invalid`: whether the bearer token matched.
     pub auth: String,
     pub fault: Option<String>,
+    /// VQL: the window-start literal of the query as the server parsed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vql_since: Option<String>,
 }
 
 /// The in-memory log, optionally mirrored to a file as it grows.

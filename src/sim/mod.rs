@@ -12,6 +12,7 @@ mod log;
 pub mod profile;
 mod render;
 mod server;
+pub mod vql;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -43,6 +44,9 @@ pub struct SimConfig {
     pub password: String,
     /// Vault profile: where the login form is accepted.
     pub login_path: String,
+    /// Vault profile: where VQL queries are POSTed (`{vql_path}/{id}` for
+    /// next pages).
+    pub vql_path: String,
     /// Vault profile: a session serves this many data requests, then
     /// answers INVALID_SESSION_ID.
     pub session_ttl_requests: Option<u64>,
@@ -83,6 +87,7 @@ impl Default for SimConfig {
             username: "sim-user".into(),
             password: "sim-password".into(),
             login_path: "/api/v24.1/auth".into(),
+            vql_path: "/api/v24.1/query".into(),
             session_ttl_requests: None,
             clock_skew_s: 0,
             newest_first: false,
@@ -126,6 +131,7 @@ impl Simulator {
             burst_window: Mutex::new((std::time::Instant::now(), 0)),
             endless: Default::default(),
             sessions: Default::default(),
+            queries: Default::default(),
             log: log.clone(),
         });
         let (tx, mut rx) = oneshot::channel();

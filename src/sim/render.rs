@@ -34,13 +34,24 @@ pub fn next_offset_link(cfg: &SimConfig, q: &BTreeMap<String, String>) -> String
     link(&cfg.json_path, q, "offset", &(offset + limit).to_string())
 }
 
+/// What a JSON page says for each record's `modified_date__v`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Modified {
+    /// The dataset's own timestamps.
+    Real,
+    /// Dated 1999 (a vendor clock set back).
+    Backdated,
+    /// This text, for every record (hostile values).
+    Fixed(String),
+}
+
 /// A Vault-style page: `modified_since` (exclusive), `limit`, `offset`;
 /// the next page in `responseDetails.next_page` (and in a Link header).
 pub fn json_page(
     cfg: &SimConfig,
     q: &BTreeMap<String, String>,
     garbage: bool,
-    backdated: bool,
+    modified: Modified,
     next_override: Option<String>,
 ) -> (Page, Option<String>) {
     if garbage {
@@ -73,6 +84,7 @@ pub fn json_page(
     let last = ds.records;
     let page = Page::from_fn(move || {
         let ds = ds.clone();
+        let modified = modified.clone();
         std::iter::once(Bytes::from(head.clone()))
             .chain((start..end).map(move |p| {
                 let mut s = if p > start {
@@ -86,8 +98,10 @@ pub fn json_page(
                     p
                 };
                 let mut record = ds.record(n);
-                if backdated {
-                    record.modified = format!("1999-01-01T00:00:{:02}Z", n % 60);
+                match &modified {
+                    Modified::Real => {}
+                    Modified::Backdated => record.modified = format!("1999-01-01T00:00:{:02}Z", n % 60),
+                    Modified::Fixed(text) => record.modified = text.clone(),
                 }
                 s.push_str(&ds.json_record(&record));
                 Bytes::from(s)

@@ -37,6 +37,8 @@ pub struct State {
     pub endless: std::sync::atomic::AtomicBool,
     /// Vault profile: the sessions issued by the login endpoint.
     pub sessions: Sessions,
+    /// Vault profile: the VQL queries answered so far.
+    pub queries: super::vql::Queries,
     pub log: RequestLog,
 }
 
@@ -90,6 +92,8 @@ struct Answer {
     cut_after: Option<u64>,
     stall: Option<Duration>,
     fault: Option<String>,
+    /// VQL: the query's window start as parsed, for the request log.
+    vql_since: Option<String>,
 }
 
 impl Answer {
@@ -101,6 +105,7 @@ impl Answer {
             cut_after: None,
             stall: None,
             fault: None,
+            vql_since: None,
         }
     }
 
@@ -150,14 +155,18 @@ pub async fn handle(
             &state.sessions,
         ))
     };
-    let mut answer = match (login, form.flatten()) {
-        (true, Some(form)) => vault_login(&state, &form),
+    let form = form.flatten();
+    let mut answer = match (login, &form) {
+        (true, Some(form)) => vault_login(&state, form),
         (true, None) => Answer::body(
             StatusCode::OK,
             "application/json",
             profile::vault_failure("PARAMETER_REQUIRED"),
         ),
-        (false, _) => decide(&state, n, &method, &parts, auth.unwrap_or(Authn::Missing)).await,
+        (false, _) => {
+            let auth = auth.unwrap_or(Authn::Missing);
+            decide(&state, n, &method, &parts, auth, form.as_deref()).await
+        }
     };
     let delay = match state.config.faults.get(n) {
         Some(Fault::Latency(d)) => {
@@ -177,6 +186,7 @@ pub async fn handle(
         status: answer.status.as_u16(),
         auth: auth.map_or("login", Authn::label).to_string(),
         fault: answer.fault.clone(),
+        vql_since: answer.vql_since.clone(),
     });
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
@@ -250,8 +260,25 @@ fn unauthenticated(profile: Profile) -> Answer {
     }
 }
 
-async fn decide(state: &State, n: u64, method: &Method, req: &Parts, auth: Authn) -> Answer {
-    if method != Method::GET && method != Method::HEAD {
+/// Vault profile: a VQL query (`POST {vql_path}`) or one of its next pages.
+fn is_vql(state: &State, method: &Method, req: &Parts) -> bool {
+    let cfg = &state.config;
+    let path = req.uri.path();
+    cfg.profile == Profile::Vault
+        && method == Method::POST
+        && (path == cfg.vql_path || path.starts_with(&format!("{}/", cfg.vql_path)))
+}
+
+async fn decide(
+    state: &State,
+    n: u64,
+    method: &Method,
+    req: &Parts,
+    auth: Authn,
+    form: Option<&[u8]>,
+) -> Answer {
+    let vql = is_vql(state, method, req);
+    if method != Method::GET && method != Method::HEAD && !vql {
         let mut a = Answer::status(StatusCode::METHOD_NOT_ALLOWED);
         a.headers.push((ALLOW, "GET, HEAD".into()));
         return a;
@@ -307,6 +334,19 @@ async fn decide(state: &State, n: u64, method: &Method, req: &Parts, auth: Authn
                 );
                 a.fault = Some("server_quota".into());
                 return a;
+            }
+            Ok(()) if vql => {
+                let path = req.uri.path_and_query().map_or("", |p| p.as_str());
+                let modified = match fault.as_ref() {
+                    Some(Fault::CursorValue(text)) => super::render::Modified::Fixed(text.clone()),
+                    _ => super::render::Modified::Real,
+                };
+                let (page, since) = super::vql::answer(&state.config, &state.queries, path, form, modified);
+                let mut a = Answer::status(StatusCode::OK);
+                a.headers.push((CONTENT_TYPE, "application/json".into()));
+                a.page = Some(page);
+                a.vql_since = since;
+                a
             }
             Ok(()) => route(state, req, fault.as_ref()),
         },
@@ -383,8 +423,12 @@ fn route(state: &State, req: &Parts, fault: Option<&Fault>) -> Answer {
         let page = super::audit_trail::page(&cfg.dataset, arrivals, path, &query, state.now());
         (page, None, "application/json")
     } else if path == cfg.json_path {
-        let backdated = matches!(fault, Some(Fault::Backdated));
-        let (page, next) = super::render::json_page(cfg, &query, garbage, backdated, cross_next);
+        let modified = match fault {
+            Some(Fault::Backdated) => super::render::Modified::Backdated,
+            Some(Fault::CursorValue(text)) => super::render::Modified::Fixed(text.clone()),
+            _ => super::render::Modified::Real,
+        };
+        let (page, next) = super::render::json_page(cfg, &query, garbage, modified, cross_next);
         (page, next, "application/json")
     } else if path == cfg.odm_path {
         let (page, next) = super::render::odm_page(cfg, &query, garbage, cross_next);

@@ -225,6 +225,9 @@ struct Loop<'a, P: Pacer> {
     skew_warned: bool,
     /// The fixed end of the date window this run is paging, if any.
     window_end: Option<String>,
+    /// A VQL delta: the first page's URL and the query it is POSTed with
+    /// (next pages are POSTs with no body).
+    vql_first: Option<(Url, crate::edc::vql::VqlSelect)>,
 }
 
 /// Runs one stream until its window is complete, `max_pages` is reached, or
@@ -272,6 +275,7 @@ pub async fn run_stream<P: Pacer>(job: &StreamJob<P>) -> Result<StreamReport, Sy
         fenced,
         skew_warned: false,
         window_end: None,
+        vql_first: None,
     };
     let result = l.pages().await;
     if let Some(fenced) = l.fenced.take() {
@@ -380,6 +384,23 @@ impl<P: Pacer> Loop<'_, P> {
             self.window_end = cursor.window_end().map(str::to_string);
             let url = job.client.resolve(job.client.base(), next);
             return url.map(Some).map_err(|e| self.rejected(e.to_string()));
+        }
+        if let Some(vql) = &job.delta.vql {
+            let start = cursor.window_start().unwrap_or(&vql.initial_cursor);
+            let select = crate::edc::vql::VqlSelect::new(&vql.select, start, job.delta.page_size)
+                .map_err(|e| self.rejected(e))?;
+            let path = job
+                .delta
+                .path
+                .fill(&job.identity)
+                .map_err(|e| self.rejected(e.to_string()))?;
+            let url = job
+                .client
+                .origin()
+                .endpoint(job.client.base(), &path)
+                .map_err(|e| self.rejected(e.to_string()))?;
+            self.vql_first = Some((url.clone(), select));
+            return Ok(Some(url));
         }
         let (start, end) = match &job.delta.window {
             Some(window) => match self.plan_window(window, cursor).await? {
@@ -526,7 +547,13 @@ impl<P: Pacer> Loop<'_, P> {
         let job = self.job;
         self.ensure_credential(url, cursor, request_id, attempt).await?;
         let permit = self.permit(url, cursor, attempt).await?;
-        let sent = job.client.get(url).await;
+        let sent = match &job.delta.vql {
+            None => job.client.get(url).await,
+            Some(_) => {
+                let first = self.vql_first.as_ref().filter(|(u, _)| u == url).map(|(_, q)| q);
+                job.client.query(url, first).await
+            }
+        };
         let reply = match sent {
             Ok(reply) => reply,
             Err(e) => {

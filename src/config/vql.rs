@@ -1,0 +1,99 @@
+//! `delta.vql`: a Vault VQL delta. The template is checked here to be one
+//! SELECT with one `{cursor}` outside any string literal; the cursor goes
+//! in as an escaped literal at run time (`edc::vql`).
+
+use super::policy::Vql;
+use super::validate::{string, Fields, Report};
+use super::yaml::Node;
+
+const VQL_KEYS: [&str; 2] = ["select", "initial_cursor"];
+
+pub(super) fn vql(report: &mut Report, path: Vec<String>, node: &Node) -> Option<Vql> {
+    let mut f = Fields::of(report, path, node)?;
+    let select = f
+        .required(report, "select")
+        .and_then(|(p, n)| string(report, &p, n).map(|s| (p, s.trim().to_string())))
+        .and_then(|(p, s)| match check(&s) {
+            Ok(()) => Some(s),
+            Err(e) => {
+                report.add(&p, e);
+                None
+            }
+        });
+    let initial_cursor = f
+        .required(report, "initial_cursor")
+        .and_then(|(p, n)| string(report, &p, n).map(str::to_string));
+    f.finish(report, &VQL_KEYS);
+    Some(Vql {
+        select: select?,
+        initial_cursor: initial_cursor?,
+    })
+}
+
+/// One SELECT statement with exactly one `{cursor}`, outside any literal.
+fn check(q: &str) -> Result<(), String> {
+    let upper = q.to_ascii_uppercase();
+    if !upper.starts_with("SELECT ") {
+        return Err("must be a single VQL SELECT statement".into());
+    }
+    if q.matches("{cursor}").count() != 1 {
+        return Err(
+            "must hold {cursor} exactly once (where the window's start goes, as a quoted literal)".into(),
+        );
+    }
+    let probe = q.replacen("{cursor}", "__cursor__", 1);
+    let tokens = crate::edc::vql::tokens(&probe).map_err(|e| format!("is not a well-formed query: {e}"))?;
+    let mut words = Vec::new();
+    for t in &tokens {
+        match t {
+            crate::edc::vql::Token::Literal(l) if l.contains("__cursor__") => {
+                return Err("{cursor} must stand outside quotes: it is quoted and escaped at run time".into())
+            }
+            crate::edc::vql::Token::Word(w) => words.push(w.to_ascii_uppercase()),
+            _ => {}
+        }
+    }
+    if words
+        .iter()
+        .any(|w| w.contains(';') || w.contains("--") || w.contains("/*"))
+    {
+        return Err("must be one statement: no ';' and no comments".into());
+    }
+    if words.iter().any(|w| w.contains('{') || w.contains('}')) {
+        return Err("holds a placeholder other than {cursor}".into());
+    }
+    if words.iter().any(|w| w == "PAGESIZE" || w == "PAGEOFFSET") {
+        return Err("must not set PAGESIZE or PAGEOFFSET: delta.page_size is appended as PAGESIZE".into());
+    }
+    if words
+        .iter()
+        .skip(1)
+        .any(|w| w.trim_start_matches('(') == "SELECT")
+    {
+        return Err("must be a single SELECT (no subquery in this tool)".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check;
+
+    #[test]
+    fn only_one_select_with_one_unquoted_cursor_passes() {
+        let ok = "SELECT id FROM subject__v WHERE modified_date__v > {cursor} ORDER BY modified_date__v ASC";
+        assert!(check(ok).is_ok());
+        for bad in [
+            "DELETE FROM subject__v WHERE modified_date__v > {cursor}",
+            "SELECT id FROM subject__v",
+            "SELECT id FROM subject__v WHERE modified_date__v > '{cursor}'",
+            "SELECT id FROM s WHERE m > {cursor}; SELECT id FROM t",
+            "SELECT id FROM s WHERE m > {cursor} PAGESIZE 5",
+            "SELECT id FROM s WHERE m > {cursor} AND x = {study}",
+            "SELECT id FROM s WHERE m > {cursor} AND name = 'unterminated",
+            "SELECT id FROM s WHERE id IN (SELECT id FROM t) AND m > {cursor}",
+        ] {
+            assert!(check(bad).is_err(), "{bad}");
+        }
+    }
+}
