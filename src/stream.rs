@@ -21,6 +21,7 @@ impl PlaceholderValues for StreamIdentity {
             Placeholder::Tenant => self.tenant.as_deref(),
             Placeholder::Study => self.study.as_deref(),
             Placeholder::ProtocolVersion => self.protocol_version.as_deref(),
+            Placeholder::Stream => self.stream.as_deref(),
         }
     }
 }

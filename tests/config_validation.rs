@@ -49,7 +49,7 @@ fn the_shipped_example_is_valid() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(
         out.stdout
-            .contains("valid: 2 vendor(s): veeva_vault, medidata_rave"),
+            .contains("valid: 3 vendor(s): veeva_vault, veeva_vault_vql, medidata_rave"),
         "{}",
         out.stdout
     );
@@ -155,10 +155,10 @@ fn unknown_keys_are_rejected_at_every_level() {
     );
     assert_rejected(
         &example_with(
-            "        object: subject__v",
-            "        object: subject__v\n      cursor: x",
+            "        burst_capacity: 5\n",
+            "        burst_capacity: 5\n      cursor: x\n",
         ),
-        &["veeva_vault.streams.subjects.cursor: unknown key"],
+        &["veeva_vault.streams.document_audit_trail.cursor: unknown key"],
     );
     assert_rejected(
         &example_with(
@@ -219,7 +219,10 @@ fn other_ranges_are_checked() {
         &["veeva_vault.http.connect_timeout_s: must not exceed request_timeout_s"],
     );
     assert_rejected(
-        &example_with("page_size: 200 ", "page_size: 0 "),
+        &example_with(
+            "page_size: 1000                  # records",
+            "page_size: 0 # records",
+        ),
         &["veeva_vault.delta.page_size"],
     );
 }
@@ -241,8 +244,8 @@ fn bad_placeholders_are_rejected() {
         &["veeva_vault.bucket_key: unclosed"],
     );
     assert_rejected(
-        &example_with("study: \"{study}\"", "study: \"{studdy}\""),
-        &["veeva_vault.delta.query.study"],
+        &example_with("studyoid: \"{study}\"", "studyoid: \"{studdy}\""),
+        &["medidata_rave.delta.query.studyoid"],
     );
 }
 

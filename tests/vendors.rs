@@ -609,74 +609,129 @@ async fn a_retry_after_date_is_measured_against_the_servers_clock_not_ours() {
     }
 }
 
+/// `edc-sync sync` of a shipped vendor block, as an operator runs it.
+async fn shipped_sync(dir: &Path, vendor: &str, extra: &[&str], env: &[(&str, String)]) -> Output {
+    let mut cmd = support::edc_sync();
+    cmd.args(["sync", "--config"])
+        .arg(dir.join("rate_limits.yaml"))
+        .args(["--vendor", vendor, "--study", STUDY, "--pacer", "local", "--out"])
+        .arg(dir.join("landing"))
+        .arg("--state")
+        .arg(dir.join("state"))
+        .arg("--audit-log")
+        .arg(dir.join("audit.jsonl"))
+        .args(extra)
+        .env("VAULT_USERNAME", USER)
+        .env("VAULT_PASSWORD", PASSWORD)
+        .env("RAVE_USERNAME", USER)
+        .env("RAVE_PASSWORD", PASSWORD)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
+}
+
+#[track_caller]
+fn assert_distinct<T: Ord + Clone + std::fmt::Debug>(ids: &[T], what: &str) {
+    let mut unique = ids.to_vec();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), ids.len(), "{what}: a record landed twice");
+}
+
+/// The shipped veeva_vault (audit trail), veeva_vault_vql and medidata_rave
+/// blocks, unchanged, against the simulator's vendor profiles: three runs
+/// each with new records arriving between them, every record exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_shipped_vault_and_rave_blocks_sync_against_the_vendor_profiles() {
+async fn the_shipped_vendor_blocks_land_every_record_once_across_three_runs_while_records_arrive() {
     let dir = tempfile::tempdir().unwrap();
     let repo = support::git_init(dir.path());
     std::fs::write(dir.path().join("rate_limits.yaml"), support::example_config()).unwrap();
     support::git_commit_all(&repo, "the shipped policy");
-    let vault = sim(Profile::Vault, 300, &[], |_| {}).await;
-    let rave = sim(Profile::Rave, 300, &[], |_| {}).await;
-    for (vendor, sim, extra, env) in [
-        (
+
+    // Vault's audit trail: records keep arriving; the shipped settle lag is
+    // 120 s, so they are stamped around two minutes ago.
+    let origin = std::time::SystemTime::now() - std::time::Duration::from_secs(125);
+    let vault = sim(Profile::Vault, 200, &[], |c| {
+        c.audit_trail = Some(edc_sync::sim::audit_trail::Arrivals {
+            origin,
+            every: std::time::Duration::from_millis(250),
+        })
+    })
+    .await;
+    for run in 0..3 {
+        if run > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+        }
+        let extra = ["--all-streams", "--protocol-version", "3"];
+        let out = shipped_sync(
+            dir.path(),
             "veeva_vault",
-            &vault,
-            &["--all-streams", "--protocol-version", "3"][..],
-            [
-                ("VAULT_API_BASE_URL", vault.base_url()),
-                ("VAULT_USERNAME", USER.into()),
-                ("VAULT_PASSWORD", PASSWORD.into()),
-            ],
-        ),
-        (
-            "medidata_rave",
-            &rave,
-            &["--tenant", "acme"][..],
-            [
-                ("RAVE_API_BASE_URL", rave.base_url()),
-                ("RAVE_USERNAME", USER.into()),
-                ("RAVE_PASSWORD", PASSWORD.into()),
-            ],
-        ),
-    ] {
-        let mut cmd = support::edc_sync();
-        cmd.args(["sync", "--config"])
-            .arg(dir.path().join("rate_limits.yaml"))
-            .args(["--vendor", vendor, "--study", STUDY, "--pacer", "local", "--out"])
-            .arg(dir.path().join("landing"))
-            .arg("--state")
-            .arg(dir.path().join("state"))
-            .arg("--audit-log")
-            .arg(dir.path().join("audit.jsonl"))
-            .args(extra)
-            .envs(env)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-            .await
-            .unwrap();
+            &extra,
+            &[("VAULT_API_BASE_URL", vault.base_url())],
+        )
+        .await;
         assert_exit(&out, 0);
-        assert!(
-            sim.requests().iter().all(|r| r.auth == "ok" || r.auth == "login"),
-            "{vendor}"
-        );
     }
-    for stream in ["subjects", "visits"] {
+    for stream in ["object_audit_trail", "document_audit_trail"] {
         let landed = dir
             .path()
             .join(format!("landing/veeva_vault/-/{STUDY}/3/{stream}"));
+        let ids = edc_sync::sim::landed_json_record_ids(&landed).unwrap();
+        assert_distinct(&ids, stream);
+        let n = ids.len() as u32;
+        let mut sorted = ids.clone();
+        sorted.sort();
         assert_eq!(
-            edc_sync::sim::landed_json_record_ids(&landed).unwrap().len(),
-            300,
-            "{stream}"
+            sorted,
+            (1..=n).map(|i| format!("AT-{i:07}")).collect::<Vec<_>>(),
+            "{stream}: a gap"
+        );
+        assert!(
+            n > 20,
+            "{stream}: records that arrived between runs were landed ({n})"
         );
     }
-    let landed = dir
-        .path()
-        .join(format!("landing/medidata_rave/acme/{STUDY}/-/default"));
-    assert_eq!(edc_sync::sim::landed_odm_source_ids(&landed).unwrap().len(), 300);
-    // Two streams share one Vault session: one login for the run.
-    assert_eq!(vault.requests().iter().filter(|r| r.method == "POST").count(), 1);
+    // One login per run, shared by both streams.
+    assert_eq!(vault.requests().iter().filter(|r| r.method == "POST").count(), 3);
+
+    // VQL and Rave: each run meets a server that has 50 more records.
+    for records in [100, 150, 200] {
+        let vql = sim(Profile::Vault, records, &[], |_| {}).await;
+        let out = shipped_sync(
+            dir.path(),
+            "veeva_vault_vql",
+            &["--protocol-version", "3"],
+            &[("VAULT_API_BASE_URL", vql.base_url())],
+        )
+        .await;
+        assert_exit(&out, 0);
+        let rave = sim(Profile::Rave, records, &[], |_| {}).await;
+        let out = shipped_sync(
+            dir.path(),
+            "medidata_rave",
+            &["--tenant", "acme"],
+            &[("RAVE_API_BASE_URL", rave.base_url())],
+        )
+        .await;
+        assert_exit(&out, 0);
+    }
+    let vql = edc_sync::sim::landed_json_record_ids(
+        &dir.path()
+            .join(format!("landing/veeva_vault_vql/-/{STUDY}/3/default")),
+    )
+    .unwrap();
+    assert_distinct(&vql, "vql");
+    assert_eq!(vql.len(), 200);
+    let rave = edc_sync::sim::landed_odm_source_ids(
+        &dir.path()
+            .join(format!("landing/medidata_rave/acme/{STUDY}/-/default")),
+    )
+    .unwrap();
+    assert_distinct(&rave, "rave");
+    assert_eq!(rave.len(), 200);
 }
 
 /// `edc-sync simulate` as a user starts it; killed when dropped.

@@ -13,14 +13,17 @@ pub enum Placeholder {
     Tenant,
     Study,
     ProtocolVersion,
+    /// The stream's name (e.g. a Vault audit-trail type in the path).
+    Stream,
 }
 
 impl Placeholder {
-    pub const ALL: [Placeholder; 4] = [
+    pub const ALL: [Placeholder; 5] = [
         Placeholder::Vendor,
         Placeholder::Tenant,
         Placeholder::Study,
         Placeholder::ProtocolVersion,
+        Placeholder::Stream,
     ];
 
     pub fn name(self) -> &'static str {
@@ -29,6 +32,7 @@ impl Placeholder {
             Placeholder::Tenant => "tenant",
             Placeholder::Study => "study",
             Placeholder::ProtocolVersion => "protocol_version",
+            Placeholder::Stream => "stream",
         }
     }
 

@@ -688,6 +688,24 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
         DEFAULT_CLOCK_SKEW_WARN_S,
         |p, n| non_negative(report, p, n, MAX_SECONDS),
     );
+    // A VQL delta is one POSTed query: URL parameters would be silently unused.
+    if let (Some(Some(d)), Some(ss)) = (&delta, &streams) {
+        if d.vql.is_some() {
+            let mut query_path = f.child("delta");
+            query_path.push("query".into());
+            if !d.query.is_empty() {
+                report.add(
+                    &query_path,
+                    "not used with delta.vql (the query is the whole request)",
+                );
+            }
+            for s in ss.iter().filter(|s| !s.query.is_empty()) {
+                let mut p = f.child("streams");
+                p.extend([s.name.clone(), "query".into()]);
+                report.add(&p, "not used with delta.vql (the query is the whole request)");
+            }
+        }
+    }
     let format = delta.as_ref().and_then(|d| d.as_ref().map(|d| d.format));
     let dialect = super::auth::dialect(report, dialect_node, format);
     f.finish(report, &POLICY_KEYS);
