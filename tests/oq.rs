@@ -107,6 +107,11 @@ oq_test!(oq_020_vault_session_login_and_renewal, "OQ-020");
 oq_test!(oq_021_vault_failure_never_committed, "OQ-021");
 oq_test!(oq_022_rave_error_documents_are_errors, "OQ-022");
 oq_test!(oq_023_retry_after_date_against_server_clock, "OQ-023");
+oq_test!(oq_024_date_windows_every_record_once, "OQ-024");
+oq_test!(oq_025_too_old_window_named_not_skipped, "OQ-025");
+oq_test!(oq_026_vql_injection_inert, "OQ-026");
+oq_test!(oq_027_backfill_newest_first_exact, "OQ-027");
+oq_test!(oq_028_cursor_never_backwards, "OQ-028");
 
 #[test]
 fn every_scenario_has_a_test_here() {

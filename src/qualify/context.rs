@@ -103,6 +103,68 @@ oq_rave_basic:
     page_size: 25
     query:
       studyoid: "{study}"
+oq_audit_trail:
+  base_url_env: EDC_SYNC_OQ_BASE_URL
+  auth:
+    scheme: vault_session
+    username_env: EDC_SYNC_OQ_USERNAME
+    password_env: EDC_SYNC_OQ_PASSWORD
+    login_path: /api/v24.1/auth
+  dialect: vault
+  sustained_rate_per_sec: 50
+  burst_capacity: 10
+  bucket_key: "rl:oq-at:{study}"
+  delta:
+    path: /api/v24.1/audittrail/object_audit_trail
+    format: json
+    paging: json_next
+    order: newest_first
+    records_pointer: /data
+    cursor_param: start_date
+    cursor_field: timestamp
+    page_size_param: limit
+    page_size: 6
+    window:
+      end_param: end_date
+      max_age_days: 30
+      settle_lag_s: 1
+oq_vql:
+  base_url_env: EDC_SYNC_OQ_BASE_URL
+  auth:
+    scheme: vault_session
+    username_env: EDC_SYNC_OQ_USERNAME
+    password_env: EDC_SYNC_OQ_PASSWORD
+    login_path: /api/v24.1/auth
+  dialect: vault
+  sustained_rate_per_sec: 50
+  burst_capacity: 10
+  bucket_key: "rl:oq-vql:{study}"
+  delta:
+    path: /api/v24.1/query
+    format: json
+    paging: json_next
+    records_pointer: /data
+    cursor_field: modified_date__v
+    page_size: 6
+    vql:
+      select: "SELECT id, modified_date__v FROM subject__v WHERE modified_date__v > {cursor} ORDER BY modified_date__v ASC"
+      initial_cursor: "2000-01-01T00:00:00Z"
+oq_newest:
+  base_url_env: EDC_SYNC_OQ_BASE_URL
+  token_env: EDC_SYNC_OQ_TOKEN
+  sustained_rate_per_sec: 50
+  burst_capacity: 10
+  bucket_key: "rl:oq-newest:{study}"
+  delta:
+    path: /api/v24.1/query/audit_trail
+    format: json
+    paging: json_next
+    order: newest_first
+    records_pointer: /data
+    cursor_param: modified_since
+    cursor_field: modified_date__v
+    page_size_param: limit
+    page_size: 25
 oq_shared:
   base_url_env: EDC_SYNC_OQ_BASE_URL
   token_env: EDC_SYNC_OQ_TOKEN
@@ -295,8 +357,21 @@ impl Ctx {
         password: &str,
         extra: &[&str],
     ) -> std::process::Command {
+        self.command("sync", config, sim, vendor, password, extra)
+    }
+
+    /// `edc-sync <subcommand>` (sync or backfill) of `vendor` against `sim`.
+    pub fn command(
+        &self,
+        subcommand: &str,
+        config: &Path,
+        sim: &Simulator,
+        vendor: &str,
+        password: &str,
+        extra: &[&str],
+    ) -> std::process::Command {
         let mut cmd = std::process::Command::new(&self.exe);
-        cmd.args(["sync", "--config"])
+        cmd.args([subcommand, "--config"])
             .arg(config)
             .args([
                 "--vendor", vendor, "--study", OQ_STUDY, "--pacer", "local", "--out",

@@ -2,6 +2,7 @@
 //! can sign without reading source code (validation/OQ.md is the protocol).
 
 pub mod context;
+mod deltas;
 pub mod evidence;
 pub mod iq;
 pub mod redis_server;

@@ -43,6 +43,7 @@ pub(super) use scenario;
 pub fn all() -> Vec<Scenario> {
     let mut all = core();
     all.extend(super::vendors::all());
+    all.extend(super::deltas::all());
     all
 }
 
