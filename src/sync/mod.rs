@@ -608,7 +608,7 @@ impl<P: Pacer> Loop<'_, P> {
             return self.refused(url, request_id, attempt, &meta, None, detail).await;
         }
         let reason = format!("GET {url} answered {status}");
-        self.record_failure(url, request_id, attempt, &meta, None, reason.clone())
+        self.failed(url, request_id, attempt, Some(&meta), None, reason.clone())
             .await?;
         Err(self.rejected(reason))
     }
@@ -662,7 +662,8 @@ impl<P: Pacer> Loop<'_, P> {
             }
             .into());
         }
-        self.failed(url, request_id, attempt, None, e.to_string()).await?;
+        self.failed(url, request_id, attempt, None, None, e.to_string())
+            .await?;
         Err(self.rejected(e.to_string()))
     }
 
@@ -773,12 +774,15 @@ impl<P: Pacer> Loop<'_, P> {
         Ok(Attempt::Retry { wait, reason })
     }
 
+    /// A `request_failed` line for a request that ends the stream; `meta`
+    /// when a response came back (its status and Vault execution id).
     async fn failed(
         &mut self,
         url: &Url,
         request_id: &str,
         attempt: u32,
-        status: Option<u16>,
+        meta: Option<&ResponseMeta>,
+        vendor_error: Option<VendorError>,
         reason: String,
     ) -> Result<(), SyncError> {
         let event = RequestFailed {
@@ -786,8 +790,10 @@ impl<P: Pacer> Loop<'_, P> {
             request_id: request_id.to_string(),
             attempt,
             url: url.to_string(),
-            status,
+            status: meta.map(|m| m.status.as_u16()),
             reason,
+            vendor_error,
+            vendor_execution_id: meta.and_then(|m| m.execution_id.clone()),
             ..RequestFailed::default()
         };
         self.job.audit.record(event).await?;
@@ -804,6 +810,7 @@ impl<P: Pacer> Loop<'_, P> {
         attempt: u32,
         reply: Reply,
     ) -> Result<Attempt, SyncError> {
+        let meta = reply.meta.clone();
         if let Some(ct) = reply.content_type.as_deref() {
             let expected = match self.job.delta.format {
                 PayloadFormat::Json => "json",
@@ -813,18 +820,11 @@ impl<P: Pacer> Loop<'_, P> {
                 let reason = format!(
                     "GET {url}: Content-Type {ct:?} is not {expected} (delta.format); nothing was committed"
                 );
-                self.failed(
-                    url,
-                    request_id,
-                    attempt,
-                    Some(reply.status.as_u16()),
-                    reason.clone(),
-                )
-                .await?;
+                self.failed(url, request_id, attempt, Some(&meta), None, reason.clone())
+                    .await?;
                 return Err(self.rejected(reason));
             }
         }
-        let meta = reply.meta.clone();
         let page = Received {
             url: url.clone(),
             page_url: reply.url.clone(),
@@ -848,7 +848,7 @@ impl<P: Pacer> Loop<'_, P> {
                         .await;
                 }
                 let reason = e.to_string();
-                self.failed(url, request_id, attempt, Some(page.status), reason.clone())
+                self.failed(url, request_id, attempt, Some(&meta), None, reason.clone())
                     .await?;
                 return Err(self.rejected(reason));
             }

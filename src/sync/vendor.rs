@@ -5,7 +5,6 @@
 
 use reqwest::Url;
 
-use super::events::RequestFailed;
 use super::{Attempt, Loop, SyncError};
 use crate::edc::dialect::{VendorError, VendorErrorKind};
 use crate::edc::ResponseMeta;
@@ -42,7 +41,7 @@ impl<P: Pacer> Loop<'_, P> {
                     "GET {url} answered HTTP {} with the vendor error {error}; nothing was committed",
                     meta.status.as_u16()
                 );
-                self.record_failure(url, request_id, attempt, meta, Some(error), reason.clone())
+                self.failed(url, request_id, attempt, Some(meta), Some(error), reason.clone())
                     .await?;
                 Err(self.rejected(reason))
             }
@@ -60,37 +59,12 @@ impl<P: Pacer> Loop<'_, P> {
         vendor: Option<VendorError>,
         detail: String,
     ) -> Result<Attempt, SyncError> {
-        self.record_failure(url, request_id, attempt, meta, vendor, detail.clone())
+        self.failed(url, request_id, attempt, Some(meta), vendor, detail.clone())
             .await?;
         Err(SyncError::Permission {
             stream: self.name.clone(),
             detail,
             hint: self.job.policy.auth.hint(),
         })
-    }
-
-    /// A `request_failed` line for a response that ends the stream.
-    pub(super) async fn record_failure(
-        &mut self,
-        url: &Url,
-        request_id: &str,
-        attempt: u32,
-        meta: &ResponseMeta,
-        vendor_error: Option<VendorError>,
-        reason: String,
-    ) -> Result<(), SyncError> {
-        let event = RequestFailed {
-            stream: self.name.clone(),
-            request_id: request_id.to_string(),
-            attempt,
-            url: url.to_string(),
-            status: Some(meta.status.as_u16()),
-            reason,
-            vendor_error,
-            vendor_execution_id: meta.execution_id.clone(),
-            ..RequestFailed::default()
-        };
-        self.job.audit.record(event).await?;
-        Ok(())
     }
 }
