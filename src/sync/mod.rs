@@ -9,11 +9,19 @@
 //!
 //! Invariant 3, audit first: every wait (429/503, retry backoff, vendor
 //! burst floor) is written to the audit trail and fsynced before the sleep.
+//!
+//! This file sequences a stream: windows, pages, attempts. The concepts it
+//! sequences live beside it: `session.rs` (login and renewal), `waits.rs`
+//! (throttle, backoff, vendor burst, server clock), `vendor.rs` (errors a
+//! vendor reports in a body), `commit.rs` (check a body, make a page
+//! durable), `window.rs` (date windows), `fence.rs` (the cross-host lock).
 
+mod commit;
 pub mod events;
 mod fence;
 mod session;
 mod vendor;
+mod waits;
 pub mod window;
 
 pub use fence::{FenceError, FencedLock};
@@ -25,18 +33,14 @@ use std::time::Duration;
 
 use reqwest::{StatusCode, Url};
 
-use crate::audit::{now_rfc3339, AuditError, RunId, SharedAudit};
+use crate::audit::{AuditError, RunId, SharedAudit};
 use crate::config::{Delta, PayloadFormat, Policy, RecordOrder, StreamSpec};
 use crate::edc::dialect::{self, NotAPage, VendorError};
 use crate::edc::paging;
-use crate::edc::payload::{self, InvalidPayload, PageSummary};
-use crate::edc::retry_after::{self, RetryAfter, RetryAfterSource};
+use crate::edc::payload;
 use crate::edc::{AuthError, FetchError, ReadOnlyClient, Reply, ResponseMeta, ERROR_BODY_CAP};
 use crate::limiter::{AcquireError, Limiter, Pacer, PacerError, Permit};
-use crate::store::{
-    Cursor, CursorStore, LandingStore, LockError, ManifestEntry, PageAdvance, RunLock, StoreError,
-    StreamLocked,
-};
+use crate::store::{Cursor, CursorStore, LandingStore, LockError, RunLock, StoreError, StreamLocked};
 use crate::stream::StreamIdentity;
 use events::*;
 
@@ -502,21 +506,6 @@ impl<P: Pacer> Loop<'_, P> {
         })
     }
 
-    /// Sleeps `wait`, unless a stop is requested first.
-    async fn sleep(&self, wait: Duration) -> Result<(), SyncError> {
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => Ok(()),
-            _ = self.job.options.interrupt.wait() => Err(SyncError::Interrupted { stream: self.name.clone() }),
-        }
-    }
-
-    /// Deterministic backoff: the rate's interval doubled per attempt.
-    fn backoff(&self, attempt: u32) -> Duration {
-        let base = self.job.policy.rate.interval();
-        let cap = MAX_BACKOFF.min(self.job.policy.max_wait);
-        base.saturating_mul(1u32 << (attempt - 1).min(16)).min(cap)
-    }
-
     /// A slot in the quota, or why there is none: a stop request, or a
     /// slot further away than `max_wait_s` (audited, exit 75).
     async fn permit(&mut self, url: &Url, cursor: &Cursor, attempt: u32) -> Result<Permit<P>, SyncError> {
@@ -613,26 +602,6 @@ impl<P: Pacer> Loop<'_, P> {
         Err(self.rejected(reason))
     }
 
-    /// Keeps the server-vs-local clock difference for metrics, and warns
-    /// once per stream when it exceeds `clock_skew_warn_s`: a pacer on a
-    /// drifting clock trips the remote limit while looking compliant.
-    fn note_clock(&mut self, meta: &ResponseMeta) {
-        let Some(skew) = meta.clock_skew_s() else { return };
-        self.report.clock_skew_s = Some(skew);
-        let bound = self.job.policy.clock_skew_warn.as_secs_f64();
-        if skew.abs() > bound && !self.skew_warned {
-            self.skew_warned = true;
-            tracing::warn!(
-                stream = %self.name,
-                clock_skew_s = skew,
-                bound_s = bound,
-                "the EDC's clock (Date header) differs from this host's by {skew:+.0} s, more than \
-                 clock_skew_warn_s; Retry-After dates are measured against the server's clock, \
-                 but check NTP on this host"
-            );
-        }
-    }
-
     async fn fetch_failed(
         &mut self,
         url: &Url,
@@ -665,113 +634,6 @@ impl<P: Pacer> Loop<'_, P> {
         self.failed(url, request_id, attempt, None, None, e.to_string())
             .await?;
         Err(self.rejected(e.to_string()))
-    }
-
-    /// 5xx, transport error, truncated body: audit, then back off.
-    async fn retry_later(
-        &mut self,
-        url: &Url,
-        request_id: &str,
-        attempt: u32,
-        reason: String,
-        vendor_execution_id: Option<String>,
-    ) -> Result<Attempt, SyncError> {
-        let wait = self.backoff(attempt);
-        let event = RetryScheduled {
-            stream: self.name.clone(),
-            request_id: request_id.to_string(),
-            attempt,
-            url: url.to_string(),
-            reason: reason.clone(),
-            backoff_s: wait.as_secs_f64(),
-            vendor_execution_id,
-            compliance_timestamp: now_rfc3339(),
-        };
-        self.job.audit.record(event).await?;
-        self.report.waits.push(Wait {
-            kind: WaitKind::Retry,
-            reason: format!("retry after {reason}"),
-            seconds: wait.as_secs_f64(),
-        });
-        Ok(Attempt::Retry { wait, reason })
-    }
-
-    /// 429 / 503, or the vendor's throttle in a body: audit (fsynced),
-    /// pause the whole quota, then the caller sleeps.
-    ///
-    /// An HTTP-date `Retry-After` is measured against the response's own
-    /// `Date` when it has one, so a host whose clock is minutes off still
-    /// waits exactly the interval the server asked for.
-    async fn throttled(
-        &mut self,
-        url: &Url,
-        cursor: &Cursor,
-        request_id: &str,
-        attempt: u32,
-        meta: &ResponseMeta,
-        vendor: Option<VendorError>,
-    ) -> Result<Attempt, SyncError> {
-        let policy = &self.job.policy;
-        let values: Vec<&[u8]> = meta.retry_after.iter().map(Vec::as_slice).collect();
-        let server_now = meta.server_date.unwrap_or(meta.received_at);
-        let RetryAfter {
-            wait,
-            mut source,
-            raw,
-        } = retry_after::parse(&values, server_now, policy.default_retry_after);
-        if vendor.is_some() && source == RetryAfterSource::Absent {
-            source = RetryAfterSource::VendorBody;
-        }
-        let received = humantime::format_rfc3339_millis(meta.received_at).to_string();
-        let resume = meta
-            .received_at
-            .checked_add(wait)
-            .map(|t| humantime::format_rfc3339_millis(t).to_string());
-        let signal = if vendor.is_some() {
-            "vendor_body"
-        } else {
-            "http_status"
-        };
-        let reason = match &vendor {
-            Some(v) => format!("{} in the body, Retry-After {source}", v.code),
-            None => format!("{} with Retry-After {source}", meta.status.as_u16()),
-        };
-        let event = RateLimited {
-            stream: self.name.clone(),
-            request_id: request_id.to_string(),
-            attempt,
-            status: meta.status.as_u16(),
-            url: url.to_string(),
-            signal,
-            vendor_error: vendor,
-            retry_after_s: wait.as_secs_f64(),
-            retry_after_source: source,
-            retry_after_raw: raw,
-            server_date: meta
-                .server_date
-                .map(|d| humantime::format_rfc3339_seconds(d).to_string()),
-            clock_skew_s: meta.clock_skew_s(),
-            vendor_execution_id: meta.execution_id.clone(),
-            compliance_timestamp: received,
-            resume_not_before: resume.unwrap_or_else(|| "never".into()),
-            quota: self.job.limiter.quota().key().to_string(),
-            quota_headers: meta.quota_headers.clone(),
-        };
-        self.job.audit.record(event).await?;
-        if wait > policy.max_wait {
-            let why = format!(
-                "Retry-After of {wait:?} exceeds max_wait_s ({:?})",
-                policy.max_wait
-            );
-            return self.exhausted(url, attempt, why, cursor, Spent::Quota).await;
-        }
-        self.job.limiter.pause(wait).await?;
-        self.report.waits.push(Wait {
-            kind: WaitKind::Throttled,
-            reason: reason.clone(),
-            seconds: wait.as_secs_f64(),
-        });
-        Ok(Attempt::Retry { wait, reason })
     }
 
     /// A `request_failed` line for a request that ends the stream; `meta`
@@ -886,223 +748,6 @@ impl<P: Pacer> Loop<'_, P> {
             next: committed.next,
             cursor: Box::new(committed.cursor),
         })
-    }
-
-    /// Validates a received body and judges it under the policy's dialect:
-    /// a page, or a vendor error or invalid payload that is never landed.
-    fn check_page(
-        &self,
-        temp: &mut crate::store::LandingTemp,
-    ) -> Result<Result<PageSummary, NotAPage>, SyncError> {
-        let delta = &self.job.delta;
-        let reader = temp.reader()?;
-        Ok(payload::validate(delta, reader)
-            .map_err(NotAPage::Invalid)
-            .and_then(|page| {
-                let records = delta.records_pointer.as_deref().unwrap_or("/data");
-                dialect::judge(self.job.policy.dialect, delta.format, records, page)
-            }))
-    }
-
-    /// An invalid payload: moved to `quarantine/` for investigation,
-    /// audited, and the stream stops (65). Returns the error to stop with.
-    fn quarantine(
-        &mut self,
-        page: &Received,
-        temp: crate::store::LandingTemp,
-        digest: &crate::edc::BodyDigest,
-        invalid: InvalidPayload,
-    ) -> SyncError {
-        let url = &page.url;
-        let quarantine = self.landing.dir().join("quarantine");
-        let name = format!("{}.{}.invalid", digest.sha256, self.run_id);
-        let moved = temp
-            .quarantine(&quarantine, &name)
-            .ok()
-            .map(|p| p.display().to_string());
-        let recorded = self.job.audit.record_blocking(&RequestFailed {
-            stream: self.name.clone(),
-            request_id: page.request_id.clone(),
-            attempt: page.attempt,
-            url: url.to_string(),
-            status: Some(page.status),
-            reason: invalid.to_string(),
-            payload_sha256: Some(digest.sha256.clone()),
-            quarantined: moved,
-            vendor_execution_id: page.execution_id.clone(),
-            ..RequestFailed::default()
-        });
-        match recorded {
-            Ok(_) => self.rejected(format!("GET {url}: {invalid}; nothing was committed")),
-            Err(e) => e.into(),
-        }
-    }
-
-    /// Makes a checked page durable: landing file (fsync, rename,
-    /// directory fsync), manifest line, `page_committed` audit line, and
-    /// last the cursor. Blocking; called once per page.
-    fn commit_page(
-        &mut self,
-        page: &Received,
-        cursor: &Cursor,
-        temp: crate::store::LandingTemp,
-        digest: &crate::edc::BodyDigest,
-        summary: PageSummary,
-    ) -> Result<CommittedPage, SyncError> {
-        let job = self.job;
-        let url = &page.url;
-        let next = match paging::next_page(
-            job.client.origin(),
-            &job.delta.paging,
-            &page.page_url,
-            &page.links,
-            &summary,
-        ) {
-            Ok(n) => n,
-            Err(e) => {
-                temp.discard();
-                let reason = format!("page {url}: {e}; nothing was committed");
-                job.audit.record_blocking(&RequestFailed {
-                    stream: self.name.clone(),
-                    request_id: page.request_id.clone(),
-                    attempt: page.attempt,
-                    url: url.to_string(),
-                    status: Some(page.status),
-                    reason: reason.clone(),
-                    payload_sha256: Some(digest.sha256.clone()),
-                    vendor_execution_id: page.execution_id.clone(),
-                    ..RequestFailed::default()
-                })?;
-                return Err(self.rejected(reason));
-            }
-        };
-        let next_start = match &self.window_end {
-            Some(end) => Some(window::after(end).map_err(|e| self.rejected(e))?),
-            None => None,
-        };
-        let advance = PageAdvance {
-            window_end: self.window_end.clone(),
-            next_start,
-            next_page: next.as_ref().map(Self::url_key),
-            high_water: summary.high_water.clone(),
-            records: summary.records,
-            sha256: &digest.sha256,
-            run_id: self.run_id.as_str(),
-            paging: &job.delta.paging,
-        };
-        let after = self
-            .cursors
-            .advance(cursor, advance)
-            .map_err(|e| self.rejected(format!("page {url}: {e}")))?;
-        let durable_started = std::time::Instant::now();
-        // A page without records holds no data: its hash and size go in
-        // the audit line, nothing is landed and the manifest is unchanged
-        // (an empty poll every five minutes must not leave a file each time).
-        let (landing_file, replayed) = if job.options.dry_run || summary.records == 0 {
-            temp.discard();
-            (None, false)
-        } else {
-            let landed = self.landing.commit(temp, &digest.sha256)?;
-            let entry = ManifestEntry {
-                stream: self.name.clone(),
-                page_key: Self::url_key(url),
-                cursor_before: cursor.to_json(),
-                cursor_after: after.to_json(),
-                sha256: digest.sha256.clone(),
-                bytes: digest.bytes,
-                records: summary.records,
-                run_id: self.run_id.to_string(),
-                file: landed.file.clone(),
-                landed_at: now_rfc3339(),
-            };
-            let listed = self.landing.list(&entry)?;
-            (Some(landed.file), !listed)
-        };
-        job.audit.record_blocking(&PageCommitted {
-            stream: self.name.clone(),
-            request_id: page.request_id.clone(),
-            attempt: page.attempt,
-            url: url.to_string(),
-            status: page.status,
-            payload_sha256: digest.sha256.clone(),
-            bytes: digest.bytes,
-            records: summary.records,
-            landed: landing_file.is_some(),
-            landing_file,
-            replayed,
-            dry_run: job.options.dry_run,
-            cursor_before: cursor.to_json(),
-            cursor_after: after.to_json(),
-            quota_headers: page.quota_headers.clone(),
-            older_than_cursor: match (&summary.low_water, cursor.window_start()) {
-                (Some(low), Some(start)) => {
-                    payload::order::compare_params(&low.as_param(), start) == std::cmp::Ordering::Less
-                }
-                _ => false,
-            },
-            vendor_warnings: summary.envelope.warnings.clone(),
-            vendor_execution_id: page.execution_id.clone(),
-        })?;
-        if !job.options.dry_run {
-            if let Some(fenced) = &self.fenced {
-                if !fenced.still_held()? {
-                    return Err(SyncError::LockLost {
-                        stream: self.name.clone(),
-                        fence: fenced.fence(),
-                    });
-                }
-            }
-            self.cursors.commit(&after)?;
-        }
-        self.report.durable_commit += durable_started.elapsed();
-        Ok(CommittedPage {
-            next,
-            cursor: after,
-            records: summary.records,
-            replayed,
-        })
-    }
-
-    /// Vault delays responses instead of answering 429 once its burst is
-    /// spent: below the floor, slow the whole quota to the pace that spends
-    /// no more than the burst limit per five-minute window.
-    async fn vendor_burst(
-        &mut self,
-        request_id: &str,
-        headers: &std::collections::BTreeMap<String, String>,
-    ) -> Result<(), SyncError> {
-        let Some(floor) = self.job.policy.vendor_burst_floor else {
-            return Ok(());
-        };
-        let parse = |name: &str| headers.get(name).and_then(|v| v.trim().parse::<u64>().ok());
-        let Some(remaining) = parse("x-vaultapi-burstlimitremaining") else {
-            return Ok(());
-        };
-        if remaining > floor {
-            return Ok(());
-        }
-        let limit = parse("x-vaultapi-burstlimit");
-        let window = Duration::from_secs(300);
-        let pause = window / u32::try_from(limit.unwrap_or(1).max(1)).unwrap_or(u32::MAX);
-        let event = VendorBurstLow {
-            stream: self.name.clone(),
-            request_id: request_id.to_string(),
-            burst_limit: limit,
-            burst_remaining: remaining,
-            floor,
-            pause_s: pause.as_secs_f64(),
-            reason: "X-VaultAPI-BurstLimitRemaining at or below vendor_burst_floor: the quota is paused so \
-                     requests are spread over the vendor's 5-minute burst window"
-                .into(),
-        };
-        self.job.audit.record(event).await?;
-        self.job.limiter.pause(pause).await?;
-        self.report.waits.push(Wait {
-            kind: WaitKind::VendorBurst,
-            reason: "vendor burst floor".into(),
-            seconds: pause.as_secs_f64(),
-        });
-        Ok(())
     }
 }
 

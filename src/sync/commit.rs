@@ -1,0 +1,190 @@
+//! The page commit: a received body is checked (payload validation, then
+//! the vendor dialect's verdict), and a page is made durable in the order
+//! invariant 2 requires: landing file (fsync, rename, directory fsync),
+//! manifest line, `page_committed` audit line, and last the cursor.
+
+use super::events::{PageCommitted, RequestFailed};
+use super::{window, CommittedPage, Loop, Received, SyncError};
+use crate::audit::now_rfc3339;
+use crate::edc::dialect::{self, NotAPage};
+use crate::edc::paging;
+use crate::edc::payload::{self, InvalidPayload, PageSummary};
+use crate::limiter::Pacer;
+use crate::store::{Cursor, ManifestEntry, PageAdvance};
+
+impl<P: Pacer> Loop<'_, P> {
+    /// Validates a received body and judges it under the policy's dialect:
+    /// a page, or a vendor error or invalid payload that is never landed.
+    pub(super) fn check_page(
+        &self,
+        temp: &mut crate::store::LandingTemp,
+    ) -> Result<Result<PageSummary, NotAPage>, SyncError> {
+        let delta = &self.job.delta;
+        let reader = temp.reader()?;
+        Ok(payload::validate(delta, reader)
+            .map_err(NotAPage::Invalid)
+            .and_then(|page| {
+                let records = delta.records_pointer.as_deref().unwrap_or("/data");
+                dialect::judge(self.job.policy.dialect, delta.format, records, page)
+            }))
+    }
+
+    /// An invalid payload: moved to `quarantine/` for investigation,
+    /// audited, and the stream stops (65). Returns the error to stop with.
+    pub(super) fn quarantine(
+        &mut self,
+        page: &Received,
+        temp: crate::store::LandingTemp,
+        digest: &crate::edc::BodyDigest,
+        invalid: InvalidPayload,
+    ) -> SyncError {
+        let url = &page.url;
+        let quarantine = self.landing.dir().join("quarantine");
+        let name = format!("{}.{}.invalid", digest.sha256, self.run_id);
+        let moved = temp
+            .quarantine(&quarantine, &name)
+            .ok()
+            .map(|p| p.display().to_string());
+        let recorded = self.job.audit.record_blocking(&RequestFailed {
+            stream: self.name.clone(),
+            request_id: page.request_id.clone(),
+            attempt: page.attempt,
+            url: url.to_string(),
+            status: Some(page.status),
+            reason: invalid.to_string(),
+            payload_sha256: Some(digest.sha256.clone()),
+            quarantined: moved,
+            vendor_execution_id: page.execution_id.clone(),
+            ..RequestFailed::default()
+        });
+        match recorded {
+            Ok(_) => self.rejected(format!("GET {url}: {invalid}; nothing was committed")),
+            Err(e) => e.into(),
+        }
+    }
+
+    /// Makes a checked page durable: landing file (fsync, rename,
+    /// directory fsync), manifest line, `page_committed` audit line, and
+    /// last the cursor. Blocking; called once per page.
+    pub(super) fn commit_page(
+        &mut self,
+        page: &Received,
+        cursor: &Cursor,
+        temp: crate::store::LandingTemp,
+        digest: &crate::edc::BodyDigest,
+        summary: PageSummary,
+    ) -> Result<CommittedPage, SyncError> {
+        let job = self.job;
+        let url = &page.url;
+        let next = match paging::next_page(
+            job.client.origin(),
+            &job.delta.paging,
+            &page.page_url,
+            &page.links,
+            &summary,
+        ) {
+            Ok(n) => n,
+            Err(e) => {
+                temp.discard();
+                let reason = format!("page {url}: {e}; nothing was committed");
+                job.audit.record_blocking(&RequestFailed {
+                    stream: self.name.clone(),
+                    request_id: page.request_id.clone(),
+                    attempt: page.attempt,
+                    url: url.to_string(),
+                    status: Some(page.status),
+                    reason: reason.clone(),
+                    payload_sha256: Some(digest.sha256.clone()),
+                    vendor_execution_id: page.execution_id.clone(),
+                    ..RequestFailed::default()
+                })?;
+                return Err(self.rejected(reason));
+            }
+        };
+        let next_start = match &self.window_end {
+            Some(end) => Some(window::after(end).map_err(|e| self.rejected(e))?),
+            None => None,
+        };
+        let advance = PageAdvance {
+            window_end: self.window_end.clone(),
+            next_start,
+            next_page: next.as_ref().map(Self::url_key),
+            high_water: summary.high_water.clone(),
+            records: summary.records,
+            sha256: &digest.sha256,
+            run_id: self.run_id.as_str(),
+            paging: &job.delta.paging,
+        };
+        let after = self
+            .cursors
+            .advance(cursor, advance)
+            .map_err(|e| self.rejected(format!("page {url}: {e}")))?;
+        let durable_started = std::time::Instant::now();
+        // A page without records holds no data: its hash and size go in
+        // the audit line, nothing is landed and the manifest is unchanged
+        // (an empty poll every five minutes must not leave a file each time).
+        let (landing_file, replayed) = if job.options.dry_run || summary.records == 0 {
+            temp.discard();
+            (None, false)
+        } else {
+            let landed = self.landing.commit(temp, &digest.sha256)?;
+            let entry = ManifestEntry {
+                stream: self.name.clone(),
+                page_key: Self::url_key(url),
+                cursor_before: cursor.to_json(),
+                cursor_after: after.to_json(),
+                sha256: digest.sha256.clone(),
+                bytes: digest.bytes,
+                records: summary.records,
+                run_id: self.run_id.to_string(),
+                file: landed.file.clone(),
+                landed_at: now_rfc3339(),
+            };
+            let listed = self.landing.list(&entry)?;
+            (Some(landed.file), !listed)
+        };
+        job.audit.record_blocking(&PageCommitted {
+            stream: self.name.clone(),
+            request_id: page.request_id.clone(),
+            attempt: page.attempt,
+            url: url.to_string(),
+            status: page.status,
+            payload_sha256: digest.sha256.clone(),
+            bytes: digest.bytes,
+            records: summary.records,
+            landed: landing_file.is_some(),
+            landing_file,
+            replayed,
+            dry_run: job.options.dry_run,
+            cursor_before: cursor.to_json(),
+            cursor_after: after.to_json(),
+            quota_headers: page.quota_headers.clone(),
+            older_than_cursor: match (&summary.low_water, cursor.window_start()) {
+                (Some(low), Some(start)) => {
+                    payload::order::compare_params(&low.as_param(), start) == std::cmp::Ordering::Less
+                }
+                _ => false,
+            },
+            vendor_warnings: summary.envelope.warnings.clone(),
+            vendor_execution_id: page.execution_id.clone(),
+        })?;
+        if !job.options.dry_run {
+            if let Some(fenced) = &self.fenced {
+                if !fenced.still_held()? {
+                    return Err(SyncError::LockLost {
+                        stream: self.name.clone(),
+                        fence: fenced.fence(),
+                    });
+                }
+            }
+            self.cursors.commit(&after)?;
+        }
+        self.report.durable_commit += durable_started.elapsed();
+        Ok(CommittedPage {
+            next,
+            cursor: after,
+            records: summary.records,
+            replayed,
+        })
+    }
+}
