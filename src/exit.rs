@@ -46,6 +46,11 @@ impl Exit {
     /// rather than claiming success or a retryable state.
     pub fn for_error(err: &anyhow::Error) -> Exit {
         for cause in err.chain() {
+            // A policy file that cannot be read is an input file named on
+            // the command line (README: 66), not an invalid policy.
+            if let Some(ConfigError::Read { .. }) = cause.downcast_ref::<ConfigError>() {
+                return Exit::NoInput;
+            }
             if cause.is::<ConfigError>() {
                 return Exit::Config;
             }

@@ -93,6 +93,9 @@ struct Prepared {
 }
 
 fn prepare(spec: &RunSpec) -> Result<Prepared, ConfigError> {
+    if let PacerChoice::Redis(url) = &spec.pacer {
+        RedisPacer::check_url(url).map_err(ConfigError::Identity)?;
+    }
     let loaded = config::load(&spec.config)?;
     loaded.require_committed(spec.allow_dirty)?;
     let policy = Arc::new(loaded.vendor(&spec.vendor)?.clone());

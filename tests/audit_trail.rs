@@ -320,3 +320,34 @@ fn four_processes_appending_at_once_keep_the_chain() {
     let switches = runs.windows(2).filter(|w| w[0] != w[1]).count();
     assert!(switches > 3, "expected interleaved runs, saw {switches} switches");
 }
+
+/// An empty file proves nothing: every line of a trail can be removed by
+/// truncating it, so verify must not call that intact.
+#[test]
+fn an_empty_audit_file_is_not_intact() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    std::fs::write(&path, b"").unwrap();
+    let out = verify_cli(&path);
+    assert_eq!(out.code, 65, "{}{}", out.stdout, out.stderr);
+    assert!(
+        format!("{}{}", out.stdout, out.stderr).contains("empty"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// `audit verify` on something that is not a regular file (a device that
+/// never ends) answers at once instead of reading forever.
+#[test]
+fn verify_refuses_what_is_not_a_regular_file() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(verify_cli(Path::new("/dev/zero")));
+    });
+    let out = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("audit verify /dev/zero returned");
+    assert_eq!(out.code, 66, "{}", out.stderr);
+    assert!(out.stderr.contains("not a regular file"), "{}", out.stderr);
+}

@@ -348,10 +348,12 @@ fn every_problem_is_reported_in_one_run() {
     }
 }
 
+/// README: 66 for an input file named on the command line that cannot be
+/// read (it used to be 78, which says the policy is invalid).
 #[test]
-fn a_missing_file_is_a_config_error() {
+fn a_missing_file_is_an_unreadable_input() {
     let out = run(&["config", "validate", "--config", "/nonexistent/rate_limits.yaml"]);
-    assert_eq!(out.code, 78);
+    assert_eq!(out.code, 66);
     assert!(
         out.stderr
             .contains("cannot read config file /nonexistent/rate_limits.yaml"),
@@ -446,6 +448,23 @@ fn a_vql_delta_takes_only_a_single_select_with_its_cursor_unquoted() {
             "    page_size_param: limit\n    vql:\n      select: \"SELECT id FROM s WHERE m > {cursor}\"\n      initial_cursor: x\n",
         ),
         &["veeva_vault.delta.cursor_param: not used with delta.vql"],
+    );
+}
+
+/// Smaller defects of issue 12: a rate so small it is a division by ~zero,
+/// a delta path that names another host.
+#[test]
+fn a_vanishing_rate_and_a_host_in_the_delta_path_are_named() {
+    assert_rejected(
+        &user_schema_with(
+            "  sustained_rate_per_sec: 5\n",
+            "  sustained_rate_per_sec: 1e-300\n",
+        ),
+        &["veeva_vault.sustained_rate_per_sec: must be at least one token a day"],
+    );
+    assert_rejected(
+        &user_schema_with("    path: /api/v24.1/query\n", "    path: //other-host/x\n"),
+        &["veeva_vault.delta.path: must not start with '//'"],
     );
 }
 

@@ -463,3 +463,24 @@ async fn subject_identifiers_in_urls_are_masked_in_audit_lines_and_logs() {
     assert!(stderr.contains(mask), "the error names the same masked value");
     assert!(verify(&fx.path("audit.jsonl")).unwrap().intact());
 }
+
+/// A malformed --redis URL is a configuration mistake (78), found before
+/// the run writes anything, not "Redis unavailable" (69) after the header.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_redis_url_exits_78_before_any_audit_line() {
+    let fx = Fixture::new();
+    let out = fx
+        .sync("http://127.0.0.1:9", &["--redis", "redis://[not-a-host"])
+        .output()
+        .unwrap();
+    assert_exit(&out, 78);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--redis"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !fx.path("audit.jsonl").exists(),
+        "no audit line for a usage mistake"
+    );
+}

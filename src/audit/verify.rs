@@ -111,10 +111,15 @@ struct RawLine {
 }
 
 fn lines(path: &Path) -> Result<impl Iterator<Item = std::io::Result<RawLine>>, ReadError> {
-    let file = File::open(path).map_err(|error| ReadError {
+    let read_error = |error| ReadError {
         path: path.to_path_buf(),
         error,
-    })?;
+    };
+    let file = File::open(path).map_err(read_error)?;
+    // A device or pipe may never end (`/dev/zero`): an audit trail is a file.
+    if !file.metadata().map_err(read_error)?.is_file() {
+        return Err(read_error(std::io::Error::other("not a regular file")));
+    }
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     Ok(std::iter::from_fn(move || {
         let mut bytes = Vec::new();
@@ -236,6 +241,15 @@ pub fn verify(path: &Path) -> Result<Report, ReadError> {
     }
     if let Some(gap) = pending_gap {
         report.finding = Some(gap);
+    }
+    // Every run writes at least its run_started line: an empty file is a
+    // trail whose every line was removed, which proves nothing.
+    if report.lines == 0 {
+        report.finding = Some(Finding {
+            line: 1,
+            damage: Damage::Removed,
+            detail: "the file is empty: every trail starts with a run_started line".into(),
+        });
     }
     report.runs = last_seq.len();
     Ok(report)

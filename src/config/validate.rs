@@ -242,12 +242,28 @@ fn or_default<T>(
     }
 }
 
+/// One token a day.
+const MIN_RATE_PER_SEC: f64 = 1.0 / 86_400.0;
+
 const RATE_KEYS: [&str; 2] = ["sustained_rate_per_sec", "burst_capacity"];
 
 fn rate_fields(report: &mut Report, f: &mut Fields) -> Option<Rate> {
     let per_sec = f
         .required(report, "sustained_rate_per_sec")
-        .and_then(|(p, n)| positive(report, &p, n, 1_000_000.0));
+        .and_then(|(p, n)| positive(report, &p, n, 1_000_000.0).map(|x| (p, x)))
+        .and_then(|(p, x)| {
+            // Slower than a token a day is no quota but a division by ~zero:
+            // its waits overflow every clock the pacer has.
+            if x < MIN_RATE_PER_SEC {
+                report.add(
+                    &p,
+                    format!("must be at least one token a day (>= {MIN_RATE_PER_SEC:.7}), got {x}"),
+                );
+                None
+            } else {
+                Some(x)
+            }
+        });
     let burst = f
         .required(report, "burst_capacity")
         .and_then(|(p, n)| integer(report, &p, n, 1, 1_000_000));
@@ -350,7 +366,16 @@ fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Option<Delta> {
     let mut f = Fields::of(report, path, node)?;
     let endpoint = f.required(report, "path").and_then(|(p, n)| {
         let t = template(report, &p, n)?;
-        if t.as_str().starts_with('/') {
+        if t.as_str().starts_with("//") {
+            report.add(
+                &p,
+                format!(
+                    "must not start with '//' (that names another host), got {:?}",
+                    t.as_str()
+                ),
+            );
+            None
+        } else if t.as_str().starts_with('/') {
             Some(t)
         } else {
             report.add(&p, format!("must start with '/', got {:?}", t.as_str()));

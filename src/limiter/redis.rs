@@ -54,6 +54,14 @@ pub fn key(quota: &Quota, part: &str) -> String {
 }
 
 impl RedisPacer {
+    /// Checks that `url` is a Redis URL, without connecting: a malformed
+    /// `--redis` is a configuration mistake, found before a run starts.
+    pub fn check_url(url: &str) -> Result<(), String> {
+        redis::Client::open(url)
+            .map(drop)
+            .map_err(|e| format!("--redis {}: not a valid Redis URL ({e})", redact_arg(url)))
+    }
+
     /// Connects to `url` (`redis://host:port/db`); fails closed.
     pub async fn connect(url: &str) -> Result<RedisPacer, PacerError> {
         let endpoint = redact_arg(url);
