@@ -294,14 +294,12 @@ async fn run_streams(
     results.sort_by_key(|(i, _)| *i);
     let mut reports = Vec::new();
     let mut first_error = None;
-    for (_, result) in results {
-        match result {
-            Ok(report) => reports.push(report),
-            Err(e) => {
-                if first_error.is_none() {
-                    first_error = Some(anyhow::Error::new(e));
-                }
-            }
+    for (_, outcome) in results {
+        // Every stream's report counts, finished or not: run_finished and
+        // the metrics say what was committed even when the run failed.
+        reports.push(outcome.report);
+        if let (Err(e), None) = (outcome.result, &first_error) {
+            first_error = Some(anyhow::Error::new(e));
         }
     }
     (reports, first_error.map_or(Ok(()), Err))

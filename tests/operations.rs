@@ -484,3 +484,49 @@ async fn a_malformed_redis_url_exits_78_before_any_audit_line() {
         "no audit line for a usage mistake"
     );
 }
+
+/// A run that stops mid-window (here on a 404) reports what it did commit:
+/// run_finished and the metrics file used to say 0 pages on every failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_run_reports_the_pages_it_committed() {
+    let fx = Fixture::new();
+    let config = SimConfig {
+        dataset: Dataset {
+            subjects: 4,
+            records: 40,
+            seed: 9,
+            padding: 0,
+        },
+        token: TOKEN.into(),
+        faults: {
+            let mut f = FaultSchedule::default();
+            let (n, fault) = FaultSchedule::parse_entry("3=404").unwrap();
+            f.insert(n, fault);
+            f
+        },
+        ..SimConfig::default()
+    };
+    let sim = Simulator::start(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let metrics = fx.path("edc_sync.prom");
+    let out = fx
+        .sync(
+            &sim.base_url(),
+            &["--pacer", "local", "--metrics-file", metrics.to_str().unwrap()],
+        )
+        .output()
+        .unwrap();
+    assert_exit(&out, 65);
+    let finished = fx.events("run_finished");
+    assert_eq!(
+        (finished[0]["pages"].as_u64(), finished[0]["records"].as_u64()),
+        (Some(2), Some(10))
+    );
+    let prom = std::fs::read_to_string(&metrics).unwrap();
+    assert!(
+        prom.lines()
+            .any(|l| l.starts_with("edc_sync_pages{") && l.ends_with(" 2")),
+        "{prom}"
+    );
+}

@@ -217,6 +217,8 @@ enum Attempt {
 }
 
 struct Loop<'a, P: Pacer> {
+    /// The stream's run lock, held for as long as the loop exists.
+    _lock: RunLock,
     job: &'a StreamJob<P>,
     name: String,
     run_id: RunId,
@@ -234,16 +236,65 @@ struct Loop<'a, P: Pacer> {
     vql_first: Option<(Url, crate::edc::vql::VqlSelect)>,
 }
 
+/// What a stream did, and why it stopped when it did not finish: the
+/// report is kept either way, so a failed run still says what it committed.
+pub struct StreamOutcome {
+    pub report: StreamReport,
+    pub result: Result<(), SyncError>,
+}
+
 /// Runs one stream until its window is complete, `max_pages` is reached, or
 /// something stops it. The run lock is held throughout.
-pub async fn run_stream<P: Pacer>(job: &StreamJob<P>) -> Result<StreamReport, SyncError> {
+pub async fn run_stream<P: Pacer>(job: &StreamJob<P>) -> StreamOutcome {
     let name = job
         .identity
         .stream
         .clone()
         .unwrap_or_else(|| job.spec.name.clone());
+    let mut l = match start(job, name.clone()).await {
+        Ok(l) => l,
+        Err(e) => {
+            return StreamOutcome {
+                report: StreamReport {
+                    stream: name,
+                    ..StreamReport::default()
+                },
+                result: Err(e),
+            }
+        }
+    };
+    let mut result = l.pages().await;
+    if let Some(fenced) = l.fenced.take() {
+        fenced.release().await;
+    }
+    let cursor = l.cursors.load().map(|c| c.to_json()).unwrap_or_default();
+    let outcome = match &result {
+        Ok(()) => "ok".to_string(),
+        Err(e) => e.to_string(),
+    };
+    let finished = StreamFinished {
+        stream: l.name.clone(),
+        outcome,
+        pages: l.report.pages,
+        records: l.report.records,
+        bytes: l.report.bytes,
+        replayed_pages: l.report.replayed_pages,
+        window_complete: l.report.window_complete,
+        cursor,
+    };
+    if let Err(e) = job.audit.record(finished).await {
+        result = result.and(Err(e.into()));
+    }
+    StreamOutcome {
+        report: l.report,
+        result,
+    }
+}
+
+/// Takes the stream's locks and opens its cursor and landing stores.
+async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<Loop<'_, P>, SyncError> {
     let run_id = job.audit.run_id().clone();
-    let _lock = RunLock::acquire(&job.state_dir, &job.identity, run_id.as_str())?;
+    let lock = RunLock::acquire(&job.state_dir, &job.identity, run_id.as_str())?;
     let fenced = match &job.redis {
         Some(pacer) => {
             let holder = format!(
@@ -268,7 +319,8 @@ pub async fn run_stream<P: Pacer>(job: &StreamJob<P>) -> Result<StreamReport, Sy
         cursor_file: cursors.path().to_path_buf(),
         ..StreamReport::default()
     };
-    let mut l = Loop {
+    Ok(Loop {
+        _lock: lock,
         job,
         name,
         run_id,
@@ -280,28 +332,7 @@ pub async fn run_stream<P: Pacer>(job: &StreamJob<P>) -> Result<StreamReport, Sy
         skew_warned: false,
         window_end: None,
         vql_first: None,
-    };
-    let result = l.pages().await;
-    if let Some(fenced) = l.fenced.take() {
-        fenced.release().await;
-    }
-    let cursor = l.cursors.load().map(|c| c.to_json()).unwrap_or_default();
-    let outcome = match &result {
-        Ok(()) => "ok".to_string(),
-        Err(e) => e.to_string(),
-    };
-    let finished = StreamFinished {
-        stream: l.name.clone(),
-        outcome,
-        pages: l.report.pages,
-        records: l.report.records,
-        bytes: l.report.bytes,
-        replayed_pages: l.report.replayed_pages,
-        window_complete: l.report.window_complete,
-        cursor,
-    };
-    job.audit.record(finished).await?;
-    result.map(|()| l.report)
+    })
 }
 
 impl<P: Pacer> Loop<'_, P> {
