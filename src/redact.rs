@@ -31,6 +31,12 @@ pub fn register_secret(secret: &str) {
     }
 }
 
+/// Whether `text` holds any registered secret.
+pub fn contains_secret(text: &str) -> bool {
+    let all = SECRETS.read().unwrap_or_else(|p| p.into_inner());
+    all.iter().any(|s| text.contains(s.as_str()))
+}
+
 /// `text` with every registered secret replaced by `***`.
 pub fn scrub(text: &str) -> Cow<'_, str> {
     let all = SECRETS.read().unwrap_or_else(|p| p.into_inner());

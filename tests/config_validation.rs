@@ -547,6 +547,40 @@ fn check_env_names_the_missing_variable_never_a_value() {
     );
 }
 
+/// A policy whose secret variable is also its URL variable would print the
+/// secret wherever the URL goes: --check-env refuses it, naming both keys.
+#[test]
+fn check_env_refuses_a_secret_variable_reused_for_the_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rate_limits.yaml");
+    std::fs::write(
+        &path,
+        user_schema_with(
+            "  base_url_env: VAULT_API_BASE_URL\n",
+            "  base_url_env: VAULT_API_TOKEN\n",
+        ),
+    )
+    .unwrap();
+    let out = support::run_cmd(
+        support::edc_sync()
+            .args([
+                "config",
+                "validate",
+                "--check-env",
+                "--config",
+                path.to_str().unwrap(),
+            ])
+            .env("VAULT_API_TOKEN", "https://tok-5e1f-never-print-me"),
+    );
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("veeva_vault.base_url_env") && out.stderr.contains("token_env"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("tok-5e1f"), "{}", out.stderr);
+}
+
 #[test]
 fn show_prints_the_effective_policy_with_defaults() {
     let dir = tempfile::tempdir().unwrap();

@@ -797,3 +797,53 @@ fn a_backfill_whose_since_is_after_its_until_is_a_usage_error() {
     assert!(out.stderr.contains("is later than --until"), "{}", out.stderr);
     assert!(!fx.path("audit.jsonl").exists(), "nothing happened");
 }
+
+/// A next link that carries userinfo, or echoes the token back, is refused
+/// before it is followed or written to the cursor or manifest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_next_link_with_credentials_in_it_is_refused_and_never_stored() {
+    for (what, link) in [
+        (
+            "userinfo",
+            "http://admin:link-secret-77@127.0.0.1:1/api/v24.1/query/audit_trail?offset=40".to_string(),
+        ),
+        (
+            "the token",
+            format!("/api/v24.1/query/audit_trail?offset=40&session={TOKEN}"),
+        ),
+    ] {
+        let fx = Fixture::new();
+        let sim = start_sim(100, &[&format!("1=cross-origin-next:{link}")]).await;
+        let result = run::execute(fx.spec("vault_json", &sim)).await.unwrap();
+        assert_eq!(exit_of(&result), 65, "{what}: {:?}", result.outcome);
+        assert_eq!(sim.requests().len(), 1, "{what}: the link was not followed");
+        assert!(fx.manifest("vault_json", "default").is_empty(), "{what}");
+        for secret in ["link-secret-77", TOKEN] {
+            let audit = std::fs::read_to_string(fx.path("audit.jsonl")).unwrap();
+            assert!(!audit.contains(secret), "{what}: a secret in the audit trail");
+            assert!(
+                !format!("{:?}", result.outcome).contains(secret),
+                "{what}: a secret in the error"
+            );
+        }
+    }
+}
+
+/// The audit file is opened without following a symlink: as root a link
+/// would otherwise let a run append to any file on the system.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_audit_path_that_is_a_symlink_is_refused_and_its_target_untouched() {
+    let fx = Fixture::new();
+    let target = fx.path("precious.txt");
+    std::fs::write(&target, "do not append here\n").unwrap();
+    std::os::unix::fs::symlink(&target, fx.path("audit.jsonl")).unwrap();
+    let sim = start_sim(10, &[]).await;
+    let err = match run::execute(fx.spec("vault_json", &sim)).await {
+        Ok(r) => panic!("the run went ahead: {:?}", r.outcome),
+        Err(e) => e,
+    };
+    assert_eq!(Exit::for_error(&err).code(), 74, "{err:#}");
+    assert!(format!("{err:#}").contains("audit.jsonl"), "{err:#}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "do not append here\n");
+    assert!(sim.requests().is_empty());
+}

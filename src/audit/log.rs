@@ -93,12 +93,29 @@ impl AuditLog {
             std::fs::create_dir_all(dir).map_err(io("create its directory"))?;
         }
         let existed = path.exists();
+        // Never through a symlink, and only a regular file: run as root, a
+        // link would otherwise let a run append to any file on the system.
+        use std::os::unix::fs::OpenOptionsExt;
         let file = OpenOptions::new()
             .read(true)
             .append(true)
             .create(true)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(path)
-            .map_err(io("open"))?;
+            .map_err(|e| {
+                let e = match e.raw_os_error() {
+                    Some(libc::ELOOP) => {
+                        std::io::Error::other("it is a symbolic link, which is never followed")
+                    }
+                    _ => e,
+                };
+                io_error(path, "open")(e)
+            })?;
+        if !file.metadata().map_err(io("stat"))?.is_file() {
+            return Err(io_error(path, "open")(std::io::Error::other(
+                "it is not a regular file",
+            )));
+        }
         if !existed {
             // The new directory entry must survive a crash too.
             crate::durable::sync_parent_dir(path).map_err(io("fsync its directory"))?;

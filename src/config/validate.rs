@@ -632,6 +632,7 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
         report.add(&path, "vendor names may use only letters, digits, '_' and '-'");
     }
     let mut f = Fields::of(report, path, node)?;
+    let base_url_path = f.child("base_url_env");
     let base_url_env = f
         .required(report, "base_url_env")
         .and_then(|(p, n)| env_name(report, &p, n));
@@ -735,6 +736,24 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
     let dialect = super::auth::dialect(report, dialect_node, format);
     f.finish(report, &POLICY_KEYS);
 
+    // A secret variable that is also the URL variable would print the
+    // secret wherever the URL goes (errors, audit lines, logs).
+    if let (Some(url_env), Some(auth)) = (&base_url_env, &auth) {
+        let secret_keys = auth
+            .env_vars()
+            .into_iter()
+            .filter(|(key, _)| *key != "auth.username_env");
+        for (key, name) in secret_keys {
+            if name == url_env {
+                report.add(
+                    &base_url_path,
+                    format!(
+                        "names {name}, which {key} names too: a secret variable must not also be the URL"
+                    ),
+                );
+            }
+        }
+    }
     let (default_retry_after, max_wait) = (default_retry_after?, max_wait?);
     if default_retry_after > max_wait {
         report.add(

@@ -23,6 +23,14 @@ pub enum OriginError {
     BadLink { link: String, detail: String },
     #[error("refused {url}: it leaves the configured origin {origin} (the token is never sent elsewhere)")]
     CrossOrigin { url: String, origin: String },
+    /// A link or redirect with `user:password@`: credentials come only from
+    /// the policy, and a link that carries some is never followed or stored.
+    #[error("refused {url}: it carries credentials (user:password@)")]
+    Credentials { url: String },
+    /// A link that echoes one of this run's secrets back: following it
+    /// would write the secret into the cursor and the manifest.
+    #[error("refused {url}: it holds one of this run's credentials")]
+    EchoedSecret { url: String },
 }
 
 /// scheme + host + port + path prefix of the configured base URL.
@@ -109,19 +117,28 @@ impl Origin {
     /// unless it stays on this origin.
     pub fn resolve(&self, against: &Url, link: &str) -> Result<Url, OriginError> {
         let url = against.join(link.trim()).map_err(|e| OriginError::BadLink {
-            link: link.to_string(),
+            link: crate::redact::redact_arg(link),
             detail: e.to_string(),
         })?;
         self.check(&url)?;
+        if crate::redact::contains_secret(url.as_str()) {
+            return Err(OriginError::EchoedSecret {
+                url: crate::redact::scrub(url.as_str()).into_owned(),
+            });
+        }
         Ok(url)
     }
 
     pub fn check(&self, url: &Url) -> Result<(), OriginError> {
+        let shown = || crate::redact::redact_arg(url.as_str());
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(OriginError::Credentials { url: shown() });
+        }
         if self.matches(url) {
             Ok(())
         } else {
             Err(OriginError::CrossOrigin {
-                url: url.to_string(),
+                url: shown(),
                 origin: self.to_string(),
             })
         }
