@@ -11,11 +11,7 @@ use crate::config::DEFAULT_PATH;
 /// read-only.
 #[derive(Debug, Parser)]
 #[command(name = "edc-sync", version, about, long_about = None, propagate_version = true)]
-#[command(
-    after_help = "Exit codes: 0 ok, 2 usage, 65 data, 66 no input, 69 unavailable, \
-                        70 qualification failed, 74 I/O, 75 try later (progress saved, interrupted), \
-                        77 permission, 78 configuration."
-)]
+#[command(after_help = crate::exit::Exit::help_footer())]
 pub struct Cli {
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]

@@ -36,7 +36,87 @@ pub enum Exit {
     Config = 78,
 }
 
+/// One documented exit code: its number, a short label for `--help`, and
+/// the meaning and advice the README's table gives word for word (a test
+/// holds the README to this list).
+pub struct Documented {
+    pub code: u8,
+    pub label: &'static str,
+    pub meaning: &'static str,
+    pub what_to_do: &'static str,
+}
+
 impl Exit {
+    /// Every code the tool exits with, in order. 130 is not an [`Exit`]:
+    /// it is the signal handler's abort, outside the error mapping.
+    pub const ALL: [Documented; 11] = [
+        Documented { code: 0, label: "ok", meaning: "done: everything requested completed", what_to_do: "nothing" },
+        Documented { code: 2, label: "usage", meaning: "usage error (bad flags)", what_to_do: "fix the command line" },
+        Documented {
+            code: 65,
+            label: "data",
+            meaning: "data error: invalid payload, broken audit chain",
+            what_to_do: "investigate; do not retry blindly",
+        },
+        Documented {
+            code: 66,
+            label: "no input",
+            meaning: "an input file named on the command line cannot be read (`--config`, `audit verify FILE`)",
+            what_to_do: "check the path",
+        },
+        Documented {
+            code: 69,
+            label: "unavailable",
+            meaning: "unavailable: EDC or Redis unreachable after the retry budget",
+            what_to_do: "check connectivity; the next run resumes",
+        },
+        Documented {
+            code: 70,
+            label: "qualification failed",
+            meaning: "qualification failed: an IQ/OQ check did not pass",
+            what_to_do: "read the report's Deviations",
+        },
+        Documented {
+            code: 74,
+            label: "I/O",
+            meaning: "I/O error writing landing, audit or state",
+            what_to_do: "check disk space and permissions",
+        },
+        Documented {
+            code: 75,
+            label: "try later",
+            meaning: "temporary failure, progress saved (retry budget or max wait exhausted, stream locked, interrupted)",
+            what_to_do: "nothing: the next scheduled run resumes",
+        },
+        Documented {
+            code: 77,
+            label: "permission",
+            meaning: "permission: the EDC refused the credential (401/403, a refused login, a vendor's access error, a failed credential helper)",
+            what_to_do: "check the variables the message names",
+        },
+        Documented {
+            code: 78,
+            label: "configuration",
+            meaning: "configuration: invalid, uncommitted, or a missing environment variable",
+            what_to_do: "fix and commit the policy, or set the variable",
+        },
+        Documented {
+            code: 130,
+            label: "aborted",
+            meaning: "aborted by a second SIGINT/SIGTERM (the first stops at a safe point with 75)",
+            what_to_do: "nothing is corrupt; run again",
+        },
+    ];
+
+    /// `Exit codes: 0 ok, 2 usage, ...` for the end of `--help`.
+    pub fn help_footer() -> String {
+        let codes: Vec<String> = Exit::ALL
+            .iter()
+            .map(|d| format!("{} {}", d.code, d.label))
+            .collect();
+        format!("Exit codes: {} (see the README).", codes.join(", "))
+    }
+
     pub fn code(self) -> u8 {
         self as u8
     }

@@ -63,3 +63,35 @@ fn traceability_md_is_up_to_date() {
         "validation/traceability.md is stale: EDC_SYNC_WRITE_TRACEABILITY=1 cargo test --test traceability"
     );
 }
+
+/// The README's exit-code table is the interface scripts rely on: it says
+/// exactly what `Exit::ALL` (which also writes the `--help` footer) says.
+#[test]
+fn the_readme_exit_code_table_is_exit_all() {
+    let readme = include_str!("../README.md");
+    let table: Vec<String> = readme
+        .split("## Exit codes")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| code"))
+        .map(str::to_string)
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    let expected: Vec<String> = edc_sync::exit::Exit::ALL
+        .iter()
+        .map(|d| format!("| {} | {} | {} |", d.code, d.meaning, d.what_to_do))
+        .collect();
+    assert_eq!(table, expected);
+    let help = edc_sync::exit::Exit::help_footer();
+    for d in edc_sync::exit::Exit::ALL {
+        assert!(help.contains(&format!("{} {}", d.code, d.label)), "{help}");
+    }
+}
+
+/// clap's own consistency checks of every command and flag definition.
+#[test]
+fn the_cli_definitions_are_consistent() {
+    use clap::CommandFactory;
+    edc_sync::cli::Cli::command().debug_assert();
+}
