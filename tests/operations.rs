@@ -530,3 +530,41 @@ async fn a_failed_run_reports_the_pages_it_committed() {
         "{prom}"
     );
 }
+
+/// A run killed with SIGKILL leaves its Redis run lock behind for the TTL
+/// (60 s). When the holder is a pid of this host that no longer runs, the
+/// next run takes the lock over at once, and says so in the audit trail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_run_lock_held_by_a_dead_local_pid_is_taken_over_at_once() {
+    let fx = Fixture::new();
+    let sim = slow_sim(60, 100).await;
+    let redis = support::redis::start();
+    let first = fx
+        .sync(&sim.base_url(), &["--redis", &redis.url()])
+        .spawn()
+        .unwrap();
+    until_requests(&sim, 2).await;
+    let dead = first.id();
+    signal(&first, libc::SIGKILL);
+    let _ = finish(first).await;
+    let started = Instant::now();
+    let out = fx
+        .sync(&sim.base_url(), &["--redis", &redis.url()])
+        .output()
+        .unwrap();
+    assert_exit(&out, 0);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "it did not wait out the TTL"
+    );
+    let taken = fx.events("run_lock_taken_over");
+    assert_eq!(taken.len(), 1, "{taken:?}");
+    assert!(
+        taken[0]["previous_holder"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("pid {dead}")),
+        "{taken:?}"
+    );
+    fx.assert_every_record_once(60);
+}

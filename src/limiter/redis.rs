@@ -173,6 +173,31 @@ impl RedisPacer {
         })
     }
 
+    /// Takes run lock `name` over from `expected` (its exact current value,
+    /// a holder proved dead): `Ok(fence)`, or `Err(holder)` if the lock
+    /// changed meanwhile.
+    pub async fn run_lock_take_over(
+        &self,
+        name: &str,
+        expected: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Result<u64, String>, PacerError> {
+        let mut inv = self.inner.runlock.prepare_invoke();
+        inv.key(run_lock_key(name))
+            .key(run_fence_key(name))
+            .arg("takeover")
+            .arg(expected)
+            .arg(holder)
+            .arg(millis(ttl));
+        let (ok, value): (i64, String) = self.call("runlock.lua", &inv).await?;
+        Ok(if ok == 1 {
+            Ok(value.parse().unwrap_or_default())
+        } else {
+            Err(value)
+        })
+    }
+
     /// True while `fence` still holds run lock `name` (and extends it).
     pub async fn run_lock_check(&self, name: &str, fence: u64, ttl: Duration) -> Result<bool, PacerError> {
         let mut inv = self.inner.runlock.prepare_invoke();

@@ -152,6 +152,21 @@ impl AuditEvent for SessionRenewed {
     const NAME: &'static str = "session_renewed";
 }
 
+/// The stream's Redis run lock was held by a pid of this host that no
+/// longer runs (a run killed with SIGKILL): taken over at once instead of
+/// waiting out its TTL.
+#[derive(Debug, Serialize)]
+pub struct RunLockTakenOver {
+    pub stream: String,
+    pub previous_holder: String,
+    pub fence: u64,
+    pub reason: String,
+}
+
+impl AuditEvent for RunLockTakenOver {
+    const NAME: &'static str = "run_lock_taken_over";
+}
+
 /// The retry budget or the maximum wait is spent: exit 75, cursor unchanged.
 #[derive(Debug, Serialize)]
 pub struct QuotaExhausted {

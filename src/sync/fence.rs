@@ -34,22 +34,55 @@ pub struct FencedLock {
     fence: u64,
     lost: Arc<AtomicBool>,
     renewer: JoinHandle<()>,
+    /// The holder whose lock was taken over (a dead pid of this host).
+    taken_over_from: Option<String>,
+}
+
+/// The holder part of a lock value `<fence>|host H, pid P, run R`.
+fn holder_of(value: &str) -> &str {
+    value.split_once('|').map_or(value, |(_, h)| h)
+}
+
+/// True when `holder` names this host and a pid that no longer runs: a run
+/// killed with SIGKILL, whose lease would otherwise block the stream for
+/// the rest of its TTL. A pid that runs (or cannot be asked) is alive.
+fn dead_on_this_host(holder: &str) -> bool {
+    let field = |name: &str| {
+        holder
+            .split(", ")
+            .find_map(|part| part.strip_prefix(name))
+            .map(str::trim)
+    };
+    let (Some(host), Some(pid)) = (field("host "), field("pid ")) else {
+        return false;
+    };
+    let Ok(pid) = pid.parse::<libc::pid_t>() else {
+        return false;
+    };
+    if host != crate::host::name() || pid <= 0 || pid == std::process::id() as libc::pid_t {
+        return false;
+    }
+    // SAFETY: kill(2) with signal 0 sends nothing; it only asks whether the
+    // process exists.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
 }
 
 impl FencedLock {
     pub async fn acquire(pacer: &RedisPacer, name: &str, holder: &str) -> Result<FencedLock, FenceError> {
-        let fence = match pacer.run_lock_acquire(name, holder, TTL).await? {
-            Ok(fence) => fence,
-            Err(current) => {
-                let holder = current
-                    .split_once('|')
-                    .map_or(current.clone(), |(_, h)| h.to_string());
-                return Err(StreamLocked {
-                    stream: name.to_string(),
-                    holder: format!("{holder}, via Redis"),
+        let locked = |current: &str| StreamLocked {
+            stream: name.to_string(),
+            holder: format!("{}, via Redis", holder_of(current)),
+        };
+        let (fence, taken_over_from) = match pacer.run_lock_acquire(name, holder, TTL).await? {
+            Ok(fence) => (fence, None),
+            Err(current) if dead_on_this_host(holder_of(&current)) => {
+                match pacer.run_lock_take_over(name, &current, holder, TTL).await? {
+                    Ok(fence) => (fence, Some(holder_of(&current).to_string())),
+                    Err(now) => return Err(locked(&now).into()),
                 }
-                .into());
             }
+            Err(current) => return Err(locked(&current).into()),
         };
         let lost = Arc::new(AtomicBool::new(false));
         let renewer = {
@@ -77,11 +110,17 @@ impl FencedLock {
             fence,
             lost,
             renewer,
+            taken_over_from,
         })
     }
 
     pub fn fence(&self) -> u64 {
         self.fence
+    }
+
+    /// The previous holder, when this lock was taken over from a dead pid.
+    pub fn taken_over_from(&self) -> Option<&str> {
+        self.taken_over_from.as_deref()
     }
 
     /// Whether this run still holds the stream; asked right before each

@@ -306,6 +306,20 @@ async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<Loop<'_, P>
         }
         None => None,
     };
+    if let Some(previous) = fenced
+        .as_ref()
+        .and_then(|f| f.taken_over_from().map(|p| (p, f.fence())))
+    {
+        let event = RunLockTakenOver {
+            stream: name.clone(),
+            previous_holder: previous.0.to_string(),
+            fence: previous.1,
+            reason: "the holder is a pid of this host that no longer runs (killed): taken over instead of \
+                     waiting out the lock's TTL"
+                .into(),
+        };
+        job.audit.record(event).await?;
+    }
     let cursors = CursorStore::new(&job.state_dir, &job.identity).starting_at(job.options.since.clone());
     let landing_dir = job.out_dir.join(crate::store::stream_dir_name(&job.identity));
     let ext = match job.delta.format {
