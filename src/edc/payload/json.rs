@@ -5,7 +5,9 @@
 use std::fmt;
 use std::io::Read;
 
-use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use std::collections::HashSet;
+
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 
 use super::{CursorValue, Envelope, InvalidPayload, PageSummary, VendorMessage};
 
@@ -161,7 +163,7 @@ impl<'de> DeserializeSeed<'de> for Node<'_> {
             self.found.next = Some(next);
             Ok(())
         } else if let Some(member) = envelope_member(&self.path) {
-            let value: serde_json::Value = de::Deserialize::deserialize(d)?;
+            let value = d.deserialize_any(StrictValue)?;
             match member {
                 "responseStatus" => {
                     self.found.envelope.status = value.as_str().map(|s| s.chars().take(32).collect())
@@ -173,7 +175,7 @@ impl<'de> DeserializeSeed<'de> for Node<'_> {
         } else if self.is_prefix_of_a_target() {
             d.deserialize_any(self)
         } else {
-            <IgnoredAny as de::Deserialize>::deserialize(d).map(|_| ())
+            d.deserialize_any(Strict)
         }
     }
 }
@@ -186,7 +188,9 @@ impl<'de> Visitor<'de> for Node<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut keys = Keys::default();
         while let Some(key) = map.next_key::<String>()? {
+            keys.insert::<A::Error>(&key)?;
             let mut path = self.path.clone();
             path.push(key);
             map.next_value_seed(Node {
@@ -293,9 +297,11 @@ impl<'de> Visitor<'de> for Record<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut value = None;
+        let mut keys = Keys::default();
         while let Some(key) = map.next_key::<String>()? {
+            keys.insert::<A::Error>(&key)?;
             if key == self.field {
-                let v: serde_json::Value = map.next_value()?;
+                let v = map.next_value_seed(StrictValue)?;
                 value = Some(match v {
                     serde_json::Value::Number(n) => CursorValue::Number(n),
                     serde_json::Value::String(s) => CursorValue::Text(s),
@@ -315,10 +321,137 @@ impl<'de> Visitor<'de> for Record<'_> {
                     }
                 });
             } else {
-                map.next_value::<IgnoredAny>()?;
+                map.next_value_seed(Strict)?;
             }
         }
         Ok(value)
+    }
+}
+
+/// The keys of one object: a key twice is an error, because parsers
+/// disagree on which value wins (`{"data":[...],"data":[]}` reads as no
+/// records to one and as records to another).
+#[derive(Default)]
+struct Keys(HashSet<String>);
+
+impl Keys {
+    fn insert<E: de::Error>(&mut self, key: &str) -> Result<(), E> {
+        if self.0.insert(key.to_string()) {
+            Ok(())
+        } else {
+            Err(E::custom(format!("the key {key:?} appears twice in one object")))
+        }
+    }
+}
+
+/// Walks a value nobody reads, strictly: every string is decoded (so
+/// invalid UTF-8 and lone surrogates are errors, where skipping would let
+/// them through) and every object's keys are unique.
+struct Strict;
+
+impl<'de> DeserializeSeed<'de> for Strict {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(Strict)
+    }
+}
+
+impl<'de> Visitor<'de> for Strict {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "any JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut keys = Keys::default();
+        while let Some(key) = map.next_key::<String>()? {
+            keys.insert::<A::Error>(&key)?;
+            map.next_value_seed(Strict)?;
+        }
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(Strict)?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+/// [`Strict`], keeping the value (for the few members that are read whole).
+struct StrictValue;
+
+impl<'de> DeserializeSeed<'de> for StrictValue {
+    type Value = serde_json::Value;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<serde_json::Value, D::Error> {
+        d.deserialize_any(StrictValue)
+    }
+}
+
+impl<'de> Visitor<'de> for StrictValue {
+    type Value = serde_json::Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "any JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut keys = Keys::default();
+        let mut out = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            keys.insert::<A::Error>(&key)?;
+            let value = map.next_value_seed(StrictValue)?;
+            out.insert(key, value);
+        }
+        Ok(serde_json::Value::Object(out))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(v) = seq.next_element_seed(StrictValue)? {
+            out.push(v);
+        }
+        Ok(serde_json::Value::Array(out))
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(serde_json::Value::Null, serde_json::Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(serde_json::Value::Null)
     }
 }
 
@@ -405,6 +538,28 @@ mod tests {
         assert_eq!((w.records, w.envelope.warnings.len()), (1, 1));
         // SUCCESS without records is still not a page.
         assert!(run(r#"{"responseStatus":"SUCCESS"}"#).is_err());
+    }
+
+    /// Issue 12: what a lenient parser accepts but a downstream parser may
+    /// read differently must never be committed.
+    #[test]
+    fn duplicate_keys_invalid_utf8_and_lone_surrogates_are_refused() {
+        // Records 0 but moves the cursor past two, for a parser keeping the last key.
+        let twice = r#"{"data":[{"modified_date__v":"2026-01-01T00:00:01Z"},{"modified_date__v":"2026-01-01T00:00:02Z"}],"data":[]}"#;
+        assert!(run(twice).is_err(), "a duplicate top-level key");
+        let nested = r#"{"data":[{"id":1,"id":2,"modified_date__v":"2026-01-01T00:00:01Z"}]}"#;
+        assert!(run(nested).is_err(), "a duplicate key inside a record");
+        let deep = r#"{"responseDetails":{"x":{"a":1,"a":2}},"data":[]}"#;
+        assert!(run(deep).is_err(), "a duplicate key in a part nobody reads");
+        let bad_utf8: &[u8] = b"{\"note\":\"\xff\xfe\",\"data\":[]}";
+        assert!(
+            scan(bad_utf8, "/data", None, "modified_date__v").is_err(),
+            "invalid UTF-8 in a string nobody reads"
+        );
+        let surrogate = r#"{"data":[{"id":"\ud800","modified_date__v":"2026-01-01T00:00:01Z"}]}"#;
+        assert!(run(surrogate).is_err(), "a lone surrogate");
+        // Distinct keys in distinct maps are fine.
+        assert!(run(r#"{"a":{"k":1},"b":{"k":1},"data":[{"k":1},{"k":2}]}"#).is_ok());
     }
 
     #[test]
