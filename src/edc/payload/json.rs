@@ -9,6 +9,7 @@ use std::collections::HashSet;
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 
+use super::order::Mark;
 use super::{CursorValue, Envelope, InvalidPayload, PageSummary, VendorMessage};
 
 /// Splits an RFC 6901 pointer into unescaped tokens.
@@ -30,8 +31,8 @@ struct Targets {
 struct Found {
     records: Option<u64>,
     next: Option<Option<String>>,
-    high_water: Option<CursorValue>,
-    low_water: Option<CursorValue>,
+    high_water: Option<Mark>,
+    low_water: Option<Mark>,
     error: Option<String>,
     envelope: Envelope,
 }
@@ -72,8 +73,8 @@ pub fn scan(
         records: found.records.unwrap_or(0),
         records_found: found.records.is_some(),
         next_link: found.next.flatten().filter(|s| !s.is_empty()),
-        high_water: found.high_water,
-        low_water: found.low_water,
+        high_water: found.high_water.map(Mark::into_value),
+        low_water: found.low_water.map(Mark::into_value),
         envelope: found.envelope,
     })
 }
@@ -261,14 +262,22 @@ impl<'de> Visitor<'de> for Records<'_> {
         while let Some(value) = seq.next_element_seed(Record { field: self.field })? {
             count += 1;
             if let Some(v) = value {
-                self.found.low_water = Some(match self.found.low_water.take() {
-                    None => v.clone(),
-                    Some(lw) => lw.min(v.clone()).map_err(de::Error::custom)?,
-                });
-                self.found.high_water = Some(match self.found.high_water.take() {
-                    None => v,
-                    Some(hw) => hw.max(v).map_err(de::Error::custom)?,
-                });
+                // One parse per record; a clone only when a mark moves.
+                let mark = Mark::new(v);
+                let lower = match &self.found.low_water {
+                    None => true,
+                    Some(lw) => mark.compare(lw).map_err(de::Error::custom)? == std::cmp::Ordering::Less,
+                };
+                if lower {
+                    self.found.low_water = Some(mark.clone());
+                }
+                let higher = match &self.found.high_water {
+                    None => true,
+                    Some(hw) => mark.compare(hw).map_err(de::Error::custom)? == std::cmp::Ordering::Greater,
+                };
+                if higher {
+                    self.found.high_water = Some(mark);
+                }
             }
         }
         Ok(count)

@@ -27,6 +27,37 @@ pub fn compare_params(a: &str, b: &str) -> Ordering {
     a.cmp(b)
 }
 
+/// A cursor value with its instant parsed once: a page's low- and
+/// high-water marks are compared against every record, and parsing both
+/// sides of every comparison would cost more than the rest of the scan.
+#[derive(Debug, Clone)]
+pub struct Mark {
+    value: CursorValue,
+    instant: Option<OffsetDateTime>,
+}
+
+impl Mark {
+    pub fn new(value: CursorValue) -> Mark {
+        let instant = match &value {
+            CursorValue::Text(s) => instant(s),
+            CursorValue::Number(_) => None,
+        };
+        Mark { value, instant }
+    }
+
+    /// The same order as [`CursorValue::compare`].
+    pub fn compare(&self, other: &Mark) -> Result<Ordering, String> {
+        match (&self.value, &other.value, self.instant, other.instant) {
+            (CursorValue::Text(_), CursorValue::Text(_), Some(a), Some(b)) => Ok(a.cmp(&b)),
+            _ => self.value.compare(&other.value),
+        }
+    }
+
+    pub fn into_value(self) -> CursorValue {
+        self.value
+    }
+}
+
 impl CursorValue {
     /// Orders two values of one field; numbers and strings do not mix.
     pub fn compare(&self, other: &CursorValue) -> Result<Ordering, String> {
@@ -82,6 +113,27 @@ mod tests {
             compare_params("2026-01-01T10:00:00+02:00", "2026-01-01T09:00:00Z"),
             Ordering::Less
         );
+    }
+
+    #[test]
+    fn marks_order_like_values() {
+        let values = [
+            text("2026-01-01T00:00:00.500Z"),
+            text("2026-01-01T00:00:00Z"),
+            text("2026-01-01T10:00:00+02:00"),
+            text("2026-01-01T09:00:00Z"),
+            text("b"),
+            text("a"),
+        ];
+        for a in &values {
+            for b in &values {
+                assert_eq!(
+                    Mark::new(a.clone()).compare(&Mark::new(b.clone())).unwrap(),
+                    a.compare(b).unwrap(),
+                    "{a:?} {b:?}"
+                );
+            }
+        }
     }
 
     #[test]
