@@ -165,7 +165,15 @@ impl RedisPacer {
             .arg("acquire")
             .arg(holder)
             .arg(millis(ttl));
-        let (ok, value): (i64, String) = self.call("runlock.lua", &inv).await?;
+        self.fence_or_holder(&inv).await
+    }
+
+    /// runlock.lua's `{ 1, fence }` or `{ 0, current holder }`.
+    async fn fence_or_holder(
+        &self,
+        inv: &redis::ScriptInvocation<'_>,
+    ) -> Result<Result<u64, String>, PacerError> {
+        let (ok, value): (i64, String) = self.call("runlock.lua", inv).await?;
         Ok(if ok == 1 {
             Ok(value.parse().unwrap_or_default())
         } else {
@@ -190,12 +198,7 @@ impl RedisPacer {
             .arg(expected)
             .arg(holder)
             .arg(millis(ttl));
-        let (ok, value): (i64, String) = self.call("runlock.lua", &inv).await?;
-        Ok(if ok == 1 {
-            Ok(value.parse().unwrap_or_default())
-        } else {
-            Err(value)
-        })
+        self.fence_or_holder(&inv).await
     }
 
     /// True while `fence` still holds run lock `name` (and extends it).

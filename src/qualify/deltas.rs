@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::Value;
 
 use super::context::{dataset, Ctx, OQ_PASSWORD};
-use super::scenarios::{cursor, events, scenario, stream_dir, Scenario};
+use super::scenarios::{cursor, events, landed_and_distinct, scenario, stream_dir, Scenario};
 use crate::sim::audit_trail::Arrivals;
 use crate::sim::{Profile, Simulator};
 
@@ -67,14 +67,6 @@ fn code(out: &Output) -> i32 {
     out.status.code().unwrap_or(-1)
 }
 
-/// "landed / distinct" of `ids`, as one observed value.
-fn counts<T: Ord + Clone>(ids: &[T]) -> String {
-    let mut unique = ids.to_vec();
-    unique.sort();
-    unique.dedup();
-    format!("{} / {}", ids.len(), unique.len())
-}
-
 async fn oq_024(ctx: &mut Ctx) -> anyhow::Result<()> {
     let config = ctx.policy_repo()?;
     // Records arrive every 250 ms, from 20 s ago to 30 s from now.
@@ -102,8 +94,8 @@ async fn oq_024(ctx: &mut Ctx) -> anyhow::Result<()> {
     ctx.check(
         "records landed / distinct",
         "equal: no record twice",
-        counts(&ids),
-        counts(&ids) == format!("{n} / {n}"),
+        landed_and_distinct(&ids),
+        landed_and_distinct(&ids) == format!("{n} / {n}"),
     );
     let mut sorted = ids.clone();
     sorted.sort();
@@ -261,8 +253,8 @@ async fn oq_027(ctx: &mut Ctx) -> anyhow::Result<()> {
     ctx.check(
         "records landed / distinct",
         "equal",
-        counts(&ids),
-        counts(&ids) == format!("{0} / {0}", ids.len()),
+        landed_and_distinct(&ids),
+        landed_and_distinct(&ids) == format!("{0} / {0}", ids.len()),
     );
     ctx.attach_run_outputs();
     Ok(())

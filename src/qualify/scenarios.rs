@@ -223,6 +223,14 @@ pub(super) fn landed_ids(ctx: &Ctx, vendor: &str, stream: &str) -> anyhow::Resul
     crate::sim::landed_json_record_ids(&stream_dir(ctx, vendor, stream))
 }
 
+/// "landed / distinct" of `ids`, as one observed value.
+pub(super) fn landed_and_distinct<T: Ord + Clone>(ids: &[T]) -> String {
+    let mut unique = ids.to_vec();
+    unique.sort();
+    unique.dedup();
+    format!("{} / {}", ids.len(), unique.len())
+}
+
 /// The string `field` of the first of `lines`, or "none" (an observed value
 /// for a step, never an error).
 pub(super) fn first_str(lines: &[Value], field: &str) -> String {

@@ -11,7 +11,7 @@ use std::process::Output;
 use serde_json::Value;
 
 use super::context::{Ctx, OQ_PASSWORD};
-use super::scenarios::{cursor, events, first_str, scenario, stream_dir, Scenario};
+use super::scenarios::{cursor, events, first_str, landed_and_distinct, scenario, stream_dir, Scenario};
 use crate::sim::{LogEntry, Profile, Simulator};
 
 /// The scenarios of this file, in id order.
@@ -84,14 +84,6 @@ fn methods(requests: &[LogEntry]) -> String {
     seen.sort();
     seen.dedup();
     seen.join(", ")
-}
-
-/// Landed / distinct counts, as one observed value.
-fn landed_and_distinct<T: Ord + Clone>(ids: &[T]) -> String {
-    let mut unique = ids.to_vec();
-    unique.sort();
-    unique.dedup();
-    format!("{} / {}", ids.len(), unique.len())
 }
 
 async fn oq_019(ctx: &mut Ctx) -> anyhow::Result<()> {
