@@ -59,8 +59,17 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff) generated from these definitions.
-    Man,
+    /// Print a man page (roff) generated from these definitions: the
+    /// top level, or a subcommand's (`edc-sync man sync`, `edc-sync man
+    /// config validate`), or write every page to a directory.
+    Man {
+        /// The subcommand whose page to print (none: the top level).
+        #[arg(value_name = "SUBCOMMAND")]
+        path: Vec<String>,
+        /// Write every page (edc-sync.1, edc-sync-sync.1, ...) into DIR instead.
+        #[arg(long, value_name = "DIR", conflicts_with = "path")]
+        out_dir: Option<PathBuf>,
+    },
     /// Work with the hash-chained audit trail.
     #[command(subcommand)]
     Audit(AuditCommand),

@@ -313,6 +313,28 @@ fn completions_and_man_page_are_generated_from_the_cli() {
     let man = support::run(&["man"]);
     assert_eq!(man.code, 0);
     assert!(man.stdout.contains(".TH edc-sync 1"));
+    // Each subcommand has its own page with every flag (issue 14).
+    let sync = support::run(&["man", "sync"]);
+    assert_eq!(sync.code, 0, "{}", sync.stderr);
+    assert!(
+        sync.stdout.contains("audit\\-log") || sync.stdout.contains("audit-log"),
+        "{}",
+        sync.stdout
+    );
+    let validate = support::run(&["man", "config", "validate"]);
+    assert!(validate.stdout.contains("check\\-env") || validate.stdout.contains("check-env"));
+    assert_eq!(support::run(&["man", "nope"]).code, 2);
+    let dir = tempfile::tempdir().unwrap();
+    let all = support::run(&["man", "--out-dir", dir.path().to_str().unwrap()]);
+    assert_eq!(all.code, 0, "{}", all.stderr);
+    for page in [
+        "edc-sync.1",
+        "edc-sync-sync.1",
+        "edc-sync-backfill.1",
+        "edc-sync-config-validate.1",
+    ] {
+        assert!(dir.path().join(page).exists(), "{page} missing");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -40,14 +40,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 .write_all(&buf)
                 .context("writing the completions")
         }
-        Command::Man => {
-            let mut buf = Vec::new();
-            clap_mangen::Man::new(<Cli as clap::CommandFactory>::command()).render(&mut buf)?;
-            std::io::stdout()
-                .lock()
-                .write_all(&buf)
-                .context("writing the man page")
-        }
+        Command::Man { path, out_dir } => man(&path, out_dir.as_deref()),
         Command::Audit(cmd) => audit::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Simulate(args) => simulate::run(args),
@@ -62,4 +55,34 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .context("starting the async runtime")
+}
+
+/// `edc-sync man [SUBCOMMAND...] [--out-dir DIR]`: pages from the same
+/// definitions as `--help`, so they cannot disagree with it.
+fn man(path: &[String], out_dir: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let mut cmd = <Cli as clap::CommandFactory>::command().disable_help_subcommand(true);
+    cmd.build();
+    if let Some(dir) = out_dir {
+        return clap_mangen::generate_to(cmd, dir)
+            .with_context(|| format!("writing man pages into {}", dir.display()));
+    }
+    let mut page = cmd;
+    for name in path {
+        let Some(sub) = page.find_subcommand(name).cloned() else {
+            // A usage error, like any unknown subcommand: clap prints it, exit 2.
+            <Cli as clap::CommandFactory>::command()
+                .error(
+                    clap::error::ErrorKind::InvalidSubcommand,
+                    format!("no subcommand {name:?} under {:?}", page.get_name()),
+                )
+                .exit();
+        };
+        page = sub;
+    }
+    let mut buf = Vec::new();
+    clap_mangen::Man::new(page).render(&mut buf)?;
+    std::io::stdout()
+        .lock()
+        .write_all(&buf)
+        .context("writing the man page")
 }
