@@ -9,6 +9,18 @@ use crate::limiter::{AcquireError, PacerError};
 use crate::store::{StoreError, StreamLocked};
 use crate::sync::SyncError;
 
+/// A qualification whose executed checks did not all pass (exit 70).
+/// Defined here, beside the mapping, so that nothing below `commands/`
+/// needs to know `qualify` exists.
+#[derive(Debug, thiserror::Error)]
+#[error("{kind}: {failed} of {executed} executed check(s) failed; see {report}")]
+pub struct NotQualified {
+    pub kind: String,
+    pub failed: usize,
+    pub executed: usize,
+    pub report: String,
+}
+
 /// Every code the tool exits with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -160,7 +172,7 @@ impl Exit {
                     SyncError::Store(_) | SyncError::Audit(_) => Exit::IoErr,
                 };
             }
-            if cause.is::<crate::qualify::NotQualified>() {
+            if cause.is::<NotQualified>() {
                 return Exit::QualificationFailed;
             }
             if cause.is::<StreamLocked>() {

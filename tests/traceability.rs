@@ -95,3 +95,49 @@ fn the_cli_definitions_are_consistent() {
     use clap::CommandFactory;
     edc_sync::cli::Cli::command().debug_assert();
 }
+
+/// docs/architecture.md's arrows: `config/` uses no floor above it, only
+/// `commands/` knows `qualify`, and only the modes know the simulator.
+#[test]
+fn the_arrows_of_docs_architecture_hold() {
+    fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                files(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let src = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"));
+    let mut all = Vec::new();
+    files(src, &mut all);
+    let mut wrong = Vec::new();
+    for path in all {
+        let rel = path.strip_prefix(src).unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let under = |dir: &str| rel.starts_with(&format!("{dir}/")) || rel == format!("{dir}.rs");
+        let mode = ["commands", "qualify", "bench", "sim", "cli"]
+            .iter()
+            .any(|d| under(d));
+        if !mode && text.contains("crate::sim") {
+            wrong.push(format!("{rel} uses crate::sim"));
+        }
+        if !(under("commands") || under("qualify")) && text.contains("crate::qualify") {
+            wrong.push(format!("{rel} uses crate::qualify"));
+        }
+        if under("config") {
+            for floor in ["edc", "limiter", "store", "audit", "sync", "run"] {
+                if text.contains(&format!("crate::{floor}::")) || text.contains(&format!("crate::{floor};")) {
+                    wrong.push(format!("{rel} uses crate::{floor}"));
+                }
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "arrows against docs/architecture.md:\n{}",
+        wrong.join("\n")
+    );
+}

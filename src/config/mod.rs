@@ -10,7 +10,7 @@ mod policy;
 pub mod provenance;
 mod template;
 mod validate;
-mod vql;
+pub mod vql;
 mod window;
 pub(crate) mod yaml;
 

@@ -1,10 +1,60 @@
 //! `delta.vql`: a Vault VQL delta. The template is checked here to be one
 //! SELECT with one `{cursor}` outside any string literal; the cursor goes
-//! in as an escaped literal at run time (`edc::vql`).
+//! in as an escaped literal at run time (`edc::vql`). The tokenizer lives
+//! here, at the bottom of the house, and `edc` and the simulator use it.
 
 use super::policy::Vql;
 use super::validate::{string, Fields, Report};
 use super::yaml::Node;
+
+/// One token of a VQL statement, as far as structure goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Token {
+    /// A quoted string literal, unescaped.
+    Literal(String),
+    /// A keyword, name, number or operator run.
+    Word(String),
+}
+
+/// Splits `q` into tokens: `'...'` literals with backslash escapes, and
+/// whitespace-separated words. An unterminated literal is an error.
+pub fn tokens(q: &str) -> Result<Vec<Token>, String> {
+    let mut out = Vec::new();
+    let mut chars = q.chars().peekable();
+    let mut word = String::new();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                if !word.is_empty() {
+                    out.push(Token::Word(std::mem::take(&mut word)));
+                }
+                let mut lit = String::new();
+                loop {
+                    match chars.next() {
+                        Some('\\') => match chars.next() {
+                            Some(e) => lit.push(e),
+                            None => return Err("a backslash at the end of a literal".into()),
+                        },
+                        Some('\'') => break,
+                        Some(ch) => lit.push(ch),
+                        None => return Err("an unterminated string literal".into()),
+                    }
+                }
+                out.push(Token::Literal(lit));
+            }
+            c if c.is_whitespace() => {
+                if !word.is_empty() {
+                    out.push(Token::Word(std::mem::take(&mut word)));
+                }
+            }
+            c => word.push(c),
+        }
+    }
+    if !word.is_empty() {
+        out.push(Token::Word(word));
+    }
+    Ok(out)
+}
 
 const VQL_KEYS: [&str; 2] = ["select", "initial_cursor"];
 
@@ -42,14 +92,14 @@ fn check(q: &str) -> Result<(), String> {
         );
     }
     let probe = q.replacen("{cursor}", "__cursor__", 1);
-    let tokens = crate::edc::vql::tokens(&probe).map_err(|e| format!("is not a well-formed query: {e}"))?;
+    let tokens = tokens(&probe).map_err(|e| format!("is not a well-formed query: {e}"))?;
     let mut words = Vec::new();
     for t in &tokens {
         match t {
-            crate::edc::vql::Token::Literal(l) if l.contains("__cursor__") => {
+            Token::Literal(l) if l.contains("__cursor__") => {
                 return Err("{cursor} must stand outside quotes: it is quoted and escaped at run time".into())
             }
-            crate::edc::vql::Token::Word(w) => words.push(w.to_ascii_uppercase()),
+            Token::Word(w) => words.push(w.to_ascii_uppercase()),
             _ => {}
         }
     }

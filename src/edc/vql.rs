@@ -8,54 +8,7 @@
 //! cursor value, whatever the vendor's data puts in it, can change the
 //! query's structure (a property test tokenises every generated query).
 
-/// One token of a VQL statement, as far as structure goes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Token {
-    /// A quoted string literal, unescaped.
-    Literal(String),
-    /// A keyword, name, number or operator run.
-    Word(String),
-}
-
-/// Splits `q` into tokens: `'...'` literals with backslash escapes, and
-/// whitespace-separated words. An unterminated literal is an error.
-pub fn tokens(q: &str) -> Result<Vec<Token>, String> {
-    let mut out = Vec::new();
-    let mut chars = q.chars().peekable();
-    let mut word = String::new();
-    while let Some(c) = chars.next() {
-        match c {
-            '\'' => {
-                if !word.is_empty() {
-                    out.push(Token::Word(std::mem::take(&mut word)));
-                }
-                let mut lit = String::new();
-                loop {
-                    match chars.next() {
-                        Some('\\') => match chars.next() {
-                            Some(e) => lit.push(e),
-                            None => return Err("a backslash at the end of a literal".into()),
-                        },
-                        Some('\'') => break,
-                        Some(ch) => lit.push(ch),
-                        None => return Err("an unterminated string literal".into()),
-                    }
-                }
-                out.push(Token::Literal(lit));
-            }
-            c if c.is_whitespace() => {
-                if !word.is_empty() {
-                    out.push(Token::Word(std::mem::take(&mut word)));
-                }
-            }
-            c => word.push(c),
-        }
-    }
-    if !word.is_empty() {
-        out.push(Token::Word(word));
-    }
-    Ok(out)
-}
+pub use crate::config::vql::{tokens, Token};
 
 /// `value` as a VQL string literal: quoted, `\` and `'` escaped. Control
 /// characters have no business in a cursor and are refused.

@@ -21,15 +21,7 @@ use context::Ctx;
 use evidence::{Environment, Evidence, ScenarioResult, Status, Summary};
 use scenarios::Scenario;
 
-/// A qualification whose executed checks did not all pass (exit 70).
-#[derive(Debug, thiserror::Error)]
-#[error("{kind}: {failed} of {executed} executed check(s) failed; see {report}")]
-pub struct NotQualified {
-    pub kind: String,
-    pub failed: usize,
-    pub executed: usize,
-    pub report: String,
-}
+pub use crate::exit::NotQualified;
 
 /// Runs one scenario and returns its evidence. Never fails: an error inside
 /// the scenario is a failed scenario with the error as its note.
