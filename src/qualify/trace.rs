@@ -113,8 +113,8 @@ pub fn render(urs_md: &str, traces: &[Trace], scenarios: &[(&str, &str)]) -> Str
     let mut s = String::from(
         "# Traceability matrix\n\n\
          Generated from `traceability.yaml`, `URS.md` and the OQ scenarios in the code;\n\
-         `cargo test --test traceability` fails if this file is out of date\n\
-         (regenerate with `EDC_SYNC_WRITE_TRACEABILITY=1 cargo test --test traceability`).\n\n\
+         `cargo test --test integration traceability` fails if this file is out of date\n\
+         (regenerate with `EDC_SYNC_WRITE_TRACEABILITY=1 cargo test --test integration traceability`).\n\n\
          | Requirement | Statement | Functional spec | OQ tests |\n|---|---|---|---|\n",
     );
     for t in traces {

@@ -3,7 +3,7 @@
 //! profiles over loopback (which imitate the vendors' documents; see
 //! `src/sim/profile.rs`), real files, real audit trail.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -3,7 +3,7 @@
 //! quota. Timing is asserted only as order (a wait happened, nothing went
 //! out early), never as speed.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

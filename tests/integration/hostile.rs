@@ -1,7 +1,7 @@
 //! Hostile inputs, each through the real page loop or the real binary: a
 //! clear error, no state change, no crash.
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 

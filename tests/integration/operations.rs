@@ -1,7 +1,7 @@
 //! Running unattended: one run per stream, signals, metrics, bad state,
 //! Redis dying mid-run. Real processes, real signals, real files.
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

@@ -1,7 +1,7 @@
 //! The read-only client, Retry-After, paging and validation, over real
 //! loopback HTTP against the simulator.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! SHA-256 of the bytes, HEAD's commit, the file's blob at HEAD, and
 //! whether what was loaded differs from what was committed.
 
-mod support;
+use crate::support;
 
 use edc_sync::config::{self, ChangeState};
 use edc_sync::digest::sha256_hex;

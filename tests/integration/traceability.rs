@@ -4,9 +4,9 @@
 
 use edc_sync::qualify::{scenarios, trace};
 
-const URS: &str = include_str!("../validation/URS.md");
-const YAML: &str = include_str!("../validation/traceability.yaml");
-const RENDERED: &str = include_str!("../validation/traceability.md");
+const URS: &str = include_str!("../../validation/URS.md");
+const YAML: &str = include_str!("../../validation/traceability.yaml");
+const RENDERED: &str = include_str!("../../validation/traceability.md");
 
 #[test]
 fn every_requirement_is_traced_to_a_scenario_that_exists() {
@@ -60,7 +60,7 @@ fn traceability_md_is_up_to_date() {
     }
     assert_eq!(
         RENDERED, expected,
-        "validation/traceability.md is stale: EDC_SYNC_WRITE_TRACEABILITY=1 cargo test --test traceability"
+        "validation/traceability.md is stale: EDC_SYNC_WRITE_TRACEABILITY=1 cargo test --test integration traceability"
     );
 }
 
@@ -68,7 +68,7 @@ fn traceability_md_is_up_to_date() {
 /// exactly what `Exit::ALL` (which also writes the `--help` footer) says.
 #[test]
 fn the_readme_exit_code_table_is_exit_all() {
-    let readme = include_str!("../README.md");
+    let readme = include_str!("../../README.md");
     let table: Vec<String> = readme
         .split("## Exit codes")
         .nth(1)

@@ -1,7 +1,7 @@
 //! The hash-chained audit trail: written by the library, verified by the
 //! binary, and checked independently by the published rule.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 
@@ -292,7 +292,13 @@ fn four_processes_appending_at_once_keep_the_chain() {
     let children: Vec<_> = (0..4)
         .map(|_| {
             std::process::Command::new(&exe)
-                .args(["--ignored", "--exact", "child_appender", "--test-threads", "1"])
+                .args([
+                    "--ignored",
+                    "--exact",
+                    "audit_trail::child_appender",
+                    "--test-threads",
+                    "1",
+                ])
                 .env("EDC_SYNC_TEST_AUDIT_FILE", &path)
                 .env("EDC_SYNC_TEST_LINES", "500")
                 .stdout(std::process::Stdio::null())

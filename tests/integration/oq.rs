@@ -2,7 +2,7 @@
 //! `edc-sync qualify oq` runs on an installed binary. Redis scenarios get
 //! a real `redis-server` from the harness.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 

@@ -4,7 +4,7 @@
 //! Assertions are on booked instants (server time) and counts, never on
 //! how long something took.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -309,13 +309,15 @@ pacer_suite!(with_local, local_pacer());
 
 // ---- Redis only: several processes, server failures ----------------------
 
-/// Re-runs this test binary as a child process executing `helper`.
+/// Re-runs this test binary as a child process executing `helper` (named
+/// with its module path: the suite is one binary).
 fn child(helper: &str, envs: &[(&str, String)]) -> Command {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
+    let name = format!("{}::{helper}", module_path!().trim_start_matches("integration::"));
     cmd.args([
         "--ignored",
         "--exact",
-        helper,
+        &name,
         "--nocapture",
         "--test-threads",
         "1",

@@ -1,7 +1,7 @@
 //! Every class of invalid policy file exits 78 (EX_CONFIG) and names the
 //! key (and line) that is wrong; the shipped example validates.
 
-mod support;
+use crate::support;
 
 use support::{example_config, run};
 

@@ -1,0 +1,19 @@
+//! The integration tests, as one binary: the crate and its dependencies are
+//! linked once for the whole suite instead of once per file. Each module is
+//! one theme; `support` starts the real binary, git repositories and
+//! redis-server for them.
+
+mod support;
+
+mod audit_trail;
+mod config_provenance;
+mod config_validation;
+mod edc_client;
+mod hostile;
+mod operations;
+mod oq;
+mod pacer;
+mod properties;
+mod sync;
+mod traceability;
+mod vendors;
