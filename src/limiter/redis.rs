@@ -65,23 +65,23 @@ impl RedisPacer {
     /// Connects to `url` (`redis://host:port/db`); fails closed.
     pub async fn connect(url: &str) -> Result<RedisPacer, PacerError> {
         let endpoint = redact_arg(url);
-        let unavailable = |detail: String| PacerError::Unavailable {
+        let unavailable = |attempts: u32, detail: String| PacerError::Unavailable {
             endpoint: endpoint.clone(),
-            attempts: 1,
+            attempts,
             detail,
         };
-        let client = redis::Client::open(url).map_err(|e| unavailable(e.to_string()))?;
+        let client = redis::Client::open(url).map_err(|e| unavailable(0, e.to_string()))?;
+        // The manager retries the first connection too: ATTEMPTS in all,
+        // the same bound as every call (docs/pacer.md, "Fail closed").
         let config = ConnectionManagerConfig::new()
-            .set_number_of_retries(2)
+            .set_number_of_retries(ATTEMPTS as usize - 1)
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_response_timeout(Some(CALL_TIMEOUT));
-        let conn = tokio::time::timeout(
-            CONNECT_TIMEOUT * 2,
-            ConnectionManager::new_with_config(client, config),
-        )
-        .await
-        .map_err(|_| unavailable("timed out connecting".into()))?
-        .map_err(|e| unavailable(e.to_string()))?;
+        let deadline = CONNECT_TIMEOUT * (ATTEMPTS + 1);
+        let conn = tokio::time::timeout(deadline, ConnectionManager::new_with_config(client, config))
+            .await
+            .map_err(|_| unavailable(ATTEMPTS, format!("no connection within {deadline:?}")))?
+            .map_err(|e| unavailable(ATTEMPTS, e.to_string()))?;
         Ok(RedisPacer {
             inner: Arc::new(Inner {
                 conn,

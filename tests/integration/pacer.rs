@@ -530,3 +530,49 @@ fn eight_processes_of_four_tasks_never_exceed_the_envelope() {
     let rtt = figures["round_trips_per_grant"].as_f64().unwrap();
     assert!(rtt <= 1.1, "one Redis round trip per granted token, got {rtt}");
 }
+
+/// The connect error tells the truth about how often it tried: the
+/// connection manager retries the first connection too (docs/pacer.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_that_refuses_connections_is_reported_after_three_attempts() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let err = match edc_sync::limiter::RedisPacer::connect(&format!("redis://127.0.0.1:{port}/")).await {
+        Ok(_) => panic!("connected to a closed port"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("is unavailable after 3 attempt(s)"), "{err}");
+
+    // And it really tries three times: a listener that hangs up on every
+    // connection counts them.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let counter = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            listener.set_nonblocking(true).unwrap();
+            let mut seen = 0;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((conn, _)) => {
+                        seen += 1;
+                        drop(conn);
+                    }
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
+                }
+            }
+            seen
+        })
+    };
+    let err = match edc_sync::limiter::RedisPacer::connect(&format!("redis://127.0.0.1:{port}/")).await {
+        Ok(_) => panic!("connected to a listener that hangs up"),
+        Err(e) => e.to_string(),
+    };
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(err.contains("after 3 attempt(s)"), "{err}");
+    assert_eq!(counter.join().unwrap(), 3, "connections the listener saw");
+}
