@@ -64,12 +64,9 @@ impl Fixture {
     }
 
     fn events(&self, name: &str) -> Vec<serde_json::Value> {
-        std::fs::read_to_string(self.path("audit.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-            .filter(|l| l["event"] == name)
-            .collect()
+        let path = self.path("audit.jsonl");
+        assert!(path.exists(), "no audit trail at {}", path.display());
+        support::audit_events(&path, name)
     }
 
     fn manifest_len(&self, vendor: &str) -> usize {

@@ -57,12 +57,7 @@ impl Fixture {
     }
 
     fn events(&self, name: &str) -> Vec<serde_json::Value> {
-        std::fs::read_to_string(self.path("audit.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-            .filter(|l| l["event"] == name)
-            .collect()
+        support::audit_events(&self.path("audit.jsonl"), name)
     }
 
     fn landed_records(&self) -> Vec<String> {

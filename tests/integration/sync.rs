@@ -55,11 +55,9 @@ impl Fixture {
     }
 
     fn audit(&self) -> Vec<serde_json::Value> {
-        std::fs::read_to_string(self.path("audit.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        let path = self.path("audit.jsonl");
+        assert!(path.exists(), "no audit trail at {}", path.display());
+        support::audit_lines(&path)
     }
 
     fn events(&self, name: &str) -> Vec<serde_json::Value> {

@@ -193,16 +193,8 @@ impl Fixture {
             .unwrap()
     }
 
-    fn audit(&self) -> Vec<serde_json::Value> {
-        std::fs::read_to_string(self.path("audit.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-
     fn events(&self, name: &str) -> Vec<serde_json::Value> {
-        self.audit().into_iter().filter(|l| l["event"] == name).collect()
+        support::audit_events(&self.path("audit.jsonl"), name)
     }
 
     fn stream_dir(&self, vendor: &str) -> PathBuf {

@@ -34,6 +34,24 @@ pub fn run_cmd(cmd: &mut Command) -> Outcome {
     }
 }
 
+/// Every line of the audit trail at `path`, as JSON; none when the file
+/// does not exist (fixtures that require it assert that first).
+pub fn audit_lines(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every audit line is JSON"))
+        .collect()
+}
+
+/// The lines of one event in the audit trail at `path`.
+pub fn audit_events(path: &Path, event: &str) -> Vec<serde_json::Value> {
+    audit_lines(path)
+        .into_iter()
+        .filter(|l| l["event"] == event)
+        .collect()
+}
+
 /// `git init` in `dir`.
 pub fn git_init(dir: &Path) -> git2::Repository {
     git2::Repository::init(dir).expect("git init")
