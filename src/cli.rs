@@ -249,15 +249,30 @@ pub enum ConfigCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
-    /// Verify an audit file's hash chain and per-run sequence numbers.
+    /// Verify an audit file's hash chain and per-run sequence numbers, and
+    /// optionally its keyed checkpoints and its anchors.
     ///
     /// Exit 0 when intact, 65 when not (the first bad line and why: edited,
-    /// removed, reordered, malformed, or a torn final line left by a crash).
+    /// removed, reordered, malformed, a torn final line left by a crash,
+    /// unsigned, a checkpoint that does not verify, or diverging from an
+    /// anchor).
     ///
-    /// Example: edc-sync audit verify /var/lib/edc-sync/audit.jsonl
+    /// Example: edc-sync audit verify /var/lib/edc-sync/audit.jsonl --anchors /var/lib/edc-sync/state --key
     Verify {
         /// The audit file (JSON Lines).
         file: PathBuf,
+        /// A state directory: the file must match the chain-head anchor
+        /// runs left there (it was not truncated, emptied or replaced).
+        #[arg(long, value_name = "STATE_DIR")]
+        anchors: Option<PathBuf>,
+        /// Check every run_finished checkpoint with the key in
+        /// EDC_SYNC_AUDIT_KEY: proves the file was not recomputed by
+        /// someone without the key.
+        #[arg(long)]
+        key: bool,
+        /// Like --key, with the key read from FILE.
+        #[arg(long, value_name = "FILE", conflicts_with = "key")]
+        key_file: Option<PathBuf>,
     },
 }
 
@@ -426,6 +441,15 @@ pub struct SyncArgs {
     /// success, last exit code, duration; per stream).
     #[arg(long)]
     pub metrics_file: Option<PathBuf>,
+    /// Append to an audit trail whose end does not verify or that diverges
+    /// from its anchor, recording the damage in an audit_repaired line
+    /// (without it such a trail stops the run with 65).
+    #[arg(long)]
+    pub repair_audit: bool,
+    /// A file holding the audit key that signs every run_finished line
+    /// (default: the EDC_SYNC_AUDIT_KEY variable, when set). At least 32 bytes.
+    #[arg(long, value_name = "FILE")]
+    pub audit_key_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -2,6 +2,7 @@
 //! mapping from error to code, here. Codes are sysexits-style; extend,
 //! never renumber.
 
+use crate::audit::checkpoint::KeyError;
 use crate::audit::{verify, AuditError, NotIntact};
 use crate::config::ConfigError;
 use crate::edc::AuthError;
@@ -152,8 +153,11 @@ impl Exit {
             if cause.is::<verify::ReadError>() {
                 return Exit::NoInput;
             }
-            if cause.is::<AuditError>() {
-                return Exit::IoErr;
+            if let Some(e) = cause.downcast_ref::<AuditError>() {
+                return if e.is_damage() { Exit::DataErr } else { Exit::IoErr };
+            }
+            if cause.is::<KeyError>() {
+                return Exit::Config;
             }
             if let Some(e) = cause.downcast_ref::<SyncError>() {
                 return match e {
@@ -169,6 +173,7 @@ impl Exit {
                         AuthError::Protocol { .. } => Exit::DataErr,
                     },
                     SyncError::Rejected { .. } => Exit::DataErr,
+                    SyncError::Audit(e) if e.is_damage() => Exit::DataErr,
                     SyncError::Store(_) | SyncError::Audit(_) => Exit::IoErr,
                 };
             }

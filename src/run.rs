@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 
-use crate::audit::{AuditLog, RunId, RunStarted, SharedAudit};
+use crate::audit::{AuditKey, AuditLog, ChainHead, RunId, RunStarted, SharedAudit};
 use crate::config::{self, ConfigError, LoadedConfig, Policy};
 use crate::edc::{Credentials, ReadOnlyClient};
 use crate::exit::Exit;
@@ -73,6 +73,17 @@ pub struct RunSpec {
     pub endpoint: Option<Endpoint>,
     /// Prometheus textfile to replace at the end of the run.
     pub metrics_file: Option<PathBuf>,
+    pub audit: AuditOptions,
+}
+
+/// How the run treats its audit trail.
+#[derive(Debug, Clone, Default)]
+pub struct AuditOptions {
+    /// `--repair-audit`: record a damaged end or a diverged anchor instead
+    /// of refusing to append.
+    pub repair: bool,
+    /// Signs every `run_finished` line (docs/audit-trail.md).
+    pub key: Option<AuditKey>,
 }
 
 /// What a run did, whether or not it succeeded.
@@ -165,7 +176,15 @@ pub async fn execute(spec: RunSpec) -> anyhow::Result<RunResult> {
         &prepared.policy.masked_query_params,
     );
     crate::mask::set_global(masker.clone());
-    let log = AuditLog::open(&spec.audit_log, run_id.clone())?.with_masker(masker);
+    let log = AuditLog::open(&spec.audit_log, run_id.clone())?
+        .with_masker(masker)
+        .with_repair(spec.audit.repair)
+        .with_key(spec.audit.key.clone());
+    let anchor_file = ChainHead::file_in(&spec.state, log.canonical_path());
+    let log = match ChainHead::load(&anchor_file).map_err(anyhow::Error::msg)? {
+        Some(head) => log.with_anchor(format!("anchor {}", anchor_file.display()), head),
+        None => log,
+    };
     let audit = SharedAudit::new(log);
     let header_stream = prepared.jobs.first().map(|(id, _, _)| StreamIdentity {
         stream: (prepared.jobs.len() == 1).then(|| id.stream.clone()).flatten(),
@@ -179,7 +198,7 @@ pub async fn execute(spec: RunSpec) -> anyhow::Result<RunResult> {
         ))
         .await?;
 
-    let (reports, outcome) = run_streams(&spec, &prepared, &audit).await;
+    let (reports, outcome, redis) = run_streams(&spec, &prepared, &audit).await;
     let interrupted = outcome.as_ref().err().is_some_and(|e| {
         e.chain().any(|c| {
             matches!(
@@ -211,6 +230,7 @@ pub async fn execute(spec: RunSpec) -> anyhow::Result<RunResult> {
         duration_s: started.elapsed().as_secs_f64(),
     };
     audit.record(finished).await?;
+    anchor(&audit, &anchor_file, redis.as_ref()).await;
     if let Some(path) = &spec.metrics_file {
         let base = StreamIdentity {
             vendor: spec.vendor.clone(),
@@ -236,17 +256,59 @@ pub async fn execute(spec: RunSpec) -> anyhow::Result<RunResult> {
     })
 }
 
+/// Writes the chain head outside the file: the state directory and, with
+/// Redis, Redis. A failure is reported on stderr and does not change the
+/// run's exit code, which `run_finished` has already recorded; the next run
+/// then checks against the older anchor.
+async fn anchor(audit: &SharedAudit, file: &std::path::Path, redis: Option<&RedisPacer>) {
+    let head = match audit.head() {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("warning: audit anchor not written: {e}");
+            return;
+        }
+    };
+    if let Err(e) = head.store(file) {
+        eprintln!("warning: audit anchor {} not written: {e}", file.display());
+    }
+    if let Some(redis) = redis {
+        if let Err(e) = redis.put_audit_anchor(&head).await {
+            eprintln!("warning: audit anchor not written to Redis: {e}");
+        }
+    }
+}
+
+/// With Redis, the trail is also checked against the anchor kept there, as
+/// soon as Redis is reached and before any request.
+async fn check_redis_anchor(redis: &RedisPacer, audit: &SharedAudit) -> anyhow::Result<()> {
+    let path = audit.canonical_path();
+    if let Some(head) = redis.audit_anchor(path).await? {
+        let source = format!("Redis anchor {}", ChainHead::redis_key(path));
+        audit.check_anchor(&source, &head)?;
+    }
+    Ok(())
+}
+
 async fn run_streams(
     spec: &RunSpec,
     prepared: &Prepared,
     audit: &SharedAudit,
-) -> (Vec<StreamReport>, anyhow::Result<()>) {
+) -> (Vec<StreamReport>, anyhow::Result<()>, Option<RedisPacer>) {
     let pacer = match &spec.pacer {
         PacerChoice::Local => AnyPacer::Local(LocalPacer::new()),
         PacerChoice::Redis(url) => match RedisPacer::connect(url).await {
-            Ok(p) => AnyPacer::Redis(p),
-            Err(e) => return (Vec::new(), Err(e.into())),
+            Ok(p) => {
+                if let Err(e) = check_redis_anchor(&p, audit).await {
+                    return (Vec::new(), Err(e), Some(p));
+                }
+                AnyPacer::Redis(p)
+            }
+            Err(e) => return (Vec::new(), Err(e.into()), None),
         },
+    };
+    let redis = match &pacer {
+        AnyPacer::Redis(p) => Some(p.clone()),
+        AnyPacer::Local(_) => None,
     };
     let client = match ReadOnlyClient::new(
         &prepared.endpoint.base_url,
@@ -257,11 +319,11 @@ async fn run_streams(
         Err(crate::edc::FetchError::Credential(detail)) => {
             let policy = &prepared.policy;
             let err = ConfigError::Identity(format!("{}: {detail}; {}", policy.vendor, policy.auth.hint()));
-            return (Vec::new(), Err(err.into()));
+            return (Vec::new(), Err(err.into()), redis);
         }
         Err(e) => {
             let err = ConfigError::Identity(format!("{}.base_url_env: {e}", prepared.policy.vendor));
-            return (Vec::new(), Err(err.into()));
+            return (Vec::new(), Err(err.into()), redis);
         }
     };
     let mut tasks = tokio::task::JoinSet::new();
@@ -277,10 +339,7 @@ async fn run_streams(
             out_dir: spec.out.clone(),
             state_dir: spec.state.clone(),
             options: spec.options.clone(),
-            redis: match &pacer {
-                AnyPacer::Redis(p) => Some(p.clone()),
-                AnyPacer::Local(_) => None,
-            },
+            redis: redis.clone(),
         };
         tasks.spawn(async move { (index, run_stream(&job).await) });
     }
@@ -288,7 +347,13 @@ async fn run_streams(
     while let Some(joined) = tasks.join_next().await {
         match joined {
             Ok(r) => results.push(r),
-            Err(e) => return (Vec::new(), Err(anyhow::anyhow!("a stream task failed: {e}"))),
+            Err(e) => {
+                return (
+                    Vec::new(),
+                    Err(anyhow::anyhow!("a stream task failed: {e}")),
+                    redis,
+                )
+            }
         }
     }
     results.sort_by_key(|(i, _)| *i);
@@ -302,7 +367,7 @@ async fn run_streams(
             first_error = Some(anyhow::Error::new(e));
         }
     }
-    (reports, first_error.map_or(Ok(()), Err))
+    (reports, first_error.map_or(Ok(()), Err), redis)
 }
 
 /// Convenience for callers outside a runtime.

@@ -56,6 +56,8 @@ pub struct Parsed {
     pub prev_sha256: String,
     /// For `audit_tail_repaired`: the hash of the torn line it acknowledges.
     pub acknowledges: Option<String>,
+    /// A keyed checkpoint (`run_finished` with an audit key).
+    pub checkpoint: Option<Value>,
 }
 
 /// Parses and shape-checks one line; the error says what is wrong.
@@ -94,12 +96,14 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, String> {
         .get("torn_line_sha256")
         .and_then(Value::as_str)
         .map(str::to_string);
+    let checkpoint = obj.get("checkpoint").cloned();
     Ok(Parsed {
         seq,
         run_id,
         event,
         prev_sha256,
         acknowledges,
+        checkpoint,
     })
 }
 

@@ -9,16 +9,18 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use serde::Serialize;
 use serde_json::Value;
 
+use super::anchor::ChainHead;
+use super::checkpoint::AuditKey;
 use super::line;
 use super::run_id::RunId;
-use crate::digest::{sha256_hex, ZERO_SHA256};
+use super::tail;
+use crate::digest::sha256_hex;
 
 /// An event that can be written to the audit trail.
 ///
@@ -26,6 +28,9 @@ use crate::digest::{sha256_hex, ZERO_SHA256};
 pub trait AuditEvent: Serialize {
     /// The `event` value, e.g. `run_started`.
     const NAME: &'static str;
+    /// Whether the line carries a keyed checkpoint over the chain head when
+    /// an audit key is set (`run_finished` does).
+    const CHECKPOINT: bool = false;
 }
 
 /// Written when an append finds the file ending in a torn line (a crash
@@ -42,6 +47,23 @@ impl AuditEvent for TailRepaired {
     const NAME: &'static str = "audit_tail_repaired";
 }
 
+/// Written when the operator passed `--repair-audit` over a trail whose end
+/// does not verify or that diverges from its anchor. The damaged bytes stay
+/// as they are; this line says what was wrong and chains on from the hash
+/// of the final bytes, so `audit verify` still reports the damage.
+#[derive(Debug, Serialize)]
+pub struct AuditRepaired {
+    /// What did not verify, as the refusal would have said it.
+    pub problems: Vec<String>,
+    /// SHA-256 of the final bytes this line chains to.
+    pub tail_sha256: String,
+    pub repaired_by: &'static str,
+}
+
+impl AuditEvent for AuditRepaired {
+    const NAME: &'static str = "audit_repaired";
+}
+
 /// Why the audit trail could not be written. Maps to exit 74 (EX_IOERR):
 /// a run that cannot write its audit trail must stop before it acts.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +76,22 @@ pub enum AuditError {
     },
     #[error("audit log {}: {error}", path.display())]
     Encode { path: PathBuf, error: EncodeError },
+    /// The trail's end does not verify, or it diverges from its anchor:
+    /// nothing is appended (exit 65) unless `--repair-audit`.
+    #[error(
+        "audit log {}: {}; nothing was appended. Inspect it with `edc-sync audit verify`; once the damage \
+         is understood, rerun with --repair-audit, which records it",
+        path.display(),
+        problems.join("; ")
+    )]
+    Damaged { path: PathBuf, problems: Vec<String> },
+}
+
+impl AuditError {
+    /// The trail itself is damaged (65), rather than unwritable (74).
+    pub fn is_damage(&self) -> bool {
+        matches!(self, AuditError::Damaged { .. })
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +121,18 @@ pub struct AuditLog {
     /// Masks subject identifiers in every string field before the line is
     /// composed (and so before it is hashed into the chain).
     masker: Option<crate::mask::Masker>,
+    /// The trail's canonical path: the anchors' identity for it.
+    canonical: PathBuf,
+    /// Nothing appended yet: anchors are checked and a repair may happen.
+    first: bool,
+    /// `--repair-audit`: a damaged end is recorded instead of refused.
+    repair: bool,
+    /// Anchors to check before the first append, each with where it came from.
+    anchors: Vec<(String, ChainHead)>,
+    /// The furthest anchor that matched: lines are counted from there.
+    known: Option<ChainHead>,
+    /// Signs `run_finished` lines.
+    key: Option<AuditKey>,
 }
 
 impl AuditLog {
@@ -120,13 +170,86 @@ impl AuditLog {
             // The new directory entry must survive a crash too.
             crate::durable::sync_parent_dir(path).map_err(io("fsync its directory"))?;
         }
+        let canonical = std::fs::canonicalize(path).map_err(io("resolve its path"))?;
         Ok(AuditLog {
             path: path.to_path_buf(),
             file,
             run_id,
             next_seq: 1,
             masker: None,
+            canonical,
+            first: true,
+            repair: false,
+            anchors: Vec::new(),
+            known: None,
+            key: None,
         })
+    }
+
+    /// `--repair-audit`: record a damaged end instead of refusing it.
+    pub fn with_repair(mut self, repair: bool) -> Self {
+        self.repair = repair;
+        self
+    }
+
+    /// Signs every `run_finished` line with `key`.
+    pub fn with_key(mut self, key: Option<AuditKey>) -> Self {
+        self.key = key;
+        self
+    }
+
+    /// Checks the trail against `head` before the first append; `source`
+    /// says where the anchor was read (for the refusal).
+    pub fn with_anchor(mut self, source: String, head: ChainHead) -> Self {
+        self.anchors.push((source, head));
+        self
+    }
+
+    /// The path anchors know this trail by.
+    pub fn canonical_path(&self) -> &Path {
+        &self.canonical
+    }
+
+    /// The chain head now (under the lock), to anchor outside the file.
+    pub fn head(&mut self) -> Result<ChainHead, AuditError> {
+        self.file.lock().map_err(io_error(&self.path, "lock"))?;
+        let head = ChainHead::of(
+            &self.file,
+            &self.canonical,
+            self.run_id.as_str(),
+            self.known.as_ref(),
+        )
+        .map_err(io_error(&self.path, "read its chain head"));
+        let unlocked = self.file.unlock().map_err(io_error(&self.path, "unlock"));
+        let head = head?;
+        unlocked?;
+        self.known = Some(head.clone());
+        Ok(head)
+    }
+
+    /// Checks an anchor found after the first append (Redis, which the run
+    /// reaches only after its header): the same rule, and `--repair-audit`
+    /// records the divergence instead of refusing it.
+    pub fn check_anchor(&mut self, source: &str, head: &ChainHead) -> Result<(), AuditError> {
+        let verdict = head.check(&self.file).map_err(io_error(&self.path, "read it"))?;
+        match verdict {
+            Ok(()) => Ok(()),
+            Err(detail) if self.repair => {
+                let tail_sha256 = ChainHead::of(&self.file, &self.canonical, self.run_id.as_str(), None)
+                    .map_err(io_error(&self.path, "read its chain head"))?
+                    .last_sha256;
+                self.record(&AuditRepaired {
+                    problems: vec![format!("{source}: {detail}")],
+                    tail_sha256,
+                    repaired_by: "--repair-audit",
+                })
+                .map(|_| ())
+            }
+            Err(detail) => Err(AuditError::Damaged {
+                path: self.path.clone(),
+                problems: vec![format!("{source}: {detail}")],
+            }),
+        }
     }
 
     /// Masks identifiers in every line this log writes.
@@ -158,7 +281,7 @@ impl AuditLog {
             Err(e) => return Err(self.encode_error(E::NAME, e.to_string())),
         };
         self.file.lock().map_err(io_error(&self.path, "lock"))?;
-        let result = self.append_locked(E::NAME, fields);
+        let result = self.append_locked(E::NAME, fields, E::CHECKPOINT);
         // Closing the descriptor would release the lock too; unlocking
         // explicitly lets other processes in as soon as the fsync is done.
         let unlocked = self.file.unlock().map_err(io_error(&self.path, "unlock"));
@@ -177,25 +300,52 @@ impl AuditLog {
     fn append_locked(
         &mut self,
         event: &'static str,
-        fields: serde_json::Map<String, Value>,
+        mut fields: serde_json::Map<String, Value>,
+        checkpoint: bool,
     ) -> Result<Appended, AuditError> {
-        let tail = read_tail(&self.file).map_err(io_error(&self.path, "read its last line"))?;
+        let inspected = tail::inspect(&self.file).map_err(io_error(&self.path, "read its last lines"))?;
+        let mut problems = Vec::new();
+        if self.first {
+            problems = self.check_anchors()?;
+        }
         let mut buf = String::new();
-        let mut prev = tail.prev_sha256;
-        if let Some(torn) = tail.torn {
+        let (mut prev, needs_newline) = match &inspected {
+            Ok(t) => (t.prev_sha256.clone(), t.needs_newline),
+            Err(c) => {
+                problems.push(c.detail.clone());
+                (c.prev_sha256.clone(), c.needs_newline)
+            }
+        };
+        if needs_newline {
+            buf.push('\n');
+        }
+        if let Ok(tail::Tail { torn: Some(torn), .. }) = &inspected {
             let repair = TailRepaired {
-                torn_line_bytes: torn.len,
-                torn_line_sha256: prev.clone(),
+                torn_line_bytes: torn.bytes,
+                torn_line_sha256: torn.sha256.clone(),
             };
-            let fields = match serde_json::to_value(&repair) {
-                Ok(Value::Object(map)) => map,
-                _ => serde_json::Map::new(),
+            prev = self.push_line(&mut buf, TailRepaired::NAME, &repair, &prev)?;
+        }
+        if !problems.is_empty() {
+            if !(self.first && self.repair) {
+                return Err(AuditError::Damaged {
+                    path: self.path.clone(),
+                    problems,
+                });
+            }
+            let repair = AuditRepaired {
+                problems,
+                tail_sha256: prev.clone(),
+                repaired_by: "--repair-audit",
             };
-            let (text, _) = self.compose_next(TailRepaired::NAME, fields, &prev)?;
-            buf.push('\n');
-            prev = sha256_hex(text.as_bytes());
-            buf.push_str(&text);
-            buf.push('\n');
+            prev = self.push_line(&mut buf, AuditRepaired::NAME, &repair, &prev)?;
+        }
+        if let (true, Some(key)) = (checkpoint, &self.key) {
+            let mark = key.checkpoint(self.run_id.as_str(), self.next_seq, &prev);
+            fields.insert(
+                "checkpoint".into(),
+                serde_json::to_value(mark).unwrap_or(Value::Null),
+            );
         }
         let (text, appended) = self.compose_next(event, fields, &prev)?;
         buf.push_str(&text);
@@ -206,7 +356,44 @@ impl AuditLog {
             .write_all(buf.as_bytes())
             .map_err(io_error(&self.path, "append"))?;
         self.file.sync_data().map_err(io_error(&self.path, "fsync"))?;
+        self.first = false;
         Ok(appended)
+    }
+
+    /// Composes a line the log writes on its own behalf into `buf`; returns
+    /// its hash.
+    fn push_line<E: Serialize>(
+        &mut self,
+        buf: &mut String,
+        name: &'static str,
+        event: &E,
+        prev: &str,
+    ) -> Result<String, AuditError> {
+        let fields = match serde_json::to_value(event) {
+            Ok(Value::Object(map)) => map,
+            _ => serde_json::Map::new(),
+        };
+        let (text, _) = self.compose_next(name, fields, prev)?;
+        buf.push_str(&text);
+        buf.push('\n');
+        Ok(sha256_hex(text.as_bytes()))
+    }
+
+    /// Checks every anchor; returns what diverged. The furthest anchor that
+    /// matched becomes the base for counting lines.
+    fn check_anchors(&mut self) -> Result<Vec<String>, AuditError> {
+        let mut problems = Vec::new();
+        for (source, head) in &self.anchors {
+            match head.check(&self.file).map_err(io_error(&self.path, "read it"))? {
+                Ok(()) => {
+                    if self.known.as_ref().is_none_or(|k| k.bytes < head.bytes) {
+                        self.known = Some(head.clone());
+                    }
+                }
+                Err(detail) => problems.push(format!("{source}: {detail}")),
+            }
+        }
+        Ok(problems)
     }
 
     /// Builds the next line of this run and advances `seq`.
@@ -242,52 +429,4 @@ fn io_error(path: &Path, op: &'static str) -> impl FnOnce(std::io::Error) -> Aud
 /// RFC 3339 UTC with milliseconds, the `ts` of every line.
 pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
-}
-
-/// The end of the file as the next line must see it.
-struct Tail {
-    /// Hash of the last line (complete or torn), or 64 zeros.
-    prev_sha256: String,
-    /// Set when the file does not end with a newline.
-    torn: Option<Torn>,
-}
-
-struct Torn {
-    len: u64,
-}
-
-/// Reads backwards from the end to the start of the last line.
-fn read_tail(file: &File) -> std::io::Result<Tail> {
-    let len = file.metadata()?.len();
-    if len == 0 {
-        return Ok(Tail {
-            prev_sha256: ZERO_SHA256.to_string(),
-            torn: None,
-        });
-    }
-    let mut last = [0u8; 1];
-    file.read_exact_at(&mut last, len - 1)?;
-    let complete = last[0] == b'\n';
-    let end = if complete { len - 1 } else { len };
-    // Find the newline before the last line, reading 8 KiB at a time.
-    let mut start = end;
-    let mut chunk = vec![0u8; 8192];
-    'search: while start > 0 {
-        let from = start.saturating_sub(chunk.len() as u64);
-        let n = (start - from) as usize;
-        file.read_exact_at(&mut chunk[..n], from)?;
-        for i in (0..n).rev() {
-            if chunk[i] == b'\n' {
-                start = from + i as u64 + 1;
-                break 'search;
-            }
-        }
-        start = from;
-    }
-    let mut bytes = vec![0u8; (end - start) as usize];
-    file.read_exact_at(&mut bytes, start)?;
-    Ok(Tail {
-        prev_sha256: sha256_hex(&bytes),
-        torn: (!complete).then_some(Torn { len: end - start }),
-    })
 }

@@ -1,16 +1,21 @@
 //! The hash-chained, append-only audit trail (invariant 3: audit first,
 //! then act). `docs/audit-trail.md` is the normative description.
 
+pub mod anchor;
+pub mod checkpoint;
 mod header;
 pub mod line;
 mod log;
 mod run_id;
 mod shared;
+pub mod tail;
 pub mod verify;
 
 pub use crate::stream::StreamIdentity;
+pub use anchor::ChainHead;
+pub use checkpoint::{AuditKey, Checkpoint};
 pub use header::RunStarted;
-pub use log::{now_rfc3339, Appended, AuditError, AuditEvent, AuditLog, TailRepaired};
+pub use log::{now_rfc3339, Appended, AuditError, AuditEvent, AuditLog, AuditRepaired, TailRepaired};
 pub use run_id::RunId;
 pub use shared::SharedAudit;
 pub use verify::{verify, Damage, NotIntact, Report};

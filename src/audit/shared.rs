@@ -11,16 +11,19 @@ pub struct SharedAudit {
     inner: Arc<Mutex<AuditLog>>,
     run_id: RunId,
     path: std::path::PathBuf,
+    canonical: std::path::PathBuf,
 }
 
 impl SharedAudit {
     pub fn new(log: AuditLog) -> SharedAudit {
         let run_id = log.run_id().clone();
         let path = log.path().to_path_buf();
+        let canonical = log.canonical_path().to_path_buf();
         SharedAudit {
             inner: Arc::new(Mutex::new(log)),
             run_id,
             path,
+            canonical,
         }
     }
 
@@ -30,6 +33,11 @@ impl SharedAudit {
 
     pub fn path(&self) -> &std::path::Path {
         &self.path
+    }
+
+    /// The path anchors know the trail by.
+    pub fn canonical_path(&self) -> &std::path::Path {
+        &self.canonical
     }
 
     /// Appends `event`; returns once the line is fsynced.
@@ -50,5 +58,19 @@ impl SharedAudit {
     /// Appends from synchronous code (set-up and tear-down).
     pub fn record_blocking<E: AuditEvent>(&self, event: &E) -> Result<Appended, AuditError> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).record(event)
+    }
+
+    /// The chain head now, to anchor outside the file.
+    pub fn head(&self) -> Result<super::ChainHead, AuditError> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).head()
+    }
+
+    /// Checks an anchor found after the header was written (see
+    /// [`AuditLog::check_anchor`]).
+    pub fn check_anchor(&self, source: &str, head: &super::ChainHead) -> Result<(), AuditError> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .check_anchor(source, head)
     }
 }

@@ -11,8 +11,11 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
+use super::anchor::ChainHead;
+use super::checkpoint::{AuditKey, Checkpoint};
 use super::line;
 use super::log::AuditEvent;
+use super::tail::is_torn_prefix;
 use crate::digest::{sha256_hex, ZERO_SHA256};
 
 /// What kind of damage was found.
@@ -28,6 +31,14 @@ pub enum Damage {
     TornTail,
     /// A line is not a valid audit line (not JSON, wrong keys).
     Malformed,
+    /// With a key: a `run_finished` line has no checkpoint, or the file
+    /// has none at all.
+    Unsigned,
+    /// With a key: a checkpoint does not verify (the chain was recomputed
+    /// by someone without the key).
+    Forged,
+    /// The trail is shorter than, or differs from, an anchor kept outside it.
+    Diverged,
 }
 
 impl fmt::Display for Damage {
@@ -38,6 +49,9 @@ impl fmt::Display for Damage {
             Damage::Reordered => "reordered",
             Damage::TornTail => "torn final line",
             Damage::Malformed => "malformed",
+            Damage::Unsigned => "unsigned",
+            Damage::Forged => "checkpoint does not verify",
+            Damage::Diverged => "diverges from its anchor",
         })
     }
 }
@@ -62,6 +76,13 @@ pub struct Report {
     pub last_sha256: String,
     /// Torn lines that a later run acknowledged (`audit_tail_repaired`).
     pub repaired: Vec<u64>,
+    /// Keyed checkpoints verified, and the key's id.
+    pub checkpoints: u64,
+    pub key_id: Option<String>,
+    /// Lines up to and including this one are covered by a checkpoint.
+    pub covered_lines: u64,
+    /// Anchors the file was checked against.
+    pub anchors: usize,
     pub finding: Option<Finding>,
 }
 
@@ -81,11 +102,24 @@ impl fmt::Display for Report {
             )?;
         }
         match &self.finding {
-            None => write!(
-                f,
-                "{path}: intact: {} lines, {} runs, chain verified; last line sha256 {}",
-                self.lines, self.runs, self.last_sha256
-            ),
+            None => {
+                write!(
+                    f,
+                    "{path}: intact: {} lines, {} runs, chain verified; last line sha256 {}",
+                    self.lines, self.runs, self.last_sha256
+                )?;
+                if let Some(id) = &self.key_id {
+                    write!(
+                        f,
+                        "; {} keyed checkpoints verified with key {id}, covering lines 1..{}",
+                        self.checkpoints, self.covered_lines
+                    )?;
+                }
+                if self.anchors > 0 {
+                    write!(f, "; matches {} anchor(s)", self.anchors)?;
+                }
+                Ok(())
+            }
             Some(x) => write!(f, "{path}:{}: {}: {}", x.line, x.damage, x.detail),
         }
     }
@@ -137,8 +171,58 @@ fn lines(path: &Path) -> Result<impl Iterator<Item = std::io::Result<RawLine>>, 
     }))
 }
 
-/// Verifies the audit file at `path`.
+/// What to check beyond the chain.
+#[derive(Debug, Default, Clone)]
+pub struct Checks {
+    /// Chain heads kept outside the file (`--anchors`).
+    pub anchors: Vec<ChainHead>,
+    /// The audit key (`--key`): every `run_finished` must carry a valid
+    /// checkpoint.
+    pub key: Option<AuditKey>,
+}
+
+/// Verifies the chain of the audit file at `path`.
 pub fn verify(path: &Path) -> Result<Report, ReadError> {
+    verify_with(path, &Checks::default())
+}
+
+/// Verifies the audit file at `path`, its checkpoints and its anchors.
+pub fn verify_with(path: &Path, checks: &Checks) -> Result<Report, ReadError> {
+    let mut report = verify_chain(path, checks.key.as_ref())?;
+    if report.finding.is_some() {
+        return Ok(report);
+    }
+    if let Some(key) = &checks.key {
+        report.key_id = Some(key.id());
+        if report.checkpoints == 0 {
+            report.finding = Some(Finding {
+                line: report.lines,
+                damage: Damage::Unsigned,
+                detail: format!("no run_finished line carries a checkpoint with key {}", key.id()),
+            });
+            return Ok(report);
+        }
+    }
+    let read_err = |error| ReadError {
+        path: path.to_path_buf(),
+        error,
+    };
+    let file = File::open(path).map_err(read_err)?;
+    for head in &checks.anchors {
+        if let Err(detail) = head.check(&file).map_err(read_err)? {
+            report.finding = Some(Finding {
+                line: head.lines.min(report.lines).max(1),
+                damage: Damage::Diverged,
+                detail,
+            });
+            return Ok(report);
+        }
+        report.anchors += 1;
+    }
+    Ok(report)
+}
+
+fn verify_chain(path: &Path, key: Option<&AuditKey>) -> Result<Report, ReadError> {
     let read_err = |error| ReadError {
         path: path.to_path_buf(),
         error,
@@ -149,13 +233,18 @@ pub fn verify(path: &Path) -> Result<Report, ReadError> {
         runs: 0,
         last_sha256: ZERO_SHA256.to_string(),
         repaired: Vec::new(),
+        checkpoints: 0,
+        key_id: None,
+        covered_lines: 0,
+        anchors: 0,
         finding: None,
     };
     let mut expected_prev = ZERO_SHA256.to_string();
     let mut last_seq: HashMap<String, u64> = HashMap::new();
-    // A line that failed to parse, waiting to see whether the next line
-    // acknowledges it as torn: (line number, its hash, parse error).
-    let mut pending_torn: Option<(u64, String, String)> = None;
+    // Lines that failed to parse but are what an interrupted write leaves,
+    // waiting to see whether the next line acknowledges them as torn:
+    // (line number, its hash).
+    let mut pending_torn: Vec<(u64, String)> = Vec::new();
     // A `seq` gap on a line that links correctly: if the next line does not
     // link to it, the line itself was edited; otherwise lines were removed
     // and the chain rewritten around them.
@@ -166,37 +255,54 @@ pub fn verify(path: &Path) -> Result<Report, ReadError> {
         let n = report.lines;
         let hash = sha256_hex(&raw.bytes);
         if !raw.terminated {
-            report.finding = Some(Finding {
-                line: n,
-                damage: Damage::TornTail,
-                detail: format!(
-                    "the final line ({} bytes) has no newline: a write was interrupted by a crash; \
-                     the next run will acknowledge it with an audit_tail_repaired line",
-                    raw.bytes.len()
-                ),
+            report.finding = Some(if is_torn_prefix(&raw.bytes) {
+                Finding {
+                    line: n,
+                    damage: Damage::TornTail,
+                    detail: format!(
+                        "the final line ({} bytes) has no newline: a write was interrupted by a crash; \
+                         the next run will acknowledge it with an audit_tail_repaired line",
+                        raw.bytes.len()
+                    ),
+                }
+            } else {
+                Finding {
+                    line: n,
+                    damage: Damage::Malformed,
+                    detail: format!(
+                        "the final {} bytes have no newline and are not the start of an audit line, so \
+                         not what an interrupted write leaves; edited or corrupted",
+                        raw.bytes.len()
+                    ),
+                }
             });
             return Ok(report);
         }
         let parsed = match line::parse(&raw.bytes) {
             Ok(p) => p,
             Err(why) => {
-                if let Some((torn, _, why)) = pending_torn.take() {
-                    report.finding = Some(malformed(torn, &why));
+                if !is_torn_prefix(&raw.bytes) || pending_torn.len() == 2 {
+                    report.finding = Some(malformed(n, &why));
                     return Ok(report);
                 }
-                pending_torn = Some((n, hash.clone(), why));
+                pending_torn.push((n, hash.clone()));
                 expected_prev = hash;
                 continue;
             }
         };
-        if let Some((torn, torn_hash, why)) = pending_torn.take() {
+        if let Some((_, torn_hash)) = pending_torn.last() {
             let acknowledged = parsed.event == super::TailRepaired::NAME
                 && parsed.acknowledges.as_deref() == Some(torn_hash.as_str());
             if !acknowledged {
-                report.finding = Some(malformed(torn, &why));
+                report.finding = Some(malformed(
+                    pending_torn[0].0,
+                    "a partial line that no audit_tail_repaired line acknowledges",
+                ));
                 return Ok(report);
             }
-            report.repaired.push(torn);
+            report
+                .repaired
+                .extend(pending_torn.drain(..).map(|(line, _)| line));
         }
         if parsed.prev_sha256 != expected_prev {
             report.finding = Some(match pending_gap.take() {
@@ -232,12 +338,23 @@ pub fn verify(path: &Path) -> Result<Report, ReadError> {
                 },
             });
         }
+        if let (Some(key), true) = (key, parsed.event == "run_finished") {
+            if let Some(finding) = check_checkpoint(key, n, &parsed) {
+                report.finding = Some(finding);
+                return Ok(report);
+            }
+            report.checkpoints += 1;
+            report.covered_lines = n - 1;
+        }
         last_seq.insert(parsed.run_id, parsed.seq);
         expected_prev = hash.clone();
         report.last_sha256 = hash;
     }
-    if let Some((torn, _, why)) = pending_torn {
-        report.finding = Some(malformed(torn, &why));
+    if let Some((torn, _)) = pending_torn.first() {
+        report.finding = Some(malformed(
+            *torn,
+            "a partial line that no audit_tail_repaired line acknowledges",
+        ));
     }
     if let Some(gap) = pending_gap {
         report.finding = Some(gap);
@@ -253,6 +370,49 @@ pub fn verify(path: &Path) -> Result<Report, ReadError> {
     }
     report.runs = last_seq.len();
     Ok(report)
+}
+
+/// The checkpoint of the `run_finished` line `n`, checked with `key`.
+fn check_checkpoint(key: &AuditKey, n: u64, parsed: &line::Parsed) -> Option<Finding> {
+    let finding = |damage, detail| {
+        Some(Finding {
+            line: n,
+            damage,
+            detail,
+        })
+    };
+    let Some(value) = &parsed.checkpoint else {
+        return finding(
+            Damage::Unsigned,
+            "this run_finished line has no checkpoint although an audit key is in use".into(),
+        );
+    };
+    let Ok(mark) = serde_json::from_value::<Checkpoint>(value.clone()) else {
+        return finding(Damage::Forged, "its checkpoint is not {alg, key_id, mac}".into());
+    };
+    if mark.alg != super::checkpoint::ALGORITHM || mark.key_id != key.id() {
+        return finding(
+            Damage::Forged,
+            format!(
+                "its checkpoint claims {} with key {}, not {} with key {}",
+                mark.alg,
+                mark.key_id,
+                super::checkpoint::ALGORITHM,
+                key.id()
+            ),
+        );
+    }
+    if !key.verifies(&parsed.run_id, parsed.seq, &parsed.prev_sha256, &mark.mac) {
+        return finding(
+            Damage::Forged,
+            format!(
+                "its checkpoint does not verify with key {}: the lines before it were rewritten and the \
+                 chain recomputed by someone without the key",
+                key.id()
+            ),
+        );
+    }
+    None
 }
 
 fn malformed(line: u64, why: &str) -> Finding {

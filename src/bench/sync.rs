@@ -135,6 +135,7 @@ pub async fn phase(exe: &Path, work: &Path, pages: u64, page_bytes: u64) -> anyh
         pacer: PacerChoice::Local,
         options: SyncOptions::default(),
         metrics_file: None,
+        audit: Default::default(),
         endpoint: Some(Endpoint::bearer(sim.url.clone(), "bench-token")),
     };
     let (user0, sys0, _) = usage_split();

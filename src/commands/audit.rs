@@ -4,18 +4,60 @@ use std::io::Write;
 
 use anyhow::Context;
 
-use crate::audit::{verify, NotIntact};
+use crate::audit::checkpoint::{KeyError, KEY_ENV};
+use crate::audit::verify::{verify_with, Checks};
+use crate::audit::{AuditKey, ChainHead, NotIntact};
 use crate::cli::AuditCommand;
 
 pub fn run(cmd: AuditCommand) -> anyhow::Result<()> {
     match cmd {
-        AuditCommand::Verify { file } => {
-            let report = verify(&file)?;
+        AuditCommand::Verify {
+            file,
+            anchors,
+            key,
+            key_file,
+        } => {
+            let key = match (key, key_file) {
+                (_, Some(path)) => Some(AuditKey::from_file(&path)?),
+                (true, None) => Some(
+                    AuditKey::from_env()?.ok_or_else(|| KeyError(format!("--key: {KEY_ENV} is not set")))?,
+                ),
+                (false, None) => None,
+            };
+            let mut checks = Checks {
+                key,
+                ..Checks::default()
+            };
+            if let Some(dir) = anchors {
+                checks.anchors.push(anchor_for(&file, &dir)?);
+            }
+            let report = verify_with(&file, &checks)?;
             if !report.intact() {
                 return Err(NotIntact(report).into());
             }
             writeln!(std::io::stdout().lock(), "{report}").context("writing the report to stdout")?;
             Ok(())
         }
+    }
+}
+
+/// The anchor runs left in `state_dir` for the trail at `file`. None there
+/// is an error: `--anchors` asks to prove the trail against one.
+fn anchor_for(file: &std::path::Path, state_dir: &std::path::Path) -> anyhow::Result<ChainHead> {
+    let canonical = std::fs::canonicalize(file).map_err(|error| crate::audit::verify::ReadError {
+        path: file.to_path_buf(),
+        error,
+    })?;
+    let path = ChainHead::file_in(state_dir, &canonical);
+    match ChainHead::load(&path).map_err(anyhow::Error::msg)? {
+        Some(head) => Ok(head),
+        None => Err(anyhow::Error::new(crate::audit::verify::ReadError {
+            path: path.clone(),
+            error: std::io::Error::other(format!(
+                "no anchor for {} in {}: no run with that state directory has finished",
+                canonical.display(),
+                state_dir.display()
+            )),
+        })),
     }
 }

@@ -81,6 +81,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
             pacer: PacerChoice::Local,
             options: SyncOptions::default(),
             metrics_file: None,
+            audit: Default::default(),
             endpoint: Some(Endpoint::bearer(sim.base_url(), DEMO_TOKEN)),
         };
         let result = run::execute(spec).await;

@@ -4,13 +4,14 @@ use std::io::Write;
 
 use anyhow::Context;
 
+use crate::audit::AuditKey;
 use crate::cli::{BackfillArgs, SyncArgs};
-use crate::run::{self, PacerChoice, RunResult, RunSpec, Streams};
+use crate::run::{self, AuditOptions, PacerChoice, RunResult, RunSpec, Streams};
 use crate::store::sanitize;
 use crate::sync::SyncOptions;
 
 pub fn run(args: SyncArgs) -> anyhow::Result<()> {
-    let mut spec = spec(args);
+    let mut spec = spec(args)?;
     spec.options.progress = progress("sync");
     let bar = spec.options.progress.clone();
     let result = run::execute_blocking(spec)?;
@@ -43,7 +44,7 @@ pub fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
         sanitize(&args.since),
         args.until.as_deref().map_or("open".into(), sanitize)
     );
-    let mut spec = spec(args.sync);
+    let mut spec = spec(args.sync)?;
     spec.out = spec.out.join("backfill").join(&label);
     spec.state = spec.state.join("backfill").join(&label);
     spec.options.since = Some(args.since);
@@ -58,7 +59,7 @@ pub fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
     result.outcome
 }
 
-fn spec(args: SyncArgs) -> RunSpec {
+fn spec(args: SyncArgs) -> anyhow::Result<RunSpec> {
     let streams = match (args.stream_name, args.all_streams) {
         (Some(name), _) => Streams::One(name),
         (None, true) => Streams::All,
@@ -68,7 +69,12 @@ fn spec(args: SyncArgs) -> RunSpec {
         Some(url) => PacerChoice::Redis(url),
         None => PacerChoice::Local,
     };
-    RunSpec {
+    // The audit key: a file named on the command line, else the variable.
+    let key = match &args.audit_key_file {
+        Some(path) => Some(AuditKey::from_file(path)?),
+        None => AuditKey::from_env()?,
+    };
+    Ok(RunSpec {
         config: args.path.config,
         allow_dirty: args.allow_dirty,
         vendor: args.stream.vendor,
@@ -87,7 +93,11 @@ fn spec(args: SyncArgs) -> RunSpec {
         },
         endpoint: None,
         metrics_file: args.metrics_file,
-    }
+        audit: AuditOptions {
+            repair: args.repair_audit,
+            key,
+        },
+    })
 }
 
 /// A spinner with pages and records, only when stderr is a terminal: a

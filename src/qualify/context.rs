@@ -336,6 +336,7 @@ impl Ctx {
             pacer: PacerChoice::Local,
             options: SyncOptions::default(),
             metrics_file: None,
+            audit: Default::default(),
             endpoint: Some(Endpoint::bearer(sim.base_url(), OQ_TOKEN)),
         }
     }

@@ -229,6 +229,7 @@ pub struct RunFinished {
 
 impl AuditEvent for RunFinished {
     const NAME: &'static str = "run_finished";
+    const CHECKPOINT: bool = true;
 }
 
 /// SIGINT / SIGTERM stopped the run at a safe point.

@@ -58,6 +58,7 @@ impl Fixture {
             pacer: PacerChoice::Local,
             options: SyncOptions::default(),
             metrics_file: None,
+            audit: Default::default(),
             endpoint: Some(Endpoint::bearer(sim.base_url(), "sim-token")),
         };
         (run::execute(spec).await.unwrap(), sim)

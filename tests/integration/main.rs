@@ -5,6 +5,7 @@
 
 mod support;
 
+mod audit_integrity;
 mod audit_trail;
 mod config_provenance;
 mod config_validation;

@@ -50,6 +50,7 @@ impl Fixture {
             pacer: PacerChoice::Local,
             options: SyncOptions::default(),
             metrics_file: None,
+            audit: Default::default(),
             endpoint: Some(Endpoint::bearer(sim.base_url(), TOKEN)),
         }
     }
