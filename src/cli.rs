@@ -73,6 +73,15 @@ pub enum Command {
     /// Work with the hash-chained audit trail.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Re-prove landed data: every landed file, manifest entry,
+    /// page_committed audit line and cursor against the others.
+    ///
+    /// Prints one line per discrepancy (the file and what differs), then a
+    /// summary. Exit 0 when none, 65 when any, 66 when a path cannot be read.
+    #[command(
+        after_help = "Example:\n  edc-sync verify --out /srv/edc/landing --state /srv/edc/state --audit-log /srv/edc/audit.jsonl"
+    )]
+    Verify(VerifyArgs),
     /// Benchmarks that print figures (see docs/benchmarks.md).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -391,6 +400,20 @@ pub struct StreamArgs {
 pub enum PacerKind {
     /// In this process only (no Redis): for single-process runs.
     Local,
+}
+
+/// Flags of `edc-sync verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// Landing directory, as given to `sync --out` (or a backfill's).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// State directory, as given to `sync --state`.
+    #[arg(long)]
+    pub state: PathBuf,
+    /// The audit trail the runs wrote.
+    #[arg(long)]
+    pub audit_log: PathBuf,
 }
 
 /// Flags of `edc-sync sync`.

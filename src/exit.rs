@@ -68,13 +68,13 @@ impl Exit {
         Documented {
             code: 65,
             label: "data",
-            meaning: "data error: invalid payload, broken audit chain",
-            what_to_do: "investigate; do not retry blindly",
+            meaning: "data error: invalid payload, broken audit chain, an audit trail whose end does not verify or that diverges from its anchor, a damaged manifest, `verify` discrepancies",
+            what_to_do: "investigate; do not retry blindly (`--repair-audit` records a known audit damage and goes ahead)",
         },
         Documented {
             code: 66,
             label: "no input",
-            meaning: "an input file named on the command line cannot be read (`--config`, `audit verify FILE`)",
+            meaning: "an input file named on the command line cannot be read (`--config`, `audit verify FILE`, the paths given to `verify`)",
             what_to_do: "check the path",
         },
         Documented {
@@ -147,8 +147,11 @@ impl Exit {
             if cause.is::<ConfigError>() {
                 return Exit::Config;
             }
-            if cause.is::<NotIntact>() {
+            if cause.is::<NotIntact>() || cause.is::<crate::reconcile::Discrepancies>() {
                 return Exit::DataErr;
+            }
+            if cause.is::<crate::reconcile::Unreadable>() {
+                return Exit::NoInput;
             }
             if cause.is::<verify::ReadError>() {
                 return Exit::NoInput;
@@ -174,6 +177,7 @@ impl Exit {
                     },
                     SyncError::Rejected { .. } => Exit::DataErr,
                     SyncError::Audit(e) if e.is_damage() => Exit::DataErr,
+                    SyncError::Store(e) if e.is_damage() => Exit::DataErr,
                     SyncError::Store(_) | SyncError::Audit(_) => Exit::IoErr,
                 };
             }
@@ -183,8 +187,8 @@ impl Exit {
             if cause.is::<StreamLocked>() {
                 return Exit::TempFail;
             }
-            if cause.is::<StoreError>() {
-                return Exit::IoErr;
+            if let Some(e) = cause.downcast_ref::<StoreError>() {
+                return if e.is_damage() { Exit::DataErr } else { Exit::IoErr };
             }
             if cause.is::<PacerError>() {
                 return Exit::Unavailable;

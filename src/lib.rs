@@ -20,6 +20,7 @@ pub mod logging;
 pub mod mask;
 pub mod metrics;
 pub mod qualify;
+pub mod reconcile;
 pub mod redact;
 pub mod run;
 pub mod sim;

@@ -6,6 +6,7 @@ pub mod checkpoint;
 mod header;
 pub mod line;
 mod log;
+pub mod read;
 mod run_id;
 mod shared;
 pub mod tail;

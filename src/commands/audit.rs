@@ -41,6 +41,21 @@ pub fn run(cmd: AuditCommand) -> anyhow::Result<()> {
     }
 }
 
+/// `edc-sync verify`: every discrepancy on stdout, one line each, then the
+/// summary; exit 65 when there is any.
+pub fn reconcile(args: crate::cli::VerifyArgs) -> anyhow::Result<()> {
+    let summary = crate::reconcile::reconcile(&args.out, &args.state, &args.audit_log)?;
+    let mut stdout = std::io::stdout().lock();
+    for d in &summary.discrepancies {
+        writeln!(stdout, "{d}").context("writing the report to stdout")?;
+    }
+    if summary.discrepancies.is_empty() {
+        writeln!(stdout, "{summary}").context("writing the report to stdout")?;
+        return Ok(());
+    }
+    Err(crate::reconcile::Discrepancies(summary.to_string()).into())
+}
+
 /// The anchor runs left in `state_dir` for the trail at `file`. None there
 /// is an error: `--anchors` asks to prove the trail against one.
 fn anchor_for(file: &std::path::Path, state_dir: &std::path::Path) -> anyhow::Result<ChainHead> {

@@ -42,6 +42,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Man { path, out_dir } => man(&path, out_dir.as_deref()),
         Command::Audit(cmd) => audit::run(cmd),
+        Command::Verify(args) => audit::reconcile(args),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Simulate(args) => simulate::run(args),
     }

@@ -4,6 +4,7 @@
 pub mod context;
 mod deltas;
 pub mod evidence;
+mod integrity;
 pub mod iq;
 pub mod redis_server;
 mod report;

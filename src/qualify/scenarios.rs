@@ -44,6 +44,7 @@ pub fn all() -> Vec<Scenario> {
     let mut all = core();
     all.extend(super::vendors::all());
     all.extend(super::deltas::all());
+    all.extend(super::integrity::all());
     all
 }
 

@@ -32,9 +32,18 @@ pub enum StoreError {
     },
     #[error("state file {}: {detail}; it was left as it is", path.display())]
     Unreadable { path: PathBuf, detail: String },
+    /// A file this tool wrote whole is damaged: data error (65), since
+    /// writing on top of it would hide the damage.
+    #[error("{}: {detail}; it was left as it is (run `edc-sync verify` to reconcile)", path.display())]
+    Corrupt { path: PathBuf, detail: String },
 }
 
 impl StoreError {
+    /// The file is damaged (65), rather than unreadable or unwritable (74).
+    pub fn is_damage(&self) -> bool {
+        matches!(self, StoreError::Corrupt { .. })
+    }
+
     pub(crate) fn io(path: &Path, op: &'static str, error: std::io::Error) -> StoreError {
         StoreError::Io {
             path: path.to_path_buf(),

@@ -37,6 +37,11 @@ pub struct ManifestEntry {
 /// Where one stream's pages land.
 pub struct LandingStore {
     dir: PathBuf,
+    /// `dir`, absolute and resolved: how the audit trail names it.
+    canonical: PathBuf,
+    /// Bytes of a torn final manifest line dropped at open: the caller
+    /// relists from the audit trail any committed page it described.
+    torn_tail: Option<u64>,
     ext: &'static str,
     /// (page_key, sha256) already in the manifest.
     listed: HashSet<(String, String)>,
@@ -95,6 +100,9 @@ pub struct LandedPage {
     pub file: String,
     /// False when the same bytes were already landed (a replay).
     pub new_file: bool,
+    /// A file of that name was there but its bytes no longer hashed to
+    /// its name: it was replaced by the page just received.
+    pub replaced_damaged: bool,
 }
 
 impl LandingStore {
@@ -105,6 +113,7 @@ impl LandingStore {
             let d = dir.join(sub);
             std::fs::create_dir_all(&d).map_err(|e| StoreError::io(&d, "create", e))?;
         }
+        let canonical = std::fs::canonicalize(dir).map_err(|e| StoreError::io(dir, "resolve", e))?;
         let tmp = dir.join(".tmp");
         if let Ok(entries) = std::fs::read_dir(&tmp) {
             for entry in entries.flatten() {
@@ -113,34 +122,48 @@ impl LandingStore {
         }
         let mut listed = HashSet::new();
         let manifest = dir.join("manifest.jsonl");
-        drop_torn_tail(&manifest)?;
-        if manifest.exists() {
-            let file = File::open(&manifest).map_err(|e| StoreError::io(&manifest, "open", e))?;
-            for (i, line) in BufReader::new(file).lines().enumerate() {
+        let torn_tail = drop_torn_tail(&manifest)?;
+        if let Some(file) = open_manifest(&manifest, OpenOptions::new().read(true))? {
+            for (i, line) in BufReader::new(file).split(b'\n').enumerate() {
                 let line = line.map_err(|e| StoreError::io(&manifest, "read", e))?;
-                match serde_json::from_str::<ManifestEntry>(&line) {
-                    Ok(entry) => {
-                        listed.insert((entry.page_key, entry.sha256));
-                    }
-                    // A torn last line from a crash: the page it described
-                    // is replayed and listed again, whole.
-                    Err(_) if line.trim().is_empty() => {}
-                    Err(e) => {
-                        tracing::warn!(manifest = %manifest.display(), line = i + 1, error = %e, "unreadable manifest line");
-                    }
-                }
+                // Every line was written whole by this tool: anything else
+                // is damage, and listing more pages on top of it would
+                // hide it (65, naming the line).
+                let entry =
+                    serde_json::from_slice::<ManifestEntry>(&line).map_err(|e| StoreError::Corrupt {
+                        path: manifest.clone(),
+                        detail: format!("line {} is not a manifest entry ({e})", i + 1),
+                    })?;
+                listed.insert((entry.page_key, entry.sha256));
             }
         }
         Ok(LandingStore {
             dir: dir.to_path_buf(),
+            canonical,
+            torn_tail,
             ext,
             listed,
             manifest: None,
         })
     }
 
+    /// Bytes of the torn manifest line dropped at open, if there was one.
+    pub fn torn_tail(&self) -> Option<u64> {
+        self.torn_tail
+    }
+
+    /// Whether a page is listed already.
+    pub fn is_listed(&self, page_key: &str, sha256: &str) -> bool {
+        self.listed.contains(&(page_key.to_string(), sha256.to_string()))
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The directory, absolute and resolved, as audit lines name it.
+    pub fn canonical_dir(&self) -> &Path {
+        &self.canonical
     }
 
     pub fn manifest_path(&self) -> PathBuf {
@@ -165,12 +188,22 @@ impl LandingStore {
             .map_err(|e| StoreError::io(&path, "flush", e.into_error()))?;
         let name = format!("pages/{sha256}.{}", self.ext);
         let target = self.dir.join(&name);
+        // A file already there is trusted only once its bytes hash to its
+        // name: a landed page modified since is replaced by the bytes just
+        // received (which do), and the caller audits that it was.
+        let mut replaced_damaged = false;
         if target.exists() {
-            let _ = std::fs::remove_file(&path);
-            return Ok(LandedPage {
-                file: name,
-                new_file: false,
-            });
+            match crate::digest::sha256_file(&target) {
+                Ok(existing) if existing == sha256 => {
+                    let _ = std::fs::remove_file(&path);
+                    return Ok(LandedPage {
+                        file: name,
+                        new_file: false,
+                        replaced_damaged: false,
+                    });
+                }
+                _ => replaced_damaged = true,
+            }
         }
         file.sync_all().map_err(|e| StoreError::io(&path, "fsync", e))?;
         drop(file);
@@ -178,7 +211,8 @@ impl LandingStore {
         sync_parent_dir(&target).map_err(|e| StoreError::io(&target, "fsync the directory of", e))?;
         Ok(LandedPage {
             file: name,
-            new_file: true,
+            new_file: !replaced_damaged,
+            replaced_damaged,
         })
     }
 
@@ -194,11 +228,8 @@ impl LandingStore {
             Some(file) => file,
             None => {
                 let existed = path.exists();
-                let file = OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&path)
-                    .map_err(|e| StoreError::io(&path, "open", e))?;
+                let file = open_manifest(&path, OpenOptions::new().create(true).append(true))?
+                    .ok_or_else(|| StoreError::io(&path, "open", std::io::ErrorKind::NotFound.into()))?;
                 if !existed {
                     sync_parent_dir(&path).map_err(|e| StoreError::io(&path, "fsync the directory of", e))?;
                 }
@@ -215,24 +246,51 @@ impl LandingStore {
     }
 }
 
-/// A crash mid-append can leave the manifest's last line without its
-/// newline. The page it described was not yet committed (the manifest is
-/// written before the audit line and the cursor), so it is replayed and
-/// listed again: the torn bytes are cut off so the next line starts clean.
-fn drop_torn_tail(manifest: &Path) -> Result<(), StoreError> {
-    let Ok(bytes) = std::fs::read(manifest) else {
-        return Ok(());
+/// Opens the manifest never through a symlink and only as a regular file
+/// (as root, a link would let a run write anywhere); `None` when absent.
+fn open_manifest(path: &Path, options: &mut OpenOptions) -> Result<Option<File>, StoreError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = match options.custom_flags(libc::O_NOFOLLOW).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(StoreError::io(
+                path,
+                "open",
+                std::io::Error::other("it is a symbolic link, which is never followed"),
+            ))
+        }
+        Err(e) => return Err(StoreError::io(path, "open", e)),
     };
+    let meta = file.metadata().map_err(|e| StoreError::io(path, "stat", e))?;
+    if !meta.is_file() {
+        return Err(StoreError::io(
+            path,
+            "open",
+            std::io::Error::other("it is not a regular file"),
+        ));
+    }
+    Ok(Some(file))
+}
+
+/// A crash mid-append can leave the manifest's last line without its
+/// newline. The torn bytes are cut off so the next line starts clean, and
+/// their length is returned: the caller relists from the audit trail any
+/// page that was committed (a page that was not is replayed and listed).
+fn drop_torn_tail(manifest: &Path) -> Result<Option<u64>, StoreError> {
+    let Some(mut file) = open_manifest(manifest, OpenOptions::new().read(true).write(true))? else {
+        return Ok(None);
+    };
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut file, &mut bytes).map_err(|e| StoreError::io(manifest, "read", e))?;
     if bytes.is_empty() || bytes.ends_with(b"\n") {
-        return Ok(());
+        return Ok(None);
     }
     let keep = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-    tracing::warn!(manifest = %manifest.display(), torn_bytes = bytes.len() - keep, "dropping a torn manifest line; its page will be replayed");
-    let file = OpenOptions::new()
-        .write(true)
-        .open(manifest)
-        .map_err(|e| StoreError::io(manifest, "open", e))?;
+    let torn = (bytes.len() - keep) as u64;
     file.set_len(keep as u64)
         .map_err(|e| StoreError::io(manifest, "truncate", e))?;
-    file.sync_all().map_err(|e| StoreError::io(manifest, "fsync", e))
+    file.sync_all()
+        .map_err(|e| StoreError::io(manifest, "fsync", e))?;
+    Ok(Some(torn))
 }

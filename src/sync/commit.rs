@@ -123,9 +123,9 @@ impl<P: Pacer> Loop<'_, P> {
         // A page without records holds no data: its hash and size go in
         // the audit line, nothing is landed and the manifest is unchanged
         // (an empty poll every five minutes must not leave a file each time).
-        let (landing_file, replayed) = if job.options.dry_run || summary.records == 0 {
+        let (landing_file, replayed, replaced_damaged_file) = if job.options.dry_run || summary.records == 0 {
             temp.discard();
-            (None, false)
+            (None, false, false)
         } else {
             let landed = self.landing.commit(temp, &digest.sha256)?;
             let entry = ManifestEntry {
@@ -141,7 +141,7 @@ impl<P: Pacer> Loop<'_, P> {
                 landed_at: now_rfc3339(),
             };
             let listed = self.landing.list(&entry)?;
-            (Some(landed.file), !listed)
+            (Some(landed.file), !listed, landed.replaced_damaged)
         };
         job.audit.record_blocking(&PageCommitted {
             stream: self.name.clone(),
@@ -154,7 +154,9 @@ impl<P: Pacer> Loop<'_, P> {
             records: summary.records,
             landed: landing_file.is_some(),
             landing_file,
+            landing_dir: self.landing.canonical_dir().display().to_string(),
             replayed,
+            replaced_damaged_file,
             dry_run: job.options.dry_run,
             cursor_before: cursor.to_json(),
             cursor_after: after.to_json(),

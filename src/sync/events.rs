@@ -77,8 +77,14 @@ pub struct PageCommitted {
     /// land: the hash and size above are the record of what was received).
     pub landed: bool,
     pub landing_file: Option<String>,
+    /// The stream's landing directory (absolute): with `landing_file`,
+    /// where `edc-sync verify` finds the page.
+    pub landing_dir: String,
     /// The same bytes were already landed (a replay after a crash).
     pub replayed: bool,
+    /// The landed file of that name no longer hashed to its name (modified
+    /// after landing) and was replaced by the bytes just received.
+    pub replaced_damaged_file: bool,
     pub dry_run: bool,
     pub cursor_before: serde_json::Value,
     pub cursor_after: serde_json::Value,
@@ -93,6 +99,21 @@ pub struct PageCommitted {
 
 impl AuditEvent for PageCommitted {
     const NAME: &'static str = "page_committed";
+}
+
+/// A torn final manifest line was dropped when the stream started, and the
+/// pages the audit trail says were committed there but the manifest no
+/// longer lists were listed again from their `page_committed` lines.
+#[derive(Debug, Serialize)]
+pub struct ManifestRebuilt {
+    pub stream: String,
+    pub manifest: String,
+    pub torn_bytes: u64,
+    pub relisted: u64,
+}
+
+impl AuditEvent for ManifestRebuilt {
+    const NAME: &'static str = "manifest_rebuilt";
 }
 
 /// A response that ends the stream without a commit.

@@ -19,6 +19,7 @@
 mod commit;
 pub mod events;
 mod fence;
+mod recover;
 mod session;
 mod vendor;
 mod waits;
@@ -326,7 +327,8 @@ async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<Loop<'_, P>
         PayloadFormat::Json => "json",
         PayloadFormat::Odm => "xml",
     };
-    let landing = LandingStore::open(&landing_dir, ext)?;
+    let mut landing = LandingStore::open(&landing_dir, ext)?;
+    recover::relist_after_torn_tail(&mut landing, &job.audit, &name).await?;
     let report = StreamReport {
         stream: name.clone(),
         landing_dir,

@@ -5,94 +5,11 @@
 
 use crate::support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use edc_sync::audit::AuditKey;
-use edc_sync::exit::Exit;
-use edc_sync::run::{self, AuditOptions, Endpoint, PacerChoice, RunSpec, Streams};
-use edc_sync::sim::{Dataset, SimConfig, Simulator};
-use edc_sync::sync::SyncOptions;
-
-const KEY: &str = "an audit key of at least thirty-two bytes, for tests";
-
-struct Fixture {
-    dir: tempfile::TempDir,
-}
-
-impl Fixture {
-    fn new() -> Fixture {
-        let dir = tempfile::tempdir().unwrap();
-        let repo = support::git_init(dir.path());
-        std::fs::write(dir.path().join("policies.yaml"), support::SIM_POLICIES).unwrap();
-        support::git_commit_all(&repo, "test policies");
-        Fixture { dir }
-    }
-
-    fn path(&self, p: &str) -> PathBuf {
-        self.dir.path().join(p)
-    }
-
-    fn trail(&self) -> PathBuf {
-        self.path("audit.jsonl")
-    }
-
-    fn spec(&self, sim: &Simulator, audit: AuditOptions) -> RunSpec {
-        RunSpec {
-            config: self.path("policies.yaml"),
-            allow_dirty: false,
-            vendor: "vault_json".into(),
-            tenant: None,
-            study: "S1".into(),
-            protocol_version: None,
-            streams: Streams::One("default".into()),
-            out: self.path("landing"),
-            state: self.path("state"),
-            audit_log: self.trail(),
-            pacer: PacerChoice::Local,
-            options: SyncOptions::default(),
-            metrics_file: None,
-            endpoint: Some(Endpoint::bearer(sim.base_url(), "sim-token")),
-            audit,
-        }
-    }
-
-    /// Runs once; the exit code (errors before the header included).
-    async fn run(&self, sim: &Simulator, audit: AuditOptions) -> (u8, String) {
-        self.run_spec(self.spec(sim, audit)).await
-    }
-
-    async fn run_spec(&self, spec: RunSpec) -> (u8, String) {
-        match run::execute(spec).await {
-            Ok(r) => match r.outcome {
-                Ok(()) => (0, String::new()),
-                Err(e) => (Exit::for_error(&e).code(), format!("{e:#}")),
-            },
-            Err(e) => (Exit::for_error(&e).code(), format!("{e:#}")),
-        }
-    }
-
-    fn verify(&self, extra: &[&str]) -> support::Outcome {
-        let trail = self.trail();
-        let mut args = vec!["audit", "verify", trail.to_str().unwrap()];
-        args.extend_from_slice(extra);
-        support::run_cmd(support::edc_sync().args(&args).env("EDC_SYNC_AUDIT_KEY", KEY))
-    }
-}
-
-async fn sim() -> Simulator {
-    let config = SimConfig {
-        dataset: Dataset {
-            subjects: 3,
-            records: 12,
-            seed: 1,
-            padding: 0,
-        },
-        ..SimConfig::default()
-    };
-    Simulator::start(config, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap()
-}
+use edc_sync::run::{AuditOptions, PacerChoice};
+use support::runs::{sim, Fixture, KEY};
 
 fn keyed() -> AuditOptions {
     AuditOptions {

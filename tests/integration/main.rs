@@ -11,6 +11,7 @@ mod config_provenance;
 mod config_validation;
 mod edc_client;
 mod hostile;
+mod landed_integrity;
 mod operations;
 mod oq;
 mod pacer;

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod redis;
+pub mod runs;
 
 use std::path::Path;
 use std::process::Command;

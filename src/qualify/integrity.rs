@@ -1,0 +1,226 @@
+//! OQ scenarios for integrity after the fact (OQ-029, OQ-030): landed data
+//! re-proven by `edc-sync verify`, and an audit trail that cannot be
+//! replaced or recomputed without it being noticed.
+
+use std::process::Output;
+
+use super::context::{Ctx, OQ_PASSWORD};
+use super::scenarios::{scenario, stream_dir, Scenario};
+use crate::audit::checkpoint::KEY_ENV;
+
+/// The scenarios of this file, in id order.
+pub fn all() -> Vec<Scenario> {
+    vec![
+        scenario!(
+            "OQ-029",
+            "edc-sync verify re-proves landed data and names a tampered page, a missing page and a moved cursor",
+            ["URS-030"],
+            false,
+            oq_029
+        ),
+        scenario!(
+            "OQ-030",
+            "An audit trail truncated, or rewritten and recomputed, is detected by its anchor and its key",
+            ["URS-031"],
+            false,
+            oq_030
+        ),
+    ]
+}
+
+/// The audit key the OQ uses: fixed, so the evidence can be re-checked.
+const OQ_AUDIT_KEY: &str = "edc-sync OQ audit key: 32 bytes or more, fixed";
+
+async fn output(mut cmd: std::process::Command) -> anyhow::Result<Output> {
+    Ok(tokio::task::spawn_blocking(move || cmd.output()).await??)
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn verify_command(ctx: &Ctx) -> std::process::Command {
+    let mut cmd = std::process::Command::new(&ctx.exe);
+    cmd.arg("verify")
+        .arg("--out")
+        .arg(ctx.dir.join("landing"))
+        .arg("--state")
+        .arg(ctx.dir.join("state"))
+        .arg("--audit-log")
+        .arg(ctx.dir.join("audit.jsonl"));
+    cmd
+}
+
+async fn oq_029(ctx: &mut Ctx) -> anyhow::Result<()> {
+    let config = ctx.policy_repo()?;
+    let sim = ctx.sim(100, &[], None).await?;
+    let out = output(ctx.vendor_command(&config, &sim, "oq_vault", OQ_PASSWORD, &[])).await?;
+    ctx.check_eq("exit code of the sync", 0, code(&out));
+    let clean = output(verify_command(ctx)).await?;
+    ctx.check(
+        "edc-sync verify after the sync",
+        "exit 0, no discrepancy",
+        text(&clean),
+        code(&clean) == 0 && text(&clean).contains("no discrepancy"),
+    );
+    let dir = stream_dir(ctx, "oq_vault", "default");
+    let mut pages: Vec<_> = std::fs::read_dir(dir.join("pages"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    pages.sort();
+    anyhow::ensure!(
+        pages.len() >= 2,
+        "the sync landed {} pages; 2 are needed",
+        pages.len()
+    );
+    // One byte of one page changed, another page deleted, the cursor moved.
+    let mut bytes = std::fs::read(&pages[0])?;
+    bytes[0] ^= 0x20;
+    std::fs::write(&pages[0], bytes)?;
+    std::fs::remove_file(&pages[1])?;
+    let cursor = ctx.dir.join("state").join(format!(
+        "oq_vault/-/{}/-/default.cursor.json",
+        super::context::OQ_STUDY
+    ));
+    let mut state: serde_json::Value = serde_json::from_slice(&std::fs::read(&cursor)?)?;
+    state["window_start"] = "1999-01-01T00:00:00Z".into();
+    std::fs::write(&cursor, serde_json::to_vec_pretty(&state)?)?;
+    let out = output(verify_command(ctx)).await?;
+    let report = text(&out);
+    let evidence = ctx.dir.join("verify-after-tampering.txt");
+    std::fs::write(&evidence, &report)?;
+    ctx.attach(&evidence);
+    ctx.check_eq("exit code of verify after tampering", 65, code(&out));
+    let named = |path: &std::path::Path, what: &str| {
+        report
+            .lines()
+            .any(|l| l.contains(&path.display().to_string()) && l.contains(what))
+    };
+    let page1 = pages[1].file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    ctx.check(
+        "the modified page is named",
+        format!("{}: modified after landing", pages[0].display()),
+        report.clone(),
+        named(&pages[0], "modified after landing"),
+    );
+    ctx.check(
+        "the deleted page is named",
+        format!("manifest line listing pages/{page1}: the file is missing"),
+        report.clone(),
+        report
+            .lines()
+            .any(|l| l.contains(page1) && l.contains("the file is missing")),
+    );
+    ctx.check(
+        "the moved cursor is named",
+        format!(
+            "{}: it is ...; the last committed page left ...",
+            cursor.display()
+        ),
+        report.clone(),
+        named(&cursor, "the last committed page"),
+    );
+    ctx.attach_run_outputs();
+    Ok(())
+}
+
+async fn oq_030(ctx: &mut Ctx) -> anyhow::Result<()> {
+    let config = ctx.policy_repo()?;
+    let sim = ctx.sim(60, &[], None).await?;
+    for run in 1..=2 {
+        let mut cmd = ctx.vendor_command(&config, &sim, "oq_vault", OQ_PASSWORD, &[]);
+        cmd.env(KEY_ENV, OQ_AUDIT_KEY);
+        let out = output(cmd).await?;
+        ctx.check_eq(&format!("exit code of keyed run {run}"), 0, code(&out));
+    }
+    let audit = ctx.dir.join("audit.jsonl");
+    let state = ctx.dir.join("state");
+    let exe = ctx.exe.clone();
+    let verify = |file: &std::path::Path| {
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(["audit", "verify"])
+            .arg(file)
+            .arg("--anchors")
+            .arg(&state)
+            .arg("--key")
+            .env(KEY_ENV, OQ_AUDIT_KEY);
+        cmd
+    };
+    let out = output(verify(&audit)).await?;
+    ctx.check(
+        "audit verify --anchors --key of the trail of two runs",
+        "exit 0, 2 keyed checkpoints, matches its anchor",
+        text(&out),
+        code(&out) == 0 && text(&out).contains("2 keyed checkpoints verified"),
+    );
+    let original = std::fs::read(&audit)?;
+    // 1. The last two lines removed: a shorter chain that still links.
+    let text_now = String::from_utf8_lossy(&original).into_owned();
+    let lines: Vec<&str> = text_now.lines().collect();
+    std::fs::write(&audit, lines[..lines.len() - 2].join("\n") + "\n")?;
+    let out = output(verify(&audit)).await?;
+    ctx.check(
+        "a trail cut short by two lines",
+        "exit 65: diverges from its anchor",
+        text(&out),
+        code(&out) == 65 && text(&out).contains("anchor"),
+    );
+    let refused = output(ctx.vendor_command(&config, &sim, "oq_vault", OQ_PASSWORD, &[])).await?;
+    ctx.check(
+        "the next sync over the cut trail",
+        "exit 65 before anything is appended",
+        text(&refused),
+        code(&refused) == 65,
+    );
+    // 2. An earlier line changed and the whole chain recomputed.
+    std::fs::write(&audit, &original)?;
+    let recomputed = recompute_with_one_change(&original)?;
+    std::fs::write(&audit, &recomputed)?;
+    let chain_only = crate::audit::verify(&audit)?;
+    ctx.check(
+        "the recomputed trail, chain alone",
+        "intact (anyone can recompute SHA-256: this is why keys exist)",
+        chain_only.to_string(),
+        chain_only.intact(),
+    );
+    let out = output(verify(&audit)).await?;
+    ctx.check(
+        "the recomputed trail with --key and --anchors",
+        "exit 65: a checkpoint does not verify",
+        text(&out),
+        code(&out) == 65 && text(&out).contains("checkpoint does not verify"),
+    );
+    std::fs::write(&audit, &original)?;
+    ctx.attach_run_outputs();
+    Ok(())
+}
+
+/// The first `run_finished` line's `records` set to 999999, and every
+/// `prev_sha256` recomputed from there on: what an insider with a script
+/// would do.
+fn recompute_with_one_change(original: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let mut prev = crate::digest::ZERO_SHA256.to_string();
+    let mut out = Vec::new();
+    let mut changed = false;
+    for raw in original.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let mut line: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(raw)?;
+        if !changed && line["event"] == "run_finished" {
+            line.insert("records".into(), 999_999.into());
+            changed = true;
+        }
+        line.insert("prev_sha256".into(), prev.clone().into());
+        let bytes = serde_json::to_vec(&line)?;
+        prev = crate::digest::sha256_hex(&bytes);
+        out.extend_from_slice(&bytes);
+        out.push(b'\n');
+    }
+    Ok(out)
+}

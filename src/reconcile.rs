@@ -1,0 +1,382 @@
+//! `edc-sync verify`: re-proves landed data against the manifests, the
+//! audit trail and the cursors, and names every discrepancy.
+//!
+//! Four ledgers describe each committed page: the landed file (named by its
+//! SHA-256), its manifest line, its `page_committed` audit line, and the
+//! cursor the page left. Each is checked against the others:
+//!
+//! - every landed file hashes to its name and is listed in its manifest;
+//! - every manifest entry's file exists, and a `page_committed` line with
+//!   the same SHA-256, bytes and records exists for it;
+//! - every `page_committed` line that landed a file is listed in the
+//!   manifest of its landing directory (a zero-record poll lands nothing);
+//! - every cursor equals what the last committed page of its stream left.
+//!
+//! The audit trail's own chain is verified first: reconciling against a
+//! trail that was edited would prove nothing.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::digest::sha256_file;
+
+/// One way two ledgers disagree, naming the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Discrepancy {
+    pub path: PathBuf,
+    pub what: String,
+}
+
+impl fmt::Display for Discrepancy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.what)
+    }
+}
+
+/// What was reconciled.
+#[derive(Debug, Default)]
+pub struct Summary {
+    pub landing_dirs: usize,
+    pub files: usize,
+    pub entries: usize,
+    pub commits: usize,
+    pub cursors: usize,
+    pub discrepancies: Vec<Discrepancy>,
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} landing directories, {} landed files, {} manifest entries, {} page_committed lines, {} cursors \
+             reconciled: {}",
+            self.landing_dirs,
+            self.files,
+            self.entries,
+            self.commits,
+            self.cursors,
+            match self.discrepancies.len() {
+                0 => "no discrepancy".to_string(),
+                1 => "1 discrepancy".to_string(),
+                n => format!("{n} discrepancies"),
+            }
+        )
+    }
+}
+
+/// Some ledgers disagree (exit 65); each discrepancy was printed.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Discrepancies(pub String);
+
+/// A directory or file named on the command line cannot be read (exit 66).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read {}: {error}", path.display())]
+pub struct Unreadable {
+    pub path: PathBuf,
+    pub error: std::io::Error,
+}
+
+fn unreadable(path: &Path) -> impl FnOnce(std::io::Error) -> Unreadable + '_ {
+    move |error| Unreadable {
+        path: path.to_path_buf(),
+        error,
+    }
+}
+
+/// A `page_committed` line, as far as reconciling needs it.
+#[derive(Debug, Clone)]
+struct Commit {
+    line: u64,
+    sha256: String,
+    file: Option<String>,
+    bytes: u64,
+    records: u64,
+    dry_run: bool,
+    cursor_after: Value,
+}
+
+/// Reconciles the landing under `out`, the cursors under `state` and the
+/// audit trail at `audit`.
+pub fn reconcile(out: &Path, state: &Path, audit: &Path) -> Result<Summary, Unreadable> {
+    let mut summary = Summary::default();
+    let chain = crate::audit::verify(audit).map_err(|e| Unreadable {
+        path: e.path,
+        error: e.error,
+    })?;
+    if let Some(finding) = &chain.finding {
+        summary.discrepancies.push(Discrepancy {
+            path: audit.to_path_buf(),
+            what: format!(
+                "line {}: {}: {}; the audit trail cannot vouch for the landing",
+                finding.line, finding.damage, finding.detail
+            ),
+        });
+    }
+    let out = std::fs::canonicalize(out).map_err(unreadable(out))?;
+    std::fs::metadata(state).map_err(unreadable(state))?;
+    let commits = read_commits(audit, &mut summary)?;
+    summary.commits = commits.values().map(Vec::len).sum();
+
+    let mut dirs = Vec::new();
+    find_landing_dirs(&out, &mut dirs).map_err(unreadable(&out))?;
+    summary.landing_dirs = dirs.len();
+    for dir in &dirs {
+        let empty = Vec::new();
+        let here = commits.get(dir).unwrap_or(&empty);
+        check_landing_dir(dir, here, &mut summary).map_err(unreadable(dir))?;
+    }
+    for (dir, list) in &commits {
+        if dir.starts_with(&out) && !dirs.contains(dir) && list.iter().any(|c| c.file.is_some()) {
+            summary.discrepancies.push(Discrepancy {
+                path: dir.clone(),
+                what: format!(
+                    "the audit trail records {} landed page(s) here (first at line {}) but the directory is gone",
+                    list.iter().filter(|c| c.file.is_some()).count(),
+                    list[0].line
+                ),
+            });
+        }
+    }
+    let mut cursors = Vec::new();
+    find_cursors(state, &mut cursors).map_err(unreadable(state))?;
+    summary.cursors = cursors.len();
+    for cursor in &cursors {
+        check_cursor(state, &out, cursor, &commits, &mut summary);
+    }
+    Ok(summary)
+}
+
+/// Every `page_committed` line, by landing directory, in file order.
+fn read_commits(audit: &Path, summary: &mut Summary) -> Result<BTreeMap<PathBuf, Vec<Commit>>, Unreadable> {
+    let mut by_dir: BTreeMap<PathBuf, Vec<Commit>> = BTreeMap::new();
+    let mut unplaced = 0u64;
+    crate::audit::read::each_event(audit, "page_committed", |line, v| {
+        let Some(dir) = v["landing_dir"].as_str() else {
+            unplaced += 1;
+            return;
+        };
+        by_dir.entry(PathBuf::from(dir)).or_default().push(Commit {
+            line,
+            sha256: v["payload_sha256"].as_str().unwrap_or_default().to_string(),
+            file: v["landing_file"].as_str().map(str::to_string),
+            bytes: v["bytes"].as_u64().unwrap_or(0),
+            records: v["records"].as_u64().unwrap_or(0),
+            dry_run: v["dry_run"] == true,
+            cursor_after: v["cursor_after"].clone(),
+        });
+    })
+    .map_err(unreadable(audit))?;
+    if unplaced > 0 {
+        summary.discrepancies.push(Discrepancy {
+            path: audit.to_path_buf(),
+            what: format!(
+                "{unplaced} page_committed line(s) do not name their landing directory (written by a version \
+                 before landing_dir was recorded) and cannot be reconciled"
+            ),
+        });
+    }
+    Ok(by_dir)
+}
+
+/// Directories holding a manifest or a `pages/` directory, without
+/// following symbolic links.
+fn find_landing_dirs(dir: &Path, found: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    let mut is_landing = false;
+    let mut subdirs = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let name = entry.file_name();
+        if name == "manifest.jsonl" || (name == "pages" && kind.is_dir()) {
+            is_landing = true;
+        } else if kind.is_dir() && name != "quarantine" && name != ".tmp" {
+            subdirs.push(entry.path());
+        }
+    }
+    if is_landing {
+        found.push(dir.to_path_buf());
+        return Ok(());
+    }
+    subdirs.sort();
+    for sub in subdirs {
+        find_landing_dirs(&sub, found)?;
+    }
+    Ok(())
+}
+
+fn check_landing_dir(dir: &Path, commits: &[Commit], summary: &mut Summary) -> std::io::Result<()> {
+    let mut problem = |path: PathBuf, what: String| summary.discrepancies.push(Discrepancy { path, what });
+    // The manifest: (file) -> (line number, entry).
+    let manifest_path = dir.join("manifest.jsonl");
+    let mut listed: HashMap<String, (usize, crate::store::ManifestEntry)> = HashMap::new();
+    if let Ok(text) = std::fs::read(&manifest_path) {
+        for (i, line) in text.split(|b| *b == b'\n').enumerate() {
+            if line.is_empty() && i + 1 == text.split(|b| *b == b'\n').count() {
+                continue;
+            }
+            match serde_json::from_slice::<crate::store::ManifestEntry>(line) {
+                Ok(entry) => {
+                    listed.insert(entry.file.clone(), (i + 1, entry));
+                }
+                Err(e) => problem(
+                    manifest_path.clone(),
+                    format!("line {} is not a manifest entry ({e})", i + 1),
+                ),
+            }
+        }
+    }
+    let mut entries: Vec<_> = listed.values().collect();
+    entries.sort_by_key(|(n, _)| *n);
+    for (n, entry) in entries {
+        let file = dir.join(&entry.file);
+        if !file.is_file() {
+            problem(
+                manifest_path.clone(),
+                format!("line {n} lists {} but the file is missing", entry.file),
+            );
+        }
+        let matching: Vec<&Commit> = commits
+            .iter()
+            .filter(|c| c.file.as_deref() == Some(entry.file.as_str()) && c.sha256 == entry.sha256)
+            .collect();
+        match matching.first() {
+            None => problem(
+                manifest_path.clone(),
+                format!(
+                    "line {n} lists {} (sha256 {}) but no page_committed line in the audit trail records it",
+                    entry.file, entry.sha256
+                ),
+            ),
+            Some(c) if c.bytes != entry.bytes || c.records != entry.records => problem(
+                manifest_path.clone(),
+                format!(
+                    "line {n} says {} bytes and {} records; audit line {} says {} bytes and {} records",
+                    entry.bytes, entry.records, c.line, c.bytes, c.records
+                ),
+            ),
+            Some(_) => {}
+        }
+    }
+    // The landed files.
+    let pages = dir.join("pages");
+    let mut names: Vec<PathBuf> = match std::fs::read_dir(&pages) {
+        Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
+        Err(_) => Vec::new(),
+    };
+    names.sort();
+    let mut files = 0;
+    for path in names {
+        files += 1;
+        let rel = format!(
+            "pages/{}",
+            path.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        );
+        let named = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let meta = std::fs::symlink_metadata(&path)?;
+        if !meta.is_file() {
+            problem(path.clone(), "not a regular file (a landed page is one)".into());
+            continue;
+        }
+        let actual = sha256_file(&path)?;
+        if actual != named {
+            problem(
+                path.clone(),
+                format!("modified after landing: its SHA-256 is {actual}, its name says {named}"),
+            );
+        }
+        if !listed.contains_key(&rel) {
+            problem(path.clone(), "landed but not listed in the manifest".into());
+        }
+    }
+    // The audit trail's commits into this directory.
+    for c in commits {
+        let Some(file) = &c.file else { continue };
+        if !listed.contains_key(file) {
+            problem(
+                manifest_path.clone(),
+                format!(
+                    "does not list {file}, which page_committed at audit line {} landed here",
+                    c.line
+                ),
+            );
+        }
+    }
+    summary.files += files;
+    summary.entries += listed.len();
+    Ok(())
+}
+
+/// `*.cursor.json` files under `dir`, without following symbolic links.
+fn find_cursors(dir: &Path, found: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
+    entries.sort_by_key(|e| e.path());
+    for entry in entries {
+        let kind = entry.file_type()?;
+        let path = entry.path();
+        if kind.is_dir() {
+            find_cursors(&path, found)?;
+        } else if path.to_string_lossy().ends_with(".cursor.json") {
+            found.push(path);
+        }
+    }
+    Ok(())
+}
+
+fn check_cursor(
+    state: &Path,
+    out: &Path,
+    cursor: &Path,
+    commits: &BTreeMap<PathBuf, Vec<Commit>>,
+    summary: &mut Summary,
+) {
+    let mut problem = |what: String| {
+        summary.discrepancies.push(Discrepancy {
+            path: cursor.to_path_buf(),
+            what,
+        })
+    };
+    let rel = cursor
+        .strip_prefix(state)
+        .map(|r| r.to_string_lossy().trim_end_matches(".cursor.json").to_string())
+        .unwrap_or_default();
+    let landing = out.join(&rel);
+    let value: Value = match std::fs::read(cursor).map(|b| serde_json::from_slice(&b)) {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => return problem(format!("not valid JSON ({e})")),
+        Err(e) => return problem(format!("cannot read it ({e})")),
+    };
+    let last = commits
+        .get(&landing)
+        .and_then(|list| list.iter().rev().find(|c| !c.dry_run));
+    let Some(last) = last else {
+        return problem(format!(
+            "no page_committed line in the audit trail for its landing directory {}",
+            landing.display()
+        ));
+    };
+    let now = serde_json::json!({
+        "window_start": value["window_start"],
+        "next_page": value["next_page"],
+        "high_water": value["high_water"],
+    });
+    if now != last.cursor_after {
+        problem(format!(
+            "it is {now}; the last committed page (audit line {}) left {}",
+            last.line, last.cursor_after
+        ));
+    } else if value["last_page_sha256"].as_str() != Some(last.sha256.as_str()) {
+        problem(format!(
+            "its last_page_sha256 is {}; the last committed page (audit line {}) has {}",
+            value["last_page_sha256"], last.line, last.sha256
+        ));
+    }
+}

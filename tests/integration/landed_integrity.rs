@@ -1,0 +1,215 @@
+//! Landed data that can be re-proven: `edc-sync verify` names every way the
+//! landing, the manifests, the audit trail and the cursors disagree, and the
+//! manifest is recovered truthfully after a torn tail.
+
+use crate::support;
+
+use std::path::{Path, PathBuf};
+
+use edc_sync::run::AuditOptions;
+use support::runs::{sim_with, Fixture};
+
+/// 200 records in pages of 40: five landed pages.
+const RECORDS: u32 = 200;
+
+fn stream_dir(fx: &Fixture) -> PathBuf {
+    fx.path("landing/vault_json/-/S1/-/default")
+}
+
+fn cursor_file(fx: &Fixture) -> PathBuf {
+    fx.path("state/vault_json/-/S1/-/default.cursor.json")
+}
+
+fn verify(fx: &Fixture) -> support::Outcome {
+    let (out, state, audit) = (fx.path("landing"), fx.path("state"), fx.trail());
+    support::run(&[
+        "verify",
+        "--out",
+        out.to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+        "--audit-log",
+        audit.to_str().unwrap(),
+    ])
+}
+
+fn pages(fx: &Fixture) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(stream_dir(fx).join("pages"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    v.sort();
+    v
+}
+
+fn manifest_lines(fx: &Fixture) -> Vec<String> {
+    std::fs::read_to_string(stream_dir(fx).join("manifest.jsonl"))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn events(path: &Path, event: &str) -> Vec<serde_json::Value> {
+    support::audit_events(path, event)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_passes_after_a_sync_and_names_every_tampering() {
+    let fx = Fixture::new();
+    let sim = sim_with(RECORDS).await;
+    assert_eq!(fx.run(&sim, AuditOptions::default()).await.0, 0);
+    let out = verify(&fx);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("5 landed files, 5 manifest entries"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("no discrepancy"), "{}", out.stdout);
+
+    let pages = pages(&fx);
+    // 1. One landed page modified.
+    let mut bytes = std::fs::read(&pages[0]).unwrap();
+    bytes[10] ^= 1;
+    std::fs::write(&pages[0], bytes).unwrap();
+    // 2. Another deleted.
+    std::fs::remove_file(&pages[1]).unwrap();
+    // 3. A manifest line removed (its page stays landed).
+    let name2 = pages[2].file_name().unwrap().to_str().unwrap();
+    let (dropped, kept): (Vec<String>, Vec<String>) =
+        manifest_lines(&fx).into_iter().partition(|l| l.contains(name2));
+    let dropped: serde_json::Value = serde_json::from_str(&dropped[0]).unwrap();
+    std::fs::write(stream_dir(&fx).join("manifest.jsonl"), kept.join("\n") + "\n").unwrap();
+    // 4. The cursor moved by hand.
+    let cursor = std::fs::read_to_string(cursor_file(&fx)).unwrap();
+    let moved = cursor.replace("2026", "2027");
+    assert_ne!(moved, cursor);
+    std::fs::write(cursor_file(&fx), moved).unwrap();
+
+    let out = verify(&fx);
+    assert_eq!(out.code, 65, "{}{}", out.stdout, out.stderr);
+    let report = out.stdout;
+    let name0 = pages[0].file_name().unwrap().to_str().unwrap();
+    let name1 = pages[1].file_name().unwrap().to_str().unwrap();
+    let dropped_file = dropped["file"].as_str().unwrap();
+    for expected in [
+        format!("{}: modified after landing", pages[0].display()),
+        format!("lists pages/{name1} but the file is missing"),
+        format!("{}: landed but not listed in the manifest", pages[2].display()),
+        format!("does not list {dropped_file}, which page_committed at audit line"),
+        format!("{}: it is", cursor_file(&fx).display()),
+    ] {
+        assert!(report.contains(&expected), "missing {expected:?} in:\n{report}");
+    }
+    assert!(report.contains(name0));
+    assert!(out.stderr.contains("discrepancies"), "{}", out.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_replayed_over_a_modified_file_is_rehashed_and_replaced() {
+    let fx = Fixture::new();
+    let sim = sim_with(RECORDS).await;
+    assert_eq!(fx.run(&sim, AuditOptions::default()).await.0, 0);
+    let first = pages(&fx)[0].clone();
+    let original = std::fs::read(&first).unwrap();
+    std::fs::write(&first, b"tampered").unwrap();
+    // Forget the cursor: every page is fetched and landed again.
+    std::fs::remove_file(cursor_file(&fx)).unwrap();
+    assert_eq!(fx.run(&sim, AuditOptions::default()).await.0, 0);
+    assert_eq!(
+        std::fs::read(&first).unwrap(),
+        original,
+        "the good bytes are back"
+    );
+    let repaired: Vec<_> = events(&fx.trail(), "page_committed")
+        .into_iter()
+        .filter(|l| l["replaced_damaged_file"] == true)
+        .collect();
+    assert_eq!(
+        repaired.len(),
+        1,
+        "audited as a replacement, not as a plain replay"
+    );
+    let out = verify(&fx);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_torn_manifest_tail_of_a_committed_page_is_rebuilt_from_the_audit_trail() {
+    let fx = Fixture::new();
+    let sim = sim_with(RECORDS).await;
+    assert_eq!(fx.run(&sim, AuditOptions::default()).await.0, 0);
+    let manifest = stream_dir(&fx).join("manifest.jsonl");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    // The last line loses its second half: its page is committed, the
+    // cursor is past it, so a replay would never list it.
+    let cut = text.len() - text.lines().last().unwrap().len() / 2;
+    std::fs::write(&manifest, &text[..cut]).unwrap();
+
+    assert_eq!(fx.run(&sim, AuditOptions::default()).await.0, 0);
+    assert_eq!(
+        manifest_lines(&fx).len(),
+        pages(&fx).len(),
+        "every page on disk is listed"
+    );
+    let rebuilt = events(&fx.trail(), "manifest_rebuilt");
+    assert_eq!(rebuilt.len(), 1);
+    assert_eq!(rebuilt[0]["relisted"], 1);
+    let out = verify(&fx);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mid_file_manifest_corruption_stops_the_run_with_65_naming_the_line() {
+    let fx = Fixture::new();
+    let sim = sim_with(RECORDS).await;
+    assert_eq!(fx.run(&sim, AuditOptions::default()).await.0, 0);
+    let manifest = stream_dir(&fx).join("manifest.jsonl");
+    let mut lines = manifest_lines(&fx);
+    lines[1] = "{\"not\": \"an entry\"".into();
+    let damaged = lines.join("\n") + "\n";
+    std::fs::write(&manifest, &damaged).unwrap();
+    let requests = sim.requests().len();
+    let (code, message) = fx.run(&sim, AuditOptions::default()).await;
+    assert_eq!(code, 65, "{message}");
+    assert!(
+        message.contains("manifest.jsonl: line 2 is not a manifest entry"),
+        "{message}"
+    );
+    assert_eq!(std::fs::read_to_string(&manifest).unwrap(), damaged);
+    assert_eq!(sim.requests().len(), requests, "no request was sent");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manifest_that_is_a_symlink_is_never_followed() {
+    let fx = Fixture::new();
+    let sim = sim_with(RECORDS).await;
+    assert_eq!(fx.run(&sim, AuditOptions::default()).await.0, 0);
+    let manifest = stream_dir(&fx).join("manifest.jsonl");
+    let target = fx.path("precious.txt");
+    std::fs::rename(&manifest, &target).unwrap();
+    std::os::unix::fs::symlink(&target, &manifest).unwrap();
+    let before = std::fs::read(&target).unwrap();
+    std::fs::remove_file(cursor_file(&fx)).unwrap();
+    let (code, message) = fx.run(&sim, AuditOptions::default()).await;
+    assert_eq!(code, 74, "{message}");
+    assert!(message.contains("symbolic link"), "{message}");
+    assert_eq!(std::fs::read(&target).unwrap(), before);
+}
+
+#[test]
+fn verify_of_a_missing_directory_is_no_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let trail = dir.path().join("a.jsonl");
+    let out = support::run(&[
+        "verify",
+        "--out",
+        "/nonexistent/landing",
+        "--state",
+        dir.path().to_str().unwrap(),
+        "--audit-log",
+        trail.to_str().unwrap(),
+    ]);
+    assert_eq!(out.code, 66, "{}", out.stderr);
+}

@@ -1,0 +1,98 @@
+//! One policy repo, one simulator, one `run::execute`: the fixture of the
+//! tests that attack what runs leave behind (audit trail, landing, state).
+
+use std::path::PathBuf;
+
+use super as support;
+
+use edc_sync::exit::Exit;
+use edc_sync::run::{self, AuditOptions, Endpoint, PacerChoice, RunSpec, Streams};
+use edc_sync::sim::{Dataset, SimConfig, Simulator};
+use edc_sync::sync::SyncOptions;
+
+/// An audit key (32+ bytes) for the keyed-checkpoint tests.
+pub const KEY: &str = "an audit key of at least thirty-two bytes, for tests";
+
+pub struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    pub fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = support::git_init(dir.path());
+        std::fs::write(dir.path().join("policies.yaml"), support::SIM_POLICIES).unwrap();
+        support::git_commit_all(&repo, "test policies");
+        Fixture { dir }
+    }
+
+    pub fn path(&self, p: &str) -> PathBuf {
+        self.dir.path().join(p)
+    }
+
+    pub fn trail(&self) -> PathBuf {
+        self.path("audit.jsonl")
+    }
+
+    pub fn spec(&self, sim: &Simulator, audit: AuditOptions) -> RunSpec {
+        RunSpec {
+            config: self.path("policies.yaml"),
+            allow_dirty: false,
+            vendor: "vault_json".into(),
+            tenant: None,
+            study: "S1".into(),
+            protocol_version: None,
+            streams: Streams::One("default".into()),
+            out: self.path("landing"),
+            state: self.path("state"),
+            audit_log: self.trail(),
+            pacer: PacerChoice::Local,
+            options: SyncOptions::default(),
+            metrics_file: None,
+            endpoint: Some(Endpoint::bearer(sim.base_url(), "sim-token")),
+            audit,
+        }
+    }
+
+    /// Runs once; the exit code (errors before the header included).
+    pub async fn run(&self, sim: &Simulator, audit: AuditOptions) -> (u8, String) {
+        self.run_spec(self.spec(sim, audit)).await
+    }
+
+    pub async fn run_spec(&self, spec: RunSpec) -> (u8, String) {
+        match run::execute(spec).await {
+            Ok(r) => match r.outcome {
+                Ok(()) => (0, String::new()),
+                Err(e) => (Exit::for_error(&e).code(), format!("{e:#}")),
+            },
+            Err(e) => (Exit::for_error(&e).code(), format!("{e:#}")),
+        }
+    }
+
+    pub fn verify(&self, extra: &[&str]) -> support::Outcome {
+        let trail = self.trail();
+        let mut args = vec!["audit", "verify", trail.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        support::run_cmd(support::edc_sync().args(&args).env("EDC_SYNC_AUDIT_KEY", KEY))
+    }
+}
+
+/// A simulator with `records` records (12 by default: one page of 40).
+pub async fn sim() -> Simulator {
+    sim_with(12).await
+}
+
+pub async fn sim_with(records: u32) -> Simulator {
+    let config = SimConfig {
+        dataset: Dataset {
+            subjects: 3,
+            records,
+            seed: 1,
+            padding: 0,
+        },
+        ..SimConfig::default()
+    };
+    Simulator::start(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
+}
