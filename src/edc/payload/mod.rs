@@ -7,6 +7,7 @@
 mod json;
 mod odm;
 pub mod order;
+pub mod xml_text;
 
 use std::io::Read;
 

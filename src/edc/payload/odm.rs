@@ -8,8 +8,10 @@
 use std::io::{BufRead, BufReader, Read};
 
 use quick_xml::events::{BytesStart, Event};
+use quick_xml::name::PrefixDeclaration;
 use quick_xml::Reader;
 
+use super::xml_text::{self, XmlText};
 use super::{InvalidPayload, RaveResponse};
 
 const ODM_NS: &[u8] = b"http://www.cdisc.org/ns/odm/v1.3";
@@ -30,9 +32,74 @@ pub struct OdmSummary {
     pub error_description: Option<String>,
 }
 
-/// Validates an ODM document and counts its records.
+/// Validates an ODM document and counts its records. The bytes may be
+/// UTF-8, UTF-16 or ISO-8859-1 with a matching declaration (`xml_text`).
 pub fn scan(reader: impl Read) -> Result<OdmSummary, InvalidPayload> {
-    scan_buffered(BufReader::with_capacity(64 * 1024, reader))
+    let text = XmlText::new(reader).map_err(|e| InvalidPayload::odm(format!("not well-formed XML: {e}")))?;
+    scan_buffered(BufReader::with_capacity(64 * 1024, text))
+}
+
+/// Namespace prefixes in scope, one frame per open element (XML
+/// Namespaces 1.0 §5: a prefix must be declared by the element or an
+/// ancestor; `xml` always is).
+#[derive(Default)]
+struct Scopes {
+    frames: Vec<Vec<Vec<u8>>>,
+}
+
+impl Scopes {
+    fn declared(&self, prefix: &[u8]) -> bool {
+        prefix == b"xml" || self.frames.iter().rev().any(|f| f.iter().any(|p| p == prefix))
+    }
+
+    /// Checks an element's attributes (unique, legal, prefixes declared)
+    /// and opens its scope. `empty` elements close it again at once.
+    fn open(&mut self, e: &BytesStart, empty: bool) -> Result<(), InvalidPayload> {
+        let mut frame = Vec::new();
+        let mut prefixed = Vec::new();
+        // The iterator refuses duplicate attributes (with_checks is on).
+        for attr in e.attributes() {
+            let attr = attr.map_err(|e| InvalidPayload::odm(format!("not well-formed XML: {e}")))?;
+            if let Some(PrefixDeclaration::Named(p)) = attr.key.as_namespace_binding() {
+                frame.push(p.to_vec());
+            } else if let Some(p) = attr.key.prefix() {
+                prefixed.push(p.as_ref().to_vec());
+            }
+            if attr.value.windows(2).any(|w| w == b"&#") {
+                let value = attr
+                    .unescape_value()
+                    .map_err(|e| InvalidPayload::odm(format!("bad attribute value: {e}")))?;
+                if let Some(c) = value.chars().find(|c| !xml_text::is_xml_char(*c)) {
+                    return Err(InvalidPayload::odm(format!(
+                        "not well-formed XML: a character reference to U+{:04X}, which XML does not allow",
+                        c as u32
+                    )));
+                }
+            }
+        }
+        self.frames.push(frame);
+        let element = e.name();
+        let undeclared = element
+            .prefix()
+            .map(|p| p.as_ref().to_vec())
+            .into_iter()
+            .chain(prefixed)
+            .find(|p| !self.declared(p));
+        if empty {
+            self.frames.pop();
+        }
+        match undeclared {
+            Some(p) => Err(InvalidPayload::odm(format!(
+                "not well-formed XML: namespace prefix {:?} is used but never declared",
+                String::from_utf8_lossy(&p)
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    fn close(&mut self) {
+        self.frames.pop();
+    }
 }
 
 fn scan_buffered(input: impl BufRead) -> Result<OdmSummary, InvalidPayload> {
@@ -45,11 +112,19 @@ fn scan_buffered(input: impl BufRead) -> Result<OdmSummary, InvalidPayload> {
     // Inside <AuditRecord>: depth of that element; inside <SourceID>: its text.
     let mut in_audit: Option<usize> = None;
     let mut source_text: Option<String> = None;
+    let mut scopes = Scopes::default();
+    let mut first = true;
     loop {
         let at = reader.buffer_position();
         let event = reader
             .read_event_into(&mut buf)
             .map_err(|e| InvalidPayload::odm(format!("not well-formed XML at byte {at}: {e}")))?;
+        if matches!(event, Event::Decl(_)) && !first {
+            return Err(InvalidPayload::odm(
+                "not well-formed XML: an XML declaration is allowed only at the very start",
+            ));
+        }
+        first = false;
         match event {
             Event::DocType(_) => {
                 return Err(InvalidPayload::odm(
@@ -58,6 +133,7 @@ fn scan_buffered(input: impl BufRead) -> Result<OdmSummary, InvalidPayload> {
             }
             Event::Start(ref e) | Event::Empty(ref e) => {
                 let empty = matches!(event, Event::Empty(_));
+                scopes.open(e, empty)?;
                 if depth == 0 {
                     if seen_root {
                         return Err(InvalidPayload::odm("more than one root element"));
@@ -85,6 +161,7 @@ fn scan_buffered(input: impl BufRead) -> Result<OdmSummary, InvalidPayload> {
                 }
             }
             Event::End(ref e) => {
+                scopes.close();
                 depth = depth.saturating_sub(1);
                 if e.local_name().as_ref() == b"SourceID" {
                     if let Some(text) = source_text.take() {
@@ -117,7 +194,7 @@ fn scan_buffered(input: impl BufRead) -> Result<OdmSummary, InvalidPayload> {
                     "apos" => '\'',
                     "quot" => '"',
                     _ => match r.resolve_char_ref() {
-                        Ok(Some(c)) => c,
+                        Ok(Some(c)) if xml_text::is_xml_char(c) => c,
                         _ => return Err(InvalidPayload::odm(format!("entity &{name}; is not allowed"))),
                     },
                 };
@@ -309,5 +386,75 @@ mod tests {
         let ok =
             r#"<ODM ODMVersion="1.3.2" FileType="Snapshot"><ClinicalData>&amp;&#65;</ClinicalData></ODM>"#;
         assert!(scan(ok.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn well_formedness_as_xml_1_0_defines_it() {
+        let bad = [
+            (
+                "undeclared prefix",
+                RAVE.replace("mdsol:SubjectName", "rave:SubjectName"),
+            ),
+            (
+                "duplicate attribute",
+                RAVE.replace(
+                    "EditPoint=\"Monitoring\"",
+                    "EditPoint=\"Monitoring\" EditPoint=\"X\"",
+                ),
+            ),
+            ("control character", RAVE.replace("isparks", "is\u{1}parks")),
+            (
+                "character reference to a control character",
+                RAVE.replace("isparks", "is&#1;parks"),
+            ),
+            (
+                "UTF-8 bytes under encoding=\"utf-16\"",
+                RAVE.replace("encoding=\"utf-8\"", "encoding=\"utf-16\""),
+            ),
+            (
+                "a declaration after the start",
+                RAVE.replace("<ClinicalData", "<?xml version=\"1.0\"?><ClinicalData"),
+            ),
+        ];
+        for (what, doc) in bad {
+            assert!(scan(doc.as_bytes()).is_err(), "{what} was accepted");
+        }
+    }
+
+    #[test]
+    fn utf16_and_iso_8859_1_odm_with_matching_declarations_are_accepted() {
+        let utf16_doc = RAVE
+            .replace("encoding=\"utf-8\"", "encoding=\"UTF-16\"")
+            .replace("isparks", "isparks-é");
+        for le in [true, false] {
+            let mut bytes = if le { vec![0xFF, 0xFE] } else { vec![0xFE, 0xFF] };
+            for u in utf16_doc.encode_utf16() {
+                bytes.extend_from_slice(&if le { u.to_le_bytes() } else { u.to_be_bytes() });
+            }
+            let s = scan(&bytes[..]).unwrap_or_else(|e| panic!("UTF-16 (le {le}) refused: {}", e.detail));
+            assert_eq!((s.clinical_data, s.subject_data, s.audit_records), (1, 1, 2));
+            assert_eq!(s.max_source_id, Some(2351));
+        }
+        let latin = RAVE.replace("encoding=\"utf-8\"", "encoding=\"ISO-8859-1\"");
+        let mut bytes: Vec<u8> = latin
+            .replace("isparks", "isparks-\u{e9}")
+            .chars()
+            .map(|c| c as u8)
+            .collect();
+        bytes.push(b'\n');
+        let s = scan(&bytes[..]).unwrap_or_else(|e| panic!("ISO-8859-1 refused: {}", e.detail));
+        assert_eq!(s.audit_records, 2);
+        // The same Latin-1 bytes declared as UTF-8 are not well-formed.
+        let as_utf8: Vec<u8> = String::from_utf8_lossy(&bytes)
+            .replace("ISO-8859-1", "utf-8")
+            .into_bytes();
+        assert!(
+            scan(&as_utf8[..]).is_ok(),
+            "lossy conversion made it valid UTF-8: control"
+        );
+        let mut mislabelled = bytes.clone();
+        let at = latin.find("ISO-8859-1").unwrap();
+        mislabelled.splice(at..at + "ISO-8859-1".len(), b"utf-8".iter().copied());
+        assert!(scan(&mislabelled[..]).is_err(), "Latin-1 bytes declared as UTF-8");
     }
 }
