@@ -203,6 +203,7 @@ Faults (--fault N=SPEC, N = the Nth request received, from 1):
   oversize:BYTES      a 200 body of BYTES bytes
   latency:MS          the page, MS milliseconds late
   garbage             a 200 body that is not valid JSON / ODM
+  gzip                the page, labelled Content-Encoding: gzip (never asked for)
   cross-origin-next:URL   the page, its next link pointing at URL
   redirect:URL        302 to URL
   vault-failure:TYPE  200 {\"responseStatus\":\"FAILURE\",\"errors\":[{\"type\":TYPE,...}]}

@@ -92,6 +92,9 @@ pub struct ResponseMeta {
     pub retry_after: Vec<Vec<u8>>,
     pub link: Vec<String>,
     pub content_type: Option<String>,
+    /// `Content-Encoding`, when the server sent one other than identity:
+    /// requests ask for identity, so a compressed body is refused by name.
+    pub content_encoding: Option<String>,
     pub content_length: Option<u64>,
     /// Vendor quota headers present on the response (lowercase names).
     pub quota_headers: BTreeMap<String, String>,
@@ -252,6 +255,12 @@ impl ReadOnlyClient {
         headers.insert(
             USER_AGENT,
             HeaderValue::from_static(concat!("edc-sync/", env!("CARGO_PKG_VERSION"))),
+        );
+        // The body is hashed and landed byte for byte as the vendor sent it:
+        // no transfer compression to undo (RFC 9110 §12.5.3).
+        headers.insert(
+            reqwest::header::ACCEPT_ENCODING,
+            HeaderValue::from_static("identity"),
         );
         let redirect_origin = origin.clone();
         let http = reqwest::Client::builder()
@@ -445,6 +454,15 @@ impl ReadOnlyClient {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
+        let content_encoding = headers
+            .get(reqwest::header::CONTENT_ENCODING)
+            .map(|v| {
+                String::from_utf8_lossy(v.as_bytes())
+                    .chars()
+                    .take(64)
+                    .collect::<String>()
+            })
+            .filter(|v| !v.trim().eq_ignore_ascii_case("identity"));
         let content_length = headers
             .get(CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
@@ -471,6 +489,7 @@ impl ReadOnlyClient {
             retry_after,
             link,
             content_type,
+            content_encoding,
             content_length,
             quota_headers,
             server_date,

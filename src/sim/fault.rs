@@ -18,6 +18,7 @@
 //! | `backdated` | the JSON page, every record's `modified_date__v` in 1999 (a vendor clock set back) |
 //! | `cursor-value:TEXT` | the JSON page, every record's `modified_date__v` set to TEXT (hostile values) |
 //! | `content-type:TYPE` | the page, with `Content-Type: TYPE` |
+//! | `gzip` | the page, labelled `Content-Encoding: gzip` although the client asked for identity |
 //! | `endless` | from this request on, every page has a next link (an API that never ends its window) |
 //! | `stall:MS` | the page's headers and half its body, then MS milliseconds of silence (slowloris) |
 //! | `cross-origin-next:URL` | the page, with its next link pointing at URL |
@@ -56,6 +57,8 @@ pub enum Fault {
     /// The JSON page with every record's `modified_date__v` set to this.
     CursorValue(String),
     ContentType(String),
+    /// The page labelled `Content-Encoding: gzip`.
+    Gzip,
     Endless,
     Stall(Duration),
     CrossOriginNext(String),
@@ -101,6 +104,7 @@ impl FromStr for Fault {
             ["backdated"] => Fault::Backdated,
             ["cursor-value", rest @ ..] if !rest.is_empty() => Fault::CursorValue(rest.join(":")),
             ["endless"] => Fault::Endless,
+            ["gzip"] => Fault::Gzip,
             ["content-type", rest @ ..] if !rest.is_empty() => Fault::ContentType(rest.join(":")),
             ["stall", ms] => Fault::Stall(Duration::from_millis(number(ms)?)),
             ["cross-origin-next", rest @ ..] if !rest.is_empty() => Fault::CrossOriginNext(rest.join(":")),

@@ -357,6 +357,9 @@ async fn decide(
     match fault {
         Some(Fault::Truncate) => answer.cut_after = answer.page.as_ref().map(|p| p.len / 2),
         Some(Fault::Stall(pause)) => answer.stall = Some(pause),
+        Some(Fault::Gzip) => answer
+            .headers
+            .push((HeaderName::from_static("content-encoding"), "gzip".into())),
         Some(Fault::ContentType(ct)) => {
             answer.headers.retain(|(name, _)| name != CONTENT_TYPE);
             answer.headers.push((CONTENT_TYPE, ct));

@@ -602,7 +602,7 @@ impl<P: Pacer> Loop<'_, P> {
         self.note_clock(&reply.meta);
         let status = reply.status;
         if status.is_success() {
-            let result = self.land(url, cursor, request_id, attempt, reply).await;
+            let result = self.land(url, cursor, request_id, attempt, budget, reply).await;
             let _ = permit.release().await;
             return result;
         }
@@ -717,9 +717,19 @@ impl<P: Pacer> Loop<'_, P> {
         cursor: &Cursor,
         request_id: &str,
         attempt: u32,
+        budget: u32,
         reply: Reply,
     ) -> Result<Attempt, SyncError> {
         let meta = reply.meta.clone();
+        if let Some(encoding) = reply.content_encoding.as_deref() {
+            let reason = format!(
+                "GET {url}: the body is Content-Encoding: {encoding}, which was not asked for (requests \
+                 send Accept-Encoding: identity); nothing was committed"
+            );
+            self.failed(url, request_id, attempt, Some(&meta), None, reason.clone())
+                .await?;
+            return Err(self.rejected(reason));
+        }
         if let Some(ct) = reply.content_type.as_deref() {
             let expected = match self.job.delta.format {
                 PayloadFormat::Json => "json",
@@ -751,6 +761,14 @@ impl<P: Pacer> Loop<'_, P> {
             Ok(d) => d,
             Err(e) => {
                 temp.discard();
+                // A body that stalls or breaks off is the same failure as
+                // headers that never come: past the budget, 69 for both.
+                if e.is_transient() && attempt >= budget {
+                    let reason = format!("{e} (attempt {attempt} of {budget})");
+                    return self
+                        .exhausted(url, attempt, reason, cursor, Spent::Unreachable)
+                        .await;
+                }
                 if e.is_transient() {
                     return self
                         .retry_later(url, request_id, attempt, e.to_string(), meta.execution_id)

@@ -222,6 +222,21 @@ async fn a_stalling_server_times_out_and_the_page_is_retried() {
     assert_eq!(fx.manifest_len("vault_json"), 3);
 }
 
+/// Headers that never come and a body that stalls are one failure, "the
+/// EDC did not deliver": past the retry budget both exit 69, as the README says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_headers_and_a_slow_body_exit_alike() {
+    // request_timeout_s: 2, max_retry_attempts: 3 in the test policy.
+    for fault in ["latency:3000", "stall:3000"] {
+        let fx = Fixture::new();
+        let faults: Vec<String> = (1..=3).map(|n| format!("{n}={fault}")).collect();
+        let faults: Vec<&str> = faults.iter().map(String::as_str).collect();
+        let (r, _) = fx.run("vault_json", &faults).await;
+        assert_eq!(code(&r), 69, "{fault}: {}", message(&r));
+        assert_eq!(fx.manifest_len("vault_json"), 0, "{fault}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_content_type_is_refused() {
     for (vendor, ct) in [("vault_json", "text/html"), ("rave", "application/json")] {
@@ -231,6 +246,20 @@ async fn a_wrong_content_type_is_refused() {
         assert!(message(&r).contains("Content-Type"), "{}", message(&r));
         assert_eq!(fx.manifest_len(vendor), 0);
     }
+}
+
+/// A compressed body was never asked for (Accept-Encoding: identity): it
+/// is refused by its Content-Encoding, not reported as a JSON syntax error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compressed_body_is_refused_by_name() {
+    let fx = Fixture::new();
+    let (r, sim) = fx.run("vault_json", &["1=gzip"]).await;
+    assert_eq!(code(&r), 65);
+    assert!(message(&r).contains("Content-Encoding: gzip"), "{}", message(&r));
+    assert!(!message(&r).contains("line 1 column 1"), "{}", message(&r));
+    assert_eq!(fx.manifest_len("vault_json"), 0);
+    let asked = sim.requests();
+    assert!(!asked.is_empty());
 }
 
 fn validate(text: &str) -> support::Outcome {
