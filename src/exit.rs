@@ -162,6 +162,9 @@ impl Exit {
             if cause.is::<KeyError>() {
                 return Exit::Config;
             }
+            if cause.is::<crate::audit::anchor::redis_copy::RedisAnchorError>() {
+                return Exit::Unavailable;
+            }
             if let Some(e) = cause.downcast_ref::<SyncError>() {
                 return match e {
                     SyncError::Exhausted { .. }

@@ -272,7 +272,7 @@ async fn anchor(audit: &SharedAudit, file: &std::path::Path, redis: Option<&Redi
         eprintln!("warning: audit anchor {} not written: {e}", file.display());
     }
     if let Some(redis) = redis {
-        if let Err(e) = redis.put_audit_anchor(&head).await {
+        if let Err(e) = crate::audit::anchor::redis_copy::store(redis, &head).await {
             eprintln!("warning: audit anchor not written to Redis: {e}");
         }
     }
@@ -282,7 +282,7 @@ async fn anchor(audit: &SharedAudit, file: &std::path::Path, redis: Option<&Redi
 /// soon as Redis is reached and before any request.
 async fn check_redis_anchor(redis: &RedisPacer, audit: &SharedAudit) -> anyhow::Result<()> {
     let path = audit.canonical_path();
-    if let Some(head) = redis.audit_anchor(path).await? {
+    if let Some(head) = crate::audit::anchor::redis_copy::load(redis, path).await? {
         let source = format!("Redis anchor {}", ChainHead::redis_key(path));
         audit.check_anchor(&source, &head)?;
     }

@@ -166,3 +166,68 @@ impl ChainHead {
         )
     }
 }
+
+/// The anchor kept in Redis, beside the pacing keys: a second copy that an
+/// insider who can rewrite the state directory may still not reach.
+pub mod redis_copy {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use super::ChainHead;
+    use crate::limiter::RedisPacer;
+
+    const TIMEOUT: Duration = Duration::from_secs(2);
+
+    /// Why Redis could not answer about the anchor.
+    #[derive(Debug, thiserror::Error)]
+    #[error("the audit anchor in Redis ({key}): {detail}")]
+    pub struct RedisAnchorError {
+        pub key: String,
+        pub detail: String,
+    }
+
+    /// The anchor for the trail at `audit_log`, if Redis has one.
+    pub async fn load(redis: &RedisPacer, audit_log: &Path) -> Result<Option<ChainHead>, RedisAnchorError> {
+        let key = ChainHead::redis_key(audit_log);
+        let err = |detail: String| RedisAnchorError {
+            key: key.clone(),
+            detail,
+        };
+        let mut conn = redis.connection();
+        let text: Option<String> =
+            tokio::time::timeout(TIMEOUT, redis::cmd("GET").arg(&key).query_async(&mut conn))
+                .await
+                .map_err(|_| err(format!("no answer within {TIMEOUT:?}")))?
+                .map_err(|e| err(e.to_string()))?;
+        text.map(|t| serde_json::from_str(&t))
+            .transpose()
+            .map_err(|e| err(format!("not an anchor: {e}")))
+    }
+
+    /// Stores `head` unless the anchor there is already further along, in
+    /// one script so that two runs finishing together keep the later head.
+    pub async fn store(redis: &RedisPacer, head: &ChainHead) -> Result<(), RedisAnchorError> {
+        static SCRIPT: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+            redis::Script::new(
+                "local cur = redis.call('GET', KEYS[1]) \
+                 if cur then local ok, c = pcall(cjson.decode, cur) \
+                   if ok and tonumber(c['bytes']) and tonumber(c['bytes']) > tonumber(ARGV[2]) then return 0 end end \
+                 redis.call('SET', KEYS[1], ARGV[1]) return 1",
+            )
+        });
+        let key = ChainHead::redis_key(&head.audit_log);
+        let err = |detail: String| RedisAnchorError {
+            key: key.clone(),
+            detail,
+        };
+        let json = serde_json::to_string(head).map_err(|e| err(e.to_string()))?;
+        let mut conn = redis.connection();
+        let mut invocation = SCRIPT.prepare_invoke();
+        invocation.key(&key).arg(json).arg(head.bytes);
+        tokio::time::timeout(TIMEOUT, invocation.invoke_async::<i64>(&mut conn))
+            .await
+            .map_err(|_| err(format!("no answer within {TIMEOUT:?}")))?
+            .map(|_| ())
+            .map_err(|e| err(e.to_string()))
+    }
+}

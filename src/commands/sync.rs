@@ -45,6 +45,28 @@ pub fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
         args.until.as_deref().map_or("open".into(), sanitize)
     );
     let mut spec = spec(args.sync)?;
+    let legacy = format!(
+        "{}..{}",
+        crate::store::migrate::legacy_sanitize(&args.since),
+        args.until
+            .as_deref()
+            .map_or("open".into(), crate::store::migrate::legacy_sanitize)
+    );
+    for root in [&spec.state, &spec.out] {
+        let (old, new) = (
+            root.join("backfill").join(&legacy),
+            root.join("backfill").join(&label),
+        );
+        if old != new && old.is_dir() && !new.exists() {
+            std::fs::rename(&old, &new)
+                .with_context(|| format!("moving {} to its new name {}", old.display(), new.display()))?;
+            eprintln!(
+                "moved {} to {} (directory names are now injective)",
+                old.display(),
+                new.display()
+            );
+        }
+    }
     spec.out = spec.out.join("backfill").join(&label);
     spec.state = spec.state.join("backfill").join(&label);
     spec.options.since = Some(args.since);

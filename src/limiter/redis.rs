@@ -17,7 +17,6 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{FromRedisValue, Script, ScriptInvocation};
 
 use super::{ceil_ms, LeaseAttempt, Pacer, PacerError, Quota, Reservation};
-use crate::audit::ChainHead;
 use crate::redact::redact_arg;
 
 const ATTEMPTS: u32 = 3;
@@ -153,39 +152,11 @@ impl RedisPacer {
             .to_string())
     }
 
-    /// The audit trail's anchor kept in Redis (see `audit::anchor`).
-    pub async fn audit_anchor(&self, audit_log: &std::path::Path) -> Result<Option<ChainHead>, PacerError> {
-        let key = ChainHead::redis_key(audit_log);
-        let mut conn = self.inner.conn.clone();
+    /// A connection for state kept beside the pacing keys (the audit
+    /// trail's anchor): same server, same fail-closed timeouts by the caller.
+    pub fn connection(&self) -> ConnectionManager {
         self.inner.calls.fetch_add(1, Ordering::Relaxed);
-        let text: Option<String> = redis::cmd("GET")
-            .arg(&key)
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| self.unavailable(1, e.to_string()))?;
-        text.map(|t| serde_json::from_str(&t))
-            .transpose()
-            .map_err(|e| self.protocol("audit_anchor", format!("{key} is not an anchor: {e}")))
-    }
-
-    /// Stores `head` unless the anchor there is already further along, in
-    /// one script so that two runs finishing together keep the later head.
-    pub async fn put_audit_anchor(&self, head: &ChainHead) -> Result<(), PacerError> {
-        static SCRIPT: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
-            Script::new(
-                "local cur = redis.call('GET', KEYS[1]) \
-                 if cur then local ok, c = pcall(cjson.decode, cur) \
-                   if ok and tonumber(c['bytes']) and tonumber(c['bytes']) > tonumber(ARGV[2]) then return 0 end end \
-                 redis.call('SET', KEYS[1], ARGV[1]) return 1",
-            )
-        });
-        let json = serde_json::to_string(head).map_err(|e| self.protocol("audit_anchor", e.to_string()))?;
-        let mut invocation = SCRIPT.prepare_invoke();
-        invocation
-            .key(ChainHead::redis_key(&head.audit_log))
-            .arg(json)
-            .arg(head.bytes);
-        self.call::<i64>("audit_anchor", &invocation).await.map(|_| ())
+        self.inner.conn.clone()
     }
 
     /// Takes the cross-host run lock `name`: `Ok(fence)` or `Err(holder)`.

@@ -4,6 +4,7 @@
 mod cursor;
 mod landing;
 mod lock;
+pub mod migrate;
 
 pub use cursor::{Cursor, CursorStore, PageAdvance, StoreError};
 pub use landing::{LandedPage, LandingStore, LandingTemp, ManifestEntry};
@@ -24,19 +25,28 @@ pub fn stream_dir_name(id: &StreamIdentity) -> String {
     )
 }
 
-/// Keeps letters, digits, `-`, `_`, `.`, `(`, `)`; anything else becomes
-/// `_` followed by its hex code, so distinct names stay distinct.
+/// Keeps letters, digits, `-`, `_`, `.` (not leading), `(` and `)`; every
+/// other character is percent-encoded byte by byte (`/` becomes `%2F`, `%`
+/// itself `%25`), as in a URL. The mapping is injective: every `%` starts a
+/// fixed-width escape, so a name decodes back to exactly one id and two
+/// distinct ids never share a path. (Before, escapes were `_` and hex
+/// without a terminator: `a/b` and `a_2fb` collided; `migrate` moves state
+/// written under those names.) The empty string becomes `%`, which no
+/// non-empty id produces.
 pub fn sanitize(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '(' | ')') || (c == '.' && !out.is_empty()) {
             out.push(c);
         } else {
-            out.push_str(&format!("_{:x}", c as u32));
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("%{b:02X}"));
+            }
         }
     }
     if out.is_empty() {
-        out.push('-');
+        out.push('%');
     }
     out
 }
@@ -64,5 +74,48 @@ mod tests {
         );
         assert_ne!(sanitize("a/b"), sanitize("a_b"));
         assert_ne!(sanitize(".."), sanitize("."));
+        assert_ne!(
+            sanitize("a/b"),
+            sanitize("a_2fb"),
+            "the collision of the old mapping"
+        );
+        assert_ne!(sanitize(""), sanitize("-"));
+        assert_eq!(
+            sanitize("Mediflex(Prod)"),
+            "Mediflex(Prod)",
+            "plain ids keep their names"
+        );
+    }
+
+    /// Decodes a sanitised name: if every name decodes to the id it came
+    /// from, no two ids can share one.
+    fn unsanitize(name: &str) -> Option<String> {
+        if name == "%" {
+            return Some(String::new());
+        }
+        let mut bytes = Vec::new();
+        let mut rest = name.as_bytes();
+        while let Some((&b, tail)) = rest.split_first() {
+            if b == b'%' {
+                let hex = std::str::from_utf8(tail.get(..2)?).ok()?;
+                bytes.push(u8::from_str_radix(hex, 16).ok()?);
+                rest = &tail[2..];
+            } else {
+                bytes.push(b);
+                rest = tail;
+            }
+        }
+        String::from_utf8(bytes).ok()
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn sanitize_is_injective(id in "\\PC{0,12}", other in "[a-z_/0-9.]{0,6}") {
+            proptest::prop_assert_eq!(unsanitize(&sanitize(&id)), Some(id.clone()));
+            proptest::prop_assert_eq!(unsanitize(&sanitize(&other)), Some(other.clone()));
+            if id != other {
+                proptest::prop_assert_ne!(sanitize(&id), sanitize(&other));
+            }
+        }
     }
 }

@@ -101,6 +101,19 @@ impl AuditEvent for PageCommitted {
     const NAME: &'static str = "page_committed";
 }
 
+/// State written under the old, non-injective directory names was moved to
+/// the new ones (see `store::migrate`): before anything else of the stream.
+#[derive(Debug, Serialize)]
+pub struct StateMigrated {
+    pub stream: String,
+    pub from: String,
+    pub to: String,
+}
+
+impl AuditEvent for StateMigrated {
+    const NAME: &'static str = "state_migrated";
+}
+
 /// A torn final manifest line was dropped when the stream started, and the
 /// pages the audit trail says were committed there but the manifest no
 /// longer lists were listed again from their `page_committed` lines.

@@ -321,6 +321,14 @@ async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<Loop<'_, P>
         };
         job.audit.record(event).await?;
     }
+    for moved in crate::store::migrate::stream(&job.state_dir, &job.out_dir, &job.identity)? {
+        let event = events::StateMigrated {
+            stream: name.clone(),
+            from: moved.from.display().to_string(),
+            to: moved.to.display().to_string(),
+        };
+        job.audit.record(event).await?;
+    }
     let cursors = CursorStore::new(&job.state_dir, &job.identity).starting_at(job.options.since.clone());
     let landing_dir = job.out_dir.join(crate::store::stream_dir_name(&job.identity));
     let ext = match job.delta.format {

@@ -213,3 +213,66 @@ fn verify_of_a_missing_directory_is_no_input() {
     ]);
     assert_eq!(out.code, 66, "{}", out.stderr);
 }
+
+/// The study ids `a/b` and `a_2fb` shared one directory under the old
+/// names: now each has its own landing and cursor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_ids_that_collided_under_the_old_names_land_apart() {
+    let fx = Fixture::new();
+    let sim = sim_with(RECORDS).await;
+    for study in ["a/b", "a_2fb"] {
+        let mut spec = fx.spec(&sim, AuditOptions::default());
+        spec.study = study.into();
+        assert_eq!(fx.run_spec(spec).await.0, 0, "{study}");
+    }
+    let cursors: Vec<String> = ["a/b", "a_2fb"]
+        .iter()
+        .map(|s| {
+            let name = edc_sync::store::sanitize(s);
+            let path = fx.path(&format!("state/vault_json/-/{name}/-/default.cursor.json"));
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        })
+        .collect();
+    assert!(cursors[0].contains("\"a/b\"") && cursors[1].contains("\"a_2fb\""));
+    assert_eq!(verify(&fx).code, 0);
+}
+
+/// State left under an old name is moved once, audited, and the stream
+/// resumes from its cursor instead of starting over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_under_the_old_names_is_migrated_and_resumed() {
+    let fx = Fixture::new();
+    let sim = sim_with(RECORDS).await;
+    let study = "S 1/x";
+    let mut spec = fx.spec(&sim, AuditOptions::default());
+    spec.study = study.into();
+    assert_eq!(fx.run_spec(spec.clone()).await.0, 0);
+    // Put the state where the previous version kept it.
+    let (new, old) = (
+        edc_sync::store::sanitize(study),
+        edc_sync::store::migrate::legacy_sanitize(study),
+    );
+    assert_ne!(new, old);
+    for root in ["state/vault_json/-", "landing/vault_json/-"] {
+        std::fs::rename(
+            fx.path(&format!("{root}/{new}")),
+            fx.path(&format!("{root}/{old}")),
+        )
+        .unwrap();
+    }
+    let before = sim.requests().len();
+    assert_eq!(fx.run_spec(spec).await.0, 0);
+    let migrated = events(&fx.trail(), "state_migrated");
+    assert_eq!(migrated.len(), 2, "landing directory and cursor: {migrated:?}");
+    assert_eq!(
+        sim.requests().len() - before,
+        1,
+        "resumed: one poll, not the whole history again"
+    );
+    assert!(fx
+        .path(&format!("state/vault_json/-/{new}/-/default.cursor.json"))
+        .exists());
+    assert!(!fx
+        .path(&format!("state/vault_json/-/{old}/-/default.cursor.json"))
+        .exists());
+}
