@@ -52,25 +52,25 @@ pub fn scrub(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Redacts the password of any `scheme://user:password@host` in `arg`,
-/// whether the argument is the URL itself or `--flag=URL`.
+/// Redacts the userinfo of any `scheme://user:password@host` in `arg`,
+/// whether the argument is the URL itself or `--flag=URL`: everything from
+/// `://` to the last `@` (see [`without_userinfo`]), user name included,
+/// since a token is often passed as the user.
 pub fn redact_arg(arg: &str) -> String {
-    let Some(scheme_end) = arg.find("://") else {
-        return arg.to_string();
-    };
-    let rest = &arg[scheme_end + 3..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else {
-        return arg.to_string();
-    };
-    let userinfo = &rest[..at];
-    let user = userinfo.split(':').next().unwrap_or("");
-    let redacted_user = if userinfo.contains(':') {
-        format!("{user}:***")
-    } else {
-        "***".to_string()
-    };
-    format!("{}{}{}", &arg[..scheme_end + 3], redacted_user, &rest[at..])
+    without_userinfo(arg)
+}
+
+/// `text` with everything between `://` and the last `@` replaced by
+/// `***`: for a URL that may not even parse (a secret with `/`, `\` or a
+/// control character in it breaks the parser before it finds the
+/// userinfo), so the whole userinfo goes, whatever its bytes.
+pub fn without_userinfo(text: &str) -> String {
+    match (text.find("://"), text.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            format!("{}***{}", &text[..scheme_end + 3], &text[at..])
+        }
+        _ => text.to_string(),
+    }
 }
 
 /// The process arguments with credentials in URLs redacted.
@@ -97,11 +97,22 @@ mod tests {
     fn passwords_in_urls_are_redacted() {
         assert_eq!(
             redact_arg("redis://:hunter2@127.0.0.1:6379/0"),
-            "redis://:***@127.0.0.1:6379/0"
+            "redis://***@127.0.0.1:6379/0"
         );
-        assert_eq!(redact_arg("--redis=redis://u:p@h"), "--redis=redis://u:***@h");
+        assert_eq!(redact_arg("--redis=redis://u:p@h"), "--redis=redis://***@h");
         assert_eq!(redact_arg("https://token@host/x"), "https://***@host/x");
-        assert_eq!(redact_arg("https://host/a@b"), "https://host/a@b");
+        assert_eq!(
+            redact_arg("redis://:a/b?c@h:1/"),
+            "redis://***@h:1/",
+            "a password with / and ?"
+        );
         assert_eq!(redact_arg("--study"), "--study");
+    }
+
+    #[test]
+    fn userinfo_goes_whole_even_when_the_url_does_not_parse() {
+        use super::without_userinfo;
+        assert_eq!(without_userinfo("http://u:a/b\\c@h:1/x"), "http://***@h:1/x");
+        assert_eq!(without_userinfo("http://h/x"), "http://h/x");
     }
 }

@@ -46,28 +46,31 @@ pub struct Origin {
 impl Origin {
     /// Parses and checks the base URL from the policy's `base_url_env`.
     pub fn of_base(base: &str) -> Result<(Origin, Url), OriginError> {
+        // Every message shows the URL without its userinfo: a base URL that
+        // carries a credential is refused, and must not be echoed either.
+        let shown = crate::redact::without_userinfo(base.trim());
         let url = Url::parse(base.trim()).map_err(|e| OriginError::BadBase {
-            url: base.to_string(),
+            url: shown.clone(),
             detail: e.to_string(),
         })?;
         if !url.username().is_empty() || url.password().is_some() {
             // Never echo it: the userinfo is a credential.
             return Err(OriginError::BadBase {
-                url: crate::redact::redact_arg(base.trim()),
+                url: shown,
                 detail: "credentials in the URL are refused; they come from the policy's auth variables"
                     .into(),
             });
         }
         if url.query().is_some() || url.fragment().is_some() {
             return Err(OriginError::BadBase {
-                url: base.to_string(),
+                url: shown,
                 detail: "a base URL has no query or fragment".into(),
             });
         }
         let host = url.host_str().unwrap_or_default().to_string();
         if host.is_empty() || !matches!(url.scheme(), "http" | "https") {
             return Err(OriginError::BadBase {
-                url: base.to_string(),
+                url: shown,
                 detail: "needs http(s)://host".into(),
             });
         }

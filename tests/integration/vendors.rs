@@ -1024,3 +1024,145 @@ async fn a_hostile_cursor_value_from_vendor_data_stays_one_inert_literal() {
     assert_eq!(last.vql_since.as_deref(), Some(hostile));
     assert!(last.fault.is_none());
 }
+
+// ---- no secret in any output, whatever its bytes --------------------------
+
+/// Every file under `dir` and every output stream, as bytes.
+fn everything_written(dir: &Path, outputs: &[Output]) -> Vec<(String, Vec<u8>)> {
+    let mut all: Vec<(String, Vec<u8>)> = outputs
+        .iter()
+        .enumerate()
+        .flat_map(|(i, o)| {
+            [
+                (format!("stdout of run {i}"), o.stdout.clone()),
+                (format!("stderr of run {i}"), o.stderr.clone()),
+            ]
+        })
+        .collect();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap_or_default();
+            if path.is_dir() {
+                if name != ".git" {
+                    stack.push(path);
+                }
+            } else if name != "policies.yaml" {
+                all.push((path.display().to_string(), std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    all
+}
+
+/// The forms a secret could be written in: its bytes, and the escaped
+/// forms JSON and Rust's `{:?}` would give it.
+fn secret_forms(secret: &[u8]) -> Vec<Vec<u8>> {
+    let mut forms = vec![secret.to_vec()];
+    if let Ok(text) = std::str::from_utf8(secret) {
+        let json = serde_json::to_string(text).unwrap();
+        forms.push(json.as_bytes()[1..json.len() - 1].to_vec());
+        let debug = format!("{text:?}");
+        forms.push(debug.as_bytes()[1..debug.len() - 1].to_vec());
+    }
+    forms.sort();
+    forms.dedup();
+    forms
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// A run of `vendor` with the secret in `place`.
+fn secret_run(fx: &Fixture, sim: &Simulator, vendor: &str, place: &str, secret: &std::ffi::OsStr) -> Output {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let mut cmd = fx.sync(vendor, sim, PASSWORD);
+    match place {
+        "password" => {
+            cmd.env("EDC_SYNC_TEST_PASSWORD", secret);
+        }
+        "helper output" => {
+            cmd.env("EDC_SYNC_TEST_HELPER_TOKEN", secret);
+        }
+        "base URL userinfo" => {
+            let mut url = b"http://user:".to_vec();
+            url.extend_from_slice(secret.as_bytes());
+            url.extend_from_slice(format!("@{}", sim.base_url().trim_start_matches("http://")).as_bytes());
+            cmd.env("EDC_SYNC_TEST_BASE_URL", std::ffi::OsString::from_vec(url));
+        }
+        "Redis URL password" => {
+            let mut url = b"redis://:".to_vec();
+            url.extend_from_slice(secret.as_bytes());
+            url.extend_from_slice(b"@127.0.0.1:1/");
+            let args: Vec<std::ffi::OsString> = cmd.get_args().map(|a| a.to_os_string()).collect();
+            let mut fresh = support::edc_sync();
+            for a in args {
+                if a == "--pacer" {
+                    fresh
+                        .arg("--redis")
+                        .arg(std::ffi::OsString::from_vec(url.clone()));
+                    continue;
+                }
+                if a == "local" {
+                    continue;
+                }
+                fresh.arg(a);
+            }
+            for (k, v) in cmd.get_envs() {
+                if let Some(v) = v {
+                    fresh.env(k, v);
+                }
+            }
+            fresh.stdout(Stdio::piped()).stderr(Stdio::piped());
+            cmd = fresh;
+        }
+        other => panic!("no place {other}"),
+    }
+    cmd.args(["--metrics-file"]).arg(fx.path("metrics.prom"));
+    cmd.output().unwrap()
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 24, ..Default::default() })]
+
+    /// A secret of any bytes (printable, control characters, non-ASCII,
+    /// not UTF-8), handed to a run as a password, a credential helper's
+    /// output, a base URL's userinfo or a Redis password, appears in no
+    /// file and no stream the run writes, in no escaped form either.
+    #[test]
+    fn no_generated_secret_appears_in_any_output(
+        core in proptest::collection::vec(1u8..=255, 8..24),
+        printable in "[!-~]{8,20}",
+        as_text in proptest::bool::ANY,
+    ) {
+        use std::os::unix::ffi::OsStrExt;
+        let secret: Vec<u8> = if as_text { printable.into_bytes() } else { core };
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let fx = Fixture::new();
+        let sim = rt.block_on(sim(Profile::Rave, 30, &[], |_| {}));
+        let os = std::ffi::OsStr::from_bytes(&secret);
+        let outputs: Vec<Output> = [
+            ("rave_basic", "password"),
+            ("vault_session", "password"),
+            ("helper", "helper output"),
+            ("rave_basic", "base URL userinfo"),
+            ("rave_basic", "Redis URL password"),
+        ]
+        .iter()
+        .map(|(vendor, place)| {
+            let out = secret_run(&fx, &sim, vendor, place, os);
+            proptest::prop_assert_ne!(out.status.code(), Some(0), "{} in {}: the run cannot succeed", place, vendor);
+            Ok(out)
+        })
+        .collect::<Result<_, _>>()?;
+        let forms = secret_forms(&secret);
+        for (name, bytes) in everything_written(fx.dir.path(), &outputs) {
+            for form in &forms {
+                proptest::prop_assert!(!contains(&bytes, form), "{} holds the secret {:?}", name, String::from_utf8_lossy(form));
+            }
+        }
+        drop(sim);
+    }
+}
