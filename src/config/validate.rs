@@ -633,6 +633,7 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
     }
     let mut f = Fields::of(report, path, node)?;
     let base_url_path = f.child("base_url_env");
+    let auth_path = f.child("auth");
     let base_url_env = f
         .required(report, "base_url_env")
         .and_then(|(p, n)| env_name(report, &p, n));
@@ -752,6 +753,20 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
                     ),
                 );
             }
+        }
+    }
+    // Nor may a secret variable be named by another auth key (a password
+    // that is also the user name would be shown wherever the user is).
+    if let Some(auth) = &auth {
+        let vars = auth.env_vars();
+        for (i, (key, name)) in vars.iter().enumerate() {
+            let Some((other, _)) = vars[i + 1..].iter().find(|(_, n)| n == name) else {
+                continue;
+            };
+            report.add(
+                &auth_path,
+                format!("{key} and {other} both name {name}: each credential needs its own variable"),
+            );
         }
     }
     let (default_retry_after, max_wait) = (default_retry_after?, max_wait?);

@@ -616,3 +616,14 @@ fn show_prints_the_effective_policy_with_defaults() {
         unknown.stderr
     );
 }
+
+/// One variable for two credentials (the password is also the user name)
+/// would show the password wherever the user is shown.
+#[test]
+fn one_variable_for_two_credentials_is_refused_naming_both_keys() {
+    let text = example_with("password_env: VAULT_PASSWORD", "password_env: VAULT_USERNAME");
+    assert_rejected(
+        &text,
+        &["auth.username_env and auth.password_env both name VAULT_USERNAME"],
+    );
+}
