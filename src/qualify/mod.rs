@@ -1,14 +1,20 @@
 //! Qualification: `edc-sync qualify iq|oq` writes evidence a QA reviewer
 //! can sign without reading source code (validation/OQ.md is the protocol).
 
+mod audit_chain;
+mod boundaries;
+mod change_control;
 pub mod context;
 mod deltas;
 pub mod evidence;
 mod integrity;
 pub mod iq;
+mod pacing;
 pub mod redis_server;
 mod report;
+mod resilience;
 pub mod scenarios;
+mod throttling;
 pub mod trace;
 mod vendors;
 
