@@ -4,11 +4,14 @@
 //! manifest line, `page_committed` audit line, and last the cursor.
 
 use super::events::{PageCommitted, RequestFailed};
-use super::{window, CommittedPage, Loop, Received, SyncError};
+use super::request::Request;
+use super::{window, Attempt, CommittedPage, Loop, Received, Spent, SyncError};
 use crate::audit::now_rfc3339;
+use crate::config::PayloadFormat;
 use crate::edc::dialect::{self, NotAPage};
 use crate::edc::paging;
 use crate::edc::payload::{self, InvalidPayload, PageSummary};
+use crate::edc::Reply;
 use crate::limiter::Pacer;
 use crate::store::{Cursor, ManifestEntry, PageAdvance};
 
@@ -187,6 +190,104 @@ impl<P: Pacer> Loop<'_, P> {
             cursor: after,
             records: summary.records,
             replayed,
+        })
+    }
+
+    /// 2xx: stream into SHA-256 and a temp file, then validate, land, list,
+    /// audit and commit the cursor, in that order.
+    pub(super) async fn land(&mut self, req: &Request<'_>, reply: Reply) -> Result<Attempt, SyncError> {
+        let Request {
+            url,
+            cursor,
+            id: request_id,
+            attempt,
+            budget,
+        } = *req;
+        let meta = reply.meta.clone();
+        if let Some(encoding) = reply.content_encoding.as_deref() {
+            let reason = format!(
+                "GET {url}: the body is Content-Encoding: {encoding}, which was not asked for (requests \
+                 send Accept-Encoding: identity); nothing was committed"
+            );
+            self.failed(req, Some(&meta), None, reason.clone()).await?;
+            return Err(self.rejected(reason));
+        }
+        if let Some(ct) = reply.content_type.as_deref() {
+            let expected = match self.job.delta.format {
+                PayloadFormat::Json => "json",
+                PayloadFormat::Odm => "xml",
+            };
+            if !ct.to_ascii_lowercase().contains(expected) {
+                let reason = format!(
+                    "GET {url}: Content-Type {ct:?} is not {expected} (delta.format); nothing was committed"
+                );
+                self.failed(req, Some(&meta), None, reason.clone()).await?;
+                return Err(self.rejected(reason));
+            }
+        }
+        let page = Received {
+            url: url.clone(),
+            page_url: reply.url.clone(),
+            status: reply.status.as_u16(),
+            links: reply.link.clone(),
+            quota_headers: reply.quota_headers.clone(),
+            execution_id: reply.execution_id.clone(),
+            request_id: request_id.to_string(),
+            attempt,
+        };
+        let mut temp = self
+            .landing
+            .begin(&format!("{}-{}", self.run_id, self.requests))?;
+        let digest = match reply.stream_into(&mut temp).await {
+            Ok(d) => d,
+            Err(e) => {
+                temp.discard();
+                // A body that stalls or breaks off is the same failure as
+                // headers that never come: past the budget, 69 for both.
+                if e.is_transient() && attempt >= budget {
+                    let reason = format!("{e} (attempt {attempt} of {budget})");
+                    return self
+                        .exhausted(url, attempt, reason, cursor, Spent::Unreachable)
+                        .await;
+                }
+                if e.is_transient() {
+                    return self.retry_later(req, e.to_string(), meta.execution_id).await;
+                }
+                let reason = e.to_string();
+                self.failed(req, Some(&meta), None, reason.clone()).await?;
+                return Err(self.rejected(reason));
+            }
+        };
+        // Validation reads the temp file: blocking work, off the runtime.
+        let summary = match tokio::task::block_in_place(|| self.check_page(&mut temp))? {
+            Ok(summary) => summary,
+            Err(NotAPage::Vendor(error)) => {
+                temp.discard();
+                return self.vendor_error(req, &meta, error).await;
+            }
+            Err(NotAPage::Invalid(invalid)) => {
+                return Err(tokio::task::block_in_place(|| {
+                    self.quarantine(&page, temp, &digest, invalid)
+                }));
+            }
+        };
+        // Everything from here to the cursor is local file work with fsyncs:
+        // one hand-off to a blocking thread for the whole sequence.
+        let committed =
+            tokio::task::block_in_place(|| self.commit_page(&page, cursor, temp, &digest, summary))?;
+        self.report.pages += 1;
+        self.report.records += committed.records;
+        self.report.bytes += digest.bytes;
+        self.report.replayed_pages += u64::from(committed.replayed);
+        if let Some(bar) = &self.job.options.progress {
+            bar.inc(1);
+            bar.set_message(format!("{}: {} records", self.name, self.report.records));
+        }
+        self.vendor_burst(request_id, &page.quota_headers).await?;
+        // In a dry run nothing was committed: the cursor moves in memory only.
+        Ok(Attempt::Committed {
+            next: committed.next,
+            cursor: Box::new(committed.cursor),
         })
     }
 }

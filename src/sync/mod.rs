@@ -16,178 +16,47 @@
 //! vendor reports in a body), `commit.rs` (check a body, make a page
 //! durable), `window.rs` (date windows), `fence.rs` (the cross-host lock).
 
+mod classify;
 mod commit;
+mod error;
 pub mod events;
 mod fence;
+mod options;
 mod recover;
+mod report;
+mod request;
 mod session;
 mod vendor;
 mod waits;
 pub mod window;
 
+use classify::{classify, Verdict};
+pub use error::SyncError;
 pub use fence::{FenceError, FencedLock};
+use options::beyond;
+pub use options::SyncOptions;
+pub use report::{StreamOutcome, StreamReport, Wait, WaitKind};
+use request::Request;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use reqwest::{StatusCode, Url};
+use reqwest::Url;
 
-use crate::audit::{AuditError, RunId, SharedAudit};
+use crate::audit::{RunId, SharedAudit};
 use crate::config::{Delta, PayloadFormat, Policy, RecordOrder, StreamSpec};
-use crate::edc::dialect::{self, NotAPage, VendorError};
+use crate::edc::dialect::{self, VendorError};
 use crate::edc::paging;
-use crate::edc::payload;
-use crate::edc::{AuthError, FetchError, ReadOnlyClient, Reply, ResponseMeta, ERROR_BODY_CAP};
-use crate::limiter::{AcquireError, Limiter, Pacer, PacerError, Permit};
-use crate::store::{Cursor, CursorStore, LandingStore, LockError, RunLock, StoreError, StreamLocked};
+use crate::edc::{FetchError, ReadOnlyClient, ResponseMeta, ERROR_BODY_CAP};
+use crate::limiter::{AcquireError, Limiter, Pacer, Permit};
+use crate::store::{Cursor, CursorStore, LandingStore, RunLock, StoreError};
 use crate::stream::StreamIdentity;
 use events::*;
 
 /// Longest backoff after a 5xx or a transport error.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
-
-/// Why a stream stopped early. Each variant has one exit code.
-#[derive(Debug, thiserror::Error)]
-pub enum SyncError {
-    /// Retry budget or max wait spent (exit 75, progress saved).
-    #[error("{stream}: {reason}; the cursor is unchanged and the next run resumes there")]
-    Exhausted { stream: String, reason: String },
-    /// The EDC could not be reached within the retry budget (exit 69).
-    #[error("{stream}: the EDC is unreachable after {attempts} attempt(s): {detail}")]
-    Unreachable {
-        stream: String,
-        attempts: u32,
-        detail: String,
-    },
-    /// 401 / 403, or a vendor's refusal in the body (exit 77). `hint`
-    /// names the credential variables of the scheme in use.
-    #[error("{stream}: {detail}: {hint}")]
-    Permission {
-        stream: String,
-        detail: String,
-        hint: String,
-    },
-    /// No credential could be obtained: the login was refused or the
-    /// helper failed (77), the login endpoint is down (69), or it answered
-    /// something that is not a login response (65).
-    #[error("{stream}: {error}; {hint}")]
-    Credential {
-        stream: String,
-        hint: String,
-        error: AuthError,
-    },
-    /// Another 4xx, an invalid payload, a bad next link (exit 65).
-    #[error("{stream}: {reason}")]
-    Rejected { stream: String, reason: String },
-    #[error(transparent)]
-    Pacer(#[from] PacerError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Audit(#[from] AuditError),
-    #[error(transparent)]
-    Locked(#[from] StreamLocked),
-    /// The cross-host run lock was lost mid-run: another run holds the
-    /// stream now, so this one stops without moving the cursor (exit 75).
-    #[error(
-        "{stream}: lost the run lock (fence {fence}); another run holds the stream; the cursor was not moved"
-    )]
-    LockLost { stream: String, fence: u64 },
-    /// SIGINT / SIGTERM (exit 75: progress saved, run again).
-    #[error("{stream}: interrupted at a safe point; committed pages are kept and the next run resumes")]
-    Interrupted { stream: String },
-}
-
-impl From<FenceError> for SyncError {
-    fn from(e: FenceError) -> Self {
-        match e {
-            FenceError::Locked(l) => SyncError::Locked(l),
-            FenceError::Pacer(p) => SyncError::Pacer(p),
-        }
-    }
-}
-
-impl From<LockError> for SyncError {
-    fn from(e: LockError) -> Self {
-        match e {
-            LockError::Locked(l) => SyncError::Locked(l),
-            LockError::Store(s) => SyncError::Store(s),
-        }
-    }
-}
-
-/// Per-run choices that are not policy.
-#[derive(Debug, Clone, Default)]
-pub struct SyncOptions {
-    /// Stop (with progress saved) after this many committed pages.
-    pub max_pages: Option<u64>,
-    /// Fetch and validate, but land nothing and move no cursor.
-    pub dry_run: bool,
-    /// Backfill: the first window starts here (no cursor file yet).
-    pub since: Option<String>,
-    /// Backfill: stop once a committed page reaches this cursor value.
-    pub until: Option<String>,
-    /// Set by SIGINT / SIGTERM: stop at the next safe point.
-    pub interrupt: crate::interrupt::Interrupt,
-    /// A progress display for people at a terminal (never under cron).
-    pub progress: Option<indicatif::ProgressBar>,
-}
-
-/// True once a cursor value is strictly past `until` (numbers as numbers,
-/// timestamps as instants): a record equal to `until` may still follow.
-fn beyond(value: &str, until: &str) -> bool {
-    payload::order::compare_params(value, until) == std::cmp::Ordering::Greater
-}
-
-/// Why a wait happened, for metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WaitKind {
-    /// 429 / 503 with (or without) Retry-After.
-    Throttled,
-    /// Backoff after a 5xx, a transport error or a truncated body.
-    Retry,
-    /// The vendor's burst allowance fell to the floor.
-    VendorBurst,
-}
-
-impl WaitKind {
-    pub fn label(self) -> &'static str {
-        match self {
-            WaitKind::Throttled => "throttled",
-            WaitKind::Retry => "retry",
-            WaitKind::VendorBurst => "vendor_burst",
-        }
-    }
-}
-
-/// One wait, for the run summary and metrics.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Wait {
-    pub kind: WaitKind,
-    pub reason: String,
-    pub seconds: f64,
-}
-
-/// What a stream did.
-#[derive(Debug, Clone, Default)]
-pub struct StreamReport {
-    pub stream: String,
-    pub pages: u64,
-    pub records: u64,
-    pub bytes: u64,
-    pub replayed_pages: u64,
-    pub waits: Vec<Wait>,
-    pub window_complete: bool,
-    pub landing_dir: PathBuf,
-    pub cursor_file: PathBuf,
-    /// Wall time spent making pages durable (landing fsync + rename,
-    /// manifest, audit line, cursor replace): the price of invariant 2.
-    pub durable_commit: Duration,
-    /// Server clock minus local clock at the last response with a `Date`.
-    pub clock_skew_s: Option<f64>,
-}
 
 /// Everything one stream's loop needs.
 pub struct StreamJob<P: Pacer> {
@@ -235,13 +104,6 @@ struct Loop<'a, P: Pacer> {
     /// A VQL delta: the first page's URL and the query it is POSTed with
     /// (next pages are POSTs with no body).
     vql_first: Option<(Url, crate::edc::vql::VqlSelect)>,
-}
-
-/// What a stream did, and why it stopped when it did not finish: the
-/// report is kept either way, so a failed run still says what it committed.
-pub struct StreamOutcome {
-    pub report: StreamReport,
-    pub result: Result<(), SyncError>,
 }
 
 /// Runs one stream until its window is complete, `max_pages` is reached, or
@@ -504,7 +366,14 @@ impl<P: Pacer> Loop<'_, P> {
         while attempt <= budget {
             self.requests += 1;
             let request_id = format!("{}:{}:{}", self.run_id, self.name, self.requests);
-            match self.attempt(url, &cursor, &request_id, attempt, budget).await? {
+            let req = Request {
+                url,
+                cursor: &cursor,
+                id: &request_id,
+                attempt,
+                budget,
+            };
+            match self.attempt(&req).await? {
                 Attempt::Committed { next, cursor } => return Ok((next, *cursor)),
                 Attempt::Retry { wait, reason } => {
                     last_reason = reason;
@@ -515,8 +384,7 @@ impl<P: Pacer> Loop<'_, P> {
                 }
                 Attempt::Renew { refused, reason } if !renewed => {
                     renewed = true;
-                    self.renew(refused, url, &cursor, &request_id, attempt, reason)
-                        .await?;
+                    self.renew(refused, &req, reason).await?;
                 }
                 Attempt::Renew { reason, .. } => {
                     return Err(SyncError::Permission {
@@ -563,7 +431,10 @@ impl<P: Pacer> Loop<'_, P> {
 
     /// A slot in the quota, or why there is none: a stop request, or a
     /// slot further away than `max_wait_s` (audited, exit 75).
-    async fn permit(&mut self, url: &Url, cursor: &Cursor, attempt: u32) -> Result<Permit<P>, SyncError> {
+    async fn permit(&mut self, req: &Request<'_>) -> Result<Permit<P>, SyncError> {
+        let Request {
+            url, cursor, attempt, ..
+        } = *req;
         let job = self.job;
         let acquired = tokio::select! {
             acquired = job.limiter.acquire() => acquired,
@@ -580,17 +451,22 @@ impl<P: Pacer> Loop<'_, P> {
         }
     }
 
-    async fn attempt(
-        &mut self,
-        url: &Url,
-        cursor: &Cursor,
-        request_id: &str,
-        attempt: u32,
-        budget: u32,
-    ) -> Result<Attempt, SyncError> {
+    /// One attempt at a page: a credential, a slot in the quota, then the
+    /// exchange. The permit goes back here and only here, whatever the
+    /// exchange's outcome.
+    async fn attempt(&mut self, req: &Request<'_>) -> Result<Attempt, SyncError> {
+        self.ensure_credential(req).await?;
+        let permit = self.permit(req).await?;
+        let outcome = self.exchange(req).await;
+        let _ = permit.release().await;
+        outcome
+    }
+
+    /// Sends the request and acts on the answer: a 2xx is landed; anything
+    /// else is judged by the pure classifier and handled by its step.
+    async fn exchange(&mut self, req: &Request<'_>) -> Result<Attempt, SyncError> {
+        let url = req.url;
         let job = self.job;
-        self.ensure_credential(url, cursor, request_id, attempt).await?;
-        let permit = self.permit(url, cursor, attempt).await?;
         let sent = match &job.delta.vql {
             None => job.client.get(url).await,
             Some(_) => {
@@ -600,72 +476,41 @@ impl<P: Pacer> Loop<'_, P> {
         };
         let reply = match sent {
             Ok(reply) => reply,
-            Err(e) => {
-                let _ = permit.release().await;
-                return self
-                    .fetch_failed(url, cursor, request_id, attempt, budget, e)
-                    .await;
-            }
+            Err(e) => return self.fetch_failed(req, e).await,
         };
         self.note_clock(&reply.meta);
-        let status = reply.status;
-        if status.is_success() {
-            let result = self.land(url, cursor, request_id, attempt, budget, reply).await;
-            let _ = permit.release().await;
-            return result;
+        if reply.status.is_success() {
+            return self.land(req, reply).await;
         }
         let meta = reply.meta.clone();
         let vendor = match job.policy.dialect {
             crate::config::Dialect::Generic => None,
             dialect => dialect::in_error_body(dialect, &reply.error_body(ERROR_BODY_CAP).await),
         };
-        let _ = permit.release().await;
-        if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
-            return self
-                .throttled(url, cursor, request_id, attempt, &meta, None)
-                .await;
-        }
-        if let Some(error) = vendor {
-            return self
-                .vendor_error(url, cursor, request_id, attempt, &meta, error)
-                .await;
-        }
-        if status.is_server_error() {
-            return self
-                .retry_later(
-                    url,
-                    request_id,
-                    attempt,
-                    format!("status {status}"),
-                    meta.execution_id,
-                )
-                .await;
-        }
-        if status == StatusCode::UNAUTHORIZED && job.client.renewable() {
-            return Ok(Attempt::Renew {
+        match classify(meta.status, vendor, job.client.renewable(), url) {
+            Verdict::Throttled => self.throttled(req, &meta, None).await,
+            Verdict::Vendor(error) => self.vendor_error(req, &meta, error).await,
+            Verdict::Retry(reason) => self.retry_later(req, reason, meta.execution_id).await,
+            Verdict::Renew(reason) => Ok(Attempt::Renew {
                 refused: meta.credential_generation,
-                reason: format!("HTTP {}", status.as_u16()),
-            });
+                reason,
+            }),
+            Verdict::Refused(detail) => self.refused(req, &meta, None, detail).await,
+            Verdict::Failed(reason) => {
+                self.failed(req, Some(&meta), None, reason.clone()).await?;
+                Err(self.rejected(reason))
+            }
         }
-        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
-            let detail = format!("GET {url} answered {status}");
-            return self.refused(url, request_id, attempt, &meta, None, detail).await;
-        }
-        let reason = format!("GET {url} answered {status}");
-        self.failed(url, request_id, attempt, Some(&meta), None, reason.clone())
-            .await?;
-        Err(self.rejected(reason))
     }
 
-    async fn fetch_failed(
-        &mut self,
-        url: &Url,
-        cursor: &Cursor,
-        request_id: &str,
-        attempt: u32,
-        budget: u32,
-        e: FetchError,
-    ) -> Result<Attempt, SyncError> {
+    async fn fetch_failed(&mut self, req: &Request<'_>, e: FetchError) -> Result<Attempt, SyncError> {
+        let Request {
+            url,
+            cursor,
+            attempt,
+            budget,
+            ..
+        } = *req;
         if e.is_transient() {
             if attempt >= budget {
                 let reason = format!("{e} (attempt {attempt} of {budget})");
@@ -673,9 +518,7 @@ impl<P: Pacer> Loop<'_, P> {
                     .exhausted(url, attempt, reason, cursor, Spent::Unreachable)
                     .await;
             }
-            return self
-                .retry_later(url, request_id, attempt, e.to_string(), None)
-                .await;
+            return self.retry_later(req, e.to_string(), None).await;
         }
         if let FetchError::Sink { .. } = e {
             let error = std::io::Error::other(e.to_string());
@@ -686,8 +529,7 @@ impl<P: Pacer> Loop<'_, P> {
             }
             .into());
         }
-        self.failed(url, request_id, attempt, None, None, e.to_string())
-            .await?;
+        self.failed(req, None, None, e.to_string()).await?;
         Err(self.rejected(e.to_string()))
     }
 
@@ -695,13 +537,17 @@ impl<P: Pacer> Loop<'_, P> {
     /// when a response came back (its status and Vault execution id).
     async fn failed(
         &mut self,
-        url: &Url,
-        request_id: &str,
-        attempt: u32,
+        req: &Request<'_>,
         meta: Option<&ResponseMeta>,
         vendor_error: Option<VendorError>,
         reason: String,
     ) -> Result<(), SyncError> {
+        let Request {
+            url,
+            id: request_id,
+            attempt,
+            ..
+        } = *req;
         let event = RequestFailed {
             stream: self.name.clone(),
             request_id: request_id.to_string(),
@@ -715,112 +561,6 @@ impl<P: Pacer> Loop<'_, P> {
         };
         self.job.audit.record(event).await?;
         Ok(())
-    }
-
-    /// 2xx: stream into SHA-256 and a temp file, then validate, land, list,
-    /// audit and commit the cursor, in that order.
-    async fn land(
-        &mut self,
-        url: &Url,
-        cursor: &Cursor,
-        request_id: &str,
-        attempt: u32,
-        budget: u32,
-        reply: Reply,
-    ) -> Result<Attempt, SyncError> {
-        let meta = reply.meta.clone();
-        if let Some(encoding) = reply.content_encoding.as_deref() {
-            let reason = format!(
-                "GET {url}: the body is Content-Encoding: {encoding}, which was not asked for (requests \
-                 send Accept-Encoding: identity); nothing was committed"
-            );
-            self.failed(url, request_id, attempt, Some(&meta), None, reason.clone())
-                .await?;
-            return Err(self.rejected(reason));
-        }
-        if let Some(ct) = reply.content_type.as_deref() {
-            let expected = match self.job.delta.format {
-                PayloadFormat::Json => "json",
-                PayloadFormat::Odm => "xml",
-            };
-            if !ct.to_ascii_lowercase().contains(expected) {
-                let reason = format!(
-                    "GET {url}: Content-Type {ct:?} is not {expected} (delta.format); nothing was committed"
-                );
-                self.failed(url, request_id, attempt, Some(&meta), None, reason.clone())
-                    .await?;
-                return Err(self.rejected(reason));
-            }
-        }
-        let page = Received {
-            url: url.clone(),
-            page_url: reply.url.clone(),
-            status: reply.status.as_u16(),
-            links: reply.link.clone(),
-            quota_headers: reply.quota_headers.clone(),
-            execution_id: reply.execution_id.clone(),
-            request_id: request_id.to_string(),
-            attempt,
-        };
-        let mut temp = self
-            .landing
-            .begin(&format!("{}-{}", self.run_id, self.requests))?;
-        let digest = match reply.stream_into(&mut temp).await {
-            Ok(d) => d,
-            Err(e) => {
-                temp.discard();
-                // A body that stalls or breaks off is the same failure as
-                // headers that never come: past the budget, 69 for both.
-                if e.is_transient() && attempt >= budget {
-                    let reason = format!("{e} (attempt {attempt} of {budget})");
-                    return self
-                        .exhausted(url, attempt, reason, cursor, Spent::Unreachable)
-                        .await;
-                }
-                if e.is_transient() {
-                    return self
-                        .retry_later(url, request_id, attempt, e.to_string(), meta.execution_id)
-                        .await;
-                }
-                let reason = e.to_string();
-                self.failed(url, request_id, attempt, Some(&meta), None, reason.clone())
-                    .await?;
-                return Err(self.rejected(reason));
-            }
-        };
-        // Validation reads the temp file: blocking work, off the runtime.
-        let summary = match tokio::task::block_in_place(|| self.check_page(&mut temp))? {
-            Ok(summary) => summary,
-            Err(NotAPage::Vendor(error)) => {
-                temp.discard();
-                return self
-                    .vendor_error(url, cursor, request_id, attempt, &meta, error)
-                    .await;
-            }
-            Err(NotAPage::Invalid(invalid)) => {
-                return Err(tokio::task::block_in_place(|| {
-                    self.quarantine(&page, temp, &digest, invalid)
-                }));
-            }
-        };
-        // Everything from here to the cursor is local file work with fsyncs:
-        // one hand-off to a blocking thread for the whole sequence.
-        let committed =
-            tokio::task::block_in_place(|| self.commit_page(&page, cursor, temp, &digest, summary))?;
-        self.report.pages += 1;
-        self.report.records += committed.records;
-        self.report.bytes += digest.bytes;
-        self.report.replayed_pages += u64::from(committed.replayed);
-        if let Some(bar) = &self.job.options.progress {
-            bar.inc(1);
-            bar.set_message(format!("{}: {} records", self.name, self.report.records));
-        }
-        self.vendor_burst(request_id, &page.quota_headers).await?;
-        // In a dry run nothing was committed: the cursor moves in memory only.
-        Ok(Attempt::Committed {
-            next: committed.next,
-            cursor: Box::new(committed.cursor),
-        })
     }
 }
 

@@ -7,27 +7,18 @@
 //! is held, so a cap of one cannot deadlock. Each login is audited
 //! (`session_started` / `session_renewed`), never with the credential.
 
-use reqwest::Url;
-
 use super::events::{RequestFailed, SessionRenewed, SessionStarted};
+use super::request::Request;
 use super::{Loop, SyncError};
 use crate::limiter::Pacer;
-use crate::store::Cursor;
 
 impl<P: Pacer> Loop<'_, P> {
     /// Makes sure the client holds a credential before a request.
-    pub(super) async fn ensure_credential(
-        &mut self,
-        url: &Url,
-        cursor: &Cursor,
-        request_id: &str,
-        attempt: u32,
-    ) -> Result<(), SyncError> {
+    pub(super) async fn ensure_credential(&mut self, req: &Request<'_>) -> Result<(), SyncError> {
         if self.job.client.credential_generation().is_some() {
             return Ok(());
         }
-        self.obtain(None, url, cursor, request_id, attempt, String::new())
-            .await
+        self.obtain(None, req, String::new()).await
     }
 
     /// Replaces the credential of generation `refused`, which the EDC just
@@ -35,28 +26,27 @@ impl<P: Pacer> Loop<'_, P> {
     pub(super) async fn renew(
         &mut self,
         refused: u64,
-        url: &Url,
-        cursor: &Cursor,
-        request_id: &str,
-        attempt: u32,
+        req: &Request<'_>,
         reason: String,
     ) -> Result<(), SyncError> {
-        self.obtain(Some(refused), url, cursor, request_id, attempt, reason)
-            .await
+        self.obtain(Some(refused), req, reason).await
     }
 
     async fn obtain(
         &mut self,
         refused: Option<u64>,
-        url: &Url,
-        cursor: &Cursor,
-        request_id: &str,
-        attempt: u32,
+        req: &Request<'_>,
         reason: String,
     ) -> Result<(), SyncError> {
+        let Request {
+            url,
+            id: request_id,
+            attempt,
+            ..
+        } = *req;
         let job = self.job;
         let permit = match job.client.logs_in() {
-            true => Some(self.permit(url, cursor, attempt).await?),
+            true => Some(self.permit(req).await?),
             false => None,
         };
         let result = job.client.obtain_credential(refused).await;

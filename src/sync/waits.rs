@@ -6,16 +6,14 @@
 
 use std::time::Duration;
 
-use reqwest::Url;
-
 use super::events::{RateLimited, RetryScheduled, VendorBurstLow};
+use super::request::Request;
 use super::{Attempt, Loop, Spent, SyncError, Wait, WaitKind, MAX_BACKOFF};
 use crate::audit::now_rfc3339;
 use crate::edc::dialect::VendorError;
 use crate::edc::retry_after::{self, RetryAfter, RetryAfterSource};
 use crate::edc::ResponseMeta;
 use crate::limiter::Pacer;
-use crate::store::Cursor;
 
 impl<P: Pacer> Loop<'_, P> {
     /// Sleeps `wait`, unless a stop is requested first.
@@ -36,12 +34,16 @@ impl<P: Pacer> Loop<'_, P> {
     /// 5xx, transport error, truncated body: audit, then back off.
     pub(super) async fn retry_later(
         &mut self,
-        url: &Url,
-        request_id: &str,
-        attempt: u32,
+        req: &Request<'_>,
         reason: String,
         vendor_execution_id: Option<String>,
     ) -> Result<Attempt, SyncError> {
+        let Request {
+            url,
+            id: request_id,
+            attempt,
+            ..
+        } = *req;
         let wait = self.backoff(attempt);
         let event = RetryScheduled {
             stream: self.name.clone(),
@@ -70,13 +72,17 @@ impl<P: Pacer> Loop<'_, P> {
     /// waits exactly the interval the server asked for.
     pub(super) async fn throttled(
         &mut self,
-        url: &Url,
-        cursor: &Cursor,
-        request_id: &str,
-        attempt: u32,
+        req: &Request<'_>,
         meta: &ResponseMeta,
         vendor: Option<VendorError>,
     ) -> Result<Attempt, SyncError> {
+        let Request {
+            url,
+            cursor,
+            id: request_id,
+            attempt,
+            ..
+        } = *req;
         let policy = &self.job.policy;
         let values: Vec<&[u8]> = meta.retry_after.iter().map(Vec::as_slice).collect();
         let server_now = meta.server_date.unwrap_or(meta.received_at);

@@ -17,6 +17,7 @@ use time::OffsetDateTime;
 use reqwest::Url;
 
 use super::events::RequestFailed;
+use super::request::Request;
 use super::{Loop, SyncError};
 use crate::config::DateWindow;
 use crate::limiter::Pacer;
@@ -116,9 +117,16 @@ impl<P: Pacer> Loop<'_, P> {
             .map_err(|e| self.rejected(e.to_string()))?;
         self.requests += 1;
         let request_id = format!("{}:{}:{}", self.run_id, self.name, self.requests);
-        self.ensure_credential(&endpoint, cursor, &request_id, 1).await?;
+        let req = Request {
+            url: &endpoint,
+            cursor,
+            id: &request_id,
+            attempt: 1,
+            budget: 1,
+        };
+        self.ensure_credential(&req).await?;
         if !job.client.server_clock_known() {
-            let permit = self.permit(&endpoint, cursor, 1).await?;
+            let permit = self.permit(&req).await?;
             let probe = job.client.head(&endpoint).await;
             let _ = permit.release().await;
             if let Err(e) = probe {

@@ -1,0 +1,73 @@
+//! What a response that is not a 2xx page asks the loop to do: a pure
+//! function of the status, the vendor's verdict on the body and whether the
+//! credential can be renewed, so every branch is unit-tested without I/O.
+
+use reqwest::{StatusCode, Url};
+
+use crate::edc::dialect::VendorError;
+
+/// The loop's next step after a non-2xx response.
+#[derive(Debug)]
+pub(super) enum Verdict {
+    /// 429 or 503: wait as the server says, then the same page.
+    Throttled,
+    /// The vendor reported an error in the body (its dialect decides).
+    Vendor(VendorError),
+    /// 5xx: back off, then the same page.
+    Retry(String),
+    /// 401 with a credential that can be renewed: renew once, same page.
+    Renew(String),
+    /// 401 or 403: the credential is refused (exit 77).
+    Refused(String),
+    /// Any other status: the stream stops uncommitted (exit 65).
+    Failed(String),
+}
+
+/// Judges a non-2xx response. A throttle wins over a body error (a 429
+/// whose body also says "limit" is waited out once, not twice).
+pub(super) fn classify(
+    status: StatusCode,
+    vendor: Option<VendorError>,
+    renewable: bool,
+    url: &Url,
+) -> Verdict {
+    if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
+        return Verdict::Throttled;
+    }
+    if let Some(error) = vendor {
+        return Verdict::Vendor(error);
+    }
+    if status.is_server_error() {
+        return Verdict::Retry(format!("status {status}"));
+    }
+    if status == StatusCode::UNAUTHORIZED && renewable {
+        return Verdict::Renew(format!("HTTP {}", status.as_u16()));
+    }
+    if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+        return Verdict::Refused(format!("GET {url} answered {status}"));
+    }
+    Verdict::Failed(format!("GET {url} answered {status}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn judge(code: u16, renewable: bool) -> Verdict {
+        let url = Url::parse("https://edc.example/api/x").unwrap();
+        classify(StatusCode::from_u16(code).unwrap(), None, renewable, &url)
+    }
+
+    #[test]
+    fn every_status_class_has_one_step() {
+        assert!(matches!(judge(429, false), Verdict::Throttled));
+        assert!(matches!(judge(503, true), Verdict::Throttled));
+        assert!(matches!(judge(500, false), Verdict::Retry(r) if r.contains("500")));
+        assert!(matches!(judge(502, false), Verdict::Retry(_)));
+        assert!(matches!(judge(401, true), Verdict::Renew(r) if r == "HTTP 401"));
+        assert!(matches!(judge(401, false), Verdict::Refused(_)));
+        assert!(matches!(judge(403, true), Verdict::Refused(d) if d.contains("403")));
+        assert!(matches!(judge(404, false), Verdict::Failed(d) if d.contains("https://edc.example/api/x")));
+        assert!(matches!(judge(400, true), Verdict::Failed(_)));
+    }
+}

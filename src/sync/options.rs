@@ -1,0 +1,24 @@
+//! Per-run choices that are not policy.
+
+/// Per-run choices that are not policy.
+#[derive(Debug, Clone, Default)]
+pub struct SyncOptions {
+    /// Stop (with progress saved) after this many committed pages.
+    pub max_pages: Option<u64>,
+    /// Fetch and validate, but land nothing and move no cursor.
+    pub dry_run: bool,
+    /// Backfill: the first window starts here (no cursor file yet).
+    pub since: Option<String>,
+    /// Backfill: stop once a committed page reaches this cursor value.
+    pub until: Option<String>,
+    /// Set by SIGINT / SIGTERM: stop at the next safe point.
+    pub interrupt: crate::interrupt::Interrupt,
+    /// A progress display for people at a terminal (never under cron).
+    pub progress: Option<indicatif::ProgressBar>,
+}
+
+/// True once a cursor value is strictly past `until` (numbers as numbers,
+/// timestamps as instants): a record equal to `until` may still follow.
+pub(super) fn beyond(value: &str, until: &str) -> bool {
+    crate::edc::payload::order::compare_params(value, until) == std::cmp::Ordering::Greater
+}
