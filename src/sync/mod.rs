@@ -10,17 +10,23 @@
 //! Invariant 3, audit first: every wait (429/503, retry backoff, vendor
 //! burst floor) is written to the audit trail and fsynced before the sleep.
 //!
-//! This file sequences a stream: windows, pages, attempts. The concepts it
-//! sequences live beside it: `session.rs` (login and renewal), `waits.rs`
-//! (throttle, backoff, vendor burst, server clock), `vendor.rs` (errors a
-//! vendor reports in a body), `commit.rs` (check a body, make a page
-//! durable), `window.rs` (date windows), `fence.rs` (the cross-host lock).
+//! This file only sequences a stream: windows, pages, attempts. The
+//! concepts it sequences live beside it, one noun a file: `open.rs` (locks,
+//! migration, stores), `request.rs` (one attempt's context), `classify.rs`
+//! (a non-2xx answer to a step, pure), `session.rs` (login and renewal),
+//! `waits.rs` (throttle, backoff, vendor burst, server clock), `vendor.rs`
+//! (errors a vendor reports in a body), `commit.rs` (check a body, make a
+//! page durable), `failure.rs` (budgets spent, requests that end the
+//! stream), `recover.rs` (a torn manifest), `window.rs` (date windows),
+//! `fence.rs` (the cross-host lock), `error.rs`, `options.rs`, `report.rs`.
 
 mod classify;
 mod commit;
 mod error;
 pub mod events;
+mod failure;
 mod fence;
+mod open;
 mod options;
 mod recover;
 mod report;
@@ -46,12 +52,12 @@ use std::time::Duration;
 use reqwest::Url;
 
 use crate::audit::{RunId, SharedAudit};
-use crate::config::{Delta, PayloadFormat, Policy, RecordOrder, StreamSpec};
-use crate::edc::dialect::{self, VendorError};
+use crate::config::{Delta, Policy, RecordOrder, StreamSpec};
+use crate::edc::dialect::{self};
 use crate::edc::paging;
-use crate::edc::{FetchError, ReadOnlyClient, ResponseMeta, ERROR_BODY_CAP};
+use crate::edc::{ReadOnlyClient, ERROR_BODY_CAP};
 use crate::limiter::{AcquireError, Limiter, Pacer, Permit};
-use crate::store::{Cursor, CursorStore, LandingStore, RunLock, StoreError};
+use crate::store::{Cursor, CursorStore, LandingStore, RunLock};
 use crate::stream::StreamIdentity;
 use events::*;
 
@@ -114,7 +120,7 @@ pub async fn run_stream<P: Pacer>(job: &StreamJob<P>) -> StreamOutcome {
         .stream
         .clone()
         .unwrap_or_else(|| job.spec.name.clone());
-    let mut l = match start(job, name.clone()).await {
+    let mut l = match open::start(job, name.clone()).await {
         Ok(l) => l,
         Err(e) => {
             return StreamOutcome {
@@ -152,73 +158,6 @@ pub async fn run_stream<P: Pacer>(job: &StreamJob<P>) -> StreamOutcome {
         report: l.report,
         result,
     }
-}
-
-/// Takes the stream's locks and opens its cursor and landing stores.
-async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<Loop<'_, P>, SyncError> {
-    let run_id = job.audit.run_id().clone();
-    let lock = RunLock::acquire(&job.state_dir, &job.identity, run_id.as_str())?;
-    let fenced = match &job.redis {
-        Some(pacer) => {
-            let holder = format!(
-                "host {}, pid {}, run {run_id}",
-                crate::host::name(),
-                std::process::id()
-            );
-            Some(FencedLock::acquire(pacer, &crate::store::stream_dir_name(&job.identity), &holder).await?)
-        }
-        None => None,
-    };
-    if let Some(previous) = fenced
-        .as_ref()
-        .and_then(|f| f.taken_over_from().map(|p| (p, f.fence())))
-    {
-        let event = RunLockTakenOver {
-            stream: name.clone(),
-            previous_holder: previous.0.to_string(),
-            fence: previous.1,
-            reason: "the holder is a pid of this host that no longer runs (killed): taken over instead of \
-                     waiting out the lock's TTL"
-                .into(),
-        };
-        job.audit.record(event).await?;
-    }
-    for moved in crate::store::migrate::stream(&job.state_dir, &job.out_dir, &job.identity)? {
-        let event = events::StateMigrated {
-            stream: name.clone(),
-            from: moved.from.display().to_string(),
-            to: moved.to.display().to_string(),
-        };
-        job.audit.record(event).await?;
-    }
-    let cursors = CursorStore::new(&job.state_dir, &job.identity).starting_at(job.options.since.clone());
-    let landing_dir = job.out_dir.join(crate::store::stream_dir_name(&job.identity));
-    let ext = match job.delta.format {
-        PayloadFormat::Json => "json",
-        PayloadFormat::Odm => "xml",
-    };
-    let mut landing = LandingStore::open(&landing_dir, ext)?;
-    recover::relist_after_torn_tail(&mut landing, &job.audit, &name).await?;
-    let report = StreamReport {
-        stream: name.clone(),
-        landing_dir,
-        cursor_file: cursors.path().to_path_buf(),
-        ..StreamReport::default()
-    };
-    Ok(Loop {
-        _lock: lock,
-        job,
-        name,
-        run_id,
-        cursors,
-        landing,
-        report,
-        requests: 0,
-        fenced,
-        skew_warned: false,
-        window_end: None,
-        vql_first: None,
-    })
 }
 
 impl<P: Pacer> Loop<'_, P> {
@@ -399,36 +338,6 @@ impl<P: Pacer> Loop<'_, P> {
         self.exhausted(url, budget, reason, &cursor, Spent::Quota).await
     }
 
-    async fn exhausted<T>(
-        &mut self,
-        url: &Url,
-        attempts: u32,
-        reason: String,
-        cursor: &Cursor,
-        spent: Spent,
-    ) -> Result<T, SyncError> {
-        let event = QuotaExhausted {
-            stream: self.name.clone(),
-            request_id: format!("{}:{}:{}", self.run_id, self.name, self.requests),
-            attempts,
-            url: url.to_string(),
-            reason: reason.clone(),
-            cursor: cursor.to_json(),
-        };
-        self.job.audit.record(event).await?;
-        Err(match spent {
-            Spent::Unreachable => SyncError::Unreachable {
-                stream: self.name.clone(),
-                attempts,
-                detail: reason,
-            },
-            Spent::Quota => SyncError::Exhausted {
-                stream: self.name.clone(),
-                reason,
-            },
-        })
-    }
-
     /// A slot in the quota, or why there is none: a stop request, or a
     /// slot further away than `max_wait_s` (audited, exit 75).
     async fn permit(&mut self, req: &Request<'_>) -> Result<Permit<P>, SyncError> {
@@ -501,66 +410,6 @@ impl<P: Pacer> Loop<'_, P> {
                 Err(self.rejected(reason))
             }
         }
-    }
-
-    async fn fetch_failed(&mut self, req: &Request<'_>, e: FetchError) -> Result<Attempt, SyncError> {
-        let Request {
-            url,
-            cursor,
-            attempt,
-            budget,
-            ..
-        } = *req;
-        if e.is_transient() {
-            if attempt >= budget {
-                let reason = format!("{e} (attempt {attempt} of {budget})");
-                return self
-                    .exhausted(url, attempt, reason, cursor, Spent::Unreachable)
-                    .await;
-            }
-            return self.retry_later(req, e.to_string(), None).await;
-        }
-        if let FetchError::Sink { .. } = e {
-            let error = std::io::Error::other(e.to_string());
-            return Err(StoreError::Io {
-                path: self.report.landing_dir.clone(),
-                op: "write a page into",
-                error,
-            }
-            .into());
-        }
-        self.failed(req, None, None, e.to_string()).await?;
-        Err(self.rejected(e.to_string()))
-    }
-
-    /// A `request_failed` line for a request that ends the stream; `meta`
-    /// when a response came back (its status and Vault execution id).
-    async fn failed(
-        &mut self,
-        req: &Request<'_>,
-        meta: Option<&ResponseMeta>,
-        vendor_error: Option<VendorError>,
-        reason: String,
-    ) -> Result<(), SyncError> {
-        let Request {
-            url,
-            id: request_id,
-            attempt,
-            ..
-        } = *req;
-        let event = RequestFailed {
-            stream: self.name.clone(),
-            request_id: request_id.to_string(),
-            attempt,
-            url: url.to_string(),
-            status: meta.map(|m| m.status.as_u16()),
-            reason,
-            vendor_error,
-            vendor_execution_id: meta.and_then(|m| m.execution_id.clone()),
-            ..RequestFailed::default()
-        };
-        self.job.audit.record(event).await?;
-        Ok(())
     }
 }
 
