@@ -5,8 +5,8 @@
 //! and a key the chosen scheme does not read is an error, so a reviewer
 //! never wonders which of two credentials a run used.
 
+use super::check::{env_name, string, Fields, Report};
 use super::policy::{Auth, Dialect, PayloadFormat};
-use super::validate::{env_name, string, Fields, Report};
 use super::yaml::Node;
 
 const SCHEMES: &str = "bearer, basic, vault_session, command";

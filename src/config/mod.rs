@@ -5,6 +5,8 @@
 //! compared with git, so the audit header describes exactly what ran.
 
 mod auth;
+mod check;
+mod delta;
 mod locate;
 mod policy;
 pub mod provenance;

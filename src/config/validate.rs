@@ -6,10 +6,12 @@
 
 use std::time::Duration;
 
-use super::locate;
-use super::policy::{
-    Config, Delta, EnvVarName, HttpLimits, Paging, PayloadFormat, Policy, Rate, RecordOrder, StreamSpec,
+use super::check::{
+    env_name, integer, non_negative, or_default, positive, seconds, string, template, Fields, Report,
+    MAX_SECONDS,
 };
+use super::delta::delta;
+use super::policy::{Config, HttpLimits, Policy, Rate, StreamSpec};
 use super::template::Template;
 use super::yaml::Node;
 use super::Problem;
@@ -24,223 +26,6 @@ const DEFAULT_REQUEST_TIMEOUT_S: f64 = 300.0;
 const DEFAULT_MAX_BODY_BYTES: i64 = 64 * 1024 * 1024;
 /// Seconds of server-vs-local clock difference tolerated without a warning.
 const DEFAULT_CLOCK_SKEW_WARN_S: f64 = 30.0;
-const DEFAULT_NEXT_POINTER: &str = "/responseDetails/next_page";
-/// Waits are bounded by a cron slot; a day is already far beyond sane.
-const MAX_SECONDS: f64 = 86_400.0;
-
-/// Collects problems against the source text (for line numbers).
-pub(super) struct Report<'t> {
-    text: &'t str,
-    problems: Vec<Problem>,
-}
-
-impl Report<'_> {
-    pub(super) fn add(&mut self, path: &[String], message: impl Into<String>) {
-        let segments: Vec<&str> = path.iter().map(String::as_str).collect();
-        self.problems.push(Problem {
-            key: path.join("."),
-            line: locate::line_of(self.text, &segments),
-            message: message.into(),
-        });
-    }
-}
-
-/// The entries of one map, taken key by key; what is left over is unknown.
-pub(super) struct Fields<'n> {
-    path: Vec<String>,
-    entries: Vec<(&'n str, &'n Node, bool)>,
-}
-
-impl<'n> Fields<'n> {
-    /// `None` (with a problem reported) unless `node` is a map.
-    pub(super) fn of(report: &mut Report, path: Vec<String>, node: &'n Node) -> Option<Self> {
-        match node {
-            Node::Map(entries) => Some(Fields {
-                path,
-                entries: entries.iter().map(|(k, v)| (k.as_str(), v, false)).collect(),
-            }),
-            other => {
-                report.add(&path, format!("must be a map, got {}", other.kind()));
-                None
-            }
-        }
-    }
-
-    pub(super) fn child(&self, key: &str) -> Vec<String> {
-        let mut p = self.path.clone();
-        p.push(key.to_string());
-        p
-    }
-
-    fn take(&mut self, key: &str) -> Option<&'n Node> {
-        let entry = self.entries.iter_mut().find(|(k, _, _)| *k == key)?;
-        entry.2 = true;
-        Some(entry.1)
-    }
-
-    /// Takes `key`, reporting it when absent.
-    pub(super) fn required(&mut self, report: &mut Report, key: &str) -> Option<(Vec<String>, &'n Node)> {
-        let path = self.child(key);
-        match self.take(key) {
-            Some(n) => Some((path, n)),
-            None => {
-                report.add(&path, "required key is missing");
-                None
-            }
-        }
-    }
-
-    pub(super) fn optional(&mut self, key: &str) -> Option<(Vec<String>, &'n Node)> {
-        let path = self.child(key);
-        self.take(key).map(|n| (path, n))
-    }
-
-    /// Reports every key that was never taken, suggesting a near known key.
-    pub(super) fn finish(self, report: &mut Report, known: &[&str]) {
-        for (key, _, taken) in &self.entries {
-            if *taken {
-                continue;
-            }
-            let mut path = self.path.clone();
-            path.push(key.to_string());
-            let message = match closest(key, known) {
-                Some(k) => format!("unknown key (did you mean {k}?)"),
-                None => format!("unknown key (known keys: {})", known.join(", ")),
-            };
-            report.add(&path, message);
-        }
-    }
-}
-
-/// A known key within edit distance 2 of `key`, if any.
-fn closest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
-    fn distance(a: &str, b: &str) -> usize {
-        let b: Vec<char> = b.chars().collect();
-        let mut row: Vec<usize> = (0..=b.len()).collect();
-        for (i, ca) in a.chars().enumerate() {
-            let mut prev = row[0];
-            row[0] = i + 1;
-            for (j, cb) in b.iter().enumerate() {
-                let cur = row[j + 1];
-                row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-                prev = cur;
-            }
-        }
-        row[b.len()]
-    }
-    known
-        .iter()
-        .map(|k| (distance(key, k), *k))
-        .filter(|(d, _)| *d <= 2)
-        .min()
-        .map(|(_, k)| k)
-}
-
-fn number(report: &mut Report, path: &[String], node: &Node) -> Option<f64> {
-    match node {
-        Node::Int(i) => Some(*i as f64),
-        Node::Float(x) => Some(*x),
-        other => {
-            report.add(path, format!("must be a number, got {} ({other})", other.kind()));
-            None
-        }
-    }
-}
-
-/// A finite number > 0 and at most `MAX_SECONDS`-style `max`.
-fn positive(report: &mut Report, path: &[String], node: &Node, max: f64) -> Option<f64> {
-    let x = number(report, path, node)?;
-    if !(x.is_finite() && x > 0.0) {
-        report.add(path, format!("must be > 0, got {node}"));
-        None
-    } else if x > max {
-        report.add(path, format!("must be <= {max}, got {node}"));
-        None
-    } else {
-        Some(x)
-    }
-}
-
-pub(super) fn non_negative(report: &mut Report, path: &[String], node: &Node, max: f64) -> Option<f64> {
-    let x = number(report, path, node)?;
-    if !(x.is_finite() && x >= 0.0) {
-        report.add(path, format!("must be >= 0, got {node}"));
-        None
-    } else if x > max {
-        report.add(path, format!("must be <= {max}, got {node}"));
-        None
-    } else {
-        Some(x)
-    }
-}
-
-fn integer(report: &mut Report, path: &[String], node: &Node, min: i64, max: i64) -> Option<i64> {
-    match node {
-        Node::Int(i) if (min..=max).contains(i) => Some(*i),
-        Node::Int(_) => {
-            report.add(path, format!("must be an integer in {min}..={max}, got {node}"));
-            None
-        }
-        other => {
-            report.add(path, format!("must be an integer >= {min}, got {other}"));
-            None
-        }
-    }
-}
-
-pub(super) fn string<'n>(report: &mut Report, path: &[String], node: &'n Node) -> Option<&'n str> {
-    match node {
-        Node::Str(s) if !s.trim().is_empty() => Some(s),
-        Node::Str(_) => {
-            report.add(path, "must not be empty");
-            None
-        }
-        other => {
-            report.add(path, format!("must be a string, got {} ({other})", other.kind()));
-            None
-        }
-    }
-}
-
-fn template(report: &mut Report, path: &[String], node: &Node) -> Option<Template> {
-    let s = string(report, path, node)?;
-    Template::parse(s).map_err(|e| report.add(path, e)).ok()
-}
-
-pub(super) fn env_name(report: &mut Report, path: &[String], node: &Node) -> Option<EnvVarName> {
-    let s = string(report, path, node)?;
-    EnvVarName::parse(s).map_err(|e| report.add(path, e)).ok()
-}
-
-fn json_pointer(report: &mut Report, path: &[String], node: &Node) -> Option<String> {
-    let s = string(report, path, node)?;
-    if s.starts_with('/') {
-        Some(s.to_string())
-    } else {
-        report.add(
-            path,
-            format!("must be a JSON pointer starting with '/', got {s:?}"),
-        );
-        None
-    }
-}
-
-fn seconds(x: f64) -> Duration {
-    Duration::from_secs_f64(x)
-}
-
-/// Reads an optional value with a default; a present-but-bad value yields
-/// `None` so the policy is not built.
-fn or_default<T>(
-    entry: Option<(Vec<String>, &Node)>,
-    default: T,
-    read: impl FnOnce(&[String], &Node) -> Option<T>,
-) -> Option<T> {
-    match entry {
-        Some((path, node)) => read(&path, node),
-        None => Some(default),
-    }
-}
 
 /// One token a day.
 const MIN_RATE_PER_SEC: f64 = 1.0 / 86_400.0;
@@ -278,7 +63,11 @@ fn rate_map(report: &mut Report, path: Vec<String>, node: &Node) -> Option<Rate>
     rate
 }
 
-fn query_map(report: &mut Report, path: Vec<String>, node: &Node) -> Option<Vec<(String, Template)>> {
+pub(super) fn query_map(
+    report: &mut Report,
+    path: Vec<String>,
+    node: &Node,
+) -> Option<Vec<(String, Template)>> {
     let Node::Map(entries) = node else {
         report.add(
             &path,
@@ -341,202 +130,6 @@ fn http(report: &mut Report, path: Vec<String>, node: Option<&Node>) -> Option<H
     }
     f.finish(report, &HTTP_KEYS);
     Some(limits)
-}
-
-const DEFAULT_MAX_PAGES_PER_WINDOW: i64 = 100_000;
-
-const DELTA_KEYS: [&str; 14] = [
-    "vql",
-    "order",
-    "window",
-    "path",
-    "format",
-    "paging",
-    "next_pointer",
-    "records_pointer",
-    "cursor_param",
-    "cursor_field",
-    "page_size_param",
-    "page_size",
-    "max_pages_per_window",
-    "query",
-];
-
-fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Option<Delta> {
-    let mut f = Fields::of(report, path, node)?;
-    let endpoint = f.required(report, "path").and_then(|(p, n)| {
-        let t = template(report, &p, n)?;
-        if t.as_str().starts_with("//") {
-            report.add(
-                &p,
-                format!(
-                    "must not start with '//' (that names another host), got {:?}",
-                    t.as_str()
-                ),
-            );
-            None
-        } else if t.as_str().starts_with('/') {
-            Some(t)
-        } else {
-            report.add(&p, format!("must start with '/', got {:?}", t.as_str()));
-            None
-        }
-    });
-    let format = f
-        .required(report, "format")
-        .and_then(|(p, n)| match string(report, &p, n)? {
-            "json" => Some(PayloadFormat::Json),
-            "odm" => Some(PayloadFormat::Odm),
-            other => {
-                report.add(&p, format!("must be one of json, odm; got {other:?}"));
-                None
-            }
-        });
-    let paging_path = f.child("paging");
-    let paging_name = f.required(report, "paging").and_then(|(p, n)| {
-        let s = string(report, &p, n)?;
-        match s {
-            "json_next" | "link_header" | "rave_startid" => Some(s),
-            other => {
-                report.add(
-                    &p,
-                    format!("must be one of json_next, link_header, rave_startid; got {other:?}"),
-                );
-                None
-            }
-        }
-    });
-    let next_pointer = f.optional("next_pointer");
-    let next_pointer_path = f.child("next_pointer");
-    let next_pointer = match next_pointer {
-        Some((p, n)) => json_pointer(report, &p, n).map(Some),
-        None => Some(None),
-    };
-    let records_pointer = match f.optional("records_pointer") {
-        Some((p, n)) => json_pointer(report, &p, n).map(Some),
-        None => Some(None),
-    };
-    // A VQL delta carries its cursor and page size inside the query.
-    let vql = match f.optional("vql") {
-        Some((p, n)) => super::vql::vql(report, p, n).map(Some),
-        None => Some(None),
-    };
-    let is_vql = matches!(vql, Some(Some(_)));
-    let param = |f: &mut Fields, report: &mut Report, key: &str| {
-        if is_vql {
-            if f.optional(key).is_some() {
-                report.add(&f.child(key), "not used with delta.vql (the query carries it)");
-            }
-            Some(String::new())
-        } else {
-            f.required(report, key)
-                .and_then(|(p, n)| string(report, &p, n).map(str::to_string))
-        }
-    };
-    let cursor_param = param(&mut f, report, "cursor_param");
-    let cursor_field = match f.optional("cursor_field") {
-        Some((p, n)) => string(report, &p, n).map(|s| Some(s.to_string())),
-        None => Some(None),
-    };
-    let page_size_param = param(&mut f, report, "page_size_param");
-    let page_size = f
-        .required(report, "page_size")
-        .and_then(|(p, n)| integer(report, &p, n, 1, 100_000));
-    let query = match f.optional("query") {
-        Some((p, n)) => query_map(report, p, n),
-        None => Some(Vec::new()),
-    };
-    let max_pages = or_default(
-        f.optional("max_pages_per_window"),
-        DEFAULT_MAX_PAGES_PER_WINDOW,
-        |p, n| integer(report, p, n, 1, 100_000_000),
-    );
-    let order = or_default(
-        f.optional("order"),
-        RecordOrder::Ascending,
-        |p, n| match string(report, p, n)? {
-            "ascending" => Some(RecordOrder::Ascending),
-            "newest_first" => Some(RecordOrder::NewestFirst),
-            "unordered" => Some(RecordOrder::Unordered),
-            other => {
-                report.add(
-                    p,
-                    format!("must be one of ascending, newest_first, unordered; got {other:?}"),
-                );
-                None
-            }
-        },
-    );
-    let window = match f.optional("window") {
-        Some((p, n)) => super::window::window(report, p, n).map(Some),
-        None => Some(None),
-    };
-    let vql_path = f.child("vql");
-    let records_pointer_path = f.child("records_pointer");
-    let cursor_field_path = f.child("cursor_field");
-    f.finish(report, &DELTA_KEYS);
-
-    // Cross-key rules: each paging style fits one payload format, and JSON
-    // needs to know where its records and its high-water mark are.
-    let (format, paging_name, next_pointer) = (format?, paging_name?, next_pointer?);
-    let paging = match (paging_name, format) {
-        ("json_next", PayloadFormat::Json) => Paging::JsonNext {
-            next_pointer: next_pointer
-                .clone()
-                .unwrap_or_else(|| DEFAULT_NEXT_POINTER.to_string()),
-        },
-        ("json_next", PayloadFormat::Odm) => {
-            report.add(&paging_path, "json_next paging needs format: json");
-            return None;
-        }
-        ("rave_startid", PayloadFormat::Json) => {
-            report.add(&paging_path, "rave_startid paging needs format: odm");
-            return None;
-        }
-        ("rave_startid", PayloadFormat::Odm) => Paging::RaveStartid,
-        _ => Paging::LinkHeader,
-    };
-    if is_vql && matches!(window, Some(Some(_))) {
-        report.add(&vql_path, "a VQL delta is not a date window: remove delta.window");
-        return None;
-    }
-    if is_vql && !matches!(paging, Paging::JsonNext { .. }) {
-        report.add(
-            &paging_path,
-            "delta.vql needs paging: json_next (Vault's next_page)",
-        );
-        return None;
-    }
-    if next_pointer.is_some() && !matches!(paging, Paging::JsonNext { .. }) {
-        report.add(&next_pointer_path, "only used with paging: json_next");
-    }
-    let (records_pointer, cursor_field) = (records_pointer?, cursor_field?);
-    if format == PayloadFormat::Json {
-        if records_pointer.is_none() {
-            report.add(&records_pointer_path, "required key is missing (format: json)");
-        }
-        if cursor_field.is_none() {
-            report.add(&cursor_field_path, "required key is missing (format: json)");
-        }
-    }
-    if format == PayloadFormat::Json && (records_pointer.is_none() || cursor_field.is_none()) {
-        return None;
-    }
-    Some(Delta {
-        path: endpoint?,
-        format,
-        paging,
-        records_pointer,
-        cursor_param: cursor_param?,
-        cursor_field,
-        page_size_param: page_size_param?,
-        page_size: u32::try_from(page_size?).ok()?,
-        max_pages_per_window: u64::try_from(max_pages?).ok()?,
-        order: order?,
-        window: window?,
-        vql: vql?,
-        query: query?,
-    })
 }
 
 const STREAM_KEYS: [&str; 2] = ["query", "sub_limit"];
@@ -804,10 +397,7 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
 
 /// Validates a whole document. `text` is the source, for line numbers.
 pub fn config(text: &str, root: &Node) -> Result<Config, Vec<Problem>> {
-    let mut report = Report {
-        text,
-        problems: Vec::new(),
-    };
+    let mut report = Report::new(text);
     let vendors = match root {
         Node::Null => {
             report.add(&[], "the file is empty; expected a map of vendor name to policy");
@@ -829,18 +419,12 @@ pub fn config(text: &str, root: &Node) -> Result<Config, Vec<Problem>> {
             Vec::new()
         }
     };
-    if report.problems.is_empty() {
-        Ok(Config { vendors })
-    } else {
-        // File order reads best; problems without a line go last.
-        report.problems.sort_by_key(|p| p.line.unwrap_or(usize::MAX));
-        Err(report.problems)
-    }
+    report.finish().map(|()| Config { vendors })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::closest;
+    use crate::config::check::closest;
 
     #[test]
     fn suggests_near_keys_only() {

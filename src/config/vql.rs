@@ -3,8 +3,8 @@
 //! in as an escaped literal at run time (`edc::vql`). The tokenizer lives
 //! here, at the bottom of the house, and `edc` and the simulator use it.
 
+use super::check::{string, Fields, Report};
 use super::policy::Vql;
-use super::validate::{string, Fields, Report};
 use super::yaml::Node;
 
 /// One token of a VQL statement, as far as structure goes.

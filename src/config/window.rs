@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use super::check::{non_negative, string, Fields, Report};
 use super::policy::DateWindow;
-use super::validate::{non_negative, string, Fields, Report};
 use super::yaml::Node;
 
 const WINDOW_KEYS: [&str; 3] = ["end_param", "max_age_days", "settle_lag_s"];

@@ -1,0 +1,205 @@
+//! The `delta` block of a policy: the endpoint, its format and paging, the
+//! cursor, and the optional date `window` and `vql` sub-blocks.
+
+use super::check::{integer, json_pointer, or_default, string, template, Fields, Report};
+use super::policy::{Delta, Paging, PayloadFormat, RecordOrder};
+use super::validate::query_map;
+use super::yaml::Node;
+
+const DEFAULT_NEXT_POINTER: &str = "/responseDetails/next_page";
+
+const DEFAULT_MAX_PAGES_PER_WINDOW: i64 = 100_000;
+
+const DELTA_KEYS: [&str; 14] = [
+    "vql",
+    "order",
+    "window",
+    "path",
+    "format",
+    "paging",
+    "next_pointer",
+    "records_pointer",
+    "cursor_param",
+    "cursor_field",
+    "page_size_param",
+    "page_size",
+    "max_pages_per_window",
+    "query",
+];
+
+pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Option<Delta> {
+    let mut f = Fields::of(report, path, node)?;
+    let endpoint = f.required(report, "path").and_then(|(p, n)| {
+        let t = template(report, &p, n)?;
+        if t.as_str().starts_with("//") {
+            report.add(
+                &p,
+                format!(
+                    "must not start with '//' (that names another host), got {:?}",
+                    t.as_str()
+                ),
+            );
+            None
+        } else if t.as_str().starts_with('/') {
+            Some(t)
+        } else {
+            report.add(&p, format!("must start with '/', got {:?}", t.as_str()));
+            None
+        }
+    });
+    let format = f
+        .required(report, "format")
+        .and_then(|(p, n)| match string(report, &p, n)? {
+            "json" => Some(PayloadFormat::Json),
+            "odm" => Some(PayloadFormat::Odm),
+            other => {
+                report.add(&p, format!("must be one of json, odm; got {other:?}"));
+                None
+            }
+        });
+    let paging_path = f.child("paging");
+    let paging_name = f.required(report, "paging").and_then(|(p, n)| {
+        let s = string(report, &p, n)?;
+        match s {
+            "json_next" | "link_header" | "rave_startid" => Some(s),
+            other => {
+                report.add(
+                    &p,
+                    format!("must be one of json_next, link_header, rave_startid; got {other:?}"),
+                );
+                None
+            }
+        }
+    });
+    let next_pointer = f.optional("next_pointer");
+    let next_pointer_path = f.child("next_pointer");
+    let next_pointer = match next_pointer {
+        Some((p, n)) => json_pointer(report, &p, n).map(Some),
+        None => Some(None),
+    };
+    let records_pointer = match f.optional("records_pointer") {
+        Some((p, n)) => json_pointer(report, &p, n).map(Some),
+        None => Some(None),
+    };
+    // A VQL delta carries its cursor and page size inside the query.
+    let vql = match f.optional("vql") {
+        Some((p, n)) => super::vql::vql(report, p, n).map(Some),
+        None => Some(None),
+    };
+    let is_vql = matches!(vql, Some(Some(_)));
+    let param = |f: &mut Fields, report: &mut Report, key: &str| {
+        if is_vql {
+            if f.optional(key).is_some() {
+                report.add(&f.child(key), "not used with delta.vql (the query carries it)");
+            }
+            Some(String::new())
+        } else {
+            f.required(report, key)
+                .and_then(|(p, n)| string(report, &p, n).map(str::to_string))
+        }
+    };
+    let cursor_param = param(&mut f, report, "cursor_param");
+    let cursor_field = match f.optional("cursor_field") {
+        Some((p, n)) => string(report, &p, n).map(|s| Some(s.to_string())),
+        None => Some(None),
+    };
+    let page_size_param = param(&mut f, report, "page_size_param");
+    let page_size = f
+        .required(report, "page_size")
+        .and_then(|(p, n)| integer(report, &p, n, 1, 100_000));
+    let query = match f.optional("query") {
+        Some((p, n)) => query_map(report, p, n),
+        None => Some(Vec::new()),
+    };
+    let max_pages = or_default(
+        f.optional("max_pages_per_window"),
+        DEFAULT_MAX_PAGES_PER_WINDOW,
+        |p, n| integer(report, p, n, 1, 100_000_000),
+    );
+    let order = or_default(
+        f.optional("order"),
+        RecordOrder::Ascending,
+        |p, n| match string(report, p, n)? {
+            "ascending" => Some(RecordOrder::Ascending),
+            "newest_first" => Some(RecordOrder::NewestFirst),
+            "unordered" => Some(RecordOrder::Unordered),
+            other => {
+                report.add(
+                    p,
+                    format!("must be one of ascending, newest_first, unordered; got {other:?}"),
+                );
+                None
+            }
+        },
+    );
+    let window = match f.optional("window") {
+        Some((p, n)) => super::window::window(report, p, n).map(Some),
+        None => Some(None),
+    };
+    let vql_path = f.child("vql");
+    let records_pointer_path = f.child("records_pointer");
+    let cursor_field_path = f.child("cursor_field");
+    f.finish(report, &DELTA_KEYS);
+
+    // Cross-key rules: each paging style fits one payload format, and JSON
+    // needs to know where its records and its high-water mark are.
+    let (format, paging_name, next_pointer) = (format?, paging_name?, next_pointer?);
+    let paging = match (paging_name, format) {
+        ("json_next", PayloadFormat::Json) => Paging::JsonNext {
+            next_pointer: next_pointer
+                .clone()
+                .unwrap_or_else(|| DEFAULT_NEXT_POINTER.to_string()),
+        },
+        ("json_next", PayloadFormat::Odm) => {
+            report.add(&paging_path, "json_next paging needs format: json");
+            return None;
+        }
+        ("rave_startid", PayloadFormat::Json) => {
+            report.add(&paging_path, "rave_startid paging needs format: odm");
+            return None;
+        }
+        ("rave_startid", PayloadFormat::Odm) => Paging::RaveStartid,
+        _ => Paging::LinkHeader,
+    };
+    if is_vql && matches!(window, Some(Some(_))) {
+        report.add(&vql_path, "a VQL delta is not a date window: remove delta.window");
+        return None;
+    }
+    if is_vql && !matches!(paging, Paging::JsonNext { .. }) {
+        report.add(
+            &paging_path,
+            "delta.vql needs paging: json_next (Vault's next_page)",
+        );
+        return None;
+    }
+    if next_pointer.is_some() && !matches!(paging, Paging::JsonNext { .. }) {
+        report.add(&next_pointer_path, "only used with paging: json_next");
+    }
+    let (records_pointer, cursor_field) = (records_pointer?, cursor_field?);
+    if format == PayloadFormat::Json {
+        if records_pointer.is_none() {
+            report.add(&records_pointer_path, "required key is missing (format: json)");
+        }
+        if cursor_field.is_none() {
+            report.add(&cursor_field_path, "required key is missing (format: json)");
+        }
+    }
+    if format == PayloadFormat::Json && (records_pointer.is_none() || cursor_field.is_none()) {
+        return None;
+    }
+    Some(Delta {
+        path: endpoint?,
+        format,
+        paging,
+        records_pointer,
+        cursor_param: cursor_param?,
+        cursor_field,
+        page_size_param: page_size_param?,
+        page_size: u32::try_from(page_size?).ok()?,
+        max_pages_per_window: u64::try_from(max_pages?).ok()?,
+        order: order?,
+        window: window?,
+        vql: vql?,
+        query: query?,
+    })
+}
