@@ -10,14 +10,13 @@ mod login;
 mod origin;
 pub mod paging;
 pub mod payload;
+mod reply;
 pub mod retry_after;
 mod secret;
 pub mod vql;
 
 pub use auth::{AuthError, Credentials, Obtained};
-pub use client::{
-    BodyDigest, FetchError, ReadOnlyClient, Reply, ResponseMeta, ERROR_BODY_CAP, EXECUTION_ID_HEADER,
-    QUOTA_HEADERS,
-};
+pub use client::{FetchError, ReadOnlyClient, ERROR_BODY_CAP, EXECUTION_ID_HEADER, QUOTA_HEADERS};
 pub use origin::{Origin, OriginError};
+pub use reply::{BodyDigest, Reply, ResponseMeta};
 pub use secret::Secret;

@@ -5,11 +5,10 @@
 use std::fmt;
 use std::io::Read;
 
-use std::collections::HashSet;
-
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 
 use super::order::Mark;
+use super::strict_json::{Keys, Strict, StrictValue};
 use super::{CursorValue, Envelope, InvalidPayload, PageSummary, VendorMessage};
 
 /// Splits an RFC 6901 pointer into unescaped tokens.
@@ -334,133 +333,6 @@ impl<'de> Visitor<'de> for Record<'_> {
             }
         }
         Ok(value)
-    }
-}
-
-/// The keys of one object: a key twice is an error, because parsers
-/// disagree on which value wins (`{"data":[...],"data":[]}` reads as no
-/// records to one and as records to another).
-#[derive(Default)]
-struct Keys(HashSet<String>);
-
-impl Keys {
-    fn insert<E: de::Error>(&mut self, key: &str) -> Result<(), E> {
-        if self.0.insert(key.to_string()) {
-            Ok(())
-        } else {
-            Err(E::custom(format!("the key {key:?} appears twice in one object")))
-        }
-    }
-}
-
-/// Walks a value nobody reads, strictly: every string is decoded (so
-/// invalid UTF-8 and lone surrogates are errors, where skipping would let
-/// them through) and every object's keys are unique.
-struct Strict;
-
-impl<'de> DeserializeSeed<'de> for Strict {
-    type Value = ();
-
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(Strict)
-    }
-}
-
-impl<'de> Visitor<'de> for Strict {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "any JSON value")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut keys = Keys::default();
-        while let Some(key) = map.next_key::<String>()? {
-            keys.insert::<A::Error>(&key)?;
-            map.next_value_seed(Strict)?;
-        }
-        Ok(())
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element_seed(Strict)?.is_some() {}
-        Ok(())
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_str<E>(self, _: &str) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
-    }
-}
-
-/// [`Strict`], keeping the value (for the few members that are read whole).
-struct StrictValue;
-
-impl<'de> DeserializeSeed<'de> for StrictValue {
-    type Value = serde_json::Value;
-
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<serde_json::Value, D::Error> {
-        d.deserialize_any(StrictValue)
-    }
-}
-
-impl<'de> Visitor<'de> for StrictValue {
-    type Value = serde_json::Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "any JSON value")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut keys = Keys::default();
-        let mut out = serde_json::Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            keys.insert::<A::Error>(&key)?;
-            let value = map.next_value_seed(StrictValue)?;
-            out.insert(key, value);
-        }
-        Ok(serde_json::Value::Object(out))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut out = Vec::new();
-        while let Some(v) = seq.next_element_seed(StrictValue)? {
-            out.push(v);
-        }
-        Ok(serde_json::Value::Array(out))
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
-        Ok(v.into())
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
-        Ok(v.into())
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
-        Ok(v.into())
-    }
-    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
-        Ok(serde_json::Number::from_f64(v).map_or(serde_json::Value::Null, serde_json::Value::Number))
-    }
-    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(v.into())
-    }
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(serde_json::Value::Null)
     }
 }
 

@@ -7,6 +7,7 @@
 mod json;
 mod odm;
 pub mod order;
+mod strict_json;
 pub mod xml_text;
 
 use std::io::Read;
