@@ -7,6 +7,12 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::config::DEFAULT_PATH;
 
+mod bench;
+mod simulate;
+
+pub use bench::BenchCommand;
+pub use simulate::{SimProfile, SimulateArgs};
+
 /// Pulls clinical-trial data deltas out of EDC systems, paced, audited and
 /// read-only.
 #[derive(Debug, Parser)]
@@ -90,131 +96,6 @@ pub enum Command {
     Simulate(SimulateArgs),
 }
 
-/// Flags of `edc-sync simulate`.
-#[derive(Debug, Args)]
-#[command(after_long_help = SIMULATE_HELP)]
-pub struct SimulateArgs {
-    /// Port on 127.0.0.1 (0 picks a free one; the URL is printed on stdout).
-    #[arg(long, default_value_t = 0)]
-    pub port: u16,
-    /// Number of subjects in the dataset.
-    #[arg(long, default_value_t = 20)]
-    pub subjects: u32,
-    /// Number of audit records in the dataset.
-    #[arg(long, default_value_t = 300)]
-    pub records: u32,
-    /// Seed of the dataset's values (same seed, same bytes).
-    #[arg(long, default_value_t = 42)]
-    pub seed: u64,
-    /// Filler bytes per record, to make large pages.
-    #[arg(long, default_value_t = 0)]
-    pub padding: usize,
-    /// Bearer token requests must carry.
-    #[arg(
-        long,
-        env = "EDC_SYNC_SIM_TOKEN",
-        default_value = "sim-token",
-        hide_env_values = true
-    )]
-    pub token: String,
-    /// Which vendor to imitate: how requests authenticate and how errors look.
-    #[arg(long, value_enum, default_value_t = SimProfile::Generic)]
-    pub profile: SimProfile,
-    /// The user the rave (HTTP Basic) and vault (login form) profiles accept.
-    #[arg(long, default_value = "sim-user")]
-    pub username: String,
-    /// That user's password.
-    #[arg(
-        long,
-        env = "EDC_SYNC_SIM_PASSWORD",
-        default_value = "sim-password",
-        hide_env_values = true
-    )]
-    pub password: String,
-    /// Vault profile: the path that accepts the login form.
-    #[arg(long, default_value = "/api/v24.1/auth")]
-    pub login_path: String,
-    /// Vault profile: each session serves N data requests, then answers
-    /// 200 FAILURE INVALID_SESSION_ID.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub session_ttl_requests: Option<u64>,
-    /// Seconds added to the simulator's clock in Date and HTTP-date
-    /// Retry-After headers (a server whose clock differs from yours).
-    #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_name = "S")]
-    pub clock_skew_s: i64,
-    /// A fault: N=SPEC makes the Nth request fail (see below). Repeatable.
-    #[arg(long = "fault", value_name = "N=SPEC", value_parser = crate::sim::FaultSchedule::parse_entry)]
-    pub faults: Vec<(u64, crate::sim::Fault)>,
-    /// Server-side quota: tokens per second (with --quota-burst).
-    #[arg(long, requires = "quota_burst")]
-    pub quota_rate: Option<f64>,
-    /// Server-side quota: bucket size.
-    #[arg(long, requires = "quota_rate")]
-    pub quota_burst: Option<u32>,
-    /// Latency added to every response, in milliseconds.
-    #[arg(long, default_value_t = 0)]
-    pub latency_ms: u64,
-    /// Vault burst limit per 5-minute window: pages then carry
-    /// X-VaultAPI-BurstLimit and X-VaultAPI-BurstLimitRemaining.
-    #[arg(long)]
-    pub vault_burst: Option<u64>,
-    /// Append every request (arrival time, method, path, status) as JSON Lines.
-    #[arg(long)]
-    pub request_log: Option<PathBuf>,
-}
-
-/// The simulator's vendor profiles (`--profile`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SimProfile {
-    /// A bearer token (--token); errors are bare HTTP statuses.
-    Generic,
-    /// Rave Web Services: HTTP Basic; 401 with an RWS00008 error ODM.
-    Rave,
-    /// Vault: POST --login-path for a session; errors as 200 FAILURE bodies.
-    Vault,
-}
-
-const SIMULATE_HELP: &str = "\
-Profiles (--profile):
-  generic   Authorization: Bearer --token; a bad token gets a bare 401.
-  rave      Authorization: Basic (--username, --password), as Rave Web Services
-            expects; a bad one gets 401 with an ODM whose mdsol:ErrorDescription
-            ends [RWS00008].
-  vault     POST --login-path with the form fields username and password answers
-            {\"responseStatus\":\"SUCCESS\",\"sessionId\":...} (or 200 FAILURE
-            USERNAME_OR_PASSWORD_INCORRECT); data requests send Authorization:
-            <sessionId> or Bearer <sessionId>; an unknown or used-up session
-            (--session-ttl-requests) gets 200 FAILURE INVALID_SESSION_ID; every
-            response carries X-VaultAPI-ExecutionId.
-  Every response carries Date from the simulator's clock (--clock-skew-s).
-
-Endpoints:
-  GET /api/v24.1/query/audit_trail?modified_since=T&limit=L&offset=O   Vault-style JSON;
-      next page in responseDetails.next_page and in a Link header
-  GET /RaveWebServices/datasets/ClinicalAuditRecords.odm?studyoid=S&startid=N&per_page=M
-      Rave-style ODM 1.3 audit records; next page in a Link header
-  POST is accepted only at --login-path (vault profile); other methods get 405.
-
-Faults (--fault N=SPEC, N = the Nth request received, from 1):
-  429:seconds:S | 429:date:S | 429:absent | 429:raw:TEXT     throttled, Retry-After in that form
-  503:seconds:S | 503:date:S | 503:absent | 503:raw:TEXT
-  500 | 502 | 504 | 401 | 403 | 404                          that status
-  truncate            full Content-Length, half the body, connection closed
-  oversize:BYTES      a 200 body of BYTES bytes
-  latency:MS          the page, MS milliseconds late
-  garbage             a 200 body that is not valid JSON / ODM
-  gzip                the page, labelled Content-Encoding: gzip (never asked for)
-  cross-origin-next:URL   the page, its next link pointing at URL
-  redirect:URL        302 to URL
-  vault-failure:TYPE  200 {\"responseStatus\":\"FAILURE\",\"errors\":[{\"type\":TYPE,...}]}
-                      (e.g. API_LIMIT_EXCEEDED, INSUFFICIENT_ACCESS, INVALID_DATA)
-  rave-error:STATUS:CODE       STATUS with <Response ReasonCode=CODE ...> (e.g. 404:RWS00092)
-  rave-odm-error:STATUS:CODE   STATUS with an ODM whose mdsol:ErrorDescription ends [CODE]
-
-Example:
-  edc-sync simulate --port 8080 --records 500 --fault 2=429:seconds:1 --fault 4=429:date:2 \\
-      --fault 6=429:absent --fault 8=503:seconds:1 --request-log /tmp/sim.jsonl";
-
 /// Where the policy file is.
 #[derive(Debug, Args)]
 pub struct ConfigPath {
@@ -283,100 +164,6 @@ pub enum AuditCommand {
         /// Like --key, with the key read from FILE.
         #[arg(long, value_name = "FILE", conflicts_with = "key")]
         key_file: Option<PathBuf>,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum BenchCommand {
-    /// Contention on one Redis token bucket: round trips per grant,
-    /// envelope violations, utilisation, acquire latency.
-    ///
-    /// Ends with one JSON line of the figures.
-    ///
-    /// Example: edc-sync bench pacer --redis redis://127.0.0.1:6379/ --procs 4 --tasks 4 --rate 50 --burst 20 --seconds 20
-    Pacer {
-        /// Redis URL.
-        #[arg(long, env = "EDC_SYNC_REDIS_URL")]
-        redis: String,
-        /// Worker processes.
-        #[arg(long, default_value_t = 4)]
-        procs: u32,
-        /// Tasks per worker process.
-        #[arg(long, default_value_t = 4)]
-        tasks: u32,
-        /// Bucket refill rate, tokens per second.
-        #[arg(long, default_value_t = 50.0)]
-        rate: f64,
-        /// Bucket capacity.
-        #[arg(long, default_value_t = 20)]
-        burst: u32,
-        /// Length of the measured window.
-        #[arg(long, default_value_t = 20.0)]
-        seconds: f64,
-        /// Also write every grant time (Redis server microseconds, sorted),
-        /// one per line.
-        #[arg(long)]
-        grants_out: Option<PathBuf>,
-    },
-    /// What one committed page costs: pages/s and CPU per 64 KiB page, the
-    /// durable commit, and peak RSS over 1 GiB in 64 MiB pages.
-    ///
-    /// Ends with one JSON line of the figures.
-    ///
-    /// Example: edc-sync bench sync --pages 500 --large-pages 16
-    Sync {
-        /// Small pages to sync (about --page-kib each).
-        #[arg(long, default_value_t = 500)]
-        pages: u64,
-        /// Size of a small page, KiB.
-        #[arg(long, default_value_t = 64)]
-        page_kib: u64,
-        /// Large pages to sync (about --large-page-mib each).
-        #[arg(long, default_value_t = 16)]
-        large_pages: u64,
-        /// Size of a large page, MiB.
-        #[arg(long, default_value_t = 64)]
-        large_page_mib: u64,
-    },
-    /// Crash soak: start a sync, SIGKILL it at a seeded random moment,
-    /// resume; ROUNDS times, with faults on; then count duplicates and losses.
-    ///
-    /// Example: edc-sync bench crash-soak --rounds 200
-    CrashSoak {
-        #[arg(long, default_value_t = 200)]
-        rounds: u32,
-        #[arg(long, default_value_t = 400)]
-        records: u32,
-        #[arg(long, default_value_t = 0x50a4)]
-        seed: u64,
-    },
-    /// One phase of `bench sync` in a process of its own (spawned by it).
-    #[command(hide = true)]
-    SyncPhase {
-        #[arg(long)]
-        pages: u64,
-        #[arg(long)]
-        page_bytes: u64,
-        #[arg(long)]
-        work: PathBuf,
-    },
-    /// One worker process of `bench pacer` (spawned by it).
-    #[command(hide = true)]
-    PacerWorker {
-        #[arg(long)]
-        redis: String,
-        #[arg(long)]
-        key: String,
-        #[arg(long)]
-        tasks: u32,
-        #[arg(long)]
-        rate: f64,
-        #[arg(long)]
-        burst: u32,
-        #[arg(long, allow_negative_numbers = true)]
-        start_us: i64,
-        #[arg(long, allow_negative_numbers = true)]
-        end_us: i64,
     },
 }
 

@@ -141,3 +141,26 @@ fn the_arrows_of_docs_architecture_hold() {
         wrong.join("\n")
     );
 }
+
+/// A room a newcomer can read: no source file over 500 lines
+/// (docs/architecture.md says where each concept lives instead).
+#[test]
+fn no_source_file_exceeds_500_lines() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut stack = vec![root];
+    let mut long = Vec::new();
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+                if lines > 500 {
+                    long.push(format!("{} ({lines} lines)", path.display()));
+                }
+            }
+        }
+    }
+    assert!(long.is_empty(), "split by concept: {long:?}");
+}

@@ -1,0 +1,99 @@
+//! Flags of `edc-sync bench ...`.
+
+use std::path::PathBuf;
+
+use clap::Subcommand;
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Contention on one Redis token bucket: round trips per grant,
+    /// envelope violations, utilisation, acquire latency.
+    ///
+    /// Ends with one JSON line of the figures.
+    ///
+    /// Example: edc-sync bench pacer --redis redis://127.0.0.1:6379/ --procs 4 --tasks 4 --rate 50 --burst 20 --seconds 20
+    Pacer {
+        /// Redis URL.
+        #[arg(long, env = "EDC_SYNC_REDIS_URL")]
+        redis: String,
+        /// Worker processes.
+        #[arg(long, default_value_t = 4)]
+        procs: u32,
+        /// Tasks per worker process.
+        #[arg(long, default_value_t = 4)]
+        tasks: u32,
+        /// Bucket refill rate, tokens per second.
+        #[arg(long, default_value_t = 50.0)]
+        rate: f64,
+        /// Bucket capacity.
+        #[arg(long, default_value_t = 20)]
+        burst: u32,
+        /// Length of the measured window.
+        #[arg(long, default_value_t = 20.0)]
+        seconds: f64,
+        /// Also write every grant time (Redis server microseconds, sorted),
+        /// one per line.
+        #[arg(long)]
+        grants_out: Option<PathBuf>,
+    },
+    /// What one committed page costs: pages/s and CPU per 64 KiB page, the
+    /// durable commit, and peak RSS over 1 GiB in 64 MiB pages.
+    ///
+    /// Ends with one JSON line of the figures.
+    ///
+    /// Example: edc-sync bench sync --pages 500 --large-pages 16
+    Sync {
+        /// Small pages to sync (about --page-kib each).
+        #[arg(long, default_value_t = 500)]
+        pages: u64,
+        /// Size of a small page, KiB.
+        #[arg(long, default_value_t = 64)]
+        page_kib: u64,
+        /// Large pages to sync (about --large-page-mib each).
+        #[arg(long, default_value_t = 16)]
+        large_pages: u64,
+        /// Size of a large page, MiB.
+        #[arg(long, default_value_t = 64)]
+        large_page_mib: u64,
+    },
+    /// Crash soak: start a sync, SIGKILL it at a seeded random moment,
+    /// resume; ROUNDS times, with faults on; then count duplicates and losses.
+    ///
+    /// Example: edc-sync bench crash-soak --rounds 200
+    CrashSoak {
+        #[arg(long, default_value_t = 200)]
+        rounds: u32,
+        #[arg(long, default_value_t = 400)]
+        records: u32,
+        #[arg(long, default_value_t = 0x50a4)]
+        seed: u64,
+    },
+    /// One phase of `bench sync` in a process of its own (spawned by it).
+    #[command(hide = true)]
+    SyncPhase {
+        #[arg(long)]
+        pages: u64,
+        #[arg(long)]
+        page_bytes: u64,
+        #[arg(long)]
+        work: PathBuf,
+    },
+    /// One worker process of `bench pacer` (spawned by it).
+    #[command(hide = true)]
+    PacerWorker {
+        #[arg(long)]
+        redis: String,
+        #[arg(long)]
+        key: String,
+        #[arg(long)]
+        tasks: u32,
+        #[arg(long)]
+        rate: f64,
+        #[arg(long)]
+        burst: u32,
+        #[arg(long, allow_negative_numbers = true)]
+        start_us: i64,
+        #[arg(long, allow_negative_numbers = true)]
+        end_us: i64,
+    },
+}

@@ -1,0 +1,131 @@
+//! Flags of `edc-sync simulate`, with the fault and profile reference that
+//! `--help` prints.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+/// Flags of `edc-sync simulate`.
+#[derive(Debug, Args)]
+#[command(after_long_help = SIMULATE_HELP)]
+pub struct SimulateArgs {
+    /// Port on 127.0.0.1 (0 picks a free one; the URL is printed on stdout).
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Number of subjects in the dataset.
+    #[arg(long, default_value_t = 20)]
+    pub subjects: u32,
+    /// Number of audit records in the dataset.
+    #[arg(long, default_value_t = 300)]
+    pub records: u32,
+    /// Seed of the dataset's values (same seed, same bytes).
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Filler bytes per record, to make large pages.
+    #[arg(long, default_value_t = 0)]
+    pub padding: usize,
+    /// Bearer token requests must carry.
+    #[arg(
+        long,
+        env = "EDC_SYNC_SIM_TOKEN",
+        default_value = "sim-token",
+        hide_env_values = true
+    )]
+    pub token: String,
+    /// Which vendor to imitate: how requests authenticate and how errors look.
+    #[arg(long, value_enum, default_value_t = SimProfile::Generic)]
+    pub profile: SimProfile,
+    /// The user the rave (HTTP Basic) and vault (login form) profiles accept.
+    #[arg(long, default_value = "sim-user")]
+    pub username: String,
+    /// That user's password.
+    #[arg(
+        long,
+        env = "EDC_SYNC_SIM_PASSWORD",
+        default_value = "sim-password",
+        hide_env_values = true
+    )]
+    pub password: String,
+    /// Vault profile: the path that accepts the login form.
+    #[arg(long, default_value = "/api/v24.1/auth")]
+    pub login_path: String,
+    /// Vault profile: each session serves N data requests, then answers
+    /// 200 FAILURE INVALID_SESSION_ID.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub session_ttl_requests: Option<u64>,
+    /// Seconds added to the simulator's clock in Date and HTTP-date
+    /// Retry-After headers (a server whose clock differs from yours).
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_name = "S")]
+    pub clock_skew_s: i64,
+    /// A fault: N=SPEC makes the Nth request fail (see below). Repeatable.
+    #[arg(long = "fault", value_name = "N=SPEC", value_parser = crate::sim::FaultSchedule::parse_entry)]
+    pub faults: Vec<(u64, crate::sim::Fault)>,
+    /// Server-side quota: tokens per second (with --quota-burst).
+    #[arg(long, requires = "quota_burst")]
+    pub quota_rate: Option<f64>,
+    /// Server-side quota: bucket size.
+    #[arg(long, requires = "quota_rate")]
+    pub quota_burst: Option<u32>,
+    /// Latency added to every response, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    pub latency_ms: u64,
+    /// Vault burst limit per 5-minute window: pages then carry
+    /// X-VaultAPI-BurstLimit and X-VaultAPI-BurstLimitRemaining.
+    #[arg(long)]
+    pub vault_burst: Option<u64>,
+    /// Append every request (arrival time, method, path, status) as JSON Lines.
+    #[arg(long)]
+    pub request_log: Option<PathBuf>,
+}
+
+/// The simulator's vendor profiles (`--profile`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SimProfile {
+    /// A bearer token (--token); errors are bare HTTP statuses.
+    Generic,
+    /// Rave Web Services: HTTP Basic; 401 with an RWS00008 error ODM.
+    Rave,
+    /// Vault: POST --login-path for a session; errors as 200 FAILURE bodies.
+    Vault,
+}
+
+const SIMULATE_HELP: &str = "\
+Profiles (--profile):
+  generic   Authorization: Bearer --token; a bad token gets a bare 401.
+  rave      Authorization: Basic (--username, --password), as Rave Web Services
+            expects; a bad one gets 401 with an ODM whose mdsol:ErrorDescription
+            ends [RWS00008].
+  vault     POST --login-path with the form fields username and password answers
+            {\"responseStatus\":\"SUCCESS\",\"sessionId\":...} (or 200 FAILURE
+            USERNAME_OR_PASSWORD_INCORRECT); data requests send Authorization:
+            <sessionId> or Bearer <sessionId>; an unknown or used-up session
+            (--session-ttl-requests) gets 200 FAILURE INVALID_SESSION_ID; every
+            response carries X-VaultAPI-ExecutionId.
+  Every response carries Date from the simulator's clock (--clock-skew-s).
+
+Endpoints:
+  GET /api/v24.1/query/audit_trail?modified_since=T&limit=L&offset=O   Vault-style JSON;
+      next page in responseDetails.next_page and in a Link header
+  GET /RaveWebServices/datasets/ClinicalAuditRecords.odm?studyoid=S&startid=N&per_page=M
+      Rave-style ODM 1.3 audit records; next page in a Link header
+  POST is accepted only at --login-path (vault profile); other methods get 405.
+
+Faults (--fault N=SPEC, N = the Nth request received, from 1):
+  429:seconds:S | 429:date:S | 429:absent | 429:raw:TEXT     throttled, Retry-After in that form
+  503:seconds:S | 503:date:S | 503:absent | 503:raw:TEXT
+  500 | 502 | 504 | 401 | 403 | 404                          that status
+  truncate            full Content-Length, half the body, connection closed
+  oversize:BYTES      a 200 body of BYTES bytes
+  latency:MS          the page, MS milliseconds late
+  garbage             a 200 body that is not valid JSON / ODM
+  gzip                the page, labelled Content-Encoding: gzip (never asked for)
+  cross-origin-next:URL   the page, its next link pointing at URL
+  redirect:URL        302 to URL
+  vault-failure:TYPE  200 {\"responseStatus\":\"FAILURE\",\"errors\":[{\"type\":TYPE,...}]}
+                      (e.g. API_LIMIT_EXCEEDED, INSUFFICIENT_ACCESS, INVALID_DATA)
+  rave-error:STATUS:CODE       STATUS with <Response ReasonCode=CODE ...> (e.g. 404:RWS00092)
+  rave-odm-error:STATUS:CODE   STATUS with an ODM whose mdsol:ErrorDescription ends [CODE]
+
+Example:
+  edc-sync simulate --port 8080 --records 500 --fault 2=429:seconds:1 --fault 4=429:date:2 \\
+      --fault 6=429:absent --fault 8=503:seconds:1 --request-log /tmp/sim.jsonl";
