@@ -94,16 +94,22 @@ pub struct RunResult {
     pub outcome: anyhow::Result<()>,
 }
 
-/// Everything that can be checked before the audit header is written.
-struct Prepared {
+/// A run, planned: everything that can be checked is checked before the
+/// runtime starts and before the audit header is written, so a usage or
+/// configuration mistake (a policy key, a variable, the base URL, the Redis
+/// URL) exits 78 and leaves no audit line.
+pub struct RunPlan {
     loaded: LoadedConfig,
     policy: Arc<Policy>,
     delta: Arc<crate::config::Delta>,
     jobs: Vec<(StreamIdentity, crate::config::StreamSpec, Quota)>,
     endpoint: Endpoint,
+    client: ReadOnlyClient,
 }
 
-fn prepare(spec: &RunSpec) -> Result<Prepared, ConfigError> {
+/// Plans `spec`: policy loaded, validated and committed, streams and
+/// quotas resolved, environment read, the client built for its origin.
+pub fn plan(spec: &RunSpec) -> Result<RunPlan, ConfigError> {
     if let PacerChoice::Redis(url) = &spec.pacer {
         RedisPacer::check_url(url).map_err(ConfigError::Identity)?;
     }
@@ -154,12 +160,22 @@ fn prepare(spec: &RunSpec) -> Result<Prepared, ConfigError> {
             credentials: Credentials::from_policy(&policy)?,
         },
     };
-    Ok(Prepared {
+    let client =
+        ReadOnlyClient::new(&endpoint.base_url, endpoint.credentials.clone(), policy.http).map_err(|e| {
+            match e {
+                crate::edc::FetchError::Credential(detail) => {
+                    ConfigError::Identity(format!("{}: {detail}; {}", policy.vendor, policy.auth.hint()))
+                }
+                e => ConfigError::Identity(format!("{}.base_url_env: {e}", policy.vendor)),
+            }
+        })?;
+    Ok(RunPlan {
         loaded,
         policy,
         delta,
         jobs,
         endpoint,
+        client,
     })
 }
 
@@ -167,8 +183,13 @@ fn prepare(spec: &RunSpec) -> Result<Prepared, ConfigError> {
 /// config, unwritable audit file) come back as `Err`; everything after is
 /// in [`RunResult::outcome`], and the audit trail says how it ended.
 pub async fn execute(spec: RunSpec) -> anyhow::Result<RunResult> {
+    let plan = plan(&spec)?;
+    execute_plan(spec, plan).await
+}
+
+/// Runs a planned `spec` to the end.
+pub async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> anyhow::Result<RunResult> {
     let started = Instant::now();
-    let prepared = prepare(&spec)?;
     let run_id = RunId::new();
     let masker = crate::mask::Masker::for_run(
         &prepared.loaded.provenance.config_sha256,
@@ -291,7 +312,7 @@ async fn check_redis_anchor(redis: &RedisPacer, audit: &SharedAudit) -> anyhow::
 
 async fn run_streams(
     spec: &RunSpec,
-    prepared: &Prepared,
+    prepared: &RunPlan,
     audit: &SharedAudit,
 ) -> (Vec<StreamReport>, anyhow::Result<()>, Option<RedisPacer>) {
     let pacer = match &spec.pacer {
@@ -310,22 +331,7 @@ async fn run_streams(
         AnyPacer::Redis(p) => Some(p.clone()),
         AnyPacer::Local(_) => None,
     };
-    let client = match ReadOnlyClient::new(
-        &prepared.endpoint.base_url,
-        prepared.endpoint.credentials.clone(),
-        prepared.policy.http,
-    ) {
-        Ok(c) => c,
-        Err(crate::edc::FetchError::Credential(detail)) => {
-            let policy = &prepared.policy;
-            let err = ConfigError::Identity(format!("{}: {detail}; {}", policy.vendor, policy.auth.hint()));
-            return (Vec::new(), Err(err.into()), redis);
-        }
-        Err(e) => {
-            let err = ConfigError::Identity(format!("{}.base_url_env: {e}", prepared.policy.vendor));
-            return (Vec::new(), Err(err.into()), redis);
-        }
-    };
+    let client = prepared.client.clone();
     let mut tasks = tokio::task::JoinSet::new();
     for (index, (id, stream, quota)) in prepared.jobs.iter().cloned().enumerate() {
         let job = StreamJob {
@@ -372,6 +378,8 @@ async fn run_streams(
 
 /// Convenience for callers outside a runtime.
 pub fn execute_blocking(spec: RunSpec) -> anyhow::Result<RunResult> {
+    // Planned before the runtime exists: a mistake costs nothing to find.
+    let plan = plan(&spec)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -381,6 +389,6 @@ pub fn execute_blocking(spec: RunSpec) -> anyhow::Result<RunResult> {
         let mut spec = spec;
         spec.options.interrupt =
             crate::interrupt::Interrupt::install().context("installing the signal handlers")?;
-        execute(spec).await
+        execute_plan(spec, plan).await
     })
 }

@@ -502,6 +502,27 @@ async fn a_malformed_redis_url_exits_78_before_any_audit_line() {
     );
 }
 
+/// The run is planned before anything happens: a base URL that is not one
+/// (or carries credentials, or is plain http to another host) is a
+/// configuration error with no audit line, like a bad Redis URL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_base_url_exits_78_before_any_audit_line() {
+    for url in ["ftp://127.0.0.1:9/", "http://edc.example.com/", "not a url"] {
+        let fx = Fixture::new();
+        let out = fx.sync(url, &["--pacer", "local"]).output().unwrap();
+        assert_exit(&out, 78);
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("base_url_env"),
+            "{url}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            !fx.path("audit.jsonl").exists(),
+            "{url}: no audit line for a configuration mistake"
+        );
+    }
+}
+
 /// A run that stops mid-window (here on a 404) reports what it did commit:
 /// run_finished and the metrics file used to say 0 pages on every failure.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
