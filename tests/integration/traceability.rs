@@ -164,3 +164,56 @@ fn no_source_file_exceeds_500_lines() {
     }
     assert!(long.is_empty(), "split by concept: {long:?}");
 }
+
+/// Every `crate::` path points down the floors of docs/architecture.md:
+/// no module uses one above it, so there can be no circle.
+#[test]
+fn every_arrow_points_down_the_floors() {
+    let floor = |module: &str| -> Option<u8> {
+        Some(match module {
+            "config" | "digest" | "durable" | "host" | "interrupt" | "redact" | "mask" | "stream" => 0,
+            "edc" => 2,
+            "limiter" => 3,
+            "store" | "audit" | "reconcile" => 4,
+            "sync" => 5,
+            "run" | "exit" | "metrics" => 6,
+            "commands" | "qualify" | "bench" | "sim" | "cli" | "logging" | "main" | "lib" => 7,
+            _ => return None,
+        })
+    };
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut stack = vec![src.clone()];
+    let mut wrong = Vec::new();
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let rel = path.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+            let top = rel.split('/').next().unwrap().trim_end_matches(".rs").to_string();
+            let Some(own) = floor(&top) else {
+                wrong.push(format!(
+                    "{rel}: its module {top} is on no floor of docs/architecture.md"
+                ));
+                continue;
+            };
+            let text = std::fs::read_to_string(&path).unwrap();
+            for (i, _) in text.match_indices("crate::") {
+                let used: String = text[i + 7..]
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if let Some(theirs) = floor(&used) {
+                    if theirs > own {
+                        wrong.push(format!("{rel} (floor {own}) uses crate::{used} (floor {theirs})"));
+                    }
+                }
+            }
+        }
+    }
+    wrong.sort();
+    wrong.dedup();
+    assert!(wrong.is_empty(), "arrows pointing up:\n{}", wrong.join("\n"));
+}
