@@ -25,24 +25,7 @@ pub struct SoakFigures {
     pub final_exit_code: Option<i32>,
 }
 
-const POLICY: &str = r#"soak:
-  base_url_env: EDC_SYNC_SOAK_URL
-  token_env: EDC_SYNC_SOAK_TOKEN
-  sustained_rate_per_sec: 500
-  burst_capacity: 50
-  max_retry_attempts: 8
-  default_retry_after_s: 0
-  bucket_key: "rl:soak"
-  delta:
-    path: /api/v24.1/query/audit_trail
-    format: json
-    paging: json_next
-    records_pointer: /data
-    cursor_param: modified_since
-    cursor_field: modified_date__v
-    page_size_param: limit
-    page_size: 7
-"#;
+const POLICY: &str = include_str!("../../config/fixtures/simulator-policies.yaml");
 
 /// Runs the soak in `work` and returns the figures.
 pub async fn run(

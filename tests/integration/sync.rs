@@ -406,10 +406,16 @@ async fn rave_odm_resumes_from_the_next_start_id() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vault_burst_at_the_floor_slows_the_quota_and_says_why() {
     let fx = Fixture::new();
-    let policies = support::SIM_POLICIES.replacen(
-        "  max_retry_attempts: 3\n",
-        "  max_retry_attempts: 3\n  vendor_burst_floor: 3\n",
-        1,
+    // vault_json's block only: the fixture file holds every consumer's vendors.
+    let at = support::SIM_POLICIES.find("\nvault_json:").unwrap();
+    let (before, block) = support::SIM_POLICIES.split_at(at);
+    let policies = format!(
+        "{before}{}",
+        block.replacen(
+            "  max_retry_attempts: 3\n",
+            "  max_retry_attempts: 3\n  vendor_burst_floor: 3\n",
+            1
+        )
     );
     std::fs::write(fx.path("policies.yaml"), policies).unwrap();
     let sim = start_sim_with(SimConfig {
