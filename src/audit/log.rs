@@ -102,13 +102,32 @@ pub enum EncodeError {
     NotAnObject { event: &'static str, detail: String },
 }
 
-/// What an append wrote.
+/// What an append wrote: the receipt that a line is on disk. Only the
+/// audit log makes one, so holding it proves the append happened (the
+/// cursor store asks for it before it moves a cursor).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Appended {
-    pub seq: u64,
+    seq: u64,
     /// SHA-256 of the line written (the next line's `prev_sha256`).
-    pub sha256: String,
-    pub ts: String,
+    sha256: String,
+    ts: String,
+}
+
+impl Appended {
+    /// The line's `seq` in its run.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// SHA-256 of the line written.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+
+    /// The line's `ts`.
+    pub fn ts(&self) -> &str {
+        &self.ts
+    }
 }
 
 /// The audit trail of one run.

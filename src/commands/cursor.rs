@@ -5,7 +5,7 @@ use std::io::Write;
 use anyhow::Context;
 
 use crate::cli::CursorCommand;
-use crate::store::CursorStore;
+use crate::store::CursorFile;
 use crate::stream::StreamIdentity;
 
 pub fn run(cmd: CursorCommand) -> anyhow::Result<()> {
@@ -22,7 +22,7 @@ pub fn run(cmd: CursorCommand) -> anyhow::Result<()> {
                 protocol_version: stream.protocol_version,
                 stream: Some(stream_name),
             };
-            let store = CursorStore::new(&state, &id);
+            let store = CursorFile::new(&state, &id);
             let mut out = std::io::stdout().lock();
             if !store.path().exists() {
                 writeln!(

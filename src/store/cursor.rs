@@ -2,15 +2,28 @@
 //! stream, replaced atomically (temp file, fsync, rename, fsync the
 //! directory), so a crash leaves either the old cursor or the new one.
 //!
-//! A [`Cursor`] has no setters: the only way to a new one is
-//! [`CursorStore::advance`], and the only way to persist it is
-//! [`CursorStore::commit`], which the page loop calls last.
+//! Invariant 2 is kept by types, not by the order of statements:
+//!
+//! - a [`CursorStore`] can only be made from a held [`RunLock`] (it owns
+//!   the lock; dropping the store releases it), so no cursor is written
+//!   without the stream's lock; [`CursorFile`] only reads, for
+//!   `cursor show`;
+//! - a [`Cursor`] has no setters: [`CursorStore::advance`] returns a
+//!   [`PendingCursor`], which cannot be persisted by itself;
+//! - [`CursorStore::commit`] takes the pending cursor together with the
+//!   receipt of its durable `page_committed` audit line ([`Appended`], made
+//!   only by the audit log) and, for a page with records, the receipt of
+//!   its landed file ([`LandedPage`], made only by the landing store) for
+//!   the same bytes, and checks the stream. `docs/commit.md` gives the
+//!   whole transaction.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::{LandedPage, RunLock};
+use crate::audit::Appended;
 use crate::config::Paging;
 use crate::durable::sync_parent_dir;
 use crate::edc::paging::next_window_start;
@@ -32,6 +45,10 @@ pub enum StoreError {
     },
     #[error("state file {}: {detail}; it was left as it is", path.display())]
     Unreadable { path: PathBuf, detail: String },
+    /// A commit without the proof it needs: a defect in the caller, never
+    /// written (exit 74).
+    #[error("cursor {}: not committed: {detail}", path.display())]
+    Unproven { path: PathBuf, detail: String },
     /// A file this tool wrote whole is damaged: data error (65), since
     /// writing on top of it would hide the damage.
     #[error("{}: {detail}; it was left as it is (run `edc-sync verify` to reconcile)", path.display())]
@@ -135,8 +152,58 @@ pub struct PageAdvance<'a> {
     pub next_start: Option<String>,
 }
 
-/// The cursor file of one stream.
+/// A cursor advanced past one page, not yet durable. Only
+/// [`CursorStore::commit`] makes it the stream's cursor, and only with the
+/// receipts of the page's audit line and landed file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingCursor {
+    cursor: Cursor,
+    page_sha256: String,
+    records: u64,
+}
+
+impl PendingCursor {
+    /// The cursor it would become, for the manifest and the audit line.
+    pub fn cursor(&self) -> &Cursor {
+        &self.cursor
+    }
+
+    /// A dry run moves its cursor in memory only: the cursor it would
+    /// have become, never persisted.
+    pub fn dry_run(self) -> Cursor {
+        self.cursor
+    }
+}
+
+/// Reads a stream's cursor file without its lock (`cursor show`): it can
+/// load and nothing else.
+pub struct CursorFile {
+    path: PathBuf,
+    stream: StreamIdentity,
+}
+
+impl CursorFile {
+    pub fn new(state_dir: &Path, stream: &StreamIdentity) -> CursorFile {
+        CursorFile {
+            path: state_dir.join(format!("{}.cursor.json", super::stream_dir_name(stream))),
+            stream: stream.clone(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The cursor in the file; a stream never synced starts from the beginning.
+    pub fn load(&self) -> Result<Cursor, StoreError> {
+        load(&self.path, &self.stream, None)
+    }
+}
+
+/// The cursor file of one stream, written only under its run lock.
 pub struct CursorStore {
+    /// Held for as long as the store exists: the capability to write.
+    _lock: RunLock,
     path: PathBuf,
     stream: StreamIdentity,
     /// Where a stream with no cursor file starts (`backfill --since`).
@@ -146,12 +213,15 @@ pub struct CursorStore {
 }
 
 impl CursorStore {
-    /// The cursor of `stream` under `state_dir`.
-    pub fn new(state_dir: &Path, stream: &StreamIdentity) -> CursorStore {
+    /// The cursor store of the stream `lock` holds: the only way to one.
+    pub fn new(lock: RunLock) -> CursorStore {
+        let (state_dir, stream) = lock.held();
         let path = state_dir.join(format!("{}.cursor.json", super::stream_dir_name(stream)));
+        let stream = stream.clone();
         CursorStore {
+            _lock: lock,
             path,
-            stream: stream.clone(),
+            stream,
             initial_start: None,
             dir_ready: Default::default(),
         }
@@ -169,53 +239,12 @@ impl CursorStore {
 
     /// The stream's cursor; a stream never synced starts from the beginning.
     pub fn load(&self) -> Result<Cursor, StoreError> {
-        let bytes = match std::fs::read(&self.path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(self.initial()),
-            Err(e) => return Err(StoreError::io(&self.path, "read", e)),
-        };
-        let unreadable = |detail: String| StoreError::Unreadable {
-            path: self.path.clone(),
-            detail,
-        };
-        let value: serde_json::Value =
-            serde_json::from_slice(&bytes).map_err(|e| unreadable(format!("not valid JSON ({e})")))?;
-        match value.get("format").and_then(serde_json::Value::as_u64) {
-            Some(f) if f == u64::from(FORMAT) => {}
-            Some(f) if f > u64::from(FORMAT) => {
-                return Err(unreadable(format!(
-                    "written by a newer edc-sync (state format {f}; this version reads format {FORMAT})"
-                )))
-            }
-            other => return Err(unreadable(format!("unknown state format {other:?}"))),
-        }
-        let state: State = serde_json::from_value(value).map_err(|e| unreadable(e.to_string()))?;
-        if state.stream != self.stream {
-            return Err(unreadable("it belongs to a different stream".into()));
-        }
-        Ok(Cursor { state })
+        load(&self.path, &self.stream, self.initial_start.clone())
     }
 
-    fn initial(&self) -> Cursor {
-        Cursor {
-            state: State {
-                format: FORMAT,
-                stream: self.stream.clone(),
-                window_start: self.initial_start.clone(),
-                next_page: None,
-                window_end: None,
-                high_water: None,
-                pages_in_window: 0,
-                records_in_window: 0,
-                last_page_sha256: None,
-                updated_at: None,
-                run_id: None,
-            },
-        }
-    }
-
-    /// The cursor after one committed page. Pure: nothing is written.
-    pub fn advance(&self, before: &Cursor, page: PageAdvance<'_>) -> Result<Cursor, String> {
+    /// The cursor after one page, pending until committed. Pure: nothing
+    /// is written.
+    pub fn advance(&self, before: &Cursor, page: PageAdvance<'_>) -> Result<PendingCursor, String> {
         let high_water = match (before.state.high_water.clone(), page.high_water) {
             (Some(a), Some(b)) => Some(a.max(b)?),
             (a, b) => a.or(b),
@@ -256,11 +285,51 @@ impl CursorStore {
                 state.records_in_window = 0;
             }
         }
-        Ok(Cursor { state })
+        Ok(PendingCursor {
+            cursor: Cursor { state },
+            page_sha256: page.sha256.to_string(),
+            records: page.records,
+        })
+    }
+
+    /// Makes `pending` the stream's cursor, atomically and durably, given
+    /// the receipt of its `page_committed` audit line and, for a page with
+    /// records, of its landed file. Returns the committed cursor.
+    pub fn commit(
+        &self,
+        pending: PendingCursor,
+        _audited: &Appended,
+        landed: Option<&LandedPage>,
+    ) -> Result<Cursor, StoreError> {
+        let unproven = |detail: String| StoreError::Unproven {
+            path: self.path.clone(),
+            detail,
+        };
+        if pending.cursor.state.stream != self.stream {
+            return Err(unproven("the pending cursor belongs to another stream".into()));
+        }
+        match landed {
+            Some(l) if l.sha256() != pending.page_sha256 => {
+                return Err(unproven(format!(
+                    "the landed file is {}, not the page {} the cursor moves past",
+                    l.file(),
+                    pending.page_sha256
+                )))
+            }
+            None if pending.records > 0 => {
+                return Err(unproven(format!(
+                    "the page {} has {} records and no landed file",
+                    pending.page_sha256, pending.records
+                )))
+            }
+            _ => {}
+        }
+        self.write(&pending.cursor)?;
+        Ok(pending.cursor)
     }
 
     /// Replaces the cursor file atomically and durably.
-    pub fn commit(&self, cursor: &Cursor) -> Result<(), StoreError> {
+    fn write(&self, cursor: &Cursor) -> Result<(), StoreError> {
         use std::sync::atomic::Ordering;
         if !self.dir_ready.load(Ordering::Relaxed) {
             if let Some(dir) = self.path.parent() {
@@ -282,49 +351,53 @@ impl CursorStore {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn store(dir: &Path) -> CursorStore {
-        let id = StreamIdentity {
-            vendor: "v".into(),
-            tenant: None,
-            study: Some("s".into()),
-            protocol_version: None,
-            stream: Some("default".into()),
-        };
-        CursorStore::new(dir, &id)
+/// Reads the cursor file at `path` of `stream`; absent, the initial cursor.
+fn load(path: &Path, stream: &StreamIdentity, initial_start: Option<String>) -> Result<Cursor, StoreError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(initial(stream, initial_start)),
+        Err(e) => return Err(StoreError::io(path, "read", e)),
+    };
+    let unreadable = |detail: String| StoreError::Unreadable {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let value: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| unreadable(format!("not valid JSON ({e})")))?;
+    match value.get("format").and_then(serde_json::Value::as_u64) {
+        Some(f) if f == u64::from(FORMAT) => {}
+        Some(f) if f > u64::from(FORMAT) => {
+            return Err(unreadable(format!(
+                "written by a newer edc-sync (state format {f}; this version reads format {FORMAT})"
+            )))
+        }
+        other => return Err(unreadable(format!("unknown state format {other:?}"))),
     }
+    let state: State = serde_json::from_value(value).map_err(|e| unreadable(e.to_string()))?;
+    if &state.stream != stream {
+        return Err(unreadable("it belongs to a different stream".into()));
+    }
+    Ok(Cursor { state })
+}
 
-    fn window_of(store: &CursorStore, before: &Cursor, high: &str) -> Cursor {
-        let page = PageAdvance {
+fn initial(stream: &StreamIdentity, window_start: Option<String>) -> Cursor {
+    Cursor {
+        state: State {
+            format: FORMAT,
+            stream: stream.clone(),
+            window_start,
             next_page: None,
-            high_water: Some(CursorValue::Text(high.into())),
-            records: 1,
-            sha256: "0",
-            run_id: "r",
-            paging: &Paging::LinkHeader,
             window_end: None,
-            next_start: None,
-        };
-        store.advance(before, page).unwrap()
-    }
-
-    #[test]
-    fn a_window_never_moves_the_cursor_backwards() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = store(dir.path());
-        let first = window_of(&store, &store.load().unwrap(), "2026-06-01T00:00:00Z");
-        assert_eq!(first.window_start(), Some("2026-06-01T00:00:00Z"));
-        // A page of records dated 1999 (a vendor clock set back).
-        let second = window_of(&store, &first, "1999-01-01T00:00:00Z");
-        assert_eq!(second.window_start(), Some("2026-06-01T00:00:00Z"));
-        // Larger as a string, earlier as an instant (23:59:59Z the day before).
-        let third = window_of(&store, &second, "2026-06-01T01:59:59+02:00");
-        assert_eq!(third.window_start(), Some("2026-06-01T00:00:00Z"));
-        // Smaller as a string ('.' < 'Z'), later as an instant: forward.
-        let fourth = window_of(&store, &third, "2026-06-01T00:00:00.500Z");
-        assert_eq!(fourth.window_start(), Some("2026-06-01T00:00:00.500Z"));
+            high_water: None,
+            pages_in_window: 0,
+            records_in_window: 0,
+            last_page_sha256: None,
+            updated_at: None,
+            run_id: None,
+        },
     }
 }
+
+#[cfg(test)]
+#[path = "cursor_tests.rs"]
+mod tests;

@@ -94,15 +94,40 @@ impl LandingTemp {
     }
 }
 
-/// A page that is on disk for good.
+/// A page that is on disk for good: the receipt only the landing store
+/// makes, which the cursor store asks for before it moves a cursor past a
+/// page with records.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LandedPage {
-    pub file: String,
+    file: String,
+    sha256: String,
     /// False when the same bytes were already landed (a replay).
-    pub new_file: bool,
+    new_file: bool,
     /// A file of that name was there but its bytes no longer hashed to
     /// its name: it was replaced by the page just received.
-    pub replaced_damaged: bool,
+    replaced_damaged: bool,
+}
+
+impl LandedPage {
+    /// Relative to the stream's landing directory: `pages/<sha256>.<ext>`.
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    /// The SHA-256 of the landed bytes (the file's name).
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+
+    /// False when the same bytes were already landed (a replay).
+    pub fn new_file(&self) -> bool {
+        self.new_file
+    }
+
+    /// The file was there but modified, and was replaced.
+    pub fn replaced_damaged(&self) -> bool {
+        self.replaced_damaged
+    }
 }
 
 impl LandingStore {
@@ -198,6 +223,7 @@ impl LandingStore {
                     let _ = std::fs::remove_file(&path);
                     return Ok(LandedPage {
                         file: name,
+                        sha256: sha256.to_string(),
                         new_file: false,
                         replaced_damaged: false,
                     });
@@ -211,6 +237,7 @@ impl LandingStore {
         sync_parent_dir(&target).map_err(|e| StoreError::io(&target, "fsync the directory of", e))?;
         Ok(LandedPage {
             file: name,
+            sha256: sha256.to_string(),
             new_file: !replaced_damaged,
             replaced_damaged,
         })

@@ -25,6 +25,8 @@ pub struct StreamLocked {
 pub struct RunLock {
     _file: File,
     path: PathBuf,
+    state_dir: PathBuf,
+    stream: StreamIdentity,
 }
 
 impl RunLock {
@@ -68,11 +70,21 @@ impl RunLock {
             .and_then(|_| file.rewind())
             .and_then(|_| file.write_all(who.as_bytes()));
         written.map_err(|e| LockError::Store(StoreError::io(&path, "record the holder in", e)))?;
-        Ok(RunLock { _file: file, path })
+        Ok(RunLock {
+            _file: file,
+            path,
+            state_dir: state_dir.to_path_buf(),
+            stream: stream.clone(),
+        })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The state directory and stream this lock holds.
+    pub(super) fn held(&self) -> (&Path, &StreamIdentity) {
+        (&self.state_dir, &self.stream)
     }
 }
 

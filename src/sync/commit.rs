@@ -118,35 +118,36 @@ impl<P: Pacer> Loop<'_, P> {
             run_id: self.run_id.as_str(),
             paging: &job.delta.paging,
         };
-        let after = self
+        let pending = self
             .cursors
             .advance(cursor, advance)
             .map_err(|e| self.rejected(format!("page {url}: {e}")))?;
+        let after_json = pending.cursor().to_json();
         let durable_started = std::time::Instant::now();
         // A page without records holds no data: its hash and size go in
         // the audit line, nothing is landed and the manifest is unchanged
         // (an empty poll every five minutes must not leave a file each time).
-        let (landing_file, replayed, replaced_damaged_file) = if job.options.dry_run || summary.records == 0 {
+        let (landed, replayed) = if job.options.dry_run || summary.records == 0 {
             temp.discard();
-            (None, false, false)
+            (None, false)
         } else {
             let landed = self.landing.commit(temp, &digest.sha256)?;
             let entry = ManifestEntry {
                 stream: self.name.clone(),
                 page_key: Self::url_key(url),
                 cursor_before: cursor.to_json(),
-                cursor_after: after.to_json(),
+                cursor_after: after_json.clone(),
                 sha256: digest.sha256.clone(),
                 bytes: digest.bytes,
                 records: summary.records,
                 run_id: self.run_id.to_string(),
-                file: landed.file.clone(),
+                file: landed.file().to_string(),
                 landed_at: now_rfc3339(),
             };
             let listed = self.landing.list(&entry)?;
-            (Some(landed.file), !listed, landed.replaced_damaged)
+            (Some(landed), !listed)
         };
-        job.audit.record_blocking(&PageCommitted {
+        let audited = job.audit.record_blocking(&PageCommitted {
             stream: self.name.clone(),
             request_id: page.request_id.clone(),
             attempt: page.attempt,
@@ -155,14 +156,14 @@ impl<P: Pacer> Loop<'_, P> {
             payload_sha256: digest.sha256.clone(),
             bytes: digest.bytes,
             records: summary.records,
-            landed: landing_file.is_some(),
-            landing_file,
+            landed: landed.is_some(),
+            landing_file: landed.as_ref().map(|l| l.file().to_string()),
             landing_dir: self.landing.canonical_dir().display().to_string(),
             replayed,
-            replaced_damaged_file,
+            replaced_damaged_file: landed.as_ref().is_some_and(|l| l.replaced_damaged()),
             dry_run: job.options.dry_run,
             cursor_before: cursor.to_json(),
-            cursor_after: after.to_json(),
+            cursor_after: after_json,
             quota_headers: page.quota_headers.clone(),
             older_than_cursor: match (&summary.low_water, cursor.window_start()) {
                 (Some(low), Some(start)) => {
@@ -173,7 +174,9 @@ impl<P: Pacer> Loop<'_, P> {
             vendor_warnings: summary.envelope.warnings.clone(),
             vendor_execution_id: page.execution_id.clone(),
         })?;
-        if !job.options.dry_run {
+        let after = if job.options.dry_run {
+            pending.dry_run()
+        } else {
             if let Some(fenced) = &self.fenced {
                 if !fenced.still_held()? {
                     return Err(SyncError::LockLost {
@@ -182,8 +185,8 @@ impl<P: Pacer> Loop<'_, P> {
                     });
                 }
             }
-            self.cursors.commit(&after)?;
-        }
+            self.cursors.commit(pending, &audited, landed.as_ref())?
+        };
         self.report.durable_commit += durable_started.elapsed();
         Ok(CommittedPage {
             next,

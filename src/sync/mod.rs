@@ -57,7 +57,7 @@ use crate::edc::dialect::{self};
 use crate::edc::paging;
 use crate::edc::{ReadOnlyClient, ERROR_BODY_CAP};
 use crate::limiter::{AcquireError, Limiter, Pacer, Permit};
-use crate::store::{Cursor, CursorStore, LandingStore, RunLock};
+use crate::store::{Cursor, CursorStore, LandingStore};
 use crate::stream::StreamIdentity;
 use events::*;
 
@@ -93,8 +93,6 @@ enum Attempt {
 }
 
 struct Loop<'a, P: Pacer> {
-    /// The stream's run lock, held for as long as the loop exists.
-    _lock: RunLock,
     job: &'a StreamJob<P>,
     name: String,
     run_id: RunId,

@@ -45,7 +45,7 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
         };
         job.audit.record(event).await?;
     }
-    let cursors = CursorStore::new(&job.state_dir, &job.identity).starting_at(job.options.since.clone());
+    let cursors = CursorStore::new(lock).starting_at(job.options.since.clone());
     let landing_dir = job.out_dir.join(crate::store::stream_dir_name(&job.identity));
     let ext = match job.delta.format {
         PayloadFormat::Json => "json",
@@ -60,7 +60,6 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
         ..StreamReport::default()
     };
     Ok(Loop {
-        _lock: lock,
         job,
         name,
         run_id,

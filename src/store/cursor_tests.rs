@@ -1,0 +1,114 @@
+//! Unit tests of the cursor store: ordering, and the receipts a commit needs.
+
+use super::*;
+use crate::audit::{AuditEvent, AuditLog, RunId};
+
+fn id() -> StreamIdentity {
+    StreamIdentity {
+        vendor: "v".into(),
+        tenant: None,
+        study: Some("s".into()),
+        protocol_version: None,
+        stream: Some("default".into()),
+    }
+}
+
+fn store(dir: &Path) -> CursorStore {
+    CursorStore::new(RunLock::acquire(dir, &id(), "r").unwrap())
+}
+
+fn page(high: &str, sha256: &'static str, records: u64) -> PageAdvance<'static> {
+    PageAdvance {
+        next_page: None,
+        high_water: Some(CursorValue::Text(high.into())),
+        records,
+        sha256,
+        run_id: "r",
+        paging: &Paging::LinkHeader,
+        window_end: None,
+        next_start: None,
+    }
+}
+
+fn window_of(store: &CursorStore, before: &Cursor, high: &str) -> Cursor {
+    store
+        .advance(before, page(high, "0", 1))
+        .unwrap()
+        .cursor()
+        .clone()
+}
+
+#[test]
+fn a_window_never_moves_the_cursor_backwards() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let first = window_of(&store, &store.load().unwrap(), "2026-06-01T00:00:00Z");
+    assert_eq!(first.window_start(), Some("2026-06-01T00:00:00Z"));
+    // A page of records dated 1999 (a vendor clock set back).
+    let second = window_of(&store, &first, "1999-01-01T00:00:00Z");
+    assert_eq!(second.window_start(), Some("2026-06-01T00:00:00Z"));
+    // Larger as a string, earlier as an instant (23:59:59Z the day before).
+    let third = window_of(&store, &second, "2026-06-01T01:59:59+02:00");
+    assert_eq!(third.window_start(), Some("2026-06-01T00:00:00Z"));
+    // Smaller as a string ('.' < 'Z'), later as an instant: forward.
+    let fourth = window_of(&store, &third, "2026-06-01T00:00:00.500Z");
+    assert_eq!(fourth.window_start(), Some("2026-06-01T00:00:00.500Z"));
+}
+
+#[derive(serde::Serialize)]
+struct Committed {}
+
+impl AuditEvent for Committed {
+    const NAME: &'static str = "test_committed";
+}
+
+/// The receipts the commit asks for: the audit line's, and the landed
+/// file's for the same bytes when the page has records.
+#[test]
+fn a_commit_needs_the_receipts_of_its_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let mut log = AuditLog::open(&dir.path().join("audit.jsonl"), RunId::new()).unwrap();
+    let audited = log.record(&Committed {}).unwrap();
+    let landing = super::super::LandingStore::open(&dir.path().join("landing"), "json").unwrap();
+    let landed_other = {
+        let mut temp = landing.begin("x").unwrap();
+        temp.write_all(b"other").unwrap();
+        landing.commit(temp, "other-sha").unwrap()
+    };
+    let start = store.load().unwrap();
+    let pending = store
+        .advance(&start, page("2026-01-01T00:00:00Z", "page-sha", 3))
+        .unwrap();
+    let err = store.commit(pending.clone(), &audited, None).unwrap_err();
+    assert!(
+        err.to_string().contains("has 3 records and no landed file"),
+        "{err}"
+    );
+    let err = store
+        .commit(pending.clone(), &audited, Some(&landed_other))
+        .unwrap_err();
+    assert!(err.to_string().contains("not the page page-sha"), "{err}");
+    assert!(!store.path().exists(), "nothing written without proof");
+    // A page without records lands nothing: the audit receipt suffices.
+    let empty = store
+        .advance(&start, page("2026-01-01T00:00:00Z", "empty-sha", 0))
+        .unwrap();
+    let committed = store.commit(empty, &audited, None).unwrap();
+    assert_eq!(store.load().unwrap(), committed);
+}
+
+#[test]
+fn the_store_holds_the_run_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let held = store(dir.path());
+    assert!(
+        RunLock::acquire(dir.path(), &id(), "other").is_err(),
+        "a second writer is refused"
+    );
+    drop(held);
+    assert!(
+        RunLock::acquire(dir.path(), &id(), "other").is_ok(),
+        "released with the store"
+    );
+}
