@@ -305,17 +305,37 @@ fn open_manifest(path: &Path, options: &mut OpenOptions) -> Result<Option<File>,
 /// their length is returned: the caller relists from the audit trail any
 /// page that was committed (a page that was not is replayed and listed).
 fn drop_torn_tail(manifest: &Path) -> Result<Option<u64>, StoreError> {
-    let Some(mut file) = open_manifest(manifest, OpenOptions::new().read(true).write(true))? else {
+    use std::os::unix::fs::FileExt;
+    let Some(file) = open_manifest(manifest, OpenOptions::new().read(true).write(true))? else {
         return Ok(None);
     };
-    let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut file, &mut bytes).map_err(|e| StoreError::io(manifest, "read", e))?;
-    if bytes.is_empty() || bytes.ends_with(b"\n") {
+    let read = |e| StoreError::io(manifest, "read", e);
+    let len = file.metadata().map_err(read)?.len();
+    if len == 0 {
         return Ok(None);
     }
-    let keep = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-    let torn = (bytes.len() - keep) as u64;
-    file.set_len(keep as u64)
+    let mut last = [0u8; 1];
+    file.read_exact_at(&mut last, len - 1).map_err(read)?;
+    if last[0] == b'\n' {
+        return Ok(None);
+    }
+    // Back from the end to the last newline: the torn line only, never the
+    // whole history.
+    let mut keep = 0u64;
+    let mut end = len;
+    let mut chunk = vec![0u8; 64 * 1024];
+    while end > 0 {
+        let from = end.saturating_sub(chunk.len() as u64);
+        let n = (end - from) as usize;
+        file.read_exact_at(&mut chunk[..n], from).map_err(read)?;
+        if let Some(i) = chunk[..n].iter().rposition(|b| *b == b'\n') {
+            keep = from + i as u64 + 1;
+            break;
+        }
+        end = from;
+    }
+    let torn = len - keep;
+    file.set_len(keep)
         .map_err(|e| StoreError::io(manifest, "truncate", e))?;
     file.sync_all()
         .map_err(|e| StoreError::io(manifest, "fsync", e))?;
