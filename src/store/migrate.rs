@@ -30,15 +30,7 @@ pub fn legacy_sanitize(s: &str) -> String {
 }
 
 fn legacy_stream_dir_name(id: &StreamIdentity) -> String {
-    let part = |s: Option<&str>| legacy_sanitize(s.unwrap_or("-"));
-    format!(
-        "{}/{}/{}/{}/{}",
-        legacy_sanitize(&id.vendor),
-        part(id.tenant.as_deref()),
-        part(id.study.as_deref()),
-        part(id.protocol_version.as_deref()),
-        part(id.stream.as_deref())
-    )
+    super::dir_name_with(id, legacy_sanitize)
 }
 
 /// What was moved.

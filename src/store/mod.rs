@@ -14,6 +14,12 @@ use crate::stream::StreamIdentity;
 
 /// A file-system-safe name for a stream: its identity parts, sanitised.
 pub fn stream_dir_name(id: &StreamIdentity) -> String {
+    dir_name_with(id, sanitize)
+}
+
+/// The stream's directory name with `sanitize` applied to each part (the
+/// current mapping, or the legacy one `migrate` looks for).
+fn dir_name_with(id: &StreamIdentity, sanitize: fn(&str) -> String) -> String {
     let part = |s: Option<&str>| sanitize(s.unwrap_or("-"));
     format!(
         "{}/{}/{}/{}/{}",

@@ -146,22 +146,13 @@ fn the_arrows_of_docs_architecture_hold() {
 /// (docs/architecture.md says where each concept lives instead).
 #[test]
 fn no_source_file_exceeds_500_lines() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut stack = vec![root];
-    let mut long = Vec::new();
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                let lines = std::fs::read_to_string(&path).unwrap().lines().count();
-                if lines > 500 {
-                    long.push(format!("{} ({lines} lines)", path.display()));
-                }
-            }
-        }
-    }
+    let long: Vec<String> = source_files()
+        .into_iter()
+        .filter_map(|(rel, path)| {
+            let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+            (lines > 500).then(|| format!("{rel} ({lines} lines)"))
+        })
+        .collect();
     assert!(long.is_empty(), "split by concept: {long:?}");
 }
 
@@ -181,34 +172,24 @@ fn every_arrow_points_down_the_floors() {
             _ => return None,
         })
     };
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut stack = vec![src.clone()];
     let mut wrong = Vec::new();
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            let rel = path.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
-            let top = rel.split('/').next().unwrap().trim_end_matches(".rs").to_string();
-            let Some(own) = floor(&top) else {
-                wrong.push(format!(
-                    "{rel}: its module {top} is on no floor of docs/architecture.md"
-                ));
-                continue;
-            };
-            let text = std::fs::read_to_string(&path).unwrap();
-            for (i, _) in text.match_indices("crate::") {
-                let used: String = text[i + 7..]
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
-                if let Some(theirs) = floor(&used) {
-                    if theirs > own {
-                        wrong.push(format!("{rel} (floor {own}) uses crate::{used} (floor {theirs})"));
-                    }
+    for (rel, path) in source_files() {
+        let top = rel.split('/').next().unwrap().trim_end_matches(".rs").to_string();
+        let Some(own) = floor(&top) else {
+            wrong.push(format!(
+                "{rel}: its module {top} is on no floor of docs/architecture.md"
+            ));
+            continue;
+        };
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (i, _) in text.match_indices("crate::") {
+            let used: String = text[i + 7..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if let Some(theirs) = floor(&used) {
+                if theirs > own {
+                    wrong.push(format!("{rel} (floor {own}) uses crate::{used} (floor {theirs})"));
                 }
             }
         }
@@ -216,4 +197,24 @@ fn every_arrow_points_down_the_floors() {
     wrong.sort();
     wrong.dedup();
     assert!(wrong.is_empty(), "arrows pointing up:\n{}", wrong.join("\n"));
+}
+
+/// Every `.rs` file under `src/`, with its path relative to `src/`.
+fn source_files() -> Vec<(String, std::path::PathBuf)> {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut stack = vec![src.clone()];
+    let mut all = Vec::new();
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let rel = path.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+                all.push((rel, path));
+            }
+        }
+    }
+    all.sort();
+    all
 }
