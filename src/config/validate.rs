@@ -419,7 +419,45 @@ pub fn config(text: &str, root: &Node) -> Result<Config, Vec<Problem>> {
             Vec::new()
         }
     };
+    secrets_apart(&mut report, &vendors);
     report.finish().map(|()| Config { vendors })
+}
+
+/// Across vendors: a variable that holds one vendor's secret must not be
+/// another vendor's URL or user-name variable, which are shown in messages
+/// and audit lines. (Within one vendor, `policy` checks the same.)
+fn secrets_apart(report: &mut Report, vendors: &[Policy]) {
+    for owner in vendors {
+        let secrets = owner
+            .auth
+            .env_vars()
+            .into_iter()
+            .filter(|(key, _)| *key != "auth.username_env");
+        for (key, secret) in secrets {
+            for other in vendors.iter().filter(|p| p.vendor != owner.vendor) {
+                let shown = std::iter::once(("base_url_env", &other.base_url_env)).chain(
+                    other
+                        .auth
+                        .env_vars()
+                        .into_iter()
+                        .filter(|(k, _)| *k == "auth.username_env"),
+                );
+                for (other_key, var) in shown {
+                    if var == secret {
+                        report.add(
+                            &[other.vendor.clone(), other_key.to_string()],
+                            format!(
+                                "names {}, which {}.{key} names as a secret: a secret variable must not \
+                                 also be shown as a URL or user name",
+                                var.as_str(),
+                                owner.vendor
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

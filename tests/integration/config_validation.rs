@@ -627,3 +627,21 @@ fn one_variable_for_two_credentials_is_refused_naming_both_keys() {
         &["auth.username_env and auth.password_env both name VAULT_USERNAME"],
     );
 }
+
+/// One vendor's secret variable used by another vendor as its URL variable
+/// would print the secret wherever that vendor's URL goes.
+#[test]
+fn a_secret_variable_of_one_vendor_is_no_other_vendors_url() {
+    let text = example_with(
+        "medidata_rave:\n  base_url_env: RAVE_API_BASE_URL",
+        "medidata_rave:\n  base_url_env: VAULT_PASSWORD",
+    );
+    assert_rejected(
+        &text,
+        &[
+            "medidata_rave.base_url_env",
+            "VAULT_PASSWORD",
+            "veeva_vault.auth.password_env",
+        ],
+    );
+}
