@@ -3,4 +3,5 @@
 pub mod envelope;
 pub mod pacer;
 pub mod soak;
+pub mod startup;
 pub mod sync;

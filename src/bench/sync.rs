@@ -45,13 +45,13 @@ fn usage_split() -> (Duration, Duration, u64) {
 }
 
 /// The simulator in a child process; killed on drop.
-struct SimProcess {
+pub(super) struct SimProcess {
     child: Child,
-    url: String,
+    pub(super) url: String,
 }
 
 impl SimProcess {
-    fn start(exe: &Path, records: u64, padding: usize) -> anyhow::Result<SimProcess> {
+    pub(super) fn start(exe: &Path, records: u64, padding: usize) -> anyhow::Result<SimProcess> {
         let mut child = Command::new(exe)
             .args([
                 "simulate",
@@ -84,7 +84,7 @@ impl Drop for SimProcess {
     }
 }
 
-fn policy(page_size: u64, max_body: u64) -> String {
+pub(super) fn policy(page_size: u64, max_body: u64) -> String {
     format!(
         r#"bench:
   base_url_env: EDC_SYNC_BENCH_URL

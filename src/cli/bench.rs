@@ -56,6 +56,17 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 64)]
         large_page_mib: u64,
     },
+    /// Start-up against history: a run with nothing new, with an empty
+    /// history and with ENTRIES manifest entries and audit lines before it;
+    /// wall time and peak RSS of each (`wait4`), and their ratios.
+    ///
+    /// Ends with one JSON line of the figures.
+    ///
+    /// Example: edc-sync bench startup --entries 100000
+    Startup {
+        #[arg(long, default_value_t = 100_000)]
+        entries: u64,
+    },
     /// Crash soak: start a sync, SIGKILL it at a seeded random moment,
     /// resume; ROUNDS times, with faults on; then count duplicates and losses.
     ///

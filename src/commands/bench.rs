@@ -48,6 +48,18 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             writeln!(std::io::stdout().lock(), "{}", sync::render(&figures)).context("writing to stdout")?;
             Ok(())
         }
+        BenchCommand::Startup { entries } => {
+            let exe = std::env::current_exe().context("locating the edc-sync executable")?;
+            let (_scratch, work) = sync::scratch()?;
+            let figures = crate::bench::startup::run(&exe, &work, entries)?;
+            writeln!(
+                std::io::stdout().lock(),
+                "{}",
+                crate::bench::startup::render(&figures)
+            )
+            .context("writing to stdout")?;
+            Ok(())
+        }
         BenchCommand::CrashSoak {
             rounds,
             records,

@@ -606,3 +606,16 @@ async fn a_redis_run_lock_held_by_a_dead_local_pid_is_taken_over_at_once() {
     );
     fx.assert_every_record_once(60);
 }
+
+/// `bench startup` runs end to end and prints its figures as one JSON line
+/// (the benchmark itself is run by hand; tests never time anything).
+#[test]
+fn bench_startup_prints_its_figures() {
+    let out = support::run(&["bench", "startup", "--entries", "300"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let last: serde_json::Value = serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
+    for key in ["time_ratio", "rss_ratio", "manifest_entries", "audit_lines"] {
+        assert!(last.get(key).is_some(), "{key} missing in {last}");
+    }
+    assert_eq!(last["manifest_entries"], 300);
+}

@@ -1,0 +1,186 @@
+//! `bench startup`: what history costs a run that has nothing new to fetch.
+//!
+//! Two state directories are brought to the same point (a sync of a few
+//! pages, cursor at the end): one with only that history, one whose trail
+//! starts with `entries` earlier audit lines and whose manifest starts with
+//! `entries` earlier pages. Then one `edc-sync sync` child process runs
+//! against each, with nothing new on the simulator; its wall time and peak
+//! RSS (`wait4`) are the figures. Issue 13's target: the second within 2x
+//! of the first.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use serde::Serialize;
+
+use super::sync::{policy, SimProcess};
+use crate::digest::{sha256_hex, ZERO_SHA256};
+use crate::store::ManifestEntry;
+
+/// One measured run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Measured {
+    pub wall_s: f64,
+    pub peak_rss_mib: f64,
+}
+
+/// The figures of `bench startup`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Figures {
+    pub manifest_entries: u64,
+    pub audit_lines: u64,
+    pub empty: Measured,
+    pub history: Measured,
+    pub time_ratio: f64,
+    pub rss_ratio: f64,
+}
+
+const RECORDS: u64 = 300;
+
+/// Measures both runs in `work`.
+pub fn run(exe: &Path, work: &Path, entries: u64) -> anyhow::Result<Figures> {
+    let sim = SimProcess::start(exe, RECORDS, 0)?;
+    std::fs::create_dir_all(work)?;
+    let config = work.join("bench-policy.yaml");
+    std::fs::write(&config, policy(100, 1024 * 1024))?;
+    let (empty_dir, history_dir) = (work.join("empty"), work.join("history"));
+    for dir in [&empty_dir, &history_dir] {
+        std::fs::create_dir_all(dir)?;
+    }
+    write_history_trail(&history_dir.join("audit.jsonl"), entries)?;
+    for dir in [&empty_dir, &history_dir] {
+        let (ok, _) = sync(exe, &config, dir, &sim.url)?;
+        if !ok {
+            bail!("the priming sync in {} failed", dir.display());
+        }
+    }
+    prepend_manifest_history(&history_dir, entries)?;
+    let empty = measured(exe, &config, &empty_dir, &sim.url)?;
+    let history = measured(exe, &config, &history_dir, &sim.url)?;
+    Ok(Figures {
+        manifest_entries: entries,
+        audit_lines: entries,
+        time_ratio: history.wall_s / empty.wall_s,
+        rss_ratio: history.peak_rss_mib / empty.peak_rss_mib,
+        empty,
+        history,
+    })
+}
+
+fn command(exe: &Path, config: &Path, dir: &Path, url: &str) -> Command {
+    let mut cmd = Command::new(exe);
+    cmd.args(["sync", "--allow-dirty", "--pacer", "local", "--config"])
+        .arg(config)
+        .args(["--vendor", "bench", "--study", "BENCH", "--out"])
+        .arg(dir.join("landing"))
+        .arg("--state")
+        .arg(dir.join("state"))
+        .arg("--audit-log")
+        .arg(dir.join("audit.jsonl"))
+        .env("EDC_SYNC_BENCH_URL", url)
+        .env("EDC_SYNC_BENCH_TOKEN", "bench-token")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    cmd
+}
+
+fn sync(exe: &Path, config: &Path, dir: &Path, url: &str) -> anyhow::Result<(bool, libc::rusage)> {
+    let child = command(exe, config, dir, url)
+        .spawn()
+        .context("starting a sync")?;
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: wait4 writes only into the two values we pass; `child` is
+    // never waited on by std afterwards (it is forgotten below).
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    std::mem::forget(child);
+    if waited != pid {
+        bail!("waiting for the sync: {}", std::io::Error::last_os_error());
+    }
+    Ok((libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, usage))
+}
+
+fn measured(exe: &Path, config: &Path, dir: &Path, url: &str) -> anyhow::Result<Measured> {
+    let started = Instant::now();
+    let (ok, usage) = sync(exe, config, dir, url)?;
+    let wall_s = started.elapsed().as_secs_f64();
+    if !ok {
+        bail!("the measured sync in {} failed", dir.display());
+    }
+    Ok(Measured {
+        wall_s,
+        peak_rss_mib: usage.ru_maxrss as f64 / 1024.0,
+    })
+}
+
+/// `entries` chained audit lines of earlier runs, as `audit verify` accepts.
+fn write_history_trail(path: &Path, entries: u64) -> anyhow::Result<()> {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut prev = ZERO_SHA256.to_string();
+    for n in 1..=entries {
+        let mut fields = serde_json::Map::new();
+        fields.insert("n".into(), n.into());
+        let line = crate::audit::line::compose(
+            n,
+            "2026-01-01T00:00:00.000Z",
+            "history",
+            "bench_history",
+            fields,
+            &prev,
+        )?;
+        prev = sha256_hex(line.as_bytes());
+        out.write_all(line.as_bytes())?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// `entries` earlier pages in front of the stream's manifest.
+fn prepend_manifest_history(dir: &Path, entries: u64) -> anyhow::Result<()> {
+    let manifest = dir.join("landing/bench/-/BENCH/-/default/manifest.jsonl");
+    let current = std::fs::read(&manifest).with_context(|| format!("reading {}", manifest.display()))?;
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&manifest)?);
+    for n in 0..entries {
+        let sha = format!("{n:064x}");
+        let entry = ManifestEntry {
+            stream: "default".into(),
+            page_key: format!("/api/v24.1/query/audit_trail?offset={n}"),
+            cursor_before: serde_json::Value::Null,
+            cursor_after: serde_json::Value::Null,
+            file: format!("pages/{sha}.json"),
+            sha256: sha,
+            bytes: 1,
+            records: 1,
+            run_id: "history".into(),
+            landed_at: "2026-01-01T00:00:00.000Z".into(),
+        };
+        serde_json::to_writer(&mut out, &entry)?;
+        out.write_all(b"\n")?;
+    }
+    out.write_all(&current)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// The human summary and the JSON line.
+pub fn render(f: &Figures) -> String {
+    format!(
+        "run with nothing new, empty history: {:.3} s, {:.1} MiB\n\
+         run with nothing new, {} manifest entries + {} audit lines: {:.3} s, {:.1} MiB\n\
+         ratio: time {:.2}x, memory {:.2}x (target <= 2x)\n{}",
+        f.empty.wall_s,
+        f.empty.peak_rss_mib,
+        f.manifest_entries,
+        f.audit_lines,
+        f.history.wall_s,
+        f.history.peak_rss_mib,
+        f.time_ratio,
+        f.rss_ratio,
+        serde_json::to_string(f).unwrap_or_default()
+    )
+}
