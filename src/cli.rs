@@ -190,18 +190,26 @@ pub enum PacerKind {
     Local,
 }
 
-/// Flags of `edc-sync verify`.
+/// Where a run's files are: the same three flags for `sync`, `backfill`
+/// and `verify`.
 #[derive(Debug, Args)]
-pub struct VerifyArgs {
-    /// Landing directory, as given to `sync --out` (or a backfill's).
+pub struct RunDirs {
+    /// Landing directory (pages, manifests).
     #[arg(long)]
     pub out: PathBuf,
-    /// State directory, as given to `sync --state`.
+    /// State directory (cursors, run locks, audit anchors).
     #[arg(long)]
     pub state: PathBuf,
-    /// The audit trail the runs wrote.
+    /// The audit trail (JSON Lines, appended).
     #[arg(long)]
     pub audit_log: PathBuf,
+}
+
+/// Flags of `edc-sync verify`: the directories `sync` was given.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub dirs: RunDirs,
 }
 
 /// Flags of `edc-sync sync`.
@@ -222,15 +230,8 @@ pub struct SyncArgs {
     /// Run every stream the vendor lists, concurrently.
     #[arg(long)]
     pub all_streams: bool,
-    /// Landing directory (pages, manifests).
-    #[arg(long)]
-    pub out: PathBuf,
-    /// State directory (cursors, run locks).
-    #[arg(long)]
-    pub state: PathBuf,
-    /// The audit trail (JSON Lines, appended).
-    #[arg(long)]
-    pub audit_log: PathBuf,
+    #[command(flatten)]
+    pub dirs: RunDirs,
     /// Redis URL: the quota is shared with every process using it.
     #[arg(long, env = "EDC_SYNC_REDIS_URL")]
     pub redis: Option<String>,

@@ -44,7 +44,8 @@ pub fn run(cmd: AuditCommand) -> anyhow::Result<()> {
 /// `edc-sync verify`: every discrepancy on stdout, one line each, then the
 /// summary; exit 65 when there is any.
 pub fn reconcile(args: crate::cli::VerifyArgs) -> anyhow::Result<()> {
-    let summary = crate::reconcile::reconcile(&args.out, &args.state, &args.audit_log)?;
+    let dirs = &args.dirs;
+    let summary = crate::reconcile::reconcile(&dirs.out, &dirs.state, &dirs.audit_log)?;
     let mut stdout = std::io::stdout().lock();
     for d in &summary.discrepancies {
         writeln!(stdout, "{d}").context("writing the report to stdout")?;

@@ -104,9 +104,9 @@ fn spec(args: SyncArgs) -> anyhow::Result<RunSpec> {
         study: args.stream.study,
         protocol_version: args.stream.protocol_version,
         streams,
-        out: args.out,
-        state: args.state,
-        audit_log: args.audit_log,
+        out: args.dirs.out,
+        state: args.dirs.state,
+        audit_log: args.dirs.audit_log,
         pacer,
         options: SyncOptions {
             max_pages: args.max_pages,
