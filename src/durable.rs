@@ -4,6 +4,29 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
+/// Where the line that ends at byte `end` of `file` starts: just after the
+/// newline before it, or 0. `None` when that line is longer than `max`
+/// bytes. Reads backwards in chunks, so the cost is the line's, never the
+/// file's (the audit tail check and the torn-manifest check both use it).
+pub fn line_start(file: &File, end: u64, max: u64) -> io::Result<Option<u64>> {
+    use std::os::unix::fs::FileExt;
+    let mut start = end;
+    let mut chunk = vec![0u8; 8192];
+    while start > 0 {
+        if end - start > max {
+            return Ok(None);
+        }
+        let from = start.saturating_sub(chunk.len() as u64);
+        let n = (start - from) as usize;
+        file.read_exact_at(&mut chunk[..n], from)?;
+        if let Some(i) = chunk[..n].iter().rposition(|b| *b == b'\n') {
+            return Ok(Some(from + i as u64 + 1));
+        }
+        start = from;
+    }
+    Ok(Some(0))
+}
+
 /// fsyncs the directory holding `path`, so a file created or renamed there
 /// survives a crash (POSIX makes the directory entry durable only then).
 pub fn sync_parent_dir(path: &Path) -> io::Result<()> {

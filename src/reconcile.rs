@@ -213,11 +213,10 @@ fn check_landing_dir(dir: &Path, commits: &[Commit], summary: &mut Summary) -> s
     // The manifest: (file) -> (line number, entry).
     let manifest_path = dir.join("manifest.jsonl");
     let mut listed: HashMap<String, (usize, crate::store::ManifestEntry)> = HashMap::new();
-    if let Ok(text) = std::fs::read(&manifest_path) {
-        for (i, line) in text.split(|b| *b == b'\n').enumerate() {
-            if line.is_empty() && i + 1 == text.split(|b| *b == b'\n').count() {
-                continue;
-            }
+    let text = std::fs::read(&manifest_path).unwrap_or_default();
+    let body = text.strip_suffix(b"\n").unwrap_or(&text);
+    if !body.is_empty() {
+        for (i, line) in body.split(|b| *b == b'\n').enumerate() {
             match serde_json::from_slice::<crate::store::ManifestEntry>(line) {
                 Ok(entry) => {
                     listed.insert(entry.file.clone(), (i + 1, entry));

@@ -182,7 +182,7 @@ fn last_lines(file: &File, len: u64, n: usize) -> std::io::Result<Option<Vec<Raw
         file.read_exact_at(&mut last, end - 1)?;
         let terminated = last[0] == b'\n';
         let content_end = if terminated { end - 1 } else { end };
-        let Some(start) = line_start(file, content_end)? else {
+        let Some(start) = crate::durable::line_start(file, content_end, MAX_LINE)? else {
             return Ok(None);
         };
         let mut bytes = vec![0u8; (content_end - start) as usize];
@@ -196,25 +196,6 @@ fn last_lines(file: &File, len: u64, n: usize) -> std::io::Result<Option<Vec<Raw
     }
     lines.reverse();
     Ok(Some(lines))
-}
-
-/// The offset where the line ending at `end` starts.
-fn line_start(file: &File, end: u64) -> std::io::Result<Option<u64>> {
-    let mut start = end;
-    let mut chunk = vec![0u8; 8192];
-    while start > 0 {
-        if end - start > MAX_LINE {
-            return Ok(None);
-        }
-        let from = start.saturating_sub(chunk.len() as u64);
-        let n = (start - from) as usize;
-        file.read_exact_at(&mut chunk[..n], from)?;
-        if let Some(i) = chunk[..n].iter().rposition(|b| *b == b'\n') {
-            return Ok(Some(from + i as u64 + 1));
-        }
-        start = from;
-    }
-    Ok(Some(0))
 }
 
 #[cfg(test)]

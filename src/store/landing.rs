@@ -321,19 +321,9 @@ fn drop_torn_tail(manifest: &Path) -> Result<Option<u64>, StoreError> {
     }
     // Back from the end to the last newline: the torn line only, never the
     // whole history.
-    let mut keep = 0u64;
-    let mut end = len;
-    let mut chunk = vec![0u8; 64 * 1024];
-    while end > 0 {
-        let from = end.saturating_sub(chunk.len() as u64);
-        let n = (end - from) as usize;
-        file.read_exact_at(&mut chunk[..n], from).map_err(read)?;
-        if let Some(i) = chunk[..n].iter().rposition(|b| *b == b'\n') {
-            keep = from + i as u64 + 1;
-            break;
-        }
-        end = from;
-    }
+    let keep = crate::durable::line_start(&file, len, u64::MAX)
+        .map_err(read)?
+        .unwrap_or(0);
     let torn = len - keep;
     file.set_len(keep)
         .map_err(|e| StoreError::io(manifest, "truncate", e))?;
