@@ -135,7 +135,7 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
 
 /// Sum of script calls (EVALSHA, EVAL, SCRIPT) in `INFO commandstats`,
 /// rejected ones included: each is a round trip.
-fn script_calls(info: &str) -> u64 {
+pub fn script_calls(info: &str) -> u64 {
     info.lines()
         .filter(|l| {
             l.starts_with("cmdstat_evalsha:")

@@ -1,6 +1,6 @@
 //! The token-bucket arithmetic (GCRA, "virtual scheduling"), in Rust.
 //!
-//! This is the twin of `lua/reserve.lua`: the [`LocalPacer`] runs it under a
+//! This is the twin of `lua/gcra.lua`: the [`LocalPacer`] runs it under a
 //! mutex with the process's monotonic clock, the Redis pacer runs the Lua
 //! with the server's clock. Both answer the same question the same way, so
 //! one test suite covers both. Times are integer microseconds.

@@ -1,5 +1,6 @@
-//! The in-process pacer: the same GCRA arithmetic as `lua/reserve.lua`,
-//! under a mutex, on this process's monotonic clock.
+//! The in-process pacer: the same GCRA arithmetic as `lua/gcra.lua`, and
+//! the same steps as `lua/acquire.lua`, under a mutex, on this process's
+//! monotonic clock.
 //!
 //! Used by `demo` and by single-process runs (`--pacer local`). It cannot
 //! coordinate with other processes; that is what [`super::RedisPacer`] is for.
@@ -9,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::gcra::{self, GateShape};
-use super::{ceil_ms, LeaseAttempt, Pacer, PacerError, Quota, Reservation};
+use super::{ceil_ms, Answer, Ask, LeaseAttempt, Pacer, PacerError, Quota, Reservation};
 
 #[derive(Default)]
 struct State {
@@ -55,10 +56,9 @@ impl LocalPacer {
     }
 }
 
-impl Pacer for LocalPacer {
-    async fn reserve(&self, quota: &Quota) -> Result<Reservation, PacerError> {
-        let now = self.now_us();
-        let mut state = self.state();
+impl State {
+    fn reserve(&mut self, quota: &Quota, now: i64) -> Reservation {
+        let state = self;
         let pause = state.pauses.get(quota.key()).copied().unwrap_or(0);
         let mut tats: Vec<(GateShape, i64)> = quota
             .gates()
@@ -77,9 +77,9 @@ impl Pacer for LocalPacer {
         let horizon = i64::try_from(quota.horizon().as_micros()).unwrap_or(i64::MAX);
         let decision = gcra::reserve(now, pause, &gates, horizon);
         if !decision.granted {
-            return Ok(Reservation::Refused {
+            return Reservation::Refused {
                 wait: ceil_ms(decision.wait_us),
-            });
+            };
         }
         gcra::commit(&decision, &mut gates);
         for (gate, (_, tat)) in quota.gates().iter().zip(tats) {
@@ -87,10 +87,66 @@ impl Pacer for LocalPacer {
                 .tats
                 .insert((quota.key().to_string(), gate.name.clone()), tat);
         }
-        Ok(Reservation::Granted {
+        Reservation::Granted {
             wait: ceil_ms(decision.wait_us),
             at_us: decision.at_us,
+        }
+    }
+
+    /// The live leases of `quota`, the expired ones dropped.
+    fn leases(&mut self, quota: &Quota, now: i64) -> &mut BTreeMap<u64, i64> {
+        let leases = self.leases.entry(quota.key().to_string()).or_default();
+        leases.retain(|_, expiry| *expiry > now);
+        leases
+    }
+
+    /// When every slot is taken: how long until the first expires.
+    fn full(&mut self, quota: &Quota, now: i64) -> Option<Duration> {
+        let cap = quota.max_concurrency() as usize;
+        let leases = self.leases(quota, now);
+        (leases.len() >= cap).then(|| ceil_ms(leases.values().min().copied().unwrap_or(now) - now))
+    }
+
+    /// A slot if one is free, expiring the lease TTL after `from`.
+    fn lease(&mut self, quota: &Quota, now: i64, from: i64) -> LeaseAttempt {
+        let ttl = i64::try_from(quota.lease_ttl().as_micros()).unwrap_or(i64::MAX / 2);
+        if let Some(retry_in) = self.full(quota, now) {
+            return LeaseAttempt::Full { retry_in };
+        }
+        self.next_lease += 1;
+        let id = self.next_lease;
+        self.leases(quota, now).insert(id, from + ttl);
+        LeaseAttempt::Acquired(id)
+    }
+}
+
+impl Pacer for LocalPacer {
+    /// The steps of `lua/acquire.lua`. There is no run lock in one process
+    /// (the stream's file lock is the lock), so a fence is always held.
+    async fn acquire(&self, quota: &Quota, ask: Ask<'_>) -> Result<Answer, PacerError> {
+        let now = self.now_us();
+        let mut state = self.state();
+        for id in ask.release {
+            state.leases(quota, now).remove(id);
+        }
+        if !ask.book {
+            return Ok(Answer::Checked);
+        }
+        if let Some(retry_in) = state.full(quota, now) {
+            return Ok(Answer::Full { retry_in });
+        }
+        Ok(match state.reserve(quota, now) {
+            Reservation::Refused { wait } => Answer::Refused { wait },
+            Reservation::Granted { wait, at_us } => match state.lease(quota, now, at_us) {
+                LeaseAttempt::Acquired(lease) => Answer::Granted { wait, at_us, lease },
+                LeaseAttempt::Full { retry_in } => Answer::Full { retry_in },
+            },
         })
+    }
+
+    async fn reserve(&self, quota: &Quota) -> Result<Reservation, PacerError> {
+        let now = self.now_us();
+        Ok(self.state().reserve(quota, now))
     }
 
     async fn pause(&self, quota: &Quota, pause: Duration) -> Result<(), PacerError> {
@@ -103,20 +159,7 @@ impl Pacer for LocalPacer {
 
     async fn try_lease(&self, quota: &Quota) -> Result<LeaseAttempt, PacerError> {
         let now = self.now_us();
-        let ttl = i64::try_from(quota.lease_ttl().as_micros()).unwrap_or(i64::MAX / 2);
-        let mut state = self.state();
-        let state = &mut *state;
-        let leases = state.leases.entry(quota.key().to_string()).or_default();
-        leases.retain(|_, expiry| *expiry > now);
-        if leases.len() >= quota.max_concurrency() as usize {
-            let first = leases.values().min().copied().unwrap_or(now);
-            return Ok(LeaseAttempt::Full {
-                retry_in: ceil_ms(first - now),
-            });
-        }
-        state.next_lease += 1;
-        leases.insert(state.next_lease, now + ttl);
-        Ok(LeaseAttempt::Acquired(state.next_lease))
+        Ok(self.state().lease(quota, now, now))
     }
 
     async fn renew(&self, quota: &Quota, id: u64) -> Result<bool, PacerError> {

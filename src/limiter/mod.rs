@@ -1,12 +1,14 @@
 //! Pacing: one quota, one truth, server time (invariant 4).
 //!
 //! Every outbound EDC request first gets a [`Permit`] from a [`Limiter`]:
-//! a token reserved in every gate of its [`Quota`] (one atomic call), then a
-//! slot under the quota's concurrency cap. The [`Pacer`] is where that state
+//! a slot under the quota's concurrency cap and a token reserved in every
+//! gate of its [`Quota`], in one atomic call (an [`Ask`]) that also gives
+//! back the slots of finished requests. The [`Pacer`] is where that state
 //! lives: [`RedisPacer`] shares it across processes and hosts (server
 //! clock, atomic Lua), [`LocalPacer`] keeps it in this process with the same
 //! arithmetic ([`gcra`]), for `demo` and single-process runs.
 
+mod ask;
 pub mod gcra;
 mod local;
 mod permit;
@@ -16,10 +18,11 @@ mod redis;
 use std::future::Future;
 use std::time::Duration;
 
+pub use ask::{Answer, Ask, RunFence};
 pub use local::LocalPacer;
-pub use permit::{AcquireError, Limiter, Permit};
+pub use permit::{AcquireError, Booking, HandOver, Limiter, Permit, LINGER};
 pub use quota::{Gate, Quota, QuotaError};
-pub use redis::{run_lock_key, RedisPacer};
+pub use redis::{RedisPacer, RunLockName};
 
 /// The answer to a reservation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +67,10 @@ pub enum PacerError {
 /// Implementations are cheap to clone (shared state behind an `Arc`), so a
 /// lease can be released from a `Drop` on another task.
 pub trait Pacer: Clone + Send + Sync + 'static {
+    /// Everything one request needs from the pacer, atomically: see [`Ask`].
+    fn acquire(&self, quota: &Quota, ask: Ask<'_>)
+        -> impl Future<Output = Result<Answer, PacerError>> + Send;
+
     /// Reserves one token in every gate of `quota`, or in none.
     fn reserve(&self, quota: &Quota) -> impl Future<Output = Result<Reservation, PacerError>> + Send;
 
@@ -89,6 +96,13 @@ pub enum AnyPacer {
 }
 
 impl Pacer for AnyPacer {
+    async fn acquire(&self, quota: &Quota, ask: Ask<'_>) -> Result<Answer, PacerError> {
+        match self {
+            AnyPacer::Redis(p) => p.acquire(quota, ask).await,
+            AnyPacer::Local(p) => p.acquire(quota, ask).await,
+        }
+    }
+
     async fn reserve(&self, quota: &Quota) -> Result<Reservation, PacerError> {
         match self {
             AnyPacer::Redis(p) => p.reserve(quota).await,

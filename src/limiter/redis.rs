@@ -3,6 +3,9 @@
 //!
 //! Keys of one quota share a hash tag, `edc-sync:{<bucket key>}:...`, so
 //! they sit in one Redis Cluster slot and each script stays atomic there.
+//! The run lock of a stream paced by that quota lives under the same tag
+//! (`edc-sync:{<bucket key>}:run:<stream>:lock`), so the one call a
+//! request costs (`acquire.lua`) can prove it too.
 //!
 //! Fail closed: each call has a timeout and a bounded number of attempts
 //! (logged); after that the caller gets [`PacerError::Unavailable`] and no
@@ -16,7 +19,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{FromRedisValue, Script, ScriptInvocation};
 
-use super::{ceil_ms, LeaseAttempt, Pacer, PacerError, Quota, Reservation};
+use super::{ceil_ms, Answer, Ask, LeaseAttempt, Pacer, PacerError, Quota, Reservation};
 use crate::redact::redact_arg;
 
 const ATTEMPTS: u32 = 3;
@@ -27,6 +30,7 @@ struct Inner {
     conn: ConnectionManager,
     endpoint: String,
     reserve: Script,
+    acquire: Script,
     pause: Script,
     lease: Script,
     runlock: Script,
@@ -39,13 +43,39 @@ pub struct RedisPacer {
     inner: Arc<Inner>,
 }
 
-/// The run lock of a stream; its own hash tag (a stream, not a quota).
-pub fn run_lock_key(stream: &str) -> String {
-    format!("edc-sync:{{run:{stream}}}:lock")
+/// The Redis keys of one stream's run lock: inside the hash tag of the
+/// quota that paces the stream, so a request's one script call can prove
+/// the lock beside its reservation (one Redis Cluster slot).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunLockName {
+    stream: String,
+    lock: String,
+    fence: String,
 }
 
-fn run_fence_key(stream: &str) -> String {
-    format!("edc-sync:{{run:{stream}}}:fence")
+impl RunLockName {
+    pub fn new(quota_key: &str, stream: &str) -> RunLockName {
+        RunLockName {
+            stream: stream.to_string(),
+            lock: format!("edc-sync:{{{quota_key}}}:run:{stream}:lock"),
+            fence: format!("edc-sync:{{{quota_key}}}:run:{stream}:fence"),
+        }
+    }
+
+    /// The stream, as messages name the lock.
+    pub fn stream(&self) -> &str {
+        &self.stream
+    }
+
+    /// The key holding `<fence>|<holder>` while the lock is held.
+    pub fn lock_key(&self) -> &str {
+        &self.lock
+    }
+}
+
+/// A script from `lua/`, with the shared GCRA functions before it.
+fn with_gcra(body: &str) -> Script {
+    Script::new(&format!("{}\n{body}", include_str!("lua/gcra.lua")))
 }
 
 /// The Redis key of one part of a quota, inside the quota's hash tag.
@@ -86,7 +116,8 @@ impl RedisPacer {
             inner: Arc::new(Inner {
                 conn,
                 endpoint,
-                reserve: Script::new(include_str!("lua/reserve.lua")),
+                reserve: with_gcra(include_str!("lua/reserve.lua")),
+                acquire: with_gcra(include_str!("lua/acquire.lua")),
                 pause: Script::new(include_str!("lua/pause.lua")),
                 lease: Script::new(include_str!("lua/lease.lua")),
                 runlock: Script::new(include_str!("lua/runlock.lua")),
@@ -105,16 +136,30 @@ impl RedisPacer {
         &self.inner.endpoint
     }
 
+    /// The scripts in `lua/` that run on the server (gcra.lua is part of
+    /// reserve.lua and acquire.lua), in the order [`Self::load_scripts`]
+    /// answers.
+    pub const SCRIPTS: [&'static str; 5] = [
+        "reserve.lua",
+        "acquire.lua",
+        "pause.lua",
+        "lease.lua",
+        "runlock.lua",
+    ];
+
     /// Loads every script now (EVALSHA would also load on first use); the
     /// IQ uses this to prove the scripts are accepted by this server.
     pub async fn load_scripts(&self) -> Result<Vec<String>, PacerError> {
         let mut hashes = Vec::new();
-        for (name, script) in [
-            ("reserve.lua", &self.inner.reserve),
-            ("pause.lua", &self.inner.pause),
-            ("lease.lua", &self.inner.lease),
-            ("runlock.lua", &self.inner.runlock),
-        ] {
+        let inner = &self.inner;
+        let scripts = [
+            &inner.reserve,
+            &inner.acquire,
+            &inner.pause,
+            &inner.lease,
+            &inner.runlock,
+        ];
+        for (name, script) in Self::SCRIPTS.into_iter().zip(scripts) {
             let mut conn = self.inner.conn.clone();
             let hash: String = script
                 .prepare_invoke()
@@ -162,13 +207,13 @@ impl RedisPacer {
     /// Takes the cross-host run lock `name`: `Ok(fence)` or `Err(holder)`.
     pub async fn run_lock_acquire(
         &self,
-        name: &str,
+        name: &RunLockName,
         holder: &str,
         ttl: Duration,
     ) -> Result<Result<u64, String>, PacerError> {
         let mut inv = self.inner.runlock.prepare_invoke();
-        inv.key(run_lock_key(name))
-            .key(run_fence_key(name))
+        inv.key(&name.lock)
+            .key(&name.fence)
             .arg("acquire")
             .arg(holder)
             .arg(millis(ttl));
@@ -193,14 +238,14 @@ impl RedisPacer {
     /// changed meanwhile.
     pub async fn run_lock_take_over(
         &self,
-        name: &str,
+        name: &RunLockName,
         expected: &str,
         holder: &str,
         ttl: Duration,
     ) -> Result<Result<u64, String>, PacerError> {
         let mut inv = self.inner.runlock.prepare_invoke();
-        inv.key(run_lock_key(name))
-            .key(run_fence_key(name))
+        inv.key(&name.lock)
+            .key(&name.fence)
             .arg("takeover")
             .arg(expected)
             .arg(holder)
@@ -209,10 +254,15 @@ impl RedisPacer {
     }
 
     /// True while `fence` still holds run lock `name` (and extends it).
-    pub async fn run_lock_check(&self, name: &str, fence: u64, ttl: Duration) -> Result<bool, PacerError> {
+    pub async fn run_lock_check(
+        &self,
+        name: &RunLockName,
+        fence: u64,
+        ttl: Duration,
+    ) -> Result<bool, PacerError> {
         let mut inv = self.inner.runlock.prepare_invoke();
-        inv.key(run_lock_key(name))
-            .key(run_fence_key(name))
+        inv.key(&name.lock)
+            .key(&name.fence)
             .arg("check")
             .arg(fence)
             .arg(millis(ttl));
@@ -221,12 +271,9 @@ impl RedisPacer {
     }
 
     /// Gives run lock `name` back if `fence` still holds it.
-    pub async fn run_lock_release(&self, name: &str, fence: u64) -> Result<bool, PacerError> {
+    pub async fn run_lock_release(&self, name: &RunLockName, fence: u64) -> Result<bool, PacerError> {
         let mut inv = self.inner.runlock.prepare_invoke();
-        inv.key(run_lock_key(name))
-            .key(run_fence_key(name))
-            .arg("release")
-            .arg(fence);
+        inv.key(&name.lock).key(&name.fence).arg("release").arg(fence);
         let (ok, _): (i64, String) = self.call("runlock.lua", &inv).await?;
         Ok(ok == 1)
     }
@@ -286,6 +333,50 @@ fn millis(d: Duration) -> u64 {
 }
 
 impl Pacer for RedisPacer {
+    async fn acquire(&self, quota: &Quota, ask: Ask<'_>) -> Result<Answer, PacerError> {
+        let mut inv = self.inner.acquire.prepare_invoke();
+        let leases = key(quota, "leases");
+        let lock = ask.fence.map_or(leases.as_str(), |f| f.lock_key.as_str());
+        inv.key(key(quota, "pause"))
+            .key(&leases)
+            .key(key(quota, "fence"))
+            .key(lock)
+            .arg(if ask.book { "book" } else { "check" })
+            .arg(micros(quota.horizon()))
+            .arg(quota.max_concurrency())
+            .arg(millis(quota.lease_ttl()))
+            .arg(ask.fence.map_or(0, |f| f.fence))
+            .arg(ask.fence.map_or(0, |f| millis(f.ttl)))
+            .arg(ask.release.len());
+        for id in ask.release {
+            inv.arg(*id);
+        }
+        if ask.book {
+            for (gate, shape) in quota.gates().iter().zip(quota.shapes()) {
+                inv.key(key(quota, &format!("gate:{}", gate.name)))
+                    .arg(format!("{:.3}", shape.interval_us))
+                    .arg(format!("{:.3}", shape.tolerance_us));
+            }
+        }
+        let (status, value, at_us, lease, _fence): (i64, i64, String, u64, i64) =
+            self.call("acquire.lua", &inv).await?;
+        let ms = Duration::from_millis(u64::try_from(value.max(0)).unwrap_or(0));
+        Ok(match status {
+            1 => Answer::Granted {
+                wait: ms,
+                at_us: at_us
+                    .parse()
+                    .map_err(|_| self.protocol("acquire.lua", format!("bad time {at_us:?}")))?,
+                lease,
+            },
+            0 => Answer::Refused { wait: ms },
+            2 => Answer::Full { retry_in: ms },
+            3 => Answer::Checked,
+            4 => Answer::FenceLost,
+            other => return Err(self.protocol("acquire.lua", format!("unknown status {other}"))),
+        })
+    }
+
     async fn reserve(&self, quota: &Quota) -> Result<Reservation, PacerError> {
         let mut inv = self.inner.reserve.prepare_invoke();
         inv.key(key(quota, "pause")).arg(micros(quota.horizon()));

@@ -7,6 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::evidence::{Evidence, ScenarioResult, Status, Step, Summary};
 use crate::audit::now_rfc3339;
+use crate::limiter::RedisPacer;
 
 fn check(id: &str, title: &str, requirements: &[&str], steps: Vec<Step>) -> ScenarioResult {
     let now = now_rfc3339();
@@ -159,7 +160,7 @@ pub async fn iq(
         }
         Some(url) => {
             let mut steps = Vec::new();
-            match crate::limiter::RedisPacer::connect(url).await {
+            match RedisPacer::connect(url).await {
                 Err(e) => steps.push(step("connect", "reachable", e.to_string(), false)),
                 Ok(pacer) => {
                     let version = pacer.server_version().await;
@@ -179,13 +180,15 @@ pub async fn iq(
                     ));
                     let hashes = pacer.load_scripts().await;
                     steps.push(step(
-                        "the Lua scripts load (reserve, pause, lease, runlock)",
-                        "four SHA-1 hashes",
+                        &format!("the Lua scripts load ({})", RedisPacer::SCRIPTS.join(", ")),
+                        &format!("{} SHA-1 hashes", RedisPacer::SCRIPTS.len()),
                         match &hashes {
                             Ok(h) => h.join(", "),
                             Err(e) => format!("error: {e}"),
                         },
-                        hashes.as_ref().is_ok_and(|h| h.len() == 4),
+                        hashes
+                            .as_ref()
+                            .is_ok_and(|h| h.len() == RedisPacer::SCRIPTS.len()),
                     ));
                     let local = SystemTime::now()
                         .duration_since(UNIX_EPOCH)

@@ -12,7 +12,7 @@ use crate::edc::dialect::{self, NotAPage};
 use crate::edc::paging;
 use crate::edc::payload::{self, InvalidPayload, PageSummary};
 use crate::edc::Reply;
-use crate::limiter::Pacer;
+use crate::limiter::{HandOver, Pacer};
 use crate::store::{Cursor, ManifestEntry, PageAdvance};
 
 impl<P: Pacer> Loop<'_, P> {
@@ -177,14 +177,13 @@ impl<P: Pacer> Loop<'_, P> {
         let after = if job.options.dry_run {
             pending.dry_run()
         } else {
-            if let Some(fenced) = &self.fenced {
-                if !fenced.still_held()? {
-                    return Err(SyncError::LockLost {
-                        stream: self.name.clone(),
-                        fence: fenced.fence(),
-                    });
-                }
-            }
+            let book_next = next.is_some()
+                && !job.options.interrupt.requested()
+                && job
+                    .options
+                    .max_pages
+                    .is_none_or(|max| self.report.pages + 1 < max);
+            self.prove_lock(book_next)?;
             self.cursors.commit(pending, &audited, landed.as_ref())?
         };
         self.report.durable_commit += durable_started.elapsed();
@@ -194,6 +193,38 @@ impl<P: Pacer> Loop<'_, P> {
             records: summary.records,
             replayed,
         })
+    }
+
+    /// With a cross-host run lock: proves it is still this run's, right
+    /// before the cursor moves, in the call that gives the page's slot
+    /// back and (with `book_next`) books the next page. Blocking.
+    fn prove_lock(&mut self, book_next: bool) -> Result<(), SyncError> {
+        let Some(fenced) = &self.fenced else {
+            return Ok(());
+        };
+        let lost = || SyncError::LockLost {
+            stream: self.name.clone(),
+            fence: fenced.fence(),
+        };
+        if fenced.is_lost() {
+            return Err(lost());
+        }
+        let current = self.holding.take();
+        let handed = tokio::runtime::Handle::current().block_on(self.job.limiter.hand_over(
+            current,
+            &fenced.run_fence(),
+            book_next,
+        ))?;
+        match handed {
+            HandOver::Held(booked) => {
+                self.booked = booked;
+                Ok(())
+            }
+            HandOver::Lost => {
+                fenced.mark_lost();
+                Err(lost())
+            }
+        }
     }
 
     /// 2xx: stream into SHA-256 and a temp file, then validate, land, list,

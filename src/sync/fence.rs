@@ -1,11 +1,14 @@
 //! The cross-host run lock of a stream (with `--redis`): a lease with a
-//! TTL, renewed while the run works, and a fencing token checked right
+//! TTL, renewed while the run works, and a fencing token proved right
 //! before every cursor commit, so a holder that lost the lock (a paused
 //! process, an expired lease, a takeover) can never move the cursor.
 //!
-//! The cursor is a local file, which cannot check a token itself; the
-//! check-then-rename leaves a window of well under a millisecond, against
-//! a lease of 60 s renewed every 20 s.
+//! The proof costs no round trip of its own: it rides in the call that
+//! gives the page's concurrency slot back and books the next page
+//! ([`crate::limiter::Limiter::hand_over`]), made after the page is landed
+//! and audited and before the cursor moves. The cursor is a local file,
+//! which cannot check a token itself; the prove-then-rename leaves a window
+//! of well under a millisecond, against a lease of 60 s renewed every 20 s.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -13,7 +16,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use crate::limiter::{PacerError, RedisPacer};
+use crate::limiter::{PacerError, RedisPacer, RunFence, RunLockName};
 use crate::store::StreamLocked;
 
 const TTL: Duration = Duration::from_secs(60);
@@ -30,7 +33,7 @@ pub enum FenceError {
 /// A held cross-host run lock.
 pub struct FencedLock {
     pacer: RedisPacer,
-    name: String,
+    name: RunLockName,
     fence: u64,
     lost: Arc<AtomicBool>,
     renewer: JoinHandle<()>,
@@ -69,9 +72,16 @@ fn dead_on_this_host(holder: &str) -> bool {
 }
 
 impl FencedLock {
-    pub async fn acquire(pacer: &RedisPacer, name: &str, holder: &str) -> Result<FencedLock, FenceError> {
+    /// Takes the lock of `stream`, paced by the quota `quota_key`.
+    pub async fn acquire(
+        pacer: &RedisPacer,
+        quota_key: &str,
+        stream: &str,
+        holder: &str,
+    ) -> Result<FencedLock, FenceError> {
+        let name = &RunLockName::new(quota_key, stream);
         let locked = |current: &str| StreamLocked {
-            stream: name.to_string(),
+            stream: stream.to_string(),
             holder: format!("{}, via Redis", holder_of(current)),
         };
         let (fence, taken_over_from) = match pacer.run_lock_acquire(name, holder, TTL).await? {
@@ -86,19 +96,19 @@ impl FencedLock {
         };
         let lost = Arc::new(AtomicBool::new(false));
         let renewer = {
-            let (pacer, name, lost) = (pacer.clone(), name.to_string(), lost.clone());
+            let (pacer, name, lost) = (pacer.clone(), name.clone(), lost.clone());
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(TTL / 3).await;
                     match pacer.run_lock_check(&name, fence, TTL).await {
                         Ok(true) => {}
                         Ok(false) => {
-                            tracing::error!(stream = %name, fence, "the run lock was lost; no further page will be committed");
+                            tracing::error!(stream = %name.stream(), fence, "the run lock was lost; no further page will be committed");
                             lost.store(true, Ordering::SeqCst);
                             return;
                         }
                         Err(e) => {
-                            tracing::warn!(stream = %name, error = %e, "run lock renewal failed; will retry")
+                            tracing::warn!(stream = %name.stream(), error = %e, "run lock renewal failed; will retry")
                         }
                     }
                 }
@@ -106,7 +116,7 @@ impl FencedLock {
         };
         Ok(FencedLock {
             pacer: pacer.clone(),
-            name: name.to_string(),
+            name: name.clone(),
             fence,
             lost,
             renewer,
@@ -123,24 +133,30 @@ impl FencedLock {
         self.taken_over_from.as_deref()
     }
 
-    /// Whether this run still holds the stream; asked right before each
-    /// cursor commit. Blocking: called from the commit section.
-    pub fn still_held(&self) -> Result<bool, PacerError> {
-        if self.lost.load(Ordering::SeqCst) {
-            return Ok(false);
+    /// What a call must prove for this run to keep the lock.
+    pub fn run_fence(&self) -> RunFence {
+        RunFence {
+            lock_key: self.name.lock_key().to_string(),
+            fence: self.fence,
+            ttl: TTL,
         }
-        let held = tokio::runtime::Handle::current()
-            .block_on(self.pacer.run_lock_check(&self.name, self.fence, TTL))?;
-        if !held {
-            self.lost.store(true, Ordering::SeqCst);
-        }
-        Ok(held)
+    }
+
+    /// True once the renewer or a proof found the lock taken: no call can
+    /// make it ours again.
+    pub fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
+    }
+
+    /// Records that a proof failed.
+    pub fn mark_lost(&self) {
+        self.lost.store(true, Ordering::SeqCst);
     }
 
     pub async fn release(self) {
         self.renewer.abort();
         if let Err(e) = self.pacer.run_lock_release(&self.name, self.fence).await {
-            tracing::warn!(stream = %self.name, error = %e, "run lock release failed; it expires by its TTL");
+            tracing::warn!(stream = %self.name.stream(), error = %e, "run lock release failed; it expires by its TTL");
         }
     }
 }

@@ -56,7 +56,7 @@ use crate::config::{Delta, Policy, RecordOrder, StreamSpec};
 use crate::edc::dialect::{self};
 use crate::edc::paging;
 use crate::edc::{ReadOnlyClient, ERROR_BODY_CAP};
-use crate::limiter::{AcquireError, Limiter, Pacer, Permit};
+use crate::limiter::{AcquireError, Booking, Limiter, Pacer, Permit};
 use crate::store::{Cursor, CursorStore, LandingStore};
 use crate::stream::StreamIdentity;
 use events::*;
@@ -101,6 +101,12 @@ struct Loop<'a, P: Pacer> {
     report: StreamReport,
     requests: u64,
     fenced: Option<FencedLock>,
+    /// The permit of the request in flight, until its page is committed
+    /// (which hands its slot on) or the attempt ends.
+    holding: Option<Permit<P>>,
+    /// The next page's slot and token, booked by the call that proved the
+    /// run lock for the previous page's commit.
+    booked: Option<Booking<P>>,
     /// A clock-skew warning was logged for this stream already.
     skew_warned: bool,
     /// The fixed end of the date window this run is paging, if any.
@@ -131,6 +137,13 @@ pub async fn run_stream<P: Pacer>(job: &StreamJob<P>) -> StreamOutcome {
         }
     };
     let mut result = l.pages().await;
+    // A booking the loop did not use goes back with any other lease this
+    // stream gave back, in one call, before the run lock is let go.
+    l.booked = None;
+    l.holding = None;
+    if let Err(e) = job.limiter.flush().await {
+        tracing::warn!(stream = %l.name, error = %e, "giving back concurrency leases failed; they expire by their TTL");
+    }
     if let Some(fenced) = l.fenced.take() {
         fenced.release().await;
     }
@@ -358,14 +371,29 @@ impl<P: Pacer> Loop<'_, P> {
         }
     }
 
-    /// One attempt at a page: a credential, a slot in the quota, then the
-    /// exchange. The permit goes back here and only here, whatever the
-    /// exchange's outcome.
+    /// The booked slot's instant, unless a stop is requested first.
+    async fn ready(&self, booking: Booking<P>) -> Result<Permit<P>, SyncError> {
+        tokio::select! {
+            permit = booking.ready() => Ok(permit),
+            _ = self.job.options.interrupt.wait() => Err(SyncError::Interrupted { stream: self.name.clone() }),
+        }
+    }
+
+    /// One attempt at a page: a credential, a slot in the quota (booked
+    /// already by the previous page's commit, or asked for now), then the
+    /// exchange. A committed page hands its slot on; otherwise the permit
+    /// goes back here, whatever the exchange's outcome.
     async fn attempt(&mut self, req: &Request<'_>) -> Result<Attempt, SyncError> {
         self.ensure_credential(req).await?;
-        let permit = self.permit(req).await?;
+        let permit = match self.booked.take() {
+            Some(booking) => self.ready(booking).await?,
+            None => self.permit(req).await?,
+        };
+        self.holding = Some(permit);
         let outcome = self.exchange(req).await;
-        let _ = permit.release().await;
+        if let Some(permit) = self.holding.take() {
+            permit.release();
+        }
         outcome
     }
 

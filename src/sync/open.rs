@@ -19,7 +19,8 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
                 crate::host::name(),
                 std::process::id()
             );
-            Some(FencedLock::acquire(pacer, &crate::store::stream_dir_name(&job.identity), &holder).await?)
+            let stream = crate::store::stream_dir_name(&job.identity);
+            Some(FencedLock::acquire(pacer, job.limiter.quota().key(), &stream, &holder).await?)
         }
         None => None,
     };
@@ -68,6 +69,8 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
         report,
         requests: 0,
         fenced,
+        holding: None,
+        booked: None,
         skew_warned: false,
         window_end: None,
         vql_first: None,

@@ -4,7 +4,8 @@
 //! A Vault login is a request to the EDC like any other, so it spends a
 //! token of the quota and holds a concurrency slot (invariant 4); it is
 //! obtained before the data request's own slot is taken, never while one
-//! is held, so a cap of one cannot deadlock. Each login is audited
+//! is held (a slot booked ahead for the next page is given back first), so
+//! a cap of one cannot deadlock. Each login is audited
 //! (`session_started` / `session_renewed`), never with the credential.
 
 use super::events::{RequestFailed, SessionRenewed, SessionStarted};
@@ -45,13 +46,16 @@ impl<P: Pacer> Loop<'_, P> {
             ..
         } = *req;
         let job = self.job;
+        // A slot booked for the data request goes back first: the login
+        // must not wait for a slot this stream itself holds.
+        self.booked = None;
         let permit = match job.client.logs_in() {
             true => Some(self.permit(req).await?),
             false => None,
         };
         let result = job.client.obtain_credential(refused).await;
         if let Some(permit) = permit {
-            let _ = permit.release().await;
+            permit.release();
         }
         let obtained = match result {
             Ok(Some(obtained)) => obtained,

@@ -128,7 +128,7 @@ impl<P: Pacer> Loop<'_, P> {
         if !job.client.server_clock_known() {
             let permit = self.permit(&req).await?;
             let probe = job.client.head(&endpoint).await;
-            let _ = permit.release().await;
+            permit.release();
             if let Err(e) = probe {
                 tracing::warn!(stream = %self.name, "reading the server's clock with HEAD {endpoint}: {e}");
             }

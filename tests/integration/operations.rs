@@ -380,19 +380,16 @@ async fn a_run_whose_lock_was_taken_over_never_commits_again() {
         .await
         .unwrap();
     let stream = "vault_json/-/S-1/-/default";
+    let lock = edc_sync::limiter::RunLockName::new("rl:test:vault_json:S-1", stream);
     let client = redis::Client::open(redis.url()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let _: () = redis::cmd("DEL")
-        .arg(edc_sync::limiter::run_lock_key(stream))
+        .arg(lock.lock_key())
         .query_async(&mut conn)
         .await
         .unwrap();
     let thief = pacer
-        .run_lock_acquire(
-            stream,
-            "host elsewhere, pid 1, run thief",
-            Duration::from_secs(60),
-        )
+        .run_lock_acquire(&lock, "host elsewhere, pid 1, run thief", Duration::from_secs(60))
         .await
         .unwrap();
     assert!(thief.is_ok());

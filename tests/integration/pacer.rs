@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use edc_sync::config::Rate;
 use edc_sync::limiter::{
-    LeaseAttempt, Limiter, LocalPacer, Pacer, PacerError, Quota, RedisPacer, Reservation,
+    Answer, Ask, LeaseAttempt, Limiter, LocalPacer, Pacer, PacerError, Quota, RedisPacer, Reservation,
+    RunFence, RunLockName,
 };
 use support::redis::RedisServer;
 
@@ -240,7 +241,67 @@ mod suite {
             .await
             .unwrap()
             .unwrap();
-        assert!(permit.release().await.unwrap());
+        permit.release();
+        limiter.flush().await.unwrap();
+        assert!(matches!(
+            p.try_lease(&q).await.unwrap(),
+            LeaseAttempt::Acquired(_)
+        ));
+    }
+
+    /// A released permit costs no call of its own, yet its slot is free
+    /// for every other process within the linger, with no further acquire.
+    pub async fn a_released_slot_is_given_back_within_the_linger<P: Pacer>(p: P) {
+        let q = Quota::new("suite:linger", rate(1000.0, 100))
+            .unwrap()
+            .with_concurrency(1, Duration::from_secs(600));
+        let limiter = Limiter::new(p.clone(), q.clone());
+        let permit = limiter.acquire().await.unwrap();
+        permit.release();
+        assert!(
+            matches!(p.try_lease(&q).await.unwrap(), LeaseAttempt::Full { .. }),
+            "the give-back waits for the next call"
+        );
+        tokio::time::sleep(edc_sync::limiter::LINGER * 4).await;
+        assert!(
+            matches!(p.try_lease(&q).await.unwrap(), LeaseAttempt::Acquired(_)),
+            "the given-back slot was not told to the pacer within the linger"
+        );
+    }
+
+    /// One call books a slot and a token, all or none: a full cap books no
+    /// token, and leases given back in a call are freed before it counts.
+    pub async fn a_full_cap_books_no_token<P: Pacer>(p: P) {
+        let q = Quota::new("suite:allornone", rate(1.0, 1))
+            .unwrap()
+            .with_concurrency(1, Duration::from_secs(600))
+            .with_horizon(Duration::from_secs(10));
+        let first = match p.acquire(&q, Ask::book(&[], None)).await.unwrap() {
+            Answer::Granted { lease, wait, .. } => {
+                assert_eq!(wait, Duration::ZERO);
+                lease
+            }
+            other => panic!("{other:?}"),
+        };
+        for _ in 0..3 {
+            assert!(
+                matches!(
+                    p.acquire(&q, Ask::book(&[], None)).await.unwrap(),
+                    Answer::Full { .. }
+                ),
+                "the only slot is held"
+            );
+        }
+        // Giving the slot back in the same call frees it first; the token
+        // is the second ever booked (burst 1, 1/s): about a second away, not
+        // four, so the three refusals above booked none.
+        match p.acquire(&q, Ask::book(&[first], None)).await.unwrap() {
+            Answer::Granted { wait, lease, .. } => {
+                assert!(wait <= Duration::from_millis(1000), "{wait:?}");
+                assert!(lease > first, "lease ids only grow");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }
 
@@ -283,6 +344,18 @@ macro_rules! pacer_suite {
             async fn an_unreleased_lease_expires() {
                 let (p, _server) = $make.await;
                 suite::an_unreleased_lease_expires(p).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_released_slot_is_given_back_within_the_linger() {
+                let (p, _server) = $make.await;
+                suite::a_released_slot_is_given_back_within_the_linger(p).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_full_cap_books_no_token() {
+                let (p, _server) = $make.await;
+                suite::a_full_cap_books_no_token(p).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -338,6 +411,60 @@ async fn child_pauses_the_quota() {
     let pacer = RedisPacer::connect(&env("EDC_SYNC_TEST_REDIS")).await.unwrap();
     let q = Quota::new("cross:pause", rate(100.0, 10)).unwrap();
     pacer.pause(&q, Duration::from_millis(3000)).await.unwrap();
+}
+
+/// The run lock proved in the request's own call: while it is ours the
+/// call books and extends it; once another run holds it, the call books
+/// nothing (no slot, no token) but still gives back the leases it carried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_under_a_lost_run_lock_books_nothing() {
+    let server = support::redis::start();
+    let pacer = RedisPacer::connect(&server.url()).await.unwrap();
+    let q = Quota::new("fence:q", rate(1000.0, 100))
+        .unwrap()
+        .with_concurrency(2, Duration::from_secs(600));
+    let name = RunLockName::new(q.key(), "s1");
+    let fence = pacer
+        .run_lock_acquire(&name, "host a, pid 1, run r1", Duration::from_secs(60))
+        .await
+        .unwrap()
+        .unwrap();
+    let ours = RunFence {
+        lock_key: name.lock_key().to_string(),
+        fence,
+        ttl: Duration::from_secs(60),
+    };
+    let held = match pacer.acquire(&q, Ask::book(&[], Some(&ours))).await.unwrap() {
+        Answer::Granted { lease, .. } => lease,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        pacer.acquire(&q, Ask::check(&[], Some(&ours))).await.unwrap(),
+        Answer::Checked
+    );
+    // Another run takes the stream (the lock expired, say).
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg(name.lock_key())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(pacer
+        .run_lock_acquire(&name, "host b, pid 2, run r2", Duration::from_secs(60))
+        .await
+        .unwrap()
+        .is_ok());
+    for ask in [Ask::book(&[held], Some(&ours)), Ask::check(&[], Some(&ours))] {
+        assert_eq!(pacer.acquire(&q, ask).await.unwrap(), Answer::FenceLost);
+    }
+    // Both slots are free: the lost call gave `held` back and took none.
+    for _ in 0..2 {
+        assert!(matches!(
+            pacer.try_lease(&q).await.unwrap(),
+            LeaseAttempt::Acquired(_)
+        ));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

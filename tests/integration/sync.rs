@@ -653,6 +653,64 @@ async fn three_processes_on_one_bucket_never_trip_the_servers_quota() {
     assert!(verify(&fx.path("audit.jsonl")).unwrap().intact());
 }
 
+/// Issue 13, item 5: in a real multi-process `sync --redis`, a request
+/// costs one script call (reservation, concurrency lease, release of the
+/// previous lease and the run-lock check in one), plus a fixed three per
+/// stream (run lock taken, last page's check, run lock given back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_processes_spend_about_one_script_call_per_request() {
+    let redis = support::redis::start();
+    let fx = Fixture::new();
+    let sim = start_sim_with(SimConfig {
+        dataset: dataset(300),
+        ..SimConfig::default()
+    })
+    .await;
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let children: Vec<_> = ["f1", "f2", "f3", "f4"]
+        .iter()
+        .map(|s| {
+            sync_cmd(
+                &fx,
+                "vault_fanout",
+                &sim.base_url(),
+                &["--redis", &redis.url(), "--stream", s],
+            )
+            .spawn()
+            .unwrap()
+        })
+        .collect();
+    for mut child in children {
+        let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(status.code(), Some(0));
+    }
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let calls = edc_sync::bench::pacer::script_calls(&info);
+    let requests = sim.requests().len();
+    assert_eq!(requests, 4 * 60, "four streams of 300 records in pages of 5");
+    let per_request = calls as f64 / requests as f64;
+    eprintln!("{calls} script calls for {requests} requests: {per_request:.3} a request");
+    assert!(
+        per_request <= 1.1,
+        "{calls} script calls for {requests} requests: {per_request:.2} a request (target 1.1)\n{info}"
+    );
+    for s in ["f1", "f2", "f3", "f4"] {
+        assert_eq!(landed_record_ids(&fx, "vault_fanout", s).len(), 300, "{s}");
+    }
+}
+
 /// A gateway that serves the EDC under a path prefix: every request keeps
 /// the prefix, and a link that leaves it is refused like another origin.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

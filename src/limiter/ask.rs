@@ -1,0 +1,73 @@
+//! One question to the pacer per request (issue 13, item 5).
+//!
+//! A request used to cost four Redis round trips: reserve a token, take a
+//! concurrency lease, give the lease back, check the run lock before the
+//! cursor commit. An [`Ask`] carries all of it at once, and both pacers
+//! answer it atomically (`lua/acquire.lua`, and the same steps under the
+//! [`super::LocalPacer`]'s mutex): the leases of finished requests are
+//! given back, the run lock is proved, then a slot is taken and a token
+//! booked in every gate; the last two all or none.
+
+use std::time::Duration;
+
+/// The run lock a request is made under, proved in the same call
+/// (see `sync::fence` and docs/pacer.md, "One round trip a request").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunFence {
+    /// The lock's Redis key; it shares the quota's hash tag, so one
+    /// script can read both (one Redis Cluster slot).
+    pub lock_key: String,
+    /// The fencing token this run was given; the lock is ours while its
+    /// value starts with it.
+    pub fence: u64,
+    /// A proof also extends the lock by this much.
+    pub ttl: Duration,
+}
+
+/// What one call asks for.
+#[derive(Debug, Clone, Copy)]
+pub struct Ask<'a> {
+    /// Book a token and a slot; `false` only gives back and checks.
+    pub book: bool,
+    /// Leases of requests that have finished, given back first.
+    pub release: &'a [u64],
+    /// The run lock to prove before anything is booked.
+    pub fence: Option<&'a RunFence>,
+}
+
+impl<'a> Ask<'a> {
+    /// A token and a slot, giving back `release` first.
+    pub fn book(release: &'a [u64], fence: Option<&'a RunFence>) -> Ask<'a> {
+        Ask {
+            book: true,
+            release,
+            fence,
+        }
+    }
+
+    /// Only give back `release` and prove `fence`.
+    pub fn check(release: &'a [u64], fence: Option<&'a RunFence>) -> Ask<'a> {
+        Ask {
+            book: false,
+            release,
+            fence,
+        }
+    }
+}
+
+/// The answer to an [`Ask`]. The releases were applied whatever it says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// Booked: a slot held under `lease` (a fencing token that only grows)
+    /// and a token for `at_us`; sleep `wait`, then send.
+    Granted { wait: Duration, at_us: i64, lease: u64 },
+    /// The next token is beyond the horizon; nothing was booked.
+    Refused { wait: Duration },
+    /// Every slot is taken; the first expires within `retry_in`. Nothing
+    /// was booked.
+    Full { retry_in: Duration },
+    /// Nothing asked to book; the run lock, if asked, is held.
+    Checked,
+    /// The run lock is no longer this run's; nothing was booked.
+    FenceLost,
+}
