@@ -6,7 +6,11 @@
 //! - envelope violations: windows holding more than `burst + rate * t`
 //!   grants, with grant times taken from Redis `TIME`;
 //! - utilisation: grants / (burst + rate * window);
-//! - acquire latency p50 / p99 for a free token (one reservation call).
+//! - acquire latency p50 / p99 for a free token: a whole `Limiter::acquire`
+//!   (slot, token and the previous release in one call, the permit, its
+//!   renewer), beside the bare `EVALSHA` of the same script with the same
+//!   arguments on a plain connection, interleaved sample by sample, and
+//!   their ratio (issue 13, item 6: at most 1.3 at p50).
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -18,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use super::envelope;
 use crate::config::Rate;
-use crate::limiter::{Pacer, Quota, RedisPacer, Reservation};
+use crate::limiter::{Ask, Limiter, Pacer, Quota, RedisPacer, Reservation};
 
 /// What the parent asks for.
 #[derive(Debug, Clone)]
@@ -69,6 +73,10 @@ pub struct Figures {
     pub utilisation: f64,
     pub acquire_p50_ms: f64,
     pub acquire_p99_ms: f64,
+    pub raw_evalsha_p50_ms: f64,
+    pub raw_evalsha_p99_ms: f64,
+    /// `acquire_p50_ms / raw_evalsha_p50_ms`.
+    pub acquire_over_raw_p50: f64,
     pub redis_version: String,
 }
 
@@ -225,16 +233,7 @@ pub async fn run(args: BenchArgs, exe: PathBuf) -> anyhow::Result<Figures> {
     let redis_calls = script_calls(&info);
     grants.sort_unstable();
 
-    // Latency of one reservation of a free token, on a bucket that is never empty.
-    let free = Quota::new(format!("{key}:free"), rate(1e6, 1_000_000)?)?;
-    let mut latencies = Vec::with_capacity(2000);
-    for _ in 0..2000 {
-        let t0 = Instant::now();
-        pacer.reserve(&free).await?;
-        latencies.push(t0.elapsed());
-    }
-    latencies.sort_unstable();
-
+    let (acquire, raw) = free_token_latency(&pacer, &mut admin, &key).await?;
     let env = envelope::check(&grants, args.rate, args.burst);
     let capacity = f64::from(args.burst) + args.rate * args.seconds;
     let figures = Figures {
@@ -250,8 +249,11 @@ pub async fn run(args: BenchArgs, exe: PathBuf) -> anyhow::Result<Figures> {
         envelope_violations: env.violations,
         worst_envelope_excess: env.worst_excess,
         utilisation: grants.len() as f64 / capacity,
-        acquire_p50_ms: percentile(&latencies, 0.50),
-        acquire_p99_ms: percentile(&latencies, 0.99),
+        acquire_p50_ms: percentile(&acquire, 0.50),
+        acquire_p99_ms: percentile(&acquire, 0.99),
+        raw_evalsha_p50_ms: percentile(&raw, 0.50),
+        raw_evalsha_p99_ms: percentile(&raw, 0.99),
+        acquire_over_raw_p50: percentile(&acquire, 0.50) / percentile(&raw, 0.50),
         redis_version: pacer.server_version().await?,
     };
     if let Some(path) = &args.grants_out {
@@ -259,6 +261,44 @@ pub async fn run(args: BenchArgs, exe: PathBuf) -> anyhow::Result<Figures> {
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(figures)
+}
+
+/// Sorted latencies of a whole acquire and of the bare EVALSHA it makes,
+/// on buckets that never run dry, 2000 samples each, interleaved so both
+/// see the same machine.
+async fn free_token_latency(
+    pacer: &RedisPacer,
+    raw_conn: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
+    const SAMPLES: usize = 2000;
+    let free = |part: &str| -> anyhow::Result<Quota> {
+        Ok(Quota::new(format!("{key}:{part}"), rate(1e6, 1_000_000)?)?
+            .with_concurrency(4, Duration::from_secs(60)))
+    };
+    let limiter = Limiter::new(pacer.clone(), free("free")?);
+    let raw_quota = free("raw")?;
+    let (mut acquire, mut raw) = (Vec::with_capacity(SAMPLES), Vec::with_capacity(SAMPLES));
+    let mut previous: Vec<u64> = Vec::new();
+    for _ in 0..SAMPLES {
+        let t0 = Instant::now();
+        let permit = limiter.acquire().await?;
+        acquire.push(t0.elapsed());
+        permit.release();
+
+        // The same call, releasing the previous lease as the limiter does.
+        let cmd = pacer.raw_acquire_cmd(&raw_quota, Ask::book(&previous, None));
+        let t0 = Instant::now();
+        let (status, _, _, lease, _): (i64, i64, String, u64, i64) = cmd.query_async(raw_conn).await?;
+        raw.push(t0.elapsed());
+        if status != 1 {
+            bail!("the raw EVALSHA was not granted (status {status})");
+        }
+        previous = vec![lease];
+    }
+    acquire.sort_unstable();
+    raw.sort_unstable();
+    Ok((acquire, raw))
 }
 
 /// The human table followed by the one JSON line scripts read.
@@ -271,6 +311,8 @@ pub fn render(f: &Figures) -> String {
          envelope violations         {viol}   (target 0; worst excess {excess:.3})\n\
          utilisation                 {util:.1} %   (target >= 99 %)\n\
          acquire latency, free token p50 {p50:.3} ms, p99 {p99:.3} ms   (target p99 < 0.3 ms)\n\
+         bare EVALSHA, same script   p50 {raw50:.3} ms, p99 {raw99:.3} ms\n\
+         acquire / bare EVALSHA, p50 {ratio:.2}   (target <= 1.3)\n\
          {json}",
         procs = f.procs,
         tasks = f.tasks,
@@ -287,6 +329,9 @@ pub fn render(f: &Figures) -> String {
         util = f.utilisation * 100.0,
         p50 = f.acquire_p50_ms,
         p99 = f.acquire_p99_ms,
+        raw50 = f.raw_evalsha_p50_ms,
+        raw99 = f.raw_evalsha_p99_ms,
+        ratio = f.acquire_over_raw_p50,
         json = serde_json::to_string(f).unwrap_or_default(),
     )
 }

@@ -322,7 +322,11 @@ pub struct Booking<P: Pacer> {
 impl<P: Pacer> Booking<P> {
     /// Sleeps until the booked instant; then the request may go.
     pub async fn ready(mut self) -> Permit<P> {
-        tokio::time::sleep_until(self.ready_at).await;
+        // A timer rounds up to the next millisecond tick even when the
+        // instant has passed: a free token must not wait for one.
+        if self.ready_at > tokio::time::Instant::now() {
+            tokio::time::sleep_until(self.ready_at).await;
+        }
         self.permit.waited = self.permit.started.elapsed();
         self.permit
     }

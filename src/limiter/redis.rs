@@ -126,6 +126,18 @@ impl RedisPacer {
         })
     }
 
+    /// The bare `EVALSHA` of the call [`Pacer::acquire`] makes for `ask`:
+    /// the floor `bench pacer` compares a whole acquire with.
+    pub fn raw_acquire_cmd(&self, quota: &Quota, ask: Ask<'_>) -> redis::Cmd {
+        let (keys, args) = acquire_call(quota, ask);
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(self.inner.acquire.get_hash())
+            .arg(keys.len())
+            .arg(keys)
+            .arg(args);
+        cmd
+    }
+
     /// Script calls made so far by this pacer (each normally one round trip).
     pub fn calls(&self) -> u64 {
         self.inner.calls.load(Ordering::Relaxed)
@@ -324,6 +336,31 @@ impl RedisPacer {
     }
 }
 
+/// The keys and arguments of one `acquire.lua` call (see its header).
+fn acquire_call(quota: &Quota, ask: Ask<'_>) -> (Vec<String>, Vec<String>) {
+    let leases = key(quota, "leases");
+    let lock = ask.fence.map_or(leases.clone(), |f| f.lock_key.clone());
+    let mut keys = vec![key(quota, "pause"), leases, key(quota, "fence"), lock];
+    let mut args = vec![
+        if ask.book { "book" } else { "check" }.to_string(),
+        micros(quota.horizon()).to_string(),
+        quota.max_concurrency().to_string(),
+        millis(quota.lease_ttl()).to_string(),
+        ask.fence.map_or(0, |f| f.fence).to_string(),
+        ask.fence.map_or(0, |f| millis(f.ttl)).to_string(),
+        ask.release.len().to_string(),
+    ];
+    args.extend(ask.release.iter().map(u64::to_string));
+    if ask.book {
+        for (gate, shape) in quota.gates().iter().zip(quota.shapes()) {
+            keys.push(key(quota, &format!("gate:{}", gate.name)));
+            args.push(format!("{:.3}", shape.interval_us));
+            args.push(format!("{:.3}", shape.tolerance_us));
+        }
+    }
+    (keys, args)
+}
+
 fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
@@ -334,29 +371,13 @@ fn millis(d: Duration) -> u64 {
 
 impl Pacer for RedisPacer {
     async fn acquire(&self, quota: &Quota, ask: Ask<'_>) -> Result<Answer, PacerError> {
+        let (keys, args) = acquire_call(quota, ask);
         let mut inv = self.inner.acquire.prepare_invoke();
-        let leases = key(quota, "leases");
-        let lock = ask.fence.map_or(leases.as_str(), |f| f.lock_key.as_str());
-        inv.key(key(quota, "pause"))
-            .key(&leases)
-            .key(key(quota, "fence"))
-            .key(lock)
-            .arg(if ask.book { "book" } else { "check" })
-            .arg(micros(quota.horizon()))
-            .arg(quota.max_concurrency())
-            .arg(millis(quota.lease_ttl()))
-            .arg(ask.fence.map_or(0, |f| f.fence))
-            .arg(ask.fence.map_or(0, |f| millis(f.ttl)))
-            .arg(ask.release.len());
-        for id in ask.release {
-            inv.arg(*id);
+        for k in &keys {
+            inv.key(k);
         }
-        if ask.book {
-            for (gate, shape) in quota.gates().iter().zip(quota.shapes()) {
-                inv.key(key(quota, &format!("gate:{}", gate.name)))
-                    .arg(format!("{:.3}", shape.interval_us))
-                    .arg(format!("{:.3}", shape.tolerance_us));
-            }
+        for a in &args {
+            inv.arg(a);
         }
         let (status, value, at_us, lease, _fence): (i64, i64, String, u64, i64) =
             self.call("acquire.lua", &inv).await?;
