@@ -233,6 +233,7 @@ pub struct SyncArgs {
     #[command(flatten)]
     pub dirs: RunDirs,
     /// Redis URL: the quota is shared with every process using it.
+    /// A Redis Cluster: redis+cluster://host:port,host:port (docs/pacer.md).
     #[arg(long, env = "EDC_SYNC_REDIS_URL")]
     pub redis: Option<String>,
     /// Pace in this process only, instead of Redis.

@@ -14,6 +14,7 @@ mod local;
 mod permit;
 mod quota;
 mod redis;
+mod redis_conn;
 
 use std::future::Future;
 use std::time::Duration;
@@ -22,7 +23,8 @@ pub use ask::{Answer, Ask, RunFence};
 pub use local::LocalPacer;
 pub use permit::{AcquireError, Booking, HandOver, Limiter, Permit, LINGER};
 pub use quota::{Gate, Quota, QuotaError};
-pub use redis::{RedisPacer, RunLockName};
+pub use redis::{Conn, RedisPacer, RunLockName};
+pub use redis_conn::CLUSTER_SCHEME;
 
 /// The answer to a reservation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

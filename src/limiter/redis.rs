@@ -16,9 +16,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{FromRedisValue, Script, ScriptInvocation};
 
+pub use super::redis_conn::Conn;
+use super::redis_conn::Target;
 use super::{ceil_ms, Answer, Ask, LeaseAttempt, Pacer, PacerError, Quota, Reservation};
 use crate::redact::redact_arg;
 
@@ -27,7 +28,7 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(2);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 struct Inner {
-    conn: ConnectionManager,
+    conn: Conn,
     endpoint: String,
     reserve: Script,
     acquire: Script,
@@ -87,12 +88,13 @@ impl RedisPacer {
     /// Checks that `url` is a Redis URL, without connecting: a malformed
     /// `--redis` is a configuration mistake, found before a run starts.
     pub fn check_url(url: &str) -> Result<(), String> {
-        redis::Client::open(url)
+        Target::parse(url)
             .map(drop)
             .map_err(|e| format!("--redis {}: not a valid Redis URL ({e})", redact_arg(url)))
     }
 
-    /// Connects to `url` (`redis://host:port/db`); fails closed.
+    /// Connects to `url` (`redis://host:port/db`, or a cluster's seeds as
+    /// `redis+cluster://host:port,host:port`); fails closed.
     pub async fn connect(url: &str) -> Result<RedisPacer, PacerError> {
         let endpoint = redact_arg(url);
         let unavailable = |attempts: u32, detail: String| PacerError::Unavailable {
@@ -100,18 +102,12 @@ impl RedisPacer {
             attempts,
             detail,
         };
-        let client = redis::Client::open(url).map_err(|e| unavailable(0, e.to_string()))?;
-        // The manager retries the first connection too: ATTEMPTS in all,
+        let target = Target::parse(url).map_err(|e| unavailable(0, e))?;
+        // The client retries the first connection too: ATTEMPTS in all,
         // the same bound as every call (docs/pacer.md, "Fail closed").
-        let config = ConnectionManagerConfig::new()
-            .set_number_of_retries(ATTEMPTS as usize - 1)
-            .set_connection_timeout(Some(CONNECT_TIMEOUT))
-            .set_response_timeout(Some(CALL_TIMEOUT));
-        let deadline = CONNECT_TIMEOUT * (ATTEMPTS + 1);
-        let conn = tokio::time::timeout(deadline, ConnectionManager::new_with_config(client, config))
+        let conn = Conn::open(&target, ATTEMPTS, CONNECT_TIMEOUT, CALL_TIMEOUT)
             .await
-            .map_err(|_| unavailable(ATTEMPTS, format!("no connection within {deadline:?}")))?
-            .map_err(|e| unavailable(ATTEMPTS, e.to_string()))?;
+            .map_err(|e| unavailable(ATTEMPTS, e))?;
         Ok(RedisPacer {
             inner: Arc::new(Inner {
                 conn,
@@ -193,25 +189,39 @@ impl RedisPacer {
         Ok(secs * 1_000_000 + micros)
     }
 
-    /// `redis_version` from `INFO server`.
+    /// `redis_version` from `INFO server`; a cluster answers per node, and
+    /// the distinct versions are listed.
     pub async fn server_version(&self) -> Result<String, PacerError> {
         let mut conn = self.inner.conn.clone();
-        let info: String = redis::cmd("INFO")
+        let info: redis::Value = redis::cmd("INFO")
             .arg("server")
             .query_async(&mut conn)
             .await
             .map_err(|e| self.unavailable(1, e.to_string()))?;
-        Ok(info
-            .lines()
-            .find_map(|l| l.strip_prefix("redis_version:"))
-            .unwrap_or("unknown")
-            .trim()
-            .to_string())
+        let texts: Vec<String> = match info {
+            redis::Value::Map(nodes) => nodes
+                .into_iter()
+                .filter_map(|(_, v)| String::from_redis_value(v).ok())
+                .collect(),
+            other => String::from_redis_value(other).into_iter().collect(),
+        };
+        let mut versions: Vec<&str> = texts
+            .iter()
+            .filter_map(|t| t.lines().find_map(|l| l.strip_prefix("redis_version:")))
+            .map(str::trim)
+            .collect();
+        versions.sort_unstable();
+        versions.dedup();
+        Ok(if versions.is_empty() {
+            "unknown".into()
+        } else {
+            versions.join(", ")
+        })
     }
 
     /// A connection for state kept beside the pacing keys (the audit
     /// trail's anchor): same server, same fail-closed timeouts by the caller.
-    pub fn connection(&self) -> ConnectionManager {
+    pub fn connection(&self) -> Conn {
         self.inner.calls.fetch_add(1, Ordering::Relaxed);
         self.inner.conn.clone()
     }

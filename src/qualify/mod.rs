@@ -10,6 +10,7 @@ pub mod evidence;
 mod integrity;
 pub mod iq;
 mod pacing;
+pub mod redis_cluster;
 pub mod redis_server;
 mod report;
 mod resilience;

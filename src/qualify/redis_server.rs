@@ -28,14 +28,16 @@ impl PrivateRedis {
 
     /// Starts one; the error says why not (no binary, did not answer).
     pub fn start() -> Result<PrivateRedis, String> {
+        Self::start_with(&[])
+    }
+
+    /// Starts one with `extra` arguments after the usual ones.
+    pub fn start_with(extra: &[String]) -> Result<PrivateRedis, String> {
         let binary = Self::binary().ok_or("redis-server is not installed")?;
         let mut last = String::new();
         // A free port can be taken between probing and binding: retry.
         for _ in 0..5 {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .map_err(|e| format!("no free port: {e}"))?
-                .port();
+            let port = free_port()?;
             let dir = std::env::temp_dir().join(format!("edc-sync-redis-{}-{port}", std::process::id()));
             std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
             let child = Command::new(&binary)
@@ -51,6 +53,7 @@ impl PrivateRedis {
                 ])
                 .arg("--dir")
                 .arg(&dir)
+                .args(extra)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -94,6 +97,14 @@ impl Drop for PrivateRedis {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("no free port: {e}"))
 }
 
 /// True if a Redis answers PING on `port` at once.

@@ -274,3 +274,37 @@ fn qualify_iq_checks_the_installation() {
     assert_eq!(out.code, 70, "{}{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("IQ-002  FAIL"), "{}", out.stdout);
 }
+
+/// OQ-007 and OQ-008 (shared pause, the burst + rate x t envelope across
+/// workers) against a three-master Redis Cluster: the hash-tag key design
+/// keeps every call in one slot (issue 13, item 7).
+#[test]
+fn oq_007_and_oq_008_pass_against_a_redis_cluster() {
+    let cluster = support::redis::start_cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let out = support::run_cmd(
+        support::edc_sync()
+            .args(["qualify", "oq", "--only", "OQ-007,OQ-008", "--evidence"])
+            .arg(dir.path())
+            .args(["--redis", &cluster.url()])
+            .args([
+                "--config",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/config/rate_limits.yaml"),
+            ]),
+    );
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("oq-results.json")).unwrap()).unwrap();
+    let statuses: Vec<(&str, &str)> = results["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["id"].as_str().unwrap(), s["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(statuses, [("OQ-007", "passed"), ("OQ-008", "passed")]);
+    assert_eq!(
+        results["environment"]["redis_url"].as_str(),
+        Some(cluster.url().as_str()),
+        "the evidence names the cluster it ran on"
+    );
+}

@@ -373,12 +373,19 @@ async fn redis_pacer() -> (RedisPacer, RedisServer) {
     (pacer, server)
 }
 
+async fn cluster_pacer() -> (RedisPacer, support::redis::RedisCluster) {
+    let cluster = support::redis::start_cluster();
+    let pacer = RedisPacer::connect(&cluster.url()).await.unwrap();
+    (pacer, cluster)
+}
+
 async fn local_pacer() -> (LocalPacer, ()) {
     (LocalPacer::new(), ())
 }
 
 pacer_suite!(with_redis, redis_pacer());
 pacer_suite!(with_local, local_pacer());
+pacer_suite!(with_cluster, cluster_pacer());
 
 // ---- Redis only: several processes, server failures ----------------------
 
@@ -419,7 +426,19 @@ async fn child_pauses_the_quota() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_under_a_lost_run_lock_books_nothing() {
     let server = support::redis::start();
-    let pacer = RedisPacer::connect(&server.url()).await.unwrap();
+    a_lost_run_lock_books_nothing(&server.url()).await;
+}
+
+/// The same against a three-master Redis Cluster: the run lock and the
+/// quota share a hash tag, so the one script reads both in one slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_under_a_lost_run_lock_books_nothing_in_a_cluster() {
+    let cluster = support::redis::start_cluster();
+    a_lost_run_lock_books_nothing(&cluster.url()).await;
+}
+
+async fn a_lost_run_lock_books_nothing(url: &str) {
+    let pacer = RedisPacer::connect(url).await.unwrap();
     let q = Quota::new("fence:q", rate(1000.0, 100))
         .unwrap()
         .with_concurrency(2, Duration::from_secs(600));
@@ -443,11 +462,9 @@ async fn a_call_under_a_lost_run_lock_books_nothing() {
         Answer::Checked
     );
     // Another run takes the stream (the lock expired, say).
-    let client = redis::Client::open(server.url()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let _: () = redis::cmd("DEL")
         .arg(name.lock_key())
-        .query_async(&mut conn)
+        .query_async(&mut pacer.connection())
         .await
         .unwrap();
     assert!(pacer

@@ -13,3 +13,15 @@ pub fn start() -> RedisServer {
         )
     })
 }
+
+pub use edc_sync::qualify::redis_cluster::PrivateCluster as RedisCluster;
+
+/// Starts a three-master cluster or fails the test with how to install one.
+pub fn start_cluster() -> RedisCluster {
+    RedisCluster::start().unwrap_or_else(|why| {
+        panic!(
+            "{why}; the Redis Cluster tests need redis-server and redis-cli.\n\
+             Install them with: sudo apt-get install -y redis-server (scripts/test does this when run as root)"
+        )
+    })
+}
