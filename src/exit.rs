@@ -200,6 +200,7 @@ impl Exit {
                 return match e {
                     AcquireError::WaitTooLong { .. } => Exit::TempFail,
                     AcquireError::Pacer(_) => Exit::Unavailable,
+                    AcquireError::Quota(_) => Exit::Config,
                 };
             }
         }

@@ -15,6 +15,7 @@ pub mod edc;
 pub mod exit;
 pub mod host;
 pub mod interrupt;
+#[warn(missing_docs)]
 pub mod limiter;
 pub mod logging;
 pub mod mask;

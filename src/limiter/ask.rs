@@ -60,12 +60,25 @@ impl<'a> Ask<'a> {
 pub enum Answer {
     /// Booked: a slot held under `lease` (a fencing token that only grows)
     /// and a token for `at_us`; sleep `wait`, then send.
-    Granted { wait: Duration, at_us: i64, lease: u64 },
+    Granted {
+        /// How long to sleep before sending.
+        wait: Duration,
+        /// The booked instant, in the pacer's clock (µs).
+        at_us: i64,
+        /// The lease id: also a fencing token that only grows.
+        lease: u64,
+    },
     /// The next token is beyond the horizon; nothing was booked.
-    Refused { wait: Duration },
+    Refused {
+        /// How far away the next token is.
+        wait: Duration,
+    },
     /// Every slot is taken; the first expires within `retry_in`. Nothing
     /// was booked.
-    Full { retry_in: Duration },
+    Full {
+        /// When the first held slot's lease expires at the latest.
+        retry_in: Duration,
+    },
     /// Nothing asked to book; the run lock, if asked, is held.
     Checked,
     /// The run lock is no longer this run's; nothing was booked.

@@ -44,6 +44,7 @@ impl From<Rate> for GateShape {
 /// The answer to one reservation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Decision {
+    /// Within the horizon: booked.
     pub granted: bool,
     /// When the request may go, in the clock's microseconds.
     pub at_us: i64,

@@ -18,8 +18,8 @@ struct State {
     tats: HashMap<(String, String), i64>,
     /// Pause-until per quota key.
     pauses: HashMap<String, i64>,
-    /// Live leases per quota key: id -> expiry.
-    leases: HashMap<String, BTreeMap<u64, i64>>,
+    /// Live leases per (quota key, lease set): id -> expiry.
+    leases: HashMap<(String, String), BTreeMap<u64, i64>>,
     next_lease: u64,
 }
 
@@ -37,6 +37,7 @@ impl Default for LocalPacer {
 }
 
 impl LocalPacer {
+    /// A pacer with no history: every bucket full.
     pub fn new() -> LocalPacer {
         LocalPacer {
             origin: Instant::now(),
@@ -93,21 +94,27 @@ impl State {
         }
     }
 
-    /// The live leases of `quota`, the expired ones dropped.
-    fn leases(&mut self, quota: &Quota, now: i64) -> &mut BTreeMap<u64, i64> {
-        let leases = self.leases.entry(quota.key().to_string()).or_default();
+    /// The live leases of one lease set of `quota`, the expired ones dropped.
+    fn leases(&mut self, quota: &Quota, set: &str, now: i64) -> &mut BTreeMap<u64, i64> {
+        let leases = self
+            .leases
+            .entry((quota.key().to_string(), set.to_string()))
+            .or_default();
         leases.retain(|_, expiry| *expiry > now);
         leases
     }
 
-    /// When every slot is taken: how long until the first expires.
+    /// When some cap is reached: how long until that set's first lease expires.
     fn full(&mut self, quota: &Quota, now: i64) -> Option<Duration> {
-        let cap = quota.max_concurrency() as usize;
-        let leases = self.leases(quota, now);
-        (leases.len() >= cap).then(|| ceil_ms(leases.values().min().copied().unwrap_or(now) - now))
+        quota.lease_sets().into_iter().find_map(|set| {
+            let leases = self.leases(quota, &set.part, now);
+            (leases.len() >= set.cap as usize)
+                .then(|| ceil_ms(leases.values().min().copied().unwrap_or(now) - now))
+        })
     }
 
-    /// A slot if one is free, expiring the lease TTL after `from`.
+    /// A slot under every cap if each has one free, expiring the lease TTL
+    /// after `from`.
     fn lease(&mut self, quota: &Quota, now: i64, from: i64) -> LeaseAttempt {
         let ttl = i64::try_from(quota.lease_ttl().as_micros()).unwrap_or(i64::MAX / 2);
         if let Some(retry_in) = self.full(quota, now) {
@@ -115,8 +122,19 @@ impl State {
         }
         self.next_lease += 1;
         let id = self.next_lease;
-        self.leases(quota, now).insert(id, from + ttl);
+        for set in quota.lease_sets() {
+            self.leases(quota, &set.part, now).insert(id, from + ttl);
+        }
         LeaseAttempt::Acquired(id)
+    }
+
+    /// Gives lease `id` back in every set; whether it was still held.
+    fn give_back(&mut self, quota: &Quota, id: u64, now: i64) -> bool {
+        let mut held = false;
+        for set in quota.lease_sets() {
+            held |= self.leases(quota, &set.part, now).remove(&id).is_some();
+        }
+        held
     }
 }
 
@@ -127,7 +145,7 @@ impl Pacer for LocalPacer {
         let now = self.now_us();
         let mut state = self.state();
         for id in ask.release {
-            state.leases(quota, now).remove(id);
+            state.give_back(quota, *id, now);
         }
         if !ask.book {
             return Ok(Answer::Checked);
@@ -166,19 +184,19 @@ impl Pacer for LocalPacer {
         let now = self.now_us();
         let ttl = i64::try_from(quota.lease_ttl().as_micros()).unwrap_or(i64::MAX / 2);
         let mut state = self.state();
-        let Some(leases) = state.leases.get_mut(quota.key()) else {
-            return Ok(false);
-        };
-        leases.retain(|_, expiry| *expiry > now);
-        Ok(leases.get_mut(&id).map(|expiry| *expiry = now + ttl).is_some())
+        let mut all = true;
+        for set in quota.lease_sets() {
+            all &= state
+                .leases(quota, &set.part, now)
+                .get_mut(&id)
+                .map(|expiry| *expiry = now + ttl)
+                .is_some();
+        }
+        Ok(all)
     }
 
     async fn release(&self, quota: &Quota, id: u64) -> Result<bool, PacerError> {
-        let mut state = self.state();
-        Ok(state
-            .leases
-            .get_mut(quota.key())
-            .and_then(|l| l.remove(&id))
-            .is_some())
+        let now = self.now_us();
+        Ok(self.state().give_back(quota, id, now))
     }
 }

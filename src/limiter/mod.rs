@@ -10,6 +10,7 @@
 
 mod ask;
 pub mod gcra;
+mod keyed;
 mod local;
 mod permit;
 mod quota;
@@ -20,9 +21,10 @@ use std::future::Future;
 use std::time::Duration;
 
 pub use ask::{Answer, Ask, RunFence};
+pub use keyed::{KeyLimit, KeyedLimiter, KeyedPolicy, DEFAULT_KEY};
 pub use local::LocalPacer;
 pub use permit::{AcquireError, Booking, HandOver, Limiter, Permit, LINGER};
-pub use quota::{Gate, Quota, QuotaError};
+pub use quota::{Gate, LeaseSet, Quota, QuotaError};
 pub use redis::{Conn, RedisPacer, RunLockName};
 pub use redis_conn::CLUSTER_SCHEME;
 
@@ -32,9 +34,17 @@ pub enum Reservation {
     /// A slot is booked: sleep `wait`, then send without asking again.
     /// `at_us` is the booked instant in the pacer's clock (Redis: server
     /// time in microseconds since the epoch).
-    Granted { wait: Duration, at_us: i64 },
+    Granted {
+        /// How long to sleep before sending.
+        wait: Duration,
+        /// The booked instant, in the pacer's clock (µs).
+        at_us: i64,
+    },
     /// The wait would exceed the horizon; nothing was booked.
-    Refused { wait: Duration },
+    Refused {
+        /// How far away the next token is.
+        wait: Duration,
+    },
 }
 
 /// The answer to a request for a concurrency slot.
@@ -43,7 +53,10 @@ pub enum LeaseAttempt {
     /// Held under this id, which is also a fencing token (ids only grow).
     Acquired(u64),
     /// The cap is reached; the oldest lease expires within `retry_in`.
-    Full { retry_in: Duration },
+    Full {
+        /// When the first held slot's lease expires at the latest.
+        retry_in: Duration,
+    },
 }
 
 /// The pacer could not answer. Requests are never sent unpaced: this ends
@@ -51,15 +64,24 @@ pub enum LeaseAttempt {
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum PacerError {
     #[error("Redis at {endpoint} is unavailable after {attempts} attempt(s): {detail}")]
+    /// No answer: connection refused, timed out, or lost, after retries.
     Unavailable {
+        /// The Redis URL, password redacted.
         endpoint: String,
+        /// Attempts made.
         attempts: u32,
+        /// The last failure.
         detail: String,
     },
     #[error("Redis at {endpoint} answered {script} unexpectedly: {detail}")]
+    /// An answer that is not what the script returns: a defect or a
+    /// server that is not Redis.
     Protocol {
+        /// The Redis URL, password redacted.
         endpoint: String,
+        /// The script (`lua/<name>`).
         script: &'static str,
+        /// What was wrong with the answer.
         detail: String,
     },
 }
@@ -80,7 +102,8 @@ pub trait Pacer: Clone + Send + Sync + 'static {
     /// a pause only ever extends.
     fn pause(&self, quota: &Quota, pause: Duration) -> impl Future<Output = Result<(), PacerError>> + Send;
 
-    /// Takes a concurrency slot if one is free.
+    /// Takes a slot under the quota's account cap if one is free (the
+    /// bare lease, without a token; [`Pacer::acquire`] is what requests use).
     fn try_lease(&self, quota: &Quota) -> impl Future<Output = Result<LeaseAttempt, PacerError>> + Send;
 
     /// Extends lease `id`; `false` if it had already expired.
@@ -93,7 +116,9 @@ pub trait Pacer: Clone + Send + Sync + 'static {
 /// The pacer chosen on the command line.
 #[derive(Clone)]
 pub enum AnyPacer {
+    /// `--redis`: shared across processes and hosts.
     Redis(RedisPacer),
+    /// `--pacer local`: this process only.
     Local(LocalPacer),
 }
 

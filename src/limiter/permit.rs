@@ -38,12 +38,19 @@ pub enum AcquireError {
     /// stops with progress saved (exit 75) rather than sleep for hours.
     #[error("quota {quota}: the next slot is {wait:?} away, beyond the {horizon:?} ceiling (max_wait_s)")]
     WaitTooLong {
+        /// The quota's key.
         quota: String,
+        /// How long the wait would have been.
         wait: Duration,
+        /// The longest wait accepted.
         horizon: Duration,
     },
+    /// The pacer could not answer; nothing may be sent.
     #[error(transparent)]
     Pacer(#[from] PacerError),
+    /// A key that cannot be part of a quota's Redis keys.
+    #[error(transparent)]
+    Quota(super::QuotaError),
 }
 
 /// Hands out permits for one quota.
@@ -125,6 +132,7 @@ pub enum HandOver<P: Pacer> {
 }
 
 impl<P: Pacer> Limiter<P> {
+    /// A limiter of `quota` on `pacer`.
     pub fn new(pacer: P, quota: Quota) -> Limiter<P> {
         let slots = quota.max_concurrency() as usize;
         Limiter {
@@ -137,10 +145,12 @@ impl<P: Pacer> Limiter<P> {
         }
     }
 
+    /// The quota it hands out permits for.
     pub fn quota(&self) -> &Quota {
         &self.shared.quota
     }
 
+    /// Where the quota's state lives.
     pub fn pacer(&self) -> &P {
         &self.shared.pacer
     }

@@ -10,22 +10,40 @@ use crate::stream::StreamIdentity;
 /// longest request it covers, or two holders could overlap.
 const LEASE_MARGIN: Duration = Duration::from_secs(30);
 
-/// One token bucket a request must pass.
+/// One token bucket a request must pass, and optionally a cap on the
+/// requests in flight through it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Gate {
-    /// `account`, `study:<id>` or `stream:<name>`; part of the Redis key.
+    /// `account`, `study:<id>`, `stream:<name>` or `key:<key>`; part of the
+    /// Redis key.
     pub name: String,
+    /// Sustained requests per second and the burst allowed at once.
     pub rate: Rate,
+    /// At most this many requests through this gate in flight at once,
+    /// across every process (the account gate's cap is the quota's
+    /// `max_concurrency`, so this is `None` there).
+    pub concurrency: Option<u32>,
+}
+
+/// One concurrency cap of a quota: the lease set's key part and its size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseSet {
+    /// `leases` for the account, `leases:<gate name>` for a capped gate.
+    pub part: String,
+    /// Slots in it.
+    pub cap: u32,
 }
 
 /// Why a quota cannot be formed.
 #[derive(Debug, thiserror::Error)]
 pub enum QuotaError {
+    /// The bucket key names a value the stream does not have.
     #[error(transparent)]
     Missing(#[from] MissingValue),
     #[error(
         "bucket key {0:?} must not be empty or contain '{{' or '}}' (it becomes a Redis Cluster hash tag)"
     )]
+    /// A key that cannot sit inside a Redis Cluster hash tag.
     BadKey(String),
 }
 
@@ -54,6 +72,7 @@ impl Quota {
             gates: vec![Gate {
                 name: "account".into(),
                 rate: account,
+                concurrency: None,
             }],
             max_concurrency: 1,
             lease_ttl: Duration::from_secs(60),
@@ -87,10 +106,41 @@ impl Quota {
         self.gates.push(Gate {
             name: name.into(),
             rate,
+            concurrency: None,
         });
         self
     }
 
+    /// Adds a sub-limit gate with its own cap on requests in flight; a
+    /// request takes a slot under it and under the account's cap, or none.
+    pub fn with_capped_gate(mut self, name: impl Into<String>, rate: Rate, cap: u32) -> Quota {
+        self.gates.push(Gate {
+            name: name.into(),
+            rate,
+            concurrency: Some(cap.max(1)),
+        });
+        self
+    }
+
+    /// Every concurrency cap a request takes a slot under: the account's
+    /// first, then each capped gate's.
+    pub fn lease_sets(&self) -> Vec<LeaseSet> {
+        let account = LeaseSet {
+            part: "leases".into(),
+            cap: self.max_concurrency,
+        };
+        std::iter::once(account)
+            .chain(self.gates.iter().filter_map(|g| {
+                g.concurrency.map(|cap| LeaseSet {
+                    part: format!("leases:{}", g.name),
+                    cap,
+                })
+            }))
+            .collect()
+    }
+
+    /// Caps requests in flight at `max_concurrency`, each slot's lease
+    /// lasting `lease_ttl` unless renewed.
     pub fn with_concurrency(mut self, max_concurrency: u32, lease_ttl: Duration) -> Quota {
         self.max_concurrency = max_concurrency.max(1);
         self.lease_ttl = lease_ttl;
@@ -109,6 +159,7 @@ impl Quota {
         self
     }
 
+    /// The jitter margin.
     pub fn margin(&self) -> Duration {
         self.margin
     }
@@ -121,22 +172,27 @@ impl Quota {
             .collect()
     }
 
+    /// The filled bucket key: the quota's identity and hash tag.
     pub fn key(&self) -> &str {
         &self.key
     }
 
+    /// The gates, account first.
     pub fn gates(&self) -> &[Gate] {
         &self.gates
     }
 
+    /// The account's cap on requests in flight.
     pub fn max_concurrency(&self) -> u32 {
         self.max_concurrency
     }
 
+    /// How long a slot outlives a holder that stopped renewing it.
     pub fn lease_ttl(&self) -> Duration {
         self.lease_ttl
     }
 
+    /// The longest wait a caller accepts.
     pub fn horizon(&self) -> Duration {
         self.horizon
     }

@@ -44,35 +44,9 @@ pub struct RedisPacer {
     inner: Arc<Inner>,
 }
 
-/// The Redis keys of one stream's run lock: inside the hash tag of the
-/// quota that paces the stream, so a request's one script call can prove
-/// the lock beside its reservation (one Redis Cluster slot).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunLockName {
-    stream: String,
-    lock: String,
-    fence: String,
-}
-
-impl RunLockName {
-    pub fn new(quota_key: &str, stream: &str) -> RunLockName {
-        RunLockName {
-            stream: stream.to_string(),
-            lock: format!("edc-sync:{{{quota_key}}}:run:{stream}:lock"),
-            fence: format!("edc-sync:{{{quota_key}}}:run:{stream}:fence"),
-        }
-    }
-
-    /// The stream, as messages name the lock.
-    pub fn stream(&self) -> &str {
-        &self.stream
-    }
-
-    /// The key holding `<fence>|<holder>` while the lock is held.
-    pub fn lock_key(&self) -> &str {
-        &self.lock
-    }
-}
+#[path = "run_lock.rs"]
+mod run_lock;
+pub use run_lock::RunLockName;
 
 /// A script from `lua/`, with the shared GCRA functions before it.
 fn with_gcra(body: &str) -> Script {
@@ -226,80 +200,6 @@ impl RedisPacer {
         self.inner.conn.clone()
     }
 
-    /// Takes the cross-host run lock `name`: `Ok(fence)` or `Err(holder)`.
-    pub async fn run_lock_acquire(
-        &self,
-        name: &RunLockName,
-        holder: &str,
-        ttl: Duration,
-    ) -> Result<Result<u64, String>, PacerError> {
-        let mut inv = self.inner.runlock.prepare_invoke();
-        inv.key(&name.lock)
-            .key(&name.fence)
-            .arg("acquire")
-            .arg(holder)
-            .arg(millis(ttl));
-        self.fence_or_holder(&inv).await
-    }
-
-    /// runlock.lua's `{ 1, fence }` or `{ 0, current holder }`.
-    async fn fence_or_holder(
-        &self,
-        inv: &redis::ScriptInvocation<'_>,
-    ) -> Result<Result<u64, String>, PacerError> {
-        let (ok, value): (i64, String) = self.call("runlock.lua", inv).await?;
-        Ok(if ok == 1 {
-            Ok(value.parse().unwrap_or_default())
-        } else {
-            Err(value)
-        })
-    }
-
-    /// Takes run lock `name` over from `expected` (its exact current value,
-    /// a holder proved dead): `Ok(fence)`, or `Err(holder)` if the lock
-    /// changed meanwhile.
-    pub async fn run_lock_take_over(
-        &self,
-        name: &RunLockName,
-        expected: &str,
-        holder: &str,
-        ttl: Duration,
-    ) -> Result<Result<u64, String>, PacerError> {
-        let mut inv = self.inner.runlock.prepare_invoke();
-        inv.key(&name.lock)
-            .key(&name.fence)
-            .arg("takeover")
-            .arg(expected)
-            .arg(holder)
-            .arg(millis(ttl));
-        self.fence_or_holder(&inv).await
-    }
-
-    /// True while `fence` still holds run lock `name` (and extends it).
-    pub async fn run_lock_check(
-        &self,
-        name: &RunLockName,
-        fence: u64,
-        ttl: Duration,
-    ) -> Result<bool, PacerError> {
-        let mut inv = self.inner.runlock.prepare_invoke();
-        inv.key(&name.lock)
-            .key(&name.fence)
-            .arg("check")
-            .arg(fence)
-            .arg(millis(ttl));
-        let (ok, _): (i64, String) = self.call("runlock.lua", &inv).await?;
-        Ok(ok == 1)
-    }
-
-    /// Gives run lock `name` back if `fence` still holds it.
-    pub async fn run_lock_release(&self, name: &RunLockName, fence: u64) -> Result<bool, PacerError> {
-        let mut inv = self.inner.runlock.prepare_invoke();
-        inv.key(&name.lock).key(&name.fence).arg("release").arg(fence);
-        let (ok, _): (i64, String) = self.call("runlock.lua", &inv).await?;
-        Ok(ok == 1)
-    }
-
     fn unavailable(&self, attempts: u32, detail: String) -> PacerError {
         PacerError::Unavailable {
             endpoint: self.inner.endpoint.clone(),
@@ -348,24 +248,40 @@ impl RedisPacer {
 
 /// The keys and arguments of one `acquire.lua` call (see its header).
 fn acquire_call(quota: &Quota, ask: Ask<'_>) -> (Vec<String>, Vec<String>) {
-    let leases = key(quota, "leases");
-    let lock = ask.fence.map_or(leases.clone(), |f| f.lock_key.clone());
-    let mut keys = vec![key(quota, "pause"), leases, key(quota, "fence"), lock];
+    let sets = quota.lease_sets();
+    let lock = ask
+        .fence
+        .map_or_else(|| key(quota, "pause"), |f| f.lock_key.clone());
+    let mut keys = vec![key(quota, "pause"), key(quota, "fence"), lock];
     let mut args = vec![
         if ask.book { "book" } else { "check" }.to_string(),
         micros(quota.horizon()).to_string(),
-        quota.max_concurrency().to_string(),
         millis(quota.lease_ttl()).to_string(),
         ask.fence.map_or(0, |f| f.fence).to_string(),
         ask.fence.map_or(0, |f| millis(f.ttl)).to_string(),
-        ask.release.len().to_string(),
     ];
-    args.extend(ask.release.iter().map(u64::to_string));
-    if ask.book {
-        for (gate, shape) in quota.gates().iter().zip(quota.shapes()) {
-            keys.push(key(quota, &format!("gate:{}", gate.name)));
-            args.push(format!("{:.3}", shape.interval_us));
-            args.push(format!("{:.3}", shape.tolerance_us));
+    let (booked_sets, gates) = if ask.book {
+        (sets.as_slice(), quota.gates())
+    } else {
+        (&[][..], &[][..])
+    };
+    args.push(booked_sets.len().to_string());
+    for set in booked_sets {
+        keys.push(key(quota, &set.part));
+        args.push(set.cap.to_string());
+    }
+    args.push(gates.len().to_string());
+    for (gate, shape) in gates.iter().zip(quota.shapes()) {
+        keys.push(key(quota, &format!("gate:{}", gate.name)));
+        args.push(format!("{:.3}", shape.interval_us));
+        args.push(format!("{:.3}", shape.tolerance_us));
+    }
+    // A lease holds a slot in every set of its quota: give each back.
+    args.push((ask.release.len() * sets.len()).to_string());
+    for id in ask.release {
+        for set in &sets {
+            keys.push(key(quota, &set.part));
+            args.push(id.to_string());
         }
     }
     (keys, args)
@@ -453,24 +369,34 @@ impl Pacer for RedisPacer {
         })
     }
 
+    /// Renews the lease in every set of the quota (a rare call: every
+    /// third of the lease TTL a permit is held).
     async fn renew(&self, quota: &Quota, id: u64) -> Result<bool, PacerError> {
-        let mut inv = self.inner.lease.prepare_invoke();
-        inv.key(key(quota, "leases"))
-            .key(key(quota, "fence"))
-            .arg("renew")
-            .arg(id)
-            .arg(millis(quota.lease_ttl()));
-        let (ok, _): (i64, i64) = self.call("lease.lua", &inv).await?;
-        Ok(ok == 1)
+        let mut all = true;
+        for set in quota.lease_sets() {
+            let mut inv = self.inner.lease.prepare_invoke();
+            inv.key(key(quota, &set.part))
+                .key(key(quota, "fence"))
+                .arg("renew")
+                .arg(id)
+                .arg(millis(quota.lease_ttl()));
+            let (ok, _): (i64, i64) = self.call("lease.lua", &inv).await?;
+            all &= ok == 1;
+        }
+        Ok(all)
     }
 
     async fn release(&self, quota: &Quota, id: u64) -> Result<bool, PacerError> {
-        let mut inv = self.inner.lease.prepare_invoke();
-        inv.key(key(quota, "leases"))
-            .key(key(quota, "fence"))
-            .arg("release")
-            .arg(id);
-        let (ok, _): (i64, i64) = self.call("lease.lua", &inv).await?;
-        Ok(ok == 1)
+        let mut held = false;
+        for set in quota.lease_sets() {
+            let mut inv = self.inner.lease.prepare_invoke();
+            inv.key(key(quota, &set.part))
+                .key(key(quota, "fence"))
+                .arg("release")
+                .arg(id);
+            let (ok, _): (i64, i64) = self.call("lease.lua", &inv).await?;
+            held |= ok == 1;
+        }
+        Ok(held)
     }
 }

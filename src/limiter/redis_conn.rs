@@ -55,7 +55,9 @@ impl Target {
 /// A connection to either kind of deployment; cheap to clone.
 #[derive(Clone)]
 pub enum Conn {
+    /// One server; reconnects by itself.
     Single(ConnectionManager),
+    /// A Redis Cluster; follows the slot map.
     Cluster(ClusterConnection),
 }
 

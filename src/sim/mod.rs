@@ -30,6 +30,7 @@ pub use fault::{Fault, FaultSchedule, RetryAfterForm};
 pub use landed::{landed_json_record_ids, landed_odm_source_ids};
 pub use log::{LogEntry, RequestLog};
 pub use profile::Profile;
+pub use server::ServerBucket;
 
 /// Everything the simulator is told.
 #[derive(Debug, Clone)]

@@ -74,7 +74,7 @@ impl ServerBucket {
     }
 
     /// `Ok` if a request arriving now conforms, else how long until one would.
-    fn admit(&mut self, now: Instant) -> Result<(), Duration> {
+    pub fn admit(&mut self, now: Instant) -> Result<(), Duration> {
         let allowed_at = self.tat.checked_sub(self.tolerance).unwrap_or(now);
         if now < allowed_at {
             return Err(allowed_at - now);

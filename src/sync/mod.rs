@@ -368,6 +368,8 @@ impl<P: Pacer> Loop<'_, P> {
                 self.exhausted(url, attempt, reason, cursor, Spent::Quota).await
             }
             Err(AcquireError::Pacer(e)) => Err(e.into()),
+            // The stream's quota was formed before the run started.
+            Err(AcquireError::Quota(e)) => Err(self.rejected(e.to_string())),
         }
     }
 

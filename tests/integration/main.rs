@@ -7,6 +7,7 @@ mod support;
 
 mod audit_integrity;
 mod audit_trail;
+mod claims;
 mod config_provenance;
 mod config_validation;
 mod edc_client;

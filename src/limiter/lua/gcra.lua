@@ -12,8 +12,9 @@
 --
 -- Time comes only from redis.call('TIME'); the client's clock is never used.
 --
--- Gate j (1-based) is KEYS[first + j - 1]; its interval and tolerance
--- (microseconds) are ARGV[arg0 + 2j - 1] and ARGV[arg0 + 2j].
+-- Gate j (1-based) is KEYS[first + j - 1], for first + j - 1 <= last; its
+-- interval and tolerance (microseconds) are ARGV[arg0 + 2j - 1] and
+-- ARGV[arg0 + 2j].
 
 local function server_now()
   local t = redis.call('TIME')
@@ -21,12 +22,12 @@ local function server_now()
 end
 
 -- The grant instant of one token in every gate, and the TATs read.
-local function gcra_decide(now, pause_key, first, arg0)
+local function gcra_decide(now, pause_key, first, last, arg0)
   local at = now
   local pause = tonumber(redis.call('GET', pause_key) or '0')
   if pause > at then at = pause end
   local tats = {}
-  for i = first, #KEYS do
+  for i = first, last do
     local j = i - first + 1
     local tolerance = tonumber(ARGV[arg0 + 2 * j])
     local tat = tonumber(redis.call('GET', KEYS[i]) or '0')
@@ -38,8 +39,8 @@ local function gcra_decide(now, pause_key, first, arg0)
 end
 
 -- Books the token granted at `at` in every gate.
-local function gcra_commit(now, at, first, arg0, tats)
-  for i = first, #KEYS do
+local function gcra_commit(now, at, first, last, arg0, tats)
+  for i = first, last do
     local j = i - first + 1
     local interval = tonumber(ARGV[arg0 + 2 * j - 1])
     local tat = tats[i]

@@ -14,11 +14,11 @@
 -- Returns { granted (1|0), wait_ms (rounded up), at_us (grant time), now_us }
 
 local now = server_now()
-local at, tats = gcra_decide(now, KEYS[1], 2, 1)
+local at, tats = gcra_decide(now, KEYS[1], 2, #KEYS, 1)
 local wait = at - now
 local wait_ms = math.ceil(wait / 1000)
 if wait > tonumber(ARGV[1]) then
   return { 0, wait_ms, string.format('%.0f', at), string.format('%.0f', now) }
 end
-gcra_commit(now, at, 2, 1, tats)
+gcra_commit(now, at, 2, #KEYS, 1, tats)
 return { 1, wait_ms, string.format('%.0f', at), string.format('%.0f', now) }
