@@ -108,6 +108,11 @@ pub enum EncodeError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Appended {
     seq: u64,
+    /// Where the line starts in the file: a later run reads the trail from
+    /// here on, not from its beginning (`sync::roll_forward`).
+    offset: u64,
+    /// The trail's absolute, resolved path.
+    audit_log: PathBuf,
     /// SHA-256 of the line written (the next line's `prev_sha256`).
     sha256: String,
     ts: String,
@@ -117,6 +122,16 @@ impl Appended {
     /// The line's `seq` in its run.
     pub fn seq(&self) -> u64 {
         self.seq
+    }
+
+    /// The byte offset the line starts at.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The trail it is in (absolute, resolved).
+    pub fn audit_log(&self) -> &Path {
+        &self.audit_log
     }
 
     /// SHA-256 of the line written.
@@ -322,6 +337,7 @@ impl AuditLog {
         mut fields: serde_json::Map<String, Value>,
         checkpoint: bool,
     ) -> Result<Appended, AuditError> {
+        let seq_before = self.next_seq;
         let inspected = tail::inspect(&self.file).map_err(io_error(&self.path, "read its last lines"))?;
         let mut problems = Vec::new();
         if self.first {
@@ -366,15 +382,28 @@ impl AuditLog {
                 serde_json::to_value(mark).unwrap_or(Value::Null),
             );
         }
-        let (text, appended) = self.compose_next(event, fields, &prev)?;
+        let (text, mut appended) = self.compose_next(event, fields, &prev)?;
         buf.push_str(&text);
         buf.push('\n');
+        let before = self.file.metadata().map_err(io_error(&self.path, "stat"))?.len();
         // One write of whole lines: with O_APPEND the kernel places it at the
         // end even if another writer ignored the lock.
-        (&self.file)
-            .write_all(buf.as_bytes())
-            .map_err(io_error(&self.path, "append"))?;
-        self.file.sync_data().map_err(io_error(&self.path, "fsync"))?;
+        if let Err(e) = (&self.file).write_all(buf.as_bytes()) {
+            // A short write leaves part of a line: taken back the same way.
+            let _ = self.file.set_len(before);
+            self.next_seq = seq_before;
+            return Err(io_error(&self.path, "append")(e));
+        }
+        if let Err(e) = self.file.sync_data() {
+            // A failed fsync means the lines may never reach the disk, and
+            // the kernel may already have dropped them: they are taken back
+            // (nobody may act on them, not even this run), and the run stops.
+            // Never retried into a success that proves nothing.
+            let _ = self.file.set_len(before);
+            self.next_seq = seq_before;
+            return Err(io_error(&self.path, "fsync")(e));
+        }
+        appended.offset = before + (buf.len() - text.len() - 1) as u64;
         self.first = false;
         Ok(appended)
     }
@@ -432,6 +461,8 @@ impl AuditLog {
             })?;
         let appended = Appended {
             seq: self.next_seq,
+            offset: 0,
+            audit_log: self.canonical.clone(),
             sha256: sha256_hex(text.as_bytes()),
             ts,
         };

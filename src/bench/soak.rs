@@ -1,5 +1,18 @@
 //! `edc-sync bench crash-soak`: start a sync, SIGKILL it at a seeded random
-//! moment, resume; many rounds, with faults on. Then count what landed.
+//! moment (or, with `--fsync-faults`, fail its Nth fsync-class call with
+//! EIO through strace), resume; many rounds, with faults on. After every
+//! round, check the cursor is not ahead of the landed data; at the end,
+//! count what landed.
+
+/// How each round's run is interrupted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// SIGKILL at a seeded moment.
+    Kill,
+    /// The Nth fsync/fdatasync of each thread fails with EIO (strace).
+    FsyncFaults,
+}
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -13,7 +26,12 @@ use crate::sim::{Dataset, Fault, FaultSchedule, RetryAfterForm, SimConfig, Simul
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SoakFigures {
+    pub mode: Mode,
     pub rounds: u32,
+    /// Rounds after which the cursor was past a record not landed.
+    pub rounds_with_cursor_ahead: u32,
+    /// Runs that stopped on an injected fsync failure.
+    pub runs_failed_by_fault: u32,
     pub records_in_dataset: u32,
     pub records_landed: usize,
     pub duplicates: usize,
@@ -31,6 +49,7 @@ const POLICY: &str = include_str!("../../config/fixtures/simulator-policies.yaml
 pub async fn run(
     exe: &Path,
     work: &Path,
+    mode: Mode,
     rounds: u32,
     records: u32,
     seed: u64,
@@ -64,8 +83,39 @@ pub async fn run(
         ..SimConfig::default()
     };
     let sim = Simulator::start(sim_config, "127.0.0.1:0".parse()?).await?;
-    let sync = || {
-        let mut cmd = std::process::Command::new(exe);
+    let strace = ["/usr/bin/strace", "/bin/strace"]
+        .into_iter()
+        .find(|p| Path::new(p).is_file());
+    if mode == Mode::FsyncFaults && strace.is_none() {
+        anyhow::bail!("--fsync-faults needs strace (apt-get install -y strace)");
+    }
+    let ds = Dataset {
+        subjects: 30,
+        records,
+        seed: 77,
+        padding: 0,
+    };
+    let cursor_path = work.join("state/soak/-/SOAK/-/default.cursor.json");
+    let landing = work.join("landing/soak/-/SOAK/-/default");
+    let sync_under = |inject: Option<u64>| {
+        let mut cmd = match (inject, strace) {
+            (Some(nth), Some(strace)) => {
+                let mut cmd = std::process::Command::new(strace);
+                cmd.args([
+                    "-f",
+                    "-qq",
+                    "-o",
+                    "/dev/null",
+                    "-e",
+                    "trace=fsync,fdatasync",
+                    "-e",
+                ])
+                .arg(format!("inject=fsync,fdatasync:error=EIO:when={nth}"))
+                .arg(exe);
+                cmd
+            }
+            _ => std::process::Command::new(exe),
+        };
         cmd.args(["sync", "--config"])
             .arg(&config)
             .args([
@@ -87,37 +137,48 @@ pub async fn run(
             .env("EDC_SYNC_SOAK_TOKEN", "soak-token")
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
+        if inject.is_some() {
+            // One page a round at most, so the failures fall on pages
+            // throughout the dataset rather than after it is all landed.
+            cmd.args(["--max-pages", "1"]);
+        }
         cmd
     };
     let mut state = seed | 1;
-    let mut torn = 0;
+    let (mut torn, mut ahead, mut failed) = (0, 0, 0);
     for _ in 0..rounds {
         state = state
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
-        let delay = Duration::from_millis(5 + (state >> 33) % 150);
-        let mut child = sync().spawn().context("starting edc-sync sync")?;
-        tokio::time::sleep(delay).await;
-        let _ = child.kill();
-        let _ = child.wait();
+        match mode {
+            Mode::Kill => {
+                let delay = Duration::from_millis(5 + (state >> 33) % 150);
+                let mut child = sync_under(None).spawn().context("starting edc-sync sync")?;
+                tokio::time::sleep(delay).await;
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            Mode::FsyncFaults => {
+                let nth = 1 + (state >> 33) % 6;
+                let status = sync_under(Some(nth)).status().context("starting strace")?;
+                failed += u32::from(!status.success());
+            }
+        }
+        if cursor_ahead(&cursor_path, &landing, &ds)? {
+            ahead += 1;
+        }
         if let Ok(r) = verify(&work.join("audit.jsonl")) {
             if r.finding.as_ref().is_some_and(|f| f.damage == Damage::TornTail) {
                 torn += 1;
             }
         }
     }
-    let status = sync().status()?;
+    let status = sync_under(None).status()?;
     let dir = work.join("landing/soak/-/SOAK/-/default");
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for id in crate::sim::landed_json_record_ids(&dir)? {
         *counts.entry(id).or_default() += 1;
     }
-    let ds = Dataset {
-        subjects: 30,
-        records,
-        seed: 77,
-        padding: 0,
-    };
     let cursor: serde_json::Value =
         std::fs::read_to_string(work.join("state/soak/-/SOAK/-/default.cursor.json"))
             .ok()
@@ -125,7 +186,10 @@ pub async fn run(
             .unwrap_or_default();
     let report = verify(&work.join("audit.jsonl"))?;
     Ok(SoakFigures {
+        mode,
         rounds,
+        rounds_with_cursor_ahead: ahead,
+        runs_failed_by_fault: failed,
         records_in_dataset: records,
         records_landed: counts.len(),
         duplicates: counts.values().filter(|n| **n > 1).count(),
@@ -138,9 +202,30 @@ pub async fn run(
     })
 }
 
+/// True when the cursor's window starts past a record that is not landed.
+fn cursor_ahead(cursor: &Path, landing: &Path, ds: &Dataset) -> anyhow::Result<bool> {
+    let Some(start) = std::fs::read_to_string(cursor)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v["window_start"].as_str().map(str::to_string))
+    else {
+        return Ok(false);
+    };
+    let landed: std::collections::BTreeSet<String> = match landing.exists() {
+        true => crate::sim::landed_json_record_ids(landing)?.into_iter().collect(),
+        false => Default::default(),
+    };
+    Ok((1..=ds.records).any(|n| {
+        let r = ds.record(n);
+        r.modified.as_str() < start.as_str() && !landed.contains(&format!("AT-{n:07}"))
+    }))
+}
+
 pub fn render(f: &SoakFigures) -> String {
     format!(
-        "crash soak: {} rounds of start / SIGKILL at a seeded moment / resume, faults on\n\
+        "crash soak: {} rounds of start / {} / resume, faults on\n\
+         rounds with the cursor ahead of landed data   {}   (target 0)\n\
+         runs stopped by an injected fsync failure     {}\n\
          records in the dataset   {}\n\
          records landed           {}\n\
          duplicated records       {}   (target 0)\n\
@@ -151,6 +236,12 @@ pub fn render(f: &SoakFigures) -> String {
          final run exit code      {:?}\n\
          {}",
         f.rounds,
+        match f.mode {
+            Mode::Kill => "SIGKILL at a seeded moment",
+            Mode::FsyncFaults => "the Nth fsync fails with EIO (strace)",
+        },
+        f.rounds_with_cursor_ahead,
+        f.runs_failed_by_fault,
         f.records_in_dataset,
         f.records_landed,
         f.duplicates,

@@ -205,7 +205,7 @@ pub fn render(f: &Figures) -> String {
          small pages: {} pages of {} bytes\n\
          \x20 pages per second            {:.1}\n\
          \x20 CPU per committed page      {:.3} ms   (user {:.3} ms; target < 0.47 ms: 10x under the Python loop's 4.7 ms)\n\
-         \x20 durable commit per page     {:.3} ms wall (fsync page + rename + dir, manifest, audit line, cursor)\n\
+         \x20 durable commit per page     {:.3} ms wall (fsync page + rename + dir, audit line; manifest and cursor unsynced)\n\
          large pages: {} pages of {:.1} MiB ({:.2} GiB)\n\
          \x20 peak RSS                    {:.1} MiB   (target < 48 MiB)\n\
          \x20 CPU per committed page      {:.1} ms\n\

@@ -67,13 +67,19 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 100_000)]
         entries: u64,
     },
-    /// Crash soak: start a sync, SIGKILL it at a seeded random moment,
-    /// resume; ROUNDS times, with faults on; then count duplicates and losses.
+    /// Crash soak: start a sync, SIGKILL it at a seeded random moment (or
+    /// fail its Nth fsync with EIO), resume; ROUNDS times, with faults on;
+    /// then count rounds with the cursor ahead, duplicates and losses.
     ///
     /// Example: edc-sync bench crash-soak --rounds 200
     CrashSoak {
         #[arg(long, default_value_t = 200)]
         rounds: u32,
+        /// Instead of SIGKILL, fail the Nth fsync-class call of each round's
+        /// run with EIO (N seeded, 1 to 6; needs strace): the run must stop
+        /// and treat what it could not sync as not durable.
+        #[arg(long)]
+        fsync_faults: bool,
         #[arg(long, default_value_t = 400)]
         records: u32,
         #[arg(long, default_value_t = 0x50a4)]

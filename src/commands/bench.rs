@@ -62,12 +62,17 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         }
         BenchCommand::CrashSoak {
             rounds,
+            fsync_faults,
             records,
             seed,
         } => {
             let exe = std::env::current_exe().context("locating the edc-sync executable")?;
             let (_scratch, work) = sync::scratch()?;
-            let figures = rt.block_on(crate::bench::soak::run(&exe, &work, rounds, records, seed))?;
+            let mode = match fsync_faults {
+                true => crate::bench::soak::Mode::FsyncFaults,
+                false => crate::bench::soak::Mode::Kill,
+            };
+            let figures = rt.block_on(crate::bench::soak::run(&exe, &work, mode, rounds, records, seed))?;
             writeln!(
                 std::io::stdout().lock(),
                 "{}",
@@ -76,6 +81,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             .context("writing to stdout")?;
             if figures.duplicates > 0
                 || figures.lost > 0
+                || figures.rounds_with_cursor_ahead > 0
                 || !figures.audit_intact
                 || !figures.cursor_at_high_water
             {

@@ -1,6 +1,15 @@
 //! The cursor: where a stream's next page is. One small JSON file per
-//! stream, replaced atomically (temp file, fsync, rename, fsync the
-//! directory), so a crash leaves either the old cursor or the new one.
+//! stream, replaced by rename, so a reader sees the old cursor or the new
+//! one, never a mix.
+//!
+//! The cursor file is not fsynced per page (issue 13, item 2): the commit
+//! record is the page's fsynced `page_committed` audit line, which carries
+//! the whole cursor state, and the file is a cache of it that says which
+//! line it reflects (its [`Receipt`]). A run starts by reading the trail
+//! from that line on and rolling the cursor forward over any later commit
+//! of its stream (`sync::roll_forward`); so a cursor file that lost its last
+//! write in a crash is behind, never ahead, and is caught up before a page
+//! is fetched. `docs/commit.md` gives the whole transaction.
 //!
 //! Invariant 2 is kept by types, not by the order of statements:
 //!
@@ -89,6 +98,19 @@ struct State {
     last_page_sha256: Option<String>,
     updated_at: Option<String>,
     run_id: Option<String>,
+    /// The audit line this cursor reflects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    receipt: Option<Receipt>,
+}
+
+/// Which `page_committed` line a cursor file reflects: the trail, where
+/// the line starts in it, and the line's SHA-256.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Receipt {
+    pub audit_log: String,
+    pub offset: u64,
+    pub sha256: String,
 }
 
 /// Where a stream stands. Read-only outside this module.
@@ -132,6 +154,19 @@ impl Cursor {
     /// The whole state file, for `cursor show`.
     pub fn to_file_json(&self) -> serde_json::Value {
         serde_json::to_value(&self.state).unwrap_or_default()
+    }
+
+    /// The state a `page_committed` line records (`cursor_state`): the
+    /// file's content without its receipt, which names that line.
+    pub fn to_state_json(&self) -> serde_json::Value {
+        let mut state = self.state.clone();
+        state.receipt = None;
+        serde_json::to_value(&state).unwrap_or_default()
+    }
+
+    /// The audit line this cursor reflects, if it was written with one.
+    pub fn receipt(&self) -> Option<&Receipt> {
+        self.state.receipt.as_ref()
     }
 }
 
@@ -250,6 +285,7 @@ impl CursorStore {
             (a, b) => a.or(b),
         };
         let mut state = before.state.clone();
+        state.receipt = None;
         state.last_page_sha256 = Some(page.sha256.to_string());
         state.run_id = Some(page.run_id.to_string());
         state.updated_at = Some(crate::audit::now_rfc3339());
@@ -298,7 +334,7 @@ impl CursorStore {
     pub fn commit(
         &self,
         pending: PendingCursor,
-        _audited: &Appended,
+        audited: &Appended,
         landed: Option<&LandedPage>,
     ) -> Result<Cursor, StoreError> {
         let unproven = |detail: String| StoreError::Unproven {
@@ -324,12 +360,41 @@ impl CursorStore {
             }
             _ => {}
         }
-        self.write(&pending.cursor)?;
-        Ok(pending.cursor)
+        let mut cursor = pending.cursor;
+        cursor.state.receipt = Some(Receipt {
+            audit_log: audited.audit_log().display().to_string(),
+            offset: audited.offset(),
+            sha256: audited.sha256().to_string(),
+        });
+        // No fsync: the audit line just fsynced is the commit record.
+        self.write(&cursor, false)?;
+        Ok(cursor)
     }
 
-    /// Replaces the cursor file atomically and durably.
-    fn write(&self, cursor: &Cursor) -> Result<(), StoreError> {
+    /// Makes the state recorded by a later `page_committed` line of this
+    /// stream the cursor (start-up roll-forward), durably. `state` is the
+    /// line's `cursor_state`, `receipt` names the line.
+    pub fn roll_forward(&self, state: serde_json::Value, receipt: Receipt) -> Result<Cursor, StoreError> {
+        let unproven = |detail: String| StoreError::Unproven {
+            path: self.path.clone(),
+            detail,
+        };
+        let mut state: State = serde_json::from_value(state)
+            .map_err(|e| unproven(format!("the audit line's cursor_state is not a cursor ({e})")))?;
+        if state.stream != self.stream {
+            return Err(unproven(
+                "the audit line's cursor belongs to another stream".into(),
+            ));
+        }
+        state.receipt = Some(receipt);
+        let cursor = Cursor { state };
+        self.write(&cursor, true)?;
+        Ok(cursor)
+    }
+
+    /// Replaces the cursor file by rename; with `durable`, fsynced first
+    /// and its directory after.
+    fn write(&self, cursor: &Cursor, durable: bool) -> Result<(), StoreError> {
         use std::sync::atomic::Ordering;
         if !self.dir_ready.load(Ordering::Relaxed) {
             if let Some(dir) = self.path.parent() {
@@ -344,10 +409,16 @@ impl CursorStore {
         let mut file = std::fs::File::create(&tmp).map_err(|e| StoreError::io(&tmp, "create", e))?;
         file.write_all(&text)
             .map_err(|e| StoreError::io(&tmp, "write", e))?;
-        file.sync_all().map_err(|e| StoreError::io(&tmp, "fsync", e))?;
+        if durable {
+            file.sync_all().map_err(|e| StoreError::io(&tmp, "fsync", e))?;
+        }
         drop(file);
         std::fs::rename(&tmp, &self.path).map_err(|e| StoreError::io(&self.path, "rename into place", e))?;
-        sync_parent_dir(&self.path).map_err(|e| StoreError::io(&self.path, "fsync the directory of", e))
+        if durable {
+            sync_parent_dir(&self.path)
+                .map_err(|e| StoreError::io(&self.path, "fsync the directory of", e))?;
+        }
+        Ok(())
     }
 }
 
@@ -394,6 +465,7 @@ fn initial(stream: &StreamIdentity, window_start: Option<String>) -> Cursor {
             last_page_sha256: None,
             updated_at: None,
             run_id: None,
+            receipt: None,
         },
     }
 }

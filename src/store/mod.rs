@@ -6,7 +6,7 @@ mod landing;
 mod lock;
 pub mod migrate;
 
-pub use cursor::{Cursor, CursorFile, CursorStore, PageAdvance, PendingCursor, StoreError};
+pub use cursor::{Cursor, CursorFile, CursorStore, PageAdvance, PendingCursor, Receipt, StoreError};
 pub use landing::{LandedPage, LandingStore, LandingTemp, ManifestEntry};
 pub use lock::{LockError, RunLock, StreamLocked};
 

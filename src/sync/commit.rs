@@ -164,6 +164,7 @@ impl<P: Pacer> Loop<'_, P> {
             dry_run: job.options.dry_run,
             cursor_before: cursor.to_json(),
             cursor_after: after_json,
+            cursor_state: pending.cursor().to_state_json(),
             quota_headers: page.quota_headers.clone(),
             older_than_cursor: match (&summary.low_water, cursor.window_start()) {
                 (Some(low), Some(start)) => {

@@ -88,6 +88,9 @@ pub struct PageCommitted {
     pub dry_run: bool,
     pub cursor_before: serde_json::Value,
     pub cursor_after: serde_json::Value,
+    /// The whole cursor after this page: this line is the commit record,
+    /// and a run rolls its cursor file forward from it (docs/commit.md).
+    pub cursor_state: serde_json::Value,
     pub quota_headers: BTreeMap<String, String>,
     /// The page holds records older than the window's start (out of
     /// order, or a vendor clock set back): landed, never moving the cursor back.
@@ -99,6 +102,22 @@ pub struct PageCommitted {
 
 impl AuditEvent for PageCommitted {
     const NAME: &'static str = "page_committed";
+}
+
+/// The cursor file was behind the trail (its last write was lost in a
+/// crash): it was moved to the state the stream's last committed page
+/// records, before anything was fetched.
+#[derive(Debug, Serialize)]
+pub struct CursorRolledForward {
+    pub stream: String,
+    /// Commits the cursor file had missed.
+    pub pages: u64,
+    pub cursor_file: String,
+    pub cursor_after: serde_json::Value,
+}
+
+impl AuditEvent for CursorRolledForward {
+    const NAME: &'static str = "cursor_rolled_forward";
 }
 
 /// State written under the old, non-injective directory names was moved to

@@ -1,11 +1,14 @@
 //! The page loop: one stream, window by window, page by page.
 //!
-//! Invariant 2, the cursor never runs ahead of the data. A page's cursor is
+//! Invariant 2, the cursor never runs ahead of the data. A page is
 //! committed only after: a 2xx, the whole body read and hashed, the payload
-//! validated, the bytes fsynced under their content address, the manifest
-//! line fsynced, and the `page_committed` audit line fsynced. A crash at any
-//! point re-reads the same page next run; landing is content-addressed and
-//! the manifest deduplicates, so a replay never duplicates data.
+//! validated, the bytes fsynced under their content address (and the
+//! directory), then by its fsynced `page_committed` audit line, which
+//! carries the cursor; the manifest line and the cursor file follow without
+//! fsyncs of their own and are caught up from the trail at the next start
+//! (`roll_forward.rs`, docs/commit.md). A crash at any point either re-reads
+//! the page next run (landing is content-addressed and the manifest
+//! deduplicates, so a replay never duplicates data) or rolls past it.
 //!
 //! Invariant 3, audit first: every wait (429/503, retry backoff, vendor
 //! burst floor) is written to the audit trail and fsynced before the sleep.
@@ -17,7 +20,8 @@
 //! `waits.rs` (throttle, backoff, vendor burst, server clock), `vendor.rs`
 //! (errors a vendor reports in a body), `commit.rs` (check a body, make a
 //! page durable), `failure.rs` (budgets spent, requests that end the
-//! stream), `recover.rs` (a torn manifest), `window.rs` (date windows),
+//! stream), `recover.rs` (a torn manifest), `roll_forward.rs` (the cursor
+//! caught up with the trail), `window.rs` (date windows),
 //! `fence.rs` (the cross-host lock), `error.rs`, `options.rs`, `report.rs`.
 
 mod classify;
@@ -31,6 +35,7 @@ mod options;
 mod recover;
 mod report;
 mod request;
+mod roll_forward;
 mod session;
 mod vendor;
 mod waits;

@@ -3,7 +3,7 @@
 //! and landing stores opened, with a torn manifest tail recovered.
 
 use super::events::{self, RunLockTakenOver};
-use super::{recover, FencedLock, Loop, StreamJob, StreamReport, SyncError};
+use super::{recover, roll_forward, FencedLock, Loop, StreamJob, StreamReport, SyncError};
 use crate::config::PayloadFormat;
 use crate::limiter::Pacer;
 use crate::store::{CursorStore, LandingStore, RunLock};
@@ -54,6 +54,9 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
     };
     let mut landing = LandingStore::open(&landing_dir, ext)?;
     recover::relist_after_torn_tail(&mut landing, &job.audit, &name).await?;
+    if !job.options.dry_run {
+        roll_forward::catch_up(&cursors, &mut landing, &job.audit, &name).await?;
+    }
     let report = StreamReport {
         stream: name.clone(),
         landing_dir,

@@ -31,25 +31,15 @@ pub(super) async fn relist_after_torn_tail(
         if line["landing_dir"] != dir.as_str() || line["landed"] != true {
             return;
         }
-        let (Some(sha), Some(file)) = (line["payload_sha256"].as_str(), line["landing_file"].as_str()) else {
+        let Some(entry) = entry_of(&line, stream) else {
             return;
         };
-        let page_key = page_key(line["url"].as_str().unwrap_or_default());
-        if landing.is_listed(&page_key, sha) || missing.iter().any(|e: &ManifestEntry| e.sha256 == sha) {
+        if landing.is_listed(&entry.page_key, &entry.sha256)
+            || missing.iter().any(|e: &ManifestEntry| e.sha256 == entry.sha256)
+        {
             return;
         }
-        missing.push(ManifestEntry {
-            stream: line["stream"].as_str().unwrap_or(stream).to_string(),
-            page_key,
-            cursor_before: line["cursor_before"].clone(),
-            cursor_after: line["cursor_after"].clone(),
-            sha256: sha.to_string(),
-            bytes: line["bytes"].as_u64().unwrap_or(0),
-            records: line["records"].as_u64().unwrap_or(0),
-            run_id: line["run_id"].as_str().unwrap_or_default().to_string(),
-            file: file.to_string(),
-            landed_at: line["ts"].as_str().unwrap_or_default().to_string(),
-        });
+        missing.push(entry);
     })
     .map_err(|e| crate::store::StoreError::io(audit.path(), "read back", e))?;
     let mut relisted = 0;
@@ -72,6 +62,25 @@ pub(super) async fn relist_after_torn_tail(
         })
         .await?;
     Ok(())
+}
+
+/// The manifest entry a landed page's `page_committed` line stands for.
+pub(super) fn entry_of(line: &serde_json::Value, stream: &str) -> Option<ManifestEntry> {
+    let (Some(sha), Some(file)) = (line["payload_sha256"].as_str(), line["landing_file"].as_str()) else {
+        return None;
+    };
+    Some(ManifestEntry {
+        stream: line["stream"].as_str().unwrap_or(stream).to_string(),
+        page_key: page_key(line["url"].as_str().unwrap_or_default()),
+        cursor_before: line["cursor_before"].clone(),
+        cursor_after: line["cursor_after"].clone(),
+        sha256: sha.to_string(),
+        bytes: line["bytes"].as_u64().unwrap_or(0),
+        records: line["records"].as_u64().unwrap_or(0),
+        run_id: line["run_id"].as_str().unwrap_or_default().to_string(),
+        file: file.to_string(),
+        landed_at: line["ts"].as_str().unwrap_or_default().to_string(),
+    })
 }
 
 /// The manifest's page key (path and query) of an audited URL.

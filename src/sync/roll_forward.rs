@@ -1,0 +1,115 @@
+//! Start-up: the cursor caught up with the audit trail (issue 13, item 2).
+//!
+//! A page's commit record is its fsynced `page_committed` line, which
+//! carries the whole cursor (`cursor_state`). The cursor file and the
+//! manifest line are written after it without an fsync of their own, so a
+//! crash can leave either a step behind the trail, never ahead of it. Before
+//! a stream fetches anything, the trail is read from the line the cursor
+//! file names (its receipt) to the end: each later commit of this stream
+//! whose landed file is in place moves the cursor to the state the line
+//! records and lists the page if the manifest lost it. Nothing before the
+//! receipt is read, so the cost is the lines written since this stream's
+//! last page, not the trail's history.
+//!
+//! A commit whose landed file is missing (the landing directory was
+//! fsynced before the line, so only damage after the fact does that) stops
+//! the roll: the cursor stays before that page, which is fetched and landed
+//! again, and `edc-sync verify` names the file.
+
+use std::io::{BufRead, Seek, SeekFrom};
+
+use super::events::CursorRolledForward;
+use super::{recover, SyncError};
+use crate::audit::SharedAudit;
+use crate::store::{CursorStore, LandingStore, Receipt, StoreError};
+
+/// Rolls the cursor of `stream` forward over commits the trail has and the
+/// cursor file does not; audits it when it moved.
+pub(super) async fn catch_up(
+    cursors: &CursorStore,
+    landing: &mut LandingStore,
+    audit: &SharedAudit,
+    stream: &str,
+) -> Result<(), SyncError> {
+    let cursor = cursors.load()?;
+    let Some(receipt) = cursor.receipt().cloned() else {
+        // Never committed, or written by a version that fsynced the cursor
+        // with every page: nothing can be ahead of it.
+        return Ok(());
+    };
+    let trail = audit.canonical_path();
+    if receipt.audit_log != trail.display().to_string() {
+        tracing::warn!(stream, cursor_trail = %receipt.audit_log, "the cursor was committed into another audit trail; it is not rolled forward from this one");
+        return Ok(());
+    }
+    let read = |e| StoreError::io(trail, "read back", e);
+    let mut file = std::fs::File::open(trail).map_err(read)?;
+    file.seek(SeekFrom::Start(receipt.offset)).map_err(read)?;
+    let mut lines = std::io::BufReader::new(file).split(b'\n');
+    let mut offset = receipt.offset;
+    match lines.next().transpose().map_err(read)? {
+        Some(first) if crate::digest::sha256_hex(&first) == receipt.sha256 => {
+            offset += first.len() as u64 + 1
+        }
+        _ => {
+            tracing::warn!(stream, "the audit line the cursor names is not where it was (the trail was repaired or replaced); the cursor is not rolled forward");
+            return Ok(());
+        }
+    }
+    let dir = landing.canonical_dir().display().to_string();
+    let mut last: Option<(serde_json::Value, Receipt)> = None;
+    let mut pages = 0u64;
+    for line in lines {
+        let bytes = line.map_err(read)?;
+        let at = offset;
+        offset += bytes.len() as u64 + 1;
+        // A torn last line is not a commit (the next append repairs it).
+        let Ok(value) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+            continue;
+        };
+        if value["event"] != "page_committed"
+            || value["stream"] != stream
+            || value["landing_dir"] != dir.as_str()
+            || value["dry_run"] == true
+        {
+            continue;
+        }
+        if value["cursor_state"].is_null() {
+            break;
+        }
+        if value["landed"] == true {
+            let Some(entry) = recover::entry_of(&value, stream) else {
+                break;
+            };
+            let in_place =
+                std::fs::metadata(landing.dir().join(&entry.file)).is_ok_and(|m| m.len() == entry.bytes);
+            if !in_place {
+                tracing::warn!(stream, file = %entry.file, "a committed page's landed file is missing; the cursor stays before it and the page is fetched again");
+                break;
+            }
+            if !landing.is_listed(&entry.page_key, &entry.sha256) {
+                landing.list(&entry)?;
+            }
+        }
+        let receipt = Receipt {
+            audit_log: receipt.audit_log.clone(),
+            offset: at,
+            sha256: crate::digest::sha256_hex(&bytes),
+        };
+        last = Some((value["cursor_state"].clone(), receipt));
+        pages += 1;
+    }
+    let Some((state, receipt)) = last else {
+        return Ok(());
+    };
+    let rolled = cursors.roll_forward(state, receipt)?;
+    audit
+        .record(CursorRolledForward {
+            stream: stream.to_string(),
+            pages,
+            cursor_file: cursors.path().display().to_string(),
+            cursor_after: rolled.to_json(),
+        })
+        .await?;
+    Ok(())
+}

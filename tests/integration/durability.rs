@@ -1,0 +1,347 @@
+//! What a committed page costs in syncs, and what a failed sync leaves
+//! (issue 13, item 2): at most three fsync-class calls per page in the
+//! steady state, and fsyncs that fail with EIO (injected by strace) never
+//! lose, duplicate or run the cursor ahead of landed, audited data.
+
+use crate::support;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use edc_sync::sim::{Dataset, SimConfig, Simulator};
+
+const TOKEN: &str = "durability-token";
+
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new(page_size: u32) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = support::git_init(dir.path());
+        let policies = support::SIM_POLICIES.replace("page_size: 40", &format!("page_size: {page_size}"));
+        std::fs::write(dir.path().join("policies.yaml"), policies).unwrap();
+        support::git_commit_all(&repo, "test policies");
+        Fixture { dir }
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.dir.path().join(p)
+    }
+
+    /// `edc-sync sync ...` on this fixture, run by `runner` (e.g. strace).
+    fn sync(&self, runner: &[&str], sim: &Simulator, extra: &[&str]) -> Command {
+        let (program, prefix) = match runner.split_first() {
+            Some((p, rest)) => (PathBuf::from(p), rest.to_vec()),
+            None => (PathBuf::from(env!("CARGO_BIN_EXE_edc-sync")), Vec::new()),
+        };
+        let mut cmd = Command::new(program);
+        cmd.args(prefix);
+        if !runner.is_empty() {
+            cmd.arg(env!("CARGO_BIN_EXE_edc-sync"));
+        }
+        cmd.args(["sync", "--config"])
+            .arg(self.path("policies.yaml"))
+            .args([
+                "--vendor",
+                "vault_json",
+                "--study",
+                "S-1",
+                "--pacer",
+                "local",
+                "--out",
+            ])
+            .arg(self.path("landing"))
+            .arg("--state")
+            .arg(self.path("state"))
+            .arg("--audit-log")
+            .arg(self.path("audit.jsonl"))
+            .args(extra)
+            .env("EDC_SYNC_TEST_BASE_URL", sim.base_url())
+            .env("EDC_SYNC_TEST_TOKEN", TOKEN)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    fn landed(&self) -> Vec<String> {
+        edc_sync::sim::landed_json_record_ids(&self.path("landing/vault_json/-/S-1/-/default")).unwrap()
+    }
+
+    fn cursor(&self) -> serde_json::Value {
+        std::fs::read_to_string(self.path("state/vault_json/-/S-1/-/default.cursor.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default()
+    }
+}
+
+fn strace() -> &'static str {
+    for path in ["/usr/bin/strace", "/bin/strace"] {
+        if std::path::Path::new(path).is_file() {
+            return path;
+        }
+    }
+    panic!(
+        "strace is not installed; the durability tests count and fail syscalls with it.\n\
+         Install it with: sudo apt-get install -y strace (scripts/test does this when run as root)"
+    );
+}
+
+async fn sim(records: u32) -> Simulator {
+    Simulator::start(
+        SimConfig {
+            dataset: Dataset {
+                subjects: 5,
+                records,
+                seed: 11,
+                padding: 0,
+            },
+            token: TOKEN.into(),
+            ..SimConfig::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap()
+}
+
+/// fsync-class calls (`strace -c` summary) of one run of `pages` pages.
+fn syncs_of_a_run(pages: u32) -> u64 {
+    let fx = Fixture::new(5);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let sim = rt.block_on(sim(500));
+    let summary = fx.path("strace.txt");
+    let out = fx
+        .sync(
+            &[
+                strace(),
+                "-f",
+                "-c",
+                "-e",
+                "trace=fsync,fdatasync,syncfs,sync_file_range",
+                "-o",
+                summary.to_str().unwrap(),
+            ],
+            &sim,
+            &["--max-pages", &pages.to_string()],
+        )
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&summary).unwrap();
+    text.lines()
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            match cols.last() {
+                Some(name) if ["fsync", "fdatasync", "syncfs", "sync_file_range"].contains(name) => {
+                    cols.get(3).and_then(|c| c.parse::<u64>().ok())
+                }
+                _ => None,
+            }
+        })
+        .sum()
+}
+
+/// The marginal cost of a page: two runs of different length, so the
+/// per-run syncs (header, run_started, run_finished, locks) cancel out.
+#[test]
+fn a_committed_page_costs_at_most_three_syncs() {
+    let (short, long) = (syncs_of_a_run(5), syncs_of_a_run(25));
+    let per_page = (long - short) as f64 / 20.0;
+    eprintln!("fsync-class calls: {short} for 5 pages, {long} for 25: {per_page:.2} a page");
+    assert!(
+        per_page <= 3.0,
+        "{per_page:.2} fsync-class calls a page (target 3)"
+    );
+}
+
+/// 30 rounds: a sync whose Nth fsync-class call fails with EIO (N seeded,
+/// so the failure falls on every kind of sync in turn), then a clean run.
+/// The failed run stops; nothing it could not make durable counts as
+/// committed; at the end every record is landed once and the cursor is at
+/// the high-water mark.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_fsyncs_lose_and_duplicate_nothing() {
+    fsync_fault_rounds(30).await;
+}
+
+pub async fn fsync_fault_rounds(rounds: u32) {
+    let records = 300;
+    let fx = Fixture::new(5);
+    let sim = sim(records).await;
+    let mut seed: u64 = 0xF5_1C;
+    let mut failed_runs = 0;
+    for round in 0..rounds {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        // strace counts calls per thread: the Nth fsync of each thread fails.
+        let nth = 1 + (seed >> 33) % 6;
+        let inject = format!("inject=fsync,fdatasync:error=EIO:when={nth}");
+        let out = fx
+            .sync(
+                &[
+                    strace(),
+                    "-f",
+                    "-qq",
+                    "-e",
+                    "trace=fsync,fdatasync",
+                    "-e",
+                    &inject,
+                    "-o",
+                    "/dev/null",
+                ],
+                &sim,
+                &["--max-pages", "3"],
+            )
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            failed_runs += 1;
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                stderr.contains("fsync") || stderr.contains("Input/output error"),
+                "round {round}: a failed sync names the failure: {stderr}"
+            );
+        }
+        // Whatever the failed run left, the cursor is never ahead of the
+        // data: everything before the cursor's window is landed.
+        let cursor = fx.cursor();
+        if let Some(start) = cursor["window_start"].as_str() {
+            let ds = Dataset {
+                subjects: 5,
+                records,
+                seed: 11,
+                padding: 0,
+            };
+            let landed: std::collections::BTreeSet<String> = fx.landed().into_iter().collect();
+            for n in 1..=records {
+                let r = ds.record(n);
+                if r.modified.as_str() < start {
+                    assert!(
+                        landed.contains(&format!("AT-{:07}", r.n)),
+                        "round {round}: the cursor is past record {n}, which is not landed"
+                    );
+                }
+            }
+        }
+    }
+    assert!(
+        failed_runs > rounds / 2,
+        "the injection hit: {failed_runs} of {rounds} runs failed"
+    );
+    // Then clean runs to the end.
+    let status = fx.sync(&[], &sim, &[]).status().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for id in fx.landed() {
+        *counts.entry(id).or_default() += 1;
+    }
+    let duplicated: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(duplicated.is_empty(), "records landed twice: {duplicated:?}");
+    assert_eq!(counts.len(), records as usize, "every record landed");
+    let report = edc_sync::audit::verify(&fx.path("audit.jsonl")).unwrap();
+    assert!(report.intact(), "{report}");
+    let verify = support::run_cmd(
+        support::edc_sync()
+            .args(["verify", "--out"])
+            .arg(fx.path("landing"))
+            .arg("--state")
+            .arg(fx.path("state"))
+            .arg("--audit-log")
+            .arg(fx.path("audit.jsonl")),
+    );
+    assert_eq!(verify.code, 0, "{}\n{}", verify.stdout, verify.stderr);
+}
+
+fn events(fx: &Fixture, name: &str) -> Vec<serde_json::Value> {
+    support::audit_events(&fx.path("audit.jsonl"), name)
+}
+
+/// A cursor file that lost its last writes (it is not fsynced per page) is
+/// caught up from the trail before anything is fetched: no page is asked
+/// for again, and the catch-up is audited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cursor_behind_the_trail_is_rolled_forward_before_any_fetch() {
+    let fx = Fixture::new(5);
+    let sim = sim(100).await;
+    let cursor_path = fx.path("state/vault_json/-/S-1/-/default.cursor.json");
+    assert!(fx
+        .sync(&[], &sim, &["--max-pages", "3"])
+        .status()
+        .unwrap()
+        .success());
+    let behind = std::fs::read(&cursor_path).unwrap();
+    assert!(fx
+        .sync(&[], &sim, &["--max-pages", "3"])
+        .status()
+        .unwrap()
+        .success());
+    let ahead = fx.cursor();
+    let requests_before = sim.requests().len();
+    // The last three commits' cursor writes never reached the disk.
+    std::fs::write(&cursor_path, &behind).unwrap();
+    assert!(fx
+        .sync(&[], &sim, &["--max-pages", "0"])
+        .status()
+        .unwrap()
+        .success());
+    assert_eq!(sim.requests().len(), requests_before, "nothing was fetched");
+    let rolled = events(&fx, "cursor_rolled_forward");
+    assert_eq!(rolled.len(), 1, "{rolled:?}");
+    assert_eq!(rolled[0]["pages"], 3);
+    let now = fx.cursor();
+    for key in ["window_start", "next_page", "high_water", "last_page_sha256"] {
+        assert_eq!(now[key], ahead[key], "{key}");
+    }
+    // And the next page fetched is the seventh, not the fourth again.
+    assert!(fx
+        .sync(&[], &sim, &["--max-pages", "1"])
+        .status()
+        .unwrap()
+        .success());
+    let committed = events(&fx, "page_committed");
+    assert_eq!(committed.last().unwrap()["replayed"], false);
+    assert_eq!(committed.len(), 7);
+}
+
+/// A commit whose landed file has gone stops the roll: the cursor stays
+/// before that page, which is fetched and landed again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_without_its_landed_file_is_not_rolled_over() {
+    let fx = Fixture::new(5);
+    let sim = sim(100).await;
+    let cursor_path = fx.path("state/vault_json/-/S-1/-/default.cursor.json");
+    assert!(fx
+        .sync(&[], &sim, &["--max-pages", "1"])
+        .status()
+        .unwrap()
+        .success());
+    let behind = std::fs::read(&cursor_path).unwrap();
+    assert!(fx
+        .sync(&[], &sim, &["--max-pages", "3"])
+        .status()
+        .unwrap()
+        .success());
+    let committed = events(&fx, "page_committed");
+    let third = committed[2]["landing_file"].as_str().unwrap();
+    std::fs::remove_file(fx.path("landing/vault_json/-/S-1/-/default").join(third)).unwrap();
+    std::fs::write(&cursor_path, &behind).unwrap();
+    assert!(fx
+        .sync(&[], &sim, &["--max-pages", "1"])
+        .status()
+        .unwrap()
+        .success());
+    let rolled = events(&fx, "cursor_rolled_forward");
+    assert_eq!(rolled[0]["pages"], 1, "rolled over page 2 only: {rolled:?}");
+    let committed = events(&fx, "page_committed");
+    assert_eq!(committed.len(), 5);
+    assert_eq!(
+        committed[4]["payload_sha256"], committed[2]["payload_sha256"],
+        "page 3 was fetched again"
+    );
+    assert!(fx.path("landing/vault_json/-/S-1/-/default").join(third).exists());
+}
