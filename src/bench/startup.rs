@@ -50,14 +50,16 @@ pub fn run(exe: &Path, work: &Path, entries: u64) -> anyhow::Result<Figures> {
     for dir in [&empty_dir, &history_dir] {
         std::fs::create_dir_all(dir)?;
     }
+    // History first, then the priming sync on top of it, as years of runs
+    // would leave it.
     write_history_trail(&history_dir.join("audit.jsonl"), entries)?;
+    write_manifest_history(&history_dir, entries)?;
     for dir in [&empty_dir, &history_dir] {
         let (ok, _) = sync(exe, &config, dir, &sim.url)?;
         if !ok {
             bail!("the priming sync in {} failed", dir.display());
         }
     }
-    prepend_manifest_history(&history_dir, entries)?;
     let empty = measured(exe, &config, &empty_dir, &sim.url)?;
     let history = measured(exe, &config, &history_dir, &sim.url)?;
     Ok(Figures {
@@ -141,9 +143,11 @@ fn write_history_trail(path: &Path, entries: u64) -> anyhow::Result<()> {
 }
 
 /// `entries` earlier pages in front of the stream's manifest.
-fn prepend_manifest_history(dir: &Path, entries: u64) -> anyhow::Result<()> {
+fn write_manifest_history(dir: &Path, entries: u64) -> anyhow::Result<()> {
     let manifest = dir.join("landing/bench/-/BENCH/-/default/manifest.jsonl");
-    let current = std::fs::read(&manifest).with_context(|| format!("reading {}", manifest.display()))?;
+    if let Some(parent) = manifest.parent() {
+        std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    }
     let mut out = std::io::BufWriter::new(std::fs::File::create(&manifest)?);
     for n in 0..entries {
         let sha = format!("{n:064x}");
@@ -162,7 +166,6 @@ fn prepend_manifest_history(dir: &Path, entries: u64) -> anyhow::Result<()> {
         serde_json::to_writer(&mut out, &entry)?;
         out.write_all(b"\n")?;
     }
-    out.write_all(&current)?;
     out.flush()?;
     Ok(())
 }

@@ -101,6 +101,11 @@ struct State {
     /// The audit line this cursor reflects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     receipt: Option<Receipt>,
+    /// The manifest's length when this cursor was written: a run reads the
+    /// manifest from here on only (the pages a replay could meet), never
+    /// its whole history.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    manifest_bytes: Option<u64>,
 }
 
 /// Which `page_committed` line a cursor file reflects: the trail, where
@@ -161,12 +166,18 @@ impl Cursor {
     pub fn to_state_json(&self) -> serde_json::Value {
         let mut state = self.state.clone();
         state.receipt = None;
+        state.manifest_bytes = None;
         serde_json::to_value(&state).unwrap_or_default()
     }
 
     /// The audit line this cursor reflects, if it was written with one.
     pub fn receipt(&self) -> Option<&Receipt> {
         self.state.receipt.as_ref()
+    }
+
+    /// The manifest's length when this cursor was written, if recorded.
+    pub fn manifest_bytes(&self) -> Option<u64> {
+        self.state.manifest_bytes
     }
 }
 
@@ -286,6 +297,7 @@ impl CursorStore {
         };
         let mut state = before.state.clone();
         state.receipt = None;
+        state.manifest_bytes = None;
         state.last_page_sha256 = Some(page.sha256.to_string());
         state.run_id = Some(page.run_id.to_string());
         state.updated_at = Some(crate::audit::now_rfc3339());
@@ -328,14 +340,16 @@ impl CursorStore {
         })
     }
 
-    /// Makes `pending` the stream's cursor, atomically and durably, given
-    /// the receipt of its `page_committed` audit line and, for a page with
-    /// records, of its landed file. Returns the committed cursor.
+    /// Makes `pending` the stream's cursor, given the receipt of its
+    /// `page_committed` audit line (the commit record) and, for a page with
+    /// records, of its landed file; `manifest_bytes` is the manifest's
+    /// length now. Returns the committed cursor.
     pub fn commit(
         &self,
         pending: PendingCursor,
         audited: &Appended,
         landed: Option<&LandedPage>,
+        manifest_bytes: u64,
     ) -> Result<Cursor, StoreError> {
         let unproven = |detail: String| StoreError::Unproven {
             path: self.path.clone(),
@@ -366,6 +380,7 @@ impl CursorStore {
             offset: audited.offset(),
             sha256: audited.sha256().to_string(),
         });
+        cursor.state.manifest_bytes = Some(manifest_bytes);
         // No fsync: the audit line just fsynced is the commit record.
         self.write(&cursor, false)?;
         Ok(cursor)
@@ -374,7 +389,12 @@ impl CursorStore {
     /// Makes the state recorded by a later `page_committed` line of this
     /// stream the cursor (start-up roll-forward), durably. `state` is the
     /// line's `cursor_state`, `receipt` names the line.
-    pub fn roll_forward(&self, state: serde_json::Value, receipt: Receipt) -> Result<Cursor, StoreError> {
+    pub fn roll_forward(
+        &self,
+        state: serde_json::Value,
+        receipt: Receipt,
+        manifest_bytes: u64,
+    ) -> Result<Cursor, StoreError> {
         let unproven = |detail: String| StoreError::Unproven {
             path: self.path.clone(),
             detail,
@@ -387,6 +407,7 @@ impl CursorStore {
             ));
         }
         state.receipt = Some(receipt);
+        state.manifest_bytes = Some(manifest_bytes);
         let cursor = Cursor { state };
         self.write(&cursor, true)?;
         Ok(cursor)
@@ -466,6 +487,7 @@ fn initial(stream: &StreamIdentity, window_start: Option<String>) -> Cursor {
             updated_at: None,
             run_id: None,
             receipt: None,
+            manifest_bytes: None,
         },
     }
 }

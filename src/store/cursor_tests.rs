@@ -70,7 +70,7 @@ fn a_commit_needs_the_receipts_of_its_page() {
     let store = store(dir.path());
     let mut log = AuditLog::open(&dir.path().join("audit.jsonl"), RunId::new()).unwrap();
     let audited = log.record(&Committed {}).unwrap();
-    let landing = super::super::LandingStore::open(&dir.path().join("landing"), "json").unwrap();
+    let landing = super::super::LandingStore::open(&dir.path().join("landing"), "json", None).unwrap();
     let landed_other = {
         let mut temp = landing.begin("x").unwrap();
         temp.write_all(b"other").unwrap();
@@ -80,13 +80,13 @@ fn a_commit_needs_the_receipts_of_its_page() {
     let pending = store
         .advance(&start, page("2026-01-01T00:00:00Z", "page-sha", 3))
         .unwrap();
-    let err = store.commit(pending.clone(), &audited, None).unwrap_err();
+    let err = store.commit(pending.clone(), &audited, None, 0).unwrap_err();
     assert!(
         err.to_string().contains("has 3 records and no landed file"),
         "{err}"
     );
     let err = store
-        .commit(pending.clone(), &audited, Some(&landed_other))
+        .commit(pending.clone(), &audited, Some(&landed_other), 0)
         .unwrap_err();
     assert!(err.to_string().contains("not the page page-sha"), "{err}");
     assert!(!store.path().exists(), "nothing written without proof");
@@ -94,7 +94,7 @@ fn a_commit_needs_the_receipts_of_its_page() {
     let empty = store
         .advance(&start, page("2026-01-01T00:00:00Z", "empty-sha", 0))
         .unwrap();
-    let committed = store.commit(empty, &audited, None).unwrap();
+    let committed = store.commit(empty, &audited, None, 0).unwrap();
     assert_eq!(store.load().unwrap(), committed);
 }
 

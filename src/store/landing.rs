@@ -46,8 +46,13 @@ pub struct LandingStore {
     /// relists from the audit trail any committed page it described.
     torn_tail: Option<u64>,
     ext: &'static str,
-    /// (page_key, sha256) already in the manifest.
+    /// (page_key, sha256) listed in the manifest since the stream's last
+    /// commit: the only pages a replay can meet (a committed page is never
+    /// fetched again), so the set is emptied at every commit
+    /// ([`LandingStore::settle`]) and never grows with history.
     listed: HashSet<(String, String)>,
+    /// The manifest's length in bytes (the cursor records it).
+    manifest_len: u64,
     /// The manifest, open for appending once it exists.
     manifest: Option<File>,
 }
@@ -135,8 +140,12 @@ impl LandedPage {
 
 impl LandingStore {
     /// Opens the landing directory `dir` for pages with extension `ext`,
-    /// reading the manifest once and clearing temp files a crash left.
-    pub fn open(dir: &Path, ext: &'static str) -> Result<LandingStore, StoreError> {
+    /// clearing temp files a crash left and reading the manifest from
+    /// `from` (the length the stream's cursor recorded; from the start
+    /// without one, or when it is not a line boundary). Lines before it are
+    /// history nothing can replay: they are not read (issue 13, item 4), and
+    /// `edc-sync verify` is what re-proves them.
+    pub fn open(dir: &Path, ext: &'static str, from: Option<u64>) -> Result<LandingStore, StoreError> {
         for sub in ["pages", ".tmp"] {
             let d = dir.join(sub);
             std::fs::create_dir_all(&d).map_err(|e| StoreError::io(&d, "create", e))?;
@@ -151,16 +160,27 @@ impl LandingStore {
         let mut listed = HashSet::new();
         let manifest = dir.join("manifest.jsonl");
         let torn_tail = drop_torn_tail(&manifest)?;
+        let mut manifest_len = 0;
         if let Some(file) = open_manifest(&manifest, OpenOptions::new().read(true))? {
-            for (i, line) in BufReader::new(file).split(b'\n').enumerate() {
-                let line = line.map_err(|e| StoreError::io(&manifest, "read", e))?;
+            let read = |e| StoreError::io(&manifest, "read", e);
+            manifest_len = file.metadata().map_err(read)?.len();
+            let start = from
+                .filter(|&at| at_line_start(&file, at, manifest_len))
+                .unwrap_or(0);
+            let mut reader = BufReader::new(file);
+            std::io::Seek::seek(&mut reader, std::io::SeekFrom::Start(start)).map_err(read)?;
+            for (i, line) in reader.split(b'\n').enumerate() {
+                let line = line.map_err(read)?;
                 // Every line was written whole by this tool: anything else
                 // is damage, and listing more pages on top of it would
                 // hide it (65, naming the line).
                 let entry =
                     serde_json::from_slice::<ManifestEntry>(&line).map_err(|e| StoreError::Corrupt {
                         path: manifest.clone(),
-                        detail: format!("line {} is not a manifest entry ({e})", i + 1),
+                        detail: match start {
+                            0 => format!("line {} is not a manifest entry ({e})", i + 1),
+                            _ => format!("line {} after byte {start} is not a manifest entry ({e})", i + 1),
+                        },
                     })?;
                 listed.insert((entry.page_key, entry.sha256));
             }
@@ -171,8 +191,21 @@ impl LandingStore {
             torn_tail,
             ext,
             listed,
+            manifest_len,
             manifest: None,
         })
+    }
+
+    /// The manifest's length in bytes.
+    pub fn manifest_len(&self) -> u64 {
+        self.manifest_len
+    }
+
+    /// The stream committed a page: nothing listed so far can be replayed
+    /// any more, so the dedupe set starts again (memory per window stays
+    /// flat however many pages it has).
+    pub fn settle(&mut self) {
+        self.listed.clear();
     }
 
     /// Bytes of the torn manifest line dropped at open, if there was one.
@@ -273,9 +306,20 @@ impl LandingStore {
         // (`sync::roll_forward`, `sync::recover`).
         file.write_all(line.as_bytes())
             .map_err(|e| StoreError::io(&path, "append", e))?;
+        self.manifest_len = file
+            .metadata()
+            .map_err(|e| StoreError::io(&path, "stat", e))?
+            .len();
         self.listed.insert(key);
         Ok(true)
     }
+}
+
+/// True when byte `at` of `file` (of length `len`) starts a line.
+fn at_line_start(file: &File, at: u64, len: u64) -> bool {
+    use std::os::unix::fs::FileExt;
+    let mut before = [0u8; 1];
+    at == 0 || (at <= len && file.read_exact_at(&mut before, at - 1).is_ok() && before[0] == b'\n')
 }
 
 /// Opens the manifest never through a symlink and only as a regular file

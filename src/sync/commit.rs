@@ -185,7 +185,11 @@ impl<P: Pacer> Loop<'_, P> {
                     .max_pages
                     .is_none_or(|max| self.report.pages + 1 < max);
             self.prove_lock(book_next)?;
-            self.cursors.commit(pending, &audited, landed.as_ref())?
+            let committed =
+                self.cursors
+                    .commit(pending, &audited, landed.as_ref(), self.landing.manifest_len())?;
+            self.landing.settle();
+            committed
         };
         self.report.durable_commit += durable_started.elapsed();
         Ok(CommittedPage {

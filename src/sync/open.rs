@@ -52,7 +52,8 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
         PayloadFormat::Json => "json",
         PayloadFormat::Odm => "xml",
     };
-    let mut landing = LandingStore::open(&landing_dir, ext)?;
+    let from = cursors.load().ok().and_then(|c| c.manifest_bytes());
+    let mut landing = LandingStore::open(&landing_dir, ext, from)?;
     recover::relist_after_torn_tail(&mut landing, &job.audit, &name).await?;
     if !job.options.dry_run {
         roll_forward::catch_up(&cursors, &mut landing, &job.audit, &name).await?;

@@ -102,7 +102,8 @@ pub(super) async fn catch_up(
     let Some((state, receipt)) = last else {
         return Ok(());
     };
-    let rolled = cursors.roll_forward(state, receipt)?;
+    let rolled = cursors.roll_forward(state, receipt, landing.manifest_len())?;
+    landing.settle();
     audit
         .record(CursorRolledForward {
             stream: stream.to_string(),
