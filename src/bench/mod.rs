@@ -1,7 +1,9 @@
 //! Benchmark programs: they measure and print figures; tests never time.
 
 pub mod envelope;
+pub mod fanout;
 pub mod pacer;
+pub mod peers;
 pub mod soak;
 pub mod startup;
 pub mod sync;

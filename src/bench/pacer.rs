@@ -77,6 +77,11 @@ pub struct Figures {
     pub raw_evalsha_p99_ms: f64,
     /// `acquire_p50_ms / raw_evalsha_p50_ms`.
     pub acquire_over_raw_p50: f64,
+    /// Script calls per request of a real four-process `sync --redis`
+    /// (60 pages a stream), counted by Redis.
+    pub redis_calls_per_request: f64,
+    pub fanout_script_calls: u64,
+    pub fanout_requests: u64,
     pub redis_version: String,
 }
 
@@ -234,6 +239,10 @@ pub async fn run(args: BenchArgs, exe: PathBuf) -> anyhow::Result<Figures> {
     grants.sort_unstable();
 
     let (acquire, raw) = free_token_latency(&pacer, &mut admin, &key).await?;
+    let scratch = std::env::temp_dir().join(format!("edc-sync-fanout-{key}").replace(':', "-"));
+    let fanout = super::fanout::calls_per_request(&exe, &args.redis, &scratch).await;
+    let _ = std::fs::remove_dir_all(&scratch);
+    let (fanout_script_calls, fanout_requests) = fanout?;
     let env = envelope::check(&grants, args.rate, args.burst);
     let capacity = f64::from(args.burst) + args.rate * args.seconds;
     let figures = Figures {
@@ -254,6 +263,9 @@ pub async fn run(args: BenchArgs, exe: PathBuf) -> anyhow::Result<Figures> {
         raw_evalsha_p50_ms: percentile(&raw, 0.50),
         raw_evalsha_p99_ms: percentile(&raw, 0.99),
         acquire_over_raw_p50: percentile(&acquire, 0.50) / percentile(&raw, 0.50),
+        redis_calls_per_request: fanout_script_calls as f64 / fanout_requests.max(1) as f64,
+        fanout_script_calls,
+        fanout_requests,
         redis_version: pacer.server_version().await?,
     };
     if let Some(path) = &args.grants_out {
@@ -313,6 +325,7 @@ pub fn render(f: &Figures) -> String {
          acquire latency, free token p50 {p50:.3} ms, p99 {p99:.3} ms   (target p99 < 0.3 ms)\n\
          bare EVALSHA, same script   p50 {raw50:.3} ms, p99 {raw99:.3} ms\n\
          acquire / bare EVALSHA, p50 {ratio:.2}   (target <= 1.3)\n\
+         4-process sync --redis      {fcalls} script calls / {freq} requests = {cpr:.3} a request   (target <= 1.1)\n\
          {json}",
         procs = f.procs,
         tasks = f.tasks,
@@ -332,6 +345,9 @@ pub fn render(f: &Figures) -> String {
         raw50 = f.raw_evalsha_p50_ms,
         raw99 = f.raw_evalsha_p99_ms,
         ratio = f.acquire_over_raw_p50,
+        fcalls = f.fanout_script_calls,
+        freq = f.fanout_requests,
+        cpr = f.redis_calls_per_request,
         json = serde_json::to_string(f).unwrap_or_default(),
     )
 }

@@ -44,6 +44,12 @@ fn usage_split() -> (Duration, Duration, u64) {
     (tv(ru.ru_utime), tv(ru.ru_stime), ru.ru_maxrss as u64)
 }
 
+/// CPU time (user + system) of this process so far.
+pub(super) fn cpu_time() -> Duration {
+    let (user, sys, _) = usage_split();
+    user + sys
+}
+
 /// The simulator in a child process; killed on drop.
 pub(super) struct SimProcess {
     child: Child,
@@ -184,6 +190,7 @@ pub fn rss_phase_in_child(exe: &Path, work: &Path, pages: u64, page_mib: u64) ->
 pub struct Figures {
     pub small: Phase,
     pub large: Phase,
+    pub peers: super::peers::Peers,
 }
 
 pub fn render(f: &Figures) -> String {
@@ -199,6 +206,13 @@ pub fn render(f: &Figures) -> String {
         "large_page_bytes": f.large.page_bytes,
         "large_pages": f.large.pages,
         "large_cpu_ms_per_page": f.large.cpu_ms_per_page,
+        "syncs_per_page": f.peers.syncs_per_page,
+        "python_cpu_ms_per_page": f.peers.python.as_ref().map(|p| p.cpu_ms_per_page),
+        "cpu_vs_python": f.peers.python.as_ref().map(|p| f.small.cpu_ms_per_page / p.cpu_ms_per_page),
+        "floor_wall_ms_per_page": f.peers.floor_wall_ms_per_page,
+        "floor_cpu_ms_per_page": f.peers.floor_cpu_ms_per_page,
+        "durable_commit_vs_floor": f.small.durable_commit_ms_per_page / f.peers.floor_wall_ms_per_page,
+        "cpu_vs_floor": f.small.cpu_ms_per_page / f.peers.floor_cpu_ms_per_page,
     });
     format!(
         "sync benchmark (simulator in its own process, in-process pacer, unthrottled)\n\
@@ -206,6 +220,9 @@ pub fn render(f: &Figures) -> String {
          \x20 pages per second            {:.1}\n\
          \x20 CPU per committed page      {:.3} ms   (user {:.3} ms; target < 0.47 ms: 10x under the Python loop's 4.7 ms)\n\
          \x20 durable commit per page     {:.3} ms wall (fsync page + rename + dir, audit line; manifest and cursor unsynced)\n\
+         \x20 fsync-class calls per page  {}   (strace -c, target <= 3)\n\
+         \x20 Python loop, same work and durability: {} ms CPU per page ({} of it)\n\
+         \x20 floor (the syscalls alone)  {:.3} ms wall, {:.3} ms CPU per page\n\
          large pages: {} pages of {:.1} MiB ({:.2} GiB)\n\
          \x20 peak RSS                    {:.1} MiB   (target < 48 MiB)\n\
          \x20 CPU per committed page      {:.1} ms\n\
@@ -216,6 +233,11 @@ pub fn render(f: &Figures) -> String {
         f.small.cpu_ms_per_page,
         f.small.user_ms_per_page,
         f.small.durable_commit_ms_per_page,
+        f.peers.syncs_per_page.map_or("not counted (no strace)".into(), |s| format!("{s:.2}")),
+        f.peers.python.as_ref().map_or("not run (no python3)".into(), |p| format!("{:.3}", p.cpu_ms_per_page)),
+        f.peers.python.as_ref().map_or("-".into(), |p| format!("ours is {:.2}x", f.small.cpu_ms_per_page / p.cpu_ms_per_page)),
+        f.peers.floor_wall_ms_per_page,
+        f.peers.floor_cpu_ms_per_page,
         f.large.pages,
         f.large.page_bytes as f64 / 1048576.0,
         f.large.bytes as f64 / 1073741824.0,

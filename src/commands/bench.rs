@@ -44,7 +44,8 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             let (_scratch, work) = sync::scratch()?;
             let small = rt.block_on(sync::phase(&exe, &work.join("small"), pages, page_kib * 1024))?;
             let large = sync::rss_phase_in_child(&exe, &work.join("large"), large_pages, large_page_mib)?;
-            let figures = sync::Figures { small, large };
+            let peers = crate::bench::peers::measure(&exe, &work.join("peers"), pages, page_kib * 1024)?;
+            let figures = sync::Figures { small, large, peers };
             writeln!(std::io::stdout().lock(), "{}", sync::render(&figures)).context("writing to stdout")?;
             Ok(())
         }

@@ -1,0 +1,59 @@
+//! `redis_calls_per_request` for `bench pacer` (issue 13, items 5 and 8):
+//! four `edc-sync sync --redis` processes, one quota, a stream each, 60
+//! pages each against a simulator in a child process; Redis's own
+//! `INFO commandstats` counts the script calls, the shared audit trail the
+//! requests (`page_committed` lines; the simulator injects no faults).
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context};
+
+use super::sync::{policy, SimProcess};
+
+/// Script calls and requests of one four-process sync.
+pub async fn calls_per_request(exe: &Path, redis_url: &str, work: &Path) -> anyhow::Result<(u64, u64)> {
+    let sim = SimProcess::start(exe, 300, 0)?;
+    std::fs::create_dir_all(work)?;
+    let config = work.join("fanout-policy.yaml");
+    std::fs::write(&config, policy(5, 1024 * 1024))?;
+    let client = redis::Client::open(redis_url)?;
+    let mut admin = client.get_multiplexed_async_connection().await?;
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut admin)
+        .await?;
+    let trail = work.join("audit.jsonl");
+    let children = (1..=4)
+        .map(|n| {
+            Command::new(exe)
+                .args(["sync", "--allow-dirty", "--redis", redis_url, "--config"])
+                .arg(&config)
+                .args(["--vendor", "bench", "--study", &format!("FANOUT-{n}"), "--out"])
+                .arg(work.join("landing"))
+                .arg("--state")
+                .arg(work.join("state"))
+                .arg("--audit-log")
+                .arg(&trail)
+                .env("EDC_SYNC_BENCH_URL", &sim.url)
+                .env("EDC_SYNC_BENCH_TOKEN", "bench-token")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .context("starting a sync")
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    for mut child in children {
+        let status = child.wait()?;
+        if !status.success() {
+            bail!("a fan-out sync failed: {status}");
+        }
+    }
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut admin)
+        .await?;
+    let mut requests = 0;
+    crate::audit::read::each_event(&trail, "page_committed", |_, _| requests += 1)?;
+    Ok((super::pacer::script_calls(&info), requests))
+}

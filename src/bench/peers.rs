@@ -1,0 +1,183 @@
+//! What `bench sync` compares edc-sync's page with, in the same invocation
+//! (issue 13, item 8): a straightforward Python loop doing the same work at
+//! the same durability (`peer/python_sync.py`), the bare floor of the
+//! syscalls a page still needs (write, fsync, rename, directory fsync,
+//! appends, one fdatasync; no network, no parsing), and the fsync-class
+//! calls a committed page costs, counted by `strace -c`.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+
+/// Everything the page is compared with, from one invocation.
+#[derive(Debug, Clone, Serialize)]
+pub struct Peers {
+    pub python: Option<PythonPeer>,
+    pub floor_wall_ms_per_page: f64,
+    pub floor_cpu_ms_per_page: f64,
+    pub syncs_per_page: Option<f64>,
+}
+
+/// Runs the peers on pages like the small phase's (`page_size` records of
+/// `padding` extra bytes), against a simulator of their own.
+pub fn measure(exe: &Path, work: &Path, pages: u64, page_bytes: u64) -> anyhow::Result<Peers> {
+    let (page_size, padding) = (100u64, (page_bytes / 100).saturating_sub(200) as usize);
+    let sim = super::sync::SimProcess::start(exe, pages * page_size, padding)?;
+    std::fs::create_dir_all(work)?;
+    let config = work.join("bench-policy.yaml");
+    std::fs::write(&config, super::sync::policy(page_size, page_bytes * 2))?;
+    let python = python(&sim.url, &work.join("python"), page_size, pages)?;
+    let (floor_wall_ms_per_page, floor_cpu_ms_per_page) = floor(&work.join("floor"), pages, page_bytes)?;
+    let syncs_per_page = syncs_per_page(exe, &config, work, &sim.url)?;
+    Ok(Peers {
+        python,
+        floor_wall_ms_per_page,
+        floor_cpu_ms_per_page,
+        syncs_per_page,
+    })
+}
+
+/// The Python loop's figures.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PythonPeer {
+    pub pages: u64,
+    pub cpu_ms_per_page: f64,
+    pub wall_s: f64,
+}
+
+/// Runs the Python loop against the simulator at `url`; `None` (and a
+/// note on stderr) when there is no `python3`.
+pub fn python(url: &str, work: &Path, page_size: u64, pages: u64) -> anyhow::Result<Option<PythonPeer>> {
+    std::fs::create_dir_all(work)?;
+    let script = work.join("python_sync.py");
+    std::fs::write(&script, include_str!("peer/python_sync.py"))?;
+    let out = match Command::new("python3")
+        .arg(&script)
+        .args([url, "bench-token", &page_size.to_string(), &pages.to_string()])
+        .arg(work)
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("bench sync: no python3 ({e}); the Python peer is skipped");
+            return Ok(None);
+        }
+    };
+    if !out.status.success() {
+        bail!("the Python peer failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(Some(
+        serde_json::from_str(text.lines().last().unwrap_or_default()).context("the Python peer's figures")?,
+    ))
+}
+
+/// The floor: per page, the syscalls edc-sync's commit still makes, with
+/// `page_bytes` of data and nothing else. Wall and CPU milliseconds per page.
+pub fn floor(work: &Path, pages: u64, page_bytes: u64) -> anyhow::Result<(f64, f64)> {
+    let landing = work.join("pages");
+    std::fs::create_dir_all(&landing)?;
+    let dir = std::fs::File::open(&landing)?;
+    let mut audit = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(work.join("audit.jsonl"))?;
+    let mut manifest = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(work.join("manifest.jsonl"))?;
+    let body = vec![b'x'; page_bytes as usize];
+    let line = [b'y'; 600];
+    let cpu0 = super::sync::cpu_time();
+    let t0 = Instant::now();
+    for n in 0..pages {
+        let part = work.join(format!("{n}.part"));
+        let mut f = std::fs::File::create(&part)?;
+        f.write_all(&body)?;
+        f.sync_all()?;
+        std::fs::rename(&part, landing.join(format!("{n}.json")))?;
+        dir.sync_all()?;
+        manifest.write_all(&line[..300])?;
+        audit.write_all(&line)?;
+        audit.sync_data()?;
+        let cursor = work.join("cursor.json");
+        std::fs::write(cursor.with_extension("tmp"), &line[..400])?;
+        std::fs::rename(cursor.with_extension("tmp"), &cursor)?;
+    }
+    let wall = t0.elapsed().as_secs_f64() * 1000.0 / pages.max(1) as f64;
+    let cpu = (super::sync::cpu_time() - cpu0).as_secs_f64() * 1000.0 / pages.max(1) as f64;
+    Ok((wall, cpu))
+}
+
+/// fsync-class calls a committed page costs: two `edc-sync sync` children
+/// under `strace -c -f` with different page counts, so the per-run calls
+/// cancel. `None` without strace.
+pub fn syncs_per_page(exe: &Path, config: &Path, work: &Path, url: &str) -> anyhow::Result<Option<f64>> {
+    let Some(strace) = ["/usr/bin/strace", "/bin/strace"]
+        .into_iter()
+        .find(|p| Path::new(p).is_file())
+    else {
+        eprintln!("bench sync: no strace; syncs_per_page is not counted");
+        return Ok(None);
+    };
+    let mut counts = Vec::new();
+    for pages in [5u64, 25] {
+        let dir = work.join(format!("strace-{pages}"));
+        std::fs::create_dir_all(&dir)?;
+        let summary = dir.join("strace.txt");
+        let status = Command::new(strace)
+            .args([
+                "-f",
+                "-c",
+                "-e",
+                "trace=fsync,fdatasync,syncfs,sync_file_range",
+                "-o",
+            ])
+            .arg(&summary)
+            .arg(exe)
+            .args(["sync", "--allow-dirty", "--pacer", "local", "--config"])
+            .arg(config)
+            .args([
+                "--vendor",
+                "bench",
+                "--study",
+                "BENCH",
+                "--max-pages",
+                &pages.to_string(),
+                "--out",
+            ])
+            .arg(dir.join("landing"))
+            .arg("--state")
+            .arg(dir.join("state"))
+            .arg("--audit-log")
+            .arg(dir.join("audit.jsonl"))
+            .env("EDC_SYNC_BENCH_URL", url)
+            .env("EDC_SYNC_BENCH_TOKEN", "bench-token")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()?;
+        if !status.success() {
+            bail!("the counted sync of {pages} pages failed: {status}");
+        }
+        let text = std::fs::read_to_string(&summary)?;
+        let calls: u64 = text
+            .lines()
+            .filter_map(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                match cols.last() {
+                    Some(name) if ["fsync", "fdatasync", "syncfs", "sync_file_range"].contains(name) => {
+                        cols.get(3).and_then(|c| c.parse::<u64>().ok())
+                    }
+                    _ => None,
+                }
+            })
+            .sum();
+        counts.push(calls);
+    }
+    Ok(Some((counts[1] as f64 - counts[0] as f64) / 20.0))
+}
