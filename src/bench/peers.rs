@@ -114,6 +114,23 @@ pub fn floor(work: &Path, pages: u64, page_bytes: u64) -> anyhow::Result<(f64, f
     Ok((wall, cpu))
 }
 
+/// The fsync-class syscalls `strace -c` counted, from its summary table
+/// (`% time  seconds  usecs/call  calls  errors  syscall`).
+pub fn sync_calls(summary: &str) -> u64 {
+    summary
+        .lines()
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            match cols.last() {
+                Some(name) if ["fsync", "fdatasync", "syncfs", "sync_file_range"].contains(name) => {
+                    cols.get(3).and_then(|c| c.parse::<u64>().ok())
+                }
+                _ => None,
+            }
+        })
+        .sum()
+}
+
 /// fsync-class calls a committed page costs: two `edc-sync sync` children
 /// under `strace -c -f` with different page counts, so the per-run calls
 /// cancel. `None` without strace.
@@ -164,20 +181,7 @@ pub fn syncs_per_page(exe: &Path, config: &Path, work: &Path, url: &str) -> anyh
         if !status.success() {
             bail!("the counted sync of {pages} pages failed: {status}");
         }
-        let text = std::fs::read_to_string(&summary)?;
-        let calls: u64 = text
-            .lines()
-            .filter_map(|l| {
-                let cols: Vec<&str> = l.split_whitespace().collect();
-                match cols.last() {
-                    Some(name) if ["fsync", "fdatasync", "syncfs", "sync_file_range"].contains(name) => {
-                        cols.get(3).and_then(|c| c.parse::<u64>().ok())
-                    }
-                    _ => None,
-                }
-            })
-            .sum();
-        counts.push(calls);
+        counts.push(sync_calls(&std::fs::read_to_string(&summary)?));
     }
     Ok(Some((counts[1] as f64 - counts[0] as f64) / 20.0))
 }

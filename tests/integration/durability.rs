@@ -131,18 +131,7 @@ fn syncs_of_a_run(pages: u32) -> u64 {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let text = std::fs::read_to_string(&summary).unwrap();
-    text.lines()
-        .filter_map(|l| {
-            let cols: Vec<&str> = l.split_whitespace().collect();
-            match cols.last() {
-                Some(name) if ["fsync", "fdatasync", "syncfs", "sync_file_range"].contains(name) => {
-                    cols.get(3).and_then(|c| c.parse::<u64>().ok())
-                }
-                _ => None,
-            }
-        })
-        .sum()
+    edc_sync::bench::peers::sync_calls(&std::fs::read_to_string(&summary).unwrap())
 }
 
 /// The marginal cost of a page: two runs of different length, so the
@@ -257,6 +246,15 @@ pub async fn fsync_fault_rounds(rounds: u32) {
     assert_eq!(verify.code, 0, "{}\n{}", verify.stdout, verify.stderr);
 }
 
+/// A clean run of at most `max` pages, which must succeed.
+fn pages(fx: &Fixture, sim: &Simulator, max: u32) {
+    let out = fx
+        .sync(&[], sim, &["--max-pages", &max.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 fn events(fx: &Fixture, name: &str) -> Vec<serde_json::Value> {
     support::audit_events(&fx.path("audit.jsonl"), name)
 }
@@ -269,26 +267,14 @@ async fn a_cursor_behind_the_trail_is_rolled_forward_before_any_fetch() {
     let fx = Fixture::new(5);
     let sim = sim(100).await;
     let cursor_path = fx.path("state/vault_json/-/S-1/-/default.cursor.json");
-    assert!(fx
-        .sync(&[], &sim, &["--max-pages", "3"])
-        .status()
-        .unwrap()
-        .success());
+    pages(&fx, &sim, 3);
     let behind = std::fs::read(&cursor_path).unwrap();
-    assert!(fx
-        .sync(&[], &sim, &["--max-pages", "3"])
-        .status()
-        .unwrap()
-        .success());
+    pages(&fx, &sim, 3);
     let ahead = fx.cursor();
     let requests_before = sim.requests().len();
     // The last three commits' cursor writes never reached the disk.
     std::fs::write(&cursor_path, &behind).unwrap();
-    assert!(fx
-        .sync(&[], &sim, &["--max-pages", "0"])
-        .status()
-        .unwrap()
-        .success());
+    pages(&fx, &sim, 0);
     assert_eq!(sim.requests().len(), requests_before, "nothing was fetched");
     let rolled = events(&fx, "cursor_rolled_forward");
     assert_eq!(rolled.len(), 1, "{rolled:?}");
@@ -298,11 +284,7 @@ async fn a_cursor_behind_the_trail_is_rolled_forward_before_any_fetch() {
         assert_eq!(now[key], ahead[key], "{key}");
     }
     // And the next page fetched is the seventh, not the fourth again.
-    assert!(fx
-        .sync(&[], &sim, &["--max-pages", "1"])
-        .status()
-        .unwrap()
-        .success());
+    pages(&fx, &sim, 1);
     let committed = events(&fx, "page_committed");
     assert_eq!(committed.last().unwrap()["replayed"], false);
     assert_eq!(committed.len(), 7);
@@ -315,26 +297,14 @@ async fn a_commit_without_its_landed_file_is_not_rolled_over() {
     let fx = Fixture::new(5);
     let sim = sim(100).await;
     let cursor_path = fx.path("state/vault_json/-/S-1/-/default.cursor.json");
-    assert!(fx
-        .sync(&[], &sim, &["--max-pages", "1"])
-        .status()
-        .unwrap()
-        .success());
+    pages(&fx, &sim, 1);
     let behind = std::fs::read(&cursor_path).unwrap();
-    assert!(fx
-        .sync(&[], &sim, &["--max-pages", "3"])
-        .status()
-        .unwrap()
-        .success());
+    pages(&fx, &sim, 3);
     let committed = events(&fx, "page_committed");
     let third = committed[2]["landing_file"].as_str().unwrap();
     std::fs::remove_file(fx.path("landing/vault_json/-/S-1/-/default").join(third)).unwrap();
     std::fs::write(&cursor_path, &behind).unwrap();
-    assert!(fx
-        .sync(&[], &sim, &["--max-pages", "1"])
-        .status()
-        .unwrap()
-        .success());
+    pages(&fx, &sim, 1);
     let rolled = events(&fx, "cursor_rolled_forward");
     assert_eq!(rolled[0]["pages"], 1, "rolled over page 2 only: {rolled:?}");
     let committed = events(&fx, "page_committed");
