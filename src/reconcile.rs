@@ -45,6 +45,11 @@ pub struct Summary {
     pub commits: usize,
     pub cursors: usize,
     pub discrepancies: Vec<Discrepancy>,
+    /// Cursors behind the trail: equal to an earlier commit of their
+    /// stream, with later commits the trail has. Not damage: the cursor file
+    /// is not fsynced per page (docs/commit.md), and the next run rolls it
+    /// forward before fetching anything.
+    pub behind: Vec<Discrepancy>,
 }
 
 impl fmt::Display for Summary {
@@ -63,7 +68,11 @@ impl fmt::Display for Summary {
                 1 => "1 discrepancy".to_string(),
                 n => format!("{n} discrepancies"),
             }
-        )
+        )?;
+        match self.behind.len() {
+            0 => Ok(()),
+            n => write!(f, "; {n} cursor(s) behind the trail, caught up by the next run"),
+        }
     }
 }
 
@@ -368,6 +377,24 @@ fn check_cursor(
         "high_water": value["high_water"],
     });
     if now != last.cursor_after {
+        let list = commits.get(&landing).map(Vec::as_slice).unwrap_or_default();
+        let reflected = list.iter().rposition(|c| {
+            !c.dry_run
+                && c.cursor_after == now
+                && value["last_page_sha256"].as_str() == Some(c.sha256.as_str())
+        });
+        if let Some(at) = reflected {
+            let later = list[at + 1..].iter().filter(|c| !c.dry_run).count();
+            summary.behind.push(Discrepancy {
+                path: cursor.to_path_buf(),
+                what: format!(
+                    "behind the trail: it reflects audit line {}; {later} later commit(s) up to line {} are in \
+                     the trail, and the next run rolls it forward (cursor_rolled_forward) before fetching",
+                    list[at].line, last.line
+                ),
+            });
+            return;
+        }
         problem(format!(
             "it is {now}; the last committed page (audit line {}) left {}",
             last.line, last.cursor_after

@@ -47,7 +47,7 @@ pub fn reconcile(args: crate::cli::VerifyArgs) -> anyhow::Result<()> {
     let dirs = &args.dirs;
     let summary = crate::reconcile::reconcile(&dirs.out, &dirs.state, &dirs.audit_log)?;
     let mut stdout = std::io::stdout().lock();
-    for d in &summary.discrepancies {
+    for d in summary.discrepancies.iter().chain(&summary.behind) {
         writeln!(stdout, "{d}").context("writing the report to stdout")?;
     }
     if summary.discrepancies.is_empty() {

@@ -274,6 +274,23 @@ async fn a_cursor_behind_the_trail_is_rolled_forward_before_any_fetch() {
     let requests_before = sim.requests().len();
     // The last three commits' cursor writes never reached the disk.
     std::fs::write(&cursor_path, &behind).unwrap();
+    // `edc-sync verify` says so without calling it damage: the cursor is
+    // behind, which the next run catches up.
+    let verify = support::run_cmd(
+        support::edc_sync()
+            .args(["verify", "--out"])
+            .arg(fx.path("landing"))
+            .arg("--state")
+            .arg(fx.path("state"))
+            .arg("--audit-log")
+            .arg(fx.path("audit.jsonl")),
+    );
+    assert_eq!(verify.code, 0, "{}\n{}", verify.stdout, verify.stderr);
+    assert!(
+        verify.stdout.contains("3 later commit(s)") && verify.stdout.contains("rolls it forward"),
+        "{}",
+        verify.stdout
+    );
     pages(&fx, &sim, 0);
     assert_eq!(sim.requests().len(), requests_before, "nothing was fetched");
     let rolled = events(&fx, "cursor_rolled_forward");
