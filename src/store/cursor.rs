@@ -288,6 +288,15 @@ impl CursorStore {
         load(&self.path, &self.stream, self.initial_start.clone())
     }
 
+    /// True when the cursor file exists but is not JSON at all (empty, or
+    /// cut short): what a power loss can leave of a write that was not
+    /// fsynced. Any other unreadable file (a newer format, another
+    /// stream's) is not torn and is never replaced.
+    pub fn is_torn(&self) -> bool {
+        std::fs::read(&self.path)
+            .is_ok_and(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).is_err())
+    }
+
     /// The cursor after one page, pending until committed. Pure: nothing
     /// is written.
     pub fn advance(&self, before: &Cursor, page: PageAdvance<'_>) -> Result<PendingCursor, String> {
@@ -443,54 +452,9 @@ impl CursorStore {
     }
 }
 
-/// Reads the cursor file at `path` of `stream`; absent, the initial cursor.
-fn load(path: &Path, stream: &StreamIdentity, initial_start: Option<String>) -> Result<Cursor, StoreError> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(initial(stream, initial_start)),
-        Err(e) => return Err(StoreError::io(path, "read", e)),
-    };
-    let unreadable = |detail: String| StoreError::Unreadable {
-        path: path.to_path_buf(),
-        detail,
-    };
-    let value: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| unreadable(format!("not valid JSON ({e})")))?;
-    match value.get("format").and_then(serde_json::Value::as_u64) {
-        Some(f) if f == u64::from(FORMAT) => {}
-        Some(f) if f > u64::from(FORMAT) => {
-            return Err(unreadable(format!(
-                "written by a newer edc-sync (state format {f}; this version reads format {FORMAT})"
-            )))
-        }
-        other => return Err(unreadable(format!("unknown state format {other:?}"))),
-    }
-    let state: State = serde_json::from_value(value).map_err(|e| unreadable(e.to_string()))?;
-    if &state.stream != stream {
-        return Err(unreadable("it belongs to a different stream".into()));
-    }
-    Ok(Cursor { state })
-}
-
-fn initial(stream: &StreamIdentity, window_start: Option<String>) -> Cursor {
-    Cursor {
-        state: State {
-            format: FORMAT,
-            stream: stream.clone(),
-            window_start,
-            next_page: None,
-            window_end: None,
-            high_water: None,
-            pages_in_window: 0,
-            records_in_window: 0,
-            last_page_sha256: None,
-            updated_at: None,
-            run_id: None,
-            receipt: None,
-            manifest_bytes: None,
-        },
-    }
-}
+#[path = "cursor_load.rs"]
+mod read;
+use read::load;
 
 #[cfg(test)]
 #[path = "cursor_tests.rs"]

@@ -120,6 +120,21 @@ impl AuditEvent for CursorRolledForward {
     const NAME: &'static str = "cursor_rolled_forward";
 }
 
+/// The cursor file was torn (not JSON: a write lost to a power loss) and
+/// was rebuilt from the stream's last `page_committed` line.
+#[derive(Debug, Serialize)]
+pub struct CursorRebuilt {
+    pub stream: String,
+    pub cursor_file: String,
+    /// Where the commit line it was rebuilt from starts in the trail.
+    pub from_audit_offset: u64,
+    pub cursor_after: serde_json::Value,
+}
+
+impl AuditEvent for CursorRebuilt {
+    const NAME: &'static str = "cursor_rebuilt";
+}
+
 /// State written under the old, non-injective directory names was moved to
 /// the new ones (see `store::migrate`): before anything else of the stream.
 #[derive(Debug, Serialize)]

@@ -56,6 +56,7 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
     let mut landing = LandingStore::open(&landing_dir, ext, from)?;
     recover::relist_after_torn_tail(&mut landing, &job.audit, &name).await?;
     if !job.options.dry_run {
+        roll_forward::rebuild_if_torn(&cursors, &landing, &job.audit, &name).await?;
         roll_forward::catch_up(&cursors, &mut landing, &job.audit, &name).await?;
     }
     let report = StreamReport {

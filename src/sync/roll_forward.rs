@@ -18,10 +18,76 @@
 
 use std::io::{BufRead, Seek, SeekFrom};
 
-use super::events::CursorRolledForward;
+use super::events::{CursorRebuilt, CursorRolledForward};
 use super::{recover, SyncError};
 use crate::audit::SharedAudit;
 use crate::store::{CursorStore, LandingStore, Receipt, StoreError};
+
+/// The longest audit line read when scanning back (a `page_committed` line
+/// is a few KiB; vendor warnings can add some).
+const MAX_LINE: u64 = 1 << 20;
+
+/// A torn cursor file (not JSON: empty or cut short by a power loss, since
+/// it is not fsynced per page) is rebuilt from the stream's last commit
+/// record, found by reading the trail backwards from its end. Audited
+/// (`cursor_rebuilt`); `catch_up` then goes on from that line. With no
+/// commit of the stream in the trail the file is left as it is and the
+/// run stops (74) as before.
+pub(super) async fn rebuild_if_torn(
+    cursors: &CursorStore,
+    landing: &LandingStore,
+    audit: &SharedAudit,
+    stream: &str,
+) -> Result<(), SyncError> {
+    if !cursors.is_torn() {
+        return Ok(());
+    }
+    let trail = audit.canonical_path();
+    let read = |e| StoreError::io(trail, "read back", e);
+    let file = std::fs::File::open(trail).map_err(read)?;
+    let dir = landing.canonical_dir().display().to_string();
+    let mut end = file.metadata().map_err(read)?.len();
+    while end > 0 {
+        // `end` is just past a newline (or the end of the file).
+        let Some(start) = crate::durable::line_start(&file, end.saturating_sub(1), MAX_LINE).map_err(read)?
+        else {
+            break;
+        };
+        let mut bytes = vec![0u8; (end - start) as usize];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut bytes, start).map_err(read)?;
+        while bytes.last() == Some(&b'\n') {
+            bytes.pop();
+        }
+        end = start;
+        let Ok(value) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+            continue;
+        };
+        if value["event"] != "page_committed"
+            || value["stream"] != stream
+            || value["landing_dir"] != dir.as_str()
+            || value["dry_run"] == true
+            || value["cursor_state"].is_null()
+        {
+            continue;
+        }
+        let receipt = Receipt {
+            audit_log: trail.display().to_string(),
+            offset: start,
+            sha256: crate::digest::sha256_hex(&bytes),
+        };
+        let rebuilt = cursors.roll_forward(value["cursor_state"].clone(), receipt, 0)?;
+        audit
+            .record(CursorRebuilt {
+                stream: stream.to_string(),
+                cursor_file: cursors.path().display().to_string(),
+                from_audit_offset: start,
+                cursor_after: rebuilt.to_json(),
+            })
+            .await?;
+        return Ok(());
+    }
+    Ok(())
+}
 
 /// Rolls the cursor of `stream` forward over commits the trail has and the
 /// cursor file does not; audits it when it moved.

@@ -1,0 +1,60 @@
+//! Reading a cursor file back: its format checked, its stream checked, or
+//! the initial cursor of a stream never synced. A child of `cursor.rs`.
+
+use std::path::Path;
+
+use super::{Cursor, State, StoreError, FORMAT};
+use crate::stream::StreamIdentity;
+
+/// Reads the cursor file at `path` of `stream`; absent, the initial cursor.
+pub(super) fn load(
+    path: &Path,
+    stream: &StreamIdentity,
+    initial_start: Option<String>,
+) -> Result<Cursor, StoreError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(initial(stream, initial_start)),
+        Err(e) => return Err(StoreError::io(path, "read", e)),
+    };
+    let unreadable = |detail: String| StoreError::Unreadable {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let value: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| unreadable(format!("not valid JSON ({e})")))?;
+    match value.get("format").and_then(serde_json::Value::as_u64) {
+        Some(f) if f == u64::from(FORMAT) => {}
+        Some(f) if f > u64::from(FORMAT) => {
+            return Err(unreadable(format!(
+                "written by a newer edc-sync (state format {f}; this version reads format {FORMAT})"
+            )))
+        }
+        other => return Err(unreadable(format!("unknown state format {other:?}"))),
+    }
+    let state: State = serde_json::from_value(value).map_err(|e| unreadable(e.to_string()))?;
+    if &state.stream != stream {
+        return Err(unreadable("it belongs to a different stream".into()));
+    }
+    Ok(Cursor { state })
+}
+
+pub(super) fn initial(stream: &StreamIdentity, window_start: Option<String>) -> Cursor {
+    Cursor {
+        state: State {
+            format: FORMAT,
+            stream: stream.clone(),
+            window_start,
+            next_page: None,
+            window_end: None,
+            high_water: None,
+            pages_in_window: 0,
+            records_in_window: 0,
+            last_page_sha256: None,
+            updated_at: None,
+            run_id: None,
+            receipt: None,
+            manifest_bytes: None,
+        },
+    }
+}
