@@ -123,6 +123,10 @@ pub(super) async fn catch_up(
         }
     }
     let dir = landing.canonical_dir().display().to_string();
+    // Only a line that continues from where the cursor is: a commit line of
+    // a run that had lost the stream's lock (written before it found out)
+    // starts from an older cursor and must never move this one back.
+    let mut at_cursor = cursor.to_json();
     let mut last: Option<(serde_json::Value, Receipt)> = None;
     let mut pages = 0u64;
     for line in lines {
@@ -143,6 +147,9 @@ pub(super) async fn catch_up(
         if value["cursor_state"].is_null() {
             break;
         }
+        if value["cursor_before"] != at_cursor {
+            continue;
+        }
         if value["landed"] == true {
             let Some(entry) = recover::entry_of(&value, stream) else {
                 break;
@@ -162,6 +169,7 @@ pub(super) async fn catch_up(
             offset: at,
             sha256: crate::digest::sha256_hex(&bytes),
         };
+        at_cursor = value["cursor_after"].clone();
         last = Some((value["cursor_state"].clone(), receipt));
         pages += 1;
     }
