@@ -66,6 +66,19 @@ impl Fixture {
         cmd
     }
 
+    /// `edc-sync verify` over this fixture's landing, state and trail.
+    fn verify(&self) -> support::Outcome {
+        support::run_cmd(
+            support::edc_sync()
+                .args(["verify", "--out"])
+                .arg(self.path("landing"))
+                .arg("--state")
+                .arg(self.path("state"))
+                .arg("--audit-log")
+                .arg(self.path("audit.jsonl")),
+        )
+    }
+
     fn landed(&self) -> Vec<String> {
         edc_sync::sim::landed_json_record_ids(&self.path("landing/vault_json/-/S-1/-/default")).unwrap()
     }
@@ -234,15 +247,7 @@ pub async fn fsync_fault_rounds(rounds: u32) {
     assert_eq!(counts.len(), records as usize, "every record landed");
     let report = edc_sync::audit::verify(&fx.path("audit.jsonl")).unwrap();
     assert!(report.intact(), "{report}");
-    let verify = support::run_cmd(
-        support::edc_sync()
-            .args(["verify", "--out"])
-            .arg(fx.path("landing"))
-            .arg("--state")
-            .arg(fx.path("state"))
-            .arg("--audit-log")
-            .arg(fx.path("audit.jsonl")),
-    );
+    let verify = fx.verify();
     assert_eq!(verify.code, 0, "{}\n{}", verify.stdout, verify.stderr);
 }
 
@@ -276,15 +281,7 @@ async fn a_cursor_behind_the_trail_is_rolled_forward_before_any_fetch() {
     std::fs::write(&cursor_path, &behind).unwrap();
     // `edc-sync verify` says so without calling it damage: the cursor is
     // behind, which the next run catches up.
-    let verify = support::run_cmd(
-        support::edc_sync()
-            .args(["verify", "--out"])
-            .arg(fx.path("landing"))
-            .arg("--state")
-            .arg(fx.path("state"))
-            .arg("--audit-log")
-            .arg(fx.path("audit.jsonl")),
-    );
+    let verify = fx.verify();
     assert_eq!(verify.code, 0, "{}\n{}", verify.stdout, verify.stderr);
     assert!(
         verify.stdout.contains("3 later commit(s)") && verify.stdout.contains("rolls it forward"),
