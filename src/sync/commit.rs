@@ -23,8 +23,11 @@ impl<P: Pacer> Loop<'_, P> {
         temp: &mut crate::store::LandingTemp,
     ) -> Result<Result<PageSummary, NotAPage>, SyncError> {
         let delta = &self.job.delta;
-        let reader = temp.reader()?;
-        Ok(payload::validate(delta, reader)
+        let body = match temp.in_memory() {
+            Some(bytes) => payload::Body::Bytes(bytes),
+            None => payload::Body::Reader(temp.reader()?),
+        };
+        Ok(payload::validate(delta, body)
             .map_err(NotAPage::Invalid)
             .and_then(|page| {
                 let records = delta.records_pointer.as_deref().unwrap_or("/data");
@@ -276,7 +279,7 @@ impl<P: Pacer> Loop<'_, P> {
         };
         let mut temp = self
             .landing
-            .begin(&format!("{}-{}", self.run_id, self.requests))?;
+            .begin(&format!("{}-{}", self.run_id, self.requests), meta.content_length)?;
         let digest = match reply.stream_into(&mut temp).await {
             Ok(d) => d,
             Err(e) => {

@@ -121,8 +121,14 @@ pub struct PageSummary {
     pub envelope: Envelope,
 }
 
-/// Validates a page of `delta`'s format read from `reader`.
-pub fn validate(delta: &Delta, reader: impl Read) -> Result<PageSummary, InvalidPayload> {
+/// A page to validate: read back from its temp file, or still in memory.
+pub enum Body<'a, R: Read> {
+    Reader(R),
+    Bytes(&'a [u8]),
+}
+
+/// Validates a page of `delta`'s format.
+pub fn validate<R: Read>(delta: &Delta, body: Body<'_, R>) -> Result<PageSummary, InvalidPayload> {
     match delta.format {
         PayloadFormat::Json => {
             let next = match &delta.paging {
@@ -131,10 +137,16 @@ pub fn validate(delta: &Delta, reader: impl Read) -> Result<PageSummary, Invalid
             };
             let records = delta.records_pointer.as_deref().unwrap_or("/data");
             let field = delta.cursor_field.as_deref().unwrap_or_default();
-            scan_json(reader, records, next, field)
+            match body {
+                Body::Reader(reader) => scan_json(reader, records, next, field),
+                Body::Bytes(bytes) => json::scan_slice(bytes, records, next, field),
+            }
         }
         PayloadFormat::Odm => {
-            let odm = scan_odm(reader)?;
+            let odm = match body {
+                Body::Reader(reader) => scan_odm(reader)?,
+                Body::Bytes(bytes) => scan_odm(bytes)?,
+            };
             Ok(PageSummary {
                 records: if odm.audit_records > 0 {
                     odm.audit_records
