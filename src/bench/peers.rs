@@ -147,7 +147,8 @@ pub fn syncs_per_page(exe: &Path, config: &Path, work: &Path, url: &str) -> anyh
         let dir = work.join(format!("strace-{pages}"));
         std::fs::create_dir_all(&dir)?;
         let summary = dir.join("strace.txt");
-        let status = Command::new(strace)
+        let mut runner = Command::new(strace);
+        runner
             .args([
                 "-f",
                 "-c",
@@ -156,27 +157,9 @@ pub fn syncs_per_page(exe: &Path, config: &Path, work: &Path, url: &str) -> anyh
                 "-o",
             ])
             .arg(&summary)
-            .arg(exe)
-            .args(["sync", "--allow-dirty", "--pacer", "local", "--config"])
-            .arg(config)
-            .args([
-                "--vendor",
-                "bench",
-                "--study",
-                "BENCH",
-                "--max-pages",
-                &pages.to_string(),
-                "--out",
-            ])
-            .arg(dir.join("landing"))
-            .arg("--state")
-            .arg(dir.join("state"))
-            .arg("--audit-log")
-            .arg(dir.join("audit.jsonl"))
-            .env("EDC_SYNC_BENCH_URL", url)
-            .env("EDC_SYNC_BENCH_TOKEN", "bench-token")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .arg(exe);
+        let status = super::sync::bench_sync(runner, config, &dir, url)
+            .args(["--max-pages", &pages.to_string()])
             .status()?;
         if !status.success() {
             bail!("the counted sync of {pages} pages failed: {status}");

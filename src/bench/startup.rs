@@ -10,7 +10,7 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
@@ -72,25 +72,8 @@ pub fn run(exe: &Path, work: &Path, entries: u64) -> anyhow::Result<Figures> {
     })
 }
 
-fn command(exe: &Path, config: &Path, dir: &Path, url: &str) -> Command {
-    let mut cmd = Command::new(exe);
-    cmd.args(["sync", "--allow-dirty", "--pacer", "local", "--config"])
-        .arg(config)
-        .args(["--vendor", "bench", "--study", "BENCH", "--out"])
-        .arg(dir.join("landing"))
-        .arg("--state")
-        .arg(dir.join("state"))
-        .arg("--audit-log")
-        .arg(dir.join("audit.jsonl"))
-        .env("EDC_SYNC_BENCH_URL", url)
-        .env("EDC_SYNC_BENCH_TOKEN", "bench-token")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    cmd
-}
-
 fn sync(exe: &Path, config: &Path, dir: &Path, url: &str) -> anyhow::Result<(bool, libc::rusage)> {
-    let child = command(exe, config, dir, url)
+    let child = super::sync::bench_sync(Command::new(exe), config, dir, url)
         .spawn()
         .context("starting a sync")?;
     let pid = child.id() as libc::pid_t;

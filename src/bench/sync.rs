@@ -115,6 +115,26 @@ pub(super) fn policy(page_size: u64, max_body: u64) -> String {
     )
 }
 
+/// `runner` (the edc-sync executable, or a tracer with it as its last
+/// argument) made into `sync` of the bench policy's one stream, with its
+/// landing, state and trail under `dir`, output silenced.
+pub(super) fn bench_sync(mut runner: Command, config: &Path, dir: &Path, url: &str) -> Command {
+    runner
+        .args(["sync", "--allow-dirty", "--pacer", "local", "--config"])
+        .arg(config)
+        .args(["--vendor", "bench", "--study", "BENCH", "--out"])
+        .arg(dir.join("landing"))
+        .arg("--state")
+        .arg(dir.join("state"))
+        .arg("--audit-log")
+        .arg(dir.join("audit.jsonl"))
+        .env("EDC_SYNC_BENCH_URL", url)
+        .env("EDC_SYNC_BENCH_TOKEN", "bench-token")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    runner
+}
+
 /// Syncs `pages` pages of about `page_bytes` bytes each and measures.
 pub async fn phase(exe: &Path, work: &Path, pages: u64, page_bytes: u64) -> anyhow::Result<Phase> {
     // A simulated record is about 200 bytes before padding.
