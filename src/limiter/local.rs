@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::gcra::{self, GateShape};
-use super::{ceil_ms, Answer, Ask, LeaseAttempt, Pacer, PacerError, Quota, Reservation};
+use super::{ceil_ms, Answer, Ask, LeaseAttempt, LeaseSet, Pacer, PacerError, Quota, Reservation};
 
 #[derive(Default)]
 struct State {
@@ -104,25 +104,26 @@ impl State {
         leases
     }
 
-    /// When some cap is reached: how long until that set's first lease expires.
-    fn full(&mut self, quota: &Quota, now: i64) -> Option<Duration> {
-        quota.lease_sets().into_iter().find_map(|set| {
+    /// When one of `sets` is at its cap: how long until that set's first
+    /// lease expires.
+    fn full(&mut self, quota: &Quota, sets: &[LeaseSet], now: i64) -> Option<Duration> {
+        sets.iter().find_map(|set| {
             let leases = self.leases(quota, &set.part, now);
             (leases.len() >= set.cap as usize)
                 .then(|| ceil_ms(leases.values().min().copied().unwrap_or(now) - now))
         })
     }
 
-    /// A slot under every cap if each has one free, expiring the lease TTL
-    /// after `from`.
-    fn lease(&mut self, quota: &Quota, now: i64, from: i64) -> LeaseAttempt {
+    /// A slot in each of `sets` if each has one free, expiring the lease
+    /// TTL after `from`.
+    fn lease(&mut self, quota: &Quota, sets: &[LeaseSet], now: i64, from: i64) -> LeaseAttempt {
         let ttl = i64::try_from(quota.lease_ttl().as_micros()).unwrap_or(i64::MAX / 2);
-        if let Some(retry_in) = self.full(quota, now) {
+        if let Some(retry_in) = self.full(quota, sets, now) {
             return LeaseAttempt::Full { retry_in };
         }
         self.next_lease += 1;
         let id = self.next_lease;
-        for set in quota.lease_sets() {
+        for set in sets {
             self.leases(quota, &set.part, now).insert(id, from + ttl);
         }
         LeaseAttempt::Acquired(id)
@@ -150,12 +151,13 @@ impl Pacer for LocalPacer {
         if !ask.book {
             return Ok(Answer::Checked);
         }
-        if let Some(retry_in) = state.full(quota, now) {
+        let sets = quota.lease_sets();
+        if let Some(retry_in) = state.full(quota, &sets, now) {
             return Ok(Answer::Full { retry_in });
         }
         Ok(match state.reserve(quota, now) {
             Reservation::Refused { wait } => Answer::Refused { wait },
-            Reservation::Granted { wait, at_us } => match state.lease(quota, now, at_us) {
+            Reservation::Granted { wait, at_us } => match state.lease(quota, &sets, now, at_us) {
                 LeaseAttempt::Acquired(lease) => Answer::Granted { wait, at_us, lease },
                 LeaseAttempt::Full { retry_in } => Answer::Full { retry_in },
             },
@@ -177,7 +179,9 @@ impl Pacer for LocalPacer {
 
     async fn try_lease(&self, quota: &Quota) -> Result<LeaseAttempt, PacerError> {
         let now = self.now_us();
-        Ok(self.state().lease(quota, now, now))
+        // The account's cap only, as `lease.lua` takes it for the Redis pacer.
+        let account = &quota.lease_sets()[..1];
+        Ok(self.state().lease(quota, account, now, now))
     }
 
     async fn renew(&self, quota: &Quota, id: u64) -> Result<bool, PacerError> {
