@@ -2,6 +2,7 @@
 
 pub mod envelope;
 pub mod fanout;
+pub mod one_pass;
 pub mod pacer;
 pub mod peers;
 pub mod soak;

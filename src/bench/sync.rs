@@ -137,11 +137,10 @@ pub(super) fn bench_sync(mut runner: Command, config: &Path, dir: &Path, url: &s
 
 /// Syncs `pages` pages of about `page_bytes` bytes each and measures.
 pub async fn phase(exe: &Path, work: &Path, pages: u64, page_bytes: u64) -> anyhow::Result<Phase> {
-    // A simulated record is about 200 bytes before padding.
     let (page_size, padding) = if page_bytes <= 256 * 1024 {
         (100u64, (page_bytes / 100).saturating_sub(200) as usize)
     } else {
-        (1000u64, (page_bytes / 1000).saturating_sub(200) as usize)
+        (1000u64, large_padding(page_bytes))
     };
     let sim = SimProcess::start(exe, pages * page_size, padding)?;
     std::fs::create_dir_all(work)?;
@@ -187,6 +186,12 @@ pub async fn phase(exe: &Path, work: &Path, pages: u64, page_bytes: u64) -> anyh
     })
 }
 
+/// The padding a record of a large page carries: a simulated record is
+/// about 200 bytes before padding, and a large page holds 1,000.
+pub fn large_padding(page_bytes: u64) -> usize {
+    (page_bytes / 1000).saturating_sub(200) as usize
+}
+
 /// Runs the large-page phase in a child process and reads its figures.
 pub fn rss_phase_in_child(exe: &Path, work: &Path, pages: u64, page_mib: u64) -> anyhow::Result<Phase> {
     let out = Command::new(exe)
@@ -211,6 +216,21 @@ pub struct Figures {
     pub small: Phase,
     pub large: Phase,
     pub peers: super::peers::Peers,
+    /// SHA-256 alone and the payload check alone, over a page padded like
+    /// the large phase's and a dense one.
+    pub one_pass: Vec<super::one_pass::Shape>,
+}
+
+impl Figures {
+    fn shape(&self, name: &str) -> Option<&super::one_pass::Shape> {
+        self.one_pass.iter().find(|s| s.name == name)
+    }
+
+    /// SHA-256 alone over one large page's bytes, in ms.
+    fn sha256_ms_per_large_page(&self) -> Option<f64> {
+        self.shape("padded")
+            .map(|s| s.sha256_ms * self.large.page_bytes as f64 / s.page_bytes as f64)
+    }
 }
 
 pub fn render(f: &Figures) -> String {
@@ -226,6 +246,14 @@ pub fn render(f: &Figures) -> String {
         "large_page_bytes": f.large.page_bytes,
         "large_pages": f.large.pages,
         "large_cpu_ms_per_page": f.large.cpu_ms_per_page,
+        "large_user_cpu_ms_per_page": f.large.user_ms_per_page,
+        "sha256_ms_per_large_page": f.sha256_ms_per_large_page(),
+        "large_user_cpu_vs_sha256": f.sha256_ms_per_large_page().map(|sha| f.large.user_ms_per_page / sha),
+        "check_ms_per_large_page": f.shape("padded").map(|s| s.check_ms),
+        "dense_page_bytes": f.shape("dense").map(|s| s.page_bytes),
+        "dense_sha256_ms": f.shape("dense").map(|s| s.sha256_ms),
+        "dense_check_ms": f.shape("dense").map(|s| s.check_ms),
+        "dense_one_pass_vs_sha256": f.shape("dense").map(|s| s.one_pass_vs_sha256),
         "syncs_per_page": f.peers.syncs_per_page,
         "python_cpu_ms_per_page": f.peers.python.as_ref().map(|p| p.cpu_ms_per_page),
         "cpu_vs_python": f.peers.python.as_ref().map(|p| f.small.cpu_ms_per_page / p.cpu_ms_per_page),
@@ -245,7 +273,10 @@ pub fn render(f: &Figures) -> String {
          \x20 floor (the syscalls alone)  {:.3} ms wall, {:.3} ms CPU per page\n\
          large pages: {} pages of {:.1} MiB ({:.2} GiB)\n\
          \x20 peak RSS                    {:.1} MiB   (target < 48 MiB)\n\
-         \x20 CPU per committed page      {:.1} ms\n\
+         \x20 CPU per committed page      {:.1} ms (user {:.1} ms)\n\
+         \x20 SHA-256 alone per page      {} ms   (user CPU is {}; target <= 1.5x)\n\
+         one pass (SHA-256 + streaming check, in memory, 64 KiB chunks):\n\
+         {}\
          {json}",
         f.small.pages,
         f.small.page_bytes,
@@ -263,6 +294,22 @@ pub fn render(f: &Figures) -> String {
         f.large.bytes as f64 / 1073741824.0,
         f.large.peak_rss_mib,
         f.large.cpu_ms_per_page,
+        f.large.user_ms_per_page,
+        f.sha256_ms_per_large_page().map_or("-".into(), |s| format!("{s:.1}")),
+        f.sha256_ms_per_large_page()
+            .map_or("-".into(), |s| format!("{:.2}x", f.large.user_ms_per_page / s)),
+        f.one_pass
+            .iter()
+            .map(|s| format!(
+                "  {:<6} {:.1} MiB, {} records: SHA-256 {:.1} ms, check {:.1} ms, together {:.2}x SHA-256\n",
+                s.name,
+                s.page_bytes as f64 / 1048576.0,
+                s.records,
+                s.sha256_ms,
+                s.check_ms,
+                s.one_pass_vs_sha256
+            ))
+            .collect::<String>(),
     )
 }
 

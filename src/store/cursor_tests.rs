@@ -72,7 +72,7 @@ fn a_commit_needs_the_receipts_of_its_page() {
     let audited = log.record(&Committed {}).unwrap();
     let landing = super::super::LandingStore::open(&dir.path().join("landing"), "json", None).unwrap();
     let landed_other = {
-        let mut temp = landing.begin("x", None).unwrap();
+        let mut temp = landing.begin("x").unwrap();
         temp.write_all(b"other").unwrap();
         landing.commit(temp, "other-sha").unwrap()
     };

@@ -57,30 +57,16 @@ pub struct LandingStore {
     manifest: Option<File>,
 }
 
-/// Pages up to this size are also kept in memory while they stream in, so
-/// validation reads them there instead of from the temp file (issue 13,
-/// item 3); larger ones are read back, keeping memory bounded.
-pub const IN_MEMORY_MAX: usize = 8 * 1024 * 1024;
-
-/// A page being received.
+/// A page being received. It is validated as it streams in
+/// (`payload::PageCheck`), so it is only ever written here, never read back.
 pub struct LandingTemp {
     path: PathBuf,
     writer: BufWriter<File>,
-    /// The bytes so far, while they fit in [`IN_MEMORY_MAX`].
-    copy: Option<Vec<u8>>,
 }
 
 impl Write for LandingTemp {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.writer.write(buf)?;
-        if let Some(copy) = &mut self.copy {
-            if copy.len() + n > IN_MEMORY_MAX {
-                self.copy = None;
-            } else {
-                copy.extend_from_slice(&buf[..n]);
-            }
-        }
-        Ok(n)
+        self.writer.write(buf)
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
@@ -89,21 +75,6 @@ impl Write for LandingTemp {
 }
 
 impl LandingTemp {
-    /// The whole body, when it was small enough to keep in memory.
-    pub fn in_memory(&self) -> Option<&[u8]> {
-        self.copy.as_deref()
-    }
-
-    /// Reopens what was written, for validation.
-    pub fn reader(&mut self) -> Result<BufReader<File>, StoreError> {
-        self.writer
-            .flush()
-            .map_err(|e| StoreError::io(&self.path, "flush", e))?;
-        File::open(&self.path)
-            .map(BufReader::new)
-            .map_err(|e| StoreError::io(&self.path, "reopen", e))
-    }
-
     /// Removes the temp file (a page that will not be committed).
     pub fn discard(self) {
         // The next run's `begin` clears leftovers anyway.
@@ -251,19 +222,13 @@ impl LandingStore {
         self.dir.join("manifest.jsonl")
     }
 
-    /// Starts receiving a page of `expected` bytes, if the server said.
-    pub fn begin(&self, name: &str, expected: Option<u64>) -> Result<LandingTemp, StoreError> {
+    /// Starts receiving a page.
+    pub fn begin(&self, name: &str) -> Result<LandingTemp, StoreError> {
         let path = self.dir.join(".tmp").join(format!("{name}.part"));
         let file = File::create(&path).map_err(|e| StoreError::io(&path, "create", e))?;
-        let copy = match expected {
-            Some(n) if n > IN_MEMORY_MAX as u64 => None,
-            Some(n) => Some(Vec::with_capacity(n as usize)),
-            None => Some(Vec::new()),
-        };
         Ok(LandingTemp {
             path,
             writer: BufWriter::with_capacity(256 * 1024, file),
-            copy,
         })
     }
 

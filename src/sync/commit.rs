@@ -16,23 +16,15 @@ use crate::limiter::{HandOver, Pacer};
 use crate::store::{Cursor, ManifestEntry, PageAdvance};
 
 impl<P: Pacer> Loop<'_, P> {
-    /// Validates a received body and judges it under the policy's dialect:
-    /// a page, or a vendor error or invalid payload that is never landed.
-    pub(super) fn check_page(
-        &self,
-        temp: &mut crate::store::LandingTemp,
-    ) -> Result<Result<PageSummary, NotAPage>, SyncError> {
+    /// The verdict on a body checked as it streamed in, under the policy's
+    /// dialect: a page, or a vendor error or invalid payload that is never
+    /// landed.
+    pub(super) fn check_page(&self, check: payload::PageCheck) -> Result<PageSummary, NotAPage> {
         let delta = &self.job.delta;
-        let body = match temp.in_memory() {
-            Some(bytes) => payload::Body::Bytes(bytes),
-            None => payload::Body::Reader(temp.reader()?),
-        };
-        Ok(payload::validate(delta, body)
-            .map_err(NotAPage::Invalid)
-            .and_then(|page| {
-                let records = delta.records_pointer.as_deref().unwrap_or("/data");
-                dialect::judge(self.job.policy.dialect, delta.format, records, page)
-            }))
+        check.finish().map_err(NotAPage::Invalid).and_then(|page| {
+            let records = delta.records_pointer.as_deref().unwrap_or("/data");
+            dialect::judge(self.job.policy.dialect, delta.format, records, page)
+        })
     }
 
     /// An invalid payload: moved to `quarantine/` for investigation,
@@ -235,8 +227,8 @@ impl<P: Pacer> Loop<'_, P> {
         }
     }
 
-    /// 2xx: stream into SHA-256 and a temp file, then validate, land, list,
-    /// audit and commit the cursor, in that order.
+    /// 2xx: stream into SHA-256, the payload check and a temp file at once,
+    /// then land, list, audit and commit the cursor, in that order.
     pub(super) async fn land(&mut self, req: &Request<'_>, reply: Reply) -> Result<Attempt, SyncError> {
         let Request {
             url,
@@ -279,8 +271,12 @@ impl<P: Pacer> Loop<'_, P> {
         };
         let mut temp = self
             .landing
-            .begin(&format!("{}-{}", self.run_id, self.requests), meta.content_length)?;
-        let digest = match reply.stream_into(&mut temp).await {
+            .begin(&format!("{}-{}", self.run_id, self.requests))?;
+        let mut check = payload::PageCheck::new(&self.job.delta);
+        let digest = match reply
+            .stream_into(&mut payload::Checked::new(&mut temp, &mut check))
+            .await
+        {
             Ok(d) => d,
             Err(e) => {
                 temp.discard();
@@ -300,8 +296,8 @@ impl<P: Pacer> Loop<'_, P> {
                 return Err(self.rejected(reason));
             }
         };
-        // Validation reads the temp file: blocking work, off the runtime.
-        let summary = match tokio::task::block_in_place(|| self.check_page(&mut temp))? {
+        // ODM's verdict waits for its parser thread to read the last chunks.
+        let summary = match tokio::task::block_in_place(|| self.check_page(check)) {
             Ok(summary) => summary,
             Err(NotAPage::Vendor(error)) => {
                 temp.discard();

@@ -33,6 +33,11 @@ impl Fixture {
 
     /// `edc-sync sync ...` on this fixture, run by `runner` (e.g. strace).
     fn sync(&self, runner: &[&str], sim: &Simulator, extra: &[&str]) -> Command {
+        self.sync_vendor("vault_json", runner, sim, extra)
+    }
+
+    /// The same for another vendor of the fixture's policies.
+    fn sync_vendor(&self, vendor: &str, runner: &[&str], sim: &Simulator, extra: &[&str]) -> Command {
         let (program, prefix) = match runner.split_first() {
             Some((p, rest)) => (PathBuf::from(p), rest.to_vec()),
             None => (PathBuf::from(env!("CARGO_BIN_EXE_edc-sync")), Vec::new()),
@@ -44,15 +49,7 @@ impl Fixture {
         }
         cmd.args(["sync", "--config"])
             .arg(self.path("policies.yaml"))
-            .args([
-                "--vendor",
-                "vault_json",
-                "--study",
-                "S-1",
-                "--pacer",
-                "local",
-                "--out",
-            ])
+            .args(["--vendor", vendor, "--study", "S-1", "--pacer", "local", "--out"])
             .arg(self.path("landing"))
             .arg("--state")
             .arg(self.path("state"))
@@ -104,13 +101,18 @@ fn strace() -> &'static str {
 }
 
 async fn sim(records: u32) -> Simulator {
+    padded_sim(records, 0).await
+}
+
+/// A simulator whose every record carries `padding` filler bytes.
+async fn padded_sim(records: u32, padding: usize) -> Simulator {
     Simulator::start(
         SimConfig {
             dataset: Dataset {
                 subjects: 5,
                 records,
                 seed: 11,
-                padding: 0,
+                padding,
             },
             token: TOKEN.into(),
             ..SimConfig::default()
@@ -357,4 +359,52 @@ async fn a_torn_cursor_file_is_rebuilt_from_the_trail() {
         committed[3]["replayed"], false,
         "the fourth page, not the third again"
     );
+}
+
+/// Issue 13, item 3: a page is hashed and validated while it streams in,
+/// so its temp file is written once and never opened again before it is
+/// landed, whatever its size (these pages are 12 MiB, past any in-memory
+/// copy) and format.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_page_is_checked_as_it_streams_in_and_never_read_back() {
+    let sim = padded_sim(12, 3 * 1024 * 1024).await;
+    for vendor in ["vault_json", "rave"] {
+        let fx = Fixture::new(4);
+        let policies = std::fs::read_to_string(fx.path("policies.yaml"))
+            .unwrap()
+            .replace("max_body_bytes: 1048576", "max_body_bytes: 67108864")
+            .replace("request_timeout_s: 2", "request_timeout_s: 60");
+        std::fs::write(fx.path("policies.yaml"), policies).unwrap();
+        support::git_commit_all(&git2::Repository::open(fx.dir.path()).unwrap(), "larger pages");
+        let trace = fx.path("opens.txt");
+        let runner = [
+            strace(),
+            "-f",
+            "-e",
+            "trace=open,openat,openat2",
+            "-o",
+            trace.to_str().unwrap(),
+        ];
+        let out = fx.sync_vendor(vendor, &runner, &sim, &[]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{vendor}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let committed = events(&fx, "page_committed");
+        assert!(committed.len() >= 3, "{vendor}: {} pages", committed.len());
+        assert!(
+            committed
+                .iter()
+                .all(|e| e["bytes"].as_u64().unwrap() > 9 * 1024 * 1024),
+            "{vendor}: every page is larger than 9 MiB"
+        );
+        let opens = std::fs::read_to_string(&trace).unwrap();
+        let temp_opens = opens.lines().filter(|l| l.contains(".part\"")).count();
+        assert_eq!(
+            temp_opens,
+            committed.len(),
+            "{vendor}: each page's temp file is opened once, to be written"
+        );
+    }
 }

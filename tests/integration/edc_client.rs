@@ -91,8 +91,7 @@ async fn walk(sim: &Simulator, vendor: &str, window_start: Option<&str>) -> Resu
         let digest = reply.stream_into(&mut body).await.map_err(|e| e.to_string())?;
         assert_eq!(digest.bytes as usize, body.len());
         assert_eq!(digest.sha256, edc_sync::digest::sha256_hex(&body));
-        let summary =
-            payload::validate::<&[u8]>(&delta, payload::Body::Bytes(&body[..])).map_err(|e| e.to_string())?;
+        let summary = payload::validate(&delta, &body[..]).map_err(|e| e.to_string())?;
         pages += 1;
         records += summary.records;
         if let Some(v) = summary.high_water.clone() {

@@ -1,18 +1,15 @@
-//! Streaming JSON validation: walks the document with serde, materialising
-//! only the values at the configured pointers (the records array's cursor
-//! fields and the next-page link); everything else is skipped unread.
+//! JSON page validation as the body streams in: the push lexer
+//! (`lexer.rs`) checks every byte; this handler follows only the paths
+//! to the configured pointers (the records array with each record's
+//! cursor field, the next-page link) and Vault's envelope members, and
+//! skips everything else without materialising it.
 
-use std::fmt;
-use std::io::Read;
-
-use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
-
+use super::lexer::{Handler, Kind, Lexer, Want};
 use super::order::Mark;
-use super::strict_json::{Keys, Strict, StrictValue};
 use super::{CursorValue, Envelope, InvalidPayload, PageSummary, VendorMessage};
 
 /// Splits an RFC 6901 pointer into unescaped tokens.
-fn tokens(pointer: &str) -> Vec<String> {
+pub(super) fn tokens(pointer: &str) -> Vec<String> {
     pointer
         .split('/')
         .skip(1)
@@ -20,10 +17,88 @@ fn tokens(pointer: &str) -> Vec<String> {
         .collect()
 }
 
-struct Targets {
-    records: Vec<String>,
-    next: Option<Vec<String>>,
-    cursor_field: String,
+/// One pointer token: a member name, or an array index when written as
+/// one (RFC 6901 §4: digits without a leading zero).
+struct Token {
+    name: Vec<u8>,
+    index: Option<usize>,
+}
+
+fn pointer(p: &str) -> Vec<Token> {
+    tokens(p)
+        .into_iter()
+        .map(|t| Token {
+            index: t.parse::<usize>().ok().filter(|n| n.to_string() == t),
+            name: t.into_bytes(),
+        })
+        .collect()
+}
+
+/// The targets, as bits of a mask.
+const RECORDS: u8 = 1;
+const NEXT: u8 = 2;
+
+/// The top-level members in which Vault says how a request went (Vault
+/// REST API reference, "Errors": `responseStatus`, `errors[{type,
+/// message}]`; WARNING responses carry `warnings` the same way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Member {
+    Status,
+    Errors,
+    Warnings,
+}
+
+impl Member {
+    fn of(key: &[u8]) -> Option<Member> {
+        match key {
+            b"responseStatus" => Some(Member::Status),
+            b"errors" => Some(Member::Errors),
+            b"warnings" => Some(Member::Warnings),
+            _ => None,
+        }
+    }
+}
+
+/// The same members by path, for the test oracle.
+#[cfg(test)]
+pub(super) fn envelope_member(path: &[String]) -> Option<&str> {
+    match path {
+        [one] if Member::of(one.as_bytes()).is_some() => Some(one.as_str()),
+        _ => None,
+    }
+}
+
+/// An entered container.
+enum Frame {
+    /// On the way to a target: the targets (`mask`) whose first `depth`
+    /// tokens lead here, and the next element's index in an array.
+    Path {
+        mask: u8,
+        depth: usize,
+        object: bool,
+        next_index: usize,
+    },
+    /// The records array.
+    Records {
+        count: u64,
+    },
+    Record,
+}
+
+/// What the value after the current key is.
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    mask: u8,
+    member: Option<Member>,
+    cursor: bool,
+}
+
+/// A value asked for whole.
+#[derive(Clone, Copy)]
+enum Captured {
+    Cursor,
+    Next,
+    Envelope(Member),
 }
 
 #[derive(Default)]
@@ -32,81 +107,268 @@ struct Found {
     next: Option<Option<String>>,
     high_water: Option<Mark>,
     low_water: Option<Mark>,
-    error: Option<String>,
     envelope: Envelope,
 }
 
-/// Validates a JSON page read from `reader` and summarises it.
-pub fn scan(
-    reader: impl Read,
-    records_pointer: &str,
-    next_pointer: Option<&str>,
-    cursor_field: &str,
-) -> Result<PageSummary, InvalidPayload> {
-    let mut de = serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(64 * 1024, reader));
-    scan_with(&mut de, records_pointer, next_pointer, cursor_field)
+/// Follows the document towards the pointers.
+struct PageScan {
+    records: Vec<Token>,
+    records_pointer: String,
+    next: Option<Vec<Token>>,
+    cursor_field: Vec<u8>,
+    frames: Vec<Frame>,
+    slot: Slot,
+    capturing: Option<Captured>,
+    found: Found,
 }
 
-/// The same, over a page held in memory: serde_json's slice reader scans
-/// strings a word at a time where the `io::Read` path goes byte by byte.
-pub fn scan_slice(
+impl PageScan {
+    fn target(&self, bit: u8) -> Option<&[Token]> {
+        match bit {
+            RECORDS => Some(&self.records),
+            _ => self.next.as_deref(),
+        }
+    }
+
+    /// The targets in `mask` whose token at `depth` `matches`.
+    fn narrow(&self, mask: u8, depth: usize, matches: impl Fn(&Token) -> bool) -> u8 {
+        [RECORDS, NEXT]
+            .into_iter()
+            .filter(|&bit| mask & bit != 0)
+            .filter(|&bit| self.target(bit).and_then(|t| t.get(depth)).is_some_and(&matches))
+            .fold(0, |m, bit| m | bit)
+    }
+
+    fn ends_at(&self, bit: u8, mask: u8, depth: usize) -> bool {
+        mask & bit != 0 && self.target(bit).is_some_and(|t| t.len() == depth)
+    }
+
+    /// A value on the way to the targets (`mask`, `depth` tokens matched).
+    fn on_path(
+        &mut self,
+        kind: Kind,
+        mask: u8,
+        depth: usize,
+        member: Option<Member>,
+    ) -> Result<Want, String> {
+        if self.ends_at(RECORDS, mask, depth) {
+            if kind != Kind::Array {
+                return Err(format!(
+                    "the records at {} are not an array",
+                    self.records_pointer
+                ));
+            }
+            self.frames.push(Frame::Records { count: 0 });
+            return Ok(Want::Enter);
+        }
+        if self.ends_at(NEXT, mask, depth) {
+            self.capturing = Some(Captured::Next);
+            return Ok(Want::Capture);
+        }
+        if let Some(member) = member {
+            self.capturing = Some(Captured::Envelope(member));
+            return Ok(Want::Capture);
+        }
+        if mask != 0 && matches!(kind, Kind::Object | Kind::Array) {
+            self.frames.push(Frame::Path {
+                mask,
+                depth,
+                object: kind == Kind::Object,
+                next_index: 0,
+            });
+            return Ok(Want::Enter);
+        }
+        // A scalar where the pointer goes on, or off every path: the
+        // pointer does not exist here, which `finish` reports.
+        Ok(Want::Skip)
+    }
+
+    fn cursor_value(&mut self, raw: &[u8]) -> Result<(), String> {
+        let value = match serde_json::from_slice(raw).map_err(|e| e.to_string())? {
+            serde_json::Value::Number(n) => CursorValue::Number(n),
+            serde_json::Value::String(s) => CursorValue::Text(s),
+            // The kind, never the value: error messages reach the audit
+            // trail, and record content must not.
+            other => {
+                let kind = match other {
+                    serde_json::Value::Null => "null",
+                    serde_json::Value::Bool(_) => "a boolean",
+                    serde_json::Value::Array(_) => "an array",
+                    _ => "an object",
+                };
+                return Err(format!(
+                    "cursor field {:?} must be a string or a number, got {kind}",
+                    String::from_utf8_lossy(&self.cursor_field)
+                ));
+            }
+        };
+        // One parse per record; a clone only when a mark moves.
+        let mark = Mark::new(value);
+        let found = &mut self.found;
+        let lower = match &found.low_water {
+            None => true,
+            Some(lw) => mark.compare(lw)? == std::cmp::Ordering::Less,
+        };
+        if lower {
+            found.low_water = Some(mark.clone());
+        }
+        let higher = match &found.high_water {
+            None => true,
+            Some(hw) => mark.compare(hw)? == std::cmp::Ordering::Greater,
+        };
+        if higher {
+            found.high_water = Some(mark);
+        }
+        Ok(())
+    }
+}
+
+impl Handler for PageScan {
+    fn begin(&mut self, kind: Kind) -> Result<Want, String> {
+        let slot = std::mem::take(&mut self.slot);
+        match self.frames.last_mut() {
+            None => {
+                let all = RECORDS | if self.next.is_some() { NEXT } else { 0 };
+                self.on_path(kind, all, 0, None)
+            }
+            Some(Frame::Records { count }) => {
+                if kind != Kind::Object {
+                    return Err(format!("a record in {} is not an object", self.records_pointer));
+                }
+                *count += 1;
+                self.frames.push(Frame::Record);
+                Ok(Want::Enter)
+            }
+            Some(Frame::Record) if slot.cursor => {
+                self.capturing = Some(Captured::Cursor);
+                Ok(Want::Capture)
+            }
+            Some(Frame::Record) => Ok(Want::Skip),
+            Some(Frame::Path {
+                mask,
+                depth,
+                object,
+                next_index,
+            }) => {
+                let (parent, depth) = (*mask, *depth + 1);
+                if *object {
+                    // A member: its key set the slot.
+                    return self.on_path(kind, slot.mask, depth, slot.member);
+                }
+                let index = *next_index;
+                *next_index += 1;
+                let mask = self.narrow(parent, depth - 1, |t| t.index == Some(index));
+                self.on_path(kind, mask, depth, None)
+            }
+        }
+    }
+
+    fn key(&mut self, key: &[u8]) -> Result<(), String> {
+        self.slot = match self.frames.last() {
+            Some(Frame::Record) => Slot {
+                cursor: key == self.cursor_field.as_slice(),
+                ..Slot::default()
+            },
+            Some(&Frame::Path { mask, depth, .. }) => Slot {
+                mask: self.narrow(mask, depth, |t| t.name == key),
+                member: if depth == 0 { Member::of(key) } else { None },
+                cursor: false,
+            },
+            _ => Slot::default(),
+        };
+        Ok(())
+    }
+
+    fn end(&mut self) -> Result<(), String> {
+        if let Some(Frame::Records { count }) = self.frames.pop() {
+            self.found.records = Some(count);
+        }
+        Ok(())
+    }
+
+    fn captured(&mut self, raw: &[u8]) -> Result<(), String> {
+        match self.capturing.take() {
+            Some(Captured::Cursor) => self.cursor_value(raw),
+            Some(Captured::Next) => {
+                let next: Option<String> = serde_json::from_slice(raw)
+                    .map_err(|_| "the next-page value must be a string or null".to_string())?;
+                self.found.next = Some(next);
+                Ok(())
+            }
+            Some(Captured::Envelope(member)) => {
+                let value: serde_json::Value = serde_json::from_slice(raw).map_err(|e| e.to_string())?;
+                let envelope = &mut self.found.envelope;
+                match member {
+                    Member::Status => envelope.status = value.as_str().map(|s| s.chars().take(32).collect()),
+                    Member::Errors => envelope.errors = messages(value),
+                    Member::Warnings => envelope.warnings = messages(value),
+                }
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+/// A JSON page being validated as it arrives.
+pub struct JsonCheck {
+    lexer: Lexer<PageScan>,
+}
+
+impl JsonCheck {
+    pub fn new(records_pointer: &str, next_pointer: Option<&str>, cursor_field: &str) -> JsonCheck {
+        JsonCheck {
+            lexer: Lexer::new(PageScan {
+                records: pointer(records_pointer),
+                records_pointer: records_pointer.to_string(),
+                next: next_pointer.map(pointer),
+                cursor_field: cursor_field.as_bytes().to_vec(),
+                frames: Vec::new(),
+                slot: Slot::default(),
+                capturing: None,
+                found: Found::default(),
+            }),
+        }
+    }
+
+    /// The next chunk of the body. An error is kept for [`JsonCheck::finish`].
+    pub fn feed(&mut self, chunk: &[u8]) {
+        let _ = self.lexer.feed(chunk);
+    }
+
+    /// The whole body was fed: the page's summary, or why it is not one.
+    pub fn finish(self) -> Result<PageSummary, InvalidPayload> {
+        let scan = self.lexer.finish().map_err(InvalidPayload::json)?;
+        let found = scan.found;
+        // A vendor's failure document has no records array; whether that
+        // is an error or a vendor error is for the dialect to say.
+        if found.records.is_none() && !found.envelope.reports_failure() {
+            return Err(InvalidPayload::json(format!(
+                "no records array at {}",
+                scan.records_pointer
+            )));
+        }
+        Ok(PageSummary {
+            records: found.records.unwrap_or(0),
+            records_found: found.records.is_some(),
+            next_link: found.next.flatten().filter(|s| !s.is_empty()),
+            high_water: found.high_water.map(Mark::into_value),
+            low_water: found.low_water.map(Mark::into_value),
+            envelope: found.envelope,
+        })
+    }
+}
+
+/// Validates a whole JSON page held in memory and summarises it.
+pub fn scan(
     bytes: &[u8],
     records_pointer: &str,
     next_pointer: Option<&str>,
     cursor_field: &str,
 ) -> Result<PageSummary, InvalidPayload> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    scan_with(&mut de, records_pointer, next_pointer, cursor_field)
-}
-
-fn scan_with<'de, R: serde_json::de::Read<'de>>(
-    de: &mut serde_json::Deserializer<R>,
-    records_pointer: &str,
-    next_pointer: Option<&str>,
-    cursor_field: &str,
-) -> Result<PageSummary, InvalidPayload> {
-    let targets = Targets {
-        records: tokens(records_pointer),
-        next: next_pointer.map(tokens),
-        cursor_field: cursor_field.to_string(),
-    };
-    let mut found = Found::default();
-    let seed = Node {
-        path: Vec::new(),
-        targets: &targets,
-        found: &mut found,
-    };
-    seed.deserialize(&mut *de)
-        .map_err(|e| InvalidPayload::json(e.to_string()))?;
-    de.end().map_err(|e| InvalidPayload::json(e.to_string()))?;
-    if let Some(error) = found.error {
-        return Err(InvalidPayload::json(error));
-    }
-    // A vendor's failure document has no records array; whether that is
-    // an error or a vendor error is for the dialect to say (`payload::validate`).
-    if found.records.is_none() && !found.envelope.reports_failure() {
-        return Err(InvalidPayload::json(format!(
-            "no records array at {records_pointer}"
-        )));
-    }
-    Ok(PageSummary {
-        records: found.records.unwrap_or(0),
-        records_found: found.records.is_some(),
-        next_link: found.next.flatten().filter(|s| !s.is_empty()),
-        high_water: found.high_water.map(Mark::into_value),
-        low_water: found.low_water.map(Mark::into_value),
-        envelope: found.envelope,
-    })
-}
-
-/// The top-level members in which Vault says how a request went (Vault
-/// REST API reference, "Errors": `responseStatus`, `errors[{type,
-/// message}]`; WARNING responses carry `warnings` the same way).
-fn envelope_member(path: &[String]) -> Option<&str> {
-    match path {
-        [one] if matches!(one.as_str(), "responseStatus" | "errors" | "warnings") => Some(one.as_str()),
-        _ => None,
-    }
+    let mut check = JsonCheck::new(records_pointer, next_pointer, cursor_field);
+    check.feed(bytes);
+    check.finish()
 }
 
 /// The envelope of a small error document (an HTTP 4xx/5xx body, already
@@ -129,7 +391,7 @@ pub fn envelope_of(bytes: &[u8]) -> Option<Envelope> {
 /// Vendor messages are short; longer ones are cut, never quoted whole.
 const MESSAGE_MAX: usize = 200;
 
-fn messages(value: serde_json::Value) -> Vec<VendorMessage> {
+pub(super) fn messages(value: serde_json::Value) -> Vec<VendorMessage> {
     let serde_json::Value::Array(items) = value else {
         return Vec::new();
     };
@@ -151,210 +413,6 @@ fn messages(value: serde_json::Value) -> Vec<VendorMessage> {
             }
         })
         .collect()
-}
-
-/// A value at `path`.
-struct Node<'a> {
-    path: Vec<String>,
-    targets: &'a Targets,
-    found: &'a mut Found,
-}
-
-impl Node<'_> {
-    fn is_prefix_of_a_target(&self) -> bool {
-        let under = |t: &Vec<String>| t.len() > self.path.len() && t[..self.path.len()] == self.path[..];
-        under(&self.targets.records) || self.targets.next.as_ref().is_some_and(under)
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for Node<'_> {
-    type Value = ();
-
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        if self.path == self.targets.records {
-            let count = d.deserialize_seq(Records {
-                field: &self.targets.cursor_field,
-                found: self.found,
-            })?;
-            self.found.records = Some(count);
-            Ok(())
-        } else if self.targets.next.as_ref() == Some(&self.path) {
-            let next: Option<String> = de::Deserialize::deserialize(d)
-                .map_err(|_| de::Error::custom("the next-page value must be a string or null"))?;
-            self.found.next = Some(next);
-            Ok(())
-        } else if let Some(member) = envelope_member(&self.path) {
-            let value = d.deserialize_any(StrictValue)?;
-            match member {
-                "responseStatus" => {
-                    self.found.envelope.status = value.as_str().map(|s| s.chars().take(32).collect())
-                }
-                "errors" => self.found.envelope.errors = messages(value),
-                _ => self.found.envelope.warnings = messages(value),
-            }
-            Ok(())
-        } else if self.is_prefix_of_a_target() {
-            d.deserialize_any(self)
-        } else {
-            d.deserialize_any(Strict)
-        }
-    }
-}
-
-impl<'de> Visitor<'de> for Node<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "an object or array on the way to a configured pointer")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut keys = Keys::default();
-        while let Some(key) = map.next_key::<String>()? {
-            keys.insert::<A::Error>(&key)?;
-            let mut path = self.path.clone();
-            path.push(key);
-            map.next_value_seed(Node {
-                path,
-                targets: self.targets,
-                found: &mut *self.found,
-            })?;
-        }
-        Ok(())
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        let mut index = 0usize;
-        loop {
-            let mut path = self.path.clone();
-            path.push(index.to_string());
-            if seq
-                .next_element_seed(Node {
-                    path,
-                    targets: self.targets,
-                    found: &mut *self.found,
-                })?
-                .is_none()
-            {
-                return Ok(());
-            }
-            index += 1;
-        }
-    }
-
-    // A scalar where an object was expected: the pointer simply does not
-    // exist in this document, which `scan` reports afterwards.
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_str<E>(self, _: &str) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
-    }
-}
-
-/// The records array: counts elements and tracks the largest cursor field.
-struct Records<'a> {
-    field: &'a str,
-    found: &'a mut Found,
-}
-
-impl<'de> Visitor<'de> for Records<'_> {
-    type Value = u64;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "the records array")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<u64, A::Error> {
-        let mut count = 0;
-        while let Some(value) = seq.next_element_seed(Record { field: self.field })? {
-            count += 1;
-            if let Some(v) = value {
-                // One parse per record; a clone only when a mark moves.
-                let mark = Mark::new(v);
-                let lower = match &self.found.low_water {
-                    None => true,
-                    Some(lw) => mark.compare(lw).map_err(de::Error::custom)? == std::cmp::Ordering::Less,
-                };
-                if lower {
-                    self.found.low_water = Some(mark.clone());
-                }
-                let higher = match &self.found.high_water {
-                    None => true,
-                    Some(hw) => mark.compare(hw).map_err(de::Error::custom)? == std::cmp::Ordering::Greater,
-                };
-                if higher {
-                    self.found.high_water = Some(mark);
-                }
-            }
-        }
-        Ok(count)
-    }
-}
-
-/// One record: an object whose cursor field (if present) is kept.
-struct Record<'a> {
-    field: &'a str,
-}
-
-impl<'de> DeserializeSeed<'de> for Record<'_> {
-    type Value = Option<CursorValue>;
-
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Record<'_> {
-    type Value = Option<CursorValue>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "a record object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut value = None;
-        let mut keys = Keys::default();
-        while let Some(key) = map.next_key::<String>()? {
-            keys.insert::<A::Error>(&key)?;
-            if key == self.field {
-                let v = map.next_value_seed(StrictValue)?;
-                value = Some(match v {
-                    serde_json::Value::Number(n) => CursorValue::Number(n),
-                    serde_json::Value::String(s) => CursorValue::Text(s),
-                    // The kind, never the value: error messages reach the
-                    // audit trail, and record content must not.
-                    other => {
-                        let kind = match other {
-                            serde_json::Value::Null => "null",
-                            serde_json::Value::Bool(_) => "a boolean",
-                            serde_json::Value::Array(_) => "an array",
-                            _ => "an object",
-                        };
-                        return Err(de::Error::custom(format!(
-                            "cursor field {:?} must be a string or a number, got {kind}",
-                            self.field
-                        )));
-                    }
-                });
-            } else {
-                map.next_value_seed(Strict)?;
-            }
-        }
-        Ok(value)
-    }
 }
 
 #[cfg(test)]

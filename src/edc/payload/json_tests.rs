@@ -103,44 +103,6 @@ fn duplicate_keys_invalid_utf8_and_lone_surrogates_are_refused() {
     assert!(run(r#"{"a":{"k":1},"b":{"k":1},"data":[{"k":1},{"k":2}]}"#).is_ok());
 }
 
-/// The slice reader (pages kept in memory) is exactly as strict as
-/// the `io::Read` one, and summarises the same.
-#[test]
-fn the_slice_path_refuses_and_accepts_what_the_reader_path_does() {
-    let docs: [&[u8]; 7] = [
-        br#"{"data":[{"modified_date__v":"2026-01-01T00:00:01Z"}],"data":[]}"#,
-        br#"{"data":[{"id":1,"id":2}]}"#,
-        br#"{"responseDetails":{"x":{"a":1,"a":2}},"data":[]}"#,
-        b"{\"note\":\"\xff\xfe\",\"data\":[]}",
-        br#"{"data":[{"id":"\ud800"}]}"#,
-        br#"{"data":[{"modified_date__v":"2026-01-01T00:00:01Z"},{"modified_date__v":"2026-01-01T00:00:02Z"}]} x"#,
-        br#"{"responseDetails":{"next_page":"/n?o=2"},"data":[{"modified_date__v":"2026-01-01T00:00:03Z"},{"modified_date__v":"2026-01-01T00:00:02Z"}]}"#,
-    ];
-    for doc in docs {
-        let by_reader = scan(
-            doc,
-            "/data",
-            Some("/responseDetails/next_page"),
-            "modified_date__v",
-        );
-        let by_slice = scan_slice(
-            doc,
-            "/data",
-            Some("/responseDetails/next_page"),
-            "modified_date__v",
-        );
-        assert_eq!(
-            by_reader.is_ok(),
-            by_slice.is_ok(),
-            "{}",
-            String::from_utf8_lossy(doc)
-        );
-        if let (Ok(a), Ok(b)) = (by_reader, by_slice) {
-            assert_eq!(a, b);
-        }
-    }
-}
-
 #[test]
 fn pointers_with_escapes_and_indices() {
     let s = scan(r#"{"a/b":[{"r":[{"k":1}]}]}"#.as_bytes(), "/a~1b/0/r", None, "k").unwrap();
