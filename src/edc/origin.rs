@@ -49,6 +49,18 @@ impl Origin {
         // Every message shows the URL without its userinfo: a base URL that
         // carries a credential is refused, and must not be echoed either.
         let shown = crate::redact::without_userinfo(base.trim());
+        // Checked on the text, before any parser: a password with `/`, `?`
+        // or `#` in it ends the authority early, and the parser then sees
+        // no userinfo, a host named after the user and the password in
+        // the path (where every message and request line would show it).
+        if base.contains('@') {
+            return Err(OriginError::BadBase {
+                url: shown,
+                detail: "credentials in the URL are refused (it has an '@'); they come from the policy's \
+                         auth variables"
+                    .into(),
+            });
+        }
         let url = Url::parse(base.trim()).map_err(|e| OriginError::BadBase {
             url: shown.clone(),
             detail: e.to_string(),
@@ -160,6 +172,27 @@ impl std::fmt::Display for Origin {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A password with `/`, `?` or `#` in it ends the authority early: the
+    /// URL parser then sees no userinfo at all, a host named after the user
+    /// and the password in the path. Found by the secrets property test
+    /// (`vendors::no_generated_secret_appears_in_any_output`).
+    #[test]
+    fn a_password_that_breaks_the_authority_is_refused_and_never_echoed() {
+        for base in [
+            "http://user:/$A$$01d@127.0.0.1:9",
+            "https://user:pa/ss@vault.example.com",
+            "https://user:pa?ss@vault.example.com",
+            "https://user:pa#ss@vault.example.com",
+            "https://vault.example.com/p@th",
+        ] {
+            let err = Origin::of_base(base).expect_err(base).to_string();
+            for secret in ["$A$$01d", "pa/ss", "pa?ss", "pa#ss", "user"] {
+                assert!(!err.contains(secret), "{base}: {err}");
+            }
+            assert!(err.contains("credentials"), "{base}: {err}");
+        }
+    }
 
     #[test]
     fn same_origin_links_resolve_and_others_are_refused() {
