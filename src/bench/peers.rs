@@ -47,7 +47,20 @@ pub fn measure(exe: &Path, work: &Path, pages: u64, page_bytes: u64) -> anyhow::
 pub struct PythonPeer {
     pub pages: u64,
     pub cpu_ms_per_page: f64,
+    pub user_ms_per_page: f64,
     pub wall_s: f64,
+}
+
+/// The Python loop over pages like the large phase's (1,000 padded
+/// records a page), for the one-pass comparison (issue 13, item 3).
+pub fn python_on_large_pages(
+    exe: &Path,
+    work: &Path,
+    pages: u64,
+    page_bytes: u64,
+) -> anyhow::Result<Option<PythonPeer>> {
+    let sim = super::sync::SimProcess::start(exe, pages * 1000, super::sync::large_padding(page_bytes))?;
+    python(&sim.url, work, 1000, pages)
 }
 
 /// Runs the Python loop against the simulator at `url`; `None` (and a

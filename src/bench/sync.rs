@@ -219,6 +219,8 @@ pub struct Figures {
     /// SHA-256 alone and the payload check alone, over a page padded like
     /// the large phase's and a dense one.
     pub one_pass: Vec<super::one_pass::Shape>,
+    /// The Python loop over the large pages.
+    pub large_python: Option<super::peers::PythonPeer>,
 }
 
 impl Figures {
@@ -250,6 +252,8 @@ pub fn render(f: &Figures) -> String {
         "sha256_ms_per_large_page": f.sha256_ms_per_large_page(),
         "large_user_cpu_vs_sha256": f.sha256_ms_per_large_page().map(|sha| f.large.user_ms_per_page / sha),
         "check_ms_per_large_page": f.shape("padded").map(|s| s.check_ms),
+        "python_large_user_cpu_ms_per_page": f.large_python.as_ref().map(|p| p.user_ms_per_page),
+        "large_user_cpu_vs_python": f.large_python.as_ref().map(|p| f.large.user_ms_per_page / p.user_ms_per_page),
         "dense_page_bytes": f.shape("dense").map(|s| s.page_bytes),
         "dense_sha256_ms": f.shape("dense").map(|s| s.sha256_ms),
         "dense_check_ms": f.shape("dense").map(|s| s.check_ms),
@@ -275,6 +279,7 @@ pub fn render(f: &Figures) -> String {
          \x20 peak RSS                    {:.1} MiB   (target < 48 MiB)\n\
          \x20 CPU per committed page      {:.1} ms (user {:.1} ms)\n\
          \x20 SHA-256 alone per page      {} ms   (user CPU is {}; target <= 1.5x)\n\
+         \x20 Python loop, same pages     {} ms user CPU per page\n\
          one pass (SHA-256 + streaming check, in memory, 64 KiB chunks):\n\
          {}\
          {json}",
@@ -298,6 +303,9 @@ pub fn render(f: &Figures) -> String {
         f.sha256_ms_per_large_page().map_or("-".into(), |s| format!("{s:.1}")),
         f.sha256_ms_per_large_page()
             .map_or("-".into(), |s| format!("{:.2}x", f.large.user_ms_per_page / s)),
+        f.large_python
+            .as_ref()
+            .map_or("not run (no python3)".into(), |p| format!("{:.1}", p.user_ms_per_page)),
         f.one_pass
             .iter()
             .map(|s| format!(

@@ -49,11 +49,18 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
                 large.page_bytes as usize,
                 sync::large_padding(large_page_mib * 1024 * 1024),
             )?;
+            let large_python = crate::bench::peers::python_on_large_pages(
+                &exe,
+                &work.join("peers-large"),
+                large_pages,
+                large_page_mib * 1024 * 1024,
+            )?;
             let figures = sync::Figures {
                 small,
                 large,
                 peers,
                 one_pass,
+                large_python,
             };
             writeln!(std::io::stdout().lock(), "{}", sync::render(&figures)).context("writing to stdout")?;
             Ok(())

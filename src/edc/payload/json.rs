@@ -184,7 +184,18 @@ impl PageScan {
     }
 
     fn cursor_value(&mut self, raw: &[u8]) -> Result<(), String> {
-        let value = match serde_json::from_slice(raw).map_err(|e| e.to_string())? {
+        // The common case, a string without escapes, needs no parser: the
+        // lexer has checked it already.
+        let plain = raw
+            .strip_prefix(b"\"")
+            .and_then(|r| r.strip_suffix(b"\""))
+            .filter(|text| !text.contains(&b'\\'))
+            .and_then(|text| std::str::from_utf8(text).ok());
+        let parsed = match plain {
+            Some(text) => serde_json::Value::String(text.to_string()),
+            None => serde_json::from_slice(raw).map_err(|e| e.to_string())?,
+        };
+        let value = match parsed {
             serde_json::Value::Number(n) => CursorValue::Number(n),
             serde_json::Value::String(s) => CursorValue::Text(s),
             // The kind, never the value: error messages reach the audit
@@ -205,17 +216,20 @@ impl PageScan {
         // One parse per record; a clone only when a mark moves.
         let mark = Mark::new(value);
         let found = &mut self.found;
+        let higher = match &found.high_water {
+            None => true,
+            Some(hw) => mark.compare(hw)? == std::cmp::Ordering::Greater,
+        };
+        // Records mostly come in order: above the high-water mark is never
+        // below the low one (once there is one).
         let lower = match &found.low_water {
             None => true,
+            Some(_) if higher => false,
             Some(lw) => mark.compare(lw)? == std::cmp::Ordering::Less,
         };
         if lower {
             found.low_water = Some(mark.clone());
         }
-        let higher = match &found.high_water {
-            None => true,
-            Some(hw) => mark.compare(hw)? == std::cmp::Ordering::Greater,
-        };
         if higher {
             found.high_water = Some(mark);
         }

@@ -13,14 +13,19 @@
 //! enter it (see its keys and elements), skip it, or receive its raw bytes.
 //! Skipped values are still validated in full.
 
+#[path = "lexer/fast.rs"]
+mod fast;
 #[path = "lexer/keys.rs"]
 mod keys;
+#[path = "lexer/numbers.rs"]
+mod numbers;
 #[path = "lexer/strings.rs"]
 mod strings;
 #[path = "lexer/text.rs"]
 mod text;
 
 use keys::Keys;
+use numbers::Num;
 use text::Utf8Tail;
 
 /// What kind of value begins.
@@ -87,19 +92,6 @@ enum At {
     },
     /// After the root value: only whitespace may follow.
     Done,
-}
-
-/// Where in a number (RFC 8259 §6).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Num {
-    Minus,
-    Zero,
-    Int,
-    Dot,
-    Frac,
-    E,
-    ESign,
-    Exp,
 }
 
 /// Where in an escape sequence.
@@ -247,17 +239,25 @@ impl<H: Handler> Lexer<H> {
                 At::Str { key } => self.string(c, i, key)?,
                 At::Num(num) => self.number(c, i, num)?,
                 At::Lit { word, matched } => self.literal(c, i, word, matched)?,
-                at => {
-                    let b = c[i];
-                    if matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
-                        i + 1
-                    } else {
-                        self.structural(c, i, at, b)?
-                    }
-                }
+                at @ (At::Key | At::KeyOrClose) => match self.members(c, i)? {
+                    // No progress: the general path takes this byte.
+                    j if j == i => self.byte(c, i, at)?,
+                    j => j,
+                },
+                at => self.byte(c, i, at)?,
             };
         }
         Ok(())
+    }
+
+    /// Whitespace or a structural byte, one at a time.
+    fn byte(&mut self, c: &[u8], i: usize, at: At) -> Result<usize, String> {
+        let b = c[i];
+        if matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
+            Ok(i + 1)
+        } else {
+            self.structural(c, i, at, b)
+        }
     }
 
     fn structural(&mut self, c: &[u8], i: usize, at: At, b: u8) -> Result<usize, String> {
@@ -340,13 +340,7 @@ impl<H: Handler> Lexer<H> {
             Kind::Number => {
                 self.number.clear();
                 self.number_from = i;
-                self.at = At::Num(if b == b'-' {
-                    Num::Minus
-                } else if b == b'0' {
-                    Num::Zero
-                } else {
-                    Num::Int
-                });
+                self.at = At::Num(numbers::first(b));
                 Ok(i + 1)
             }
             Kind::Literal => {
@@ -424,51 +418,6 @@ impl<H: Handler> Lexer<H> {
         }
         self.after_value(c, i)?;
         Ok(i)
-    }
-
-    fn number(&mut self, c: &[u8], mut i: usize, mut num: Num) -> Result<usize, String> {
-        while let Some(&b) = c.get(i) {
-            num = match (num, b) {
-                (Num::Minus, b'0') => Num::Zero,
-                (Num::Minus, b'1'..=b'9') | (Num::Int, b'0'..=b'9') => Num::Int,
-                (Num::Zero | Num::Int, b'.') => Num::Dot,
-                (Num::Dot | Num::Frac, b'0'..=b'9') => Num::Frac,
-                (Num::Zero | Num::Int | Num::Frac, b'e' | b'E') => Num::E,
-                (Num::E, b'+' | b'-') => Num::ESign,
-                (Num::E | Num::ESign | Num::Exp, b'0'..=b'9') => Num::Exp,
-                (Num::Zero | Num::Int | Num::Frac | Num::Exp, _) => {
-                    self.end_number(c, i)?;
-                    return Ok(i);
-                }
-                _ => return self.error(i, "invalid number"),
-            };
-            i += 1;
-        }
-        self.at = At::Num(num);
-        Ok(i)
-    }
-
-    /// A number ended before `c[end]`: one binary64 cannot hold (which
-    /// parsers would read as infinity, or refuse) is refused.
-    fn end_number(&mut self, c: &[u8], end: usize) -> Result<(), String> {
-        let text: &[u8] = if self.number.is_empty() {
-            &c[self.number_from..end]
-        } else {
-            self.number.extend_from_slice(&c[self.number_from..end]);
-            &self.number
-        };
-        // Up to 308 integer digits and no exponent: always finite.
-        if text.len() > 309 || text.iter().any(|&b| b == b'e' || b == b'E') {
-            let finite = std::str::from_utf8(text)
-                .ok()
-                .and_then(|t| t.parse::<f64>().ok())
-                .is_some_and(f64::is_finite);
-            if !finite {
-                return self.error(end, "a number out of binary64 range");
-            }
-        }
-        self.number.clear();
-        self.after_value(c, end)
     }
 }
 

@@ -1,0 +1,121 @@
+//! The fast path for what most of a page is: object members whose key is
+//! plain ASCII and whose value is a scalar, all within the chunk at hand.
+//! One member is read whole (key, colon, value, separator) with no state
+//! stored between its tokens; anything else (an escape, non-ASCII text, a
+//! container, a chunk boundary, an error) stops the fast path before the
+//! member's key, and the general path takes it from there, byte by byte.
+//! Both paths make the same calls to the handler in the same order, and
+//! the lexer tests cut every document at every point to prove it.
+
+use super::numbers::{self, Step};
+use super::text;
+use super::{At, Handler, Kind, Lexer, Want, CAPTURE_MAX};
+
+#[inline]
+fn skip_ws(c: &[u8], mut i: usize) -> usize {
+    while let Some(b' ' | b'\n' | b'\r' | b'\t') = c.get(i) {
+        i += 1;
+    }
+    i
+}
+
+/// The end of the plain string starting at `c[i] == '"'`, past its
+/// closing quote; `None` if it is not plain or not complete here.
+#[inline]
+fn plain_string(c: &[u8], i: usize) -> Option<usize> {
+    let end = i + 1 + text::plain_run(c.get(i + 1..)?);
+    (c.get(end) == Some(&b'"')).then_some(end + 1)
+}
+
+/// The end of the number starting at `c[i]`, if it is valid and a byte
+/// after it is here (so it is known to be complete).
+#[inline]
+fn number(c: &[u8], i: usize) -> Option<usize> {
+    let mut num = numbers::first(*c.get(i)?);
+    let mut j = i + 1;
+    loop {
+        match numbers::step(num, *c.get(j)?) {
+            Step::Next(next) => num = next,
+            Step::End => return Some(j),
+            Step::Invalid => return None,
+        }
+        j += 1;
+    }
+}
+
+/// A complete scalar starting at `c[i]`: its end and kind.
+#[inline]
+fn scalar(c: &[u8], i: usize) -> Option<(usize, Kind)> {
+    let word = |w: &[u8]| c.get(i..i + w.len()).is_some_and(|s| s == w);
+    match *c.get(i)? {
+        b'"' => plain_string(c, i).map(|end| (end, Kind::String)),
+        b'-' | b'0'..=b'9' => number(c, i).map(|end| (end, Kind::Number)),
+        b't' if word(b"true") => Some((i + 4, Kind::Literal)),
+        b'f' if word(b"false") => Some((i + 5, Kind::Literal)),
+        b'n' if word(b"null") => Some((i + 4, Kind::Literal)),
+        _ => None,
+    }
+}
+
+impl<H: Handler> Lexer<H> {
+    /// Members of the innermost object, from `c[i]` where a key (or `}`)
+    /// is expected. Returns where the general path takes over.
+    pub(super) fn members(&mut self, c: &[u8], mut i: usize) -> Result<usize, String> {
+        let depth = self.stack.len();
+        loop {
+            i = skip_ws(c, i);
+            // Read the member first, commit it only if it is all here.
+            if c.get(i) != Some(&b'"') {
+                return Ok(i);
+            }
+            let Some(key_end) = plain_string(c, i) else {
+                return Ok(i);
+            };
+            let colon = skip_ws(c, key_end);
+            if c.get(colon) != Some(&b':') {
+                return Ok(i);
+            }
+            let value = skip_ws(c, colon + 1);
+            let Some((value_end, kind)) = scalar(c, value) else {
+                return Ok(i);
+            };
+            let key = &c[i + 1..key_end - 1];
+            if key.len() > super::KEY_MAX {
+                return Ok(i);
+            }
+            if !self.keys.insert(depth, key) {
+                return Err(format!(
+                    "the key {:?} appears twice in one object",
+                    String::from_utf8_lossy(key)
+                ));
+            }
+            let raw = &c[value..value_end];
+            if kind == Kind::Number && !numbers::fits_binary64(raw) {
+                return self.error(value_end, "a number out of binary64 range");
+            }
+            if self.quiet == 0 {
+                self.handler.key(key)?;
+                if self.handler.begin(kind)? == Want::Capture {
+                    if raw.len() > CAPTURE_MAX {
+                        return Err(format!(
+                            "a value the page is read for is larger than {} KiB",
+                            CAPTURE_MAX / 1024
+                        ));
+                    }
+                    self.handler.captured(raw)?;
+                }
+            }
+            self.seen_any = true;
+            self.at = At::CommaOrClose;
+            i = skip_ws(c, value_end);
+            match c.get(i) {
+                Some(b',') => {
+                    self.at = At::Key;
+                    i += 1;
+                }
+                Some(b'}') => return self.close(c, i),
+                _ => return Ok(i),
+            }
+        }
+    }
+}
