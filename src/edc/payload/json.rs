@@ -101,13 +101,47 @@ enum Captured {
     Envelope(Member),
 }
 
+/// What a scan found on the way.
 #[derive(Default)]
-struct Found {
-    records: Option<u64>,
-    next: Option<Option<String>>,
-    high_water: Option<Mark>,
-    low_water: Option<Mark>,
-    envelope: Envelope,
+pub(super) struct Found {
+    pub(super) records: Option<u64>,
+    pub(super) next: Option<Option<String>>,
+    pub(super) high_water: Option<Mark>,
+    pub(super) low_water: Option<Mark>,
+    pub(super) envelope: Envelope,
+}
+
+impl Found {
+    /// The page's summary, once the whole document was valid.
+    pub(super) fn into_summary(self, records_pointer: &str) -> Result<PageSummary, InvalidPayload> {
+        // A vendor's failure document has no records array; whether that
+        // is an error or a vendor error is for the dialect to say.
+        if self.records.is_none() && !self.envelope.reports_failure() {
+            return Err(InvalidPayload::json(format!(
+                "no records array at {records_pointer}"
+            )));
+        }
+        Ok(PageSummary {
+            records: self.records.unwrap_or(0),
+            records_found: self.records.is_some(),
+            next_link: self.next.flatten().filter(|s| !s.is_empty()),
+            high_water: self.high_water.map(Mark::into_value),
+            low_water: self.low_water.map(Mark::into_value),
+            envelope: self.envelope,
+        })
+    }
+}
+
+/// Why a cursor field's value is refused: its kind, never the value
+/// (error messages reach the audit trail, and record content must not).
+pub(super) fn not_a_cursor(field: &str, value: &serde_json::Value) -> String {
+    let kind = match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Array(_) => "an array",
+        _ => "an object",
+    };
+    format!("cursor field {field:?} must be a string or a number, got {kind}")
 }
 
 /// Follows the document towards the pointers.
@@ -198,20 +232,7 @@ impl PageScan {
         let value = match parsed {
             serde_json::Value::Number(n) => CursorValue::Number(n),
             serde_json::Value::String(s) => CursorValue::Text(s),
-            // The kind, never the value: error messages reach the audit
-            // trail, and record content must not.
-            other => {
-                let kind = match other {
-                    serde_json::Value::Null => "null",
-                    serde_json::Value::Bool(_) => "a boolean",
-                    serde_json::Value::Array(_) => "an array",
-                    _ => "an object",
-                };
-                return Err(format!(
-                    "cursor field {:?} must be a string or a number, got {kind}",
-                    String::from_utf8_lossy(&self.cursor_field)
-                ));
-            }
+            other => return Err(not_a_cursor(&String::from_utf8_lossy(&self.cursor_field), &other)),
         };
         // One parse per record; a clone only when a mark moves.
         let mark = Mark::new(value);
@@ -353,23 +374,7 @@ impl JsonCheck {
     /// The whole body was fed: the page's summary, or why it is not one.
     pub fn finish(self) -> Result<PageSummary, InvalidPayload> {
         let scan = self.lexer.finish().map_err(InvalidPayload::json)?;
-        let found = scan.found;
-        // A vendor's failure document has no records array; whether that
-        // is an error or a vendor error is for the dialect to say.
-        if found.records.is_none() && !found.envelope.reports_failure() {
-            return Err(InvalidPayload::json(format!(
-                "no records array at {}",
-                scan.records_pointer
-            )));
-        }
-        Ok(PageSummary {
-            records: found.records.unwrap_or(0),
-            records_found: found.records.is_some(),
-            next_link: found.next.flatten().filter(|s| !s.is_empty()),
-            high_water: found.high_water.map(Mark::into_value),
-            low_water: found.low_water.map(Mark::into_value),
-            envelope: found.envelope,
-        })
+        scan.found.into_summary(&scan.records_pointer)
     }
 }
 

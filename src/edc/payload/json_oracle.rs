@@ -8,25 +8,15 @@ use std::io::Read;
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 
-use super::json::{envelope_member, messages, tokens};
+use super::json::{envelope_member, messages, not_a_cursor, tokens, Found};
 use super::order::Mark;
 use super::strict_json::{Keys, Strict, StrictValue};
-use super::{CursorValue, Envelope, InvalidPayload, PageSummary};
+use super::{CursorValue, InvalidPayload, PageSummary};
 
 struct Targets {
     records: Vec<String>,
     next: Option<Vec<String>>,
     cursor_field: String,
-}
-
-#[derive(Default)]
-struct Found {
-    records: Option<u64>,
-    next: Option<Option<String>>,
-    high_water: Option<Mark>,
-    low_water: Option<Mark>,
-    error: Option<String>,
-    envelope: Envelope,
 }
 
 /// Validates a JSON page read from `reader` and summarises it.
@@ -60,24 +50,7 @@ fn scan_with<'de, R: serde_json::de::Read<'de>>(
     seed.deserialize(&mut *de)
         .map_err(|e| InvalidPayload::json(e.to_string()))?;
     de.end().map_err(|e| InvalidPayload::json(e.to_string()))?;
-    if let Some(error) = found.error {
-        return Err(InvalidPayload::json(error));
-    }
-    // A vendor's failure document has no records array; whether that is
-    // an error or a vendor error is for the dialect to say (`payload::validate`).
-    if found.records.is_none() && !found.envelope.reports_failure() {
-        return Err(InvalidPayload::json(format!(
-            "no records array at {records_pointer}"
-        )));
-    }
-    Ok(PageSummary {
-        records: found.records.unwrap_or(0),
-        records_found: found.records.is_some(),
-        next_link: found.next.flatten().filter(|s| !s.is_empty()),
-        high_water: found.high_water.map(Mark::into_value),
-        low_water: found.low_water.map(Mark::into_value),
-        envelope: found.envelope,
-    })
+    found.into_summary(records_pointer)
 }
 
 /// A value at `path`.
@@ -263,18 +236,7 @@ impl<'de> Visitor<'de> for Record<'_> {
                     serde_json::Value::String(s) => CursorValue::Text(s),
                     // The kind, never the value: error messages reach the
                     // audit trail, and record content must not.
-                    other => {
-                        let kind = match other {
-                            serde_json::Value::Null => "null",
-                            serde_json::Value::Bool(_) => "a boolean",
-                            serde_json::Value::Array(_) => "an array",
-                            _ => "an object",
-                        };
-                        return Err(de::Error::custom(format!(
-                            "cursor field {:?} must be a string or a number, got {kind}",
-                            self.field
-                        )));
-                    }
+                    other => return Err(de::Error::custom(not_a_cursor(self.field, &other))),
                 });
             } else {
                 map.next_value_seed(Strict)?;
