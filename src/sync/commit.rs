@@ -269,10 +269,12 @@ impl<P: Pacer> Loop<'_, P> {
             request_id: request_id.to_string(),
             attempt,
         };
+        let mut check = payload::PageCheck::new(&self.job.delta).map_err(|e| {
+            crate::store::StoreError::io(self.landing.dir(), "start the ODM validator's thread", e)
+        })?;
         let mut temp = self
             .landing
             .begin(&format!("{}-{}", self.run_id, self.requests))?;
-        let mut check = payload::PageCheck::new(&self.job.delta);
         let digest = match reply
             .stream_into(&mut payload::Checked::new(&mut temp, &mut check))
             .await

@@ -30,7 +30,9 @@ enum Format {
 }
 
 impl PageCheck {
-    pub fn new(delta: &Delta) -> PageCheck {
+    /// Fails only when the ODM validator's thread cannot be started (an
+    /// OS resource error, not a fault of the page).
+    pub fn new(delta: &Delta) -> std::io::Result<PageCheck> {
         let format = match delta.format {
             PayloadFormat::Json => {
                 let next = match &delta.paging {
@@ -41,9 +43,9 @@ impl PageCheck {
                 let field = delta.cursor_field.as_deref().unwrap_or_default();
                 Format::Json(Box::new(JsonCheck::new(records, next, field)))
             }
-            PayloadFormat::Odm => Format::Odm(OdmCheck::start()),
+            PayloadFormat::Odm => Format::Odm(OdmCheck::start()?),
         };
-        PageCheck { format }
+        Ok(PageCheck { format })
     }
 
     /// The next chunk of the body.
@@ -84,7 +86,8 @@ fn odm_summary(odm: OdmSummary) -> PageSummary {
 
 /// Validates a whole page held in memory.
 pub fn validate(delta: &Delta, body: &[u8]) -> Result<PageSummary, InvalidPayload> {
-    let mut check = PageCheck::new(delta);
+    let mut check = PageCheck::new(delta)
+        .map_err(|e| InvalidPayload::odm(format!("the ODM validator could not be started: {e}")))?;
     check.feed(body);
     check.finish()
 }
@@ -92,20 +95,20 @@ pub fn validate(delta: &Delta, body: &[u8]) -> Result<PageSummary, InvalidPayloa
 /// The ODM validator on its thread.
 struct OdmCheck {
     chunks: Option<SyncSender<Vec<u8>>>,
+    /// `None` only once joined.
     thread: Option<JoinHandle<Result<OdmSummary, InvalidPayload>>>,
 }
 
 impl OdmCheck {
-    fn start() -> OdmCheck {
+    fn start() -> std::io::Result<OdmCheck> {
         let (chunks, receiver) = sync_channel(ODM_QUEUE);
         let thread = std::thread::Builder::new()
             .name("odm-check".into())
-            .spawn(move || odm::scan(Chunks::new(receiver)))
-            .ok();
-        OdmCheck {
+            .spawn(move || odm::scan(Chunks::new(receiver)))?;
+        Ok(OdmCheck {
             chunks: Some(chunks),
-            thread,
-        }
+            thread: Some(thread),
+        })
     }
 
     fn feed(&mut self, chunk: &[u8]) {
@@ -122,8 +125,10 @@ impl OdmCheck {
         self.chunks = None;
         match self.thread.take().map(JoinHandle::join) {
             Some(Ok(result)) => result,
+            // A panic in the parser: the page is not known to be valid, so
+            // it is not landed (and is kept in quarantine for a look).
             Some(Err(_)) => Err(InvalidPayload::odm("the ODM validator stopped unexpectedly")),
-            None => Err(InvalidPayload::odm("the ODM validator could not be started")),
+            None => Err(InvalidPayload::odm("the ODM validator was already finished")),
         }
     }
 }
@@ -208,5 +213,69 @@ impl<W: std::io::Write> std::io::Write for Checked<'_, W> {
 
     fn flush(&mut self) -> std::io::Result<()> {
         self.sink.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delta(vendor: &str) -> Delta {
+        let config = crate::config::parse(
+            std::path::Path::new("policies.yaml"),
+            include_str!("../../../config/fixtures/simulator-policies.yaml"),
+        )
+        .unwrap();
+        config.vendor(vendor).unwrap().delta.clone().unwrap()
+    }
+
+    const ODM: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<ODM xmlns="http://www.cdisc.org/ns/odm/v1.3" xmlns:mdsol="http://www.mdsol.com/ns/odm/metadata" ODMVersion="1.3" FileType="Transactional" FileOID="f" CreationDateTime="2026-01-01T00:00:00">
+<ClinicalData StudyOID="S" MetaDataVersionOID="1"><SubjectData SubjectKey="1"><AuditRecord><SourceID>7</SourceID></AuditRecord></SubjectData></ClinicalData></ODM>"#;
+
+    #[test]
+    fn an_odm_page_fed_in_chunks_is_summarised_as_a_whole_one() {
+        let mut check = PageCheck::new(&delta("rave")).unwrap();
+        for chunk in ODM.as_bytes().chunks(7) {
+            check.feed(chunk);
+        }
+        let page = check.finish().unwrap();
+        assert_eq!(page.high_water, Some(CursorValue::Number(7.into())));
+        assert_eq!(validate(&delta("rave"), ODM.as_bytes()).unwrap(), page);
+    }
+
+    /// The parser stops at the first error; the rest of a large body is
+    /// still fed (it is being hashed and written), without blocking on a
+    /// thread that no longer reads.
+    #[test]
+    fn an_odm_parser_that_stopped_early_does_not_block_the_rest_of_the_body() {
+        let mut check = PageCheck::new(&delta("rave")).unwrap();
+        check.feed(b"<ODM><unclosed></ODM>");
+        for _ in 0..(ODM_QUEUE * 8) {
+            check.feed(&[b' '; 64 * 1024]);
+        }
+        let err = check.finish().unwrap_err();
+        assert_eq!(err.format, "ODM", "{err}");
+    }
+
+    /// A body that breaks off (a transport error) drops its check half
+    /// way: the parser thread sees the end of its input and is joined.
+    #[test]
+    fn an_abandoned_odm_check_ends_its_thread() {
+        let mut check = PageCheck::new(&delta("rave")).unwrap();
+        check.feed(&ODM.as_bytes()[..100]);
+        drop(check);
+    }
+
+    #[test]
+    fn a_json_page_is_checked_by_the_lexer() {
+        let body = br#"{"responseDetails":{"next_page":"/n?o=2"},"data":[{"modified_date__v":"2026-01-01T00:00:00Z"}]}"#;
+        let mut check = PageCheck::new(&delta("vault_json")).unwrap();
+        let mut sink = Vec::new();
+        let mut checked = Checked::new(&mut sink, &mut check);
+        std::io::Write::write_all(&mut checked, body).unwrap();
+        assert_eq!(sink, body, "the sink gets every byte");
+        let page = check.finish().unwrap();
+        assert_eq!((page.records, page.next_link.as_deref()), (1, Some("/n?o=2")));
     }
 }
