@@ -351,6 +351,9 @@ pub struct JsonCheck {
 }
 
 impl JsonCheck {
+    /// A check for pages whose records sit at `records_pointer` (RFC 6901),
+    /// whose next-page link (if paging says so) at `next_pointer`, and whose
+    /// records carry the cursor in `cursor_field`.
     pub fn new(records_pointer: &str, next_pointer: Option<&str>, cursor_field: &str) -> JsonCheck {
         JsonCheck {
             lexer: Lexer::new(PageScan {
