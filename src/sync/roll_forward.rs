@@ -27,6 +27,15 @@ use crate::store::{CursorStore, LandingStore, Receipt, StoreError};
 /// is a few KiB; vendor warnings can add some).
 const MAX_LINE: u64 = 1 << 20;
 
+/// An audit line that committed a page of `stream` into the landing
+/// directory `dir` (a dry run commits nothing).
+fn is_commit_of(value: &serde_json::Value, stream: &str, dir: &str) -> bool {
+    value["event"] == "page_committed"
+        && value["stream"] == stream
+        && value["landing_dir"] == dir
+        && value["dry_run"] != true
+}
+
 /// A torn cursor file (not JSON: empty or cut short by a power loss, since
 /// it is not fsynced per page) is rebuilt from the stream's last commit
 /// record, found by reading the trail backwards from its end. Audited
@@ -62,12 +71,7 @@ pub(super) async fn rebuild_if_torn(
         let Ok(value) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
             continue;
         };
-        if value["event"] != "page_committed"
-            || value["stream"] != stream
-            || value["landing_dir"] != dir.as_str()
-            || value["dry_run"] == true
-            || value["cursor_state"].is_null()
-        {
+        if !is_commit_of(&value, stream, &dir) || value["cursor_state"].is_null() {
             continue;
         }
         let receipt = Receipt {
@@ -137,11 +141,7 @@ pub(super) async fn catch_up(
         let Ok(value) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
             continue;
         };
-        if value["event"] != "page_committed"
-            || value["stream"] != stream
-            || value["landing_dir"] != dir.as_str()
-            || value["dry_run"] == true
-        {
+        if !is_commit_of(&value, stream, &dir) {
             continue;
         }
         if value["cursor_state"].is_null() {
