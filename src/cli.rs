@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::config::DEFAULT_PATH;
+use edc_core::config::DEFAULT_PATH;
 
 mod bench;
 mod simulate;
@@ -17,7 +17,7 @@ pub use simulate::{SimProfile, SimulateArgs};
 /// read-only.
 #[derive(Debug, Parser)]
 #[command(name = "edc-sync", version, about, long_about = None, propagate_version = true)]
-#[command(after_help = crate::exit::Exit::help_footer())]
+#[command(after_help = edc_core::exit::Exit::help_footer())]
 pub struct Cli {
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]

@@ -18,7 +18,7 @@ pub fn init(format: LogFormat, verbose: u8, quiet: u8) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         // Through the run's masker: identifiers in URLs never reach a log.
-        .with_writer(|| crate::mask::MaskedStderr);
+        .with_writer(|| edc_core::mask::MaskedStderr);
     // A second init (tests) is harmless; the first subscriber stays.
     let _ = match format {
         LogFormat::Text => builder

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+use edc_core::exit::{is_broken_pipe, Exit};
 use edc_sync::cli::Cli;
-use edc_sync::exit::{is_broken_pipe, Exit};
 
 fn main() -> ExitCode {
     // clap prints usage errors itself and exits 2 (EX_USAGE).
@@ -20,7 +20,7 @@ fn main() -> ExitCode {
             let code = Exit::for_error(&err);
             // If stderr is gone too there is nowhere left to report to.
             // Identifiers in URLs are masked, as in the audit trail.
-            let text = edc_sync::mask::global_text(&format!("{err:#}"));
+            let text = edc_core::mask::global_text(&format!("{err:#}"));
             let _ = writeln!(std::io::stderr().lock(), "edc-sync: error: {text}");
             ExitCode::from(code.code())
         }

@@ -54,6 +54,6 @@ pub async fn calls_per_request(exe: &Path, redis_url: &str, work: &Path) -> anyh
         .query_async(&mut admin)
         .await?;
     let mut requests = 0;
-    crate::audit::read::each_event(&trail, "page_committed", |_, _| requests += 1)?;
+    edc_core::audit::read::each_event(&trail, "page_committed", |_, _| requests += 1)?;
     Ok((super::pacer::script_calls(&info), requests))
 }

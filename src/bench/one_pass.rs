@@ -12,8 +12,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::edc::payload::JsonCheck;
-use crate::sim::Dataset;
+use edc_core::edc::payload::JsonCheck;
+use edc_sim::Dataset;
 
 /// The chunk size the check is fed in (hyper reads up to this much).
 const CHUNK: usize = 64 * 1024;

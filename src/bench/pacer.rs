@@ -21,8 +21,8 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
 use super::envelope;
-use crate::config::Rate;
-use crate::limiter::{Ask, Limiter, Pacer, Quota, RedisPacer, Reservation};
+use edc_core::config::Rate;
+use quota_pacer::{Ask, Limiter, Pacer, Quota, RedisPacer, Reservation};
 
 /// What the parent asks for.
 #[derive(Debug, Clone)]
@@ -101,7 +101,7 @@ fn local_us() -> i64 {
 
 /// The worker side: `edc-sync bench pacer-worker ...` (spawned by [`run`]).
 pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
-    let pacer = RedisPacer::connect(&args.redis).await?;
+    let pacer = RedisPacer::connect(&args.redis, edc_core::REDIS_KEY_PREFIX).await?;
     let window = Duration::from_micros(u64::try_from(args.end_us - args.start_us).unwrap_or(0));
     let quota = Quota::new(args.key.clone(), rate(args.rate, args.burst)?)?.with_horizon(window);
     let offset = pacer.server_time_us().await? - local_us();
@@ -176,14 +176,14 @@ pub async fn run(args: BenchArgs, exe: PathBuf) -> anyhow::Result<Figures> {
         bail!("--procs, --tasks and --seconds must be > 0");
     }
     rate(args.rate, args.burst)?;
-    let pacer = RedisPacer::connect(&args.redis).await?;
+    let pacer = RedisPacer::connect(&args.redis, edc_core::REDIS_KEY_PREFIX).await?;
     pacer.load_scripts().await?;
     let client = redis::Client::open(args.redis.as_str())?;
     let mut admin = client
         .get_multiplexed_async_connection()
         .await
         .context("connecting to Redis for stats")?;
-    let key = format!("bench:{}", crate::audit::RunId::new());
+    let key = format!("bench:{}", edc_core::audit::RunId::new());
     let start_us = pacer.server_time_us().await? + 1_500_000;
     let end_us = start_us + (args.seconds * 1e6) as i64;
     let _: () = redis::cmd("CONFIG")

@@ -21,8 +21,8 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::Serialize;
 
-use crate::audit::{verify, Damage};
-use crate::sim::{Dataset, Fault, FaultSchedule, RetryAfterForm, SimConfig, Simulator};
+use edc_core::audit::{verify, Damage};
+use edc_sim::{Dataset, Fault, FaultSchedule, RetryAfterForm, SimConfig, Simulator};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SoakFigures {
@@ -176,7 +176,7 @@ pub async fn run(
     let status = sync_under(None).status()?;
     let dir = work.join("landing/soak/-/SOAK/-/default");
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    for id in crate::sim::landed_json_record_ids(&dir)? {
+    for id in edc_testkit::landed::landed_json_record_ids(&dir)? {
         *counts.entry(id).or_default() += 1;
     }
     let cursor: serde_json::Value =
@@ -212,7 +212,9 @@ fn cursor_ahead(cursor: &Path, landing: &Path, ds: &Dataset) -> anyhow::Result<b
         return Ok(false);
     };
     let landed: std::collections::BTreeSet<String> = match landing.exists() {
-        true => crate::sim::landed_json_record_ids(landing)?.into_iter().collect(),
+        true => edc_testkit::landed::landed_json_record_ids(landing)?
+            .into_iter()
+            .collect(),
         false => Default::default(),
     };
     Ok((1..=ds.records).any(|n| {

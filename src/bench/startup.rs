@@ -17,8 +17,8 @@ use anyhow::{bail, Context};
 use serde::Serialize;
 
 use super::sync::{policy, SimProcess};
-use crate::digest::{sha256_hex, ZERO_SHA256};
-use crate::store::ManifestEntry;
+use edc_core::digest::{sha256_hex, ZERO_SHA256};
+use edc_core::store::ManifestEntry;
 
 /// One measured run.
 #[derive(Debug, Clone, Serialize)]
@@ -109,7 +109,7 @@ fn write_history_trail(path: &Path, entries: u64) -> anyhow::Result<()> {
     for n in 1..=entries {
         let mut fields = serde_json::Map::new();
         fields.insert("n".into(), n.into());
-        let line = crate::audit::line::compose(
+        let line = edc_core::audit::line::compose(
             n,
             "2026-01-01T00:00:00.000Z",
             "history",

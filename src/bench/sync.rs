@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
-use crate::run::{self, Endpoint, PacerChoice, RunSpec, Streams};
-use crate::sync::SyncOptions;
+use edc_core::run::{self, Endpoint, PacerChoice, RunSpec, Streams};
+use edc_core::sync::SyncOptions;
 
 /// One measured sync.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -336,7 +336,7 @@ mod tempfile_dir {
 
     impl Dir {
         pub fn new() -> std::io::Result<Dir> {
-            let path = std::env::temp_dir().join(format!("edc-sync-bench-{}", crate::audit::RunId::new()));
+            let path = std::env::temp_dir().join(format!("edc-sync-bench-{}", edc_core::audit::RunId::new()));
             std::fs::create_dir_all(&path)?;
             Ok(Dir(path))
         }

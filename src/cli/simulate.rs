@@ -58,8 +58,8 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_name = "S")]
     pub clock_skew_s: i64,
     /// A fault: N=SPEC makes the Nth request fail (see below). Repeatable.
-    #[arg(long = "fault", value_name = "N=SPEC", value_parser = crate::sim::FaultSchedule::parse_entry)]
-    pub faults: Vec<(u64, crate::sim::Fault)>,
+    #[arg(long = "fault", value_name = "N=SPEC", value_parser = edc_sim::FaultSchedule::parse_entry)]
+    pub faults: Vec<(u64, edc_sim::Fault)>,
     /// Server-side quota: tokens per second (with --quota-burst).
     #[arg(long, requires = "quota_burst")]
     pub quota_rate: Option<f64>,

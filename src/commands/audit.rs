@@ -4,10 +4,10 @@ use std::io::Write;
 
 use anyhow::Context;
 
-use crate::audit::checkpoint::{KeyError, KEY_ENV};
-use crate::audit::verify::{verify_with, Checks};
-use crate::audit::{AuditKey, ChainHead, NotIntact};
 use crate::cli::AuditCommand;
+use edc_core::audit::checkpoint::{KeyError, KEY_ENV};
+use edc_core::audit::verify::{verify_with, Checks};
+use edc_core::audit::{AuditKey, ChainHead, NotIntact};
 
 pub fn run(cmd: AuditCommand) -> anyhow::Result<()> {
     match cmd {
@@ -45,7 +45,7 @@ pub fn run(cmd: AuditCommand) -> anyhow::Result<()> {
 /// summary; exit 65 when there is any.
 pub fn reconcile(args: crate::cli::VerifyArgs) -> anyhow::Result<()> {
     let dirs = &args.dirs;
-    let summary = crate::reconcile::reconcile(&dirs.out, &dirs.state, &dirs.audit_log)?;
+    let summary = edc_core::reconcile::reconcile(&dirs.out, &dirs.state, &dirs.audit_log)?;
     let mut stdout = std::io::stdout().lock();
     for d in summary.discrepancies.iter().chain(&summary.behind) {
         writeln!(stdout, "{d}").context("writing the report to stdout")?;
@@ -54,20 +54,20 @@ pub fn reconcile(args: crate::cli::VerifyArgs) -> anyhow::Result<()> {
         writeln!(stdout, "{summary}").context("writing the report to stdout")?;
         return Ok(());
     }
-    Err(crate::reconcile::Discrepancies(summary.to_string()).into())
+    Err(edc_core::reconcile::Discrepancies(summary.to_string()).into())
 }
 
 /// The anchor runs left in `state_dir` for the trail at `file`. None there
 /// is an error: `--anchors` asks to prove the trail against one.
 fn anchor_for(file: &std::path::Path, state_dir: &std::path::Path) -> anyhow::Result<ChainHead> {
-    let canonical = std::fs::canonicalize(file).map_err(|error| crate::audit::verify::ReadError {
+    let canonical = std::fs::canonicalize(file).map_err(|error| edc_core::audit::verify::ReadError {
         path: file.to_path_buf(),
         error,
     })?;
     let path = ChainHead::file_in(state_dir, &canonical);
     match ChainHead::load(&path).map_err(anyhow::Error::msg)? {
         Some(head) => Ok(head),
-        None => Err(anyhow::Error::new(crate::audit::verify::ReadError {
+        None => Err(anyhow::Error::new(edc_core::audit::verify::ReadError {
             path: path.clone(),
             error: std::io::Error::other(format!(
                 "no anchor for {} in {}: no run with that state directory has finished",

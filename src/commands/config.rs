@@ -6,7 +6,7 @@ use anyhow::Context;
 use serde_json::json;
 
 use crate::cli::ConfigCommand;
-use crate::config::{self, ConfigError, LoadedConfig, Policy};
+use edc_core::config::{self, ConfigError, LoadedConfig, Policy};
 
 pub fn run(cmd: ConfigCommand) -> anyhow::Result<()> {
     match cmd {

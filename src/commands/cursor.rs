@@ -5,8 +5,8 @@ use std::io::Write;
 use anyhow::Context;
 
 use crate::cli::CursorCommand;
-use crate::store::CursorFile;
-use crate::stream::StreamIdentity;
+use edc_core::store::CursorFile;
+use edc_core::stream::StreamIdentity;
 
 pub fn run(cmd: CursorCommand) -> anyhow::Result<()> {
     match cmd {

@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::audit::verify;
 use crate::cli::DemoArgs;
-use crate::run::{self, Endpoint, PacerChoice, RunSpec, Streams};
-use crate::sim::{Dataset, FaultSchedule, SimConfig, Simulator};
-use crate::sync::SyncOptions;
+use edc_core::audit::verify;
+use edc_core::run::{self, Endpoint, PacerChoice, RunSpec, Streams};
+use edc_core::sync::SyncOptions;
+use edc_sim::{Dataset, FaultSchedule, SimConfig, Simulator};
 
 /// The demo policy, committed as `config/demo.yaml`; this copy is used when
 /// the demo runs outside the repository (an installed binary).
@@ -96,7 +96,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         out,
         "edc-sync demo: a sync against the built-in EDC simulator (no network, no Redis)\n"
     )?;
-    let provenance = crate::config::load(&config)?.provenance;
+    let provenance = edc_core::config::load(&config)?.provenance;
     let git = match provenance.why_uncontrolled() {
         None => format!(
             "git commit {}",
@@ -144,7 +144,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     drop(out);
     result.outcome?;
     if !report.intact() {
-        return Err(crate::audit::NotIntact(report).into());
+        return Err(edc_core::audit::NotIntact(report).into());
     }
     Ok(())
 }

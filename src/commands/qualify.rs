@@ -6,8 +6,8 @@ use anyhow::Context;
 
 use crate::cli::QualifyCommand;
 use crate::qualify::evidence::Evidence;
-use crate::qualify::redis_server::{self, PrivateRedis};
 use crate::qualify::{self, NotQualified};
+use edc_testkit::redis_server::{self, PrivateRedis};
 
 pub fn run(cmd: QualifyCommand) -> anyhow::Result<()> {
     let rt = super::runtime()?;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 
 use crate::cli::{SimProfile, SimulateArgs};
-use crate::sim::{Dataset, FaultSchedule, Profile, SimConfig, Simulator};
+use edc_sim::{Dataset, FaultSchedule, Profile, SimConfig, Simulator};
 
 /// Builds the simulator's configuration from the flags.
 pub fn config(args: &SimulateArgs) -> anyhow::Result<SimConfig> {

@@ -4,11 +4,11 @@ use std::io::Write;
 
 use anyhow::Context;
 
-use crate::audit::AuditKey;
 use crate::cli::{BackfillArgs, SyncArgs};
-use crate::run::{self, AuditOptions, PacerChoice, RunResult, RunSpec, Streams};
-use crate::store::sanitize;
-use crate::sync::SyncOptions;
+use edc_core::audit::AuditKey;
+use edc_core::run::{self, AuditOptions, PacerChoice, RunResult, RunSpec, Streams};
+use edc_core::store::sanitize;
+use edc_core::sync::SyncOptions;
 
 pub fn run(args: SyncArgs) -> anyhow::Result<()> {
     let mut spec = spec(args)?;
@@ -25,7 +25,7 @@ pub fn run(args: SyncArgs) -> anyhow::Result<()> {
 /// `edc-sync backfill`: a sync whose state and landing live apart.
 pub fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
     if let Some(until) = &args.until {
-        if crate::edc::payload::order::compare_params(&args.since, until) == std::cmp::Ordering::Greater {
+        if edc_core::edc::payload::order::compare_params(&args.since, until) == std::cmp::Ordering::Greater {
             // A usage error, before anything happens: clap prints it and exits 2.
             use clap::CommandFactory;
             crate::cli::Cli::command()
@@ -47,10 +47,10 @@ pub fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
     let mut spec = spec(args.sync)?;
     let legacy = format!(
         "{}..{}",
-        crate::store::migrate::legacy_sanitize(&args.since),
+        edc_core::store::migrate::legacy_sanitize(&args.since),
         args.until
             .as_deref()
-            .map_or("open".into(), crate::store::migrate::legacy_sanitize)
+            .map_or("open".into(), edc_core::store::migrate::legacy_sanitize)
     );
     for root in [&spec.state, &spec.out] {
         let (old, new) = (

@@ -3,8 +3,8 @@
 
 use super::context::Ctx;
 use super::scenarios::{scenario, Scenario};
-use crate::audit::verify;
-use crate::run::{self};
+use edc_core::audit::verify;
+use edc_core::run::{self};
 
 /// The scenarios of this file, in id order.
 pub fn all() -> Vec<Scenario> {
@@ -48,9 +48,9 @@ async fn oq_012(ctx: &mut Ctx) -> anyhow::Result<()> {
     let mut swapped = lines.clone();
     swapped.swap(2, 3);
     for (name, variant, damage) in [
-        ("edited.jsonl", edited, crate::audit::Damage::Edited),
-        ("removed.jsonl", removed, crate::audit::Damage::Removed),
-        ("reordered.jsonl", swapped, crate::audit::Damage::Reordered),
+        ("edited.jsonl", edited, edc_core::audit::Damage::Edited),
+        ("removed.jsonl", removed, edc_core::audit::Damage::Removed),
+        ("reordered.jsonl", swapped, edc_core::audit::Damage::Reordered),
     ] {
         let path = write(name, &variant)?;
         let r = verify(&path)?;

@@ -3,8 +3,8 @@
 
 use super::context::{Ctx, OQ_PASSWORD, OQ_TOKEN};
 use super::scenarios::{exit_of, json_lines, scenario, stream_dir, Scenario};
-use crate::run::{self};
-use crate::sim::Simulator;
+use edc_core::run::{self};
+use edc_sim::Simulator;
 
 /// The scenarios of this file, in id order.
 pub fn all() -> Vec<Scenario> {
@@ -86,7 +86,7 @@ async fn oq_016(ctx: &mut Ctx) -> anyhow::Result<()> {
     // password and every session id the server issued are secrets too.
     let vault = ctx
         .sim_with(40, &[], |c| {
-            c.profile = crate::sim::Profile::Vault;
+            c.profile = edc_sim::Profile::Vault;
             c.session_ttl_requests = Some(3);
         })
         .await?;
@@ -100,7 +100,7 @@ async fn oq_016(ctx: &mut Ctx) -> anyhow::Result<()> {
     );
     outputs.push(out);
     let logins = vault.requests().iter().filter(|r| r.method == "POST").count();
-    let issued = crate::sim::profile::Sessions::default();
+    let issued = edc_sim::profile::Sessions::default();
     let session_ids: Vec<String> = (0..logins)
         .map(|_| issued.issue(super::context::dataset(0).seed))
         .collect();
@@ -178,7 +178,7 @@ async fn oq_016(ctx: &mut Ctx) -> anyhow::Result<()> {
 async fn oq_017(ctx: &mut Ctx) -> anyhow::Result<()> {
     let config = ctx.policy_repo()?;
     let other = Simulator::start(
-        crate::sim::SimConfig {
+        edc_sim::SimConfig {
             token: OQ_TOKEN.into(),
             ..Default::default()
         },

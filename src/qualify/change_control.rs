@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use super::context::Ctx;
 use super::scenarios::{events, exit_of, scenario, Scenario};
-use crate::exit::Exit;
-use crate::run::{self};
+use edc_core::exit::Exit;
+use edc_core::run::{self};
 
 /// The scenarios of this file, in id order.
 pub fn all() -> Vec<Scenario> {
@@ -92,7 +92,7 @@ async fn oq_011(ctx: &mut Ctx) -> anyhow::Result<()> {
             .to_string();
         (commit.id().to_string(), blob)
     };
-    let sha = crate::digest::sha256_hex(&std::fs::read(&config)?);
+    let sha = edc_core::digest::sha256_hex(&std::fs::read(&config)?);
     let sim = ctx.sim(30, &[], None).await?;
     run::execute(ctx.spec(&config, "oq_vault", &sim)).await?;
     let header = events(ctx, "run_started").first().cloned().unwrap_or(Value::Null);

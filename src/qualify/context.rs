@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 
 use super::evidence::{Pacing, Step};
-use crate::run::{Endpoint, PacerChoice, RunSpec, Streams};
-use crate::sim::{Dataset, FaultSchedule, SimConfig, Simulator};
-use crate::sync::SyncOptions;
+use edc_core::run::{Endpoint, PacerChoice, RunSpec, Streams};
+use edc_core::sync::SyncOptions;
+use edc_sim::{Dataset, FaultSchedule, SimConfig, Simulator};
 
 /// The token the OQ's simulator accepts: distinctive, so a grep of every
 /// output for it proves it never leaked.

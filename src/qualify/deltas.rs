@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use super::context::{dataset, Ctx, OQ_PASSWORD};
 use super::scenarios::{cursor, events, landed_and_distinct, scenario, stream_dir, Scenario};
-use crate::sim::audit_trail::Arrivals;
-use crate::sim::{Profile, Simulator};
+use edc_sim::audit_trail::Arrivals;
+use edc_sim::{Profile, Simulator};
 
 /// The scenarios of this file, in id order.
 pub fn all() -> Vec<Scenario> {
@@ -89,7 +89,7 @@ async fn oq_024(ctx: &mut Ctx) -> anyhow::Result<()> {
         ctx.check_eq(&format!("exit code of run {run}"), 0, code(&out));
         starts.push(cursor(ctx, "oq_audit_trail", "default")["window_start"].clone());
     }
-    let ids = crate::sim::landed_json_record_ids(&stream_dir(ctx, "oq_audit_trail", "default"))?;
+    let ids = edc_testkit::landed::landed_json_record_ids(&stream_dir(ctx, "oq_audit_trail", "default"))?;
     let n = ids.len();
     ctx.check(
         "records landed / distinct",
@@ -232,15 +232,15 @@ async fn oq_027(ctx: &mut Ctx) -> anyhow::Result<()> {
     ctx.check_eq("exit code", 0, code(&out));
     let label = format!(
         "{}..{}",
-        crate::store::sanitize(&since),
-        crate::store::sanitize(&until)
+        edc_core::store::sanitize(&since),
+        edc_core::store::sanitize(&until)
     );
     let dir = ctx
         .dir
         .join("landing/backfill")
         .join(&label)
         .join(format!("oq_newest/-/{}/-/default", super::context::OQ_STUDY));
-    let ids = crate::sim::landed_json_record_ids(&dir)?;
+    let ids = edc_testkit::landed::landed_json_record_ids(&dir)?;
     let missing: Vec<u32> = (11..=233u32)
         .filter(|n| !ids.contains(&format!("AT-{n:07}")))
         .collect();
@@ -263,12 +263,12 @@ async fn oq_027(ctx: &mut Ctx) -> anyhow::Result<()> {
 async fn oq_028(ctx: &mut Ctx) -> anyhow::Result<()> {
     let config = ctx.policy_repo()?;
     let first = ctx.sim(50, &[], None).await?;
-    let result = crate::run::execute(ctx.spec(&config, "oq_vault", &first)).await?;
+    let result = edc_core::run::execute(ctx.spec(&config, "oq_vault", &first)).await?;
     ctx.check_eq("exit code of the first run", true, result.outcome.is_ok());
     let start = cursor(ctx, "oq_vault", "default")["window_start"].clone();
     // 25 new records arrive, dated 1999 by the vendor.
     let second = ctx.sim(75, &["1=backdated"], None).await?;
-    let result = crate::run::execute(ctx.spec(&config, "oq_vault", &second)).await?;
+    let result = edc_core::run::execute(ctx.spec(&config, "oq_vault", &second)).await?;
     ctx.check_eq("exit code of the second run", true, result.outcome.is_ok());
     let last = events(ctx, "page_committed").pop().unwrap_or(Value::Null);
     ctx.check_eq(
@@ -279,7 +279,7 @@ async fn oq_028(ctx: &mut Ctx) -> anyhow::Result<()> {
     ctx.check_eq(
         "records landed over both runs",
         75,
-        crate::sim::landed_json_record_ids(&stream_dir(ctx, "oq_vault", "default"))?.len(),
+        edc_testkit::landed::landed_json_record_ids(&stream_dir(ctx, "oq_vault", "default"))?.len(),
     );
     ctx.check_eq(
         "window start after the backdated page",

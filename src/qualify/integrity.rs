@@ -6,7 +6,7 @@ use std::process::Output;
 
 use super::context::{Ctx, OQ_PASSWORD};
 use super::scenarios::{scenario, stream_dir, Scenario};
-use crate::audit::checkpoint::KEY_ENV;
+use edc_core::audit::checkpoint::KEY_ENV;
 
 /// The scenarios of this file, in id order.
 pub fn all() -> Vec<Scenario> {
@@ -184,7 +184,7 @@ async fn oq_030(ctx: &mut Ctx) -> anyhow::Result<()> {
     std::fs::write(&audit, &original)?;
     let recomputed = recompute_with_one_change(&original)?;
     std::fs::write(&audit, &recomputed)?;
-    let chain_only = crate::audit::verify(&audit)?;
+    let chain_only = edc_core::audit::verify(&audit)?;
     ctx.check(
         "the recomputed trail, chain alone",
         "intact (anyone can recompute SHA-256: this is why keys exist)",
@@ -207,7 +207,7 @@ async fn oq_030(ctx: &mut Ctx) -> anyhow::Result<()> {
 /// `prev_sha256` recomputed from there on: what an insider with a script
 /// would do.
 fn recompute_with_one_change(original: &[u8]) -> anyhow::Result<Vec<u8>> {
-    let mut prev = crate::digest::ZERO_SHA256.to_string();
+    let mut prev = edc_core::digest::ZERO_SHA256.to_string();
     let mut out = Vec::new();
     let mut changed = false;
     for raw in original.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
@@ -218,7 +218,7 @@ fn recompute_with_one_change(original: &[u8]) -> anyhow::Result<Vec<u8>> {
         }
         line.insert("prev_sha256".into(), prev.clone().into());
         let bytes = serde_json::to_vec(&line)?;
-        prev = crate::digest::sha256_hex(&bytes);
+        prev = edc_core::digest::sha256_hex(&bytes);
         out.extend_from_slice(&bytes);
         out.push(b'\n');
     }

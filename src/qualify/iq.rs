@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::evidence::{Evidence, ScenarioResult, Status, Step, Summary};
-use crate::audit::now_rfc3339;
-use crate::limiter::RedisPacer;
+use edc_core::audit::now_rfc3339;
+use quota_pacer::RedisPacer;
 
 fn check(id: &str, title: &str, requirements: &[&str], steps: Vec<Step>) -> ScenarioResult {
     let now = now_rfc3339();
@@ -51,7 +51,7 @@ fn probe_dir(dir: &Path) -> Result<String, String> {
     f.sync_all().map_err(|e| format!("fsync failed: {e}"))?;
     drop(f);
     std::fs::rename(&tmp, &done).map_err(|e| format!("rename failed: {e}"))?;
-    crate::durable::sync_parent_dir(&done).map_err(|e| format!("directory fsync failed: {e}"))?;
+    edc_core::durable::sync_parent_dir(&done).map_err(|e| format!("directory fsync failed: {e}"))?;
     let back = std::fs::read_to_string(&done).map_err(|e| format!("cannot read back: {e}"))?;
     let _ = std::fs::remove_file(&done);
     if back == payload {
@@ -88,7 +88,7 @@ pub async fn iq(
         )],
     ));
 
-    let loaded = crate::config::load(config);
+    let loaded = edc_core::config::load(config);
     let mut steps = vec![step(
         "the policy file validates",
         "valid",
@@ -160,7 +160,7 @@ pub async fn iq(
         }
         Some(url) => {
             let mut steps = Vec::new();
-            match RedisPacer::connect(url).await {
+            match RedisPacer::connect(url, edc_core::REDIS_KEY_PREFIX).await {
                 Err(e) => steps.push(step("connect", "reachable", e.to_string(), false)),
                 Ok(pacer) => {
                     let version = pacer.server_version().await;
@@ -217,7 +217,7 @@ pub async fn iq(
     }
 
     let mut environment = env;
-    environment.redis_url = redis.as_deref().map(crate::redact::redact_arg);
+    environment.redis_url = redis.as_deref().map(edc_core::redact::redact_arg);
     let evidence = Evidence {
         kind: "iq".into(),
         started,

@@ -10,8 +10,6 @@ pub mod evidence;
 mod integrity;
 pub mod iq;
 mod pacing;
-pub mod redis_cluster;
-pub mod redis_server;
 mod report;
 mod resilience;
 pub mod scenarios;
@@ -23,13 +21,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use crate::audit::now_rfc3339;
-use crate::digest::sha256_hex;
 use context::Ctx;
+use edc_core::audit::now_rfc3339;
+use edc_core::digest::sha256_hex;
 use evidence::{Environment, Evidence, ScenarioResult, Status, Summary};
 use scenarios::Scenario;
 
-pub use crate::exit::NotQualified;
+pub use edc_core::exit::NotQualified;
 
 /// Runs one scenario and returns its evidence. Never fails: an error inside
 /// the scenario is a failed scenario with the error as its note.
@@ -101,17 +99,17 @@ pub fn environment(config: &Path, redis: Option<(&str, &str)>) -> Environment {
     let exe_sha = std::fs::read(&exe)
         .map(|b| sha256_hex(&b))
         .unwrap_or_else(|e| format!("unreadable: {e}"));
-    let loaded = crate::config::load(config);
+    let loaded = edc_core::config::load(config);
     let p = loaded.as_ref().ok().map(|l| l.provenance.clone());
     Environment {
         tool: env!("CARGO_PKG_NAME").into(),
         version: env!("CARGO_PKG_VERSION").into(),
         executable: exe.display().to_string(),
         executable_sha256: exe_sha,
-        os: crate::host::platform(),
-        host: crate::host::name(),
-        user: crate::host::user(),
-        redis_url: redis.map(|(u, _)| crate::redact::redact_arg(u)),
+        os: edc_core::host::platform(),
+        host: edc_core::host::name(),
+        user: edc_core::host::user(),
+        redis_url: redis.map(|(u, _)| edc_core::redact::redact_arg(u)),
         redis_version: redis.map(|(_, v)| v.to_string()),
         config_path: config.display().to_string(),
         config_sha256: p.as_ref().map(|p| p.config_sha256.clone()),
@@ -156,7 +154,7 @@ pub async fn oq(
     let started = now_rfc3339();
     let redis_info = match &redis {
         Some(url) => {
-            let pacer = crate::limiter::RedisPacer::connect(url).await?;
+            let pacer = quota_pacer::RedisPacer::connect(url, edc_core::REDIS_KEY_PREFIX).await?;
             Some((url.clone(), pacer.server_version().await?))
         }
         None => None,

@@ -5,8 +5,8 @@ use anyhow::Context as _;
 
 use super::context::Ctx;
 use super::scenarios::{exit_of, pacing, scenario, Scenario};
-use crate::run::{self, PacerChoice, Streams};
-use crate::sim::LogEntry;
+use edc_core::run::{self, PacerChoice, Streams};
+use edc_sim::LogEntry;
 
 /// The scenarios of this file, in id order.
 pub fn all() -> Vec<Scenario> {

@@ -10,8 +10,8 @@ use super::context::{dataset, Ctx};
 use super::scenarios::{
     cursor, events, exit_of, first_str, json_lines, landed_ids, run_vault_ok, scenario, stream_dir, Scenario,
 };
-use crate::audit::verify;
-use crate::run::{self};
+use edc_core::audit::verify;
+use edc_core::run::{self};
 
 /// The scenarios of this file, in id order.
 pub fn all() -> Vec<Scenario> {

@@ -13,9 +13,9 @@ use serde_json::Value;
 
 use super::context::{Ctx, OQ_STUDY};
 use super::evidence::Pacing;
-use crate::exit::Exit;
-use crate::run::{self, RunResult};
-use crate::sim::{LogEntry, Simulator};
+use edc_core::exit::Exit;
+use edc_core::run::{self, RunResult};
+use edc_sim::{LogEntry, Simulator};
 
 type Run = for<'a> fn(&'a mut Ctx) -> Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send + 'a>>;
 
@@ -93,7 +93,7 @@ pub(super) fn cursor(ctx: &Ctx, vendor: &str, stream: &str) -> Value {
 
 /// Record ids in the pages the manifest lists, each file hash-checked.
 pub(super) fn landed_ids(ctx: &Ctx, vendor: &str, stream: &str) -> anyhow::Result<Vec<String>> {
-    crate::sim::landed_json_record_ids(&stream_dir(ctx, vendor, stream))
+    edc_testkit::landed::landed_json_record_ids(&stream_dir(ctx, vendor, stream))
 }
 
 /// "landed / distinct" of `ids`, as one observed value.

@@ -7,7 +7,7 @@ use super::context::{dataset, Ctx};
 use super::scenarios::{
     cursor, events, exit_of, first_str, gap_s, landed_ids, pacing, run_vault_ok, scenario, ts_us, Scenario,
 };
-use crate::run::{self};
+use edc_core::run::{self};
 
 /// The scenarios of this file, in id order.
 pub fn all() -> Vec<Scenario> {

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::config::yaml::{self, Node};
+use edc_core::config::yaml::{self, Node};
 
 /// One requirement's trace.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,8 +7,8 @@ use crate::support;
 
 use std::path::Path;
 
-use edc_sync::audit::AuditKey;
-use edc_sync::run::{AuditOptions, PacerChoice};
+use edc_core::audit::AuditKey;
+use edc_core::run::{AuditOptions, PacerChoice};
 use support::runs::{sim, Fixture, KEY};
 
 fn keyed() -> AuditOptions {

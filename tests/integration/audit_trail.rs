@@ -5,7 +5,7 @@ use crate::support;
 
 use std::path::{Path, PathBuf};
 
-use edc_sync::audit::{verify, AuditEvent, AuditLog, Damage, RunId, RunStarted, StreamIdentity};
+use edc_core::audit::{verify, AuditEvent, AuditLog, Damage, RunId, RunStarted, StreamIdentity};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use support::run;
@@ -27,7 +27,7 @@ fn write_run(path: &Path, lines: u64) -> RunId {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("c.yaml");
     std::fs::write(&cfg, support::example_config()).unwrap();
-    let loaded = edc_sync::config::load(&cfg).unwrap();
+    let loaded = edc_core::config::load(&cfg).unwrap();
     let stream = StreamIdentity {
         vendor: "veeva_vault".into(),
         study: Some("S1".into()),

@@ -4,8 +4,8 @@
 
 use crate::support;
 
-use edc_sync::config::{self, ChangeState};
-use edc_sync::digest::sha256_hex;
+use edc_core::config::{self, ChangeState};
+use edc_core::digest::sha256_hex;
 use support::{example_config, git_commit_all, git_init, run};
 
 struct Repo {

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use edc_sync::sim::{Dataset, SimConfig, Simulator};
+use edc_sim::{Dataset, SimConfig, Simulator};
 
 const TOKEN: &str = "durability-token";
 
@@ -77,7 +77,7 @@ impl Fixture {
     }
 
     fn landed(&self) -> Vec<String> {
-        edc_sync::sim::landed_json_record_ids(&self.path("landing/vault_json/-/S-1/-/default")).unwrap()
+        edc_testkit::landed::landed_json_record_ids(&self.path("landing/vault_json/-/S-1/-/default")).unwrap()
     }
 
     fn cursor(&self) -> serde_json::Value {
@@ -247,7 +247,7 @@ pub async fn fsync_fault_rounds(rounds: u32) {
     let duplicated: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
     assert!(duplicated.is_empty(), "records landed twice: {duplicated:?}");
     assert_eq!(counts.len(), records as usize, "every record landed");
-    let report = edc_sync::audit::verify(&fx.path("audit.jsonl")).unwrap();
+    let report = edc_core::audit::verify(&fx.path("audit.jsonl")).unwrap();
     assert!(report.intact(), "{report}");
     let verify = fx.verify();
     assert_eq!(verify.code, 0, "{}\n{}", verify.stdout, verify.stderr);

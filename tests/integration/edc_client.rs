@@ -6,13 +6,13 @@ use crate::support;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use edc_sync::config::Policy;
-use edc_sync::edc::paging::{first_page, next_page, next_window_start};
-use edc_sync::edc::payload::{self, CursorValue};
-use edc_sync::edc::retry_after::{self, RetryAfterSource};
-use edc_sync::edc::{Credentials, FetchError, OriginError, ReadOnlyClient};
-use edc_sync::sim::{Dataset, FaultSchedule, SimConfig, Simulator};
-use edc_sync::stream::StreamIdentity;
+use edc_core::config::Policy;
+use edc_core::edc::paging::{first_page, next_page, next_window_start};
+use edc_core::edc::payload::{self, CursorValue};
+use edc_core::edc::{Credentials, FetchError, OriginError, ReadOnlyClient};
+use edc_core::stream::StreamIdentity;
+use edc_sim::{Dataset, FaultSchedule, SimConfig, Simulator};
+use quota_pacer::retry_after::{self, RetryAfterSource};
 
 const TOKEN: &str = "sim-token";
 
@@ -90,7 +90,7 @@ async fn walk(sim: &Simulator, vendor: &str, window_start: Option<&str>) -> Resu
         let mut body = Vec::new();
         let digest = reply.stream_into(&mut body).await.map_err(|e| e.to_string())?;
         assert_eq!(digest.bytes as usize, body.len());
-        assert_eq!(digest.sha256, edc_sync::digest::sha256_hex(&body));
+        assert_eq!(digest.sha256, edc_core::digest::sha256_hex(&body));
         let summary = payload::validate(&delta, &body[..]).map_err(|e| e.to_string())?;
         pages += 1;
         records += summary.records;

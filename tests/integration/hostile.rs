@@ -5,10 +5,10 @@ use crate::support;
 
 use std::path::PathBuf;
 
-use edc_sync::exit::Exit;
-use edc_sync::run::{self, Endpoint, PacerChoice, RunResult, RunSpec, Streams};
-use edc_sync::sim::{Dataset, FaultSchedule, SimConfig, Simulator};
-use edc_sync::sync::SyncOptions;
+use edc_core::exit::Exit;
+use edc_core::run::{self, Endpoint, PacerChoice, RunResult, RunSpec, Streams};
+use edc_core::sync::SyncOptions;
+use edc_sim::{Dataset, FaultSchedule, SimConfig, Simulator};
 
 struct Fixture {
     dir: tempfile::TempDir,

@@ -6,7 +6,7 @@ use crate::support;
 
 use std::path::{Path, PathBuf};
 
-use edc_sync::run::AuditOptions;
+use edc_core::run::AuditOptions;
 use support::runs::{sim_with, Fixture};
 
 /// 200 records in pages of 40: five landed pages.
@@ -228,7 +228,7 @@ async fn two_ids_that_collided_under_the_old_names_land_apart() {
     let cursors: Vec<String> = ["a/b", "a_2fb"]
         .iter()
         .map(|s| {
-            let name = edc_sync::store::sanitize(s);
+            let name = edc_core::store::sanitize(s);
             let path = fx.path(&format!("state/vault_json/-/{name}/-/default.cursor.json"));
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
         })
@@ -249,8 +249,8 @@ async fn state_under_the_old_names_is_migrated_and_resumed() {
     assert_eq!(fx.run_spec(spec.clone()).await.0, 0);
     // Put the state where the previous version kept it.
     let (new, old) = (
-        edc_sync::store::sanitize(study),
-        edc_sync::store::migrate::legacy_sanitize(study),
+        edc_core::store::sanitize(study),
+        edc_core::store::migrate::legacy_sanitize(study),
     );
     assert_ne!(new, old);
     for root in ["state/vault_json/-", "landing/vault_json/-"] {

@@ -13,6 +13,7 @@ mod config_validation;
 mod durability;
 mod edc_client;
 mod hostile;
+mod house;
 mod landed_integrity;
 mod operations;
 mod oq;

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use edc_sync::audit::verify;
-use edc_sync::sim::{Dataset, FaultSchedule, SimConfig, Simulator};
+use edc_core::audit::verify;
+use edc_sim::{Dataset, FaultSchedule, SimConfig, Simulator};
 
 const TOKEN: &str = "ops-token";
 
@@ -61,7 +61,7 @@ impl Fixture {
     }
 
     fn landed_records(&self) -> Vec<String> {
-        edc_sync::sim::landed_json_record_ids(&self.path("landing/vault_json/-/S-1/-/default")).unwrap()
+        edc_testkit::landed::landed_json_record_ids(&self.path("landing/vault_json/-/S-1/-/default")).unwrap()
     }
 
     /// Every one of the dataset's `n` records is landed, exactly once.
@@ -386,16 +386,22 @@ async fn a_stale_holder_never_commits(redis_url: &str) {
     until_requests(&sim, 3).await;
     // The lease "expires" (a long GC pause, a frozen VM) and another run
     // takes the stream over with a newer fence.
-    let pacer = edc_sync::limiter::RedisPacer::connect(redis_url).await.unwrap();
+    let pacer = quota_pacer::RedisPacer::connect(redis_url, edc_core::REDIS_KEY_PREFIX)
+        .await
+        .unwrap();
     let stream = "vault_json/-/S-1/-/default";
-    let lock = edc_sync::limiter::RunLockName::new("rl:test:vault_json:S-1", stream);
+    let lock = edc_core::store::RunLockName::new("rl:test:vault_json:S-1", stream);
     let _: () = redis::cmd("DEL")
         .arg(lock.lock_key())
         .query_async(&mut pacer.connection())
         .await
         .unwrap();
-    let thief = pacer
-        .run_lock_acquire(&lock, "host elsewhere, pid 1, run thief", Duration::from_secs(60))
+    let thief = lock
+        .acquire(
+            &pacer,
+            "host elsewhere, pid 1, run thief",
+            Duration::from_secs(60),
+        )
         .await
         .unwrap();
     assert!(thief.is_ok());

@@ -168,7 +168,7 @@ fn qualify_oq_writes_a_complete_package_and_runs_agree() {
         for line in sums.lines() {
             let (hash, file) = line.split_once("  ").unwrap();
             let bytes = std::fs::read(dir.path().join(file)).unwrap();
-            assert_eq!(edc_sync::digest::sha256_hex(&bytes), hash, "{file}");
+            assert_eq!(edc_core::digest::sha256_hex(&bytes), hash, "{file}");
         }
         assert!(sums.contains("OQ-001/audit.jsonl") && sums.contains("oq-results.json"));
         let statuses: Vec<(String, String)> = results["scenarios"]

@@ -10,10 +10,10 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use edc_sync::config::Rate;
-use edc_sync::limiter::{
-    Answer, Ask, LeaseAttempt, Limiter, LocalPacer, Pacer, PacerError, Quota, RedisPacer, Reservation,
-    RunFence, RunLockName,
+use edc_core::store::RunLockName;
+use quota_pacer::{
+    Answer, Ask, Fence, LeaseAttempt, Limiter, LocalPacer, Pacer, PacerError, Quota, Rate, RedisPacer,
+    Reservation,
 };
 use support::redis::RedisServer;
 
@@ -262,7 +262,7 @@ mod suite {
             matches!(p.try_lease(&q).await.unwrap(), LeaseAttempt::Full { .. }),
             "the give-back waits for the next call"
         );
-        tokio::time::sleep(edc_sync::limiter::LINGER * 4).await;
+        tokio::time::sleep(quota_pacer::LINGER * 4).await;
         assert!(
             matches!(p.try_lease(&q).await.unwrap(), LeaseAttempt::Acquired(_)),
             "the given-back slot was not told to the pacer within the linger"
@@ -369,13 +369,17 @@ macro_rules! pacer_suite {
 
 async fn redis_pacer() -> (RedisPacer, RedisServer) {
     let server = support::redis::start();
-    let pacer = RedisPacer::connect(&server.url()).await.unwrap();
+    let pacer = RedisPacer::connect(&server.url(), edc_core::REDIS_KEY_PREFIX)
+        .await
+        .unwrap();
     (pacer, server)
 }
 
 async fn cluster_pacer() -> (RedisPacer, support::redis::RedisCluster) {
     let cluster = support::redis::start_cluster();
-    let pacer = RedisPacer::connect(&cluster.url()).await.unwrap();
+    let pacer = RedisPacer::connect(&cluster.url(), edc_core::REDIS_KEY_PREFIX)
+        .await
+        .unwrap();
     (pacer, cluster)
 }
 
@@ -415,7 +419,9 @@ fn env(name: &str) -> String {
 #[tokio::test]
 #[ignore = "helper: run as a child process by a_pause_set_by_one_process_delays_another"]
 async fn child_pauses_the_quota() {
-    let pacer = RedisPacer::connect(&env("EDC_SYNC_TEST_REDIS")).await.unwrap();
+    let pacer = RedisPacer::connect(&env("EDC_SYNC_TEST_REDIS"), edc_core::REDIS_KEY_PREFIX)
+        .await
+        .unwrap();
     let q = Quota::new("cross:pause", rate(100.0, 10)).unwrap();
     pacer.pause(&q, Duration::from_millis(3000)).await.unwrap();
 }
@@ -438,17 +444,19 @@ async fn a_call_under_a_lost_run_lock_books_nothing_in_a_cluster() {
 }
 
 async fn a_lost_run_lock_books_nothing(url: &str) {
-    let pacer = RedisPacer::connect(url).await.unwrap();
+    let pacer = RedisPacer::connect(url, edc_core::REDIS_KEY_PREFIX)
+        .await
+        .unwrap();
     let q = Quota::new("fence:q", rate(1000.0, 100))
         .unwrap()
         .with_concurrency(2, Duration::from_secs(600));
     let name = RunLockName::new(q.key(), "s1");
-    let fence = pacer
-        .run_lock_acquire(&name, "host a, pid 1, run r1", Duration::from_secs(60))
+    let fence = name
+        .acquire(&pacer, "host a, pid 1, run r1", Duration::from_secs(60))
         .await
         .unwrap()
         .unwrap();
-    let ours = RunFence {
+    let ours = Fence {
         lock_key: name.lock_key().to_string(),
         fence,
         ttl: Duration::from_secs(60),
@@ -467,8 +475,8 @@ async fn a_lost_run_lock_books_nothing(url: &str) {
         .query_async(&mut pacer.connection())
         .await
         .unwrap();
-    assert!(pacer
-        .run_lock_acquire(&name, "host b, pid 2, run r2", Duration::from_secs(60))
+    assert!(name
+        .acquire(&pacer, "host b, pid 2, run r2", Duration::from_secs(60))
         .await
         .unwrap()
         .is_ok());
@@ -508,7 +516,9 @@ async fn a_pause_set_by_one_process_delays_another() {
 #[tokio::test]
 #[ignore = "helper: run as a child process by a_sigkilled_lease_holder_frees_the_cap_when_its_lease_expires"]
 async fn child_holds_a_lease_forever() {
-    let pacer = RedisPacer::connect(&env("EDC_SYNC_TEST_REDIS")).await.unwrap();
+    let pacer = RedisPacer::connect(&env("EDC_SYNC_TEST_REDIS"), edc_core::REDIS_KEY_PREFIX)
+        .await
+        .unwrap();
     let q = Quota::new("cross:lease", rate(100.0, 10))
         .unwrap()
         .with_concurrency(1, Duration::from_millis(1500));
@@ -618,10 +628,13 @@ async fn connecting_to_no_redis_fails_closed() {
         .local_addr()
         .unwrap()
         .port();
-    let err = RedisPacer::connect(&format!("redis://:hunter2@127.0.0.1:{port}/"))
-        .await
-        .err()
-        .expect("no server");
+    let err = RedisPacer::connect(
+        &format!("redis://:hunter2@127.0.0.1:{port}/"),
+        edc_core::REDIS_KEY_PREFIX,
+    )
+    .await
+    .err()
+    .expect("no server");
     let text = err.to_string();
     assert!(
         text.contains(&format!("127.0.0.1:{port}")) && !text.contains("hunter2"),
@@ -684,7 +697,12 @@ async fn a_redis_that_refuses_connections_is_reported_after_three_attempts() {
         .local_addr()
         .unwrap()
         .port();
-    let err = match edc_sync::limiter::RedisPacer::connect(&format!("redis://127.0.0.1:{port}/")).await {
+    let err = match quota_pacer::RedisPacer::connect(
+        &format!("redis://127.0.0.1:{port}/"),
+        edc_core::REDIS_KEY_PREFIX,
+    )
+    .await
+    {
         Ok(_) => panic!("connected to a closed port"),
         Err(e) => e.to_string(),
     };
@@ -712,7 +730,12 @@ async fn a_redis_that_refuses_connections_is_reported_after_three_attempts() {
             seen
         })
     };
-    let err = match edc_sync::limiter::RedisPacer::connect(&format!("redis://127.0.0.1:{port}/")).await {
+    let err = match quota_pacer::RedisPacer::connect(
+        &format!("redis://127.0.0.1:{port}/"),
+        edc_core::REDIS_KEY_PREFIX,
+    )
+    .await
+    {
         Ok(_) => panic!("connected to a listener that hangs up"),
         Err(e) => e.to_string(),
     };

@@ -6,13 +6,13 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use edc_sync::config::DateWindow;
-use edc_sync::edc::link;
-use edc_sync::edc::payload::{scan_json, scan_odm, CursorValue};
-use edc_sync::edc::retry_after::{self, RetryAfterSource};
-use edc_sync::edc::vql::{tokens, Token, VqlSelect};
-use edc_sync::sync::window::{after, plan, Plan};
+use edc_core::config::DateWindow;
+use edc_core::edc::link;
+use edc_core::edc::payload::{scan_json, scan_odm, CursorValue};
+use edc_core::edc::vql::{tokens, Token, VqlSelect};
+use edc_core::sync::window::{after, plan, Plan};
 use proptest::prelude::*;
+use quota_pacer::retry_after::{self, RetryAfterSource};
 
 fn config() -> ProptestConfig {
     let cases = std::env::var("PROPTEST_CASES")
@@ -133,7 +133,7 @@ proptest! {
 
     #[test]
     fn config_loader_never_panics(text in "(?s).{0,400}") {
-        let _ = edc_sync::config::parse(Path::new("fuzz.yaml"), &text);
+        let _ = edc_core::config::parse(Path::new("fuzz.yaml"), &text);
     }
 
     #[test]
@@ -145,7 +145,7 @@ proptest! {
         for (k, v) in keys.iter().zip(values.iter()) {
             text.push_str(&format!("  {k}: {v}\n"));
         }
-        let _ = edc_sync::config::parse(Path::new("fuzz.yaml"), &text);
+        let _ = edc_core::config::parse(Path::new("fuzz.yaml"), &text);
     }
 
     #[test]

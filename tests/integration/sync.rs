@@ -9,11 +9,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use edc_sync::audit::verify;
-use edc_sync::exit::Exit;
-use edc_sync::run::{self, Endpoint, PacerChoice, RunResult, RunSpec, Streams};
-use edc_sync::sim::{Dataset, FaultSchedule, LogEntry, SimConfig, Simulator};
-use edc_sync::sync::SyncOptions;
+use edc_core::audit::verify;
+use edc_core::exit::Exit;
+use edc_core::run::{self, Endpoint, PacerChoice, RunResult, RunSpec, Streams};
+use edc_core::sync::SyncOptions;
+use edc_sim::{Dataset, FaultSchedule, LogEntry, SimConfig, Simulator};
 
 const TOKEN: &str = "sim-token";
 
@@ -133,7 +133,7 @@ fn ts_us(line: &serde_json::Value) -> i64 {
 
 /// Record ids in the landed pages the manifest lists, each hash-checked.
 fn landed_record_ids(fx: &Fixture, vendor: &str, stream: &str) -> Vec<String> {
-    edc_sync::sim::landed_json_record_ids(&fx.stream_dir(vendor, stream)).unwrap()
+    edc_testkit::landed::landed_json_record_ids(&fx.stream_dir(vendor, stream)).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -513,7 +513,7 @@ async fn sigkill_at_random_moments_loses_and_duplicates_nothing() {
         let report = verify(&fx.path("audit.jsonl")).unwrap();
         match report.finding {
             None => {}
-            Some(f) if f.damage == edc_sync::audit::Damage::TornTail => torn_seen += 1,
+            Some(f) if f.damage == edc_core::audit::Damage::TornTail => torn_seen += 1,
             Some(f) => panic!("the audit trail is damaged beyond a torn tail: {f:?}"),
         }
     }
@@ -568,8 +568,8 @@ async fn backfill_has_its_own_cursor_and_never_moves_the_incremental_one() {
     }
     let label = format!(
         "{}..{}",
-        edc_sync::store::sanitize(&since),
-        edc_sync::store::sanitize(&until)
+        edc_core::store::sanitize(&since),
+        edc_core::store::sanitize(&until)
     );
     let dir = fx.path(&format!(
         "landing/backfill/{label}/vault_json/-/Mediflex(Prod)/-/default"
@@ -811,13 +811,13 @@ async fn backfill_on_a_newest_first_endpoint_lands_every_record_inside_the_windo
     assert_eq!(out.code, 0, "{}", out.stderr);
     let label = format!(
         "{}..{}",
-        edc_sync::store::sanitize(&since),
-        edc_sync::store::sanitize(&until)
+        edc_core::store::sanitize(&since),
+        edc_core::store::sanitize(&until)
     );
     let dir = fx.path(&format!(
         "landing/backfill/{label}/vault_newest/-/Mediflex(Prod)/-/default"
     ));
-    let ids = edc_sync::sim::landed_json_record_ids(&dir).unwrap();
+    let ids = edc_testkit::landed::landed_json_record_ids(&dir).unwrap();
     for n in 11..=233u32 {
         assert!(
             ids.contains(&format!("AT-{n:07}")),

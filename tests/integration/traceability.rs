@@ -78,13 +78,13 @@ fn the_readme_exit_code_table_is_exit_all() {
         .map(str::to_string)
         .take_while(|l| l.starts_with('|'))
         .collect();
-    let expected: Vec<String> = edc_sync::exit::Exit::ALL
+    let expected: Vec<String> = edc_core::exit::Exit::ALL
         .iter()
         .map(|d| format!("| {} | {} | {} |", d.code, d.meaning, d.what_to_do))
         .collect();
     assert_eq!(table, expected);
-    let help = edc_sync::exit::Exit::help_footer();
-    for d in edc_sync::exit::Exit::ALL {
+    let help = edc_core::exit::Exit::help_footer();
+    for d in edc_core::exit::Exit::ALL {
         assert!(help.contains(&format!("{} {}", d.code, d.label)), "{help}");
     }
 }
@@ -94,127 +94,4 @@ fn the_readme_exit_code_table_is_exit_all() {
 fn the_cli_definitions_are_consistent() {
     use clap::CommandFactory;
     edc_sync::cli::Cli::command().debug_assert();
-}
-
-/// docs/architecture.md's arrows: `config/` uses no floor above it, only
-/// `commands/` knows `qualify`, and only the modes know the simulator.
-#[test]
-fn the_arrows_of_docs_architecture_hold() {
-    fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-        for e in std::fs::read_dir(dir).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                files(&p, out);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                out.push(p);
-            }
-        }
-    }
-    let src = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"));
-    let mut all = Vec::new();
-    files(src, &mut all);
-    let mut wrong = Vec::new();
-    for path in all {
-        let rel = path.strip_prefix(src).unwrap().to_string_lossy().into_owned();
-        let text = std::fs::read_to_string(&path).unwrap();
-        let under = |dir: &str| rel.starts_with(&format!("{dir}/")) || rel == format!("{dir}.rs");
-        let mode = ["commands", "qualify", "bench", "sim", "cli"]
-            .iter()
-            .any(|d| under(d));
-        if !mode && text.contains("crate::sim") {
-            wrong.push(format!("{rel} uses crate::sim"));
-        }
-        if !(under("commands") || under("qualify")) && text.contains("crate::qualify") {
-            wrong.push(format!("{rel} uses crate::qualify"));
-        }
-        if under("config") {
-            for floor in ["edc", "limiter", "store", "audit", "sync", "run"] {
-                if text.contains(&format!("crate::{floor}::")) || text.contains(&format!("crate::{floor};")) {
-                    wrong.push(format!("{rel} uses crate::{floor}"));
-                }
-            }
-        }
-    }
-    assert!(
-        wrong.is_empty(),
-        "arrows against docs/architecture.md:\n{}",
-        wrong.join("\n")
-    );
-}
-
-/// A room a newcomer can read: no source file over 500 lines
-/// (docs/architecture.md says where each concept lives instead).
-#[test]
-fn no_source_file_exceeds_500_lines() {
-    let long: Vec<String> = source_files()
-        .into_iter()
-        .filter_map(|(rel, path)| {
-            let lines = std::fs::read_to_string(&path).unwrap().lines().count();
-            (lines > 500).then(|| format!("{rel} ({lines} lines)"))
-        })
-        .collect();
-    assert!(long.is_empty(), "split by concept: {long:?}");
-}
-
-/// Every `crate::` path points down the floors of docs/architecture.md:
-/// no module uses one above it, so there can be no circle.
-#[test]
-fn every_arrow_points_down_the_floors() {
-    let floor = |module: &str| -> Option<u8> {
-        Some(match module {
-            "config" | "digest" | "durable" | "host" | "interrupt" | "redact" | "mask" | "stream" => 0,
-            "edc" => 2,
-            "limiter" => 3,
-            "store" | "audit" | "reconcile" => 4,
-            "sync" => 5,
-            "run" | "exit" | "metrics" => 6,
-            "commands" | "qualify" | "bench" | "sim" | "cli" | "logging" | "main" | "lib" => 7,
-            _ => return None,
-        })
-    };
-    let mut wrong = Vec::new();
-    for (rel, path) in source_files() {
-        let top = rel.split('/').next().unwrap().trim_end_matches(".rs").to_string();
-        let Some(own) = floor(&top) else {
-            wrong.push(format!(
-                "{rel}: its module {top} is on no floor of docs/architecture.md"
-            ));
-            continue;
-        };
-        let text = std::fs::read_to_string(&path).unwrap();
-        for (i, _) in text.match_indices("crate::") {
-            let used: String = text[i + 7..]
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
-            if let Some(theirs) = floor(&used) {
-                if theirs > own {
-                    wrong.push(format!("{rel} (floor {own}) uses crate::{used} (floor {theirs})"));
-                }
-            }
-        }
-    }
-    wrong.sort();
-    wrong.dedup();
-    assert!(wrong.is_empty(), "arrows pointing up:\n{}", wrong.join("\n"));
-}
-
-/// Every `.rs` file under `src/`, with its path relative to `src/`.
-fn source_files() -> Vec<(String, std::path::PathBuf)> {
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut stack = vec![src.clone()];
-    let mut all = Vec::new();
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                let rel = path.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
-                all.push((rel, path));
-            }
-        }
-    }
-    all.sort();
-    all
 }

@@ -8,8 +8,8 @@ use crate::support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use edc_sync::audit::verify;
-use edc_sync::sim::{Dataset, FaultSchedule, LogEntry, Profile, SimConfig, Simulator};
+use edc_core::audit::verify;
+use edc_sim::{Dataset, FaultSchedule, LogEntry, Profile, SimConfig, Simulator};
 
 const USER: &str = "oq.user@example.invalid";
 const PASSWORD: &str = "pw-Vendor-7f3c9a1e";
@@ -186,7 +186,7 @@ async fn basic_auth_syncs_the_rave_profile_and_lands_every_record_once() {
     let sim = sim(Profile::Rave, 130, &[], |_| {}).await;
     let out = fx.run("rave_basic", &sim, PASSWORD).await;
     assert_exit(&out, 0);
-    let mut ids = edc_sync::sim::landed_odm_source_ids(&fx.stream_dir("rave_basic")).unwrap();
+    let mut ids = edc_testkit::landed::landed_odm_source_ids(&fx.stream_dir("rave_basic")).unwrap();
     assert_eq!(ids.len(), 130);
     ids.dedup();
     assert_eq!(ids.len(), 130, "a record landed twice");
@@ -229,7 +229,7 @@ async fn a_vault_session_that_expires_every_7_requests_is_renewed_and_every_reco
     let sim = sim(Profile::Vault, 200, &[], |c| c.session_ttl_requests = Some(7)).await;
     let out = fx.run("vault_session", &sim, PASSWORD).await;
     assert_exit(&out, 0);
-    let mut ids = edc_sync::sim::landed_json_record_ids(&fx.stream_dir("vault_session")).unwrap();
+    let mut ids = edc_testkit::landed::landed_json_record_ids(&fx.stream_dir("vault_session")).unwrap();
     assert_eq!(ids.len(), 200);
     ids.sort();
     ids.dedup();
@@ -261,7 +261,7 @@ async fn a_vault_session_that_expires_every_7_requests_is_renewed_and_every_reco
     assert!(verify::verify(&fx.path("audit.jsonl")).unwrap().intact());
     // Neither the password nor any session id the simulator issued leaks
     // (a fresh registry with the same seed issues the same six ids).
-    let issued = edc_sync::sim::profile::Sessions::default();
+    let issued = edc_sim::profile::Sessions::default();
     let ids: Vec<String> = (0..6).map(|_| issued.issue(11)).collect();
     let mut secrets: Vec<&str> = ids.iter().map(String::as_str).collect();
     secrets.push(PASSWORD);
@@ -325,7 +325,7 @@ async fn a_credential_helper_supplies_the_bearer_token_and_a_failing_one_exits_7
     let out = fx.run("helper", &sim, PASSWORD).await;
     assert_exit(&out, 0);
     assert_eq!(
-        edc_sync::sim::landed_json_record_ids(&fx.stream_dir("helper"))
+        edc_testkit::landed::landed_json_record_ids(&fx.stream_dir("helper"))
             .unwrap()
             .len(),
         60
@@ -394,7 +394,7 @@ async fn api_limit_exceeded_in_a_body_waits_like_a_429_and_the_same_page_is_fetc
         "no request went out early"
     );
     assert_eq!(
-        edc_sync::sim::landed_json_record_ids(&fx.stream_dir("vault_session"))
+        edc_testkit::landed::landed_json_record_ids(&fx.stream_dir("vault_session"))
             .unwrap()
             .len(),
         30
@@ -522,7 +522,7 @@ async fn the_shipped_vendor_blocks_land_every_record_once_across_three_runs_whil
     // 120 s, so they are stamped around two minutes ago.
     let origin = std::time::SystemTime::now() - std::time::Duration::from_secs(125);
     let vault = sim(Profile::Vault, 200, &[], |c| {
-        c.audit_trail = Some(edc_sync::sim::audit_trail::Arrivals {
+        c.audit_trail = Some(edc_sim::audit_trail::Arrivals {
             origin,
             every: std::time::Duration::from_millis(250),
         })
@@ -546,7 +546,7 @@ async fn the_shipped_vendor_blocks_land_every_record_once_across_three_runs_whil
         let landed = dir
             .path()
             .join(format!("landing/veeva_vault/-/{STUDY}/3/{stream}"));
-        let ids = edc_sync::sim::landed_json_record_ids(&landed).unwrap();
+        let ids = edc_testkit::landed::landed_json_record_ids(&landed).unwrap();
         assert_distinct(&ids, stream);
         let n = ids.len() as u32;
         let mut sorted = ids.clone();
@@ -585,14 +585,14 @@ async fn the_shipped_vendor_blocks_land_every_record_once_across_three_runs_whil
         .await;
         assert_exit(&out, 0);
     }
-    let vql = edc_sync::sim::landed_json_record_ids(
+    let vql = edc_testkit::landed::landed_json_record_ids(
         &dir.path()
             .join(format!("landing/veeva_vault_vql/-/{STUDY}/3/default")),
     )
     .unwrap();
     assert_distinct(&vql, "vql");
     assert_eq!(vql.len(), 200);
-    let rave = edc_sync::sim::landed_odm_source_ids(
+    let rave = edc_testkit::landed::landed_odm_source_ids(
         &dir.path()
             .join(format!("landing/medidata_rave/acme/{STUDY}/-/default")),
     )
@@ -755,7 +755,7 @@ async fn the_vault_audit_trail_lands_every_record_once_across_runs_while_records
     // Records arrive every 250 ms from 20 s ago until 30 s from now.
     let origin = std::time::SystemTime::now() - std::time::Duration::from_secs(20);
     let sim = sim(Profile::Vault, 200, &[], |c| {
-        c.audit_trail = Some(edc_sync::sim::audit_trail::Arrivals {
+        c.audit_trail = Some(edc_sim::audit_trail::Arrivals {
             origin,
             every: std::time::Duration::from_millis(250),
         })
@@ -774,7 +774,7 @@ async fn the_vault_audit_trail_lands_every_record_once_across_runs_while_records
                 .to_string(),
         );
     }
-    let mut ids = edc_sync::sim::landed_json_record_ids(&fx.stream_dir("vault_audit")).unwrap();
+    let mut ids = edc_testkit::landed::landed_json_record_ids(&fx.stream_dir("vault_audit")).unwrap();
     let landed = ids.len();
     ids.sort();
     ids.dedup();
@@ -807,7 +807,7 @@ async fn the_vault_audit_trail_lands_every_record_once_across_runs_while_records
 async fn a_window_start_older_than_the_endpoint_serves_is_named_not_skipped() {
     let fx = Fixture::new();
     let sim = sim(Profile::Vault, 50, &[], |c| {
-        c.audit_trail = Some(edc_sync::sim::audit_trail::Arrivals {
+        c.audit_trail = Some(edc_sim::audit_trail::Arrivals {
             origin: std::time::SystemTime::now() - std::time::Duration::from_secs(60),
             every: std::time::Duration::from_secs(1),
         })
@@ -846,7 +846,7 @@ async fn a_vql_delta_posts_its_query_and_its_next_pages_and_lands_every_record_o
     let fx = Fixture::new();
     let sim = sim(Profile::Vault, 60, &[], |_| {}).await;
     assert_exit(&fx.run("vault_vql", &sim, PASSWORD).await, 0);
-    let mut ids = edc_sync::sim::landed_json_record_ids(&fx.stream_dir("vault_vql")).unwrap();
+    let mut ids = edc_testkit::landed::landed_json_record_ids(&fx.stream_dir("vault_vql")).unwrap();
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), 60);
@@ -867,7 +867,7 @@ async fn a_vql_delta_posts_its_query_and_its_next_pages_and_lands_every_record_o
     assert_eq!(
         last.vql_since,
         Some(
-            edc_sync::sim::Dataset {
+            edc_sim::Dataset {
                 subjects: 7,
                 records: 60,
                 seed: 11,

@@ -91,7 +91,7 @@ pub fn example_config() -> String {
 pub const SIM_POLICIES: &str = include_str!("../../../config/fixtures/simulator-policies.yaml");
 
 /// The validated [`SIM_POLICIES`].
-pub fn sim_policies() -> edc_sync::config::Config {
-    edc_sync::config::parse(Path::new("sim_policies.yaml"), SIM_POLICIES)
+pub fn sim_policies() -> edc_core::config::Config {
+    edc_core::config::parse(Path::new("sim_policies.yaml"), SIM_POLICIES)
         .expect("the test policies are valid")
 }

@@ -2,7 +2,7 @@
 //! when dropped. A test that needs Redis and finds no `redis-server` fails
 //! with the install command; it never skips.
 
-pub use edc_sync::qualify::redis_server::PrivateRedis as RedisServer;
+pub use edc_testkit::redis_server::PrivateRedis as RedisServer;
 
 /// Starts a server or fails the test with how to install one.
 pub fn start() -> RedisServer {
@@ -14,7 +14,7 @@ pub fn start() -> RedisServer {
     })
 }
 
-pub use edc_sync::qualify::redis_cluster::PrivateCluster as RedisCluster;
+pub use edc_testkit::redis_cluster::PrivateCluster as RedisCluster;
 
 /// Starts a three-master cluster or fails the test with how to install one.
 pub fn start_cluster() -> RedisCluster {

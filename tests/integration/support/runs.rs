@@ -5,10 +5,10 @@ use std::path::PathBuf;
 
 use super as support;
 
-use edc_sync::exit::Exit;
-use edc_sync::run::{self, AuditOptions, Endpoint, PacerChoice, RunSpec, Streams};
-use edc_sync::sim::{Dataset, SimConfig, Simulator};
-use edc_sync::sync::SyncOptions;
+use edc_core::exit::Exit;
+use edc_core::run::{self, AuditOptions, Endpoint, PacerChoice, RunSpec, Streams};
+use edc_core::sync::SyncOptions;
+use edc_sim::{Dataset, SimConfig, Simulator};
 
 /// An audit key (32+ bytes) for the keyed-checkpoint tests.
 pub const KEY: &str = "an audit key of at least thirty-two bytes, for tests";

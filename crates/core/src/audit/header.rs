@@ -1,0 +1,56 @@
+//! The `run_started` header: who ran what, where, under which policy.
+
+use serde::Serialize;
+
+use super::log::AuditEvent;
+use crate::config::Provenance;
+use crate::redact::redact_args;
+use crate::stream::StreamIdentity;
+
+/// The first line of every run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunStarted {
+    pub tool: &'static str,
+    pub version: &'static str,
+    pub host: String,
+    pub os_user: String,
+    pub pid: u32,
+    pub platform: String,
+    pub command_line: Vec<String>,
+    pub config_path: String,
+    pub config_sha256: String,
+    pub config_git_commit: Option<String>,
+    pub config_git_blob: Option<String>,
+    pub config_dirty: bool,
+    /// Why the config is not under change control, when it is not.
+    pub config_dirty_reason: Option<String>,
+    pub allow_dirty: bool,
+    pub stream: Option<StreamIdentity>,
+}
+
+impl AuditEvent for RunStarted {
+    const NAME: &'static str = "run_started";
+}
+
+impl RunStarted {
+    /// Builds the header for this process from the loaded config's provenance.
+    pub fn new(provenance: &Provenance, allow_dirty: bool, stream: Option<StreamIdentity>) -> Self {
+        RunStarted {
+            tool: crate::TOOL,
+            version: env!("CARGO_PKG_VERSION"),
+            host: crate::host::name(),
+            os_user: crate::host::user(),
+            pid: std::process::id(),
+            platform: crate::host::platform(),
+            command_line: redact_args(std::env::args()),
+            config_path: provenance.config_path.display().to_string(),
+            config_sha256: provenance.config_sha256.clone(),
+            config_git_commit: provenance.config_git_commit.clone(),
+            config_git_blob: provenance.config_git_blob.clone(),
+            config_dirty: provenance.dirty(),
+            config_dirty_reason: provenance.why_uncontrolled(),
+            allow_dirty,
+            stream,
+        }
+    }
+}

@@ -1,0 +1,381 @@
+//! The validated policy: what `config/rate_limits.yaml` means once loaded.
+//!
+//! Every value here has passed validation, and the types keep it that way:
+//! a [`Rate`] cannot be zero, an [`EnvVarName`] cannot be empty, a template
+//! cannot hold an unknown placeholder. Code downstream never re-checks.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::template::Template;
+pub use quota_pacer::Rate;
+
+/// The name of an environment variable that supplies a URL or a secret.
+///
+/// Only the name is ever stored or printed; the value is read at the moment
+/// a run needs it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct EnvVarName(String);
+
+/// The variable a run needs is not set (or not valid Unicode).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("environment variable {name} (named by {key}) is not set")]
+pub struct MissingEnv {
+    pub name: String,
+    pub key: String,
+}
+
+impl EnvVarName {
+    /// Accepts POSIX-style names: a letter or `_`, then letters, digits, `_`.
+    pub fn parse(name: &str) -> Result<Self, String> {
+        let mut chars = name.chars();
+        let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+        if first_ok && chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            Ok(EnvVarName(name.to_string()))
+        } else {
+            Err(format!(
+                "must be an environment variable name like VAULT_API_TOKEN, got {name:?}"
+            ))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Reads the variable. `key` is the config key that named it, for the
+    /// error message; the value never appears in an error.
+    pub fn read(&self, key: &str) -> Result<String, MissingEnv> {
+        match std::env::var(&self.0) {
+            Ok(v) if !v.is_empty() => Ok(v),
+            _ => Err(MissingEnv {
+                name: self.0.clone(),
+                key: key.to_string(),
+            }),
+        }
+    }
+}
+
+impl fmt::Display for EnvVarName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// How the tool proves who it is to the EDC. Chosen per vendor with the
+/// policy's `auth` block; without one, the user's original schema applies:
+/// a bearer token from `token_env`.
+///
+/// Every variant names environment variables or a program, never a value:
+/// credentials are read at run time and never stored in the policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "scheme")]
+pub enum Auth {
+    /// `Authorization: Bearer <token>`.
+    Bearer { token_env: EnvVarName },
+    /// HTTP Basic, as Rave Web Services expects (mdsol/rwslib
+    /// `RWSConnection` sends `auth=(username, password)`).
+    Basic {
+        username_env: EnvVarName,
+        password_env: EnvVarName,
+    },
+    /// Vault: `POST {login_path}` with the form fields `username` and
+    /// `password` returns a `sessionId`, sent as `Authorization` on every
+    /// request and renewed once when Vault says it is invalid (Vault REST
+    /// API reference, "Authentication" / "User Name and Password").
+    VaultSession {
+        username_env: EnvVarName,
+        password_env: EnvVarName,
+        /// Path of the login endpoint on the data origin, e.g. `/api/v24.1/auth`.
+        login_path: String,
+    },
+    /// A credential helper (the convention of git credential helpers and
+    /// AWS `credential_process`): runs `command`, whose stdout is the
+    /// bearer token. Covers OAuth2/OIDC without a second origin here.
+    Command { command: Vec<String> },
+}
+
+impl Auth {
+    /// The scheme's name as the policy spells it.
+    pub fn scheme(&self) -> &'static str {
+        match self {
+            Auth::Bearer { .. } => "bearer",
+            Auth::Basic { .. } => "basic",
+            Auth::VaultSession { .. } => "vault_session",
+            Auth::Command { .. } => "command",
+        }
+    }
+
+    /// Every environment variable the scheme reads, with the key that
+    /// names it (for `config validate --check-env` and error messages).
+    pub fn env_vars(&self) -> Vec<(&'static str, &EnvVarName)> {
+        match self {
+            Auth::Bearer { token_env } => vec![("token_env", token_env)],
+            Auth::Basic {
+                username_env,
+                password_env,
+            }
+            | Auth::VaultSession {
+                username_env,
+                password_env,
+                ..
+            } => vec![
+                ("auth.username_env", username_env),
+                ("auth.password_env", password_env),
+            ],
+            Auth::Command { .. } => Vec::new(),
+        }
+    }
+
+    /// What an operator should check when the EDC refuses the credential:
+    /// the variables (or program) of the scheme in use, never a value.
+    pub fn hint(&self) -> String {
+        match self {
+            Auth::Command { command } => format!(
+                "check the credential helper {:?} (auth.command)",
+                command.first().map(String::as_str).unwrap_or_default()
+            ),
+            other => {
+                let names: Vec<&str> = other.env_vars().iter().map(|(_, n)| n.as_str()).collect();
+                let keys: Vec<&str> = other.env_vars().iter().map(|(k, _)| *k).collect();
+                format!("check {} ({})", names.join(" / "), keys.join(", "))
+            }
+        }
+    }
+}
+
+/// How a vendor reports errors, chosen with the policy's `dialect`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dialect {
+    /// HTTP status only (the behaviour before vendor dialects existed).
+    Generic,
+    /// Veeva Vault: `responseStatus` SUCCESS | WARNING | FAILURE |
+    /// EXCEPTION and `errors[{type, message}]`, mostly at HTTP 200.
+    Vault,
+    /// Medidata Rave Web Services: `<Response ReasonCode=...>` or an ODM
+    /// carrying `mdsol:ErrorDescription`, at 4xx and sometimes at 200.
+    Rave,
+}
+
+/// How a delta response body is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PayloadFormat {
+    /// Vault-style JSON with a records array.
+    Json,
+    /// CDISC ODM 1.3 XML (Rave Web Services).
+    Odm,
+}
+
+/// How the next page of a delta is found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "style")]
+pub enum Paging {
+    /// A JSON pointer into the body holds the next page's path
+    /// (Vault: `/responseDetails/next_page`).
+    JsonNext { next_pointer: String },
+    /// RFC 8288 `Link: <...>; rel="next"`.
+    LinkHeader,
+    /// Rave ODM audit records: `startid` / `per_page`, next page in a Link
+    /// header, cursor = largest `AuditRecord/SourceID` + 1.
+    RaveStartid,
+}
+
+/// In what order the endpoint returns a window's records. Only an
+/// ascending endpoint lets a backfill stop before the window's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordOrder {
+    /// Oldest first, within and across pages.
+    Ascending,
+    /// Newest first (Vault's audit trail).
+    NewestFirst,
+    /// No order promised.
+    Unordered,
+}
+
+/// A delta served as closed date windows (Vault's audit trail): each run
+/// fixes the window's end when it starts, pages through `[start, end]`,
+/// and only then moves the start to the second after `end`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DateWindow {
+    /// Query parameter that carries the window's end (Vault: `end_date`).
+    pub end_param: String,
+    /// How far back the endpoint serves (Vault: 30 days); a cursor older
+    /// than this stops the run (65) naming the interval it cannot serve.
+    #[serde(rename = "max_age_days", serialize_with = "opt_days")]
+    pub max_age: Option<Duration>,
+    /// The window's end stays this far behind the server's clock.
+    #[serde(rename = "settle_lag_s", serialize_with = "secs")]
+    pub settle_lag: Duration,
+}
+
+fn opt_days<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_u64(d.as_secs() / 86_400),
+        None => s.serialize_none(),
+    }
+}
+
+/// A Vault VQL delta: the first page is `POST path` with the form field
+/// `q`, next pages are POSTs of their `next_page` URL.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Vql {
+    /// One SELECT with `{cursor}` where the window start goes (validated).
+    pub select: String,
+    /// The window start of a stream never synced (e.g. a date before the study).
+    pub initial_cursor: String,
+}
+
+/// The delta endpoint of a vendor and the shape of its pages.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Delta {
+    /// Path relative to the base URL; placeholders allowed.
+    pub path: Template,
+    pub format: PayloadFormat,
+    pub paging: Paging,
+    /// JSON pointer to the records array (JSON only).
+    pub records_pointer: Option<String>,
+    /// Query parameter that carries the window start (the cursor).
+    pub cursor_param: String,
+    /// Record field whose largest value is the window's high-water mark
+    /// (JSON only; ODM uses `AuditRecord/SourceID`).
+    pub cursor_field: Option<String>,
+    pub page_size_param: String,
+    pub page_size: u32,
+    /// A window longer than this is treated as a runaway next link (65).
+    pub max_pages_per_window: u64,
+    /// The order of records within and across pages.
+    pub order: RecordOrder,
+    /// Present for date-window endpoints (the cursor is a window start).
+    pub window: Option<DateWindow>,
+    /// Present for VQL deltas (POST of a query instead of a GET).
+    pub vql: Option<Vql>,
+    /// Fixed query parameters added to every first-page request.
+    pub query: Vec<(String, Template)>,
+}
+
+/// Per-request HTTP limits.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct HttpLimits {
+    #[serde(rename = "connect_timeout_s", serialize_with = "secs")]
+    pub connect_timeout: Duration,
+    #[serde(rename = "request_timeout_s", serialize_with = "secs")]
+    pub request_timeout: Duration,
+    pub max_body_bytes: u64,
+}
+
+/// One cursor's worth of data within a vendor (a site, form or dataset).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StreamSpec {
+    pub name: String,
+    /// Query parameters that select this stream, added to the delta's.
+    pub query: Vec<(String, Template)>,
+    /// An extra gate on top of the vendor quota, for this stream alone.
+    pub sub_limit: Option<Rate>,
+}
+
+/// Everything the tool knows about one vendor's quota and delta API.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Policy {
+    pub vendor: String,
+    pub base_url_env: EnvVarName,
+    /// How requests are authenticated (`token_env` alone means bearer).
+    pub auth: Auth,
+    /// How the vendor reports errors inside responses.
+    pub dialect: Dialect,
+    #[serde(flatten)]
+    pub rate: Rate,
+    pub max_retry_attempts: u32,
+    #[serde(rename = "default_retry_after_s", serialize_with = "secs")]
+    pub default_retry_after: Duration,
+    /// Ceiling on any single wait; a longer one ends the run with exit 75.
+    #[serde(rename = "max_wait_s", serialize_with = "secs")]
+    pub max_wait: Duration,
+    pub bucket_key: Template,
+    /// Requests in flight at once on this quota, across every process.
+    pub max_concurrency: u32,
+    /// Slack the pacer keeps against the vendor's own bucket, so requests
+    /// arriving up to this much later than booked never exceed the quota.
+    #[serde(rename = "pacing_margin_ms", serialize_with = "millis")]
+    pub pacing_margin: Duration,
+    /// When the vendor reports its remaining burst at or below this, the
+    /// whole quota is slowed until its window can refill.
+    pub vendor_burst_floor: Option<u64>,
+    pub http: HttpLimits,
+    /// The delta endpoint; `None` in a rate-limit-only policy (the user's
+    /// seven keys), which validates but cannot be synced.
+    pub delta: Option<Delta>,
+    pub streams: Vec<StreamSpec>,
+    /// An extra gate per study on top of the vendor quota.
+    pub study_limit: Option<Rate>,
+    /// Query parameters whose values identify a subject: masked in logs
+    /// and audit lines.
+    pub masked_query_params: Vec<String>,
+    /// A server `Date` this far from the local clock is warned about (log
+    /// and metric): a pacer on a drifting clock trips the remote limit.
+    #[serde(rename = "clock_skew_warn_s", serialize_with = "secs")]
+    pub clock_skew_warn: Duration,
+}
+
+impl Policy {
+    pub fn stream(&self, name: &str) -> Option<&StreamSpec> {
+        self.streams.iter().find(|s| s.name == name)
+    }
+}
+
+/// Every vendor policy of one file, in file order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Config {
+    pub vendors: Vec<Policy>,
+}
+
+impl Config {
+    pub fn vendor(&self, name: &str) -> Option<&Policy> {
+        self.vendors.iter().find(|p| p.vendor == name)
+    }
+
+    pub fn vendor_names(&self) -> Vec<&str> {
+        self.vendors.iter().map(|p| p.vendor.as_str()).collect()
+    }
+}
+
+fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_millis() as u64)
+}
+
+fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_refuses_zero_nan_and_infinite() {
+        assert!(Rate::new(0.0, 1).is_none());
+        assert!(Rate::new(-1.0, 1).is_none());
+        assert!(Rate::new(f64::NAN, 1).is_none());
+        assert!(Rate::new(f64::INFINITY, 1).is_none());
+        assert!(Rate::new(1.0, 0).is_none());
+        assert_eq!(Rate::new(4.0, 2).unwrap().interval(), Duration::from_millis(250));
+    }
+
+    #[test]
+    fn env_var_names_are_checked_and_values_never_leak() {
+        assert!(EnvVarName::parse("VAULT_API_TOKEN").is_ok());
+        assert!(EnvVarName::parse("1BAD").is_err());
+        assert!(EnvVarName::parse("has space").is_err());
+        let name = EnvVarName::parse("EDC_SYNC_TEST_SURELY_UNSET_VAR").unwrap();
+        let err = name.read("veeva_vault.token_env").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "environment variable EDC_SYNC_TEST_SURELY_UNSET_VAR (named by veeva_vault.token_env) is not set"
+        );
+    }
+}

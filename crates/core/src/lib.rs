@@ -1,0 +1,36 @@
+//! The core of edc-sync: policy, the read-only EDC client, landing and
+//! state, the audit trail, the page loop and one run.
+//!
+//! The six invariants (docs/architecture.md) are what this crate carries:
+//! read-only by construction (`edc`), the cursor never ahead of the data
+//! (`store`, `sync`), audit first (`audit`, `sync`), one quota on server
+//! time (the `quota-pacer` crate, shared through `quota`), policy under
+//! change control (`config`), evidence that proves itself (`audit`,
+//! `reconcile`). The binary reaches it through [`run`] and the few
+//! modules below that a command needs; everything else is private.
+
+pub mod audit;
+pub mod config;
+pub mod digest;
+pub mod durable;
+pub mod edc;
+pub mod exit;
+pub mod host;
+pub mod interrupt;
+pub mod mask;
+pub mod metrics;
+pub mod quota;
+pub mod reconcile;
+pub mod redact;
+pub mod run;
+pub mod store;
+pub mod stream;
+pub mod sync;
+
+/// Every Redis key edc-sync writes starts with this: the pacer's keys,
+/// each stream's run lock and the audit anchor.
+pub const REDIS_KEY_PREFIX: &str = "edc-sync:";
+
+/// The tool's name as the audit header and the HTTP `User-Agent` give it
+/// (the binary's, not this crate's).
+pub const TOOL: &str = "edc-sync";

@@ -1,0 +1,394 @@
+//! One run: everything between "load the policy" and "run_finished".
+//!
+//! Order matters and is the design's: load and validate the policy, refuse
+//! it unless committed (or `--allow-dirty`), write the `run_started` header
+//! (fsynced) before anything touches the network, then pace, fetch, land
+//! and commit each stream, and end with `run_finished` carrying the exit
+//! code. Shared by `sync`, `demo` and the OQ scenarios.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+
+use crate::audit::{AuditKey, AuditLog, ChainHead, RunId, RunStarted, SharedAudit};
+use crate::config::{self, ConfigError, LoadedConfig, Policy};
+use crate::edc::{Credentials, ReadOnlyClient};
+use crate::exit::Exit;
+use crate::stream::StreamIdentity;
+use crate::sync::events::RunFinished;
+use crate::sync::{run_stream, StreamJob, StreamReport, SyncOptions};
+use quota_pacer::{AnyPacer, Limiter, LocalPacer, Quota, RedisPacer};
+
+/// Which streams of the vendor to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Streams {
+    /// One named stream.
+    One(String),
+    /// Every stream the policy lists, concurrently.
+    All,
+}
+
+/// Where the pacing state lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PacerChoice {
+    Redis(String),
+    Local,
+}
+
+/// The base URL and credentials, when they do not come from the
+/// environment (the demo and the OQ pass the simulator's).
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    pub base_url: String,
+    pub credentials: Credentials,
+}
+
+impl Endpoint {
+    /// A base URL with a bearer token.
+    pub fn bearer(base_url: impl Into<String>, token: &str) -> Endpoint {
+        Endpoint {
+            base_url: base_url.into(),
+            credentials: Credentials::bearer(token),
+        }
+    }
+}
+
+/// Everything a run is told.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    pub config: PathBuf,
+    pub allow_dirty: bool,
+    pub vendor: String,
+    pub tenant: Option<String>,
+    pub study: String,
+    pub protocol_version: Option<String>,
+    pub streams: Streams,
+    pub out: PathBuf,
+    pub state: PathBuf,
+    pub audit_log: PathBuf,
+    pub pacer: PacerChoice,
+    pub options: SyncOptions,
+    pub endpoint: Option<Endpoint>,
+    /// Prometheus textfile to replace at the end of the run.
+    pub metrics_file: Option<PathBuf>,
+    pub audit: AuditOptions,
+}
+
+/// How the run treats its audit trail.
+#[derive(Debug, Clone, Default)]
+pub struct AuditOptions {
+    /// `--repair-audit`: record a damaged end or a diverged anchor instead
+    /// of refusing to append.
+    pub repair: bool,
+    /// Signs every `run_finished` line (docs/audit-trail.md).
+    pub key: Option<AuditKey>,
+}
+
+/// What a run did, whether or not it succeeded.
+pub struct RunResult {
+    pub run_id: RunId,
+    pub audit_log: PathBuf,
+    pub reports: Vec<StreamReport>,
+    pub outcome: anyhow::Result<()>,
+}
+
+/// A run, planned: everything that can be checked is checked before the
+/// runtime starts and before the audit header is written, so a usage or
+/// configuration mistake (a policy key, a variable, the base URL, the Redis
+/// URL) exits 78 and leaves no audit line.
+pub struct RunPlan {
+    loaded: LoadedConfig,
+    policy: Arc<Policy>,
+    delta: Arc<crate::config::Delta>,
+    jobs: Vec<(StreamIdentity, crate::config::StreamSpec, Quota)>,
+    endpoint: Endpoint,
+    client: ReadOnlyClient,
+}
+
+/// Plans `spec`: policy loaded, validated and committed, streams and
+/// quotas resolved, environment read, the client built for its origin.
+pub fn plan(spec: &RunSpec) -> Result<RunPlan, ConfigError> {
+    if let PacerChoice::Redis(url) = &spec.pacer {
+        RedisPacer::check_url(url).map_err(|e| ConfigError::Identity(format!("--redis {e}")))?;
+    }
+    let loaded = config::load(&spec.config)?;
+    loaded.require_committed(spec.allow_dirty)?;
+    let policy = Arc::new(loaded.vendor(&spec.vendor)?.clone());
+    let delta = Arc::new(policy.delta.clone().ok_or_else(|| ConfigError::NoDelta {
+        vendor: policy.vendor.clone(),
+        path: loaded.provenance.config_path.clone(),
+    })?);
+    let chosen: Vec<crate::config::StreamSpec> = match &spec.streams {
+        Streams::All => policy.streams.clone(),
+        Streams::One(name) => {
+            vec![policy
+                .stream(name)
+                .cloned()
+                .ok_or_else(|| ConfigError::UnknownStream {
+                    vendor: spec.vendor.clone(),
+                    stream: name.clone(),
+                    known: policy
+                        .streams
+                        .iter()
+                        .map(|s| s.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })?]
+        }
+    };
+    let mut jobs = Vec::new();
+    for stream in chosen {
+        let id = StreamIdentity {
+            vendor: spec.vendor.clone(),
+            tenant: spec.tenant.clone(),
+            study: Some(spec.study.clone()),
+            protocol_version: spec.protocol_version.clone(),
+            stream: Some(stream.name.clone()),
+        };
+        let quota = crate::quota::for_stream(&policy, &id)
+            .map_err(|e| ConfigError::Identity(format!("{}: {e}", policy.vendor)))?;
+        jobs.push((id, stream, quota));
+    }
+    let endpoint = match &spec.endpoint {
+        Some(e) => e.clone(),
+        None => Endpoint {
+            base_url: policy
+                .base_url_env
+                .read(&format!("{}.base_url_env", policy.vendor))?,
+            credentials: Credentials::from_policy(&policy)?,
+        },
+    };
+    let client =
+        ReadOnlyClient::new(&endpoint.base_url, endpoint.credentials.clone(), policy.http).map_err(|e| {
+            match e {
+                crate::edc::FetchError::Credential(detail) => {
+                    ConfigError::Identity(format!("{}: {detail}; {}", policy.vendor, policy.auth.hint()))
+                }
+                e => ConfigError::Identity(format!("{}.base_url_env: {e}", policy.vendor)),
+            }
+        })?;
+    Ok(RunPlan {
+        loaded,
+        policy,
+        delta,
+        jobs,
+        endpoint,
+        client,
+    })
+}
+
+/// Runs `spec` to the end. Errors before the audit header exist (bad
+/// config, unwritable audit file) come back as `Err`; everything after is
+/// in [`RunResult::outcome`], and the audit trail says how it ended.
+pub async fn execute(spec: RunSpec) -> anyhow::Result<RunResult> {
+    let plan = plan(&spec)?;
+    execute_plan(spec, plan).await
+}
+
+/// Runs a planned `spec` to the end.
+pub async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> anyhow::Result<RunResult> {
+    let started = Instant::now();
+    let run_id = RunId::new();
+    let masker = crate::mask::Masker::for_run(
+        &prepared.loaded.provenance.config_sha256,
+        &prepared.endpoint.credentials.key_material(),
+        &prepared.policy.masked_query_params,
+    );
+    crate::mask::set_global(masker.clone());
+    let log = AuditLog::open(&spec.audit_log, run_id.clone())?
+        .with_masker(masker)
+        .with_repair(spec.audit.repair)
+        .with_key(spec.audit.key.clone());
+    let anchor_file = ChainHead::file_in(&spec.state, log.canonical_path());
+    let log = match ChainHead::load(&anchor_file).map_err(anyhow::Error::msg)? {
+        Some(head) => log.with_anchor(format!("anchor {}", anchor_file.display()), head),
+        None => log,
+    };
+    let audit = SharedAudit::new(log);
+    let header_stream = prepared.jobs.first().map(|(id, _, _)| StreamIdentity {
+        stream: (prepared.jobs.len() == 1).then(|| id.stream.clone()).flatten(),
+        ..id.clone()
+    });
+    audit
+        .record(RunStarted::new(
+            &prepared.loaded.provenance,
+            spec.allow_dirty,
+            header_stream,
+        ))
+        .await?;
+
+    let (reports, outcome, redis) = run_streams(&spec, &prepared, &audit).await;
+    let interrupted = outcome.as_ref().err().is_some_and(|e| {
+        e.chain().any(|c| {
+            matches!(
+                c.downcast_ref::<crate::sync::SyncError>(),
+                Some(crate::sync::SyncError::Interrupted { .. })
+            )
+        })
+    });
+    if interrupted {
+        let event = crate::sync::events::RunInterrupted {
+            reason: "SIGINT or SIGTERM: stopped at a safe point".into(),
+            pages: reports.iter().map(|r| r.pages).sum(),
+        };
+        audit.record(event).await?;
+    }
+    let code = match &outcome {
+        Ok(()) => Exit::Ok,
+        Err(e) => Exit::for_error(e),
+    };
+    let finished = RunFinished {
+        exit_code: code.code(),
+        outcome: match &outcome {
+            Ok(()) => "ok".into(),
+            Err(e) => format!("{e:#}"),
+        },
+        streams: prepared.jobs.len(),
+        pages: reports.iter().map(|r| r.pages).sum(),
+        records: reports.iter().map(|r| r.records).sum(),
+        duration_s: started.elapsed().as_secs_f64(),
+    };
+    audit.record(finished).await?;
+    anchor(&audit, &anchor_file, redis.as_ref()).await;
+    if let Some(path) = &spec.metrics_file {
+        let base = StreamIdentity {
+            vendor: spec.vendor.clone(),
+            tenant: spec.tenant.clone(),
+            study: Some(spec.study.clone()),
+            protocol_version: spec.protocol_version.clone(),
+            stream: None,
+        };
+        let streams: Vec<String> = prepared
+            .jobs
+            .iter()
+            .filter_map(|(id, _, _)| id.stream.clone())
+            .collect();
+        let duration = started.elapsed().as_secs_f64();
+        crate::metrics::write(path, &base, &reports, &streams, code.code(), duration)
+            .with_context(|| format!("writing the metrics file {}", path.display()))?;
+    }
+    Ok(RunResult {
+        run_id,
+        audit_log: spec.audit_log.clone(),
+        reports,
+        outcome,
+    })
+}
+
+/// Writes the chain head outside the file: the state directory and, with
+/// Redis, Redis. A failure is reported on stderr and does not change the
+/// run's exit code, which `run_finished` has already recorded; the next run
+/// then checks against the older anchor.
+async fn anchor(audit: &SharedAudit, file: &std::path::Path, redis: Option<&RedisPacer>) {
+    let head = match audit.head() {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("warning: audit anchor not written: {e}");
+            return;
+        }
+    };
+    if let Err(e) = head.store(file) {
+        eprintln!("warning: audit anchor {} not written: {e}", file.display());
+    }
+    if let Some(redis) = redis {
+        if let Err(e) = crate::audit::anchor::redis_copy::store(redis, &head).await {
+            eprintln!("warning: audit anchor not written to Redis: {e}");
+        }
+    }
+}
+
+/// With Redis, the trail is also checked against the anchor kept there, as
+/// soon as Redis is reached and before any request.
+async fn check_redis_anchor(redis: &RedisPacer, audit: &SharedAudit) -> anyhow::Result<()> {
+    let path = audit.canonical_path();
+    if let Some(head) = crate::audit::anchor::redis_copy::load(redis, path).await? {
+        let source = format!("Redis anchor {}", ChainHead::redis_key(path));
+        audit.check_anchor(&source, &head)?;
+    }
+    Ok(())
+}
+
+async fn run_streams(
+    spec: &RunSpec,
+    prepared: &RunPlan,
+    audit: &SharedAudit,
+) -> (Vec<StreamReport>, anyhow::Result<()>, Option<RedisPacer>) {
+    let pacer = match &spec.pacer {
+        PacerChoice::Local => AnyPacer::Local(LocalPacer::new()),
+        PacerChoice::Redis(url) => match RedisPacer::connect(url, crate::REDIS_KEY_PREFIX).await {
+            Ok(p) => {
+                if let Err(e) = check_redis_anchor(&p, audit).await {
+                    return (Vec::new(), Err(e), Some(p));
+                }
+                AnyPacer::Redis(p)
+            }
+            Err(e) => return (Vec::new(), Err(e.into()), None),
+        },
+    };
+    let redis = match &pacer {
+        AnyPacer::Redis(p) => Some(p.clone()),
+        AnyPacer::Local(_) => None,
+    };
+    let client = prepared.client.clone();
+    let mut tasks = tokio::task::JoinSet::new();
+    for (index, (id, stream, quota)) in prepared.jobs.iter().cloned().enumerate() {
+        let job = StreamJob {
+            policy: prepared.policy.clone(),
+            delta: prepared.delta.clone(),
+            spec: stream,
+            identity: id,
+            client: client.clone(),
+            limiter: Limiter::new(pacer.clone(), quota),
+            audit: audit.clone(),
+            out_dir: spec.out.clone(),
+            state_dir: spec.state.clone(),
+            options: spec.options.clone(),
+            redis: redis.clone(),
+        };
+        tasks.spawn(async move { (index, run_stream(&job).await) });
+    }
+    let mut results = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok(r) => results.push(r),
+            Err(e) => {
+                return (
+                    Vec::new(),
+                    Err(anyhow::anyhow!("a stream task failed: {e}")),
+                    redis,
+                )
+            }
+        }
+    }
+    results.sort_by_key(|(i, _)| *i);
+    let mut reports = Vec::new();
+    let mut first_error = None;
+    for (_, outcome) in results {
+        // Every stream's report counts, finished or not: run_finished and
+        // the metrics say what was committed even when the run failed.
+        reports.push(outcome.report);
+        if let (Err(e), None) = (outcome.result, &first_error) {
+            first_error = Some(anyhow::Error::new(e));
+        }
+    }
+    (reports, first_error.map_or(Ok(()), Err), redis)
+}
+
+/// Convenience for callers outside a runtime.
+pub fn execute_blocking(spec: RunSpec) -> anyhow::Result<RunResult> {
+    // Planned before the runtime exists: a mistake costs nothing to find.
+    let plan = plan(&spec)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async {
+        let mut spec = spec;
+        spec.options.interrupt =
+            crate::interrupt::Interrupt::install().context("installing the signal handlers")?;
+        execute_plan(spec, plan).await
+    })
+}

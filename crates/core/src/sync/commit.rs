@@ -1,0 +1,333 @@
+//! The page commit: a received body is checked (payload validation, then
+//! the vendor dialect's verdict), and a page is made durable in the order
+//! invariant 2 requires: landing file (fsync, rename, directory fsync),
+//! manifest line, `page_committed` audit line, and last the cursor.
+
+use super::events::{PageCommitted, RequestFailed};
+use super::request::Request;
+use super::{window, Attempt, CommittedPage, Loop, Received, Spent, SyncError};
+use crate::audit::now_rfc3339;
+use crate::config::PayloadFormat;
+use crate::edc::dialect::{self, NotAPage};
+use crate::edc::paging;
+use crate::edc::payload::{self, InvalidPayload, PageSummary};
+use crate::edc::Reply;
+use crate::store::{Cursor, ManifestEntry, PageAdvance};
+use quota_pacer::{HandOver, Pacer};
+
+impl<P: Pacer> Loop<'_, P> {
+    /// The verdict on a body checked as it streamed in, under the policy's
+    /// dialect: a page, or a vendor error or invalid payload that is never
+    /// landed.
+    pub(super) fn check_page(&self, check: payload::PageCheck) -> Result<PageSummary, NotAPage> {
+        let delta = &self.job.delta;
+        check.finish().map_err(NotAPage::Invalid).and_then(|page| {
+            let records = delta.records_pointer.as_deref().unwrap_or("/data");
+            dialect::judge(self.job.policy.dialect, delta.format, records, page)
+        })
+    }
+
+    /// An invalid payload: moved to `quarantine/` for investigation,
+    /// audited, and the stream stops (65). Returns the error to stop with.
+    pub(super) fn quarantine(
+        &mut self,
+        page: &Received,
+        temp: crate::store::LandingTemp,
+        digest: &crate::edc::BodyDigest,
+        invalid: InvalidPayload,
+    ) -> SyncError {
+        let url = &page.url;
+        let quarantine = self.landing.dir().join("quarantine");
+        let name = format!("{}.{}.invalid", digest.sha256, self.run_id);
+        let moved = temp
+            .quarantine(&quarantine, &name)
+            .ok()
+            .map(|p| p.display().to_string());
+        let recorded = self.job.audit.record_blocking(&RequestFailed {
+            stream: self.name.clone(),
+            request_id: page.request_id.clone(),
+            attempt: page.attempt,
+            url: url.to_string(),
+            status: Some(page.status),
+            reason: invalid.to_string(),
+            payload_sha256: Some(digest.sha256.clone()),
+            quarantined: moved,
+            vendor_execution_id: page.execution_id.clone(),
+            ..RequestFailed::default()
+        });
+        match recorded {
+            Ok(_) => self.rejected(format!("GET {url}: {invalid}; nothing was committed")),
+            Err(e) => e.into(),
+        }
+    }
+
+    /// Makes a checked page durable: landing file (fsync, rename,
+    /// directory fsync), manifest line, `page_committed` audit line, and
+    /// last the cursor. Blocking; called once per page.
+    pub(super) fn commit_page(
+        &mut self,
+        page: &Received,
+        cursor: &Cursor,
+        temp: crate::store::LandingTemp,
+        digest: &crate::edc::BodyDigest,
+        summary: PageSummary,
+    ) -> Result<CommittedPage, SyncError> {
+        let job = self.job;
+        let url = &page.url;
+        let next = match paging::next_page(
+            job.client.origin(),
+            &job.delta.paging,
+            &page.page_url,
+            &page.links,
+            &summary,
+        ) {
+            Ok(n) => n,
+            Err(e) => {
+                temp.discard();
+                let reason = format!("page {url}: {e}; nothing was committed");
+                job.audit.record_blocking(&RequestFailed {
+                    stream: self.name.clone(),
+                    request_id: page.request_id.clone(),
+                    attempt: page.attempt,
+                    url: url.to_string(),
+                    status: Some(page.status),
+                    reason: reason.clone(),
+                    payload_sha256: Some(digest.sha256.clone()),
+                    vendor_execution_id: page.execution_id.clone(),
+                    ..RequestFailed::default()
+                })?;
+                return Err(self.rejected(reason));
+            }
+        };
+        let next_start = match &self.window_end {
+            Some(end) => Some(window::after(end).map_err(|e| self.rejected(e))?),
+            None => None,
+        };
+        let advance = PageAdvance {
+            window_end: self.window_end.clone(),
+            next_start,
+            next_page: next.as_ref().map(Self::url_key),
+            high_water: summary.high_water.clone(),
+            records: summary.records,
+            sha256: &digest.sha256,
+            run_id: self.run_id.as_str(),
+            paging: &job.delta.paging,
+        };
+        let pending = self
+            .cursors
+            .advance(cursor, advance)
+            .map_err(|e| self.rejected(format!("page {url}: {e}")))?;
+        let after_json = pending.cursor().to_json();
+        let durable_started = std::time::Instant::now();
+        // A page without records holds no data: its hash and size go in
+        // the audit line, nothing is landed and the manifest is unchanged
+        // (an empty poll every five minutes must not leave a file each time).
+        let (landed, replayed) = if job.options.dry_run || summary.records == 0 {
+            temp.discard();
+            (None, false)
+        } else {
+            let landed = self.landing.commit(temp, &digest.sha256)?;
+            let entry = ManifestEntry {
+                stream: self.name.clone(),
+                page_key: Self::url_key(url),
+                cursor_before: cursor.to_json(),
+                cursor_after: after_json.clone(),
+                sha256: digest.sha256.clone(),
+                bytes: digest.bytes,
+                records: summary.records,
+                run_id: self.run_id.to_string(),
+                file: landed.file().to_string(),
+                landed_at: now_rfc3339(),
+            };
+            let listed = self.landing.list(&entry)?;
+            (Some(landed), !listed)
+        };
+        let audited = job.audit.record_blocking(&PageCommitted {
+            stream: self.name.clone(),
+            request_id: page.request_id.clone(),
+            attempt: page.attempt,
+            url: url.to_string(),
+            status: page.status,
+            payload_sha256: digest.sha256.clone(),
+            bytes: digest.bytes,
+            records: summary.records,
+            landed: landed.is_some(),
+            landing_file: landed.as_ref().map(|l| l.file().to_string()),
+            landing_dir: self.landing.canonical_dir().display().to_string(),
+            replayed,
+            replaced_damaged_file: landed.as_ref().is_some_and(|l| l.replaced_damaged()),
+            dry_run: job.options.dry_run,
+            cursor_before: cursor.to_json(),
+            cursor_after: after_json,
+            cursor_state: pending.cursor().to_state_json(),
+            quota_headers: page.quota_headers.clone(),
+            older_than_cursor: match (&summary.low_water, cursor.window_start()) {
+                (Some(low), Some(start)) => {
+                    payload::order::compare_params(&low.as_param(), start) == std::cmp::Ordering::Less
+                }
+                _ => false,
+            },
+            vendor_warnings: summary.envelope.warnings.clone(),
+            vendor_execution_id: page.execution_id.clone(),
+        })?;
+        let after = if job.options.dry_run {
+            pending.dry_run()
+        } else {
+            let book_next = next.is_some()
+                && !job.options.interrupt.requested()
+                && job
+                    .options
+                    .max_pages
+                    .is_none_or(|max| self.report.pages + 1 < max);
+            self.prove_lock(book_next)?;
+            let committed =
+                self.cursors
+                    .commit(pending, &audited, landed.as_ref(), self.landing.manifest_len())?;
+            self.landing.settle();
+            committed
+        };
+        self.report.durable_commit += durable_started.elapsed();
+        Ok(CommittedPage {
+            next,
+            cursor: after,
+            records: summary.records,
+            replayed,
+        })
+    }
+
+    /// With a cross-host run lock: proves it is still this run's, right
+    /// before the cursor moves, in the call that gives the page's slot
+    /// back and (with `book_next`) books the next page. Blocking.
+    fn prove_lock(&mut self, book_next: bool) -> Result<(), SyncError> {
+        let Some(fenced) = &self.fenced else {
+            return Ok(());
+        };
+        let lost = || SyncError::LockLost {
+            stream: self.name.clone(),
+            fence: fenced.fence(),
+        };
+        if fenced.is_lost() {
+            return Err(lost());
+        }
+        let current = self.holding.take();
+        let handed = tokio::runtime::Handle::current().block_on(self.job.limiter.hand_over(
+            current,
+            &fenced.run_fence(),
+            book_next,
+        ))?;
+        match handed {
+            HandOver::Held(booked) => {
+                self.booked = booked;
+                Ok(())
+            }
+            HandOver::Lost => {
+                fenced.mark_lost();
+                Err(lost())
+            }
+        }
+    }
+
+    /// 2xx: stream into SHA-256, the payload check and a temp file at once,
+    /// then land, list, audit and commit the cursor, in that order.
+    pub(super) async fn land(&mut self, req: &Request<'_>, reply: Reply) -> Result<Attempt, SyncError> {
+        let Request {
+            url,
+            cursor,
+            id: request_id,
+            attempt,
+            budget,
+        } = *req;
+        let meta = reply.meta.clone();
+        if let Some(encoding) = reply.content_encoding.as_deref() {
+            let reason = format!(
+                "GET {url}: the body is Content-Encoding: {encoding}, which was not asked for (requests \
+                 send Accept-Encoding: identity); nothing was committed"
+            );
+            self.failed(req, Some(&meta), None, reason.clone()).await?;
+            return Err(self.rejected(reason));
+        }
+        if let Some(ct) = reply.content_type.as_deref() {
+            let expected = match self.job.delta.format {
+                PayloadFormat::Json => "json",
+                PayloadFormat::Odm => "xml",
+            };
+            if !ct.to_ascii_lowercase().contains(expected) {
+                let reason = format!(
+                    "GET {url}: Content-Type {ct:?} is not {expected} (delta.format); nothing was committed"
+                );
+                self.failed(req, Some(&meta), None, reason.clone()).await?;
+                return Err(self.rejected(reason));
+            }
+        }
+        let page = Received {
+            url: url.clone(),
+            page_url: reply.url.clone(),
+            status: reply.status.as_u16(),
+            links: reply.link.clone(),
+            quota_headers: reply.quota_headers.clone(),
+            execution_id: reply.execution_id.clone(),
+            request_id: request_id.to_string(),
+            attempt,
+        };
+        let mut check = payload::PageCheck::new(&self.job.delta).map_err(|e| {
+            crate::store::StoreError::io(self.landing.dir(), "start the ODM validator's thread", e)
+        })?;
+        let mut temp = self
+            .landing
+            .begin(&format!("{}-{}", self.run_id, self.requests))?;
+        let digest = match reply
+            .stream_into(&mut payload::Checked::new(&mut temp, &mut check))
+            .await
+        {
+            Ok(d) => d,
+            Err(e) => {
+                temp.discard();
+                // A body that stalls or breaks off is the same failure as
+                // headers that never come: past the budget, 69 for both.
+                if e.is_transient() && attempt >= budget {
+                    let reason = format!("{e} (attempt {attempt} of {budget})");
+                    return self
+                        .exhausted(url, attempt, reason, cursor, Spent::Unreachable)
+                        .await;
+                }
+                if e.is_transient() {
+                    return self.retry_later(req, e.to_string(), meta.execution_id).await;
+                }
+                let reason = e.to_string();
+                self.failed(req, Some(&meta), None, reason.clone()).await?;
+                return Err(self.rejected(reason));
+            }
+        };
+        // ODM's verdict waits for its parser thread to read the last chunks.
+        let summary = match tokio::task::block_in_place(|| self.check_page(check)) {
+            Ok(summary) => summary,
+            Err(NotAPage::Vendor(error)) => {
+                temp.discard();
+                return self.vendor_error(req, &meta, error).await;
+            }
+            Err(NotAPage::Invalid(invalid)) => {
+                return Err(tokio::task::block_in_place(|| {
+                    self.quarantine(&page, temp, &digest, invalid)
+                }));
+            }
+        };
+        // Everything from here to the cursor is local file work with fsyncs:
+        // one hand-off to a blocking thread for the whole sequence.
+        let committed =
+            tokio::task::block_in_place(|| self.commit_page(&page, cursor, temp, &digest, summary))?;
+        self.report.pages += 1;
+        self.report.records += committed.records;
+        self.report.bytes += digest.bytes;
+        self.report.replayed_pages += u64::from(committed.replayed);
+        if let Some(bar) = &self.job.options.progress {
+            bar.inc(1);
+            bar.set_message(format!("{}: {} records", self.name, self.report.records));
+        }
+        self.vendor_burst(request_id, &page.quota_headers).await?;
+        // In a dry run nothing was committed: the cursor moves in memory only.
+        Ok(Attempt::Committed {
+            next: committed.next,
+            cursor: Box::new(committed.cursor),
+        })
+    }
+}

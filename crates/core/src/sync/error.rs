@@ -1,0 +1,78 @@
+//! Why a stream stopped early: one error type, each variant one exit code
+//! (`exit.rs` maps them).
+
+use super::fence::FenceError;
+use crate::audit::AuditError;
+use crate::edc::AuthError;
+use crate::store::{LockError, StoreError, StreamLocked};
+use quota_pacer::PacerError;
+
+/// Why a stream stopped early. Each variant has one exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// Retry budget or max wait spent (exit 75, progress saved).
+    #[error("{stream}: {reason}; the cursor is unchanged and the next run resumes there")]
+    Exhausted { stream: String, reason: String },
+    /// The EDC could not be reached within the retry budget (exit 69).
+    #[error("{stream}: the EDC is unreachable after {attempts} attempt(s): {detail}")]
+    Unreachable {
+        stream: String,
+        attempts: u32,
+        detail: String,
+    },
+    /// 401 / 403, or a vendor's refusal in the body (exit 77). `hint`
+    /// names the credential variables of the scheme in use.
+    #[error("{stream}: {detail}: {hint}")]
+    Permission {
+        stream: String,
+        detail: String,
+        hint: String,
+    },
+    /// No credential could be obtained: the login was refused or the
+    /// helper failed (77), the login endpoint is down (69), or it answered
+    /// something that is not a login response (65).
+    #[error("{stream}: {error}; {hint}")]
+    Credential {
+        stream: String,
+        hint: String,
+        error: AuthError,
+    },
+    /// Another 4xx, an invalid payload, a bad next link (exit 65).
+    #[error("{stream}: {reason}")]
+    Rejected { stream: String, reason: String },
+    #[error(transparent)]
+    Pacer(#[from] PacerError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Audit(#[from] AuditError),
+    #[error(transparent)]
+    Locked(#[from] StreamLocked),
+    /// The cross-host run lock was lost mid-run: another run holds the
+    /// stream now, so this one stops without moving the cursor (exit 75).
+    #[error(
+        "{stream}: lost the run lock (fence {fence}); another run holds the stream; the cursor was not moved"
+    )]
+    LockLost { stream: String, fence: u64 },
+    /// SIGINT / SIGTERM (exit 75: progress saved, run again).
+    #[error("{stream}: interrupted at a safe point; committed pages are kept and the next run resumes")]
+    Interrupted { stream: String },
+}
+
+impl From<FenceError> for SyncError {
+    fn from(e: FenceError) -> Self {
+        match e {
+            FenceError::Locked(l) => SyncError::Locked(l),
+            FenceError::Pacer(p) => SyncError::Pacer(p),
+        }
+    }
+}
+
+impl From<LockError> for SyncError {
+    fn from(e: LockError) -> Self {
+        match e {
+            LockError::Locked(l) => SyncError::Locked(l),
+            LockError::Store(s) => SyncError::Store(s),
+        }
+    }
+}

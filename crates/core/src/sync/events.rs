@@ -1,0 +1,312 @@
+//! The audit events of a sync, field by field (docs/audit-trail.md lists
+//! them for reviewers). Never the token; never record content.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::audit::AuditEvent;
+use crate::edc::dialect::VendorError;
+use crate::edc::payload::VendorMessage;
+use quota_pacer::retry_after::RetryAfterSource;
+
+/// A 429 or 503, or a vendor's throttle reported in the body (Vault
+/// `API_LIMIT_EXCEEDED`): written and fsynced before the shared pause and
+/// the sleep.
+#[derive(Debug, Serialize)]
+pub struct RateLimited {
+    pub stream: String,
+    pub request_id: String,
+    pub attempt: u32,
+    pub status: u16,
+    pub url: String,
+    /// `http_status` (429/503) or `vendor_body`.
+    pub signal: &'static str,
+    pub vendor_error: Option<VendorError>,
+    pub retry_after_s: f64,
+    pub retry_after_source: RetryAfterSource,
+    pub retry_after_raw: Option<String>,
+    /// The server's `Date` (UTC), against which an HTTP-date Retry-After
+    /// is measured; `None` when it sent none (then the local clock is used).
+    pub server_date: Option<String>,
+    /// Server clock minus local clock at receipt, in seconds.
+    pub clock_skew_s: Option<f64>,
+    pub vendor_execution_id: Option<String>,
+    /// When the throttling response was received (UTC, local clock).
+    pub compliance_timestamp: String,
+    /// No request on this quota, from any worker, before this instant.
+    pub resume_not_before: String,
+    pub quota: String,
+    pub quota_headers: BTreeMap<String, String>,
+}
+
+impl AuditEvent for RateLimited {
+    const NAME: &'static str = "rate_limited";
+}
+
+/// A 5xx, timeout, reset or truncated body: retried after a deterministic
+/// backoff derived from the rate.
+#[derive(Debug, Serialize)]
+pub struct RetryScheduled {
+    pub stream: String,
+    pub request_id: String,
+    pub attempt: u32,
+    pub url: String,
+    pub reason: String,
+    pub backoff_s: f64,
+    pub vendor_execution_id: Option<String>,
+    pub compliance_timestamp: String,
+}
+
+impl AuditEvent for RetryScheduled {
+    const NAME: &'static str = "retry_scheduled";
+}
+
+/// A page is landed and listed; the cursor is committed right after.
+#[derive(Debug, Serialize)]
+pub struct PageCommitted {
+    pub stream: String,
+    pub request_id: String,
+    pub attempt: u32,
+    pub url: String,
+    pub status: u16,
+    pub payload_sha256: String,
+    pub bytes: u64,
+    pub records: u64,
+    /// False for a dry run and for a page without records (nothing to
+    /// land: the hash and size above are the record of what was received).
+    pub landed: bool,
+    pub landing_file: Option<String>,
+    /// The stream's landing directory (absolute): with `landing_file`,
+    /// where `edc-sync verify` finds the page.
+    pub landing_dir: String,
+    /// The same bytes were already landed (a replay after a crash).
+    pub replayed: bool,
+    /// The landed file of that name no longer hashed to its name (modified
+    /// after landing) and was replaced by the bytes just received.
+    pub replaced_damaged_file: bool,
+    pub dry_run: bool,
+    pub cursor_before: serde_json::Value,
+    pub cursor_after: serde_json::Value,
+    /// The whole cursor after this page: this line is the commit record,
+    /// and a run rolls its cursor file forward from it (docs/commit.md).
+    pub cursor_state: serde_json::Value,
+    pub quota_headers: BTreeMap<String, String>,
+    /// The page holds records older than the window's start (out of
+    /// order, or a vendor clock set back): landed, never moving the cursor back.
+    pub older_than_cursor: bool,
+    /// Vault `WARNING` responses: the warnings, kept with the page.
+    pub vendor_warnings: Vec<VendorMessage>,
+    pub vendor_execution_id: Option<String>,
+}
+
+impl AuditEvent for PageCommitted {
+    const NAME: &'static str = "page_committed";
+}
+
+/// The cursor file was behind the trail (its last write was lost in a
+/// crash): it was moved to the state the stream's last committed page
+/// records, before anything was fetched.
+#[derive(Debug, Serialize)]
+pub struct CursorRolledForward {
+    pub stream: String,
+    /// Commits the cursor file had missed.
+    pub pages: u64,
+    pub cursor_file: String,
+    pub cursor_after: serde_json::Value,
+}
+
+impl AuditEvent for CursorRolledForward {
+    const NAME: &'static str = "cursor_rolled_forward";
+}
+
+/// The cursor file was torn (not JSON: a write lost to a power loss) and
+/// was rebuilt from the stream's last `page_committed` line.
+#[derive(Debug, Serialize)]
+pub struct CursorRebuilt {
+    pub stream: String,
+    pub cursor_file: String,
+    /// Where the commit line it was rebuilt from starts in the trail.
+    pub from_audit_offset: u64,
+    pub cursor_after: serde_json::Value,
+}
+
+impl AuditEvent for CursorRebuilt {
+    const NAME: &'static str = "cursor_rebuilt";
+}
+
+/// State written under the old, non-injective directory names was moved to
+/// the new ones (see `store::migrate`): before anything else of the stream.
+#[derive(Debug, Serialize)]
+pub struct StateMigrated {
+    pub stream: String,
+    pub from: String,
+    pub to: String,
+}
+
+impl AuditEvent for StateMigrated {
+    const NAME: &'static str = "state_migrated";
+}
+
+/// A torn final manifest line was dropped when the stream started, and the
+/// pages the audit trail says were committed there but the manifest no
+/// longer lists were listed again from their `page_committed` lines.
+#[derive(Debug, Serialize)]
+pub struct ManifestRebuilt {
+    pub stream: String,
+    pub manifest: String,
+    pub torn_bytes: u64,
+    pub relisted: u64,
+}
+
+impl AuditEvent for ManifestRebuilt {
+    const NAME: &'static str = "manifest_rebuilt";
+}
+
+/// A response that ends the stream without a commit.
+#[derive(Debug, Default, Serialize)]
+pub struct RequestFailed {
+    pub stream: String,
+    pub request_id: String,
+    pub attempt: u32,
+    pub url: String,
+    pub status: Option<u16>,
+    pub reason: String,
+    pub payload_sha256: Option<String>,
+    pub quarantined: Option<String>,
+    /// What the vendor said in the body (its type or reason code).
+    pub vendor_error: Option<VendorError>,
+    pub vendor_execution_id: Option<String>,
+}
+
+impl AuditEvent for RequestFailed {
+    const NAME: &'static str = "request_failed";
+}
+
+/// A credential was obtained for the run: a Vault login or a credential
+/// helper's token. Never the credential itself.
+#[derive(Debug, Serialize)]
+pub struct SessionStarted {
+    pub stream: String,
+    pub request_id: String,
+    pub scheme: &'static str,
+    /// Counts credentials within the run: 1 for the first.
+    pub generation: u64,
+    /// Where the login form went (path on the data origin), if one was sent.
+    pub login_path: Option<String>,
+    pub vendor_execution_id: Option<String>,
+}
+
+impl AuditEvent for SessionStarted {
+    const NAME: &'static str = "session_started";
+}
+
+/// The EDC refused the credential in use (HTTP 401 or Vault
+/// `INVALID_SESSION_ID`); a new one was obtained and the same request is
+/// repeated once.
+#[derive(Debug, Serialize)]
+pub struct SessionRenewed {
+    pub stream: String,
+    pub request_id: String,
+    pub scheme: &'static str,
+    pub generation: u64,
+    pub refused_generation: u64,
+    pub reason: String,
+    pub login_path: Option<String>,
+    pub vendor_execution_id: Option<String>,
+}
+
+impl AuditEvent for SessionRenewed {
+    const NAME: &'static str = "session_renewed";
+}
+
+/// The stream's Redis run lock was held by a pid of this host that no
+/// longer runs (a run killed with SIGKILL): taken over at once instead of
+/// waiting out its TTL.
+#[derive(Debug, Serialize)]
+pub struct RunLockTakenOver {
+    pub stream: String,
+    pub previous_holder: String,
+    pub fence: u64,
+    pub reason: String,
+}
+
+impl AuditEvent for RunLockTakenOver {
+    const NAME: &'static str = "run_lock_taken_over";
+}
+
+/// The retry budget or the maximum wait is spent: exit 75, cursor unchanged.
+#[derive(Debug, Serialize)]
+pub struct QuotaExhausted {
+    pub stream: String,
+    pub request_id: String,
+    pub attempts: u32,
+    pub url: String,
+    pub reason: String,
+    pub cursor: serde_json::Value,
+}
+
+impl AuditEvent for QuotaExhausted {
+    const NAME: &'static str = "quota_exhausted";
+}
+
+/// The vendor reported its burst allowance at or below the floor: the whole
+/// quota is slowed (Vault delays responses instead of answering 429).
+#[derive(Debug, Serialize)]
+pub struct VendorBurstLow {
+    pub stream: String,
+    pub request_id: String,
+    pub burst_limit: Option<u64>,
+    pub burst_remaining: u64,
+    pub floor: u64,
+    pub pause_s: f64,
+    pub reason: String,
+}
+
+impl AuditEvent for VendorBurstLow {
+    const NAME: &'static str = "vendor_burst_low";
+}
+
+/// A stream's part of the run is over.
+#[derive(Debug, Serialize)]
+pub struct StreamFinished {
+    pub stream: String,
+    pub outcome: String,
+    pub pages: u64,
+    pub records: u64,
+    pub bytes: u64,
+    pub replayed_pages: u64,
+    pub window_complete: bool,
+    pub cursor: serde_json::Value,
+}
+
+impl AuditEvent for StreamFinished {
+    const NAME: &'static str = "stream_finished";
+}
+
+/// The last line of a run.
+#[derive(Debug, Serialize)]
+pub struct RunFinished {
+    pub exit_code: u8,
+    pub outcome: String,
+    pub streams: usize,
+    pub pages: u64,
+    pub records: u64,
+    pub duration_s: f64,
+}
+
+impl AuditEvent for RunFinished {
+    const NAME: &'static str = "run_finished";
+    const CHECKPOINT: bool = true;
+}
+
+/// SIGINT / SIGTERM stopped the run at a safe point.
+#[derive(Debug, Serialize)]
+pub struct RunInterrupted {
+    pub reason: String,
+    pub pages: u64,
+}
+
+impl AuditEvent for RunInterrupted {
+    const NAME: &'static str = "run_interrupted";
+}

@@ -1,0 +1,83 @@
+//! Opening a stream: its run locks (file, and with Redis the fenced
+//! cross-host lock), state written under old names moved, and its cursor
+//! and landing stores opened, with a torn manifest tail recovered.
+
+use super::events::{self, RunLockTakenOver};
+use super::{recover, roll_forward, FencedLock, Loop, StreamJob, StreamReport, SyncError};
+use crate::config::PayloadFormat;
+use crate::store::{CursorStore, LandingStore, RunLock};
+use quota_pacer::Pacer;
+
+/// Takes the stream's locks and opens its cursor and landing stores.
+pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<Loop<'_, P>, SyncError> {
+    let run_id = job.audit.run_id().clone();
+    let lock = RunLock::acquire(&job.state_dir, &job.identity, run_id.as_str())?;
+    let fenced = match &job.redis {
+        Some(pacer) => {
+            let holder = format!(
+                "host {}, pid {}, run {run_id}",
+                crate::host::name(),
+                std::process::id()
+            );
+            let stream = crate::store::stream_dir_name(&job.identity);
+            Some(FencedLock::acquire(pacer, job.limiter.quota().key(), &stream, &holder).await?)
+        }
+        None => None,
+    };
+    if let Some(previous) = fenced
+        .as_ref()
+        .and_then(|f| f.taken_over_from().map(|p| (p, f.fence())))
+    {
+        let event = RunLockTakenOver {
+            stream: name.clone(),
+            previous_holder: previous.0.to_string(),
+            fence: previous.1,
+            reason: "the holder is a pid of this host that no longer runs (killed): taken over instead of \
+                     waiting out the lock's TTL"
+                .into(),
+        };
+        job.audit.record(event).await?;
+    }
+    for moved in crate::store::migrate::stream(&job.state_dir, &job.out_dir, &job.identity)? {
+        let event = events::StateMigrated {
+            stream: name.clone(),
+            from: moved.from.display().to_string(),
+            to: moved.to.display().to_string(),
+        };
+        job.audit.record(event).await?;
+    }
+    let cursors = CursorStore::new(lock).starting_at(job.options.since.clone());
+    let landing_dir = job.out_dir.join(crate::store::stream_dir_name(&job.identity));
+    let ext = match job.delta.format {
+        PayloadFormat::Json => "json",
+        PayloadFormat::Odm => "xml",
+    };
+    let from = cursors.load().ok().and_then(|c| c.manifest_bytes());
+    let mut landing = LandingStore::open(&landing_dir, ext, from)?;
+    recover::relist_after_torn_tail(&mut landing, &job.audit, &name).await?;
+    if !job.options.dry_run {
+        roll_forward::rebuild_if_torn(&cursors, &landing, &job.audit, &name).await?;
+        roll_forward::catch_up(&cursors, &mut landing, &job.audit, &name).await?;
+    }
+    let report = StreamReport {
+        stream: name.clone(),
+        landing_dir,
+        cursor_file: cursors.path().to_path_buf(),
+        ..StreamReport::default()
+    };
+    Ok(Loop {
+        job,
+        name,
+        run_id,
+        cursors,
+        landing,
+        report,
+        requests: 0,
+        fenced,
+        holding: None,
+        booked: None,
+        skew_warned: false,
+        window_end: None,
+        vql_first: None,
+    })
+}

@@ -1,0 +1,249 @@
+//! Date windows (Vault's audit trail): what a run asks for, decided before
+//! the first request and pure, so it is tested without a server.
+//!
+//! Each run fixes its window's end when it starts (the server's time minus
+//! the settle lag, or `--until`), pages through the closed window `[start,
+//! end]` in whatever order the endpoint returns it, and only when the whole
+//! window is committed moves the start to the second after `end`. The
+//! endpoint's dates have one-second resolution and both ends are
+//! inclusive, so adjacent windows neither overlap (no record fetched
+//! twice at the boundary) nor leave a gap.
+
+use std::time::{Duration, SystemTime};
+
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use reqwest::Url;
+
+use super::events::RequestFailed;
+use super::request::Request;
+use super::{Loop, SyncError};
+use crate::config::DateWindow;
+use crate::store::Cursor;
+use quota_pacer::Pacer;
+
+/// A new stream starts this far inside the oldest instant the endpoint
+/// serves, so the first request is not refused for a second's drift.
+const FIRST_START_MARGIN: Duration = Duration::from_secs(60);
+
+/// What a run does about its window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    /// Fetch `[start, end]` (`start` absent: the endpoint's own default).
+    Fetch { start: Option<String>, end: String },
+    /// The next window would start after `end`: nothing to ask for yet.
+    UpToDate { next_start: String, end: String },
+    /// The endpoint no longer serves `[start, oldest)`.
+    TooOld { start: String, oldest: String },
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ`: the form Vault documents for its dates.
+pub fn format(t: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+fn parse(s: &str) -> Result<SystemTime, String> {
+    let t = OffsetDateTime::parse(s.trim(), &Rfc3339)
+        .map_err(|_| format!("window start {s:?} is not an RFC 3339 timestamp"))?;
+    Ok(SystemTime::from(t))
+}
+
+/// The second after `end`, where the next window starts.
+pub fn after(end: &str) -> Result<String, String> {
+    Ok(format(parse(end)? + Duration::from_secs(1)))
+}
+
+/// Plans the window of a run that starts no window of its own yet:
+/// `start` is the cursor's window start (or `--since`), `until` a
+/// backfill's end, `server_now` the server's clock as last seen.
+pub fn plan(
+    window: &DateWindow,
+    start: Option<&str>,
+    until: Option<&str>,
+    server_now: SystemTime,
+) -> Result<Plan, String> {
+    let end = match until {
+        Some(u) => parse(u)?,
+        None => server_now.checked_sub(window.settle_lag).unwrap_or(server_now),
+    };
+    let end = format(end);
+    let oldest = window.max_age.and_then(|age| server_now.checked_sub(age));
+    let start = match (start, oldest) {
+        (Some(s), _) => Some(parse(s)?),
+        (None, Some(oldest)) => Some(oldest + FIRST_START_MARGIN),
+        (None, None) => None,
+    };
+    if let (Some(s), Some(oldest)) = (start, oldest) {
+        if s < oldest {
+            return Ok(Plan::TooOld {
+                start: format(s),
+                oldest: format(oldest),
+            });
+        }
+    }
+    match start {
+        Some(s) if parse(&end)? < s => Ok(Plan::UpToDate {
+            next_start: format(s),
+            end,
+        }),
+        s => Ok(Plan::Fetch {
+            start: s.map(format),
+            end,
+        }),
+    }
+}
+
+impl<P: Pacer> Loop<'_, P> {
+    /// Plans this run's window: `Some((start, end))` to fetch, `None` when
+    /// there is nothing to ask for yet. The end is measured on the server's
+    /// clock: a Vault login shows it; otherwise one paced HEAD of the
+    /// endpoint does, before anything is fetched.
+    pub(super) async fn plan_window(
+        &mut self,
+        window: &DateWindow,
+        cursor: &Cursor,
+    ) -> Result<Option<(Option<String>, String)>, SyncError> {
+        let job = self.job;
+        let path = job
+            .delta
+            .path
+            .fill(&job.identity)
+            .map_err(|e| self.rejected(e.to_string()))?;
+        let endpoint: Url = job
+            .client
+            .origin()
+            .endpoint(job.client.base(), &path)
+            .map_err(|e| self.rejected(e.to_string()))?;
+        self.requests += 1;
+        let request_id = format!("{}:{}:{}", self.run_id, self.name, self.requests);
+        let req = Request {
+            url: &endpoint,
+            cursor,
+            id: &request_id,
+            attempt: 1,
+            budget: 1,
+        };
+        self.ensure_credential(&req).await?;
+        if !job.client.server_clock_known() {
+            let permit = self.permit(&req).await?;
+            let probe = job.client.head(&endpoint).await;
+            permit.release();
+            if let Err(e) = probe {
+                tracing::warn!(stream = %self.name, "reading the server's clock with HEAD {endpoint}: {e}");
+            }
+        }
+        if !job.client.server_clock_known() {
+            tracing::warn!(
+                stream = %self.name,
+                "the EDC sent no Date header: the window's end is measured on this host's clock"
+            );
+        }
+        let until = job.options.until.as_deref();
+        let planned = plan(window, cursor.window_start(), until, job.client.server_now())
+            .map_err(|e| self.rejected(e))?;
+        match planned {
+            Plan::Fetch { start, end } => Ok(Some((start, end))),
+            Plan::UpToDate { .. } => Ok(None),
+            Plan::TooOld { start, oldest } => {
+                let reason = format!(
+                    "the window start {start} is older than {path} serves (delta.window.max_age_days): records \
+                     stamped in [{start}, {oldest}) can no longer be fetched from it and were not skipped; recover \
+                     that interval from a full export (Vault: an all_dates audit export), then remove this \
+                     stream's cursor file to continue from the oldest servable instant"
+                );
+                let failed = RequestFailed {
+                    stream: self.name.clone(),
+                    request_id,
+                    attempt: 1,
+                    url: endpoint.to_string(),
+                    reason: reason.clone(),
+                    ..RequestFailed::default()
+                };
+                job.audit.record(failed).await?;
+                Err(self.rejected(reason))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vault() -> DateWindow {
+        DateWindow {
+            end_param: "end_date".into(),
+            max_age: Some(Duration::from_secs(30 * 86_400)),
+            settle_lag: Duration::from_secs(60),
+        }
+    }
+
+    fn at(s: &str) -> SystemTime {
+        parse(s).unwrap()
+    }
+
+    #[test]
+    fn a_window_ends_a_settle_lag_before_the_server_clock_and_the_next_starts_a_second_after() {
+        let now = at("2026-12-03T10:00:00Z");
+        let p = plan(&vault(), Some("2026-12-01T00:00:00Z"), None, now).unwrap();
+        assert_eq!(
+            p,
+            Plan::Fetch {
+                start: Some("2026-12-01T00:00:00Z".into()),
+                end: "2026-12-03T09:59:00Z".into()
+            }
+        );
+        assert_eq!(after("2026-12-03T09:59:00Z").unwrap(), "2026-12-03T09:59:01Z");
+    }
+
+    #[test]
+    fn a_new_stream_starts_just_inside_the_oldest_servable_instant() {
+        let now = at("2026-12-03T10:00:00Z");
+        match plan(&vault(), None, None, now).unwrap() {
+            Plan::Fetch { start, .. } => assert_eq!(start.as_deref(), Some("2026-11-03T10:01:00Z")),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_start_older_than_the_endpoint_serves_is_named_never_skipped() {
+        let now = at("2026-12-03T10:00:00Z");
+        assert_eq!(
+            plan(&vault(), Some("2026-10-01T00:00:00Z"), None, now).unwrap(),
+            Plan::TooOld {
+                start: "2026-10-01T00:00:00Z".into(),
+                oldest: "2026-11-03T10:00:00Z".into()
+            }
+        );
+    }
+
+    #[test]
+    fn nothing_is_asked_before_the_next_window_has_begun() {
+        let now = at("2026-12-03T10:00:00Z");
+        let p = plan(&vault(), Some("2026-12-03T09:59:30Z"), None, now).unwrap();
+        assert!(matches!(p, Plan::UpToDate { .. }), "{p:?}");
+        // Exactly at the end is still a (one-second) window.
+        let p = plan(&vault(), Some("2026-12-03T09:59:00Z"), None, now).unwrap();
+        assert!(matches!(p, Plan::Fetch { .. }), "{p:?}");
+    }
+
+    #[test]
+    fn a_backfill_window_ends_at_until() {
+        let now = at("2026-12-03T10:00:00Z");
+        let p = plan(
+            &vault(),
+            Some("2026-11-10T00:00:00Z"),
+            Some("2026-11-11T00:00:00+01:00"),
+            now,
+        )
+        .unwrap();
+        assert_eq!(
+            p,
+            Plan::Fetch {
+                start: Some("2026-11-10T00:00:00Z".into()),
+                end: "2026-11-10T23:00:00Z".into()
+            }
+        );
+    }
+}

@@ -1,0 +1,185 @@
+//! Pacing requests against a vendor's quota: one quota, one truth, the
+//! server's clock.
+//!
+//! Every outbound request first gets a [`Permit`] from a [`Limiter`]:
+//! a slot under the quota's concurrency cap and a token reserved in every
+//! gate of its [`Quota`], in one atomic call (an [`Ask`]) that also gives
+//! back the slots of finished requests. The [`Pacer`] is where that state
+//! lives: [`RedisPacer`] shares it across processes and hosts (server
+//! clock, atomic Lua), [`LocalPacer`] keeps it in this process with the same
+//! arithmetic ([`gcra`]), for tests and single-process programs.
+//!
+//! Redis keys are `<prefix>{<quota key>}:<part>`: the prefix is the
+//! caller's ([`RedisPacer::connect`]), the braces a Redis Cluster hash tag
+//! so that every key of one quota sits in one slot. [`KeyedLimiter`] is the
+//! whole API for a submitter that paces its own requests under an account
+//! and per-key sub-limits; [`retry_after`] turns a server's `Retry-After`
+//! into a wait.
+#![warn(missing_docs)]
+
+mod ask;
+pub mod gcra;
+mod keyed;
+mod local;
+mod permit;
+mod quota;
+mod rate;
+mod redis;
+mod redis_conn;
+pub mod retry_after;
+
+use std::future::Future;
+use std::time::Duration;
+
+pub use ask::{Answer, Ask, Fence};
+pub use keyed::{KeyLimit, KeyedLimiter, KeyedPolicy, DEFAULT_KEY};
+pub use local::LocalPacer;
+pub use permit::{AcquireError, Booking, HandOver, Limiter, Permit, LINGER};
+pub use quota::{Gate, LeaseSet, Quota, QuotaError};
+pub use rate::Rate;
+pub use redis::{Conn, RedisPacer};
+pub use redis_conn::CLUSTER_SCHEME;
+pub use retry_after::{RetryAfter, RetryAfterSource};
+
+/// The answer to a reservation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reservation {
+    /// A slot is booked: sleep `wait`, then send without asking again.
+    /// `at_us` is the booked instant in the pacer's clock (Redis: server
+    /// time in microseconds since the epoch).
+    Granted {
+        /// How long to sleep before sending.
+        wait: Duration,
+        /// The booked instant, in the pacer's clock (µs).
+        at_us: i64,
+    },
+    /// The wait would exceed the horizon; nothing was booked.
+    Refused {
+        /// How far away the next token is.
+        wait: Duration,
+    },
+}
+
+/// The answer to a request for a concurrency slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseAttempt {
+    /// Held under this id, which is also a fencing token (ids only grow).
+    Acquired(u64),
+    /// The cap is reached; the oldest lease expires within `retry_in`.
+    Full {
+        /// When the first held slot's lease expires at the latest.
+        retry_in: Duration,
+    },
+}
+
+/// The pacer could not answer. A request must never be sent unpaced: the
+/// caller stops (edc-sync ends the run at a page boundary, exit 69).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PacerError {
+    #[error("Redis at {endpoint} is unavailable after {attempts} attempt(s): {detail}")]
+    /// No answer: connection refused, timed out, or lost, after retries.
+    Unavailable {
+        /// The Redis URL, password redacted.
+        endpoint: String,
+        /// Attempts made.
+        attempts: u32,
+        /// The last failure.
+        detail: String,
+    },
+    #[error("Redis at {endpoint} answered {script} unexpectedly: {detail}")]
+    /// An answer that is not what the script returns: a defect or a
+    /// server that is not Redis.
+    Protocol {
+        /// The Redis URL, password redacted.
+        endpoint: String,
+        /// The script (`lua/<name>`).
+        script: &'static str,
+        /// What was wrong with the answer.
+        detail: String,
+    },
+}
+
+/// Where the shared state of a quota lives.
+///
+/// Implementations are cheap to clone (shared state behind an `Arc`), so a
+/// lease can be released from a `Drop` on another task.
+pub trait Pacer: Clone + Send + Sync + 'static {
+    /// Everything one request needs from the pacer, atomically: see [`Ask`].
+    fn acquire(&self, quota: &Quota, ask: Ask<'_>)
+        -> impl Future<Output = Result<Answer, PacerError>> + Send;
+
+    /// Reserves one token in every gate of `quota`, or in none.
+    fn reserve(&self, quota: &Quota) -> impl Future<Output = Result<Reservation, PacerError>> + Send;
+
+    /// Pauses every gate of `quota` for `pause` from now (server time);
+    /// a pause only ever extends.
+    fn pause(&self, quota: &Quota, pause: Duration) -> impl Future<Output = Result<(), PacerError>> + Send;
+
+    /// Takes a slot under the quota's account cap if one is free (the
+    /// bare lease, without a token; [`Pacer::acquire`] is what requests use).
+    fn try_lease(&self, quota: &Quota) -> impl Future<Output = Result<LeaseAttempt, PacerError>> + Send;
+
+    /// Extends lease `id`; `false` if it had already expired.
+    fn renew(&self, quota: &Quota, id: u64) -> impl Future<Output = Result<bool, PacerError>> + Send;
+
+    /// Gives lease `id` back; `false` if it had already expired.
+    fn release(&self, quota: &Quota, id: u64) -> impl Future<Output = Result<bool, PacerError>> + Send;
+}
+
+/// Either pacer, chosen at run time (a command-line flag, say).
+#[derive(Clone)]
+pub enum AnyPacer {
+    /// Shared across processes and hosts.
+    Redis(RedisPacer),
+    /// This process only.
+    Local(LocalPacer),
+}
+
+impl Pacer for AnyPacer {
+    async fn acquire(&self, quota: &Quota, ask: Ask<'_>) -> Result<Answer, PacerError> {
+        match self {
+            AnyPacer::Redis(p) => p.acquire(quota, ask).await,
+            AnyPacer::Local(p) => p.acquire(quota, ask).await,
+        }
+    }
+
+    async fn reserve(&self, quota: &Quota) -> Result<Reservation, PacerError> {
+        match self {
+            AnyPacer::Redis(p) => p.reserve(quota).await,
+            AnyPacer::Local(p) => p.reserve(quota).await,
+        }
+    }
+
+    async fn pause(&self, quota: &Quota, pause: Duration) -> Result<(), PacerError> {
+        match self {
+            AnyPacer::Redis(p) => p.pause(quota, pause).await,
+            AnyPacer::Local(p) => p.pause(quota, pause).await,
+        }
+    }
+
+    async fn try_lease(&self, quota: &Quota) -> Result<LeaseAttempt, PacerError> {
+        match self {
+            AnyPacer::Redis(p) => p.try_lease(quota).await,
+            AnyPacer::Local(p) => p.try_lease(quota).await,
+        }
+    }
+
+    async fn renew(&self, quota: &Quota, id: u64) -> Result<bool, PacerError> {
+        match self {
+            AnyPacer::Redis(p) => p.renew(quota, id).await,
+            AnyPacer::Local(p) => p.renew(quota, id).await,
+        }
+    }
+
+    async fn release(&self, quota: &Quota, id: u64) -> Result<bool, PacerError> {
+        match self {
+            AnyPacer::Redis(p) => p.release(quota, id).await,
+            AnyPacer::Local(p) => p.release(quota, id).await,
+        }
+    }
+}
+
+/// Milliseconds, rounded up, as both pacers report waits.
+fn ceil_ms(us: i64) -> Duration {
+    Duration::from_millis(u64::try_from(us.max(0)).unwrap_or(0).div_ceil(1000))
+}

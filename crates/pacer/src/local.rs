@@ -1,0 +1,206 @@
+//! The in-process pacer: the same GCRA arithmetic as `lua/gcra.lua`, and
+//! the same steps as `lua/acquire.lua`, under a mutex, on this process's
+//! monotonic clock.
+//!
+//! Used by `demo` and by single-process runs (`--pacer local`). It cannot
+//! coordinate with other processes; that is what [`super::RedisPacer`] is for.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::gcra::{self, GateShape};
+use super::{ceil_ms, Answer, Ask, LeaseAttempt, LeaseSet, Pacer, PacerError, Quota, Reservation};
+
+#[derive(Default)]
+struct State {
+    /// TAT per (quota key, gate name), microseconds since `origin`.
+    tats: HashMap<(String, String), i64>,
+    /// Pause-until per quota key.
+    pauses: HashMap<String, i64>,
+    /// Live leases per (quota key, lease set): id -> expiry.
+    leases: HashMap<(String, String), BTreeMap<u64, i64>>,
+    next_lease: u64,
+}
+
+/// In-process pacer; clones share one state.
+#[derive(Clone)]
+pub struct LocalPacer {
+    origin: Instant,
+    state: Arc<Mutex<State>>,
+}
+
+impl Default for LocalPacer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LocalPacer {
+    /// A pacer with no history: every bucket full.
+    pub fn new() -> LocalPacer {
+        LocalPacer {
+            origin: Instant::now(),
+            state: Arc::default(),
+        }
+    }
+
+    fn now_us(&self) -> i64 {
+        // Start at one second so a fresh gate's TAT of 0 is in the past.
+        i64::try_from(self.origin.elapsed().as_micros()).unwrap_or(i64::MAX) + 1_000_000
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the arithmetic
+        // half-applied (each step is a plain store), so the state is usable.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl State {
+    fn reserve(&mut self, quota: &Quota, now: i64) -> Reservation {
+        let state = self;
+        let pause = state.pauses.get(quota.key()).copied().unwrap_or(0);
+        let mut tats: Vec<(GateShape, i64)> = quota
+            .gates()
+            .iter()
+            .zip(quota.shapes())
+            .map(|(g, shape)| {
+                let tat = state
+                    .tats
+                    .get(&(quota.key().to_string(), g.name.clone()))
+                    .copied()
+                    .unwrap_or(0);
+                (shape, tat)
+            })
+            .collect();
+        let mut gates: Vec<(GateShape, &mut i64)> = tats.iter_mut().map(|(s, t)| (*s, t)).collect();
+        let horizon = i64::try_from(quota.horizon().as_micros()).unwrap_or(i64::MAX);
+        let decision = gcra::reserve(now, pause, &gates, horizon);
+        if !decision.granted {
+            return Reservation::Refused {
+                wait: ceil_ms(decision.wait_us),
+            };
+        }
+        gcra::commit(&decision, &mut gates);
+        for (gate, (_, tat)) in quota.gates().iter().zip(tats) {
+            state
+                .tats
+                .insert((quota.key().to_string(), gate.name.clone()), tat);
+        }
+        Reservation::Granted {
+            wait: ceil_ms(decision.wait_us),
+            at_us: decision.at_us,
+        }
+    }
+
+    /// The live leases of one lease set of `quota`, the expired ones dropped.
+    fn leases(&mut self, quota: &Quota, set: &str, now: i64) -> &mut BTreeMap<u64, i64> {
+        let leases = self
+            .leases
+            .entry((quota.key().to_string(), set.to_string()))
+            .or_default();
+        leases.retain(|_, expiry| *expiry > now);
+        leases
+    }
+
+    /// When one of `sets` is at its cap: how long until that set's first
+    /// lease expires.
+    fn full(&mut self, quota: &Quota, sets: &[LeaseSet], now: i64) -> Option<Duration> {
+        sets.iter().find_map(|set| {
+            let leases = self.leases(quota, &set.part, now);
+            (leases.len() >= set.cap as usize)
+                .then(|| ceil_ms(leases.values().min().copied().unwrap_or(now) - now))
+        })
+    }
+
+    /// A slot in each of `sets` if each has one free, expiring the lease
+    /// TTL after `from`.
+    fn lease(&mut self, quota: &Quota, sets: &[LeaseSet], now: i64, from: i64) -> LeaseAttempt {
+        let ttl = i64::try_from(quota.lease_ttl().as_micros()).unwrap_or(i64::MAX / 2);
+        if let Some(retry_in) = self.full(quota, sets, now) {
+            return LeaseAttempt::Full { retry_in };
+        }
+        self.next_lease += 1;
+        let id = self.next_lease;
+        for set in sets {
+            self.leases(quota, &set.part, now).insert(id, from + ttl);
+        }
+        LeaseAttempt::Acquired(id)
+    }
+
+    /// Gives lease `id` back in every set; whether it was still held.
+    fn give_back(&mut self, quota: &Quota, id: u64, now: i64) -> bool {
+        let mut held = false;
+        for set in quota.lease_sets() {
+            held |= self.leases(quota, &set.part, now).remove(&id).is_some();
+        }
+        held
+    }
+}
+
+impl Pacer for LocalPacer {
+    /// The steps of `lua/acquire.lua`. There is no fenced lock in one process
+    /// (the stream's file lock is the lock), so a fence is always held.
+    async fn acquire(&self, quota: &Quota, ask: Ask<'_>) -> Result<Answer, PacerError> {
+        let now = self.now_us();
+        let mut state = self.state();
+        for id in ask.release {
+            state.give_back(quota, *id, now);
+        }
+        if !ask.book {
+            return Ok(Answer::Checked);
+        }
+        let sets = quota.lease_sets();
+        if let Some(retry_in) = state.full(quota, &sets, now) {
+            return Ok(Answer::Full { retry_in });
+        }
+        Ok(match state.reserve(quota, now) {
+            Reservation::Refused { wait } => Answer::Refused { wait },
+            Reservation::Granted { wait, at_us } => match state.lease(quota, &sets, now, at_us) {
+                LeaseAttempt::Acquired(lease) => Answer::Granted { wait, at_us, lease },
+                LeaseAttempt::Full { retry_in } => Answer::Full { retry_in },
+            },
+        })
+    }
+
+    async fn reserve(&self, quota: &Quota) -> Result<Reservation, PacerError> {
+        let now = self.now_us();
+        Ok(self.state().reserve(quota, now))
+    }
+
+    async fn pause(&self, quota: &Quota, pause: Duration) -> Result<(), PacerError> {
+        let until = self.now_us() + i64::try_from(pause.as_micros()).unwrap_or(i64::MAX / 2);
+        let mut state = self.state();
+        let current = state.pauses.entry(quota.key().to_string()).or_insert(0);
+        *current = (*current).max(until);
+        Ok(())
+    }
+
+    async fn try_lease(&self, quota: &Quota) -> Result<LeaseAttempt, PacerError> {
+        let now = self.now_us();
+        // The account's cap only, as `lease.lua` takes it for the Redis pacer.
+        let account = &quota.lease_sets()[..1];
+        Ok(self.state().lease(quota, account, now, now))
+    }
+
+    async fn renew(&self, quota: &Quota, id: u64) -> Result<bool, PacerError> {
+        let now = self.now_us();
+        let ttl = i64::try_from(quota.lease_ttl().as_micros()).unwrap_or(i64::MAX / 2);
+        let mut state = self.state();
+        let mut all = true;
+        for set in quota.lease_sets() {
+            all &= state
+                .leases(quota, &set.part, now)
+                .get_mut(&id)
+                .map(|expiry| *expiry = now + ttl)
+                .is_some();
+        }
+        Ok(all)
+    }
+
+    async fn release(&self, quota: &Quota, id: u64) -> Result<bool, PacerError> {
+        let now = self.now_us();
+        Ok(self.state().give_back(quota, id, now))
+    }
+}

@@ -1,0 +1,388 @@
+//! From a pacer to a permission to send one request.
+//!
+//! [`Limiter::acquire`] asks the pacer once for a concurrency slot and a
+//! token in every gate (an [`Ask`]), sleeps the exact wait on the monotonic
+//! clock, and hands out a [`Permit`]. The permit renews its lease while
+//! held and gives it back on every path: [`Permit::release`] on success or
+//! error, `Drop` on panic or task cancellation; a holder killed outright
+//! loses its lease to the TTL.
+//!
+//! Giving back costs no round trip of its own: the lease id waits in the
+//! limiter and rides on the next [`Ask`] this limiter sends (normally the
+//! next request's, a few milliseconds later). If none is sent within
+//! [`LINGER`], a background task sends the give-back alone, so a slot is
+//! never held for another process longer than that.
+//! [`Limiter::hand_over`] goes one step further for a run that pages: the
+//! finished request's lease, the proof of the caller's [`Fence`] and the next
+//! request's booking travel in one call.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
+
+use super::{Answer, Ask, Fence, Pacer, PacerError, Quota};
+
+/// Bounds on how often a waiting caller re-asks for a lease slot.
+const LEASE_POLL_MIN: Duration = Duration::from_millis(5);
+const LEASE_POLL_MAX: Duration = Duration::from_millis(50);
+
+/// The longest a given-back lease waits for the next call to carry it.
+pub const LINGER: Duration = Duration::from_millis(50);
+
+/// Why no permit was given.
+#[derive(Debug, thiserror::Error)]
+pub enum AcquireError {
+    /// Waiting would exceed the quota's horizon (`max_wait_s`): the run
+    /// stops with progress saved (exit 75) rather than sleep for hours.
+    #[error("quota {quota}: the next slot is {wait:?} away, beyond the {horizon:?} ceiling (max_wait_s)")]
+    WaitTooLong {
+        /// The quota's key.
+        quota: String,
+        /// How long the wait would have been.
+        wait: Duration,
+        /// The longest wait accepted.
+        horizon: Duration,
+    },
+    /// The pacer could not answer; nothing may be sent.
+    #[error(transparent)]
+    Pacer(#[from] PacerError),
+    /// A key that cannot be part of a quota's Redis keys.
+    #[error(transparent)]
+    Quota(super::QuotaError),
+}
+
+/// Hands out permits for one quota.
+pub struct Limiter<P: Pacer> {
+    shared: Arc<Shared<P>>,
+    /// In-process share of the cap, so local tasks queue here instead of
+    /// polling the shared lease set.
+    local_slots: Arc<Semaphore>,
+}
+
+/// What a limiter and its permits share.
+struct Shared<P: Pacer> {
+    pacer: P,
+    quota: Quota,
+    /// Leases given back and not yet told to the pacer.
+    returned: Mutex<Vec<u64>>,
+}
+
+impl<P: Pacer> Shared<P> {
+    fn returned(&self) -> std::sync::MutexGuard<'_, Vec<u64>> {
+        // A Vec push or take cannot be left half done by a panic.
+        self.returned
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The given-back leases, to carry on the next call.
+    fn take_returned(&self) -> Vec<u64> {
+        std::mem::take(&mut *self.returned())
+    }
+
+    /// Puts leases back when the call that carried them failed: the next
+    /// call tries again (giving back twice is harmless).
+    fn restore(&self, ids: Vec<u64>) {
+        self.returned().extend(ids);
+    }
+
+    /// Queues lease `id` for the next call, and makes sure one is sent
+    /// within [`LINGER`] even if no request follows.
+    fn give_back(self: &Arc<Self>, id: u64) {
+        let first = {
+            let mut returned = self.returned();
+            returned.push(id);
+            returned.len() == 1
+        };
+        if let (true, Ok(runtime)) = (first, tokio::runtime::Handle::try_current()) {
+            let shared = self.clone();
+            runtime.spawn(async move {
+                tokio::time::sleep(LINGER).await;
+                if let Err(e) = shared.flush().await {
+                    tracing::warn!(quota = shared.quota.key(), error = %e, "giving back concurrency leases failed; they expire by their TTL");
+                }
+            });
+        }
+    }
+
+    async fn flush(&self) -> Result<(), PacerError> {
+        let ids = self.take_returned();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        match self.pacer.acquire(&self.quota, Ask::check(&ids, None)).await {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                self.restore(ids);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// What [`Limiter::hand_over`] found.
+pub enum HandOver<P: Pacer> {
+    /// The fence is held; the next request is booked if it was asked
+    /// for and a slot and token were free within the horizon.
+    Held(Option<Booking<P>>),
+    /// The fenced lock is no longer the caller's. Nothing was booked.
+    Lost,
+}
+
+impl<P: Pacer> Limiter<P> {
+    /// A limiter of `quota` on `pacer`.
+    pub fn new(pacer: P, quota: Quota) -> Limiter<P> {
+        let slots = quota.max_concurrency() as usize;
+        Limiter {
+            shared: Arc::new(Shared {
+                pacer,
+                quota,
+                returned: Mutex::new(Vec::new()),
+            }),
+            local_slots: Arc::new(Semaphore::new(slots)),
+        }
+    }
+
+    /// The quota it hands out permits for.
+    pub fn quota(&self) -> &Quota {
+        &self.shared.quota
+    }
+
+    /// Where the quota's state lives.
+    pub fn pacer(&self) -> &P {
+        &self.shared.pacer
+    }
+
+    /// Pauses the whole quota (every process) for `pause` from now.
+    pub async fn pause(&self, pause: Duration) -> Result<(), PacerError> {
+        self.shared.pacer.pause(&self.shared.quota, pause).await
+    }
+
+    /// Tells the pacer now about every lease given back and not yet
+    /// carried by a call: at the end of a stream, before a long sleep.
+    pub async fn flush(&self) -> Result<(), PacerError> {
+        self.shared.flush().await
+    }
+
+    /// Waits until one request may be sent.
+    pub async fn acquire(&self) -> Result<Permit<P>, AcquireError> {
+        let started = Instant::now();
+        // The semaphore is never closed, so this cannot fail; if it ever
+        // were, failing the acquire is the safe answer.
+        let slot = self
+            .local_slots
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| self.too_long(Duration::MAX))?;
+        loop {
+            let returned = self.shared.take_returned();
+            let answer = self
+                .shared
+                .pacer
+                .acquire(&self.shared.quota, Ask::book(&returned, None))
+                .await;
+            let answer = match answer {
+                Ok(answer) => answer,
+                Err(e) => {
+                    self.shared.restore(returned);
+                    return Err(e.into());
+                }
+            };
+            match answer {
+                Answer::Granted { wait, at_us, lease } => {
+                    let booking = self.booking(slot, lease, at_us, wait, started);
+                    return Ok(booking.ready().await);
+                }
+                Answer::Refused { wait } => return Err(self.too_long(wait)),
+                Answer::Full { retry_in } => {
+                    let waited = started.elapsed();
+                    if waited >= self.shared.quota.horizon() {
+                        return Err(self.too_long(waited));
+                    }
+                    tokio::time::sleep(retry_in.clamp(LEASE_POLL_MIN, LEASE_POLL_MAX)).await;
+                }
+                Answer::Checked | Answer::FenceLost => {
+                    return Err(AcquireError::Pacer(PacerError::Protocol {
+                        endpoint: String::new(),
+                        script: "acquire.lua",
+                        detail: format!("{answer:?} to a booking without a fence"),
+                    }))
+                }
+            }
+        }
+    }
+
+    /// Gives `current`'s lease back and proves `fence` in one call; with
+    /// `book_next`, the same call books the next request (its slot is
+    /// `current`'s local one). A run that pages calls this between landing
+    /// a page and moving its cursor: one round trip a page in all.
+    pub async fn hand_over(
+        &self,
+        current: Option<Permit<P>>,
+        fence: &Fence,
+        book_next: bool,
+    ) -> Result<HandOver<P>, PacerError> {
+        let started = Instant::now();
+        let mut returned = self.shared.take_returned();
+        let slot = match current {
+            Some(mut permit) => {
+                permit.renewer.abort();
+                returned.extend(permit.lease_id.take());
+                permit.slot.take()
+            }
+            None => None,
+        };
+        let ask = Ask {
+            book: book_next,
+            release: &returned,
+            fence: Some(fence),
+        };
+        let answer = match self.shared.pacer.acquire(&self.shared.quota, ask).await {
+            Ok(answer) => answer,
+            Err(e) => {
+                self.shared.restore(returned);
+                return Err(e);
+            }
+        };
+        Ok(match answer {
+            Answer::FenceLost => HandOver::Lost,
+            Answer::Granted { wait, at_us, lease } => {
+                let slot = match slot {
+                    Some(slot) => slot,
+                    // No local slot to pass on: the lease goes back; the
+                    // next request asks again.
+                    None => match self.local_slots.clone().try_acquire_owned() {
+                        Ok(slot) => slot,
+                        Err(_) => {
+                            self.shared.give_back(lease);
+                            return Ok(HandOver::Held(None));
+                        }
+                    },
+                };
+                HandOver::Held(Some(self.booking(slot, lease, at_us, wait, started)))
+            }
+            Answer::Checked | Answer::Refused { .. } | Answer::Full { .. } => HandOver::Held(None),
+        })
+    }
+
+    fn booking(
+        &self,
+        slot: OwnedSemaphorePermit,
+        lease: u64,
+        at_us: i64,
+        wait: Duration,
+        started: Instant,
+    ) -> Booking<P> {
+        let renewer = tokio::spawn(renew_until_aborted(self.shared.clone(), lease));
+        Booking {
+            permit: Permit {
+                shared: self.shared.clone(),
+                lease_id: Some(lease),
+                renewer,
+                slot: Some(slot),
+                booked_at_us: at_us,
+                waited: Duration::ZERO,
+                started,
+            },
+            ready_at: tokio::time::Instant::now() + wait,
+        }
+    }
+
+    fn too_long(&self, wait: Duration) -> AcquireError {
+        AcquireError::WaitTooLong {
+            quota: self.shared.quota.key().to_string(),
+            wait,
+            horizon: self.shared.quota.horizon(),
+        }
+    }
+}
+
+async fn renew_until_aborted<P: Pacer>(shared: Arc<Shared<P>>, id: u64) {
+    let quota = &shared.quota;
+    let every = quota.lease_ttl() / 3;
+    loop {
+        tokio::time::sleep(every).await;
+        match shared.pacer.renew(quota, id).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(
+                    quota = quota.key(),
+                    lease = id,
+                    "concurrency lease expired before renewal"
+                );
+                return;
+            }
+            Err(e) => tracing::warn!(quota = quota.key(), lease = id, error = %e, "lease renewal failed"),
+        }
+    }
+}
+
+/// A slot and a token booked for a request that may not be sent yet:
+/// [`Booking::ready`] sleeps until the booked instant. Dropped unused, it
+/// gives its slot back like a [`Permit`] (the token is spent: pacing only
+/// gets slower).
+pub struct Booking<P: Pacer> {
+    permit: Permit<P>,
+    ready_at: tokio::time::Instant,
+}
+
+impl<P: Pacer> Booking<P> {
+    /// Sleeps until the booked instant; then the request may go.
+    pub async fn ready(mut self) -> Permit<P> {
+        // A timer rounds up to the next millisecond tick even when the
+        // instant has passed: a free token must not wait for one.
+        if self.ready_at > tokio::time::Instant::now() {
+            tokio::time::sleep_until(self.ready_at).await;
+        }
+        self.permit.waited = self.permit.started.elapsed();
+        self.permit
+    }
+}
+
+/// Permission to send one request: a booked token and a held lease.
+pub struct Permit<P: Pacer> {
+    shared: Arc<Shared<P>>,
+    lease_id: Option<u64>,
+    renewer: JoinHandle<()>,
+    slot: Option<OwnedSemaphorePermit>,
+    booked_at_us: i64,
+    waited: Duration,
+    started: Instant,
+}
+
+impl<P: Pacer> Permit<P> {
+    /// The lease id: a fencing token that only grows.
+    pub fn fencing_token(&self) -> u64 {
+        self.lease_id.unwrap_or_default()
+    }
+
+    /// The instant the token was booked for, in the pacer's clock.
+    pub fn booked_at_us(&self) -> i64 {
+        self.booked_at_us
+    }
+
+    /// How long acquiring took (token wait plus lease wait).
+    pub fn waited(&self) -> Duration {
+        self.waited
+    }
+
+    /// Gives the slot back: at once in this process, and to the pacer on
+    /// the next call this limiter makes (within [`LINGER`]).
+    pub fn release(self) {
+        drop(self)
+    }
+}
+
+impl<P: Pacer> Drop for Permit<P> {
+    /// Every path gives the lease back the same way: success, error, panic
+    /// or cancellation. With no runtime left the lease expires by its TTL.
+    fn drop(&mut self) {
+        self.renewer.abort();
+        if let Some(id) = self.lease_id.take() {
+            self.shared.give_back(id);
+        }
+    }
+}

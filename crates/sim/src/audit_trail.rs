@@ -1,0 +1,174 @@
+//! Vault's audit trail as the vault profile serves it (Vault REST API
+//! reference, "Retrieve Audit Details"):
+//! `GET /api/{version}/audittrail/{audit_trail_type}` with `start_date` and
+//! `end_date` in `YYYY-MM-DDTHH:MM:SSZ` (UTC; `start_date` no more than 30
+//! days ago, both taken here as inclusive), `limit` 1..=1000 (default 200)
+//! and `offset`; records newest first with second-resolution `timestamp`s;
+//! the next page in `responseDetails.next_page`. A start beyond 30 days is
+//! a 200 FAILURE, as Vault reports its errors.
+//!
+//! Records *arrive* over time: record n is stamped `origin + n * every` and
+//! is not served before that instant, so tests can let new records appear
+//! between runs.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+
+use super::dataset::{Dataset, Page};
+
+/// Vault serves at most this far back.
+pub const MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// When the audit trail's records happen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Arrivals {
+    /// Record n is stamped `origin + n * every` (whole seconds in the output).
+    pub origin: SystemTime,
+    pub every: Duration,
+}
+
+fn secs(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_secs() as i64,
+        Err(e) => -(e.duration().as_secs() as i64) - 1,
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` of whole seconds since the epoch.
+pub fn vault_date(secs: i64) -> String {
+    let t = UNIX_EPOCH + Duration::from_secs(secs.max(0) as u64);
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+fn parse_vault_date(s: &str) -> Option<i64> {
+    // Exactly the documented shape; anything else is refused.
+    let ok = s.len() == 20 && s.ends_with('Z') && s.as_bytes()[10] == b'T';
+    ok.then(|| humantime::parse_rfc3339(s).ok()).flatten().map(secs)
+}
+
+impl Arrivals {
+    /// The timestamp (whole seconds) of record `n`.
+    fn stamp(&self, n: u32) -> i64 {
+        secs(self.origin + self.every * n)
+    }
+
+    /// The first record numbered >= 1 whose stamp is >= `at` (records+1 if none).
+    fn first_at_or_after(&self, records: u32, at: i64) -> u32 {
+        let (mut lo, mut hi) = (1u32, records + 1);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.stamp(mid) >= at {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        lo
+    }
+}
+
+/// The answer to one audit-trail request: a status body (always HTTP 200,
+/// as Vault answers) and whether it is a page.
+pub fn page(
+    ds: &Dataset,
+    arrivals: &Arrivals,
+    path: &str,
+    q: &BTreeMap<String, String>,
+    now: SystemTime,
+) -> Page {
+    let failure = |message: &str| {
+        Page::whole(
+            serde_json::json!({
+                "responseStatus": "FAILURE",
+                "errors": [{"type": "INVALID_DATA", "message": message}],
+            })
+            .to_string(),
+        )
+    };
+    let now_s = secs(now);
+    let oldest = secs(now - MAX_AGE);
+    let start = match q.get("start_date") {
+        Some(s) => match parse_vault_date(s) {
+            Some(t) => t,
+            None => return failure("Invalid start_date: dates must be YYYY-MM-DDTHH:MM:SSZ"),
+        },
+        None => oldest,
+    };
+    if start < oldest {
+        return failure("start_date cannot be more than 30 days ago");
+    }
+    let end = match q.get("end_date") {
+        Some(s) => match parse_vault_date(s) {
+            Some(t) => t,
+            None => return failure("Invalid end_date: dates must be YYYY-MM-DDTHH:MM:SSZ"),
+        },
+        None => now_s,
+    };
+    let limit: u32 = match q.get("limit").map(|l| l.parse::<u32>()) {
+        None => 200,
+        Some(Ok(l)) if (1..=1000).contains(&l) => l,
+        Some(_) => return failure("limit must be between 1 and 1000"),
+    };
+    let offset: u32 = q.get("offset").and_then(|o| o.parse().ok()).unwrap_or(0);
+    // Served: stamped within [start, end] and already arrived.
+    let first = arrivals.first_at_or_after(ds.records, start);
+    let past_last = arrivals.first_at_or_after(ds.records, end.min(now_s) + 1);
+    let total = past_last.saturating_sub(first);
+    let from = offset.min(total);
+    let to = offset.saturating_add(limit).min(total);
+    let next = (to < total).then(|| {
+        let mut url =
+            url::Url::parse("http://sim/").unwrap_or_else(|_| unreachable!("a constant URL parses"));
+        url.set_path(path);
+        url.query_pairs_mut()
+            .append_pair("start_date", &vault_date(start))
+            .append_pair("end_date", &vault_date(end))
+            .append_pair("limit", &limit.to_string())
+            .append_pair("offset", &to.to_string());
+        format!("{}?{}", url.path(), url.query().unwrap_or_default())
+    });
+    let next_json = match &next {
+        Some(n) => format!(r#","next_page":{}"#, serde_json::Value::String(n.clone())),
+        None => String::new(),
+    };
+    let head = format!(
+        r#"{{"responseStatus":"SUCCESS","responseDetails":{{"offset":{offset},"limit":{limit},"size":{},"total":{total}{next_json}}},"data":["#,
+        to - from
+    );
+    let ds = ds.clone();
+    let arrivals = arrivals.clone();
+    // Newest first: position p holds record `past_last - 1 - p`.
+    Page::from_fn(move || {
+        let ds = ds.clone();
+        let arrivals = arrivals.clone();
+        std::iter::once(Bytes::from(head.clone()))
+            .chain((from..to).map(move |p| {
+                let n = past_last - 1 - p;
+                let rec = ds.record(n);
+                let comma = if p > from { "," } else { "" };
+                Bytes::from(format!(
+                    r#"{comma}{{"id":"AT-{n:07}","timestamp":"{}","user_name":"sim.user@example.invalid","type":"Edit","object":"{}","subject__v":"SUBJ-{:04}","field__v":"{}"}}"#,
+                    vault_date(arrivals.stamp(n)),
+                    rec.form,
+                    rec.subject,
+                    rec.field
+                ))
+            }))
+            .chain(std::iter::once(Bytes::from_static(b"]}")))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_have_the_documented_shape_only() {
+        assert_eq!(parse_vault_date("2016-01-15T07:00:00Z"), Some(1452841200));
+        assert_eq!(parse_vault_date("2016-01-15T07:00:00.5Z"), None);
+        assert_eq!(parse_vault_date("2016-01-15"), None);
+        assert_eq!(vault_date(1452841200), "2016-01-15T07:00:00Z");
+    }
+}

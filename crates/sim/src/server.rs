@@ -1,0 +1,464 @@
+//! The simulator's HTTP side: routing, auth, quota, faults, the log.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::header::{
+    HeaderName, HeaderValue, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, DATE, LINK, LOCATION, RETRY_AFTER,
+};
+use hyper::http::request::Parts;
+use hyper::{Method, Request, Response, StatusCode};
+
+use super::body::SimBody;
+use super::dataset::Page;
+use super::fault::{Fault, RetryAfterForm};
+use super::log::{LogEntry, RequestLog};
+use super::profile::{self, Authn, Profile, Sessions};
+use super::SimConfig;
+
+/// Vault's request id header (Vault REST API reference, "Response headers").
+const EXECUTION_ID: HeaderName = HeaderName::from_static("x-vaultapi-executionid");
+
+/// A login form is a few hundred bytes; more is refused unread.
+const MAX_FORM_BYTES: usize = 8 * 1024;
+
+/// Shared state of one running simulator.
+pub struct State {
+    pub config: SimConfig,
+    pub counter: AtomicU64,
+    pub bucket: Mutex<Option<ServerBucket>>,
+    /// Vault burst window: (start, requests in it).
+    pub burst_window: Mutex<(Instant, u64)>,
+    /// Set by an `endless` fault: every later page has a next link.
+    pub endless: std::sync::atomic::AtomicBool,
+    /// Vault profile: the sessions issued by the login endpoint.
+    pub sessions: Sessions,
+    /// Vault profile: the VQL queries answered so far.
+    pub queries: super::vql::Queries,
+    pub log: RequestLog,
+}
+
+impl State {
+    /// The simulator's clock: the real one, shifted by `clock_skew_s`.
+    fn now(&self) -> SystemTime {
+        let skew = self.config.clock_skew_s;
+        let shift = Duration::from_secs(skew.unsigned_abs());
+        if skew >= 0 {
+            SystemTime::now() + shift
+        } else {
+            SystemTime::now() - shift
+        }
+    }
+}
+
+/// The simulator's own quota: a token bucket on arrival times, as a vendor
+/// gateway keeps one.
+pub struct ServerBucket {
+    interval: Duration,
+    tolerance: Duration,
+    tat: Instant,
+}
+
+impl ServerBucket {
+    pub fn new(rate: f64, burst: u32) -> ServerBucket {
+        let interval = Duration::from_secs_f64(1.0 / rate);
+        ServerBucket {
+            interval,
+            tolerance: interval * burst.saturating_sub(1),
+            tat: Instant::now(),
+        }
+    }
+
+    /// `Ok` if a request arriving now conforms, else how long until one would.
+    pub fn admit(&mut self, now: Instant) -> Result<(), Duration> {
+        let allowed_at = self.tat.checked_sub(self.tolerance).unwrap_or(now);
+        if now < allowed_at {
+            return Err(allowed_at - now);
+        }
+        self.tat = self.tat.max(now) + self.interval;
+        Ok(())
+    }
+}
+
+/// What the handler decided, before it becomes a response.
+struct Answer {
+    status: StatusCode,
+    headers: Vec<(hyper::header::HeaderName, String)>,
+    page: Option<Page>,
+    cut_after: Option<u64>,
+    stall: Option<Duration>,
+    fault: Option<String>,
+    /// VQL: the query's window start as parsed, for the request log.
+    vql_since: Option<String>,
+}
+
+impl Answer {
+    fn status(status: StatusCode) -> Answer {
+        Answer {
+            status,
+            headers: Vec::new(),
+            page: None,
+            cut_after: None,
+            stall: None,
+            fault: None,
+            vql_since: None,
+        }
+    }
+
+    /// A whole small body of `content_type`.
+    fn body(status: StatusCode, content_type: &str, body: String) -> Answer {
+        let mut a = Answer::status(status);
+        a.headers.push((CONTENT_TYPE, content_type.into()));
+        a.page = Some(Page::whole(body));
+        a
+    }
+}
+
+fn unix_us(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or_default()
+}
+
+/// Handles one request. Never fails: every problem is an HTTP status.
+pub async fn handle(
+    state: Arc<State>,
+    req: Request<hyper::body::Incoming>,
+) -> Result<Response<SimBody>, std::convert::Infallible> {
+    let arrived = SystemTime::now();
+    let n = state.counter.fetch_add(1, Ordering::SeqCst) + 1;
+    let (parts, body) = req.into_parts();
+    let method = parts.method.clone();
+    let path = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_default();
+    let form = match method {
+        Method::POST => Some(read_form(body).await),
+        _ => None,
+    };
+    let login = state.config.profile == Profile::Vault
+        && method == Method::POST
+        && parts.uri.path() == state.config.login_path;
+    let auth = if login {
+        None
+    } else {
+        Some(profile::authenticate(
+            state.config.profile,
+            &parts.headers,
+            &state.config,
+            &state.sessions,
+        ))
+    };
+    let form = form.flatten();
+    let mut answer = match (login, &form) {
+        (true, Some(form)) => vault_login(&state, form),
+        (true, None) => Answer::body(
+            StatusCode::OK,
+            "application/json",
+            profile::vault_failure("PARAMETER_REQUIRED"),
+        ),
+        (false, _) => {
+            let auth = auth.unwrap_or(Authn::Missing);
+            decide(&state, n, &method, &parts, auth, form.as_deref()).await
+        }
+    };
+    let delay = match state.config.faults.get(n) {
+        Some(Fault::Latency(d)) => {
+            answer.fault = Some(format!("latency:{}", d.as_millis()));
+            *d
+        }
+        _ => state.config.latency,
+    };
+    // Logged on arrival, before any latency: a test can see a request that
+    // is still in flight.
+    state.log.push(LogEntry {
+        n,
+        ts: humantime::format_rfc3339_millis(arrived).to_string(),
+        t_us: unix_us(arrived),
+        method: method.to_string(),
+        path,
+        status: answer.status.as_u16(),
+        auth: auth.map_or("login", Authn::label).to_string(),
+        fault: answer.fault.clone(),
+        vql_since: answer.vql_since.clone(),
+    });
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    // The server's clock, shifted when the simulator plays a skewed server.
+    answer.headers.push((DATE, httpdate::fmt_http_date(state.now())));
+    if state.config.profile == Profile::Vault {
+        answer.headers.push((EXECUTION_ID, format!("sim-exec-{n:08}")));
+    }
+    let mut response = Response::builder().status(answer.status);
+    for (name, value) in &answer.headers {
+        if let Ok(v) = HeaderValue::from_str(value) {
+            response = response.header(name, v);
+        }
+    }
+    let body = match answer.page {
+        Some(page) => {
+            response = response.header(CONTENT_LENGTH, page.len);
+            match answer.stall {
+                Some(pause) => SimBody::stalling(page, pause),
+                None => SimBody::new(page, answer.cut_after),
+            }
+        }
+        None => SimBody::empty(),
+    };
+    Ok(response
+        .body(body)
+        .unwrap_or_else(|_| Response::new(SimBody::empty())))
+}
+
+/// A POST body up to [`MAX_FORM_BYTES`]; `None` when larger or broken.
+async fn read_form(body: hyper::body::Incoming) -> Option<Vec<u8>> {
+    let limited = http_body_util::Limited::new(body, MAX_FORM_BYTES);
+    limited.collect().await.ok().map(|c| c.to_bytes().to_vec())
+}
+
+/// Vault's login (Vault REST API reference, "User Name and Password"):
+/// SUCCESS with a `sessionId`, or FAILURE `USERNAME_OR_PASSWORD_INCORRECT`,
+/// both at HTTP 200.
+fn vault_login(state: &State, form: &[u8]) -> Answer {
+    let cfg = &state.config;
+    let (user, pass) = profile::login_form(form);
+    let body = match (user, pass) {
+        (Some(u), Some(p)) if u == cfg.username && p == cfg.password => {
+            profile::vault_login_success(&state.sessions.issue(cfg.dataset.seed))
+        }
+        (_, None) => profile::vault_failure("NO_PASSWORD_PROVIDED"),
+        _ => profile::vault_failure("USERNAME_OR_PASSWORD_INCORRECT"),
+    };
+    Answer::body(StatusCode::OK, "application/json", body)
+}
+
+/// A refused credential, as each vendor reports it.
+fn unauthenticated(profile: Profile) -> Answer {
+    match profile {
+        Profile::Generic => Answer::status(StatusCode::UNAUTHORIZED),
+        // mdsol/rwslib: RWS answers bad credentials with 401 and an error
+        // ODM (`RWSConnection.send_request`, the 401 branch; `RWSError`).
+        Profile::Rave => Answer::body(
+            StatusCode::UNAUTHORIZED,
+            "text/xml",
+            profile::rave_odm_error("RWS00008", "Incorrect login and password combination."),
+        ),
+        // Vault: an invalid or expired session is HTTP 200 FAILURE
+        // INVALID_SESSION_ID ("Errors", "Error Types").
+        Profile::Vault => Answer::body(
+            StatusCode::OK,
+            "application/json",
+            profile::vault_failure("INVALID_SESSION_ID"),
+        ),
+    }
+}
+
+/// Vault profile: a VQL query (`POST {vql_path}`) or one of its next pages.
+fn is_vql(state: &State, method: &Method, req: &Parts) -> bool {
+    let cfg = &state.config;
+    let path = req.uri.path();
+    cfg.profile == Profile::Vault
+        && method == Method::POST
+        && (path == cfg.vql_path || path.starts_with(&format!("{}/", cfg.vql_path)))
+}
+
+async fn decide(
+    state: &State,
+    n: u64,
+    method: &Method,
+    req: &Parts,
+    auth: Authn,
+    form: Option<&[u8]>,
+) -> Answer {
+    let vql = is_vql(state, method, req);
+    if method != Method::GET && method != Method::HEAD && !vql {
+        let mut a = Answer::status(StatusCode::METHOD_NOT_ALLOWED);
+        a.headers.push((ALLOW, "GET, HEAD".into()));
+        return a;
+    }
+    if auth != Authn::Ok {
+        return unauthenticated(state.config.profile);
+    }
+    let fault = state.config.faults.get(n).cloned();
+    let fault_name = fault.as_ref().map(|f| format!("{f:?}"));
+    let mut answer = match &fault {
+        Some(Fault::Throttle { status, retry_after }) => throttle(state, *status, retry_after),
+        Some(Fault::Status(code)) => {
+            Answer::status(StatusCode::from_u16(*code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        }
+        Some(Fault::VaultFailure(kind)) => {
+            Answer::body(StatusCode::OK, "application/json", profile::vault_failure(kind))
+        }
+        Some(Fault::RaveError { status, code, odm }) => {
+            let body = if *odm {
+                profile::rave_odm_error(code, "Simulated Rave error.")
+            } else {
+                profile::rave_response_error(code, "Simulated Rave error")
+            };
+            Answer::body(
+                StatusCode::from_u16(*status).unwrap_or(StatusCode::OK),
+                "text/xml",
+                body,
+            )
+        }
+        Some(Fault::Redirect(url)) => {
+            let mut a = Answer::status(StatusCode::FOUND);
+            a.headers.push((LOCATION, url.clone()));
+            a
+        }
+        Some(Fault::Oversize(bytes)) => {
+            let mut a = Answer::status(StatusCode::OK);
+            let bytes = *bytes;
+            a.page = Some(Page::from_fn(move || {
+                let chunk = Bytes::from(vec![b'x'; 64 * 1024]);
+                let full = bytes / chunk.len() as u64;
+                let rest = (bytes % chunk.len() as u64) as usize;
+                std::iter::repeat_n(chunk.clone(), full as usize)
+                    .chain((rest > 0).then(|| chunk.slice(..rest)))
+            }));
+            a
+        }
+        _ => match server_quota(state) {
+            Err(retry) => {
+                let mut a = throttle(
+                    state,
+                    429,
+                    &RetryAfterForm::Seconds(retry.as_secs_f64().ceil() as u64),
+                );
+                a.fault = Some("server_quota".into());
+                return a;
+            }
+            Ok(()) if vql => {
+                let path = req.uri.path_and_query().map_or("", |p| p.as_str());
+                let modified = match fault.as_ref() {
+                    Some(Fault::CursorValue(text)) => super::render::Modified::Fixed(text.clone()),
+                    _ => super::render::Modified::Real,
+                };
+                let (page, since) = super::vql::answer(&state.config, &state.queries, path, form, modified);
+                let mut a = Answer::status(StatusCode::OK);
+                a.headers.push((CONTENT_TYPE, "application/json".into()));
+                a.page = Some(page);
+                a.vql_since = since;
+                a
+            }
+            Ok(()) => route(state, req, fault.as_ref()),
+        },
+    };
+    if answer.fault.is_none() {
+        answer.fault = fault_name;
+    }
+    match fault {
+        Some(Fault::Truncate) => answer.cut_after = answer.page.as_ref().map(|p| p.len / 2),
+        Some(Fault::Stall(pause)) => answer.stall = Some(pause),
+        Some(Fault::Gzip) => answer
+            .headers
+            .push((HeaderName::from_static("content-encoding"), "gzip".into())),
+        Some(Fault::ContentType(ct)) => {
+            answer.headers.retain(|(name, _)| name != CONTENT_TYPE);
+            answer.headers.push((CONTENT_TYPE, ct));
+        }
+        _ => {}
+    }
+    answer
+}
+
+fn server_quota(state: &State) -> Result<(), Duration> {
+    let mut bucket = state.bucket.lock().unwrap_or_else(|p| p.into_inner());
+    match bucket.as_mut() {
+        Some(b) => b.admit(Instant::now()),
+        None => Ok(()),
+    }
+}
+
+fn throttle(state: &State, status: u16, form: &RetryAfterForm) -> Answer {
+    let mut a = Answer::status(StatusCode::from_u16(status).unwrap_or(StatusCode::TOO_MANY_REQUESTS));
+    match form {
+        RetryAfterForm::Seconds(s) => a.headers.push((RETRY_AFTER, s.to_string())),
+        RetryAfterForm::Date(s) => a.headers.push((
+            RETRY_AFTER,
+            httpdate::fmt_http_date(state.now() + Duration::from_secs(*s)),
+        )),
+        RetryAfterForm::Absent => {}
+        RetryAfterForm::Raw(text) => a.headers.push((RETRY_AFTER, text.clone())),
+    }
+    a
+}
+
+fn query_map(req: &Parts) -> BTreeMap<String, String> {
+    let query = req.uri.query().unwrap_or_default();
+    url::Url::parse(&format!("http://sim/?{query}"))
+        .map(|u| {
+            u.query_pairs()
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn route(state: &State, req: &Parts, fault: Option<&Fault>) -> Answer {
+    let cfg = &state.config;
+    let query = query_map(req);
+    let path = req.uri.path();
+    if matches!(fault, Some(Fault::Endless)) {
+        state.endless.store(true, Ordering::SeqCst);
+    }
+    let cross_next = match fault {
+        Some(Fault::CrossOriginNext(url)) => Some(url.clone()),
+        _ if state.endless.load(Ordering::SeqCst) && path == cfg.json_path => {
+            Some(super::render::next_offset_link(cfg, &query))
+        }
+        _ => None,
+    };
+    let garbage = matches!(fault, Some(Fault::Garbage));
+    let mut answer = Answer::status(StatusCode::OK);
+    let audit_trail = cfg
+        .audit_trail
+        .as_ref()
+        .filter(|_| path.starts_with(&cfg.audit_trail_path) && path.len() > cfg.audit_trail_path.len());
+    let (page, next, content_type) = if let Some(arrivals) = audit_trail {
+        let page = super::audit_trail::page(&cfg.dataset, arrivals, path, &query, state.now());
+        (page, None, "application/json")
+    } else if path == cfg.json_path {
+        let modified = match fault {
+            Some(Fault::Backdated) => super::render::Modified::Backdated,
+            Some(Fault::CursorValue(text)) => super::render::Modified::Fixed(text.clone()),
+            _ => super::render::Modified::Real,
+        };
+        let (page, next) = super::render::json_page(cfg, &query, garbage, modified, cross_next);
+        (page, next, "application/json")
+    } else if path == cfg.odm_path {
+        let (page, next) = super::render::odm_page(cfg, &query, garbage, cross_next);
+        (page, next, "text/xml; charset=utf-8")
+    } else {
+        return Answer::status(StatusCode::NOT_FOUND);
+    };
+    answer.headers.push((CONTENT_TYPE, content_type.into()));
+    if let Some(limit) = cfg.vault_burst {
+        let mut window = state.burst_window.lock().unwrap_or_else(|p| p.into_inner());
+        if window.0.elapsed() >= Duration::from_secs(300) {
+            *window = (Instant::now(), 0);
+        }
+        window.1 += 1;
+        let remaining = limit.saturating_sub(window.1);
+        answer.headers.push((
+            hyper::header::HeaderName::from_static("x-vaultapi-burstlimit"),
+            limit.to_string(),
+        ));
+        answer.headers.push((
+            hyper::header::HeaderName::from_static("x-vaultapi-burstlimitremaining"),
+            remaining.to_string(),
+        ));
+    }
+    if let Some(next) = &next {
+        answer.headers.push((LINK, format!("<{next}>; rel=\"next\"")));
+    }
+    answer.page = Some(page);
+    answer
+}

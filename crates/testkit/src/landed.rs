@@ -1,0 +1,69 @@
+//! What the simulator's records look like once landed: the check behind
+//! "every record exactly once" in the tests, the OQ and the crash soak.
+//!
+//! It reads the manifest as docs/audit-trail.md describes it (one JSON
+//! object a line, `file` relative to the stream's directory, `sha256` the
+//! lowercase hex of the file's bytes) with no code of the product's, so a
+//! mistake in how the product writes a manifest cannot hide itself here.
+
+use std::path::Path;
+
+use anyhow::{bail, Context};
+use sha2::{Digest, Sha256};
+
+/// The bytes of every page the manifest of `stream_dir` lists, in manifest
+/// order, after checking each landed file against the SHA-256 the manifest
+/// recorded for it. A missing manifest means nothing landed.
+fn landed_pages(stream_dir: &Path) -> anyhow::Result<Vec<Vec<u8>>> {
+    let manifest = stream_dir.join("manifest.jsonl");
+    let text = match std::fs::read_to_string(&manifest) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", manifest.display())),
+    };
+    let mut pages = Vec::new();
+    for line in text.lines() {
+        let entry: serde_json::Value =
+            serde_json::from_str(line).with_context(|| format!("a line of {}", manifest.display()))?;
+        let (Some(name), Some(sha256)) = (entry["file"].as_str(), entry["sha256"].as_str()) else {
+            bail!("a line of {} has no file or sha256", manifest.display());
+        };
+        let file = stream_dir.join(name);
+        let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+        if hex::encode(Sha256::digest(&bytes)) != sha256 {
+            bail!(
+                "{} does not match the SHA-256 its manifest line records",
+                file.display()
+            );
+        }
+        pages.push(bytes);
+    }
+    Ok(pages)
+}
+
+/// The ids of the simulator's records in the landed JSON pages of
+/// `stream_dir` (see [`landed_pages`]).
+pub fn landed_json_record_ids(stream_dir: &Path) -> anyhow::Result<Vec<String>> {
+    let mut ids = Vec::new();
+    for bytes in landed_pages(stream_dir)? {
+        let page: serde_json::Value = serde_json::from_slice(&bytes)?;
+        for record in page["data"].as_array().into_iter().flatten() {
+            ids.push(record["id"].as_str().unwrap_or_default().to_string());
+        }
+    }
+    Ok(ids)
+}
+
+/// The `SourceID`s of the simulator's audit records in the landed ODM
+/// pages of `stream_dir` (see [`landed_pages`]).
+pub fn landed_odm_source_ids(stream_dir: &Path) -> anyhow::Result<Vec<u64>> {
+    let mut ids = Vec::new();
+    for bytes in landed_pages(stream_dir)? {
+        let text = String::from_utf8(bytes)?;
+        for piece in text.split("<SourceID>").skip(1) {
+            let (id, _) = piece.split_once("</SourceID>").context("an unclosed SourceID")?;
+            ids.push(id.trim().parse()?);
+        }
+    }
+    Ok(ids)
+}

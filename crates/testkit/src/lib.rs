@@ -1,0 +1,8 @@
+//! Real parts for edc-sync's tests and on-site OQ: a private Redis (plain
+//! or a three-master cluster) on loopback, and readers of a landing that
+//! share no code with the product, so a test that checks what landed is an
+//! independent witness.
+
+pub mod landed;
+pub mod redis_cluster;
+pub mod redis_server;

@@ -1,0 +1,467 @@
+//! The floor plan of docs/architecture.md, kept true by the suite.
+//!
+//! The crate graph is the compiler's business once it is declared: these
+//! tests check that the declaration (`cargo metadata`) is the one the
+//! document draws, that no two files of a crate import each other in a
+//! circle, and that files are sized by their concept.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// The workspace's own crates and the workspace crates each depends on
+/// (normal dependencies), exactly as docs/architecture.md draws them.
+const FLOOR_PLAN: &[(&str, &[&str])] = &[
+    ("quota-pacer", &[]),
+    ("edc-core", &["quota-pacer"]),
+    ("edc-sim", &[]),
+    ("edc-testkit", &[]),
+    ("edc-sync", &["edc-core", "edc-sim", "edc-testkit", "quota-pacer"]),
+];
+
+#[test]
+fn the_crate_graph_is_the_floor_plan() {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args(["metadata", "--no-deps", "--offline", "--format-version", "1"])
+        .current_dir(ROOT)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let packages = meta["packages"].as_array().unwrap();
+    let ours: BTreeSet<&str> = packages.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    let mut found = BTreeMap::new();
+    for p in packages {
+        let deps: BTreeSet<&str> = p["dependencies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["kind"].is_null())
+            .map(|d| d["name"].as_str().unwrap())
+            .filter(|n| ours.contains(n))
+            .collect();
+        found.insert(p["name"].as_str().unwrap(), deps);
+    }
+    let plan: BTreeMap<&str, BTreeSet<&str>> = FLOOR_PLAN
+        .iter()
+        .map(|(name, deps)| (*name, deps.iter().copied().collect()))
+        .collect();
+    assert_eq!(
+        found, plan,
+        "the workspace's crate graph differs from docs/architecture.md"
+    );
+    let doc = std::fs::read_to_string(Path::new(ROOT).join("docs/architecture.md")).unwrap();
+    for (name, deps) in FLOOR_PLAN {
+        let line = format!("`{name}` -> {}", arrows(deps));
+        assert!(doc.contains(&line), "docs/architecture.md should say: {line}");
+    }
+}
+
+fn arrows(deps: &[&str]) -> String {
+    if deps.is_empty() {
+        "(nothing of ours)".into()
+    } else {
+        deps.iter()
+            .map(|d| format!("`{d}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// The source directory of every crate of the workspace.
+fn crate_sources() -> Vec<PathBuf> {
+    let root = Path::new(ROOT);
+    let mut dirs = vec![root.join("src")];
+    for e in std::fs::read_dir(root.join("crates")).unwrap().flatten() {
+        dirs.push(e.path().join("src"));
+    }
+    dirs.sort();
+    dirs
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The module path of a file (`a/b.rs` and `a/b/mod.rs` are `[a, b]`;
+/// `lib.rs` and `main.rs` the root).
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).unwrap();
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|s| s.to_string_lossy().trim_end_matches(".rs").to_string())
+        .collect();
+    if matches!(parts.last().map(String::as_str), Some("mod" | "lib" | "main")) {
+        parts.pop();
+    }
+    parts
+}
+
+/// A file's text up to its inline test module, comments dropped: paths
+/// inside `mod tests { ... }` are relative to that inline module.
+fn code_of(text: &str) -> String {
+    let cut = text.find("#[cfg(test)]\nmod tests {").unwrap_or(text.len());
+    text[..cut]
+        .lines()
+        .map(|l| match l.find("//") {
+            Some(i) => &l[..i],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every path a file names that starts with `crate`, `super` or `self`,
+/// with `use` trees expanded (`crate::a::{b, c::d}` gives two paths).
+fn paths_in(code: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let bytes = code.as_bytes();
+    let mut i = 0;
+    while i < code.len() {
+        let rest = &code[i..];
+        let starts = ["crate::", "super::", "self::"]
+            .iter()
+            .any(|p| rest.starts_with(p));
+        let boundary =
+            i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_' || bytes[i - 1] == b':');
+        if starts && boundary {
+            let len = tree_len(rest);
+            expand(&rest[..len], &mut Vec::new(), &mut out);
+            i += len.max(1);
+        } else {
+            i += rest.chars().next().map_or(1, char::len_utf8);
+        }
+    }
+    out
+}
+
+/// The length of a path or use tree at the start of `s`.
+fn tree_len(s: &str) -> usize {
+    let mut depth = 0;
+    for (i, c) in s.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => return i,
+            '}' => depth -= 1,
+            c if c.is_alphanumeric() || c == '_' || c == ':' || c == '*' => {}
+            ',' | ' ' | '\n' if depth > 0 => {}
+            _ if depth > 0 => {}
+            _ => return i,
+        }
+    }
+    s.len()
+}
+
+fn expand(tree: &str, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    let tree = tree.trim();
+    if let Some(brace) = tree.find('{') {
+        let head: Vec<String> = tree[..brace]
+            .split("::")
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect();
+        let inner = &tree[brace + 1..tree.rfind('}').unwrap_or(tree.len())];
+        let mut depth = 0;
+        let mut start = 0;
+        let mut items = Vec::new();
+        for (i, c) in inner.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    items.push(&inner[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        items.push(&inner[start..]);
+        let n = prefix.len();
+        prefix.extend(head);
+        for item in items.into_iter().filter(|s| !s.trim().is_empty()) {
+            expand(item, prefix, out);
+        }
+        prefix.truncate(n);
+    } else {
+        let mut path = prefix.clone();
+        path.extend(
+            tree.split("::")
+                .map(|s| s.split_whitespace().next().unwrap_or("").to_string())
+                .filter(|s| !s.is_empty() && s != "self"),
+        );
+        out.push(path);
+    }
+}
+
+/// One crate's files and the names each module file re-exports from a
+/// child (`pub use child::{A, B}`), to follow a path to where it lives.
+struct Crate {
+    files: BTreeMap<Vec<String>, PathBuf>,
+    reexports: BTreeMap<Vec<String>, BTreeMap<String, String>>,
+}
+
+impl Crate {
+    fn read(src: &Path) -> Crate {
+        let mut all = Vec::new();
+        rust_files(src, &mut all);
+        let mut files = BTreeMap::new();
+        let mut reexports = BTreeMap::new();
+        for f in all {
+            let module = module_of(src, &f);
+            let code = code_of(&std::fs::read_to_string(&f).unwrap());
+            let mut names = BTreeMap::new();
+            for stmt in code.split(';') {
+                let Some(tree) = stmt.trim().strip_prefix("pub use ") else {
+                    continue;
+                };
+                let tree = tree.trim();
+                if tree.starts_with("crate::") || tree.starts_with("super::") {
+                    continue;
+                }
+                let child = tree
+                    .trim_start_matches("self::")
+                    .split("::")
+                    .next()
+                    .unwrap_or("")
+                    .to_string();
+                for path in paths_in(&format!("self::{}", tree.trim_start_matches("self::"))) {
+                    if let Some(name) = path.last() {
+                        let name = name.rsplit(" as ").next().unwrap_or(name).to_string();
+                        names.insert(name, child.clone());
+                    }
+                }
+            }
+            reexports.insert(module.clone(), names);
+            files.insert(module, f);
+        }
+        Crate { files, reexports }
+    }
+
+    /// The file that defines what `path`, written in a file of module
+    /// `from`, names (`super` from `a/b.rs` is `a`, as from `a/b/mod.rs`).
+    fn resolve(&self, from: &[String], path: &[String]) -> Option<&PathBuf> {
+        let mut module: Vec<String> = from.to_vec();
+        let mut rest = path;
+        // `self` of a non-root file is that file's module; `super` goes up.
+        match rest.first().map(String::as_str) {
+            Some("crate") => {
+                module.clear();
+                rest = &rest[1..];
+            }
+            Some("self") => rest = &rest[1..],
+            _ => {}
+        }
+        while rest.first().map(String::as_str) == Some("super") {
+            module.pop();
+            rest = &rest[1..];
+        }
+        while let Some(first) = rest.first() {
+            let mut child = module.clone();
+            child.push(first.clone());
+            if self.files.contains_key(&child) {
+                module = child;
+                rest = &rest[1..];
+                continue;
+            }
+            match self.reexports.get(&module).and_then(|r| r.get(first)) {
+                Some(inner) => {
+                    let mut child = module.clone();
+                    child.push(inner.clone());
+                    if !self.files.contains_key(&child) {
+                        break;
+                    }
+                    module = child;
+                }
+                None => break,
+            }
+        }
+        self.files.get(&module)
+    }
+}
+
+/// No two files of one crate use each other, directly or around a circle:
+/// a reader can start at the bottom of any crate and read up. A module
+/// root re-exporting its children (`pub use child::X`) is a door, not a
+/// use, and is not counted.
+#[test]
+fn no_import_circle_between_files() {
+    let mut circles = Vec::new();
+    for src in crate_sources() {
+        let krate = Crate::read(&src);
+        let mut edges: BTreeMap<&PathBuf, BTreeSet<&PathBuf>> = BTreeMap::new();
+        for (module, file) in &krate.files {
+            let text = std::fs::read_to_string(file).unwrap();
+            let code: String = code_of(&text)
+                .split(';')
+                .filter(|s| !s.trim().starts_with("pub use "))
+                .collect::<Vec<_>>()
+                .join(";");
+            for path in paths_in(&code) {
+                if let Some(target) = krate.resolve(module, &path) {
+                    if target != file {
+                        edges.entry(file).or_default().insert(target);
+                    }
+                }
+            }
+        }
+        for scc in strongly_connected(&edges) {
+            if scc.len() > 1 {
+                let names: Vec<String> = scc
+                    .iter()
+                    .map(|p| p.strip_prefix(ROOT).unwrap().display().to_string())
+                    .collect();
+                circles.push(names.join(" <-> "));
+            }
+        }
+    }
+    assert!(
+        circles.is_empty(),
+        "import circles between files:\n{}",
+        circles.join("\n")
+    );
+}
+
+/// Tarjan's algorithm over the file graph.
+fn strongly_connected<'a>(edges: &BTreeMap<&'a PathBuf, BTreeSet<&'a PathBuf>>) -> Vec<Vec<&'a PathBuf>> {
+    struct State<'a> {
+        index: BTreeMap<&'a PathBuf, usize>,
+        low: BTreeMap<&'a PathBuf, usize>,
+        stack: Vec<&'a PathBuf>,
+        on_stack: BTreeSet<&'a PathBuf>,
+        out: Vec<Vec<&'a PathBuf>>,
+    }
+    fn visit<'a>(v: &'a PathBuf, edges: &BTreeMap<&'a PathBuf, BTreeSet<&'a PathBuf>>, s: &mut State<'a>) {
+        let i = s.index.len();
+        s.index.insert(v, i);
+        s.low.insert(v, i);
+        s.stack.push(v);
+        s.on_stack.insert(v);
+        for &w in edges.get(v).into_iter().flatten() {
+            if !s.index.contains_key(w) {
+                visit(w, edges, s);
+                let lw = s.low[w];
+                let lv = s.low.get_mut(v).unwrap();
+                *lv = (*lv).min(lw);
+            } else if s.on_stack.contains(w) {
+                let iw = s.index[w];
+                let lv = s.low.get_mut(v).unwrap();
+                *lv = (*lv).min(iw);
+            }
+        }
+        if s.low[v] == s.index[v] {
+            let mut scc = Vec::new();
+            while let Some(w) = s.stack.pop() {
+                s.on_stack.remove(w);
+                scc.push(w);
+                if w == v {
+                    break;
+                }
+            }
+            s.out.push(scc);
+        }
+    }
+    let mut s = State {
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        out: Vec::new(),
+    };
+    for &v in edges.keys() {
+        if !s.index.contains_key(v) {
+            visit(v, edges, &mut s);
+        }
+    }
+    s.out
+}
+
+/// The checker finds a circle when there is one, and none in a chain.
+#[test]
+fn the_circle_checker_sees_a_circle() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::write(src.join("lib.rs"), "mod a;\nmod b;\nmod c;\npub use a::A;\n").unwrap();
+    std::fs::write(src.join("a.rs"), "use crate::b::B;\npub struct A;\n").unwrap();
+    std::fs::write(src.join("b.rs"), "use super::c::C;\npub struct B;\n").unwrap();
+    std::fs::write(
+        src.join("c.rs"),
+        "pub struct C;\nfn f() -> crate::A { todo!() }\n",
+    )
+    .unwrap();
+    let krate = Crate::read(src);
+    let c = &["c".to_string()];
+    let target = krate.resolve(c, &["crate".into(), "A".into()]).unwrap();
+    assert!(
+        target.ends_with("a.rs"),
+        "a re-export is followed to its file: {target:?}"
+    );
+    let edges: BTreeMap<&PathBuf, BTreeSet<&PathBuf>> = krate
+        .files
+        .iter()
+        .map(|(m, f)| {
+            let code = code_of(&std::fs::read_to_string(f).unwrap());
+            let targets = paths_in(&code)
+                .iter()
+                .filter_map(|p| krate.resolve(m, p))
+                .filter(|t| *t != f)
+                .collect();
+            (f, targets)
+        })
+        .collect();
+    assert!(strongly_connected(&edges).iter().any(|s| s.len() == 3));
+    std::fs::write(src.join("c.rs"), "pub struct C;\n").unwrap();
+    let krate = Crate::read(src);
+    let edges: BTreeMap<&PathBuf, BTreeSet<&PathBuf>> = krate
+        .files
+        .iter()
+        .map(|(m, f)| {
+            let code = code_of(&std::fs::read_to_string(f).unwrap());
+            let targets = paths_in(&code)
+                .iter()
+                .filter_map(|p| krate.resolve(m, p))
+                .filter(|t| *t != f)
+                .collect();
+            (f, targets)
+        })
+        .collect();
+    assert!(strongly_connected(&edges).iter().all(|s| s.len() == 1));
+}
+
+/// Files are sized by their concept: one over 600 lines says in its header
+/// (a `//! One concept:` line) why it is one; no module is mounted from
+/// elsewhere with `#[path]`.
+#[test]
+fn files_are_sized_by_their_concept() {
+    let mut wrong = Vec::new();
+    for src in crate_sources() {
+        let mut all = Vec::new();
+        rust_files(&src, &mut all);
+        for f in all {
+            let text = std::fs::read_to_string(&f).unwrap();
+            let rel = f.strip_prefix(ROOT).unwrap().display().to_string();
+            let lines = text.lines().count();
+            if lines > 600
+                && !text
+                    .lines()
+                    .take_while(|l| l.starts_with("//!"))
+                    .any(|l| l.starts_with("//! One concept:"))
+            {
+                wrong.push(format!(
+                    "{rel}: {lines} lines and no '//! One concept:' line in its header"
+                ));
+            }
+            if text.contains("#[path") {
+                wrong.push(format!("{rel}: a #[path] mount"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
