@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context};
 
-use super::sync::{policy, SimProcess};
+use super::harness::{policy, SimProcess};
 
 /// Script calls and requests of one four-process sync.
 pub async fn calls_per_request(exe: &Path, redis_url: &str, work: &Path) -> anyhow::Result<(u64, u64)> {
@@ -55,5 +55,5 @@ pub async fn calls_per_request(exe: &Path, redis_url: &str, work: &Path) -> anyh
         .await?;
     let mut requests = 0;
     edc_core::audit::read::each_event(&trail, "page_committed", |_, _| requests += 1)?;
-    Ok((super::pacer::script_calls(&info), requests))
+    Ok((super::harness::script_calls(&info), requests))
 }

@@ -20,8 +20,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
-use super::envelope;
-use edc_core::config::Rate;
+use super::harness::script_calls;
+use edc_testkit::envelope;
+use quota_pacer::Rate;
 use quota_pacer::{Ask, Limiter, Pacer, Quota, RedisPacer, Reservation};
 
 /// What the parent asks for.
@@ -144,22 +145,6 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         })?
     )?;
     Ok(())
-}
-
-/// Sum of script calls (EVALSHA, EVAL, SCRIPT) in `INFO commandstats`,
-/// rejected ones included: each is a round trip.
-pub fn script_calls(info: &str) -> u64 {
-    info.lines()
-        .filter(|l| {
-            l.starts_with("cmdstat_evalsha:")
-                || l.starts_with("cmdstat_eval:")
-                || l.starts_with("cmdstat_script")
-        })
-        .flat_map(|l| l.split([':', ',']))
-        .filter_map(|kv| kv.split_once('='))
-        .filter(|(k, _)| *k == "calls" || *k == "rejected_calls")
-        .filter_map(|(_, v)| v.parse::<u64>().ok())
-        .sum()
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
@@ -358,6 +343,6 @@ mod tests {
     fn script_calls_are_summed_from_commandstats() {
         let info = "# Commandstats\r\ncmdstat_evalsha:calls=1020,usec=9000,usec_per_call=8.8,rejected_calls=2,failed_calls=0\r\n\
                     cmdstat_time:calls=4,usec=1\r\ncmdstat_script|load:calls=3,usec=100\r\n";
-        assert_eq!(super::script_calls(info), 1025);
+        assert_eq!(crate::bench::harness::script_calls(info), 1025);
     }
 }

@@ -27,10 +27,10 @@ pub struct Peers {
 /// `padding` extra bytes), against a simulator of their own.
 pub fn measure(exe: &Path, work: &Path, pages: u64, page_bytes: u64) -> anyhow::Result<Peers> {
     let (page_size, padding) = (100u64, (page_bytes / 100).saturating_sub(200) as usize);
-    let sim = super::sync::SimProcess::start(exe, pages * page_size, padding)?;
+    let sim = super::harness::SimProcess::start(exe, pages * page_size, padding)?;
     std::fs::create_dir_all(work)?;
     let config = work.join("bench-policy.yaml");
-    std::fs::write(&config, super::sync::policy(page_size, page_bytes * 2))?;
+    std::fs::write(&config, super::harness::policy(page_size, page_bytes * 2))?;
     let python = python(&sim.url, &work.join("python"), page_size, pages)?;
     let (floor_wall_ms_per_page, floor_cpu_ms_per_page) = floor(&work.join("floor"), pages, page_bytes)?;
     let syncs_per_page = syncs_per_page(exe, &config, work, &sim.url)?;
@@ -59,7 +59,8 @@ pub fn python_on_large_pages(
     pages: u64,
     page_bytes: u64,
 ) -> anyhow::Result<Option<PythonPeer>> {
-    let sim = super::sync::SimProcess::start(exe, pages * 1000, super::sync::large_padding(page_bytes))?;
+    let sim =
+        super::harness::SimProcess::start(exe, pages * 1000, super::harness::large_padding(page_bytes))?;
     python(&sim.url, work, 1000, pages)
 }
 
@@ -106,7 +107,7 @@ pub fn floor(work: &Path, pages: u64, page_bytes: u64) -> anyhow::Result<(f64, f
         .open(work.join("manifest.jsonl"))?;
     let body = vec![b'x'; page_bytes as usize];
     let line = [b'y'; 600];
-    let cpu0 = super::sync::cpu_time();
+    let cpu0 = super::harness::cpu_time();
     let t0 = Instant::now();
     for n in 0..pages {
         let part = work.join(format!("{n}.part"));
@@ -123,7 +124,7 @@ pub fn floor(work: &Path, pages: u64, page_bytes: u64) -> anyhow::Result<(f64, f
         std::fs::rename(cursor.with_extension("tmp"), &cursor)?;
     }
     let wall = t0.elapsed().as_secs_f64() * 1000.0 / pages.max(1) as f64;
-    let cpu = (super::sync::cpu_time() - cpu0).as_secs_f64() * 1000.0 / pages.max(1) as f64;
+    let cpu = (super::harness::cpu_time() - cpu0).as_secs_f64() * 1000.0 / pages.max(1) as f64;
     Ok((wall, cpu))
 }
 
@@ -171,7 +172,7 @@ pub fn syncs_per_page(exe: &Path, config: &Path, work: &Path, url: &str) -> anyh
             ])
             .arg(&summary)
             .arg(exe);
-        let status = super::sync::bench_sync(runner, config, &dir, url)
+        let status = super::harness::bench_sync(runner, config, &dir, url)
             .args(["--max-pages", &pages.to_string()])
             .status()?;
         if !status.success() {

@@ -16,7 +16,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use serde::Serialize;
 
-use super::sync::{policy, SimProcess};
+use super::harness::{policy, SimProcess};
 use edc_core::digest::{sha256_hex, ZERO_SHA256};
 use edc_core::store::ManifestEntry;
 
@@ -73,7 +73,7 @@ pub fn run(exe: &Path, work: &Path, entries: u64) -> anyhow::Result<Figures> {
 }
 
 fn sync(exe: &Path, config: &Path, dir: &Path, url: &str) -> anyhow::Result<(bool, libc::rusage)> {
-    let child = super::sync::bench_sync(Command::new(exe), config, dir, url)
+    let child = super::harness::bench_sync(Command::new(exe), config, dir, url)
         .spawn()
         .context("starting a sync")?;
     let pid = child.id() as libc::pid_t;

@@ -47,7 +47,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             let peers = crate::bench::peers::measure(&exe, &work.join("peers"), pages, page_kib * 1024)?;
             let one_pass = crate::bench::one_pass::measure(
                 large.page_bytes as usize,
-                sync::large_padding(large_page_mib * 1024 * 1024),
+                crate::bench::harness::large_padding(large_page_mib * 1024 * 1024),
             )?;
             let large_python = crate::bench::peers::python_on_large_pages(
                 &exe,

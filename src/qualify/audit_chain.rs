@@ -2,7 +2,7 @@
 //! edit is detected.
 
 use super::context::Ctx;
-use super::scenarios::{scenario, Scenario};
+use super::scenario::{scenario, Scenario};
 use edc_core::audit::verify;
 use edc_core::run::{self};
 

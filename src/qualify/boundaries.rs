@@ -2,7 +2,7 @@
 //! record content in any output, and one origin only.
 
 use super::context::{Ctx, OQ_PASSWORD, OQ_TOKEN};
-use super::scenarios::{exit_of, json_lines, scenario, stream_dir, Scenario};
+use super::scenario::{exit_of, json_lines, scenario, stream_dir, Scenario};
 use edc_core::run::{self};
 use edc_sim::Simulator;
 

@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use serde_json::Value;
 
 use super::context::Ctx;
-use super::scenarios::{events, exit_of, scenario, Scenario};
+use super::scenario::{events, exit_of, scenario, Scenario};
 use edc_core::exit::Exit;
 use edc_core::run::{self};
 

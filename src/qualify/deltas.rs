@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::Value;
 
 use super::context::{dataset, Ctx, OQ_PASSWORD};
-use super::scenarios::{cursor, events, landed_and_distinct, scenario, stream_dir, Scenario};
+use super::scenario::{cursor, events, landed_and_distinct, scenario, stream_dir, Scenario};
 use edc_sim::audit_trail::Arrivals;
 use edc_sim::{Profile, Simulator};
 

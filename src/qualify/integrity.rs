@@ -5,7 +5,7 @@
 use std::process::Output;
 
 use super::context::{Ctx, OQ_PASSWORD};
-use super::scenarios::{scenario, stream_dir, Scenario};
+use super::scenario::{scenario, stream_dir, Scenario};
 use edc_core::audit::checkpoint::KEY_ENV;
 
 /// The scenarios of this file, in id order.

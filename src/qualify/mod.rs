@@ -12,6 +12,7 @@ pub mod iq;
 mod pacing;
 mod report;
 mod resilience;
+pub mod scenario;
 pub mod scenarios;
 mod throttling;
 pub mod trace;

@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use serde_json::Value;
 
 use super::context::{dataset, Ctx};
-use super::scenarios::{
+use super::scenario::{
     cursor, events, exit_of, first_str, json_lines, landed_ids, run_vault_ok, scenario, stream_dir, Scenario,
 };
 use edc_core::audit::verify;

@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::context::{dataset, Ctx};
-use super::scenarios::{
+use super::scenario::{
     cursor, events, exit_of, first_str, gap_s, landed_ids, pacing, run_vault_ok, scenario, ts_us, Scenario,
 };
 use edc_core::run::{self};

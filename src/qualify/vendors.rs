@@ -11,7 +11,7 @@ use std::process::Output;
 use serde_json::Value;
 
 use super::context::{Ctx, OQ_PASSWORD};
-use super::scenarios::{cursor, events, first_str, landed_and_distinct, scenario, stream_dir, Scenario};
+use super::scenario::{cursor, events, first_str, landed_and_distinct, scenario, stream_dir, Scenario};
 use edc_sim::{LogEntry, Profile, Simulator};
 
 /// The scenarios of this file, in id order.

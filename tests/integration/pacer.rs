@@ -672,7 +672,7 @@ fn eight_processes_of_four_tasks_never_exceed_the_envelope() {
         .lines()
         .map(|l| l.parse().unwrap())
         .collect();
-    let check = edc_sync::bench::envelope::check(&grants, rate_per_sec, burst);
+    let check = edc_testkit::envelope::check(&grants, rate_per_sec, burst);
     assert_eq!(check.violations, 0, "grants above burst + rate * t: {check:?}");
     // No grant lost: the window's capacity was used (allowing for the
     // start-up of 32 tasks and the last interval).

@@ -697,7 +697,7 @@ async fn four_processes_spend_about_one_script_call_per_request() {
         .query_async(&mut admin)
         .await
         .unwrap();
-    let calls = edc_sync::bench::pacer::script_calls(&info);
+    let calls = edc_sync::bench::harness::script_calls(&info);
     let requests = sim.requests().len();
     assert_eq!(requests, 4 * 60, "four streams of 300 records in pages of 5");
     let per_request = calls as f64 / requests as f64;

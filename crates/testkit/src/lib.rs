@@ -3,6 +3,7 @@
 //! share no code with the product, so a test that checks what landed is an
 //! independent witness.
 
+pub mod envelope;
 pub mod landed;
 pub mod redis_cluster;
 pub mod redis_server;

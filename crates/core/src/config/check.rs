@@ -247,3 +247,34 @@ pub(super) fn or_default<T>(
         None => Some(default),
     }
 }
+
+/// A map of query parameter name to value: each value a template (numbers
+/// and booleans taken as their text).
+pub(super) fn query_map(
+    report: &mut Report,
+    path: Vec<String>,
+    node: &Node,
+) -> Option<Vec<(String, Template)>> {
+    let Node::Map(entries) = node else {
+        report.add(
+            &path,
+            format!("must be a map of parameter name to value, got {}", node.kind()),
+        );
+        return None;
+    };
+    let mut out = Vec::with_capacity(entries.len());
+    let mut ok = true;
+    for (k, v) in entries {
+        let mut p = path.clone();
+        p.push(k.clone());
+        let value = match v {
+            Node::Int(_) | Node::Float(_) | Node::Bool(_) => Template::parse(&v.to_string()).ok(),
+            _ => template(report, &p, v),
+        };
+        match value {
+            Some(t) => out.push((k.clone(), t)),
+            None => ok = false,
+        }
+    }
+    ok.then_some(out)
+}

@@ -1,9 +1,8 @@
 //! The `delta` block of a policy: the endpoint, its format and paging, the
 //! cursor, and the optional date `window` and `vql` sub-blocks.
 
-use super::check::{integer, json_pointer, or_default, string, template, Fields, Report};
+use super::check::{integer, json_pointer, or_default, query_map, string, template, Fields, Report};
 use super::policy::{Delta, Paging, PayloadFormat, RecordOrder};
-use super::validate::query_map;
 use super::yaml::Node;
 
 const DEFAULT_NEXT_POINTER: &str = "/responseDetails/next_page";

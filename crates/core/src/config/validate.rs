@@ -7,12 +7,11 @@
 use std::time::Duration;
 
 use super::check::{
-    env_name, integer, non_negative, or_default, positive, seconds, string, template, Fields, Report,
-    MAX_SECONDS,
+    env_name, integer, non_negative, or_default, positive, query_map, seconds, string, template, Fields,
+    Report, MAX_SECONDS,
 };
 use super::delta::delta;
 use super::policy::{Config, HttpLimits, Policy, Rate, StreamSpec};
-use super::template::Template;
 use super::yaml::Node;
 use super::Problem;
 
@@ -61,35 +60,6 @@ fn rate_map(report: &mut Report, path: Vec<String>, node: &Node) -> Option<Rate>
     let rate = rate_fields(report, &mut f);
     f.finish(report, &RATE_KEYS);
     rate
-}
-
-pub(super) fn query_map(
-    report: &mut Report,
-    path: Vec<String>,
-    node: &Node,
-) -> Option<Vec<(String, Template)>> {
-    let Node::Map(entries) = node else {
-        report.add(
-            &path,
-            format!("must be a map of parameter name to value, got {}", node.kind()),
-        );
-        return None;
-    };
-    let mut out = Vec::with_capacity(entries.len());
-    let mut ok = true;
-    for (k, v) in entries {
-        let mut p = path.clone();
-        p.push(k.clone());
-        let value = match v {
-            Node::Int(_) | Node::Float(_) | Node::Bool(_) => Template::parse(&v.to_string()).ok(),
-            _ => template(report, &p, v),
-        };
-        match value {
-            Some(t) => out.push((k.clone(), t)),
-            None => ok = false,
-        }
-    }
-    ok.then_some(out)
 }
 
 const HTTP_KEYS: [&str; 3] = ["connect_timeout_s", "request_timeout_s", "max_body_bytes"];

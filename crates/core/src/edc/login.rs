@@ -16,7 +16,8 @@
 use reqwest::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
 
 use super::auth::AuthError;
-use super::client::{describe, find_origin_error, ReadOnlyClient, ERROR_BODY_CAP, EXECUTION_ID_HEADER};
+use super::client::{find_origin_error, ReadOnlyClient, ERROR_BODY_CAP, EXECUTION_ID_HEADER};
+use super::fetch_error::describe;
 use super::secret::Secret;
 
 /// What Vault's login answer holds that we read.

@@ -5,6 +5,7 @@
 mod auth;
 mod client;
 pub mod dialect;
+mod fetch_error;
 pub mod link;
 mod login;
 mod origin;
@@ -15,7 +16,8 @@ mod secret;
 pub mod vql;
 
 pub use auth::{AuthError, Credentials, Obtained};
-pub use client::{FetchError, ReadOnlyClient, ERROR_BODY_CAP, EXECUTION_ID_HEADER, QUOTA_HEADERS};
+pub use client::{ReadOnlyClient, ERROR_BODY_CAP, EXECUTION_ID_HEADER, QUOTA_HEADERS};
+pub use fetch_error::FetchError;
 pub use origin::{Origin, OriginError};
 pub use reply::{BodyDigest, Reply, ResponseMeta};
 pub use secret::Secret;

@@ -9,7 +9,7 @@ use std::time::SystemTime;
 use reqwest::{StatusCode, Url};
 use sha2::{Digest, Sha256};
 
-use super::client::{describe, timed_out, FetchError};
+use super::fetch_error::{describe, timed_out, FetchError};
 
 /// Status and the headers the page loop needs, before the body is read.
 /// Cloneable, so it outlives the body for the audit line and the verdict.

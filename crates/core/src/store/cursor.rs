@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{LandedPage, RunLock};
+use super::{LandedPage, RunLock, StoreError};
 use crate::audit::Appended;
 use crate::config::Paging;
 use crate::durable::sync_parent_dir;
@@ -42,42 +42,6 @@ use crate::stream::StreamIdentity;
 
 /// The state-file format this version writes and reads.
 const FORMAT: u32 = 1;
-
-/// State that cannot be read or written. Maps to exit 74.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("{}: cannot {op}: {error}", path.display())]
-    Io {
-        path: PathBuf,
-        op: &'static str,
-        error: std::io::Error,
-    },
-    #[error("state file {}: {detail}; it was left as it is", path.display())]
-    Unreadable { path: PathBuf, detail: String },
-    /// A commit without the proof it needs: a defect in the caller, never
-    /// written (exit 74).
-    #[error("cursor {}: not committed: {detail}", path.display())]
-    Unproven { path: PathBuf, detail: String },
-    /// A file this tool wrote whole is damaged: data error (65), since
-    /// writing on top of it would hide the damage.
-    #[error("{}: {detail}; it was left as it is (run `edc-sync verify` to reconcile)", path.display())]
-    Corrupt { path: PathBuf, detail: String },
-}
-
-impl StoreError {
-    /// The file is damaged (65), rather than unreadable or unwritable (74).
-    pub fn is_damage(&self) -> bool {
-        matches!(self, StoreError::Corrupt { .. })
-    }
-
-    pub(crate) fn io(path: &Path, op: &'static str, error: std::io::Error) -> StoreError {
-        StoreError::Io {
-            path: path.to_path_buf(),
-            op,
-            error,
-        }
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -452,10 +416,8 @@ impl CursorStore {
     }
 }
 
-#[path = "cursor_load.rs"]
 mod read;
 use read::load;
 
 #[cfg(test)]
-#[path = "cursor_tests.rs"]
 mod tests;

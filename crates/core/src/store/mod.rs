@@ -2,12 +2,14 @@
 //! and the run lock (invariant 2: the cursor never runs ahead of the data).
 
 mod cursor;
+mod error;
 mod landing;
 mod lock;
 pub mod migrate;
 mod run_lock;
 
-pub use cursor::{Cursor, CursorFile, CursorStore, PageAdvance, PendingCursor, Receipt, StoreError};
+pub use cursor::{Cursor, CursorFile, CursorStore, PageAdvance, PendingCursor, Receipt};
+pub use error::StoreError;
 pub use landing::{LandedPage, LandingStore, LandingTemp, ManifestEntry};
 pub use lock::{LockError, RunLock, StreamLocked};
 pub use run_lock::{load_script as load_run_lock_script, RunLockName, SCRIPT_NAME as RUN_LOCK_SCRIPT};

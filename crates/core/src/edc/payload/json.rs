@@ -438,5 +438,4 @@ pub(super) fn messages(value: serde_json::Value) -> Vec<VendorMessage> {
 }
 
 #[cfg(test)]
-#[path = "json_tests.rs"]
 mod tests;

@@ -12,21 +12,23 @@
 //! A [`Handler`] sees the structure: it is asked at each value whether to
 //! enter it (see its keys and elements), skip it, or receive its raw bytes.
 //! Skipped values are still validated in full.
+//!
+//! One concept: the lexer is one state machine over one set of fields; its
+//! general path, fast path, strings and numbers are sections of one `impl`
+//! because each hands the others its position and state mid-token. The
+//! pure pieces they share live beside it (`fast.rs`: scanning a plain
+//! member; `numbers.rs`: the number grammar; `text.rs`: byte runs and
+//! UTF-8; `keys.rs`: duplicate-key sets).
 
-#[path = "lexer/fast.rs"]
 mod fast;
-#[path = "lexer/keys.rs"]
 mod keys;
-#[path = "lexer/numbers.rs"]
 mod numbers;
-#[path = "lexer/strings.rs"]
-mod strings;
-#[path = "lexer/text.rs"]
 mod text;
 
+use fast::{plain_string, scalar, skip_ws};
 use keys::Keys;
-use numbers::Num;
-use text::Utf8Tail;
+use numbers::{fits_binary64, step, Num, Step};
+use text::{Completed, Utf8Tail};
 
 /// What kind of value begins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -421,6 +423,280 @@ impl<H: Handler> Lexer<H> {
     }
 }
 
+// ---- the fast path ----------------------------------------
+// The fast path for what most of a page is: object members whose key is
+// plain ASCII and whose value is a scalar, all within the chunk at hand.
+// One member is read whole (key, colon, value, separator) with no state
+// stored between its tokens; anything else (an escape, non-ASCII text, a
+// container, a chunk boundary, an error) stops the fast path before the
+// member's key, and the general path takes it from there, byte by byte.
+// Both paths make the same calls to the handler in the same order, and
+// the lexer tests cut every document at every point to prove it.
+
+impl<H: Handler> Lexer<H> {
+    /// Members of the innermost object, from `c[i]` where a key (or `}`)
+    /// is expected. Returns where the general path takes over.
+    fn members(&mut self, c: &[u8], mut i: usize) -> Result<usize, String> {
+        let depth = self.stack.len();
+        loop {
+            i = skip_ws(c, i);
+            // Read the member first, commit it only if it is all here.
+            if c.get(i) != Some(&b'"') {
+                return Ok(i);
+            }
+            let Some(key_end) = plain_string(c, i) else {
+                return Ok(i);
+            };
+            let colon = skip_ws(c, key_end);
+            if c.get(colon) != Some(&b':') {
+                return Ok(i);
+            }
+            let value = skip_ws(c, colon + 1);
+            let Some((value_end, kind)) = scalar(c, value) else {
+                return Ok(i);
+            };
+            let key = &c[i + 1..key_end - 1];
+            if key.len() > KEY_MAX {
+                return Ok(i);
+            }
+            if !self.keys.insert(depth, key) {
+                return Err(format!(
+                    "the key {:?} appears twice in one object",
+                    String::from_utf8_lossy(key)
+                ));
+            }
+            let raw = &c[value..value_end];
+            if kind == Kind::Number && !numbers::fits_binary64(raw) {
+                return self.error(value_end, "a number out of binary64 range");
+            }
+            if self.quiet == 0 {
+                self.handler.key(key)?;
+                if self.handler.begin(kind)? == Want::Capture {
+                    if raw.len() > CAPTURE_MAX {
+                        return Err(format!(
+                            "a value the page is read for is larger than {} KiB",
+                            CAPTURE_MAX / 1024
+                        ));
+                    }
+                    self.handler.captured(raw)?;
+                }
+            }
+            self.seen_any = true;
+            self.at = At::CommaOrClose;
+            i = skip_ws(c, value_end);
+            match c.get(i) {
+                Some(b',') => {
+                    self.at = At::Key;
+                    i += 1;
+                }
+                Some(b'}') => return self.close(c, i),
+                _ => return Ok(i),
+            }
+        }
+    }
+}
+
+// ---- strings ----------------------------------------
+// Strings: plain runs scanned a block at a time (`text.rs`), UTF-8
+// checked wherever a byte is not ASCII, escapes decoded for keys (so
+// `"a"` and `"\u0061"` are the same key) and checked everywhere, and
+// surrogates paired.
+
+impl<H: Handler> Lexer<H> {
+    /// Inside a string from `c[i]`.
+    fn string(&mut self, c: &[u8], mut i: usize, key: bool) -> Result<usize, String> {
+        loop {
+            if self.esc != Esc::None {
+                i = self.escape(c, i, key)?;
+                if self.esc != Esc::None {
+                    return Ok(i);
+                }
+            }
+            if !self.utf8.is_empty() {
+                // The character began in an earlier chunk: errors name its first byte.
+                let began = (self.offset + i as u64).saturating_sub(self.utf8.held() as u64);
+                let (taken, done) = self.utf8.complete(&c[i..]);
+                match done {
+                    Completed::NeedMore => return Ok(i + taken),
+                    Completed::Invalid => return Err(format!("invalid UTF-8 at byte {began}")),
+                    Completed::Char(bytes, len) => {
+                        if key {
+                            self.key_bytes(&bytes[..len], i)?;
+                        }
+                        i += taken;
+                    }
+                }
+            }
+            let run = text::plain_run(&c[i..]);
+            if key {
+                self.key_bytes(&c[i..i + run], i)?;
+            }
+            i += run;
+            let Some(&b) = c.get(i) else {
+                return Ok(i);
+            };
+            match b {
+                b'"' => {
+                    i += 1;
+                    self.end_string(c, i, key)?;
+                    return Ok(i);
+                }
+                b'\\' => {
+                    self.esc = Esc::Backslash;
+                    i += 1;
+                }
+                0..=0x1f => return self.error(i, "a control character in a string"),
+                _ => {
+                    // Non-ASCII: check the run of text up to the next
+                    // quote, backslash or control character as UTF-8.
+                    let span = &c[i..i + text::text_run(&c[i..])];
+                    let valid = match std::str::from_utf8(span) {
+                        Ok(_) => span.len(),
+                        Err(e) if e.error_len().is_none() && i + span.len() == c.len() => {
+                            self.utf8.keep(&span[e.valid_up_to()..]);
+                            e.valid_up_to()
+                        }
+                        Err(e) => return self.error(i + e.valid_up_to(), "invalid UTF-8"),
+                    };
+                    if key {
+                        self.key_bytes(&span[..valid], i)?;
+                    }
+                    i += span.len();
+                }
+            }
+        }
+    }
+
+    fn key_bytes(&mut self, bytes: &[u8], i: usize) -> Result<(), String> {
+        if self.key.len() + bytes.len() > KEY_MAX {
+            return self.error(i, "a key longer than 64 KiB");
+        }
+        self.key.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn end_string(&mut self, c: &[u8], end: usize, key: bool) -> Result<(), String> {
+        if !key {
+            return self.after_value(c, end);
+        }
+        if !self.keys.insert(self.stack.len(), &self.key) {
+            return Err(format!(
+                "the key {:?} appears twice in one object",
+                String::from_utf8_lossy(&self.key)
+            ));
+        }
+        if self.quiet == 0 {
+            self.handler.key(&self.key)?;
+        }
+        self.at = At::Colon;
+        Ok(())
+    }
+
+    /// One escape sequence, as far as this chunk goes.
+    fn escape(&mut self, c: &[u8], mut i: usize, key: bool) -> Result<usize, String> {
+        while let Some(&b) = c.get(i) {
+            let hex = |b: u8| (b as char).to_digit(16);
+            self.esc = match (self.esc, b) {
+                (Esc::Backslash, b'u') => Esc::Hex { n: 0, v: 0 },
+                (Esc::Backslash, _) => {
+                    let decoded = match b {
+                        b'"' | b'\\' | b'/' => b,
+                        b'b' => 0x08,
+                        b'f' => 0x0c,
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        _ => return self.error(i, "an invalid escape"),
+                    };
+                    if key {
+                        self.key_bytes(&[decoded], i)?;
+                    }
+                    Esc::None
+                }
+                (Esc::Hex { n, v }, _) | (Esc::Low { n, v, .. }, _) => {
+                    let Some(d) = hex(b) else {
+                        return self.error(i, "an invalid \\u escape");
+                    };
+                    let (n, v) = (n + 1, v * 16 + d);
+                    match (self.esc, n) {
+                        (Esc::Hex { .. }, 4) => match v {
+                            0xD800..=0xDBFF => Esc::High(v),
+                            0xDC00..=0xDFFF => return self.error(i, "a lone surrogate"),
+                            _ => {
+                                self.escaped_char(v, key, i)?;
+                                Esc::None
+                            }
+                        },
+                        (Esc::Low { hi, .. }, 4) => {
+                            if !(0xDC00..=0xDFFF).contains(&v) {
+                                return self.error(i, "a lone surrogate");
+                            }
+                            self.escaped_char(0x10000 + ((hi - 0xD800) << 10) + (v - 0xDC00), key, i)?;
+                            Esc::None
+                        }
+                        (Esc::Low { hi, .. }, _) => Esc::Low { hi, n, v },
+                        _ => Esc::Hex { n, v },
+                    }
+                }
+                (Esc::High(hi), b'\\') => Esc::HighBackslash(hi),
+                (Esc::HighBackslash(hi), b'u') => Esc::Low { hi, n: 0, v: 0 },
+                (Esc::High(_) | Esc::HighBackslash(_), _) => return self.error(i, "a lone surrogate"),
+                (Esc::None, _) => return Ok(i),
+            };
+            i += 1;
+            if self.esc == Esc::None {
+                return Ok(i);
+            }
+        }
+        Ok(i)
+    }
+
+    fn escaped_char(&mut self, v: u32, key: bool, i: usize) -> Result<(), String> {
+        if key {
+            let ch = char::from_u32(v).ok_or_else(|| format!("an invalid \\u escape at byte {i}"))?;
+            let mut buf = [0u8; 4];
+            self.key_bytes(ch.encode_utf8(&mut buf).as_bytes(), i)?;
+        }
+        Ok(())
+    }
+}
+
+// ---- numbers ----------------------------------------
+// Numbers (RFC 8259 §6), one byte at a time across chunks, and the
+// binary64 range check serde_json applies.
+
+impl<H: Handler> Lexer<H> {
+    fn number(&mut self, c: &[u8], mut i: usize, mut num: Num) -> Result<usize, String> {
+        while let Some(&b) = c.get(i) {
+            num = match step(num, b) {
+                Step::Next(next) => next,
+                Step::End => {
+                    self.end_number(c, i)?;
+                    return Ok(i);
+                }
+                Step::Invalid => return self.error(i, "invalid number"),
+            };
+            i += 1;
+        }
+        self.at = At::Num(num);
+        Ok(i)
+    }
+
+    /// A number ended before `c[end]`.
+    fn end_number(&mut self, c: &[u8], end: usize) -> Result<(), String> {
+        let text: &[u8] = if self.number.is_empty() {
+            &c[self.number_from..end]
+        } else {
+            self.number.extend_from_slice(&c[self.number_from..end]);
+            &self.number
+        };
+        if !fits_binary64(text) {
+            return self.error(end, "a number out of binary64 range");
+        }
+        self.number.clear();
+        self.after_value(c, end)
+    }
+}
+
 #[cfg(test)]
-#[path = "lexer/tests.rs"]
 mod tests;

@@ -9,10 +9,10 @@
 
 use super::numbers::{self, Step};
 use super::text;
-use super::{At, Handler, Kind, Lexer, Want, CAPTURE_MAX};
+use super::Kind;
 
 #[inline]
-fn skip_ws(c: &[u8], mut i: usize) -> usize {
+pub(super) fn skip_ws(c: &[u8], mut i: usize) -> usize {
     while let Some(b' ' | b'\n' | b'\r' | b'\t') = c.get(i) {
         i += 1;
     }
@@ -22,7 +22,7 @@ fn skip_ws(c: &[u8], mut i: usize) -> usize {
 /// The end of the plain string starting at `c[i] == '"'`, past its
 /// closing quote; `None` if it is not plain or not complete here.
 #[inline]
-fn plain_string(c: &[u8], i: usize) -> Option<usize> {
+pub(super) fn plain_string(c: &[u8], i: usize) -> Option<usize> {
     let end = i + 1 + text::plain_run(c.get(i + 1..)?);
     (c.get(end) == Some(&b'"')).then_some(end + 1)
 }
@@ -30,7 +30,7 @@ fn plain_string(c: &[u8], i: usize) -> Option<usize> {
 /// The end of the number starting at `c[i]`, if it is valid and a byte
 /// after it is here (so it is known to be complete).
 #[inline]
-fn number(c: &[u8], i: usize) -> Option<usize> {
+pub(super) fn number(c: &[u8], i: usize) -> Option<usize> {
     let mut num = numbers::first(*c.get(i)?);
     let mut j = i + 1;
     loop {
@@ -45,7 +45,7 @@ fn number(c: &[u8], i: usize) -> Option<usize> {
 
 /// A complete scalar starting at `c[i]`: its end and kind.
 #[inline]
-fn scalar(c: &[u8], i: usize) -> Option<(usize, Kind)> {
+pub(super) fn scalar(c: &[u8], i: usize) -> Option<(usize, Kind)> {
     let word = |w: &[u8]| c.get(i..i + w.len()).is_some_and(|s| s == w);
     match *c.get(i)? {
         b'"' => plain_string(c, i).map(|end| (end, Kind::String)),
@@ -54,68 +54,5 @@ fn scalar(c: &[u8], i: usize) -> Option<(usize, Kind)> {
         b'f' if word(b"false") => Some((i + 5, Kind::Literal)),
         b'n' if word(b"null") => Some((i + 4, Kind::Literal)),
         _ => None,
-    }
-}
-
-impl<H: Handler> Lexer<H> {
-    /// Members of the innermost object, from `c[i]` where a key (or `}`)
-    /// is expected. Returns where the general path takes over.
-    pub(super) fn members(&mut self, c: &[u8], mut i: usize) -> Result<usize, String> {
-        let depth = self.stack.len();
-        loop {
-            i = skip_ws(c, i);
-            // Read the member first, commit it only if it is all here.
-            if c.get(i) != Some(&b'"') {
-                return Ok(i);
-            }
-            let Some(key_end) = plain_string(c, i) else {
-                return Ok(i);
-            };
-            let colon = skip_ws(c, key_end);
-            if c.get(colon) != Some(&b':') {
-                return Ok(i);
-            }
-            let value = skip_ws(c, colon + 1);
-            let Some((value_end, kind)) = scalar(c, value) else {
-                return Ok(i);
-            };
-            let key = &c[i + 1..key_end - 1];
-            if key.len() > super::KEY_MAX {
-                return Ok(i);
-            }
-            if !self.keys.insert(depth, key) {
-                return Err(format!(
-                    "the key {:?} appears twice in one object",
-                    String::from_utf8_lossy(key)
-                ));
-            }
-            let raw = &c[value..value_end];
-            if kind == Kind::Number && !numbers::fits_binary64(raw) {
-                return self.error(value_end, "a number out of binary64 range");
-            }
-            if self.quiet == 0 {
-                self.handler.key(key)?;
-                if self.handler.begin(kind)? == Want::Capture {
-                    if raw.len() > CAPTURE_MAX {
-                        return Err(format!(
-                            "a value the page is read for is larger than {} KiB",
-                            CAPTURE_MAX / 1024
-                        ));
-                    }
-                    self.handler.captured(raw)?;
-                }
-            }
-            self.seen_any = true;
-            self.at = At::CommaOrClose;
-            i = skip_ws(c, value_end);
-            match c.get(i) {
-                Some(b',') => {
-                    self.at = At::Key;
-                    i += 1;
-                }
-                Some(b'}') => return self.close(c, i),
-                _ => return Ok(i),
-            }
-        }
     }
 }

@@ -1,8 +1,6 @@
 //! Numbers (RFC 8259 §6), one byte at a time across chunks, and the
 //! binary64 range check serde_json applies.
 
-use super::{At, Handler, Lexer};
-
 /// Where in a number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Num {
@@ -60,37 +58,4 @@ pub(super) fn fits_binary64(text: &[u8]) -> bool {
         .ok()
         .and_then(|t| t.parse::<f64>().ok())
         .is_some_and(f64::is_finite)
-}
-
-impl<H: Handler> Lexer<H> {
-    pub(super) fn number(&mut self, c: &[u8], mut i: usize, mut num: Num) -> Result<usize, String> {
-        while let Some(&b) = c.get(i) {
-            num = match step(num, b) {
-                Step::Next(next) => next,
-                Step::End => {
-                    self.end_number(c, i)?;
-                    return Ok(i);
-                }
-                Step::Invalid => return self.error(i, "invalid number"),
-            };
-            i += 1;
-        }
-        self.at = At::Num(num);
-        Ok(i)
-    }
-
-    /// A number ended before `c[end]`.
-    pub(super) fn end_number(&mut self, c: &[u8], end: usize) -> Result<(), String> {
-        let text: &[u8] = if self.number.is_empty() {
-            &c[self.number_from..end]
-        } else {
-            self.number.extend_from_slice(&c[self.number_from..end]);
-            &self.number
-        };
-        if !fits_binary64(text) {
-            return self.error(end, "a number out of binary64 range");
-        }
-        self.number.clear();
-        self.after_value(c, end)
-    }
 }

@@ -1,0 +1,40 @@
+//! Why state or landing could not be read or written, and whether that is
+//! damage (65) or an I/O failure (74).
+
+use std::path::{Path, PathBuf};
+
+/// State that cannot be read or written. Maps to exit 74.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{}: cannot {op}: {error}", path.display())]
+    Io {
+        path: PathBuf,
+        op: &'static str,
+        error: std::io::Error,
+    },
+    #[error("state file {}: {detail}; it was left as it is", path.display())]
+    Unreadable { path: PathBuf, detail: String },
+    /// A commit without the proof it needs: a defect in the caller, never
+    /// written (exit 74).
+    #[error("cursor {}: not committed: {detail}", path.display())]
+    Unproven { path: PathBuf, detail: String },
+    /// A file this tool wrote whole is damaged: data error (65), since
+    /// writing on top of it would hide the damage.
+    #[error("{}: {detail}; it was left as it is (run `edc-sync verify` to reconcile)", path.display())]
+    Corrupt { path: PathBuf, detail: String },
+}
+
+impl StoreError {
+    /// The file is damaged (65), rather than unreadable or unwritable (74).
+    pub fn is_damage(&self) -> bool {
+        matches!(self, StoreError::Corrupt { .. })
+    }
+
+    pub(crate) fn io(path: &Path, op: &'static str, error: std::io::Error) -> StoreError {
+        StoreError::Io {
+            path: path.to_path_buf(),
+            op,
+            error,
+        }
+    }
+}

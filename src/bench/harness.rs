@@ -1,0 +1,134 @@
+//! What every benchmark stands on: the simulator as a child process, the
+//! benchmark policy and the `sync` command that runs it, this process's
+//! CPU clock, and the count of script calls in a Redis `INFO`.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+
+/// User and system CPU time of this process, and its peak RSS in KiB.
+pub fn usage_split() -> (Duration, Duration, u64) {
+    // SAFETY: getrusage only writes into the struct we pass it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a valid pointer is always a valid call.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv =
+        |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
+    (tv(ru.ru_utime), tv(ru.ru_stime), ru.ru_maxrss as u64)
+}
+
+/// CPU time (user + system) of this process so far.
+pub fn cpu_time() -> Duration {
+    let (user, sys, _) = usage_split();
+    user + sys
+}
+
+/// The simulator in a child process; killed on drop.
+pub struct SimProcess {
+    child: Child,
+    pub url: String,
+}
+
+impl SimProcess {
+    pub fn start(exe: &Path, records: u64, padding: usize) -> anyhow::Result<SimProcess> {
+        let mut child = Command::new(exe)
+            .args([
+                "simulate",
+                "--port",
+                "0",
+                "--records",
+                &records.to_string(),
+                "--padding",
+                &padding.to_string(),
+            ])
+            .args(["--token", "bench-token", "--seed", "7"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("starting the simulator process")?;
+        let stdout = child.stdout.take().context("simulator stdout")?;
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line)?;
+        let url = line.split_whitespace().last().unwrap_or_default().to_string();
+        if !url.starts_with("http://") {
+            bail!("the simulator did not print its URL (got {line:?})");
+        }
+        Ok(SimProcess { child, url })
+    }
+}
+
+impl Drop for SimProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn policy(page_size: u64, max_body: u64) -> String {
+    format!(
+        r#"bench:
+  base_url_env: EDC_SYNC_BENCH_URL
+  token_env: EDC_SYNC_BENCH_TOKEN
+  sustained_rate_per_sec: 1000000
+  burst_capacity: 1000000
+  bucket_key: "rl:bench"
+  max_concurrency: 4
+  http:
+    max_body_bytes: {max_body}
+    request_timeout_s: 600
+  delta:
+    path: /api/v24.1/query/audit_trail
+    format: json
+    paging: json_next
+    records_pointer: /data
+    cursor_param: modified_since
+    cursor_field: modified_date__v
+    page_size_param: limit
+    page_size: {page_size}
+"#
+    )
+}
+
+/// `runner` (the edc-sync executable, or a tracer with it as its last
+/// argument) made into `sync` of the bench policy's one stream, with its
+/// landing, state and trail under `dir`, output silenced.
+pub fn bench_sync(mut runner: Command, config: &Path, dir: &Path, url: &str) -> Command {
+    runner
+        .args(["sync", "--allow-dirty", "--pacer", "local", "--config"])
+        .arg(config)
+        .args(["--vendor", "bench", "--study", "BENCH", "--out"])
+        .arg(dir.join("landing"))
+        .arg("--state")
+        .arg(dir.join("state"))
+        .arg("--audit-log")
+        .arg(dir.join("audit.jsonl"))
+        .env("EDC_SYNC_BENCH_URL", url)
+        .env("EDC_SYNC_BENCH_TOKEN", "bench-token")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    runner
+}
+
+/// The padding a record of a large page carries: a simulated record is
+/// about 200 bytes before padding, and a large page holds 1,000.
+pub fn large_padding(page_bytes: u64) -> usize {
+    (page_bytes / 1000).saturating_sub(200) as usize
+}
+
+/// Sum of script calls (EVALSHA, EVAL, SCRIPT) in `INFO commandstats`,
+/// rejected ones included: each is a round trip.
+pub fn script_calls(info: &str) -> u64 {
+    info.lines()
+        .filter(|l| {
+            l.starts_with("cmdstat_evalsha:")
+                || l.starts_with("cmdstat_eval:")
+                || l.starts_with("cmdstat_script")
+        })
+        .flat_map(|l| l.split([':', ',']))
+        .filter_map(|kv| kv.split_once('='))
+        .filter(|(k, _)| *k == "calls" || *k == "rejected_calls")
+        .filter_map(|(_, v)| v.parse::<u64>().ok())
+        .sum()
+}
