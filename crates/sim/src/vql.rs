@@ -183,4 +183,12 @@ mod tests {
         assert_eq!((p.since.as_str(), p.page_size), ("x' OR '1", 7));
         assert!(parse("SELECT id FROM s").is_none());
     }
+
+    #[test]
+    fn only_the_documented_escapes_and_closed_strings_are_understood() {
+        let q = |lit: &str| format!("SELECT id FROM s WHERE modified_date__v > '{lit}' PAGESIZE 7");
+        assert_eq!(parse(&q("a\\\\b")).unwrap().since, "a\\b");
+        assert!(parse(&q("a\\nb")).is_none(), "an escape Vault does not document");
+        assert!(parse("SELECT id FROM s WHERE modified_date__v > 'open PAGESIZE 7").is_none());
+    }
 }

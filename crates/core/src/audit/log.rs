@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use super::anchor::ChainHead;
 use super::checkpoint::AuditKey;
+use super::commit::{CommitReceipt, CommitRecord, COMMIT_EVENT};
 use super::line;
 use super::run_id::RunId;
 use super::tail;
@@ -300,8 +301,36 @@ impl AuditLog {
         &self.run_id
     }
 
-    /// Appends `event` and returns once the line is fsynced.
+    /// Appends `event` and returns once the line is fsynced. A
+    /// `page_committed` line is refused here: only [`Self::record_commit`]
+    /// writes one, so that its receipt is the only proof of a commit.
     pub fn record<E: AuditEvent>(&mut self, event: &E) -> Result<Appended, AuditError> {
+        if E::NAME == COMMIT_EVENT {
+            return Err(self.encode_error(
+                E::NAME,
+                "a commit record is written only by record_commit, which yields its receipt".into(),
+            ));
+        }
+        self.append_event(E::NAME, E::CHECKPOINT, event)
+    }
+
+    /// Appends a page's commit record as a `page_committed` line and
+    /// returns, once it is fsynced, the receipt the cursor store asks for.
+    pub fn record_commit<C: CommitRecord>(&mut self, record: &C) -> Result<CommitReceipt, AuditError> {
+        let appended = self.append_event(COMMIT_EVENT, false, record)?;
+        Ok(CommitReceipt::written(
+            appended.audit_log,
+            appended.offset,
+            appended.sha256,
+        ))
+    }
+
+    fn append_event(
+        &mut self,
+        name: &'static str,
+        checkpoint: bool,
+        event: &impl Serialize,
+    ) -> Result<Appended, AuditError> {
         let value = serde_json::to_value(event).map(|mut v| {
             if let Some(m) = &self.masker {
                 m.json(&mut v);
@@ -311,11 +340,11 @@ impl AuditLog {
         let fields = match value {
             Ok(Value::Object(map)) => map,
             Ok(Value::Null) => serde_json::Map::new(),
-            Ok(other) => return Err(self.encode_error(E::NAME, format!("got {other}"))),
-            Err(e) => return Err(self.encode_error(E::NAME, e.to_string())),
+            Ok(other) => return Err(self.encode_error(name, format!("got {other}"))),
+            Err(e) => return Err(self.encode_error(name, e.to_string())),
         };
         self.file.lock().map_err(io_error(&self.path, "lock"))?;
-        let result = self.append_locked(E::NAME, fields, E::CHECKPOINT);
+        let result = self.append_locked(name, fields, checkpoint);
         // Closing the descriptor would release the lock too; unlocking
         // explicitly lets other processes in as soon as the fsync is done.
         let unlocked = self.file.unlock().map_err(io_error(&self.path, "unlock"));

@@ -3,6 +3,7 @@
 
 pub mod anchor;
 pub mod checkpoint;
+pub mod commit;
 mod header;
 pub mod line;
 mod log;
@@ -15,6 +16,7 @@ pub mod verify;
 pub use crate::stream::StreamIdentity;
 pub use anchor::ChainHead;
 pub use checkpoint::{AuditKey, Checkpoint};
+pub use commit::{CommitLine, CommitReceipt, CommitRecord};
 pub use header::RunStarted;
 pub use log::{now_rfc3339, Appended, AuditError, AuditEvent, AuditLog, AuditRepaired, TailRepaired};
 pub use run_id::RunId;

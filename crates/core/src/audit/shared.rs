@@ -3,6 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use super::commit::{CommitReceipt, CommitRecord};
 use super::log::{Appended, AuditError, AuditEvent, AuditLog};
 use super::run_id::RunId;
 
@@ -58,6 +59,15 @@ impl SharedAudit {
     /// Appends from synchronous code (set-up and tear-down).
     pub fn record_blocking<E: AuditEvent>(&self, event: &E) -> Result<Appended, AuditError> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).record(event)
+    }
+
+    /// Appends a page's commit record from synchronous code; returns its
+    /// receipt once the line is fsynced.
+    pub fn record_commit_blocking<C: CommitRecord>(&self, record: &C) -> Result<CommitReceipt, AuditError> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .record_commit(record)
     }
 
     /// The chain head now, to anchor outside the file.

@@ -20,8 +20,8 @@
 //! - a [`Cursor`] has no setters: [`CursorStore::advance`] returns a
 //!   [`PendingCursor`], which cannot be persisted by itself;
 //! - [`CursorStore::commit`] takes the pending cursor together with the
-//!   receipt of its durable `page_committed` audit line ([`Appended`], made
-//!   only by the audit log) and, for a page with records, the receipt of
+//!   receipt of its durable `page_committed` audit line ([`CommitReceipt`],
+//!   made only by the audit log when it writes that line) and, for a page with records, the receipt of
 //!   its landed file ([`LandedPage`], made only by the landing store) for
 //!   the same bytes, and checks the stream. `docs/commit.md` gives the
 //!   whole transaction.
@@ -31,8 +31,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{LandedPage, RunLock, StoreError};
-use crate::audit::Appended;
+use super::{LandedPage, LandingStore, RunLock, StoreError};
+use crate::audit::{CommitLine, CommitReceipt};
 use crate::config::Paging;
 use crate::durable::sync_parent_dir;
 use crate::edc::paging::next_window_start;
@@ -73,13 +73,39 @@ struct State {
 }
 
 /// Which `page_committed` line a cursor file reflects: the trail, where
-/// the line starts in it, and the line's SHA-256.
+/// the line starts in it, and the line's SHA-256. Made only from the
+/// audit's own proof of that line ([`CommitReceipt`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Receipt {
-    pub audit_log: String,
-    pub offset: u64,
-    pub sha256: String,
+    audit_log: String,
+    offset: u64,
+    sha256: String,
+}
+
+impl Receipt {
+    fn of(line: &CommitReceipt) -> Receipt {
+        Receipt {
+            audit_log: line.audit_log().display().to_string(),
+            offset: line.offset(),
+            sha256: line.sha256().to_string(),
+        }
+    }
+
+    /// The trail the line is in, as it was written.
+    pub fn audit_log(&self) -> &str {
+        &self.audit_log
+    }
+
+    /// The byte offset the line starts at.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The line's SHA-256.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
 }
 
 /// Where a stream stands. Read-only outside this module.
@@ -237,6 +263,14 @@ impl CursorStore {
         }
     }
 
+    /// The stream's landing store under `out_dir`, reachable only through
+    /// the run lock this store holds; its manifest is read from the length
+    /// the cursor recorded.
+    pub fn open_landing(&self, out_dir: &Path, ext: &'static str) -> Result<LandingStore, StoreError> {
+        let from = self.load().ok().and_then(|c| c.manifest_bytes());
+        LandingStore::open(&out_dir.join(super::stream_dir_name(&self.stream)), ext, from)
+    }
+
     /// A store whose first window starts at `start` instead of the beginning.
     pub fn starting_at(mut self, start: Option<String>) -> CursorStore {
         self.initial_start = start;
@@ -320,7 +354,7 @@ impl CursorStore {
     pub fn commit(
         &self,
         pending: PendingCursor,
-        audited: &Appended,
+        audited: &CommitReceipt,
         landed: Option<&LandedPage>,
         manifest_bytes: u64,
     ) -> Result<Cursor, StoreError> {
@@ -348,38 +382,29 @@ impl CursorStore {
             _ => {}
         }
         let mut cursor = pending.cursor;
-        cursor.state.receipt = Some(Receipt {
-            audit_log: audited.audit_log().display().to_string(),
-            offset: audited.offset(),
-            sha256: audited.sha256().to_string(),
-        });
+        cursor.state.receipt = Some(Receipt::of(audited));
         cursor.state.manifest_bytes = Some(manifest_bytes);
         // No fsync: the audit line just fsynced is the commit record.
         self.write(&cursor, false)?;
         Ok(cursor)
     }
 
-    /// Makes the state recorded by a later `page_committed` line of this
-    /// stream the cursor (start-up roll-forward), durably. `state` is the
-    /// line's `cursor_state`, `receipt` names the line.
-    pub fn roll_forward(
-        &self,
-        state: serde_json::Value,
-        receipt: Receipt,
-        manifest_bytes: u64,
-    ) -> Result<Cursor, StoreError> {
+    /// Makes the state a later `page_committed` line of this stream
+    /// records (its `cursor_state`) the cursor, durably: the start-up
+    /// roll-forward (`roll_forward.rs`), and nothing else.
+    pub(super) fn roll_forward(&self, line: &CommitLine, manifest_bytes: u64) -> Result<Cursor, StoreError> {
         let unproven = |detail: String| StoreError::Unproven {
             path: self.path.clone(),
             detail,
         };
-        let mut state: State = serde_json::from_value(state)
+        let mut state: State = serde_json::from_value(line.get("cursor_state").clone())
             .map_err(|e| unproven(format!("the audit line's cursor_state is not a cursor ({e})")))?;
         if state.stream != self.stream {
             return Err(unproven(
                 "the audit line's cursor belongs to another stream".into(),
             ));
         }
-        state.receipt = Some(receipt);
+        state.receipt = Some(Receipt::of(line.receipt()));
         state.manifest_bytes = Some(manifest_bytes);
         let cursor = Cursor { state };
         self.write(&cursor, true)?;

@@ -37,6 +37,35 @@ pub struct ManifestEntry {
     pub landed_at: String,
 }
 
+impl ManifestEntry {
+    /// The manifest entry a landed page's `page_committed` line stands for.
+    pub fn of_commit(line: &serde_json::Value, stream: &str) -> Option<ManifestEntry> {
+        let (Some(sha), Some(file)) = (line["payload_sha256"].as_str(), line["landing_file"].as_str()) else {
+            return None;
+        };
+        Some(ManifestEntry {
+            stream: line["stream"].as_str().unwrap_or(stream).to_string(),
+            page_key: page_key(line["url"].as_str().unwrap_or_default()),
+            cursor_before: line["cursor_before"].clone(),
+            cursor_after: line["cursor_after"].clone(),
+            sha256: sha.to_string(),
+            bytes: line["bytes"].as_u64().unwrap_or(0),
+            records: line["records"].as_u64().unwrap_or(0),
+            run_id: line["run_id"].as_str().unwrap_or_default().to_string(),
+            file: file.to_string(),
+            landed_at: line["ts"].as_str().unwrap_or_default().to_string(),
+        })
+    }
+}
+
+/// The manifest's page key (path and query) of an audited URL.
+fn page_key(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(u) => u[url::Position::BeforePath..].to_string(),
+        Err(_) => url.to_string(),
+    }
+}
+
 /// Where one stream's pages land.
 pub struct LandingStore {
     dir: PathBuf,
@@ -136,7 +165,7 @@ impl LandingStore {
     /// without one, or when it is not a line boundary). Lines before it are
     /// history nothing can replay: they are not read (issue 13, item 4), and
     /// `edc-sync verify` is what re-proves them.
-    pub fn open(dir: &Path, ext: &'static str, from: Option<u64>) -> Result<LandingStore, StoreError> {
+    pub(super) fn open(dir: &Path, ext: &'static str, from: Option<u64>) -> Result<LandingStore, StoreError> {
         for sub in ["pages", ".tmp"] {
             let d = dir.join(sub);
             std::fs::create_dir_all(&d).map_err(|e| StoreError::io(&d, "create", e))?;

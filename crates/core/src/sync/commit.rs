@@ -142,7 +142,7 @@ impl<P: Pacer> Loop<'_, P> {
             let listed = self.landing.list(&entry)?;
             (Some(landed), !listed)
         };
-        let audited = job.audit.record_blocking(&PageCommitted {
+        let audited = job.audit.record_commit_blocking(&PageCommitted {
             stream: self.name.clone(),
             request_id: page.request_id.clone(),
             attempt: page.attempt,

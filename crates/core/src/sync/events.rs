@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::audit::AuditEvent;
+use crate::audit::{AuditEvent, CommitRecord};
 use crate::edc::dialect::VendorError;
 use crate::edc::payload::VendorMessage;
 use quota_pacer::retry_after::RetryAfterSource;
@@ -100,9 +100,9 @@ pub struct PageCommitted {
     pub vendor_execution_id: Option<String>,
 }
 
-impl AuditEvent for PageCommitted {
-    const NAME: &'static str = "page_committed";
-}
+/// Written only by `record_commit`, as the `page_committed` line whose
+/// receipt lets the cursor move.
+impl CommitRecord for PageCommitted {}
 
 /// The cursor file was behind the trail (its last write was lost in a
 /// crash): it was moved to the state the stream's last committed page

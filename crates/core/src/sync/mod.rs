@@ -35,7 +35,6 @@ mod options;
 mod recover;
 mod report;
 mod request;
-mod roll_forward;
 mod session;
 mod vendor;
 mod waits;

@@ -3,9 +3,9 @@
 //! and landing stores opened, with a torn manifest tail recovered.
 
 use super::events::{self, RunLockTakenOver};
-use super::{recover, roll_forward, FencedLock, Loop, StreamJob, StreamReport, SyncError};
+use super::{recover, FencedLock, Loop, StreamJob, StreamReport, SyncError};
 use crate::config::PayloadFormat;
-use crate::store::{CursorStore, LandingStore, RunLock};
+use crate::store::{roll_forward, CursorStore, RunLock};
 use quota_pacer::Pacer;
 
 /// Takes the stream's locks and opens its cursor and landing stores.
@@ -47,21 +47,36 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
         job.audit.record(event).await?;
     }
     let cursors = CursorStore::new(lock).starting_at(job.options.since.clone());
-    let landing_dir = job.out_dir.join(crate::store::stream_dir_name(&job.identity));
     let ext = match job.delta.format {
         PayloadFormat::Json => "json",
         PayloadFormat::Odm => "xml",
     };
-    let from = cursors.load().ok().and_then(|c| c.manifest_bytes());
-    let mut landing = LandingStore::open(&landing_dir, ext, from)?;
+    let mut landing = cursors.open_landing(&job.out_dir, ext)?;
     recover::relist_after_torn_tail(&mut landing, &job.audit, &name).await?;
     if !job.options.dry_run {
-        roll_forward::rebuild_if_torn(&cursors, &landing, &job.audit, &name).await?;
-        roll_forward::catch_up(&cursors, &mut landing, &job.audit, &name).await?;
+        let trail = job.audit.canonical_path();
+        if let Some(rebuilt) = roll_forward::rebuild_if_torn(&cursors, &landing, trail, &name)? {
+            let event = events::CursorRebuilt {
+                stream: name.clone(),
+                cursor_file: cursors.path().display().to_string(),
+                from_audit_offset: rebuilt.from_offset,
+                cursor_after: rebuilt.cursor.to_json(),
+            };
+            job.audit.record(event).await?;
+        }
+        if let Some(rolled) = roll_forward::catch_up(&cursors, &mut landing, trail, &name)? {
+            let event = events::CursorRolledForward {
+                stream: name.clone(),
+                pages: rolled.pages,
+                cursor_file: cursors.path().display().to_string(),
+                cursor_after: rolled.cursor.to_json(),
+            };
+            job.audit.record(event).await?;
+        }
     }
     let report = StreamReport {
         stream: name.clone(),
-        landing_dir,
+        landing_dir: landing.dir().to_path_buf(),
         cursor_file: cursors.path().to_path_buf(),
         ..StreamReport::default()
     };

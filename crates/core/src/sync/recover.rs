@@ -31,7 +31,7 @@ pub(super) async fn relist_after_torn_tail(
         if line["landing_dir"] != dir.as_str() || line["landed"] != true {
             return;
         }
-        let Some(entry) = entry_of(&line, stream) else {
+        let Some(entry) = ManifestEntry::of_commit(&line, stream) else {
             return;
         };
         if landing.is_listed(&entry.page_key, &entry.sha256)
@@ -62,31 +62,4 @@ pub(super) async fn relist_after_torn_tail(
         })
         .await?;
     Ok(())
-}
-
-/// The manifest entry a landed page's `page_committed` line stands for.
-pub(super) fn entry_of(line: &serde_json::Value, stream: &str) -> Option<ManifestEntry> {
-    let (Some(sha), Some(file)) = (line["payload_sha256"].as_str(), line["landing_file"].as_str()) else {
-        return None;
-    };
-    Some(ManifestEntry {
-        stream: line["stream"].as_str().unwrap_or(stream).to_string(),
-        page_key: page_key(line["url"].as_str().unwrap_or_default()),
-        cursor_before: line["cursor_before"].clone(),
-        cursor_after: line["cursor_after"].clone(),
-        sha256: sha.to_string(),
-        bytes: line["bytes"].as_u64().unwrap_or(0),
-        records: line["records"].as_u64().unwrap_or(0),
-        run_id: line["run_id"].as_str().unwrap_or_default().to_string(),
-        file: file.to_string(),
-        landed_at: line["ts"].as_str().unwrap_or_default().to_string(),
-    })
-}
-
-/// The manifest's page key (path and query) of an audited URL.
-fn page_key(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(u) => u[url::Position::BeforePath..].to_string(),
-        Err(_) => url.to_string(),
-    }
 }

@@ -1,7 +1,7 @@
 //! Unit tests of the cursor store: ordering, and the receipts a commit needs.
 
 use super::*;
-use crate::audit::{AuditEvent, AuditLog, RunId};
+use crate::audit::{AuditLog, CommitRecord, RunId};
 
 fn id() -> StreamIdentity {
     StreamIdentity {
@@ -58,9 +58,7 @@ fn a_window_never_moves_the_cursor_backwards() {
 #[derive(serde::Serialize)]
 struct Committed {}
 
-impl AuditEvent for Committed {
-    const NAME: &'static str = "test_committed";
-}
+impl CommitRecord for Committed {}
 
 /// The receipts the commit asks for: the audit line's, and the landed
 /// file's for the same bytes when the page has records.
@@ -69,8 +67,8 @@ fn a_commit_needs_the_receipts_of_its_page() {
     let dir = tempfile::tempdir().unwrap();
     let store = store(dir.path());
     let mut log = AuditLog::open(&dir.path().join("audit.jsonl"), RunId::new()).unwrap();
-    let audited = log.record(&Committed {}).unwrap();
-    let landing = super::super::LandingStore::open(&dir.path().join("landing"), "json", None).unwrap();
+    let audited = log.record_commit(&Committed {}).unwrap();
+    let landing = store.open_landing(&dir.path().join("out"), "json").unwrap();
     let landed_other = {
         let mut temp = landing.begin("x").unwrap();
         temp.write_all(b"other").unwrap();

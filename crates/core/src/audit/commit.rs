@@ -1,0 +1,230 @@
+//! The commit record of a page: its `page_committed` line, and the two
+//! sealed proofs that such a line is in the trail.
+//!
+//! A cursor moves only past a page whose commit record is durable
+//! (invariant 2, docs/commit.md). The store asks for proof, and only this
+//! module can give it: a [`CommitReceipt`] comes from appending a
+//! [`CommitRecord`] (always written as a `page_committed` line; no other
+//! event may take that name), a [`CommitLine`] from reading such a line
+//! back out of the trail. Their fields are private, so no caller can make
+//! one up to move a cursor.
+
+use std::io::{BufRead, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::digest::sha256_hex;
+
+/// The `event` of a commit record. [`super::AuditLog::record`] refuses an
+/// event of this name: only [`super::AuditLog::record_commit`] writes one.
+pub const COMMIT_EVENT: &str = "page_committed";
+
+/// The longest audit line read when scanning back (a `page_committed` line
+/// is a few KiB; vendor warnings can add some).
+const MAX_LINE: u64 = 1 << 20;
+
+/// An event that commits a page: written as a `page_committed` line by
+/// [`super::AuditLog::record_commit`], which answers with the receipt the
+/// cursor store asks for.
+pub trait CommitRecord: Serialize {}
+
+/// Where a `page_committed` line is: its trail, the byte it starts at, and
+/// its SHA-256 (the next line's `prev_sha256`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitReceipt {
+    audit_log: PathBuf,
+    offset: u64,
+    sha256: String,
+}
+
+impl CommitReceipt {
+    /// Made by the writer once the line is fsynced.
+    pub(super) fn written(audit_log: PathBuf, offset: u64, sha256: String) -> CommitReceipt {
+        CommitReceipt {
+            audit_log,
+            offset,
+            sha256,
+        }
+    }
+
+    /// The trail (absolute, resolved).
+    pub fn audit_log(&self) -> &Path {
+        &self.audit_log
+    }
+
+    /// The byte offset the line starts at.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The line's SHA-256, lowercase hex.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+}
+
+/// A `page_committed` line read back from the trail: its receipt and what
+/// it records.
+#[derive(Debug, Clone)]
+pub struct CommitLine {
+    receipt: CommitReceipt,
+    line: Value,
+}
+
+impl CommitLine {
+    /// Where the line is.
+    pub fn receipt(&self) -> &CommitReceipt {
+        &self.receipt
+    }
+
+    /// A field of the line (`cursor_state`, `landing_file`, ...); `Null`
+    /// when absent.
+    pub fn get(&self, field: &str) -> &Value {
+        &self.line[field]
+    }
+
+    /// The whole line.
+    pub fn line(&self) -> &Value {
+        &self.line
+    }
+
+    /// A commit of `stream` into the landing directory `dir` (a dry run
+    /// commits nothing).
+    pub fn is_commit_of(&self, stream: &str, dir: &str) -> bool {
+        self.line["stream"] == stream && self.line["landing_dir"] == dir && self.line["dry_run"] != true
+    }
+
+    fn parse(trail: &Path, offset: u64, bytes: &[u8]) -> Option<CommitLine> {
+        let line: Value = serde_json::from_slice(bytes).ok()?;
+        (line["event"] == COMMIT_EVENT).then(|| CommitLine {
+            receipt: CommitReceipt {
+                audit_log: trail.to_path_buf(),
+                offset,
+                sha256: sha256_hex(bytes),
+            },
+            line,
+        })
+    }
+}
+
+/// The last `page_committed` line of `trail` that `wanted` accepts, found
+/// by reading backwards from the end: the cost is the lines after it.
+pub fn last_commit(
+    trail: &Path,
+    wanted: impl Fn(&CommitLine) -> bool,
+) -> std::io::Result<Option<CommitLine>> {
+    let file = std::fs::File::open(trail)?;
+    let mut end = file.metadata()?.len();
+    while end > 0 {
+        // `end` is just past a newline (or the end of the file).
+        let Some(start) = crate::durable::line_start(&file, end.saturating_sub(1), MAX_LINE)? else {
+            break;
+        };
+        let mut bytes = vec![0u8; (end - start) as usize];
+        file.read_exact_at(&mut bytes, start)?;
+        while bytes.last() == Some(&b'\n') {
+            bytes.pop();
+        }
+        end = start;
+        if let Some(line) = CommitLine::parse(trail, start, &bytes) {
+            if wanted(&line) {
+                return Ok(Some(line));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The `page_committed` lines written after the line at `offset`, in file
+/// order, provided the line at `offset` still hashes to `sha256`; `None`
+/// when it does not (the trail was repaired or replaced since). A torn
+/// last line is not a commit and is skipped.
+pub fn commits_after(trail: &Path, offset: u64, sha256: &str) -> std::io::Result<Option<Vec<CommitLine>>> {
+    let mut file = std::fs::File::open(trail)?;
+    file.seek(SeekFrom::Start(offset))?;
+    let mut lines = std::io::BufReader::new(file).split(b'\n');
+    let mut at = offset;
+    match lines.next().transpose()? {
+        Some(first) if sha256_hex(&first) == sha256 => at += first.len() as u64 + 1,
+        _ => return Ok(None),
+    }
+    let needle = format!("\"event\":\"{COMMIT_EVENT}\"");
+    let mut out = Vec::new();
+    for line in lines {
+        let bytes = line?;
+        let start = at;
+        at += bytes.len() as u64 + 1;
+        if !bytes.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+            continue;
+        }
+        out.extend(CommitLine::parse(trail, start, &bytes));
+    }
+    Ok(Some(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::{AuditEvent, AuditLog, RunId};
+
+    #[derive(Serialize)]
+    struct Page {
+        stream: &'static str,
+        landing_dir: &'static str,
+        cursor_state: u32,
+    }
+
+    impl CommitRecord for Page {}
+
+    #[derive(Serialize)]
+    struct Impostor {}
+
+    impl AuditEvent for Impostor {
+        const NAME: &'static str = COMMIT_EVENT;
+    }
+
+    #[test]
+    fn only_record_commit_writes_a_commit_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let trail = dir.path().join("audit.jsonl");
+        let mut log = AuditLog::open(&trail, RunId::new()).unwrap();
+        let err = log.record(&Impostor {}).unwrap_err();
+        assert!(err.to_string().contains("record_commit"), "{err}");
+        assert!(std::fs::read_to_string(&trail).unwrap_or_default().is_empty());
+    }
+
+    #[test]
+    fn a_receipt_names_its_line_and_the_reader_finds_what_follows() {
+        let dir = tempfile::tempdir().unwrap();
+        let trail = dir.path().join("audit.jsonl");
+        let mut log = AuditLog::open(&trail, RunId::new()).unwrap();
+        let page = |n| Page {
+            stream: "s",
+            landing_dir: "/l",
+            cursor_state: n,
+        };
+        let first = log.record_commit(&page(1)).unwrap();
+        log.record_commit(&page(2)).unwrap();
+        let trail = first.audit_log().to_path_buf();
+        let text = std::fs::read(&trail).unwrap();
+        let at = first.offset() as usize;
+        let end = at + text[at..].iter().position(|&b| b == b'\n').unwrap();
+        assert_eq!(sha256_hex(&text[at..end]), first.sha256());
+        let after = commits_after(&trail, first.offset(), first.sha256())
+            .unwrap()
+            .unwrap();
+        assert_eq!(after.len(), 1);
+        assert_eq!(after[0].get("cursor_state"), 2);
+        assert!(after[0].is_commit_of("s", "/l"));
+        assert!(commits_after(&trail, first.offset(), &"0".repeat(64))
+            .unwrap()
+            .is_none());
+        let last = last_commit(&trail, |l| l.get("cursor_state") == 1)
+            .unwrap()
+            .unwrap();
+        assert_eq!(last.receipt(), &first);
+    }
+}

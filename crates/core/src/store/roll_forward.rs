@@ -1,0 +1,136 @@
+//! Start-up: the cursor caught up with the audit trail.
+//!
+//! A page's commit record is its fsynced `page_committed` line, which
+//! carries the whole cursor (`cursor_state`). The cursor file and the
+//! manifest line are written after it without an fsync of their own, so a
+//! crash can leave either a step behind the trail, never ahead of it. Before
+//! a stream fetches anything, the trail is read from the line the cursor
+//! file names (its receipt) to the end: each later commit of this stream
+//! whose landed file is in place moves the cursor to the state the line
+//! records and lists the page if the manifest lost it. Nothing before the
+//! receipt is read, so the cost is the lines written since this stream's
+//! last page, not the trail's history.
+//!
+//! A commit whose landed file is missing (the landing directory was
+//! fsynced before the line, so only damage after the fact does that) stops
+//! the roll: the cursor stays before that page, which is fetched and landed
+//! again, and `edc-sync verify` names the file.
+//!
+//! Only this module moves a cursor from the trail, and only with a
+//! [`CommitLine`] the audit reader made from the trail's own bytes.
+
+use std::path::Path;
+
+use super::{Cursor, CursorStore, LandingStore, ManifestEntry, StoreError};
+use crate::audit::commit::{commits_after, last_commit, CommitLine};
+
+/// A torn cursor file rebuilt from the stream's last commit line.
+#[derive(Debug)]
+pub struct Rebuilt {
+    /// Where that line starts in the trail.
+    pub from_offset: u64,
+    /// The cursor it holds now.
+    pub cursor: Cursor,
+}
+
+/// A cursor file caught up with commits it had missed.
+#[derive(Debug)]
+pub struct RolledForward {
+    /// How many commits it had missed.
+    pub pages: u64,
+    /// The cursor it holds now.
+    pub cursor: Cursor,
+}
+
+/// A torn cursor file (not JSON: empty or cut short by a power loss, since
+/// it is not fsynced per page) is rebuilt from the stream's last commit
+/// record, found by reading the trail backwards from its end. With no
+/// commit of the stream in the trail the file is left as it is (and the
+/// run stops with 74 when it loads it).
+pub fn rebuild_if_torn(
+    cursors: &CursorStore,
+    landing: &LandingStore,
+    trail: &Path,
+    stream: &str,
+) -> Result<Option<Rebuilt>, StoreError> {
+    if !cursors.is_torn() {
+        return Ok(None);
+    }
+    let dir = landing.canonical_dir().display().to_string();
+    let wanted = |l: &CommitLine| l.is_commit_of(stream, &dir) && !l.get("cursor_state").is_null();
+    let Some(line) = last_commit(trail, wanted).map_err(|e| StoreError::io(trail, "read back", e))? else {
+        return Ok(None);
+    };
+    let cursor = cursors.roll_forward(&line, 0)?;
+    Ok(Some(Rebuilt {
+        from_offset: line.receipt().offset(),
+        cursor,
+    }))
+}
+
+/// Rolls the cursor of `stream` forward over commits the trail has and the
+/// cursor file does not, relisting pages the manifest lost.
+pub fn catch_up(
+    cursors: &CursorStore,
+    landing: &mut LandingStore,
+    trail: &Path,
+    stream: &str,
+) -> Result<Option<RolledForward>, StoreError> {
+    let cursor = cursors.load()?;
+    let Some(receipt) = cursor.receipt().cloned() else {
+        // Never committed, or written by a version that fsynced the cursor
+        // with every page: nothing can be ahead of it.
+        return Ok(None);
+    };
+    if receipt.audit_log() != trail.display().to_string() {
+        tracing::warn!(stream, cursor_trail = %receipt.audit_log(), "the cursor was committed into another audit trail; it is not rolled forward from this one");
+        return Ok(None);
+    }
+    let lines = commits_after(trail, receipt.offset(), receipt.sha256())
+        .map_err(|e| StoreError::io(trail, "read back", e))?;
+    let Some(lines) = lines else {
+        tracing::warn!(stream, "the audit line the cursor names is not where it was (the trail was repaired or replaced); the cursor is not rolled forward");
+        return Ok(None);
+    };
+    let dir = landing.canonical_dir().display().to_string();
+    // Only a line that continues from where the cursor is: a commit line of
+    // a run that had lost the stream's lock (written before it found out)
+    // starts from an older cursor and must never move this one back.
+    let mut at_cursor = cursor.to_json();
+    let mut last: Option<CommitLine> = None;
+    let mut pages = 0u64;
+    for line in lines {
+        if !line.is_commit_of(stream, &dir) {
+            continue;
+        }
+        if line.get("cursor_state").is_null() {
+            break;
+        }
+        if *line.get("cursor_before") != at_cursor {
+            continue;
+        }
+        if line.get("landed") == true {
+            let Some(entry) = ManifestEntry::of_commit(line.line(), stream) else {
+                break;
+            };
+            let in_place =
+                std::fs::metadata(landing.dir().join(&entry.file)).is_ok_and(|m| m.len() == entry.bytes);
+            if !in_place {
+                tracing::warn!(stream, file = %entry.file, "a committed page's landed file is missing; the cursor stays before it and the page is fetched again");
+                break;
+            }
+            if !landing.is_listed(&entry.page_key, &entry.sha256) {
+                landing.list(&entry)?;
+            }
+        }
+        at_cursor = line.get("cursor_after").clone();
+        last = Some(line);
+        pages += 1;
+    }
+    let Some(line) = last else {
+        return Ok(None);
+    };
+    let cursor = cursors.roll_forward(&line, landing.manifest_len())?;
+    landing.settle();
+    Ok(Some(RolledForward { pages, cursor }))
+}
