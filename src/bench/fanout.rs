@@ -1,4 +1,4 @@
-//! `redis_calls_per_request` for `bench pacer` (issue 13, items 5 and 8):
+//! `redis_calls_per_request` for `bench pacer`:
 //! four `edc-sync sync --redis` processes, one quota, a stream each, 60
 //! pages each against a simulator in a child process; Redis's own
 //! `INFO commandstats` counts the script calls, the shared audit trail the

@@ -1,4 +1,4 @@
-//! The one-pass figures of `bench sync` (issue 13, item 3): what SHA-256
+//! The one-pass figures of `bench sync`: what SHA-256
 //! alone costs over a large page's bytes (the floor a landed page cannot
 //! go under), and what the streaming payload check adds, fed the same
 //! chunks the HTTP client hands over. Measured in this process, on pages

@@ -10,7 +10,7 @@
 //!   (slot, token and the previous release in one call, the permit, its
 //!   renewer), beside the bare `EVALSHA` of the same script with the same
 //!   arguments on a plain connection, interleaved sample by sample, and
-//!   their ratio (issue 13, item 6: at most 1.3 at p50).
+//!   their ratio (at most 1.3 at p50).
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;

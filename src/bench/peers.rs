@@ -1,5 +1,5 @@
 //! What `bench sync` compares edc-sync's page with, in the same invocation
-//! (issue 13, item 8): a straightforward Python loop doing the same work at
+//!: a straightforward Python loop doing the same work at
 //! the same durability (`peer/python_sync.py`), the bare floor of the
 //! syscalls a page still needs (write, fsync, rename, directory fsync,
 //! appends, one fdatasync; no network, no parsing), and the fsync-class
@@ -52,7 +52,7 @@ pub struct PythonPeer {
 }
 
 /// The Python loop over pages like the large phase's (1,000 padded
-/// records a page), for the one-pass comparison (issue 13, item 3).
+/// records a page), for the one-pass comparison.
 pub fn python_on_large_pages(
     exe: &Path,
     work: &Path,

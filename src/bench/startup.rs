@@ -5,7 +5,7 @@
 //! starts with `entries` earlier audit lines and whose manifest starts with
 //! `entries` earlier pages. Then one `edc-sync sync` child process runs
 //! against each, with nothing new on the simulator; its wall time and peak
-//! RSS (`wait4`) are the figures. Issue 13's target: the second within 2x
+//! RSS (`wait4`) are the figures. The target: the second within 2x
 //! of the first.
 
 use std::io::Write;

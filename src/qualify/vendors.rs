@@ -4,7 +4,7 @@
 //!
 //! Each runs the installed executable against the simulator's rave or
 //! vault profile, which imitate the vendors' documents (see
-//! `src/sim/profile.rs` for the source of each behaviour).
+//! `crates/sim/src/profile.rs` for the source of each behaviour).
 
 use std::process::Output;
 

@@ -1,5 +1,5 @@
-//! The clearinghouse claim submitter (`examples/claim_submitter`), the
-//! source's own verification against a real Redis (issue 15): the pacer as
+//! The clearinghouse claim submitter (`crates/pacer/examples/claim_submitter`), the
+//! source's own verification against a real Redis: the pacer as
 //! a library for a write path, with an account quota, per-payer sub-limits,
 //! caps on requests in flight, and slots that always come back.
 

@@ -451,7 +451,7 @@ fn a_vql_delta_takes_only_a_single_select_with_its_cursor_unquoted() {
     );
 }
 
-/// Smaller defects of issue 12: a rate so small it is a division by ~zero,
+/// Smaller defects found once: a rate so small it is a division by ~zero,
 /// a delta path that names another host.
 #[test]
 fn a_vanishing_rate_and_a_host_in_the_delta_path_are_named() {

@@ -1,5 +1,5 @@
 //! What a committed page costs in syncs, and what a failed sync leaves
-//! (issue 13, item 2): at most three fsync-class calls per page in the
+//!: at most three fsync-class calls per page in the
 //! steady state, and fsyncs that fail with EIO (injected by strace) never
 //! lose, duplicate or run the cursor ahead of landed, audited data.
 
@@ -361,7 +361,7 @@ async fn a_torn_cursor_file_is_rebuilt_from_the_trail() {
     );
 }
 
-/// Issue 13, item 3: a page is hashed and validated while it streams in,
+/// A page is hashed and validated while it streams in,
 /// so its temp file is written once and never opened again before it is
 /// landed, whatever its size (these pages are 12 MiB, past any in-memory
 /// copy) and format.

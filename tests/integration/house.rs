@@ -1,8 +1,8 @@
 //! The floor plan of docs/architecture.md, kept true by the suite.
 //!
 //! The crate graph is the compiler's business once it is declared: these
-//! tests check that the declaration (`cargo metadata`) is the one the
-//! document draws, that no two files of a crate import each other in a
+//! tests check that the declaration (`cargo tree`) is the one the document
+//! draws, that no two files of a crate import each other in a
 //! circle, and that files are sized by their concept.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,38 +20,56 @@ const FLOOR_PLAN: &[(&str, &[&str])] = &[
     ("edc-sync", &["edc-core", "edc-sim", "edc-testkit", "quota-pacer"]),
 ];
 
+/// `cargo tree`, as docs/architecture.md tells the reader to run it, prints
+/// the floor plan the document draws.
 #[test]
 fn the_crate_graph_is_the_floor_plan() {
     let out = std::process::Command::new(env!("CARGO"))
-        .args(["metadata", "--no-deps", "--offline", "--format-version", "1"])
+        .args([
+            "tree",
+            "--workspace",
+            "--depth",
+            "1",
+            "-e",
+            "normal",
+            "--prefix",
+            "depth",
+            "--offline",
+        ])
         .current_dir(ROOT)
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let packages = meta["packages"].as_array().unwrap();
-    let ours: BTreeSet<&str> = packages.iter().map(|p| p["name"].as_str().unwrap()).collect();
-    let mut found = BTreeMap::new();
-    for p in packages {
-        let deps: BTreeSet<&str> = p["dependencies"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|d| d["kind"].is_null())
-            .map(|d| d["name"].as_str().unwrap())
-            .filter(|n| ours.contains(n))
-            .collect();
-        found.insert(p["name"].as_str().unwrap(), deps);
+    let ours: BTreeSet<&str> = FLOOR_PLAN.iter().map(|(name, _)| *name).collect();
+    let mut found: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut current = String::new();
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let name = line[1..]
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        match &line[..1] {
+            "0" => {
+                found.entry(name.clone()).or_default();
+                current = name;
+            }
+            "1" if ours.contains(name.as_str()) => {
+                found.entry(current.clone()).or_default().insert(name);
+            }
+            _ => {}
+        }
     }
-    let plan: BTreeMap<&str, BTreeSet<&str>> = FLOOR_PLAN
+    let plan: BTreeMap<String, BTreeSet<String>> = FLOOR_PLAN
         .iter()
-        .map(|(name, deps)| (*name, deps.iter().copied().collect()))
+        .map(|(name, deps)| (name.to_string(), deps.iter().map(|d| d.to_string()).collect()))
         .collect();
     assert_eq!(
         found, plan,
         "the workspace's crate graph differs from docs/architecture.md"
     );
     let doc = std::fs::read_to_string(Path::new(ROOT).join("docs/architecture.md")).unwrap();
+    assert!(doc.contains("`cargo tree --workspace --depth 1 -e normal`"));
     for (name, deps) in FLOOR_PLAN {
         let line = format!("`{name}` -> {}", arrows(deps));
         assert!(doc.contains(&line), "docs/architecture.md should say: {line}");
@@ -464,4 +482,50 @@ fn files_are_sized_by_their_concept() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Every repository path the README, docs/ and validation/ name exists:
+/// a reader who follows one finds the file.
+#[test]
+fn every_path_the_docs_name_exists() {
+    let root = Path::new(ROOT);
+    let mut docs = vec![root.join("README.md")];
+    for dir in ["docs", "validation"] {
+        for e in std::fs::read_dir(root.join(dir)).unwrap().flatten() {
+            if e.path().extension().is_some_and(|x| x == "md") {
+                docs.push(e.path());
+            }
+        }
+    }
+    let mut missing = Vec::new();
+    for doc in docs {
+        let text = std::fs::read_to_string(&doc).unwrap();
+        for (i, _) in text.match_indices(['`', ' ', '(', '\n']) {
+            let rest = &text[i + 1..];
+            if !["crates/", "src/", "tests/", "scripts/"]
+                .iter()
+                .any(|p| rest.starts_with(p))
+            {
+                continue;
+            }
+            let path: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || "_-./".contains(*c))
+                .collect();
+            let path = path.trim_end_matches(['.', '/']);
+            if path.contains('<') || path.contains('*') {
+                continue;
+            }
+            if !root.join(path).exists() {
+                missing.push(format!("{}: {path}", doc.strip_prefix(root).unwrap().display()));
+            }
+        }
+    }
+    missing.sort();
+    missing.dedup();
+    assert!(
+        missing.is_empty(),
+        "paths named in the docs that do not exist:\n{}",
+        missing.join("\n")
+    );
 }

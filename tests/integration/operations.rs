@@ -308,7 +308,7 @@ fn completions_and_man_page_are_generated_from_the_cli() {
     let man = support::run(&["man"]);
     assert_eq!(man.code, 0);
     assert!(man.stdout.contains(".TH edc-sync 1"));
-    // Each subcommand has its own page with every flag (issue 14).
+    // Each subcommand has its own page with every flag.
     let sync = support::run(&["man", "sync"]);
     assert_eq!(sync.code, 0, "{}", sync.stderr);
     assert!(
@@ -370,8 +370,7 @@ async fn a_run_whose_lock_was_taken_over_never_commits_again() {
     a_stale_holder_never_commits(&redis.url()).await;
 }
 
-/// The same with the run lock in a three-master Redis Cluster (issue 13,
-/// item 7): the lock shares the quota's hash tag, so the call that proves
+/// The same with the run lock in a three-master Redis Cluster: the lock shares the quota's hash tag, so the call that proves
 /// it books in the same slot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_whose_lock_was_taken_over_in_a_cluster_never_commits_again() {

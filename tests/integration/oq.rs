@@ -277,7 +277,7 @@ fn qualify_iq_checks_the_installation() {
 
 /// OQ-007 and OQ-008 (shared pause, the burst + rate x t envelope across
 /// workers) against a three-master Redis Cluster: the hash-tag key design
-/// keeps every call in one slot (issue 13, item 7).
+/// keeps every call in one slot.
 #[test]
 fn oq_007_and_oq_008_pass_against_a_redis_cluster() {
     let cluster = support::redis::start_cluster();

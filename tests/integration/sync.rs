@@ -653,7 +653,7 @@ async fn three_processes_on_one_bucket_never_trip_the_servers_quota() {
     assert!(verify(&fx.path("audit.jsonl")).unwrap().intact());
 }
 
-/// Issue 13, item 5: in a real multi-process `sync --redis`, a request
+/// In a real multi-process `sync --redis`, a request
 /// costs one script call (reservation, concurrency lease, release of the
 /// previous lease and the run-lock check in one), plus a fixed three per
 /// stream (run lock taken, last page's check, run lock given back).

@@ -1,7 +1,7 @@
 //! Speaking to the real vendors: authentication schemes and error dialects
 //! end to end, the real binary against the simulator's rave and vault
 //! profiles over loopback (which imitate the vendors' documents; see
-//! `src/sim/profile.rs`), real files, real audit trail.
+//! `crates/sim/src/profile.rs`), real files, real audit trail.
 
 use crate::support;
 

@@ -1,5 +1,5 @@
 //! A private three-master Redis Cluster on loopback, for the tests that
-//! prove the hash-tag key design (issue 13, item 7): three
+//! prove the hash-tag key design: three
 //! `redis-server --cluster-enabled yes`, joined by
 //! `redis-cli --cluster create`, killed on drop.
 

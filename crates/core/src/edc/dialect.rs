@@ -234,7 +234,7 @@ mod tests {
         let w = vault(r#"{"responseStatus":"WARNING","warnings":[{"type":"X","message":"y"}],"data":[]}"#)
             .unwrap();
         assert_eq!(w.envelope.warnings.len(), 1);
-        // The defect of issue 10: a FAILURE with an empty data array.
+        // A defect once shipped: a FAILURE with an empty data array.
         let failure =
             r#"{"responseStatus":"FAILURE","errors":[{"type":"INVALID_DATA","message":"bad"}],"data":[]}"#;
         assert_eq!(kind_of(vault(failure)), VendorErrorKind::Other);

@@ -2,7 +2,7 @@
 //! stream, replaced by rename, so a reader sees the old cursor or the new
 //! one, never a mix.
 //!
-//! The cursor file is not fsynced per page (issue 13, item 2): the commit
+//! The cursor file is not fsynced per page: the commit
 //! record is the page's fsynced `page_committed` audit line, which carries
 //! the whole cursor state, and the file is a cache of it that says which
 //! line it reflects (its [`Receipt`]). A run starts by reading the trail

@@ -163,7 +163,7 @@ impl LandingStore {
     /// clearing temp files a crash left and reading the manifest from
     /// `from` (the length the stream's cursor recorded; from the start
     /// without one, or when it is not a line boundary). Lines before it are
-    /// history nothing can replay: they are not read (issue 13, item 4), and
+    /// history nothing can replay: they are not read, and
     /// `edc-sync verify` is what re-proves them.
     pub(super) fn open(dir: &Path, ext: &'static str, from: Option<u64>) -> Result<LandingStore, StoreError> {
         for sub in ["pages", ".tmp"] {

@@ -3,34 +3,85 @@
 //! invariant 2 requires: landing file (fsync, rename, directory fsync),
 //! manifest line, `page_committed` audit line, and last the cursor.
 
+use reqwest::Url;
+
 use super::events::{PageCommitted, RequestFailed};
 use super::request::Request;
-use super::{window, Attempt, CommittedPage, Loop, Received, Spent, SyncError};
+use super::slots::Slots;
+use super::stream::Stream;
+use super::window::{self, Window};
+use super::{Attempt, Spent, SyncError};
 use crate::audit::now_rfc3339;
 use crate::config::PayloadFormat;
 use crate::edc::dialect::{self, NotAPage};
 use crate::edc::paging;
 use crate::edc::payload::{self, InvalidPayload, PageSummary};
 use crate::edc::Reply;
-use crate::store::{Cursor, ManifestEntry, PageAdvance};
-use quota_pacer::{HandOver, Pacer};
+use crate::store::{Cursor, CursorStore, LandingStore, ManifestEntry, PageAdvance};
+use quota_pacer::Pacer;
 
-impl<P: Pacer> Loop<'_, P> {
+/// A 2xx response whose body is in a temp file, before it is committed.
+struct Received {
+    url: Url,
+    /// Where the body came from after same-origin redirects.
+    page_url: Url,
+    status: u16,
+    links: Vec<String>,
+    quota_headers: std::collections::BTreeMap<String, String>,
+    execution_id: Option<String>,
+    request_id: String,
+    attempt: u32,
+}
+
+/// A page made durable.
+struct CommittedPage {
+    next: Option<Url>,
+    cursor: Cursor,
+    records: u64,
+    replayed: bool,
+}
+
+/// The manifest's page key of a request: its path and query.
+pub(super) fn url_key(url: &Url) -> String {
+    url[url::Position::BeforePath..].to_string()
+}
+
+/// The stream's cursor and landing stores, both held through its run lock:
+/// the only way a page becomes data and a cursor moves.
+pub(super) struct PageCommit {
+    cursors: CursorStore,
+    landing: LandingStore,
+}
+
+impl PageCommit {
+    pub fn new(cursors: CursorStore, landing: LandingStore) -> PageCommit {
+        PageCommit { cursors, landing }
+    }
+
+    /// The stream's cursor store (to load the cursor).
+    pub fn cursors(&self) -> &CursorStore {
+        &self.cursors
+    }
+
     /// The verdict on a body checked as it streamed in, under the policy's
     /// dialect: a page, or a vendor error or invalid payload that is never
     /// landed.
-    pub(super) fn check_page(&self, check: payload::PageCheck) -> Result<PageSummary, NotAPage> {
-        let delta = &self.job.delta;
+    fn check_page<P: Pacer>(
+        stream: &Stream<'_, P>,
+        check: payload::PageCheck,
+    ) -> Result<PageSummary, NotAPage> {
+        let delta = &stream.job.delta;
         check.finish().map_err(NotAPage::Invalid).and_then(|page| {
             let records = delta.records_pointer.as_deref().unwrap_or("/data");
-            dialect::judge(self.job.policy.dialect, delta.format, records, page)
+            dialect::judge(stream.job.policy.dialect, delta.format, records, page)
         })
     }
 
     /// An invalid payload: moved to `quarantine/` for investigation,
     /// audited, and the stream stops (65). Returns the error to stop with.
-    pub(super) fn quarantine(
+    fn quarantine<P: Pacer>(
         &mut self,
+        stream: &Stream<'_, P>,
         page: &Received,
         temp: crate::store::LandingTemp,
         digest: &crate::edc::BodyDigest,
@@ -38,13 +89,13 @@ impl<P: Pacer> Loop<'_, P> {
     ) -> SyncError {
         let url = &page.url;
         let quarantine = self.landing.dir().join("quarantine");
-        let name = format!("{}.{}.invalid", digest.sha256, self.run_id);
+        let name = format!("{}.{}.invalid", digest.sha256, stream.run_id);
         let moved = temp
             .quarantine(&quarantine, &name)
             .ok()
             .map(|p| p.display().to_string());
-        let recorded = self.job.audit.record_blocking(&RequestFailed {
-            stream: self.name.clone(),
+        let recorded = stream.job.audit.record_blocking(&RequestFailed {
+            stream: stream.name.clone(),
             request_id: page.request_id.clone(),
             attempt: page.attempt,
             url: url.to_string(),
@@ -56,7 +107,7 @@ impl<P: Pacer> Loop<'_, P> {
             ..RequestFailed::default()
         });
         match recorded {
-            Ok(_) => self.rejected(format!("GET {url}: {invalid}; nothing was committed")),
+            Ok(_) => stream.rejected(format!("GET {url}: {invalid}; nothing was committed")),
             Err(e) => e.into(),
         }
     }
@@ -64,15 +115,19 @@ impl<P: Pacer> Loop<'_, P> {
     /// Makes a checked page durable: landing file (fsync, rename,
     /// directory fsync), manifest line, `page_committed` audit line, and
     /// last the cursor. Blocking; called once per page.
-    pub(super) fn commit_page(
+    #[allow(clippy::too_many_arguments)]
+    fn commit_page<P: Pacer>(
         &mut self,
+        stream: &mut Stream<'_, P>,
+        window: &Window,
+        slots: &mut Slots<P>,
         page: &Received,
         cursor: &Cursor,
         temp: crate::store::LandingTemp,
         digest: &crate::edc::BodyDigest,
         summary: PageSummary,
     ) -> Result<CommittedPage, SyncError> {
-        let job = self.job;
+        let job = stream.job;
         let url = &page.url;
         let next = match paging::next_page(
             job.client.origin(),
@@ -86,7 +141,7 @@ impl<P: Pacer> Loop<'_, P> {
                 temp.discard();
                 let reason = format!("page {url}: {e}; nothing was committed");
                 job.audit.record_blocking(&RequestFailed {
-                    stream: self.name.clone(),
+                    stream: stream.name.clone(),
                     request_id: page.request_id.clone(),
                     attempt: page.attempt,
                     url: url.to_string(),
@@ -96,27 +151,27 @@ impl<P: Pacer> Loop<'_, P> {
                     vendor_execution_id: page.execution_id.clone(),
                     ..RequestFailed::default()
                 })?;
-                return Err(self.rejected(reason));
+                return Err(stream.rejected(reason));
             }
         };
-        let next_start = match &self.window_end {
-            Some(end) => Some(window::after(end).map_err(|e| self.rejected(e))?),
+        let next_start = match window.end() {
+            Some(end) => Some(window::after(end).map_err(|e| stream.rejected(e))?),
             None => None,
         };
         let advance = PageAdvance {
-            window_end: self.window_end.clone(),
+            window_end: window.end().map(str::to_string),
             next_start,
-            next_page: next.as_ref().map(Self::url_key),
+            next_page: next.as_ref().map(url_key),
             high_water: summary.high_water.clone(),
             records: summary.records,
             sha256: &digest.sha256,
-            run_id: self.run_id.as_str(),
+            run_id: stream.run_id.as_str(),
             paging: &job.delta.paging,
         };
         let pending = self
             .cursors
             .advance(cursor, advance)
-            .map_err(|e| self.rejected(format!("page {url}: {e}")))?;
+            .map_err(|e| stream.rejected(format!("page {url}: {e}")))?;
         let after_json = pending.cursor().to_json();
         let durable_started = std::time::Instant::now();
         // A page without records holds no data: its hash and size go in
@@ -128,14 +183,14 @@ impl<P: Pacer> Loop<'_, P> {
         } else {
             let landed = self.landing.commit(temp, &digest.sha256)?;
             let entry = ManifestEntry {
-                stream: self.name.clone(),
-                page_key: Self::url_key(url),
+                stream: stream.name.clone(),
+                page_key: url_key(url),
                 cursor_before: cursor.to_json(),
                 cursor_after: after_json.clone(),
                 sha256: digest.sha256.clone(),
                 bytes: digest.bytes,
                 records: summary.records,
-                run_id: self.run_id.to_string(),
+                run_id: stream.run_id.to_string(),
                 file: landed.file().to_string(),
                 landed_at: now_rfc3339(),
             };
@@ -143,7 +198,7 @@ impl<P: Pacer> Loop<'_, P> {
             (Some(landed), !listed)
         };
         let audited = job.audit.record_commit_blocking(&PageCommitted {
-            stream: self.name.clone(),
+            stream: stream.name.clone(),
             request_id: page.request_id.clone(),
             attempt: page.attempt,
             url: url.to_string(),
@@ -178,15 +233,15 @@ impl<P: Pacer> Loop<'_, P> {
                 && job
                     .options
                     .max_pages
-                    .is_none_or(|max| self.report.pages + 1 < max);
-            self.prove_lock(book_next)?;
+                    .is_none_or(|max| stream.report.pages + 1 < max);
+            slots.prove_lock(job, &stream.name, book_next)?;
             let committed =
                 self.cursors
                     .commit(pending, &audited, landed.as_ref(), self.landing.manifest_len())?;
             self.landing.settle();
             committed
         };
-        self.report.durable_commit += durable_started.elapsed();
+        stream.report.durable_commit += durable_started.elapsed();
         Ok(CommittedPage {
             next,
             cursor: after,
@@ -195,41 +250,16 @@ impl<P: Pacer> Loop<'_, P> {
         })
     }
 
-    /// With a cross-host run lock: proves it is still this run's, right
-    /// before the cursor moves, in the call that gives the page's slot
-    /// back and (with `book_next`) books the next page. Blocking.
-    fn prove_lock(&mut self, book_next: bool) -> Result<(), SyncError> {
-        let Some(fenced) = &self.fenced else {
-            return Ok(());
-        };
-        let lost = || SyncError::LockLost {
-            stream: self.name.clone(),
-            fence: fenced.fence(),
-        };
-        if fenced.is_lost() {
-            return Err(lost());
-        }
-        let current = self.holding.take();
-        let handed = tokio::runtime::Handle::current().block_on(self.job.limiter.hand_over(
-            current,
-            &fenced.run_fence(),
-            book_next,
-        ))?;
-        match handed {
-            HandOver::Held(booked) => {
-                self.booked = booked;
-                Ok(())
-            }
-            HandOver::Lost => {
-                fenced.mark_lost();
-                Err(lost())
-            }
-        }
-    }
-
     /// 2xx: stream into SHA-256, the payload check and a temp file at once,
     /// then land, list, audit and commit the cursor, in that order.
-    pub(super) async fn land(&mut self, req: &Request<'_>, reply: Reply) -> Result<Attempt, SyncError> {
+    pub async fn land<P: Pacer>(
+        &mut self,
+        stream: &mut Stream<'_, P>,
+        slots: &mut Slots<P>,
+        window: &Window,
+        req: &Request<'_>,
+        reply: Reply,
+    ) -> Result<Attempt, SyncError> {
         let Request {
             url,
             cursor,
@@ -243,11 +273,11 @@ impl<P: Pacer> Loop<'_, P> {
                 "GET {url}: the body is Content-Encoding: {encoding}, which was not asked for (requests \
                  send Accept-Encoding: identity); nothing was committed"
             );
-            self.failed(req, Some(&meta), None, reason.clone()).await?;
-            return Err(self.rejected(reason));
+            stream.failed(req, Some(&meta), None, reason.clone()).await?;
+            return Err(stream.rejected(reason));
         }
         if let Some(ct) = reply.content_type.as_deref() {
-            let expected = match self.job.delta.format {
+            let expected = match stream.job.delta.format {
                 PayloadFormat::Json => "json",
                 PayloadFormat::Odm => "xml",
             };
@@ -255,8 +285,8 @@ impl<P: Pacer> Loop<'_, P> {
                 let reason = format!(
                     "GET {url}: Content-Type {ct:?} is not {expected} (delta.format); nothing was committed"
                 );
-                self.failed(req, Some(&meta), None, reason.clone()).await?;
-                return Err(self.rejected(reason));
+                stream.failed(req, Some(&meta), None, reason.clone()).await?;
+                return Err(stream.rejected(reason));
             }
         }
         let page = Received {
@@ -269,12 +299,12 @@ impl<P: Pacer> Loop<'_, P> {
             request_id: request_id.to_string(),
             attempt,
         };
-        let mut check = payload::PageCheck::new(&self.job.delta).map_err(|e| {
+        let mut check = payload::PageCheck::new(&stream.job.delta).map_err(|e| {
             crate::store::StoreError::io(self.landing.dir(), "start the ODM validator's thread", e)
         })?;
         let mut temp = self
             .landing
-            .begin(&format!("{}-{}", self.run_id, self.requests))?;
+            .begin(&format!("{}-{}", stream.run_id, stream.requests()))?;
         let digest = match reply
             .stream_into(&mut payload::Checked::new(&mut temp, &mut check))
             .await
@@ -286,44 +316,45 @@ impl<P: Pacer> Loop<'_, P> {
                 // headers that never come: past the budget, 69 for both.
                 if e.is_transient() && attempt >= budget {
                     let reason = format!("{e} (attempt {attempt} of {budget})");
-                    return self
+                    return stream
                         .exhausted(url, attempt, reason, cursor, Spent::Unreachable)
                         .await;
                 }
                 if e.is_transient() {
-                    return self.retry_later(req, e.to_string(), meta.execution_id).await;
+                    return stream.retry_later(req, e.to_string(), meta.execution_id).await;
                 }
                 let reason = e.to_string();
-                self.failed(req, Some(&meta), None, reason.clone()).await?;
-                return Err(self.rejected(reason));
+                stream.failed(req, Some(&meta), None, reason.clone()).await?;
+                return Err(stream.rejected(reason));
             }
         };
         // ODM's verdict waits for its parser thread to read the last chunks.
-        let summary = match tokio::task::block_in_place(|| self.check_page(check)) {
+        let summary = match tokio::task::block_in_place(|| Self::check_page(stream, check)) {
             Ok(summary) => summary,
             Err(NotAPage::Vendor(error)) => {
                 temp.discard();
-                return self.vendor_error(req, &meta, error).await;
+                return stream.vendor_error(req, &meta, error).await;
             }
             Err(NotAPage::Invalid(invalid)) => {
                 return Err(tokio::task::block_in_place(|| {
-                    self.quarantine(&page, temp, &digest, invalid)
+                    self.quarantine(stream, &page, temp, &digest, invalid)
                 }));
             }
         };
         // Everything from here to the cursor is local file work with fsyncs:
         // one hand-off to a blocking thread for the whole sequence.
-        let committed =
-            tokio::task::block_in_place(|| self.commit_page(&page, cursor, temp, &digest, summary))?;
-        self.report.pages += 1;
-        self.report.records += committed.records;
-        self.report.bytes += digest.bytes;
-        self.report.replayed_pages += u64::from(committed.replayed);
-        if let Some(bar) = &self.job.options.progress {
+        let committed = tokio::task::block_in_place(|| {
+            self.commit_page(stream, window, slots, &page, cursor, temp, &digest, summary)
+        })?;
+        stream.report.pages += 1;
+        stream.report.records += committed.records;
+        stream.report.bytes += digest.bytes;
+        stream.report.replayed_pages += u64::from(committed.replayed);
+        if let Some(bar) = &stream.job.options.progress {
             bar.inc(1);
-            bar.set_message(format!("{}: {} records", self.name, self.report.records));
+            bar.set_message(format!("{}: {} records", stream.name, stream.report.records));
         }
-        self.vendor_burst(request_id, &page.quota_headers).await?;
+        stream.vendor_burst(request_id, &page.quota_headers).await?;
         // In a dry run nothing was committed: the cursor moves in memory only.
         Ok(Attempt::Committed {
             next: committed.next,

@@ -13,22 +13,25 @@
 //! Invariant 3, audit first: every wait (429/503, retry backoff, vendor
 //! burst floor) is written to the audit trail and fsynced before the sleep.
 //!
-//! This file only sequences a stream: windows, pages, attempts. The
-//! concepts it sequences live beside it, one noun a file: `open.rs` (locks,
-//! migration, stores), `request.rs` (one attempt's context), `classify.rs`
-//! (a non-2xx answer to a step, pure), `session.rs` (login and renewal),
-//! `waits.rs` (throttle, backoff, vendor burst, server clock), `vendor.rs`
-//! (errors a vendor reports in a body), `commit.rs` (check a body, make a
-//! page durable), `failure.rs` (budgets spent, requests that end the
-//! stream), `recover.rs` (a torn manifest), `roll_forward.rs` (the cursor
-//! caught up with the trail), `window.rs` (date windows),
-//! `fence.rs` (the cross-host lock), `error.rs`, `options.rs`, `report.rs`.
+//! This file only sequences a stream: windows, pages, attempts. The loop
+//! holds four owners, each with one job and its own state, one file each:
+//! [`stream::Stream`] (`stream.rs`: who the stream is, its report, and
+//! every audited way an attempt ends without a commit: waits, budgets,
+//! failures, vendor errors), [`slots::Slots`] (`slots.rs`: the permit in
+//! flight, the next page's booking, the fenced run lock),
+//! [`window::Window`] (`window.rs`: where the window starts and ends), and
+//! [`commit::PageCommit`] (`commit.rs`: the cursor and landing stores, and
+//! the page commit in the order invariant 2 requires). Beside them:
+//! `open.rs` (locks, migration, stores, the roll-forward), `session.rs`
+//! (login and renewal), `request.rs` (one attempt's context),
+//! `classify.rs` (a non-2xx answer to a step, pure), `recover.rs` (a torn
+//! manifest), `fence.rs` (the cross-host lock), `events.rs`, `error.rs`,
+//! `options.rs`, `report.rs`.
 
 mod classify;
 mod commit;
 mod error;
 pub mod events;
-mod failure;
 mod fence;
 mod open;
 mod options;
@@ -36,8 +39,8 @@ mod recover;
 mod report;
 mod request;
 mod session;
-mod vendor;
-mod waits;
+mod slots;
+mod stream;
 pub mod window;
 
 use classify::{classify, Verdict};
@@ -55,15 +58,18 @@ use std::time::Duration;
 
 use reqwest::Url;
 
-use crate::audit::{RunId, SharedAudit};
+use crate::audit::SharedAudit;
 use crate::config::{Delta, Policy, RecordOrder, StreamSpec};
 use crate::edc::dialect::{self};
-use crate::edc::paging;
 use crate::edc::{ReadOnlyClient, ERROR_BODY_CAP};
-use crate::store::{Cursor, CursorStore, LandingStore};
+use crate::store::Cursor;
 use crate::stream::StreamIdentity;
+use commit::PageCommit;
 use events::*;
-use quota_pacer::{AcquireError, Booking, Limiter, Pacer, Permit};
+use quota_pacer::{Limiter, Pacer};
+use slots::Slots;
+use stream::Stream;
+use window::Window;
 
 /// Longest backoff after a 5xx or a transport error.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
@@ -96,28 +102,12 @@ enum Attempt {
     Renew { refused: u64, reason: String },
 }
 
+/// One stream's loop: its four owners, sequenced below.
 struct Loop<'a, P: Pacer> {
-    job: &'a StreamJob<P>,
-    name: String,
-    run_id: RunId,
-    cursors: CursorStore,
-    landing: LandingStore,
-    report: StreamReport,
-    requests: u64,
-    fenced: Option<FencedLock>,
-    /// The permit of the request in flight, until its page is committed
-    /// (which hands its slot on) or the attempt ends.
-    holding: Option<Permit<P>>,
-    /// The next page's slot and token, booked by the call that proved the
-    /// run lock for the previous page's commit.
-    booked: Option<Booking<P>>,
-    /// A clock-skew warning was logged for this stream already.
-    skew_warned: bool,
-    /// The fixed end of the date window this run is paging, if any.
-    window_end: Option<String>,
-    /// A VQL delta: the first page's URL and the query it is POSTed with
-    /// (next pages are POSTs with no body).
-    vql_first: Option<(Url, crate::edc::vql::VqlSelect)>,
+    stream: Stream<'a, P>,
+    slots: Slots<P>,
+    window: Window,
+    commit: PageCommit,
 }
 
 /// Runs one stream until its window is complete, `max_pages` is reached, or
@@ -141,17 +131,14 @@ pub async fn run_stream<P: Pacer>(job: &StreamJob<P>) -> StreamOutcome {
         }
     };
     let mut result = l.pages().await;
-    // A booking the loop did not use goes back with any other lease this
-    // stream gave back, in one call, before the run lock is let go.
-    l.booked = None;
-    l.holding = None;
-    if let Err(e) = job.limiter.flush().await {
-        tracing::warn!(stream = %l.name, error = %e, "giving back concurrency leases failed; they expire by their TTL");
-    }
-    if let Some(fenced) = l.fenced.take() {
-        fenced.release().await;
-    }
-    let cursor = l.cursors.load().map(|c| c.to_json()).unwrap_or_default();
+    let Loop {
+        stream: l,
+        slots,
+        commit,
+        ..
+    } = l;
+    slots.finish(job, &l.name).await;
+    let cursor = commit.cursors().load().map(|c| c.to_json()).unwrap_or_default();
     let outcome = match &result {
         Ok(()) => "ok".to_string(),
         Err(e) => e.to_string(),
@@ -176,13 +163,9 @@ pub async fn run_stream<P: Pacer>(job: &StreamJob<P>) -> StreamOutcome {
 }
 
 impl<P: Pacer> Loop<'_, P> {
-    fn url_key(url: &Url) -> String {
-        url[url::Position::BeforePath..].to_string()
-    }
-
     async fn pages(&mut self) -> Result<(), SyncError> {
-        let job = self.job;
-        let mut cursor = self.cursors.load()?;
+        let job = self.stream.job;
+        let mut cursor = self.commit.cursors().load()?;
         // A backfill is done once its window completed in an earlier run,
         // or (on an ascending endpoint only) once its records went past `until`.
         if let Some(until) = &job.options.until {
@@ -193,14 +176,18 @@ impl<P: Pacer> Loop<'_, P> {
             };
             let past = job.delta.order == RecordOrder::Ascending && so_far.is_some_and(|s| beyond(&s, until));
             if completed || past {
-                self.report.window_complete = true;
+                self.stream.report.window_complete = true;
                 return Ok(());
             }
         }
-        let mut url = match self.start_url(&cursor).await? {
+        let mut url = match self
+            .window
+            .start_url(&mut self.stream, &mut self.slots, &cursor)
+            .await?
+        {
             Some(url) => url,
             None => {
-                self.report.window_complete = true;
+                self.stream.report.window_complete = true;
                 return Ok(());
             }
         };
@@ -208,20 +195,24 @@ impl<P: Pacer> Loop<'_, P> {
         loop {
             if job.options.interrupt.requested() {
                 return Err(SyncError::Interrupted {
-                    stream: self.name.clone(),
+                    stream: self.stream.name.clone(),
                 });
             }
-            if job.options.max_pages.is_some_and(|max| self.report.pages >= max) {
+            if job
+                .options
+                .max_pages
+                .is_some_and(|max| self.stream.report.pages >= max)
+            {
                 return Ok(());
             }
-            if !seen.insert(Self::url_key(&url)) {
-                return Err(self.rejected(format!(
+            if !seen.insert(commit::url_key(&url)) {
+                return Err(self.stream.rejected(format!(
                     "the next link {url} repeats a page already fetched in this window"
                 )));
             }
             let limit = job.delta.max_pages_per_window;
             if seen.len() as u64 > limit {
-                return Err(self.rejected(format!(
+                return Err(self.stream.rejected(format!(
                     "the window is still going after {limit} pages (delta.max_pages_per_window): a next link that never ends"
                 )));
             }
@@ -237,71 +228,16 @@ impl<P: Pacer> Loop<'_, P> {
                 _ => false,
             };
             if past_until {
-                self.report.window_complete = true;
+                self.stream.report.window_complete = true;
                 return Ok(());
             }
             match next {
                 Some(next) => url = next,
                 None => {
-                    self.report.window_complete = true;
+                    self.stream.report.window_complete = true;
                     return Ok(());
                 }
             }
-        }
-    }
-
-    /// The URL to fetch first: the page a previous run was on, or the first
-    /// page of a new window from the cursor; `None` when a date window has
-    /// nothing to ask for yet.
-    async fn start_url(&mut self, cursor: &Cursor) -> Result<Option<Url>, SyncError> {
-        let job = self.job;
-        if let Some(next) = cursor.next_page() {
-            self.window_end = cursor.window_end().map(str::to_string);
-            let url = job.client.resolve(job.client.base(), next);
-            return url.map(Some).map_err(|e| self.rejected(e.to_string()));
-        }
-        if let Some(vql) = &job.delta.vql {
-            let start = cursor.window_start().unwrap_or(&vql.initial_cursor);
-            let select = crate::edc::vql::VqlSelect::new(&vql.select, start, job.delta.page_size)
-                .map_err(|e| self.rejected(e))?;
-            let path = job
-                .delta
-                .path
-                .fill(&job.identity)
-                .map_err(|e| self.rejected(e.to_string()))?;
-            let url = job
-                .client
-                .origin()
-                .endpoint(job.client.base(), &path)
-                .map_err(|e| self.rejected(e.to_string()))?;
-            self.vql_first = Some((url.clone(), select));
-            return Ok(Some(url));
-        }
-        let (start, end) = match &job.delta.window {
-            Some(window) => match self.plan_window(window, cursor).await? {
-                Some((start, end)) => (start, Some(end)),
-                None => return Ok(None),
-            },
-            None => (cursor.window_start().map(str::to_string), None),
-        };
-        self.window_end = end;
-        paging::first_page(
-            job.client.origin(),
-            job.client.base(),
-            &job.delta,
-            &job.spec,
-            &job.identity,
-            start.as_deref(),
-            self.window_end.as_deref(),
-        )
-        .map(Some)
-        .map_err(|e| self.rejected(e.to_string()))
-    }
-
-    fn rejected(&self, reason: String) -> SyncError {
-        SyncError::Rejected {
-            stream: self.name.clone(),
-            reason,
         }
     }
 
@@ -313,13 +249,12 @@ impl<P: Pacer> Loop<'_, P> {
         url: &Url,
         cursor: Cursor,
     ) -> Result<(Option<Url>, Cursor), SyncError> {
-        let budget = self.job.policy.max_retry_attempts;
+        let budget = self.stream.job.policy.max_retry_attempts;
         let mut last_reason = String::new();
         let mut renewed = false;
         let mut attempt = 1;
         while attempt <= budget {
-            self.requests += 1;
-            let request_id = format!("{}:{}:{}", self.run_id, self.name, self.requests);
+            let request_id = self.stream.next_request_id();
             let req = Request {
                 url,
                 cursor: &cursor,
@@ -332,57 +267,27 @@ impl<P: Pacer> Loop<'_, P> {
                 Attempt::Retry { wait, reason } => {
                     last_reason = reason;
                     if attempt < budget {
-                        self.sleep(wait).await?;
+                        self.stream.sleep(wait).await?;
                     }
                     attempt += 1;
                 }
                 Attempt::Renew { refused, reason } if !renewed => {
                     renewed = true;
-                    self.renew(refused, &req, reason).await?;
+                    session::renew(&mut self.stream, &mut self.slots, refused, &req, reason).await?;
                 }
                 Attempt::Renew { reason, .. } => {
                     return Err(SyncError::Permission {
-                        stream: self.name.clone(),
+                        stream: self.stream.name.clone(),
                         detail: format!("GET {url}: the renewed credential was refused too ({reason})"),
-                        hint: self.job.policy.auth.hint(),
+                        hint: self.stream.job.policy.auth.hint(),
                     });
                 }
             }
         }
         let reason = format!("retry budget of {budget} attempt(s) spent on {url} (last: {last_reason})");
-        self.exhausted(url, budget, reason, &cursor, Spent::Quota).await
-    }
-
-    /// A slot in the quota, or why there is none: a stop request, or a
-    /// slot further away than `max_wait_s` (audited, exit 75).
-    async fn permit(&mut self, req: &Request<'_>) -> Result<Permit<P>, SyncError> {
-        let Request {
-            url, cursor, attempt, ..
-        } = *req;
-        let job = self.job;
-        let acquired = tokio::select! {
-            acquired = job.limiter.acquire() => acquired,
-            _ = job.options.interrupt.wait() => return Err(SyncError::Interrupted { stream: self.name.clone() }),
-        };
-        match acquired {
-            Ok(p) => Ok(p),
-            Err(AcquireError::WaitTooLong { wait, horizon, .. }) => {
-                let reason =
-                    format!("the quota's next slot is {wait:?} away, beyond max_wait_s ({horizon:?})");
-                self.exhausted(url, attempt, reason, cursor, Spent::Quota).await
-            }
-            Err(AcquireError::Pacer(e)) => Err(e.into()),
-            // The stream's quota was formed before the run started.
-            Err(AcquireError::Quota(e)) => Err(self.rejected(e.to_string())),
-        }
-    }
-
-    /// The booked slot's instant, unless a stop is requested first.
-    async fn ready(&self, booking: Booking<P>) -> Result<Permit<P>, SyncError> {
-        tokio::select! {
-            permit = booking.ready() => Ok(permit),
-            _ = self.job.options.interrupt.wait() => Err(SyncError::Interrupted { stream: self.name.clone() }),
-        }
+        self.stream
+            .exhausted(url, budget, reason, &cursor, Spent::Quota)
+            .await
     }
 
     /// One attempt at a page: a credential, a slot in the quota (booked
@@ -390,16 +295,10 @@ impl<P: Pacer> Loop<'_, P> {
     /// exchange. A committed page hands its slot on; otherwise the permit
     /// goes back here, whatever the exchange's outcome.
     async fn attempt(&mut self, req: &Request<'_>) -> Result<Attempt, SyncError> {
-        self.ensure_credential(req).await?;
-        let permit = match self.booked.take() {
-            Some(booking) => self.ready(booking).await?,
-            None => self.permit(req).await?,
-        };
-        self.holding = Some(permit);
+        session::ensure(&mut self.stream, &mut self.slots, req).await?;
+        self.slots.hold(&mut self.stream, req).await?;
         let outcome = self.exchange(req).await;
-        if let Some(permit) = self.holding.take() {
-            permit.release();
-        }
+        self.slots.release_held();
         outcome
     }
 
@@ -407,63 +306,46 @@ impl<P: Pacer> Loop<'_, P> {
     /// else is judged by the pure classifier and handled by its step.
     async fn exchange(&mut self, req: &Request<'_>) -> Result<Attempt, SyncError> {
         let url = req.url;
-        let job = self.job;
+        let job = self.stream.job;
         let sent = match &job.delta.vql {
             None => job.client.get(url).await,
-            Some(_) => {
-                let first = self.vql_first.as_ref().filter(|(u, _)| u == url).map(|(_, q)| q);
-                job.client.query(url, first).await
-            }
+            Some(_) => job.client.query(url, self.window.query_for(url)).await,
         };
         let reply = match sent {
             Ok(reply) => reply,
-            Err(e) => return self.fetch_failed(req, e).await,
+            Err(e) => return self.stream.fetch_failed(req, e).await,
         };
-        self.note_clock(&reply.meta);
+        self.stream.note_clock(&reply.meta);
         if reply.status.is_success() {
-            return self.land(req, reply).await;
+            let Loop {
+                stream,
+                slots,
+                window,
+                commit,
+            } = self;
+            return commit.land(stream, slots, window, req, reply).await;
         }
+        let stream = &mut self.stream;
         let meta = reply.meta.clone();
         let vendor = match job.policy.dialect {
             crate::config::Dialect::Generic => None,
             dialect => dialect::in_error_body(dialect, &reply.error_body(ERROR_BODY_CAP).await),
         };
         match classify(meta.status, vendor, job.client.renewable(), url) {
-            Verdict::Throttled => self.throttled(req, &meta, None).await,
-            Verdict::Vendor(error) => self.vendor_error(req, &meta, error).await,
-            Verdict::Retry(reason) => self.retry_later(req, reason, meta.execution_id).await,
+            Verdict::Throttled => stream.throttled(req, &meta, None).await,
+            Verdict::Vendor(error) => stream.vendor_error(req, &meta, error).await,
+            Verdict::Retry(reason) => stream.retry_later(req, reason, meta.execution_id).await,
             Verdict::Renew(reason) => Ok(Attempt::Renew {
                 refused: meta.credential_generation,
                 reason,
             }),
-            Verdict::Refused(detail) => self.refused(req, &meta, None, detail).await,
+            Verdict::Refused(detail) => stream.refused(req, &meta, None, detail).await,
             Verdict::Failed(reason) => {
-                self.failed(req, Some(&meta), None, reason.clone()).await?;
-                Err(self.rejected(reason))
+                stream.failed(req, Some(&meta), None, reason.clone()).await?;
+                Err(stream.rejected(reason))
             }
         }
     }
-}
-
-/// A 2xx response whose body is in a temp file, before it is committed.
-struct Received {
-    url: Url,
-    /// Where the body came from after same-origin redirects.
-    page_url: Url,
-    status: u16,
-    links: Vec<String>,
-    quota_headers: std::collections::BTreeMap<String, String>,
-    execution_id: Option<String>,
-    request_id: String,
-    attempt: u32,
-}
-
-/// A page made durable.
-struct CommittedPage {
-    next: Option<Url>,
-    cursor: Cursor,
-    records: u64,
-    replayed: bool,
 }
 
 /// What an exhausted budget was spent on: it decides the exit code.

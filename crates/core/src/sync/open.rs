@@ -2,7 +2,11 @@
 //! cross-host lock), state written under old names moved, and its cursor
 //! and landing stores opened, with a torn manifest tail recovered.
 
+use super::commit::PageCommit;
 use super::events::{self, RunLockTakenOver};
+use super::slots::Slots;
+use super::stream::Stream;
+use super::window::Window;
 use super::{recover, FencedLock, Loop, StreamJob, StreamReport, SyncError};
 use crate::config::PayloadFormat;
 use crate::store::{roll_forward, CursorStore, RunLock};
@@ -81,18 +85,9 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
         ..StreamReport::default()
     };
     Ok(Loop {
-        job,
-        name,
-        run_id,
-        cursors,
-        landing,
-        report,
-        requests: 0,
-        fenced,
-        holding: None,
-        booked: None,
-        skew_warned: false,
-        window_end: None,
-        vql_first: None,
+        stream: Stream::new(job, name, report),
+        slots: Slots::new(fenced),
+        window: Window::default(),
+        commit: PageCommit::new(cursors, landing),
     })
 }

@@ -18,8 +18,13 @@ use reqwest::Url;
 
 use super::events::RequestFailed;
 use super::request::Request;
-use super::{Loop, SyncError};
+use super::session;
+use super::slots::{self, Slots};
+use super::stream::Stream;
+use super::SyncError;
 use crate::config::DateWindow;
+use crate::edc::paging;
+use crate::edc::vql::VqlSelect;
 use crate::store::Cursor;
 use quota_pacer::Pacer;
 
@@ -94,29 +99,104 @@ pub fn plan(
     }
 }
 
-impl<P: Pacer> Loop<'_, P> {
+/// The window a stream is paging: where its first page is, its fixed end
+/// (a date window), and the query of a VQL delta's first page.
+#[derive(Default)]
+pub(super) struct Window {
+    /// The fixed end of the date window this run is paging, if any.
+    end: Option<String>,
+    /// A VQL delta: the first page's URL and the query it is POSTed with
+    /// (next pages are POSTs with no body).
+    vql_first: Option<(Url, VqlSelect)>,
+}
+
+impl Window {
+    /// The fixed end of the date window in progress, if any.
+    pub fn end(&self) -> Option<&str> {
+        self.end.as_deref()
+    }
+
+    /// The query to POST to `url`: the VQL delta's, on its first page only.
+    pub fn query_for(&self, url: &Url) -> Option<&VqlSelect> {
+        self.vql_first.as_ref().filter(|(u, _)| u == url).map(|(_, q)| q)
+    }
+
+    /// The URL to fetch first: the page a previous run was on, or the first
+    /// page of a new window from the cursor; `None` when a date window has
+    /// nothing to ask for yet.
+    pub async fn start_url<P: Pacer>(
+        &mut self,
+        stream: &mut Stream<'_, P>,
+        slots: &mut Slots<P>,
+        cursor: &Cursor,
+    ) -> Result<Option<Url>, SyncError> {
+        let job = stream.job;
+        if let Some(next) = cursor.next_page() {
+            self.end = cursor.window_end().map(str::to_string);
+            let url = job.client.resolve(job.client.base(), next);
+            return url.map(Some).map_err(|e| stream.rejected(e.to_string()));
+        }
+        if let Some(vql) = &job.delta.vql {
+            let start = cursor.window_start().unwrap_or(&vql.initial_cursor);
+            let select =
+                VqlSelect::new(&vql.select, start, job.delta.page_size).map_err(|e| stream.rejected(e))?;
+            let path = job
+                .delta
+                .path
+                .fill(&job.identity)
+                .map_err(|e| stream.rejected(e.to_string()))?;
+            let url = job
+                .client
+                .origin()
+                .endpoint(job.client.base(), &path)
+                .map_err(|e| stream.rejected(e.to_string()))?;
+            self.vql_first = Some((url.clone(), select));
+            return Ok(Some(url));
+        }
+        let (start, end) = match &job.delta.window {
+            Some(window) => match self.plan(stream, slots, window, cursor).await? {
+                Some((start, end)) => (start, Some(end)),
+                None => return Ok(None),
+            },
+            None => (cursor.window_start().map(str::to_string), None),
+        };
+        self.end = end;
+        paging::first_page(
+            job.client.origin(),
+            job.client.base(),
+            &job.delta,
+            &job.spec,
+            &job.identity,
+            start.as_deref(),
+            self.end.as_deref(),
+        )
+        .map(Some)
+        .map_err(|e| stream.rejected(e.to_string()))
+    }
+
     /// Plans this run's window: `Some((start, end))` to fetch, `None` when
     /// there is nothing to ask for yet. The end is measured on the server's
     /// clock: a Vault login shows it; otherwise one paced HEAD of the
     /// endpoint does, before anything is fetched.
-    pub(super) async fn plan_window(
+    async fn plan<P: Pacer>(
         &mut self,
+        stream: &mut Stream<'_, P>,
+        slots: &mut Slots<P>,
         window: &DateWindow,
         cursor: &Cursor,
     ) -> Result<Option<(Option<String>, String)>, SyncError> {
-        let job = self.job;
+        let job = stream.job;
         let path = job
             .delta
             .path
             .fill(&job.identity)
-            .map_err(|e| self.rejected(e.to_string()))?;
+            .map_err(|e| stream.rejected(e.to_string()))?;
         let endpoint: Url = job
             .client
             .origin()
             .endpoint(job.client.base(), &path)
-            .map_err(|e| self.rejected(e.to_string()))?;
-        self.requests += 1;
-        let request_id = format!("{}:{}:{}", self.run_id, self.name, self.requests);
+            .map_err(|e| stream.rejected(e.to_string()))?;
+        let request_id = stream.next_request_id();
         let req = Request {
             url: &endpoint,
             cursor,
@@ -124,24 +204,24 @@ impl<P: Pacer> Loop<'_, P> {
             attempt: 1,
             budget: 1,
         };
-        self.ensure_credential(&req).await?;
+        session::ensure(stream, slots, &req).await?;
         if !job.client.server_clock_known() {
-            let permit = self.permit(&req).await?;
+            let permit = slots::permit(stream, &req).await?;
             let probe = job.client.head(&endpoint).await;
             permit.release();
             if let Err(e) = probe {
-                tracing::warn!(stream = %self.name, "reading the server's clock with HEAD {endpoint}: {e}");
+                tracing::warn!(stream = %stream.name, "reading the server's clock with HEAD {endpoint}: {e}");
             }
         }
         if !job.client.server_clock_known() {
             tracing::warn!(
-                stream = %self.name,
+                stream = %stream.name,
                 "the EDC sent no Date header: the window's end is measured on this host's clock"
             );
         }
         let until = job.options.until.as_deref();
         let planned = plan(window, cursor.window_start(), until, job.client.server_now())
-            .map_err(|e| self.rejected(e))?;
+            .map_err(|e| stream.rejected(e))?;
         match planned {
             Plan::Fetch { start, end } => Ok(Some((start, end))),
             Plan::UpToDate { .. } => Ok(None),
@@ -153,7 +233,7 @@ impl<P: Pacer> Loop<'_, P> {
                      stream's cursor file to continue from the oldest servable instant"
                 );
                 let failed = RequestFailed {
-                    stream: self.name.clone(),
+                    stream: stream.name.clone(),
                     request_id,
                     attempt: 1,
                     url: endpoint.to_string(),
@@ -161,7 +241,7 @@ impl<P: Pacer> Loop<'_, P> {
                     ..RequestFailed::default()
                 };
                 job.audit.record(failed).await?;
-                Err(self.rejected(reason))
+                Err(stream.rejected(reason))
             }
         }
     }

@@ -1,4 +1,4 @@
-//! A page checked while it streams in (issue 13, item 3): every chunk the
+//! A page checked while it streams in: every chunk the
 //! client reads goes to SHA-256, to the temp file and here, once, so the
 //! temp file is never read back.
 //!

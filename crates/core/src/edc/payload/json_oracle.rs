@@ -1,4 +1,4 @@
-//! The page validator as it was before issue 13 (item 3): serde_json
+//! The page validator as it was before the push lexer: serde_json
 //! walking the document, strings decoded, keys checked with a set. Kept,
 //! for tests only, as the oracle the push lexer (`json.rs`) is compared
 //! with on every document the tests and the property tests generate.

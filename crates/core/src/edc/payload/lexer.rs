@@ -1,6 +1,6 @@
 //! A push JSON lexer: the page is validated chunk by chunk as it streams
 //! in, from the same buffers SHA-256 reads, so nothing is read back from
-//! the temp file (issue 13, item 3).
+//! the temp file.
 //!
 //! It is strict where parsers disagree (RFC 8259 plus what the page
 //! validator has always refused): invalid UTF-8, control characters in

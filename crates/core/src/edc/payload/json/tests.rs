@@ -81,7 +81,7 @@ fn the_vault_envelope_is_read_and_a_failure_needs_no_records() {
     assert!(run(r#"{"responseStatus":"SUCCESS"}"#).is_err());
 }
 
-/// Issue 12: what a lenient parser accepts but a downstream parser may
+/// What a lenient parser accepts but a downstream parser may
 /// read differently must never be committed.
 #[test]
 fn duplicate_keys_invalid_utf8_and_lone_surrogates_are_refused() {

@@ -1,23 +1,78 @@
-//! The waits of the page loop, each audited before it starts (invariant 3):
-//! a throttle (429/503, or a vendor's limit reported in the body) with its
-//! shared pause on the quota, the deterministic backoff after a 5xx or a
-//! transport error, and the vendor burst floor. Also where the server's
-//! clock is compared with ours.
+//! One stream as its audit lines and its report see it: who it is in
+//! this run, what it has done so far, and every way an attempt ends
+//! without a commit, each audited before it acts (invariant 3): a throttle
+//! (429/503, or a vendor's limit reported in a body) with its shared pause
+//! on the quota, the deterministic backoff after a 5xx or a transport
+//! error, the vendor burst floor, a budget spent (`quota_exhausted`, 75 or
+//! 69), a credential refused (77), or a request that ends the stream
+//! (`request_failed`). Also where the server's clock is compared with ours.
 
 use std::time::Duration;
 
-use super::events::{RateLimited, RetryScheduled, VendorBurstLow};
+use reqwest::Url;
+
+use super::events::{QuotaExhausted, RateLimited, RequestFailed, RetryScheduled, VendorBurstLow};
 use super::request::Request;
-use super::{Attempt, Loop, Spent, SyncError, Wait, WaitKind, MAX_BACKOFF};
-use crate::audit::now_rfc3339;
-use crate::edc::dialect::VendorError;
-use crate::edc::ResponseMeta;
+use super::{Attempt, Spent, StreamJob, StreamReport, SyncError, Wait, WaitKind, MAX_BACKOFF};
+use crate::audit::{now_rfc3339, RunId};
+use crate::edc::dialect::{VendorError, VendorErrorKind};
+use crate::edc::{FetchError, ResponseMeta};
+use crate::store::{Cursor, StoreError};
 use quota_pacer::retry_after::{self, RetryAfter, RetryAfterSource};
 use quota_pacer::Pacer;
 
-impl<P: Pacer> Loop<'_, P> {
+/// A stream in this run: its job, its name and run, its report so far,
+/// and the requests it has numbered.
+pub(super) struct Stream<'a, P: Pacer> {
+    pub job: &'a StreamJob<P>,
+    pub name: String,
+    pub run_id: RunId,
+    pub report: StreamReport,
+    /// Requests numbered so far (`<run_id>:<stream>:<n>`).
+    requests: u64,
+    /// A clock-skew warning was logged for this stream already.
+    skew_warned: bool,
+}
+
+impl<'a, P: Pacer> Stream<'a, P> {
+    pub fn new(job: &'a StreamJob<P>, name: String, report: StreamReport) -> Stream<'a, P> {
+        Stream {
+            job,
+            name,
+            run_id: job.audit.run_id().clone(),
+            report,
+            requests: 0,
+            skew_warned: false,
+        }
+    }
+
+    /// Numbers the next request: `<run_id>:<stream>:<n>`, on every audit
+    /// line about it.
+    pub fn next_request_id(&mut self) -> String {
+        self.requests += 1;
+        self.request_id()
+    }
+
+    /// The id of the last request numbered.
+    pub fn request_id(&self) -> String {
+        format!("{}:{}:{}", self.run_id, self.name, self.requests)
+    }
+
+    /// How many requests have been numbered (temp file names use it).
+    pub fn requests(&self) -> u64 {
+        self.requests
+    }
+
+    /// The stream stops on a request it must not retry (65).
+    pub fn rejected(&self, reason: String) -> SyncError {
+        SyncError::Rejected {
+            stream: self.name.clone(),
+            reason,
+        }
+    }
+
     /// Sleeps `wait`, unless a stop is requested first.
-    pub(super) async fn sleep(&self, wait: Duration) -> Result<(), SyncError> {
+    pub async fn sleep(&self, wait: Duration) -> Result<(), SyncError> {
         tokio::select! {
             _ = tokio::time::sleep(wait) => Ok(()),
             _ = self.job.options.interrupt.wait() => Err(SyncError::Interrupted { stream: self.name.clone() }),
@@ -25,14 +80,14 @@ impl<P: Pacer> Loop<'_, P> {
     }
 
     /// Deterministic backoff: the rate's interval doubled per attempt.
-    pub(super) fn backoff(&self, attempt: u32) -> Duration {
+    pub fn backoff(&self, attempt: u32) -> Duration {
         let base = self.job.policy.rate.interval();
         let cap = MAX_BACKOFF.min(self.job.policy.max_wait);
         base.saturating_mul(1u32 << (attempt - 1).min(16)).min(cap)
     }
 
     /// 5xx, transport error, truncated body: audit, then back off.
-    pub(super) async fn retry_later(
+    pub async fn retry_later(
         &mut self,
         req: &Request<'_>,
         reason: String,
@@ -70,7 +125,7 @@ impl<P: Pacer> Loop<'_, P> {
     /// An HTTP-date `Retry-After` is measured against the response's own
     /// `Date` when it has one, so a host whose clock is minutes off still
     /// waits exactly the interval the server asked for.
-    pub(super) async fn throttled(
+    pub async fn throttled(
         &mut self,
         req: &Request<'_>,
         meta: &ResponseMeta,
@@ -149,7 +204,7 @@ impl<P: Pacer> Loop<'_, P> {
     /// Keeps the server-vs-local clock difference for metrics, and warns
     /// once per stream when it exceeds `clock_skew_warn_s`: a pacer on a
     /// drifting clock trips the remote limit while looking compliant.
-    pub(super) fn note_clock(&mut self, meta: &ResponseMeta) {
+    pub fn note_clock(&mut self, meta: &ResponseMeta) {
         let Some(skew) = meta.clock_skew_s() else { return };
         self.report.clock_skew_s = Some(skew);
         let bound = self.job.policy.clock_skew_warn.as_secs_f64();
@@ -169,7 +224,7 @@ impl<P: Pacer> Loop<'_, P> {
     /// Vault delays responses instead of answering 429 once its burst is
     /// spent: below the floor, slow the whole quota to the pace that spends
     /// no more than the burst limit per five-minute window.
-    pub(super) async fn vendor_burst(
+    pub async fn vendor_burst(
         &mut self,
         request_id: &str,
         headers: &std::collections::BTreeMap<String, String>,
@@ -206,5 +261,141 @@ impl<P: Pacer> Loop<'_, P> {
             seconds: pause.as_secs_f64(),
         });
         Ok(())
+    }
+
+    pub async fn exhausted<T>(
+        &mut self,
+        url: &Url,
+        attempts: u32,
+        reason: String,
+        cursor: &Cursor,
+        spent: Spent,
+    ) -> Result<T, SyncError> {
+        let event = QuotaExhausted {
+            stream: self.name.clone(),
+            request_id: self.request_id(),
+            attempts,
+            url: url.to_string(),
+            reason: reason.clone(),
+            cursor: cursor.to_json(),
+        };
+        self.job.audit.record(event).await?;
+        Err(match spent {
+            Spent::Unreachable => SyncError::Unreachable {
+                stream: self.name.clone(),
+                attempts,
+                detail: reason,
+            },
+            Spent::Quota => SyncError::Exhausted {
+                stream: self.name.clone(),
+                reason,
+            },
+        })
+    }
+
+    pub async fn fetch_failed(&mut self, req: &Request<'_>, e: FetchError) -> Result<Attempt, SyncError> {
+        let Request {
+            url,
+            cursor,
+            attempt,
+            budget,
+            ..
+        } = *req;
+        if e.is_transient() {
+            if attempt >= budget {
+                let reason = format!("{e} (attempt {attempt} of {budget})");
+                return self
+                    .exhausted(url, attempt, reason, cursor, Spent::Unreachable)
+                    .await;
+            }
+            return self.retry_later(req, e.to_string(), None).await;
+        }
+        if let FetchError::Sink { .. } = e {
+            let error = std::io::Error::other(e.to_string());
+            return Err(StoreError::Io {
+                path: self.report.landing_dir.clone(),
+                op: "write a page into",
+                error,
+            }
+            .into());
+        }
+        self.failed(req, None, None, e.to_string()).await?;
+        Err(self.rejected(e.to_string()))
+    }
+
+    /// A `request_failed` line for a request that ends the stream; `meta`
+    /// when a response came back (its status and Vault execution id).
+    pub async fn failed(
+        &mut self,
+        req: &Request<'_>,
+        meta: Option<&ResponseMeta>,
+        vendor_error: Option<VendorError>,
+        reason: String,
+    ) -> Result<(), SyncError> {
+        let Request {
+            url,
+            id: request_id,
+            attempt,
+            ..
+        } = *req;
+        let event = RequestFailed {
+            stream: self.name.clone(),
+            request_id: request_id.to_string(),
+            attempt,
+            url: url.to_string(),
+            status: meta.map(|m| m.status.as_u16()),
+            reason,
+            vendor_error,
+            vendor_execution_id: meta.and_then(|m| m.execution_id.clone()),
+            ..RequestFailed::default()
+        };
+        self.job.audit.record(event).await?;
+        Ok(())
+    }
+
+    /// Acts on `error`, which came with the response `meta`.
+    pub async fn vendor_error(
+        &mut self,
+        req: &Request<'_>,
+        meta: &ResponseMeta,
+        error: VendorError,
+    ) -> Result<Attempt, SyncError> {
+        let Request { url, .. } = *req;
+        match error.kind {
+            VendorErrorKind::InvalidSession if self.job.client.renewable() => Ok(Attempt::Renew {
+                refused: meta.credential_generation,
+                reason: format!("HTTP {} with {error}", meta.status.as_u16()),
+            }),
+            VendorErrorKind::Throttled => self.throttled(req, meta, Some(error)).await,
+            VendorErrorKind::Permission | VendorErrorKind::InvalidSession => {
+                let detail = format!("GET {url} answered HTTP {} with {error}", meta.status.as_u16());
+                self.refused(req, meta, Some(error), detail).await
+            }
+            VendorErrorKind::Other => {
+                let reason = format!(
+                    "GET {url} answered HTTP {} with the vendor error {error}; nothing was committed",
+                    meta.status.as_u16()
+                );
+                self.failed(req, Some(meta), Some(error), reason.clone()).await?;
+                Err(self.rejected(reason))
+            }
+        }
+    }
+
+    /// The EDC refused the credential or its privileges: audit, exit 77
+    /// naming the variables of the scheme in use.
+    pub async fn refused(
+        &mut self,
+        req: &Request<'_>,
+        meta: &ResponseMeta,
+        vendor: Option<VendorError>,
+        detail: String,
+    ) -> Result<Attempt, SyncError> {
+        self.failed(req, Some(meta), vendor, detail.clone()).await?;
+        Err(SyncError::Permission {
+            stream: self.name.clone(),
+            detail,
+            hint: self.job.policy.auth.hint(),
+        })
     }
 }

@@ -1,0 +1,134 @@
+//! A stream's place in its quota: the permit of the request in flight, the
+//! next page's slot booked ahead, and (with Redis) the fenced cross-host
+//! run lock that every commit proves in the same pacer call that hands the
+//! page's slot on (invariant 4: one call a request).
+
+use super::request::Request;
+use super::stream::Stream;
+use super::{FencedLock, Spent, StreamJob, SyncError};
+use quota_pacer::{AcquireError, Booking, HandOver, Pacer, Permit};
+
+pub(super) struct Slots<P: Pacer> {
+    /// The permit of the request in flight, until its page is committed
+    /// (which hands its slot on) or the attempt ends.
+    holding: Option<Permit<P>>,
+    /// The next page's slot and token, booked by the call that proved the
+    /// run lock for the previous page's commit.
+    booked: Option<Booking<P>>,
+    fenced: Option<FencedLock>,
+}
+
+impl<P: Pacer> Slots<P> {
+    pub fn new(fenced: Option<FencedLock>) -> Slots<P> {
+        Slots {
+            holding: None,
+            booked: None,
+            fenced,
+        }
+    }
+
+    /// Holds a slot for the request `req`: the one booked by the previous
+    /// page's commit, or one asked for now.
+    pub async fn hold(&mut self, stream: &mut Stream<'_, P>, req: &Request<'_>) -> Result<(), SyncError> {
+        let permit = match self.booked.take() {
+            Some(booking) => ready(stream, booking).await?,
+            None => permit(stream, req).await?,
+        };
+        self.holding = Some(permit);
+        Ok(())
+    }
+
+    /// Gives the held slot back (the attempt did not commit, or it did and
+    /// the commit already handed the slot on).
+    pub fn release_held(&mut self) {
+        if let Some(permit) = self.holding.take() {
+            permit.release();
+        }
+    }
+
+    /// Gives a slot booked ahead back: a login must not wait for a slot
+    /// this stream itself holds.
+    pub fn drop_booking(&mut self) {
+        self.booked = None;
+    }
+
+    /// With a cross-host run lock: proves it is still this run's, right
+    /// before the cursor moves, in the call that gives the page's slot
+    /// back and (with `book_next`) books the next page. Blocking.
+    pub fn prove_lock(&mut self, job: &StreamJob<P>, stream: &str, book_next: bool) -> Result<(), SyncError> {
+        let Some(fenced) = &self.fenced else {
+            return Ok(());
+        };
+        let lost = || SyncError::LockLost {
+            stream: stream.to_string(),
+            fence: fenced.fence(),
+        };
+        if fenced.is_lost() {
+            return Err(lost());
+        }
+        let current = self.holding.take();
+        let handed = tokio::runtime::Handle::current().block_on(job.limiter.hand_over(
+            current,
+            &fenced.run_fence(),
+            book_next,
+        ))?;
+        match handed {
+            HandOver::Held(booked) => {
+                self.booked = booked;
+                Ok(())
+            }
+            HandOver::Lost => {
+                fenced.mark_lost();
+                Err(lost())
+            }
+        }
+    }
+
+    /// The end of the stream: a booking the loop did not use goes back with
+    /// any other lease this stream gave back, in one call, before the run
+    /// lock is let go.
+    pub async fn finish(mut self, job: &StreamJob<P>, stream: &str) {
+        self.booked = None;
+        self.holding = None;
+        if let Err(e) = job.limiter.flush().await {
+            tracing::warn!(stream, error = %e, "giving back concurrency leases failed; they expire by their TTL");
+        }
+        if let Some(fenced) = self.fenced.take() {
+            fenced.release().await;
+        }
+    }
+}
+
+/// A slot in the quota, or why there is none: a stop request, or a slot
+/// further away than `max_wait_s` (audited, exit 75).
+pub(super) async fn permit<P: Pacer>(
+    stream: &mut Stream<'_, P>,
+    req: &Request<'_>,
+) -> Result<Permit<P>, SyncError> {
+    let Request {
+        url, cursor, attempt, ..
+    } = *req;
+    let job = stream.job;
+    let acquired = tokio::select! {
+        acquired = job.limiter.acquire() => acquired,
+        _ = job.options.interrupt.wait() => return Err(SyncError::Interrupted { stream: stream.name.clone() }),
+    };
+    match acquired {
+        Ok(p) => Ok(p),
+        Err(AcquireError::WaitTooLong { wait, horizon, .. }) => {
+            let reason = format!("the quota's next slot is {wait:?} away, beyond max_wait_s ({horizon:?})");
+            stream.exhausted(url, attempt, reason, cursor, Spent::Quota).await
+        }
+        Err(AcquireError::Pacer(e)) => Err(e.into()),
+        // The stream's quota was formed before the run started.
+        Err(AcquireError::Quota(e)) => Err(stream.rejected(e.to_string())),
+    }
+}
+
+/// The booked slot's instant, unless a stop is requested first.
+async fn ready<P: Pacer>(stream: &Stream<'_, P>, booking: Booking<P>) -> Result<Permit<P>, SyncError> {
+    tokio::select! {
+        permit = booking.ready() => Ok(permit),
+        _ = stream.job.options.interrupt.wait() => Err(SyncError::Interrupted { stream: stream.name.clone() }),
+    }
+}
