@@ -43,7 +43,11 @@ fn the_crate_graph_is_the_floor_plan() {
     let ours: BTreeSet<&str> = FLOOR_PLAN.iter().map(|(name, _)| *name).collect();
     let mut found: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut current = String::new();
-    for line in String::from_utf8(out.stdout).unwrap().lines() {
+    for line in String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| l.len() > 1)
+    {
         let name = line[1..]
             .split_whitespace()
             .next()
