@@ -10,17 +10,19 @@
 //! Giving back costs no round trip of its own: the lease id waits in the
 //! limiter and rides on the next [`Ask`] this limiter sends (normally the
 //! next request's, a few milliseconds later). If none is sent within
-//! [`LINGER`], a background task sends the give-back alone, so a slot is
-//! never held for another process longer than that.
+//! [`LINGER`], the limiter's one background task sends the give-back
+//! alone, so a slot is never held for another process longer than that.
+//! The same task renews every held lease each third of its TTL: a request
+//! costs no task of its own, so a page costs no thread hand-off here.
 //! [`Limiter::hand_over`] goes one step further for a run that pages: the
 //! finished request's lease, the proof of the caller's [`Fence`] and the next
 //! request's booking travel in one call.
 
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, Once, Weak};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio::task::JoinHandle;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use super::{Answer, Ask, Fence, Pacer, PacerError, Quota};
 
@@ -67,6 +69,21 @@ struct Shared<P: Pacer> {
     quota: Quota,
     /// Leases given back and not yet told to the pacer.
     returned: Mutex<Vec<u64>>,
+    /// Leases of the permits alive now, which the keeper renews.
+    held: Mutex<BTreeSet<u64>>,
+    /// Wakes the keeper: a lease was given back (or the limiter is gone).
+    /// Outside `Shared`'s own `Arc`, so the waiting keeper keeps nothing
+    /// alive.
+    wake: Arc<Notify>,
+    /// The keeper is started once, by the first permit, on its runtime.
+    keeper: Once,
+}
+
+impl<P: Pacer> Drop for Shared<P> {
+    fn drop(&mut self) {
+        // The keeper wakes, finds the limiter gone, and ends.
+        self.wake.notify_one();
+    }
 }
 
 impl<P: Pacer> Shared<P> {
@@ -75,6 +92,20 @@ impl<P: Pacer> Shared<P> {
         self.returned
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, BTreeSet<u64>> {
+        // An insert or remove cannot be left half done by a panic.
+        self.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Starts the keeper on the current runtime, once.
+    fn start_keeper(self: &Arc<Self>) {
+        self.keeper.call_once(|| {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(keep(Arc::downgrade(self), self.wake.clone()));
+            }
+        });
     }
 
     /// The given-back leases, to carry on the next call.
@@ -88,23 +119,12 @@ impl<P: Pacer> Shared<P> {
         self.returned().extend(ids);
     }
 
-    /// Queues lease `id` for the next call, and makes sure one is sent
-    /// within [`LINGER`] even if no request follows.
-    fn give_back(self: &Arc<Self>, id: u64) {
-        let first = {
-            let mut returned = self.returned();
-            returned.push(id);
-            returned.len() == 1
-        };
-        if let (true, Ok(runtime)) = (first, tokio::runtime::Handle::try_current()) {
-            let shared = self.clone();
-            runtime.spawn(async move {
-                tokio::time::sleep(LINGER).await;
-                if let Err(e) = shared.flush().await {
-                    tracing::warn!(quota = shared.quota.key(), error = %e, "giving back concurrency leases failed; they expire by their TTL");
-                }
-            });
-        }
+    /// Queues lease `id` for the next call; the keeper sends it within
+    /// [`LINGER`] if no request follows.
+    fn give_back(&self, id: u64) {
+        self.held().remove(&id);
+        self.returned().push(id);
+        self.wake.notify_one();
     }
 
     async fn flush(&self) -> Result<(), PacerError> {
@@ -140,6 +160,9 @@ impl<P: Pacer> Limiter<P> {
                 pacer,
                 quota,
                 returned: Mutex::new(Vec::new()),
+                held: Mutex::new(BTreeSet::new()),
+                wake: Arc::new(Notify::new()),
+                keeper: Once::new(),
             }),
             local_slots: Arc::new(Semaphore::new(slots)),
         }
@@ -229,8 +252,10 @@ impl<P: Pacer> Limiter<P> {
         let mut returned = self.shared.take_returned();
         let slot = match current {
             Some(mut permit) => {
-                permit.renewer.abort();
-                returned.extend(permit.lease_id.take());
+                if let Some(id) = permit.lease_id.take() {
+                    self.shared.held().remove(&id);
+                    returned.push(id);
+                }
                 permit.slot.take()
             }
             None => None,
@@ -276,12 +301,12 @@ impl<P: Pacer> Limiter<P> {
         wait: Duration,
         started: Instant,
     ) -> Booking<P> {
-        let renewer = tokio::spawn(renew_until_aborted(self.shared.clone(), lease));
+        self.shared.held().insert(lease);
+        self.shared.start_keeper();
         Booking {
             permit: Permit {
                 shared: self.shared.clone(),
                 lease_id: Some(lease),
-                renewer,
                 slot: Some(slot),
                 booked_at_us: at_us,
                 waited: Duration::ZERO,
@@ -300,20 +325,48 @@ impl<P: Pacer> Limiter<P> {
     }
 }
 
-async fn renew_until_aborted<P: Pacer>(shared: Arc<Shared<P>>, id: u64) {
-    let quota = &shared.quota;
-    let every = quota.lease_ttl() / 3;
+/// The limiter's one background task: sends given-back leases that no
+/// request carried within [`LINGER`], and renews every held lease each
+/// third of its TTL. Ends when the limiter is gone.
+async fn keep<P: Pacer>(shared: Weak<Shared<P>>, wake: Arc<Notify>) {
+    let Some(every) = shared.upgrade().map(|s| s.quota.lease_ttl() / 3) else {
+        return;
+    };
+    let every = every.max(Duration::from_millis(1));
+    let mut renewal = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    renewal.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::time::sleep(every).await;
+        tokio::select! {
+            _ = wake.notified() => {
+                tokio::time::sleep(LINGER).await;
+                let Some(shared) = shared.upgrade() else { return };
+                if let Err(e) = shared.flush().await {
+                    tracing::warn!(quota = shared.quota.key(), error = %e, "giving back concurrency leases failed; they expire by their TTL");
+                }
+            }
+            _ = renewal.tick() => {
+                let Some(shared) = shared.upgrade() else { return };
+                renew_held(&shared).await;
+            }
+        }
+    }
+}
+
+/// Renews every lease held now; one that had expired is dropped from the
+/// set (its permit's request outlived the TTL: logged).
+async fn renew_held<P: Pacer>(shared: &Shared<P>) {
+    let quota = &shared.quota;
+    let held: Vec<u64> = shared.held().iter().copied().collect();
+    for id in held {
         match shared.pacer.renew(quota, id).await {
             Ok(true) => {}
             Ok(false) => {
+                shared.held().remove(&id);
                 tracing::warn!(
                     quota = quota.key(),
                     lease = id,
                     "concurrency lease expired before renewal"
                 );
-                return;
             }
             Err(e) => tracing::warn!(quota = quota.key(), lease = id, error = %e, "lease renewal failed"),
         }
@@ -346,7 +399,6 @@ impl<P: Pacer> Booking<P> {
 pub struct Permit<P: Pacer> {
     shared: Arc<Shared<P>>,
     lease_id: Option<u64>,
-    renewer: JoinHandle<()>,
     slot: Option<OwnedSemaphorePermit>,
     booked_at_us: i64,
     waited: Duration,
@@ -380,7 +432,6 @@ impl<P: Pacer> Drop for Permit<P> {
     /// Every path gives the lease back the same way: success, error, panic
     /// or cancellation. With no runtime left the lease expires by its TTL.
     fn drop(&mut self) {
-        self.renewer.abort();
         if let Some(id) = self.lease_id.take() {
             self.shared.give_back(id);
         }

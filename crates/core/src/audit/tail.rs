@@ -25,6 +25,9 @@ const MAX_LINE: u64 = 4 * 1024 * 1024;
 /// the torn line itself, plus the acknowledgement torn in its turn.
 const MAX_TORN: usize = 2;
 
+/// How much of the trail's end one read takes: a few lines' worth.
+const TAIL_BLOCK: u64 = 32 * 1024;
+
 /// True when `bytes` is what an interrupted append leaves: a strict prefix
 /// of a compact JSON object that starts as every audit line does. Such a
 /// prefix is valid UTF-8 except for a character cut at the very end, and a
@@ -123,7 +126,12 @@ pub(super) fn inspect(file: &File) -> std::io::Result<Result<Tail, Corrupt>> {
     let mut torn: Vec<Raw> = Vec::new();
     while let Some(last) = lines.pop() {
         let unterminated = !last.terminated;
-        if unterminated || line::parse(&last.bytes).is_err() {
+        let parsed = if unterminated {
+            None
+        } else {
+            line::parse(&last.bytes).ok()
+        };
+        let Some(parsed) = parsed else {
             if !is_torn_prefix(&last.bytes) {
                 return corrupt(format!(
                     "the line at byte {} ({} bytes{}) is not an audit line and not what an interrupted \
@@ -141,7 +149,7 @@ pub(super) fn inspect(file: &File) -> std::io::Result<Result<Tail, Corrupt>> {
             }
             torn.push(last);
             continue;
-        }
+        };
         // The last complete audit line must link to the line before it.
         let expected = match lines.last() {
             Some(before) => sha256_hex(&before.bytes),
@@ -153,7 +161,6 @@ pub(super) fn inspect(file: &File) -> std::io::Result<Result<Tail, Corrupt>> {
                 ))
             }
         };
-        let parsed = line::parse(&last.bytes).map_err(std::io::Error::other)?;
         if parsed.prev_sha256 != expected {
             return corrupt(format!(
                 "its last audit line (at byte {}) does not link to the line before it: the end of the \
@@ -174,28 +181,48 @@ pub(super) fn inspect(file: &File) -> std::io::Result<Result<Tail, Corrupt>> {
 }
 
 /// Up to `n` last lines, oldest first; `None` when a line is too long.
+/// The end of the file is read in one block (grown only when a line is
+/// longer than it), not line by line: an append reads the tail once.
 fn last_lines(file: &File, len: u64, n: usize) -> std::io::Result<Option<Vec<Raw>>> {
-    let mut lines = Vec::new();
-    let mut end = len;
-    while end > 0 && lines.len() < n {
-        let mut last = [0u8; 1];
-        file.read_exact_at(&mut last, end - 1)?;
-        let terminated = last[0] == b'\n';
-        let content_end = if terminated { end - 1 } else { end };
-        let Some(start) = crate::durable::line_start(file, content_end, MAX_LINE)? else {
-            return Ok(None);
-        };
-        let mut bytes = vec![0u8; (content_end - start) as usize];
-        file.read_exact_at(&mut bytes, start)?;
-        lines.push(Raw {
-            offset: start,
-            bytes,
-            terminated,
-        });
-        end = start;
+    let mut block = TAIL_BLOCK.min(len);
+    loop {
+        let from = len - block;
+        let mut buf = vec![0u8; block as usize];
+        file.read_exact_at(&mut buf, from)?;
+        let mut lines = Vec::new();
+        let mut end = buf.len();
+        let mut cut = None;
+        while end > 0 && lines.len() < n {
+            let terminated = buf[end - 1] == b'\n';
+            let content_end = if terminated { end - 1 } else { end };
+            let start = match buf[..content_end].iter().rposition(|b| *b == b'\n') {
+                Some(i) => i + 1,
+                None if from == 0 => 0,
+                None => {
+                    // The block begins inside this line.
+                    cut = Some(content_end as u64);
+                    break;
+                }
+            };
+            if (content_end - start) as u64 > MAX_LINE {
+                return Ok(None);
+            }
+            lines.push(Raw {
+                offset: from + start as u64,
+                bytes: buf[start..content_end].to_vec(),
+                terminated,
+            });
+            end = start;
+        }
+        match cut {
+            None => {
+                lines.reverse();
+                return Ok(Some(lines));
+            }
+            Some(partial) if partial > MAX_LINE => return Ok(None),
+            Some(_) => block = (block * 4).min(len),
+        }
     }
-    lines.reverse();
-    Ok(Some(lines))
 }
 
 #[cfg(test)]

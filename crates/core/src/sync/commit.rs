@@ -114,9 +114,10 @@ impl PageCommit {
 
     /// Makes a checked page durable: landing file (fsync, rename,
     /// directory fsync), manifest line, `page_committed` audit line, and
-    /// last the cursor. Blocking; called once per page.
+    /// last the cursor. The file work blocks this task's thread (no
+    /// hand-off); only the run-lock proof awaits the pacer.
     #[allow(clippy::too_many_arguments)]
-    fn commit_page<P: Pacer>(
+    async fn commit_page<P: Pacer>(
         &mut self,
         stream: &mut Stream<'_, P>,
         window: &Window,
@@ -234,7 +235,7 @@ impl PageCommit {
                     .options
                     .max_pages
                     .is_none_or(|max| stream.report.pages + 1 < max);
-            slots.prove_lock(job, &stream.name, book_next)?;
+            slots.prove_lock(job, &stream.name, book_next).await?;
             let committed =
                 self.cursors
                     .commit(pending, &audited, landed.as_ref(), self.landing.manifest_len())?;
@@ -328,24 +329,24 @@ impl PageCommit {
                 return Err(stream.rejected(reason));
             }
         };
-        // ODM's verdict waits for its parser thread to read the last chunks.
-        let summary = match tokio::task::block_in_place(|| Self::check_page(stream, check)) {
+        // The page's file work is done here, on this task's thread between
+        // two awaits: a few fsyncs that nothing else of this stream could
+        // overlap, and no hand-off to another thread to pay for
+        // (docs/benchmarks.md). ODM's verdict waits for its parser thread
+        // to read the last chunks.
+        let summary = match Self::check_page(stream, check) {
             Ok(summary) => summary,
             Err(NotAPage::Vendor(error)) => {
                 temp.discard();
                 return stream.vendor_error(req, &meta, error).await;
             }
             Err(NotAPage::Invalid(invalid)) => {
-                return Err(tokio::task::block_in_place(|| {
-                    self.quarantine(stream, &page, temp, &digest, invalid)
-                }));
+                return Err(self.quarantine(stream, &page, temp, &digest, invalid));
             }
         };
-        // Everything from here to the cursor is local file work with fsyncs:
-        // one hand-off to a blocking thread for the whole sequence.
-        let committed = tokio::task::block_in_place(|| {
-            self.commit_page(stream, window, slots, &page, cursor, temp, &digest, summary)
-        })?;
+        let committed = self
+            .commit_page(stream, window, slots, &page, cursor, temp, &digest, summary)
+            .await?;
         stream.report.pages += 1;
         stream.report.records += committed.records;
         stream.report.bytes += digest.bytes;

@@ -54,8 +54,13 @@ impl<P: Pacer> Slots<P> {
 
     /// With a cross-host run lock: proves it is still this run's, right
     /// before the cursor moves, in the call that gives the page's slot
-    /// back and (with `book_next`) books the next page. Blocking.
-    pub fn prove_lock(&mut self, job: &StreamJob<P>, stream: &str, book_next: bool) -> Result<(), SyncError> {
+    /// back and (with `book_next`) books the next page.
+    pub async fn prove_lock(
+        &mut self,
+        job: &StreamJob<P>,
+        stream: &str,
+        book_next: bool,
+    ) -> Result<(), SyncError> {
         let Some(fenced) = &self.fenced else {
             return Ok(());
         };
@@ -67,11 +72,10 @@ impl<P: Pacer> Slots<P> {
             return Err(lost());
         }
         let current = self.holding.take();
-        let handed = tokio::runtime::Handle::current().block_on(job.limiter.hand_over(
-            current,
-            &fenced.run_fence(),
-            book_next,
-        ))?;
+        let handed = job
+            .limiter
+            .hand_over(current, &fenced.run_fence(), book_next)
+            .await?;
         match handed {
             HandOver::Held(booked) => {
                 self.booked = booked;
