@@ -267,6 +267,29 @@ impl Crate {
         Crate { files, reexports }
     }
 
+    /// Which file uses which: every path a file names, resolved to the
+    /// file that defines it. A module root re-exporting its children
+    /// (`pub use child::X`) is a door, not a use, and is not counted.
+    fn edges(&self) -> BTreeMap<&PathBuf, BTreeSet<&PathBuf>> {
+        let mut edges: BTreeMap<&PathBuf, BTreeSet<&PathBuf>> = BTreeMap::new();
+        for (module, file) in &self.files {
+            let text = std::fs::read_to_string(file).unwrap();
+            let code: String = code_of(&text)
+                .split(';')
+                .filter(|s| !s.trim().starts_with("pub use "))
+                .collect::<Vec<_>>()
+                .join(";");
+            for path in paths_in(&code) {
+                if let Some(target) = self.resolve(module, &path) {
+                    if target != file {
+                        edges.entry(file).or_default().insert(target);
+                    }
+                }
+            }
+        }
+        edges
+    }
+
     /// The file that defines what `path`, written in a file of module
     /// `from`, names (`super` from `a/b.rs` is `a`, as from `a/b/mod.rs`).
     fn resolve(&self, from: &[String], path: &[String]) -> Option<&PathBuf> {
@@ -318,22 +341,7 @@ fn no_import_circle_between_files() {
     let mut circles = Vec::new();
     for src in crate_sources() {
         let krate = Crate::read(&src);
-        let mut edges: BTreeMap<&PathBuf, BTreeSet<&PathBuf>> = BTreeMap::new();
-        for (module, file) in &krate.files {
-            let text = std::fs::read_to_string(file).unwrap();
-            let code: String = code_of(&text)
-                .split(';')
-                .filter(|s| !s.trim().starts_with("pub use "))
-                .collect::<Vec<_>>()
-                .join(";");
-            for path in paths_in(&code) {
-                if let Some(target) = krate.resolve(module, &path) {
-                    if target != file {
-                        edges.entry(file).or_default().insert(target);
-                    }
-                }
-            }
-        }
+        let edges = krate.edges();
         for scc in strongly_connected(&edges) {
             if scc.len() > 1 {
                 let names: Vec<String> = scc
@@ -425,35 +433,11 @@ fn the_circle_checker_sees_a_circle() {
         target.ends_with("a.rs"),
         "a re-export is followed to its file: {target:?}"
     );
-    let edges: BTreeMap<&PathBuf, BTreeSet<&PathBuf>> = krate
-        .files
-        .iter()
-        .map(|(m, f)| {
-            let code = code_of(&std::fs::read_to_string(f).unwrap());
-            let targets = paths_in(&code)
-                .iter()
-                .filter_map(|p| krate.resolve(m, p))
-                .filter(|t| *t != f)
-                .collect();
-            (f, targets)
-        })
-        .collect();
+    let edges = krate.edges();
     assert!(strongly_connected(&edges).iter().any(|s| s.len() == 3));
     std::fs::write(src.join("c.rs"), "pub struct C;\n").unwrap();
     let krate = Crate::read(src);
-    let edges: BTreeMap<&PathBuf, BTreeSet<&PathBuf>> = krate
-        .files
-        .iter()
-        .map(|(m, f)| {
-            let code = code_of(&std::fs::read_to_string(f).unwrap());
-            let targets = paths_in(&code)
-                .iter()
-                .filter_map(|p| krate.resolve(m, p))
-                .filter(|t| *t != f)
-                .collect();
-            (f, targets)
-        })
-        .collect();
+    let edges = krate.edges();
     assert!(strongly_connected(&edges).iter().all(|s| s.len() == 1));
 }
 

@@ -15,6 +15,25 @@
 //! whole API for a submitter that paces its own requests under an account
 //! and per-key sub-limits; [`retry_after`] turns a server's `Retry-After`
 //! into a wait.
+//!
+//! ```
+//! use std::time::{Duration, SystemTime};
+//! use quota_pacer::{retry_after, Limiter, LocalPacer, Quota, Rate, RetryAfterSource};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // 5 requests a second, bursts of 20, at most 4 in flight.
+//! let rate = Rate::new(5.0, 20).ok_or("bad rate")?;
+//! let quota = Quota::new("vendor-account", rate)?.with_concurrency(4, Duration::from_secs(90));
+//! let limiter = Limiter::new(LocalPacer::new(), quota);
+//! let permit = limiter.acquire().await?;
+//! // ... send one request; on a 429, pause every worker on the quota:
+//! let asked = retry_after::parse(&[b"2"], SystemTime::now(), Duration::from_secs(60));
+//! assert_eq!((asked.wait, asked.source), (Duration::from_secs(2), RetryAfterSource::Seconds));
+//! limiter.pause(asked.wait).await?;
+//! permit.release();
+//! # Ok(()) }
+//! ```
 #![warn(missing_docs)]
 
 mod ask;
