@@ -13,7 +13,7 @@ use reqwest::Url;
 /// Why a URL may not be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OriginError {
-    #[error("base URL {url:?} is not a valid absolute URL: {detail}")]
+    #[error("base URL {url} is not a valid absolute URL: {detail}")]
     BadBase { url: String, detail: String },
     #[error(
         "base URL {url} must use https (http is allowed only for loopback hosts, such as the simulator)"
@@ -48,7 +48,16 @@ impl Origin {
     pub fn of_base(base: &str) -> Result<(Origin, Url), OriginError> {
         // Every message shows the URL without its userinfo: a base URL that
         // carries a credential is refused, and must not be echoed either.
-        let shown = crate::redact::without_userinfo(base.trim());
+        // A value that is not even an http(s) URL is not shown at all: it
+        // is likely another variable's value (the token, after
+        // `base_url_env` and `token_env` were swapped).
+        let trimmed = base.trim();
+        let lower = trimmed.get(..8).unwrap_or(trimmed).to_ascii_lowercase();
+        let shown = if lower.starts_with("http://") || lower.starts_with("https://") {
+            format!("{:?}", crate::redact::without_userinfo(trimmed))
+        } else {
+            "(its value is not shown: it is not an http(s) URL, and may be a secret)".to_string()
+        };
         // Checked on the text, before any parser: a password with `/`, `?`
         // or `#` in it ends the authority early, and the parser then sees
         // no userinfo, a host named after the user and the password in
@@ -191,6 +200,18 @@ mod tests {
                 assert!(!err.contains(secret), "{base}: {err}");
             }
             assert!(err.contains("credentials"), "{base}: {err}");
+        }
+    }
+
+    /// A base URL variable that holds something else (the token, after
+    /// `base_url_env` and `token_env` were swapped) is refused without
+    /// showing its value: it may be a secret.
+    #[test]
+    fn a_base_url_that_is_no_url_is_refused_without_its_value() {
+        for value in ["s3cr3t-T0ken-value", "Bearer abc.def.ghi", "ftp://files.example/x", "abc:def"] {
+            let err = Origin::of_base(value).expect_err(value).to_string();
+            assert!(!err.contains(value), "{value}: {err}");
+            assert!(err.contains("not shown"), "{value}: {err}");
         }
     }
 
