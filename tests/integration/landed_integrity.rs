@@ -276,3 +276,46 @@ async fn state_under_the_old_names_is_migrated_and_resumed() {
         .path(&format!("state/vault_json/-/{old}/-/default.cursor.json"))
         .exists());
 }
+
+/// No state file is opened through a symlink: a stream's lock file planted
+/// as a link to the audit trail would have been truncated and overwritten
+/// with the holder's name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_file_that_is_a_symlink_is_never_followed() {
+    let fx = Fixture::new();
+    let sim = sim_with(RECORDS).await;
+    assert_eq!(fx.run(&sim, AuditOptions::default()).await.0, 0);
+    let lock = fx.path("state/vault_json/-/S1/-/default.lock");
+    let target = fx.path("precious.txt");
+    std::fs::write(&target, "do not truncate\n").unwrap();
+    std::fs::remove_file(&lock).unwrap();
+    std::os::unix::fs::symlink(&target, &lock).unwrap();
+    let requests = sim.requests().len();
+    let (code, message) = fx.run(&sim, AuditOptions::default()).await;
+    assert_eq!(code, 74, "{message}");
+    assert!(
+        message.contains("symbolic link, which is never followed"),
+        "{message}"
+    );
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "do not truncate\n");
+    assert_eq!(sim.requests().len(), requests, "no request was sent");
+}
+
+/// The cursor's temp file is never opened through a symlink either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cursor_temp_file_that_is_a_symlink_is_never_followed() {
+    let fx = Fixture::new();
+    let sim = sim_with(RECORDS).await;
+    let target = fx.path("precious.txt");
+    std::fs::write(&target, "do not overwrite\n").unwrap();
+    let tmp = cursor_file(&fx).with_extension("json.tmp");
+    std::fs::create_dir_all(tmp.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&target, &tmp).unwrap();
+    let (code, message) = fx.run(&sim, AuditOptions::default()).await;
+    assert_eq!(code, 74, "{message}");
+    assert!(
+        message.contains("symbolic link, which is never followed"),
+        "{message}"
+    );
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "do not overwrite\n");
+}

@@ -27,6 +27,25 @@ pub fn line_start(file: &File, end: u64, max: u64) -> io::Result<Option<u64>> {
     Ok(Some(0))
 }
 
+/// Opens `path` with `options`, never through a symbolic link and only as
+/// a regular file: run as root, a link planted in a state or landing
+/// directory would otherwise let a run truncate or overwrite any file
+/// (the audit trail, say). A link is refused with an error that says so.
+pub fn open_no_follow(options: &mut std::fs::OpenOptions, path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = match options.custom_flags(libc::O_NOFOLLOW).open(path) {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(io::Error::other("it is a symbolic link, which is never followed"))
+        }
+        Err(e) => return Err(e),
+    };
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other("it is not a regular file"));
+    }
+    Ok(file)
+}
+
 /// fsyncs the directory holding `path`, so a file created or renamed there
 /// survives a crash (POSIX makes the directory entry durable only then).
 pub fn sync_parent_dir(path: &Path) -> io::Result<()> {

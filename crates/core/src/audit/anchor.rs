@@ -144,7 +144,13 @@ impl ChainHead {
             std::fs::create_dir_all(dir)?;
         }
         let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-        let mut f = File::create(&tmp)?;
+        let mut f = crate::durable::open_no_follow(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true),
+            &tmp,
+        )?;
         f.write_all(
             serde_json::to_string_pretty(self)
                 .map_err(std::io::Error::other)?

@@ -208,7 +208,12 @@ mod tests {
     /// showing its value: it may be a secret.
     #[test]
     fn a_base_url_that_is_no_url_is_refused_without_its_value() {
-        for value in ["s3cr3t-T0ken-value", "Bearer abc.def.ghi", "ftp://files.example/x", "abc:def"] {
+        for value in [
+            "s3cr3t-T0ken-value",
+            "Bearer abc.def.ghi",
+            "ftp://files.example/x",
+            "abc:def",
+        ] {
             let err = Origin::of_base(value).expect_err(value).to_string();
             assert!(!err.contains(value), "{value}: {err}");
             assert!(err.contains("not shown"), "{value}: {err}");

@@ -254,7 +254,9 @@ impl LandingStore {
     /// Starts receiving a page.
     pub fn begin(&self, name: &str) -> Result<LandingTemp, StoreError> {
         let path = self.dir.join(".tmp").join(format!("{name}.part"));
-        let file = File::create(&path).map_err(|e| StoreError::io(&path, "create", e))?;
+        let file =
+            crate::durable::open_no_follow(OpenOptions::new().write(true).create(true).truncate(true), &path)
+                .map_err(|e| StoreError::io(&path, "create", e))?;
         Ok(LandingTemp {
             path,
             writer: BufWriter::with_capacity(256 * 1024, file),
@@ -345,28 +347,11 @@ fn at_line_start(file: &File, at: u64, len: u64) -> bool {
 /// Opens the manifest never through a symlink and only as a regular file
 /// (as root, a link would let a run write anywhere); `None` when absent.
 fn open_manifest(path: &Path, options: &mut OpenOptions) -> Result<Option<File>, StoreError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = match options.custom_flags(libc::O_NOFOLLOW).open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(StoreError::io(
-                path,
-                "open",
-                std::io::Error::other("it is a symbolic link, which is never followed"),
-            ))
-        }
-        Err(e) => return Err(StoreError::io(path, "open", e)),
-    };
-    let meta = file.metadata().map_err(|e| StoreError::io(path, "stat", e))?;
-    if !meta.is_file() {
-        return Err(StoreError::io(
-            path,
-            "open",
-            std::io::Error::other("it is not a regular file"),
-        ));
+    match crate::durable::open_no_follow(options, path) {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(StoreError::io(path, "open", e)),
     }
-    Ok(Some(file))
 }
 
 /// A crash mid-append can leave the manifest's last line without its

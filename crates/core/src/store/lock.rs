@@ -36,13 +36,9 @@ impl RunLock {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| LockError::Store(StoreError::io(dir, "create", e)))?;
         }
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| LockError::Store(StoreError::io(&path, "open", e)))?;
+        let mut file =
+            crate::durable::open_no_follow(OpenOptions::new().read(true).write(true).create(true), &path)
+                .map_err(|e| LockError::Store(StoreError::io(&path, "open", e)))?;
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
