@@ -484,6 +484,20 @@ fn a_dialect_must_fit_the_payload_format() {
     );
 }
 
+/// The bound on a server's clock is a positive number of seconds, no
+/// smaller than the warning threshold.
+#[test]
+fn clock_skew_max_is_bounded_and_above_the_warning() {
+    assert_rejected(
+        &example_with("  clock_skew_max_s: 3600\n", "  clock_skew_max_s: 10\n"),
+        &["veeva_vault.clock_skew_max_s: must be >= clock_skew_warn_s (30); got 10"],
+    );
+    assert_rejected(
+        &example_with("  clock_skew_max_s: 3600\n", "  clock_skew_max_s: 0\n"),
+        &["veeva_vault.clock_skew_max_s: must be > 0"],
+    );
+}
+
 #[test]
 fn check_env_names_the_missing_variable_never_a_value() {
     let dir = tempfile::tempdir().unwrap();

@@ -1041,3 +1041,36 @@ proptest::proptest! {
         drop(sim);
     }
 }
+
+/// A server's clock is evidence only within `clock_skew_max_s`: a `Date`
+/// two days (or thousands of years) ahead stops the stream with 75, naming
+/// both clocks, before a window is planned on it; nothing is committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_clock_beyond_the_bound_stops_the_stream_and_moves_nothing() {
+    for skew in [2 * 86_400i64, 250_000_000_000 - 1_700_000_000] {
+        let fx = Fixture::new();
+        let origin = std::time::SystemTime::now() - std::time::Duration::from_secs(20);
+        let sim = sim(Profile::Vault, 50, &[], |c| {
+            c.clock_skew_s = skew;
+            c.audit_trail = Some(edc_sim::audit_trail::Arrivals {
+                origin,
+                every: std::time::Duration::from_millis(250),
+            })
+        })
+        .await;
+        let out = fx.run("vault_audit", &sim, PASSWORD).await;
+        assert_exit(&out, 75);
+        let err = stderr(&out);
+        assert!(err.contains("clock_skew_max_s"), "skew {skew}: {err}");
+        assert!(err.contains("this host's clock"), "skew {skew}: {err}");
+        assert_eq!(fx.cursor("vault_audit"), serde_json::Value::Null, "skew {skew}");
+        assert!(fx.events("page_committed").is_empty(), "skew {skew}");
+        let failed = fx.events("request_failed");
+        assert!(
+            failed
+                .iter()
+                .any(|l| l["reason"].as_str().unwrap_or("").contains("clock_skew_max_s")),
+            "skew {skew}: the refusal is audited"
+        );
+    }
+}

@@ -320,6 +320,11 @@ pub struct Policy {
     /// and metric): a pacer on a drifting clock trips the remote limit.
     #[serde(rename = "clock_skew_warn_s", serialize_with = "secs")]
     pub clock_skew_warn: Duration,
+    /// A server `Date` further than this from the local clock is not
+    /// evidence: the stream stops (75) before a window end or cursor is
+    /// derived from it.
+    #[serde(rename = "clock_skew_max_s", serialize_with = "secs")]
+    pub clock_skew_max: Duration,
 }
 
 impl Policy {

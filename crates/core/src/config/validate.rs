@@ -25,6 +25,10 @@ const DEFAULT_REQUEST_TIMEOUT_S: f64 = 300.0;
 const DEFAULT_MAX_BODY_BYTES: i64 = 64 * 1024 * 1024;
 /// Seconds of server-vs-local clock difference tolerated without a warning.
 const DEFAULT_CLOCK_SKEW_WARN_S: f64 = 30.0;
+/// A server clock further than this from ours is not taken as evidence:
+/// an hour covers a host or a server with broken NTP for a while, and is
+/// far short of the days or centuries a bad `Date` header can claim.
+const DEFAULT_CLOCK_SKEW_MAX_S: f64 = 3600.0;
 
 /// One token a day.
 const MIN_RATE_PER_SEC: f64 = 1.0 / 86_400.0;
@@ -167,12 +171,13 @@ fn is_identifier(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-const POLICY_KEYS: [&str; 19] = [
+const POLICY_KEYS: [&str; 20] = [
     "base_url_env",
     "token_env",
     "auth",
     "dialect",
     "clock_skew_warn_s",
+    "clock_skew_max_s",
     "sustained_rate_per_sec",
     "burst_capacity",
     "max_retry_attempts",
@@ -278,6 +283,20 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
         DEFAULT_CLOCK_SKEW_WARN_S,
         |p, n| non_negative(report, p, n, MAX_SECONDS),
     );
+    let clock_skew_max_path = f.child("clock_skew_max_s");
+    let clock_skew_max = or_default(
+        f.optional("clock_skew_max_s"),
+        DEFAULT_CLOCK_SKEW_MAX_S,
+        |p, n| positive(report, p, n, MAX_SECONDS),
+    );
+    if let (Some(warn), Some(max)) = (clock_skew_warn, clock_skew_max) {
+        if max < warn {
+            report.add(
+                &clock_skew_max_path,
+                format!("must be >= clock_skew_warn_s ({warn}); got {max}"),
+            );
+        }
+    }
     // A VQL delta is one POSTed query: URL parameters would be silently unused.
     if let (Some(Some(d)), Some(ss)) = (&delta, &streams) {
         if d.vql.is_some() {
@@ -362,6 +381,7 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
         study_limit: study_limit?,
         masked_query_params: masked_query_params?,
         clock_skew_warn: seconds(clock_skew_warn?),
+        clock_skew_max: seconds(clock_skew_max.filter(|max| *max >= clock_skew_warn.unwrap_or(0.0))?),
     })
 }
 

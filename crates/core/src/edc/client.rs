@@ -137,6 +137,13 @@ impl ReadOnlyClient {
         self.clock_seen.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// The server's clock minus ours at the last response with a `Date`, in
+    /// seconds; `None` before any.
+    pub fn server_skew_s(&self) -> Option<f64> {
+        self.server_clock_known()
+            .then(|| self.skew_ms.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1000.0)
+    }
+
     /// The server's clock as last seen: ours, corrected by the skew of the
     /// last response that had a `Date` (ours alone before any response).
     pub fn server_now(&self) -> SystemTime {

@@ -316,6 +316,14 @@ impl<P: Pacer> Loop<'_, P> {
             Err(e) => return self.stream.fetch_failed(req, e).await,
         };
         self.stream.note_clock(&reply.meta);
+        self.stream
+            .trust_clock(
+                req,
+                Some(&reply.meta),
+                reply.meta.clock_skew_s(),
+                reply.meta.server_date,
+            )
+            .await?;
         if reply.status.is_success() {
             let Loop {
                 stream,

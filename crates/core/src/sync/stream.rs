@@ -221,6 +221,36 @@ impl<'a, P: Pacer> Stream<'a, P> {
         }
     }
 
+    /// The server's clock is evidence only within `clock_skew_max_s`: a
+    /// `Date` further from ours (a server at 9999, or two days ahead) would
+    /// move a date window past all data. Beyond the bound the stream stops
+    /// (75, audited, naming both clocks) before anything is derived from it.
+    pub async fn trust_clock(
+        &mut self,
+        req: &Request<'_>,
+        meta: Option<&ResponseMeta>,
+        skew_s: Option<f64>,
+        server_clock: Option<std::time::SystemTime>,
+    ) -> Result<(), SyncError> {
+        let Some(skew) = skew_s else { return Ok(()) };
+        let max = self.job.policy.clock_skew_max.as_secs_f64();
+        if skew.abs() <= max {
+            return Ok(());
+        }
+        let server = server_clock.map_or_else(|| "unreadable".into(), rfc3339_or_range);
+        let reason = format!(
+            "the EDC's clock ({server}) differs from this host's clock ({}) by {skew:+.0} s, more than \
+             clock_skew_max_s ({max} s): it is not taken as evidence for a window or a cursor, and nothing \
+             was committed; check NTP on this host and ask the vendor about the server's clock",
+            now_rfc3339()
+        );
+        self.failed(req, meta, None, reason.clone()).await?;
+        Err(SyncError::Exhausted {
+            stream: self.name.clone(),
+            reason,
+        })
+    }
+
     /// Vault delays responses instead of answering 429 once its burst is
     /// spent: below the floor, slow the whole quota to the pace that spends
     /// no more than the burst limit per five-minute window.
@@ -398,4 +428,17 @@ impl<'a, P: Pacer> Stream<'a, P> {
             hint: self.job.policy.auth.hint(),
         })
     }
+}
+
+/// An instant as RFC 3339, or where it lies when no calendar date of the
+/// `time` crate can hold it; never a panic, whatever a server's `Date` said.
+fn rfc3339_or_range(t: std::time::SystemTime) -> String {
+    let secs = match t.duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
+    };
+    time::OffsetDateTime::from_unix_timestamp(secs)
+        .ok()
+        .and_then(|d| d.format(&time::format_description::well_known::Rfc3339).ok())
+        .unwrap_or_else(|| format!("{secs} s from the Unix epoch"))
 }

@@ -213,6 +213,10 @@ impl Window {
                 tracing::warn!(stream = %stream.name, "reading the server's clock with HEAD {endpoint}: {e}");
             }
         }
+        let server_clock = job.client.server_clock_known().then(|| job.client.server_now());
+        stream
+            .trust_clock(&req, None, job.client.server_skew_s(), server_clock)
+            .await?;
         if !job.client.server_clock_known() {
             tracing::warn!(
                 stream = %stream.name,
