@@ -239,8 +239,8 @@ pub struct SyncArgs {
     /// Pace in this process only, instead of Redis.
     #[arg(long, value_enum)]
     pub pacer: Option<PacerKind>,
-    /// Stop after this many committed pages (progress saved).
-    #[arg(long)]
+    /// Stop after this many committed pages (progress saved); at least 1.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_pages: Option<u64>,
     /// Fetch and validate, but land nothing and move no cursor.
     #[arg(long)]

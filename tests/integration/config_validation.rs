@@ -659,3 +659,73 @@ fn a_secret_variable_of_one_vendor_is_no_other_vendors_url() {
         ],
     );
 }
+
+/// A variable that is set but not valid UTF-8 is named as such, not as
+/// missing (the operator would look for a variable that is there).
+#[test]
+fn a_variable_that_is_not_utf8_is_named_as_such() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rate_limits.yaml");
+    std::fs::write(&path, example_config()).unwrap();
+    let out = support::run_cmd(
+        support::edc_sync()
+            .args([
+                "config",
+                "validate",
+                "--check-env",
+                "--config",
+                path.to_str().unwrap(),
+            ])
+            .env(
+                "VAULT_API_BASE_URL",
+                std::ffi::OsStr::from_bytes(b"http://127.0.0.1:9/\xff"),
+            )
+            .env("VAULT_USERNAME", "svc-edc")
+            .env("VAULT_PASSWORD", "pw"),
+    );
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(
+            "environment variable VAULT_API_BASE_URL (named by veeva_vault.base_url_env) is not valid UTF-8"
+        ),
+        "{}",
+        out.stderr
+    );
+}
+
+/// A UTF-8 byte-order mark at the start of the policy (what some Windows
+/// editors write) is the start of the stream, not a second document.
+#[test]
+fn a_policy_that_starts_with_a_byte_order_mark_validates() {
+    let out = validate(&format!("\u{feff}{}", example_config()));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
+/// `--max-pages 0` would sync nothing and exit 0: a usage error.
+#[test]
+fn max_pages_zero_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = |p: &str| dir.path().join(p).to_str().unwrap().to_string();
+    let (out_dir, state, audit) = (d("landing"), d("state"), d("audit.jsonl"));
+    let out = run(&[
+        "sync",
+        "--vendor",
+        "veeva_vault",
+        "--study",
+        "S1",
+        "--out",
+        &out_dir,
+        "--state",
+        &state,
+        "--audit-log",
+        &audit,
+        "--pacer",
+        "local",
+        "--max-pages",
+        "0",
+    ]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("--max-pages"), "{}", out.stderr);
+    assert!(!dir.path().join("audit.jsonl").exists(), "nothing was written");
+}

@@ -20,12 +20,14 @@ pub use quota_pacer::Rate;
 #[serde(transparent)]
 pub struct EnvVarName(String);
 
-/// The variable a run needs is not set (or not valid Unicode).
+/// The variable a run needs is not set (or is empty), or not valid UTF-8.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("environment variable {name} (named by {key}) is not set")]
+#[error("environment variable {name} (named by {key}) {}", if *.not_unicode { "is not valid UTF-8" } else { "is not set" })]
 pub struct MissingEnv {
     pub name: String,
     pub key: String,
+    /// Set, but not valid UTF-8 (its value is never shown).
+    pub not_unicode: bool,
 }
 
 impl EnvVarName {
@@ -51,9 +53,10 @@ impl EnvVarName {
     pub fn read(&self, key: &str) -> Result<String, MissingEnv> {
         match std::env::var(&self.0) {
             Ok(v) if !v.is_empty() => Ok(v),
-            _ => Err(MissingEnv {
+            other => Err(MissingEnv {
                 name: self.0.clone(),
                 key: key.to_string(),
+                not_unicode: matches!(other, Err(std::env::VarError::NotUnicode(_))),
             }),
         }
     }
