@@ -259,6 +259,12 @@ pub struct SyncArgs {
     /// (without it such a trail stops the run with 65).
     #[arg(long)]
     pub repair_audit: bool,
+    /// Take the audit trail's cursor for a stream whose cursor file
+    /// disagrees with the page_committed line it names, recording what was
+    /// replaced in a state_repaired line (without it such a file stops the
+    /// run with 65, naming it).
+    #[arg(long)]
+    pub repair_state: bool,
     /// A file holding the audit key that signs every run_finished line
     /// (default: the EDC_SYNC_AUDIT_KEY variable, when set). At least 32 bytes.
     #[arg(long, value_name = "FILE")]

@@ -111,6 +111,7 @@ fn spec(args: SyncArgs) -> anyhow::Result<RunSpec> {
         options: SyncOptions {
             max_pages: args.max_pages,
             dry_run: args.dry_run,
+            repair_state: args.repair_state,
             ..SyncOptions::default()
         },
         endpoint: None,

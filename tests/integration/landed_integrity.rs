@@ -319,3 +319,51 @@ async fn a_cursor_temp_file_that_is_a_symlink_is_never_followed() {
     );
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "do not overwrite\n");
 }
+
+/// The trail is the ledger: a cursor file edited by hand (its next page
+/// moved past data it never fetched) disagrees with the `page_committed`
+/// line its receipt names. The next run refuses it (65, naming the file
+/// and both values) before fetching anything; `--repair-state` takes the
+/// trail's cursor, says so in an audit line, and every record lands once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_edited_cursor_is_refused_and_repaired_only_on_request() {
+    let fx = Fixture::new();
+    let sim = sim_with(RECORDS).await;
+    let mut spec = fx.spec(&sim, AuditOptions::default());
+    spec.options.max_pages = Some(2);
+    assert_eq!(fx.run_spec(spec).await.0, 0);
+    let path = cursor_file(&fx);
+    let mut cursor: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let next = cursor["next_page"].as_str().unwrap().to_string();
+    let (head, tail) = next.split_once("offset=").unwrap();
+    let offset: u64 = tail.split('&').next().unwrap().parse().unwrap();
+    let edited = next.replace(&format!("offset={offset}"), &format!("offset={}", offset + 80));
+    assert!(head.contains('?') && edited != next);
+    cursor["next_page"] = edited.clone().into();
+    std::fs::write(&path, serde_json::to_string_pretty(&cursor).unwrap() + "\n").unwrap();
+    let requests = sim.requests().len();
+
+    let (code, message) = fx.run(&sim, AuditOptions::default()).await;
+    assert_eq!(code, 65, "{message}");
+    assert!(message.contains("default.cursor.json"), "{message}");
+    assert!(message.contains(&format!("offset={}", offset + 80)), "{message}");
+    assert!(message.contains(&format!("offset={offset}")), "{message}");
+    assert!(message.contains("--repair-state"), "{message}");
+    assert_eq!(sim.requests().len(), requests, "nothing was fetched");
+
+    let mut spec = fx.spec(&sim, AuditOptions::default());
+    spec.options.repair_state = true;
+    let (code, message) = fx.run_spec(spec).await;
+    assert_eq!(code, 0, "{message}");
+    let repaired = events(&fx.trail(), "state_repaired");
+    assert_eq!(repaired.len(), 1);
+    assert_eq!(repaired[0]["file_said"]["next_page"], edited.as_str());
+    assert_eq!(repaired[0]["trail_says"]["next_page"], next.as_str());
+    let mut ids = edc_testkit::landed::landed_json_record_ids(&stream_dir(&fx)).unwrap();
+    let landed = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!((landed, ids.len()), (RECORDS as usize, RECORDS as usize));
+    assert_eq!(verify(&fx).code, 0);
+}

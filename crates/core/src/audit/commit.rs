@@ -138,19 +138,26 @@ pub fn last_commit(
     Ok(None)
 }
 
-/// The `page_committed` lines written after the line at `offset`, in file
-/// order, provided the line at `offset` still hashes to `sha256`; `None`
-/// when it does not (the trail was repaired or replaced since). A torn
-/// last line is not a commit and is skipped.
-pub fn commits_after(trail: &Path, offset: u64, sha256: &str) -> std::io::Result<Option<Vec<CommitLine>>> {
+/// The line at `offset`, provided it still hashes to `sha256` and is a
+/// `page_committed` line, and the `page_committed` lines written after it,
+/// in file order; `None` when it does not (the trail was repaired or
+/// replaced since). A torn last line is not a commit and is skipped.
+pub fn commits_after(
+    trail: &Path,
+    offset: u64,
+    sha256: &str,
+) -> std::io::Result<Option<(CommitLine, Vec<CommitLine>)>> {
     let mut file = std::fs::File::open(trail)?;
     file.seek(SeekFrom::Start(offset))?;
     let mut lines = std::io::BufReader::new(file).split(b'\n');
-    let mut at = offset;
-    match lines.next().transpose()? {
-        Some(first) if sha256_hex(&first) == sha256 => at += first.len() as u64 + 1,
+    let first = match lines.next().transpose()? {
+        Some(first) if sha256_hex(&first) == sha256 => first,
         _ => return Ok(None),
-    }
+    };
+    let mut at = offset + first.len() as u64 + 1;
+    let Some(first) = CommitLine::parse(trail, offset, &first) else {
+        return Ok(None);
+    };
     let needle = format!("\"event\":\"{COMMIT_EVENT}\"");
     let mut out = Vec::new();
     for line in lines {
@@ -162,7 +169,7 @@ pub fn commits_after(trail: &Path, offset: u64, sha256: &str) -> std::io::Result
         }
         out.extend(CommitLine::parse(trail, start, &bytes));
     }
-    Ok(Some(out))
+    Ok(Some((first, out)))
 }
 
 #[cfg(test)]
@@ -213,9 +220,10 @@ mod tests {
         let at = first.offset() as usize;
         let end = at + text[at..].iter().position(|&b| b == b'\n').unwrap();
         assert_eq!(sha256_hex(&text[at..end]), first.sha256());
-        let after = commits_after(&trail, first.offset(), first.sha256())
+        let (named, after) = commits_after(&trail, first.offset(), first.sha256())
             .unwrap()
             .unwrap();
+        assert_eq!(named.get("cursor_state"), 1);
         assert_eq!(after.len(), 1);
         assert_eq!(after[0].get("cursor_state"), 2);
         assert!(after[0].is_commit_of("s", "/l"));

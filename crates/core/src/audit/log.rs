@@ -293,6 +293,15 @@ impl AuditLog {
         self
     }
 
+    /// `value` as a line of this log would record it (identifiers masked),
+    /// to compare a file with what the trail says of it.
+    pub fn as_recorded(&self, mut value: Value) -> Value {
+        if let Some(m) = &self.masker {
+            m.json(&mut value);
+        }
+        value
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -70,6 +70,14 @@ impl SharedAudit {
             .record_commit(record)
     }
 
+    /// `value` as a line of this trail would record it (identifiers masked).
+    pub fn as_recorded(&self, value: serde_json::Value) -> serde_json::Value {
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_recorded(value)
+    }
+
     /// The chain head now, to anchor outside the file.
     pub fn head(&self) -> Result<super::ChainHead, AuditError> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).head()

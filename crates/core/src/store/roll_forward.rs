@@ -16,6 +16,12 @@
 //! the roll: the cursor stays before that page, which is fetched and landed
 //! again, and `edc-sync verify` names the file.
 //!
+//! Before that, the cursor file is checked against the line its receipt
+//! names: the trail is the ledger, so a file that says otherwise (edited
+//! by hand, copied from another stream) stops the run with 65 naming the
+//! file and both values, unless the operator asked for the trail's cursor
+//! (`--repair-state`, audited).
+//!
 //! Only this module moves a cursor from the trail, and only with a
 //! [`CommitLine`] the audit reader made from the trail's own bytes.
 
@@ -31,6 +37,27 @@ pub struct Rebuilt {
     pub from_offset: u64,
     /// The cursor it holds now.
     pub cursor: Cursor,
+}
+
+/// A cursor file that disagreed with the line its receipt names, replaced
+/// by the trail's cursor on request.
+#[derive(Debug)]
+pub struct Repaired {
+    /// Where the line starts in the trail.
+    pub audit_offset: u64,
+    /// The state the file held (as the trail records states).
+    pub file_said: serde_json::Value,
+    /// The state the line records, which the cursor holds now.
+    pub trail_says: serde_json::Value,
+}
+
+/// What the start-up check and catch-up did.
+#[derive(Debug, Default)]
+pub struct CaughtUp {
+    /// The file disagreed with its line and was repaired.
+    pub repaired: Option<Repaired>,
+    /// Commits the file had missed, rolled over.
+    pub rolled: Option<RolledForward>,
 }
 
 /// A cursor file caught up with commits it had missed.
@@ -68,30 +95,58 @@ pub fn rebuild_if_torn(
     }))
 }
 
-/// Rolls the cursor of `stream` forward over commits the trail has and the
-/// cursor file does not, relisting pages the manifest lost.
+/// Checks the cursor file of `stream` against the line its receipt names,
+/// then rolls it forward over commits the trail has and the file does
+/// not, relisting pages the manifest lost. `as_recorded` turns a state
+/// into what an audit line of this trail records of it (identifiers
+/// masked); `repair` takes the trail's cursor when they disagree.
 pub fn catch_up(
     cursors: &CursorStore,
     landing: &mut LandingStore,
     trail: &Path,
     stream: &str,
-) -> Result<Option<RolledForward>, StoreError> {
-    let cursor = cursors.load()?;
+    as_recorded: impl Fn(serde_json::Value) -> serde_json::Value,
+    repair: bool,
+) -> Result<CaughtUp, StoreError> {
+    let mut cursor = cursors.load()?;
+    let mut done = CaughtUp::default();
     let Some(receipt) = cursor.receipt().cloned() else {
         // Never committed, or written by a version that fsynced the cursor
         // with every page: nothing can be ahead of it.
-        return Ok(None);
+        return Ok(done);
     };
     if receipt.audit_log() != trail.display().to_string() {
         tracing::warn!(stream, cursor_trail = %receipt.audit_log(), "the cursor was committed into another audit trail; it is not rolled forward from this one");
-        return Ok(None);
+        return Ok(done);
     }
     let lines = commits_after(trail, receipt.offset(), receipt.sha256())
         .map_err(|e| StoreError::io(trail, "read back", e))?;
-    let Some(lines) = lines else {
+    let Some((named, lines)) = lines else {
         tracing::warn!(stream, "the audit line the cursor names is not where it was (the trail was repaired or replaced); the cursor is not rolled forward");
-        return Ok(None);
+        return Ok(done);
     };
+    let file_said = as_recorded(cursor.to_state_json());
+    let trail_says = named.get("cursor_state");
+    if !trail_says.is_null() && file_said != *trail_says {
+        if !repair {
+            return Err(StoreError::Corrupt {
+                path: cursors.path().to_path_buf(),
+                detail: format!(
+                    "it disagrees with the page_committed line it names (byte {} of {}): the file says {file_said}, \
+                     the trail says {trail_says}; nothing was fetched. Run again with --repair-state to take the \
+                     trail's cursor (recorded in a state_repaired line)",
+                    receipt.offset(),
+                    trail.display()
+                ),
+            });
+        }
+        cursor = cursors.roll_forward(&named, cursor.manifest_bytes().unwrap_or(0))?;
+        done.repaired = Some(Repaired {
+            audit_offset: receipt.offset(),
+            file_said,
+            trail_says: trail_says.clone(),
+        });
+    }
     let dir = landing.canonical_dir().display().to_string();
     // Only a line that continues from where the cursor is: a commit line of
     // a run that had lost the stream's lock (written before it found out)
@@ -128,9 +183,10 @@ pub fn catch_up(
         pages += 1;
     }
     let Some(line) = last else {
-        return Ok(None);
+        return Ok(done);
     };
     let cursor = cursors.roll_forward(&line, landing.manifest_len())?;
     landing.settle();
-    Ok(Some(RolledForward { pages, cursor }))
+    done.rolled = Some(RolledForward { pages, cursor });
+    Ok(done)
 }

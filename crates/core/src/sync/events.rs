@@ -120,6 +120,24 @@ impl AuditEvent for CursorRolledForward {
     const NAME: &'static str = "cursor_rolled_forward";
 }
 
+/// `--repair-state`: the cursor file disagreed with the `page_committed`
+/// line its receipt names and now holds the trail's cursor.
+#[derive(Debug, Serialize)]
+pub struct StateRepaired {
+    pub stream: String,
+    pub cursor_file: String,
+    /// Where the line the cursor named starts in the trail.
+    pub audit_offset: u64,
+    /// The state the file held, as the trail records states.
+    pub file_said: serde_json::Value,
+    /// The state the line records, which the cursor holds now.
+    pub trail_says: serde_json::Value,
+}
+
+impl AuditEvent for StateRepaired {
+    const NAME: &'static str = "state_repaired";
+}
+
 /// The cursor file was torn (not JSON: a write lost to a power loss) and
 /// was rebuilt from the stream's last `page_committed` line.
 #[derive(Debug, Serialize)]

@@ -68,7 +68,25 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
             };
             job.audit.record(event).await?;
         }
-        if let Some(rolled) = roll_forward::catch_up(&cursors, &mut landing, trail, &name)? {
+        let caught = roll_forward::catch_up(
+            &cursors,
+            &mut landing,
+            trail,
+            &name,
+            |v| job.audit.as_recorded(v),
+            job.options.repair_state,
+        )?;
+        if let Some(repaired) = caught.repaired {
+            let event = events::StateRepaired {
+                stream: name.clone(),
+                cursor_file: cursors.path().display().to_string(),
+                audit_offset: repaired.audit_offset,
+                file_said: repaired.file_said,
+                trail_says: repaired.trail_says,
+            };
+            job.audit.record(event).await?;
+        }
+        if let Some(rolled) = caught.rolled {
             let event = events::CursorRolledForward {
                 stream: name.clone(),
                 pages: rolled.pages,

@@ -15,6 +15,10 @@ pub struct SyncOptions {
     pub interrupt: crate::interrupt::Interrupt,
     /// A progress display for people at a terminal (never under cron).
     pub progress: Option<indicatif::ProgressBar>,
+    /// `--repair-state`: a cursor file that disagrees with the audit line
+    /// its receipt names takes the trail's cursor (audited as
+    /// `state_repaired`) instead of stopping the run with 65.
+    pub repair_state: bool,
 }
 
 /// True once a cursor value is strictly past `until` (numbers as numbers,
