@@ -239,8 +239,10 @@ pub struct SyncArgs {
     /// Pace in this process only, instead of Redis.
     #[arg(long, value_enum)]
     pub pacer: Option<PacerKind>,
-    /// Stop after this many committed pages (progress saved); at least 1.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Stop after this many committed pages (progress saved). 0 runs the
+    /// start-up checks only (the cursor checked against the audit trail,
+    /// rolled forward over commits it missed) and fetches nothing.
+    #[arg(long)]
     pub max_pages: Option<u64>,
     /// Fetch and validate, but land nothing and move no cursor.
     #[arg(long)]

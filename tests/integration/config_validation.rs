@@ -701,31 +701,3 @@ fn a_policy_that_starts_with_a_byte_order_mark_validates() {
     let out = validate(&format!("\u{feff}{}", example_config()));
     assert_eq!(out.code, 0, "{}", out.stderr);
 }
-
-/// `--max-pages 0` would sync nothing and exit 0: a usage error.
-#[test]
-fn max_pages_zero_is_a_usage_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = |p: &str| dir.path().join(p).to_str().unwrap().to_string();
-    let (out_dir, state, audit) = (d("landing"), d("state"), d("audit.jsonl"));
-    let out = run(&[
-        "sync",
-        "--vendor",
-        "veeva_vault",
-        "--study",
-        "S1",
-        "--out",
-        &out_dir,
-        "--state",
-        &state,
-        "--audit-log",
-        &audit,
-        "--pacer",
-        "local",
-        "--max-pages",
-        "0",
-    ]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("--max-pages"), "{}", out.stderr);
-    assert!(!dir.path().join("audit.jsonl").exists(), "nothing was written");
-}

@@ -367,3 +367,27 @@ async fn a_hand_edited_cursor_is_refused_and_repaired_only_on_request() {
     assert_eq!((landed, ids.len()), (RECORDS as usize, RECORDS as usize));
     assert_eq!(verify(&fx).code, 0);
 }
+
+/// A page listed twice in a manifest (a replay after a removed cursor, or
+/// two state directories over one landing) would count its records twice
+/// for any reader of the manifest: `verify` names the second line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_names_a_page_listed_twice() {
+    let fx = Fixture::new();
+    let sim = sim_with(RECORDS).await;
+    assert_eq!(fx.run(&sim, AuditOptions::default()).await.0, 0);
+    let manifest = stream_dir(&fx).join("manifest.jsonl");
+    let lines = manifest_lines(&fx);
+    let mut text = std::fs::read_to_string(&manifest).unwrap();
+    text.push_str(&lines[1]);
+    text.push('\n');
+    std::fs::write(&manifest, text).unwrap();
+    let out = verify(&fx);
+    assert_eq!(out.code, 65, "{}{}", out.stdout, out.stderr);
+    let both = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        both.contains(&format!("line {} lists the page", lines.len() + 1))
+            && both.contains("again, first at line 2"),
+        "{both}"
+    );
+}

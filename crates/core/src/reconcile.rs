@@ -228,6 +228,25 @@ fn check_landing_dir(dir: &Path, commits: &[Commit], summary: &mut Summary) -> s
         for (i, line) in body.split(|b| *b == b'\n').enumerate() {
             match serde_json::from_slice::<crate::store::ManifestEntry>(line) {
                 Ok(entry) => {
+                    // The same page (request and bytes) listed twice: a reader
+                    // of the manifest would count its records twice.
+                    if let Some((first, _)) = listed
+                        .get(&entry.file)
+                        .filter(|(_, e)| e.page_key == entry.page_key && e.sha256 == entry.sha256)
+                    {
+                        problem(
+                            manifest_path.clone(),
+                            format!(
+                                "line {} lists the page {} ({}) again, first at line {first}: its {} records \
+                                 would be counted twice",
+                                i + 1,
+                                entry.page_key,
+                                entry.file,
+                                entry.records
+                            ),
+                        );
+                        continue;
+                    }
                     listed.insert(entry.file.clone(), (i + 1, entry));
                 }
                 Err(e) => problem(

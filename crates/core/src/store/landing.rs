@@ -75,10 +75,13 @@ pub struct LandingStore {
     /// relists from the audit trail any committed page it described.
     torn_tail: Option<u64>,
     ext: &'static str,
-    /// (page_key, sha256) listed in the manifest since the stream's last
-    /// commit: the only pages a replay can meet (a committed page is never
-    /// fetched again), so the set is emptied at every commit
-    /// ([`LandingStore::settle`]) and never grows with history.
+    /// (page_key, sha256) of every page the manifest lists after the point
+    /// the cursor recorded: the only pages a replay can meet. Normally
+    /// none or one; the whole manifest when the cursor is gone (the
+    /// documented recovery) or belongs to another state directory, so a
+    /// replay relists nothing. Pages this run lists are not added: the
+    /// cursor moves past each, and none is fetched twice in a run, so the
+    /// set does not grow with the run either.
     listed: HashSet<(String, String)>,
     /// The manifest's length in bytes (the cursor records it).
     manifest_len: u64,
@@ -221,13 +224,6 @@ impl LandingStore {
         self.manifest_len
     }
 
-    /// The stream committed a page: nothing listed so far can be replayed
-    /// any more, so the dedupe set starts again (memory per window stays
-    /// flat however many pages it has).
-    pub fn settle(&mut self) {
-        self.listed.clear();
-    }
-
     /// Bytes of the torn manifest line dropped at open, if there was one.
     pub fn torn_tail(&self) -> Option<u64> {
         self.torn_tail
@@ -332,7 +328,6 @@ impl LandingStore {
             .metadata()
             .map_err(|e| StoreError::io(&path, "stat", e))?
             .len();
-        self.listed.insert(key);
         Ok(true)
     }
 }

@@ -186,7 +186,6 @@ pub fn catch_up(
         return Ok(done);
     };
     let cursor = cursors.roll_forward(&line, landing.manifest_len())?;
-    landing.settle();
     done.rolled = Some(RolledForward { pages, cursor });
     Ok(done)
 }

@@ -239,7 +239,6 @@ impl PageCommit {
             let committed =
                 self.cursors
                     .commit(pending, &audited, landed.as_ref(), self.landing.manifest_len())?;
-            self.landing.settle();
             committed
         };
         stream.report.durable_commit += durable_started.elapsed();
