@@ -37,6 +37,7 @@ impl Fixture {
     }
 
     fn sync(&self, vendor: &str, sim: &Simulator, password: &str) -> Command {
+        let env_file = self.path("helper-env.txt");
         let mut cmd = support::edc_sync();
         cmd.args(["sync", "--config"])
             .arg(self.path("policies.yaml"))
@@ -51,6 +52,7 @@ impl Fixture {
             .env("EDC_SYNC_TEST_USER", USER)
             .env("EDC_SYNC_TEST_PASSWORD", password)
             .env("EDC_SYNC_TEST_HELPER_TOKEN", HELPER_TOKEN)
+            .env("EDC_SYNC_TEST_HELPER_ENV_FILE", env_file)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         cmd
@@ -340,8 +342,8 @@ async fn a_credential_helper_supplies_the_bearer_token_and_a_failing_one_exits_7
     assert_exit(&out, 77);
     let err = stderr(&out);
     assert!(err.contains("exit status 3"), "{err}");
-    assert!(err.contains("helper: IdP refused the refresh"), "{err}");
-    // The failing helper echoed its token to stderr: redacted there too.
+    // The helper's stderr is never copied anywhere: it may hold anything.
+    assert!(!err.contains("IdP refused"), "{err}");
     assert!(!err.contains(HELPER_TOKEN), "{err}");
     assert_no_secret(fx.dir.path(), &[&out], &[HELPER_TOKEN]);
 }
@@ -1073,4 +1075,50 @@ async fn a_server_clock_beyond_the_bound_stops_the_stream_and_moves_nothing() {
             "skew {skew}: the refusal is audited"
         );
     }
+}
+
+/// A credential helper sees only what the policy passes (auth.pass_env,
+/// and PATH, HOME, LANG, LC_ALL, TZ): never the audit key, another
+/// vendor's secret or anything else of the operator's environment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_credential_helper_sees_only_the_environment_the_policy_passes() {
+    let fx = Fixture::new();
+    let sim = sim(Profile::Generic, 30, &[], |c| c.token = HELPER_TOKEN.into()).await;
+    let mut cmd = fx.sync("env_helper", &sim, PASSWORD);
+    cmd.env("EDC_SYNC_AUDIT_KEY", "a-32-byte-audit-key-for-the-tests!!");
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_exit(&out, 0);
+    let env = std::fs::read_to_string(fx.path("helper-env.txt")).unwrap();
+    let names: Vec<&str> = env
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+        .collect();
+    for forbidden in [
+        "EDC_SYNC_AUDIT_KEY",
+        "EDC_SYNC_TEST_PASSWORD",
+        "EDC_SYNC_TEST_USER",
+        "EDC_SYNC_TEST_BASE_URL",
+    ] {
+        assert!(
+            !names.contains(&forbidden),
+            "{forbidden} reached the helper: {names:?}"
+        );
+    }
+    assert!(names.contains(&"EDC_SYNC_TEST_HELPER_TOKEN"), "{names:?}");
+}
+
+/// A helper's output is bounded: a megabyte is refused (77) without being
+/// read whole, sent as a header or echoed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_credential_helper_that_prints_too_much_is_refused() {
+    let fx = Fixture::new();
+    let sim = sim(Profile::Generic, 30, &[], |c| c.token = HELPER_TOKEN.into()).await;
+    let out = fx.run("chatty_helper", &sim, PASSWORD).await;
+    assert_exit(&out, 77);
+    let err = stderr(&out);
+    assert!(err.contains("64 KiB"), "{err}");
+    assert!(!err.contains("aaaaaaaa"), "{err}");
+    assert!(sim.requests().is_empty(), "nothing was sent with it");
 }

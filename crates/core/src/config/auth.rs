@@ -6,20 +6,27 @@
 //! never wonders which of two credentials a run used.
 
 use super::check::{env_name, string, Fields, Report};
-use super::policy::{Auth, Dialect, PayloadFormat};
+use super::policy::{Auth, Dialect, EnvVarName, PayloadFormat};
 use super::yaml::Node;
 
 const SCHEMES: &str = "bearer, basic, vault_session, command";
 
 /// Every key any scheme reads (the first is the selector itself).
-const AUTH_KEYS: [&str; 5] = ["scheme", "username_env", "password_env", "login_path", "command"];
+const AUTH_KEYS: [&str; 6] = [
+    "scheme",
+    "username_env",
+    "password_env",
+    "login_path",
+    "command",
+    "pass_env",
+];
 
 /// The keys each scheme reads inside `auth`, besides `scheme`.
 fn keys_of(scheme: &str) -> &'static [&'static str] {
     match scheme {
         "basic" => &["username_env", "password_env"],
         "vault_session" => &["username_env", "password_env", "login_path"],
-        "command" => &["command"],
+        "command" => &["command", "pass_env"],
         _ => &[],
     }
 }
@@ -124,10 +131,19 @@ pub(super) fn auth(
                         _ => None,
                     }
                 }
-                _ => f
-                    .required(report, "command")
-                    .and_then(|(p, n)| command(report, &p, n))
-                    .map(|command| Auth::Command { command }),
+                _ => {
+                    let command = f
+                        .required(report, "command")
+                        .and_then(|(p, n)| command(report, &p, n));
+                    let pass_env = match f.optional("pass_env") {
+                        Some((p, n)) => env_names(report, &p, n),
+                        None => Some(Vec::new()),
+                    };
+                    Some(Auth::Command {
+                        command: command?,
+                        pass_env: pass_env?,
+                    })
+                }
             }
         }
     };
@@ -190,6 +206,30 @@ fn command(report: &mut Report, path: &[String], node: &Node) -> Option<Vec<Stri
         match item {
             Node::Str(s) if i > 0 || !s.trim().is_empty() => out.push(s.clone()),
             Node::Str(_) => report.add(&p, "the program must not be empty"),
+            other => report.add(&p, format!("must be a string, got {}", other.kind())),
+        }
+    }
+    (out.len() == items.len()).then_some(out)
+}
+
+/// A list of environment variable names (`pass_env`).
+fn env_names(report: &mut Report, path: &[String], node: &Node) -> Option<Vec<EnvVarName>> {
+    let Node::Seq(items) = node else {
+        report.add(
+            path,
+            format!("must be a list of variable names, got {}", node.kind()),
+        );
+        return None;
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let mut p = path.to_vec();
+        p.push(i.to_string());
+        match item {
+            Node::Str(s) => match EnvVarName::parse(s) {
+                Ok(name) => out.push(name),
+                Err(e) => report.add(&p, e),
+            },
             other => report.add(&p, format!("must be a string, got {}", other.kind())),
         }
     }

@@ -97,8 +97,13 @@ pub enum Auth {
     },
     /// A credential helper (the convention of git credential helpers and
     /// AWS `credential_process`): runs `command`, whose stdout is the
-    /// bearer token. Covers OAuth2/OIDC without a second origin here.
-    Command { command: Vec<String> },
+    /// bearer token. Covers OAuth2/OIDC without a second origin here. It
+    /// sees only `pass_env` (and PATH, HOME, LANG, LC_ALL, TZ) of the
+    /// environment: never the audit key or another vendor's secret.
+    Command {
+        command: Vec<String>,
+        pass_env: Vec<EnvVarName>,
+    },
 }
 
 impl Auth {
@@ -137,7 +142,7 @@ impl Auth {
     /// the variables (or program) of the scheme in use, never a value.
     pub fn hint(&self) -> String {
         match self {
-            Auth::Command { command } => format!(
+            Auth::Command { command, .. } => format!(
                 "check the credential helper {:?} (auth.command)",
                 command.first().map(String::as_str).unwrap_or_default()
             ),

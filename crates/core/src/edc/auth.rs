@@ -35,6 +35,8 @@ pub enum Credentials {
     },
     Command {
         argv: Vec<String>,
+        /// The variables passed through to the helper (auth.pass_env).
+        pass_env: Vec<String>,
     },
 }
 
@@ -68,8 +70,9 @@ impl Credentials {
                 password: Secret::new(read(password_env, "auth.password_env")?),
                 login_path: login_path.clone(),
             },
-            Auth::Command { command } => Credentials::Command {
+            Auth::Command { command, pass_env } => Credentials::Command {
                 argv: command.clone(),
+                pass_env: pass_env.iter().map(|n| n.as_str().to_string()).collect(),
             },
         };
         creds.register_secrets();
@@ -108,7 +111,7 @@ impl Credentials {
             Credentials::Basic { password, .. } | Credentials::VaultSession { password, .. } => {
                 password.expose().to_string()
             }
-            Credentials::Command { argv } => argv.join("\0"),
+            Credentials::Command { argv, .. } => argv.join("\0"),
         }
     }
 
@@ -238,43 +241,101 @@ impl Authenticator {
     }
 }
 
-/// Runs a credential helper: its stdout (trimmed) is the bearer token.
-/// Stdin is closed; it is killed if it outlives `timeout`.
-pub(super) async fn run_helper(argv: &[String], timeout: Duration) -> Result<HeaderValue, AuthError> {
+/// The most a credential helper may print: a token is a few KiB at most.
+const HELPER_OUTPUT_MAX: usize = 64 * 1024;
+
+/// What a helper inherits of the environment besides `auth.pass_env`.
+const HELPER_BASE_ENV: [&str; 5] = ["PATH", "HOME", "LANG", "LC_ALL", "TZ"];
+
+/// Runs the credential helper `argv` and reads its token from stdout.
+///
+/// The helper is a program of the operator's, but what reaches it and what
+/// comes back is bounded: it starts with an empty environment plus
+/// `HELPER_BASE_ENV` and `pass_env` (never the audit key or another
+/// vendor's secret); its stdout is read up to 64 KiB and never echoed; its
+/// stderr is not read at all (it may hold anything, the token included),
+/// so a failure says only the program and its exit status; it runs in a
+/// process group of its own, killed whole (grandchildren too) when it
+/// outlives `timeout`. Every failure is [`AuthError::Helper`] (77).
+pub(super) async fn run_helper(
+    argv: &[String],
+    pass_env: &[String],
+    timeout: Duration,
+) -> Result<HeaderValue, AuthError> {
+    use tokio::io::AsyncReadExt;
     let program = argv.first().cloned().unwrap_or_default();
     let fail = |detail: String| AuthError::Helper {
         program: program.clone(),
         detail,
     };
-    let child = tokio::process::Command::new(&program)
-        .args(&argv[1..])
+    let mut cmd = tokio::process::Command::new(&program);
+    cmd.args(&argv[1..])
+        .env_clear()
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| fail(format!("cannot start it: {e}")))?;
-    let output = tokio::time::timeout(timeout, child.wait_with_output())
-        .await
-        .map_err(|_| fail(format!("no answer within {timeout:?}")))?
-        .map_err(|e| fail(format!("waiting for it: {e}")))?;
-    let stdout = String::from_utf8(output.stdout).map_err(|_| fail("its output is not UTF-8".into()))?;
+        .stderr(Stdio::null())
+        .process_group(0)
+        .kill_on_drop(true);
+    for name in HELPER_BASE_ENV
+        .iter()
+        .copied()
+        .chain(pass_env.iter().map(String::as_str))
+    {
+        if let Some(value) = std::env::var_os(name) {
+            cmd.env(name, value);
+        }
+    }
+    let mut child = cmd.spawn().map_err(|e| fail(format!("cannot start it: {e}")))?;
+    let group = child.id();
+    let kill_group = || {
+        if let Some(pid) = group.and_then(|p| i32::try_from(p).ok()) {
+            // SAFETY: kill(2) with a negative pid signals that process
+            // group; it touches no memory of ours.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+        }
+    };
+    let mut stdout = child.stdout.take().ok_or_else(|| fail("no stdout".into()))?;
+    let mut out = Vec::new();
+    let read = async {
+        let mut limited = (&mut stdout).take(HELPER_OUTPUT_MAX as u64 + 1);
+        limited.read_to_end(&mut out).await?;
+        if out.len() > HELPER_OUTPUT_MAX {
+            return Ok(None);
+        }
+        child.wait().await.map(Some)
+    };
+    let status = match tokio::time::timeout(timeout, read).await {
+        Ok(Ok(Some(status))) => status,
+        Ok(Ok(None)) => {
+            kill_group();
+            return Err(fail(format!(
+                "it printed more than {} KiB; a token is far smaller (its output is not shown)",
+                HELPER_OUTPUT_MAX / 1024
+            )));
+        }
+        Ok(Err(e)) => {
+            kill_group();
+            return Err(fail(format!("reading its output: {e}")));
+        }
+        Err(_) => {
+            kill_group();
+            return Err(fail(format!(
+                "no answer within {timeout:?}; its process group was killed"
+            )));
+        }
+    };
+    // Whatever it printed may be a token: registered before any message.
+    let stdout = String::from_utf8(out).map_err(|_| fail("its output is not UTF-8".into()))?;
     let token = stdout.trim();
-    // Registered before anything about this run of the helper is printed,
-    // so even its own stderr cannot carry the token out.
     crate::redact::register_secret(token);
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let first = stderr
-            .lines()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("(no stderr)");
-        let first: String = first.chars().take(200).collect();
-        let status = match output.status.code() {
+    if !status.success() {
+        let status = match status.code() {
             Some(c) => format!("exit status {c}"),
             None => "killed by a signal".into(),
         };
-        return Err(fail(format!("{status}: {}", crate::redact::scrub(&first))));
+        return Err(fail(format!(
+            "{status} (its stderr is not shown: run the helper by hand to see it)"
+        )));
     }
     if token.is_empty() {
         return Err(fail("it printed no token".into()));

@@ -190,8 +190,8 @@ impl ReadOnlyClient {
                     password,
                     login_path,
                 } => self.vault_login(login_path, username, password).await,
-                Credentials::Command { argv } => {
-                    let header = super::auth::run_helper(argv, self.limits.request_timeout).await?;
+                Credentials::Command { argv, pass_env } => {
+                    let header = super::auth::run_helper(argv, pass_env, self.limits.request_timeout).await?;
                     Ok((header, None, None))
                 }
                 other => Err(AuthError::Refused {
