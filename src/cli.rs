@@ -307,14 +307,15 @@ pub struct BackfillArgs {
     #[command(flatten)]
     pub sync: SyncArgs,
     /// Window start: the cursor value to start from (e.g. a timestamp for
-    /// Vault, a start id for Rave).
-    #[arg(long)]
+    /// Vault, a start id for Rave): an RFC 3339 instant or a whole number.
+    #[arg(long, value_parser = cursor_bound)]
     pub since: String,
     /// Window end: every record up to this cursor value is landed. On an
     /// ascending endpoint (delta.order) the run stops at the first page past
     /// it (landed whole); otherwise it pages to the end of the window.
-    /// Earlier than --since is a usage error.
-    #[arg(long)]
+    /// Earlier than --since is a usage error. An RFC 3339 instant or a
+    /// whole number, as --since.
+    #[arg(long, value_parser = cursor_bound)]
     pub until: Option<String>,
 }
 
@@ -359,4 +360,20 @@ pub enum QualifyCommand {
         #[arg(long = "dir")]
         dirs: Vec<PathBuf>,
     },
+}
+
+/// A backfill bound is a cursor value of one of the kinds a delta's cursor
+/// has: an RFC 3339 instant (`2026-01-01T00:00:00Z`) or a whole number (a
+/// Rave start id). Anything else would be sent to the server as the
+/// cursor parameter, so it is refused here, before anything happens.
+fn cursor_bound(value: &str) -> Result<String, String> {
+    let v = value.trim();
+    let is_number =
+        !v.is_empty() && v.len() <= 20 && v.bytes().all(|b| b.is_ascii_digit()) && v.parse::<u64>().is_ok();
+    let is_instant = time::OffsetDateTime::parse(v, &time::format_description::well_known::Rfc3339).is_ok();
+    if is_number || is_instant {
+        Ok(v.to_string())
+    } else {
+        Err("not a cursor value: give an RFC 3339 instant (2026-01-01T00:00:00Z) or a whole number (a Rave start id)".into())
+    }
 }

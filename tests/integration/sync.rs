@@ -861,6 +861,68 @@ fn a_backfill_whose_since_is_after_its_until_is_a_usage_error() {
     assert!(!fx.path("audit.jsonl").exists(), "nothing happened");
 }
 
+/// Backfill bounds are cursor values (an RFC 3339 instant or a whole
+/// number), checked before anything happens: anything else is a usage
+/// error naming the flag, never sent to the server.
+#[test]
+fn a_backfill_bound_that_is_no_cursor_value_is_a_usage_error() {
+    for (flag, args) in [
+        (
+            "--since",
+            [
+                "--since",
+                "'; DROP TABLE x; --",
+                "--until",
+                "2026-01-01T00:00:00Z",
+            ],
+        ),
+        (
+            "--until",
+            ["--since", "2026-01-01T00:00:00Z", "--until", "next tuesday"],
+        ),
+        (
+            "--since",
+            [
+                "--since",
+                "2026-13-01T00:00:00Z",
+                "--until",
+                "2027-01-01T00:00:00Z",
+            ],
+        ),
+    ] {
+        let fx = Fixture::new();
+        let mut all = vec!["--pacer", "local"];
+        all.extend(args);
+        let out = support::run_cmd(
+            cli_cmd(&fx, "backfill", "vault_json", "http://127.0.0.1:9", &all)
+                .stderr(std::process::Stdio::piped()),
+        );
+        assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains(flag), "{args:?}: {}", out.stderr);
+        assert!(!fx.path("audit.jsonl").exists(), "nothing happened");
+    }
+}
+
+/// The far end of the calendar is a bound like any other: no panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backfill_until_the_end_of_the_calendar_runs() {
+    let fx = Fixture::new();
+    let sim = start_sim(60, &[]).await;
+    let args = [
+        "--pacer",
+        "local",
+        "--since",
+        "2000-01-01T00:00:00Z",
+        "--until",
+        "9999-12-31T23:59:59Z",
+    ];
+    let out = support::run_cmd(
+        cli_cmd(&fx, "backfill", "vault_json", &sim.base_url(), &args).stderr(std::process::Stdio::piped()),
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+}
+
 /// A next link that carries userinfo, or echoes the token back, is refused
 /// before it is followed or written to the cursor or manifest.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
