@@ -68,6 +68,8 @@ pub fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
         }
     }
     spec.out = spec.out.join("backfill").join(&label);
+    // The trail is the syncs' trail: its anchor stays where theirs is.
+    spec.audit.anchor_root = Some(spec.state.clone());
     spec.state = spec.state.join("backfill").join(&label);
     spec.options.since = Some(args.since);
     spec.options.until = args.until;
@@ -119,6 +121,7 @@ fn spec(args: SyncArgs) -> anyhow::Result<RunSpec> {
         audit: AuditOptions {
             repair: args.repair_audit,
             key,
+            anchor_root: None,
         },
     })
 }

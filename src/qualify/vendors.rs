@@ -336,10 +336,21 @@ async fn oq_023(ctx: &mut Ctx) -> anyhow::Result<()> {
             (1_000_000..=4_000_000).contains(&gap),
         );
         // The next clock starts from an empty state: kept aside, not lost.
+        // The trail goes on, and so does its anchor.
         for dir in ["state", "landing"] {
             let from = ctx.dir.join(dir);
             if from.exists() {
-                std::fs::rename(&from, ctx.dir.join(format!("{dir}-server-clock{skew:+}s")))?;
+                let aside = ctx.dir.join(format!("{dir}-server-clock{skew:+}s"));
+                std::fs::rename(&from, &aside)?;
+                let anchors = aside.join(edc_core::audit::anchor::DIR);
+                if anchors.is_dir() {
+                    let keep = from.join(edc_core::audit::anchor::DIR);
+                    std::fs::create_dir_all(&keep)?;
+                    for entry in std::fs::read_dir(&anchors)? {
+                        let entry = entry?;
+                        std::fs::copy(entry.path(), keep.join(entry.file_name()))?;
+                    }
+                }
             }
         }
     }

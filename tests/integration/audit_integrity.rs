@@ -13,8 +13,8 @@ use support::runs::{sim, Fixture, KEY};
 
 fn keyed() -> AuditOptions {
     AuditOptions {
-        repair: false,
         key: Some(AuditKey::new(KEY.as_bytes().to_vec(), "test").unwrap()),
+        ..AuditOptions::default()
     }
 }
 
@@ -80,7 +80,7 @@ async fn repair_audit_records_the_damage_and_verify_still_reports_it() {
     let damaged = std::fs::read(fx.trail()).unwrap();
     let repair = AuditOptions {
         repair: true,
-        key: None,
+        ..AuditOptions::default()
     };
     let (code, message) = fx.run(&sim, repair).await;
     assert_eq!(code, 0, "{message}");
@@ -223,6 +223,11 @@ async fn the_redis_anchor_catches_a_trail_replaced_with_its_state_directory() {
     assert_eq!(code, 65, "{message}");
     assert!(message.contains("Redis anchor"), "{message}");
     assert_eq!(sim.requests().len(), requests, "no request was sent");
+    // A run stopped on a divergence writes no anchor that would bless it.
+    assert!(
+        !fx.path("state/audit-anchors").exists(),
+        "the state directory's anchor was written anyway"
+    );
 }
 
 // ---- keyed checkpoints --------------------------------------------------------
@@ -353,4 +358,36 @@ fn a_short_audit_key_is_a_configuration_error() {
         out.stderr
     );
     assert!(!out.stderr.contains("short\n"), "{}", out.stderr);
+}
+
+/// Once a trail has been anchored, removing the anchor does not re-bless
+/// a trail cut short: a trail with lines and no anchor stops the run (65)
+/// before anything is appended or fetched; `--repair-audit` records it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_anchor_does_not_rebless_a_truncated_trail() {
+    let fx = Fixture::new();
+    let sim = sim().await;
+    assert_eq!(fx.run(&sim, AuditOptions::default()).await.0, 0);
+    assert_eq!(fx.run(&sim, AuditOptions::default()).await.0, 0);
+    let text = std::fs::read_to_string(fx.trail()).unwrap();
+    let second = text.match_indices("\"event\":\"run_started\"").nth(1).unwrap().0;
+    let cut = text[..second].rfind('\n').unwrap() + 1;
+    std::fs::write(fx.trail(), &text[..cut]).unwrap();
+    std::fs::remove_dir_all(fx.path("state/audit-anchors")).unwrap();
+    let requests = sim.requests().len();
+    let (code, message) = fx.run(&sim, AuditOptions::default()).await;
+    assert_eq!(code, 65, "{message}");
+    assert!(message.contains("no anchor"), "{message}");
+    assert_eq!(std::fs::read_to_string(fx.trail()).unwrap(), &text[..cut]);
+    assert_eq!(sim.requests().len(), requests, "no request was sent");
+    let repair = AuditOptions {
+        repair: true,
+        ..AuditOptions::default()
+    };
+    assert_eq!(fx.run(&sim, repair).await.0, 0);
+    let repaired = support::audit_events(&fx.trail(), "audit_repaired");
+    assert!(
+        repaired[0]["problems"].to_string().contains("no anchor"),
+        "{repaired:?}"
+    );
 }

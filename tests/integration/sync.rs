@@ -972,3 +972,50 @@ async fn an_audit_path_that_is_a_symlink_is_refused_and_its_target_untouched() {
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "do not append here\n");
     assert!(sim.requests().is_empty());
 }
+
+/// A backfill appends to the same trail as the syncs, so it keeps the
+/// trail's one anchor: cutting a backfill run off the trail is caught like
+/// cutting any other run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backfill_anchors_the_trail_where_every_run_does() {
+    let fx = Fixture::new();
+    let sim = start_sim(100, &[]).await;
+    let result = run::execute(fx.spec("vault_json", &sim)).await.unwrap();
+    assert_eq!(exit_of(&result), 0);
+    let ds = dataset(100);
+    let (since, until) = (ds.record(10).modified, ds.record(40).modified);
+    let args = ["--pacer", "local", "--since", &since, "--until", &until];
+    let out = support::run_cmd(
+        cli_cmd(&fx, "backfill", "vault_json", &sim.base_url(), &args).stderr(std::process::Stdio::piped()),
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let anchors: Vec<_> = std::fs::read_dir(fx.path("state/audit-anchors"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(anchors.len(), 1, "{anchors:?}");
+    let head: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&anchors[0]).unwrap()).unwrap();
+    let trail_len = std::fs::metadata(fx.path("audit.jsonl")).unwrap().len();
+    assert_eq!(head["bytes"], trail_len, "the backfill's run is anchored");
+    let nested = std::fs::read_dir(fx.path("state/backfill"))
+        .unwrap()
+        .flatten()
+        .any(|e| e.path().join("audit-anchors").exists());
+    assert!(!nested, "no anchor of its own under state/backfill");
+    // Cutting the backfill's run off the trail is now seen by the next run.
+    let text = std::fs::read_to_string(fx.path("audit.jsonl")).unwrap();
+    let cut = text.find("\"event\":\"run_started\"").and_then(|first| {
+        text[first + 1..]
+            .find("\"event\":\"run_started\"")
+            .map(|i| first + 1 + i)
+    });
+    let cut = text[..cut.unwrap()].rfind('\n').unwrap() + 1;
+    std::fs::write(fx.path("audit.jsonl"), &text[..cut]).unwrap();
+    let result = run::execute(fx.spec("vault_json", &sim)).await;
+    let code = match result {
+        Ok(r) => exit_of(&r),
+        Err(e) => Exit::for_error(&e).code(),
+    };
+    assert_eq!(code, 65);
+}

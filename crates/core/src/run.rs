@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 
-use crate::audit::{AuditKey, AuditLog, ChainHead, RunId, RunStarted, SharedAudit};
+use crate::audit::{AuditError, AuditKey, AuditLog, ChainHead, RunId, RunStarted, SharedAudit};
 use crate::config::{self, ConfigError, LoadedConfig, Policy};
 use crate::edc::{Credentials, ReadOnlyClient};
 use crate::exit::Exit;
@@ -84,6 +84,10 @@ pub struct AuditOptions {
     pub repair: bool,
     /// Signs every `run_finished` line (docs/audit-trail.md).
     pub key: Option<AuditKey>,
+    /// The state directory whose `audit-anchors/` anchors the trail, when
+    /// it is not the run's own (`backfill` keeps its cursors apart but
+    /// appends to the same trail, so it shares the trail's one anchor).
+    pub anchor_root: Option<PathBuf>,
 }
 
 /// What a run did, whether or not it succeeded.
@@ -201,10 +205,11 @@ pub async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> anyhow::Result<Ru
         .with_masker(masker)
         .with_repair(spec.audit.repair)
         .with_key(spec.audit.key.clone());
-    let anchor_file = ChainHead::file_in(&spec.state, log.canonical_path());
+    let anchor_root = spec.audit.anchor_root.as_deref().unwrap_or(&spec.state);
+    let anchor_file = ChainHead::file_in(anchor_root, log.canonical_path());
     let log = match ChainHead::load(&anchor_file).map_err(anyhow::Error::msg)? {
         Some(head) => log.with_anchor(format!("anchor {}", anchor_file.display()), head),
-        None => log,
+        None => log.with_missing_anchor(anchor_file.clone()),
     };
     let audit = SharedAudit::new(log);
     let header_stream = prepared.jobs.first().map(|(id, _, _)| StreamIdentity {
@@ -249,9 +254,24 @@ pub async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> anyhow::Result<Ru
         pages: reports.iter().map(|r| r.pages).sum(),
         records: reports.iter().map(|r| r.records).sum(),
         duration_s: started.elapsed().as_secs_f64(),
+        anchored: false,
     };
+    // A run stopped because the trail diverges from an anchor writes none:
+    // that would bless the divergence for `audit verify --anchors`.
+    let diverged = outcome.as_ref().err().is_some_and(|e| {
+        e.chain()
+            .any(|c| matches!(c.downcast_ref::<AuditError>(), Some(AuditError::Damaged { .. })))
+    });
+    // Anchored before run_finished too, and the line says whether that
+    // worked: a later run that finds no anchor after a line that says it
+    // was written knows it was removed (and one that failed to write is no
+    // reason to refuse the next run).
+    let anchored = !diverged && anchor(&audit, &anchor_file, None).await;
+    let finished = RunFinished { anchored, ..finished };
     audit.record(finished).await?;
-    anchor(&audit, &anchor_file, redis.as_ref()).await;
+    if !diverged {
+        anchor(&audit, &anchor_file, redis.as_ref()).await;
+    }
     if let Some(path) = &spec.metrics_file {
         let base = StreamIdentity {
             vendor: spec.vendor.clone(),
@@ -280,23 +300,29 @@ pub async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> anyhow::Result<Ru
 /// Writes the chain head outside the file: the state directory and, with
 /// Redis, Redis. A failure is reported on stderr and does not change the
 /// run's exit code, which `run_finished` has already recorded; the next run
-/// then checks against the older anchor.
-async fn anchor(audit: &SharedAudit, file: &std::path::Path, redis: Option<&RedisPacer>) {
+/// then checks against the older anchor. Returns whether the state
+/// directory's anchor was written.
+async fn anchor(audit: &SharedAudit, file: &std::path::Path, redis: Option<&RedisPacer>) -> bool {
     let head = match audit.head() {
         Ok(h) => h,
         Err(e) => {
             eprintln!("warning: audit anchor not written: {e}");
-            return;
+            return false;
         }
     };
-    if let Err(e) = head.store(file) {
-        eprintln!("warning: audit anchor {} not written: {e}", file.display());
-    }
+    let stored = match head.store(file) {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("warning: audit anchor {} not written: {e}", file.display());
+            false
+        }
+    };
     if let Some(redis) = redis {
         if let Err(e) = crate::audit::anchor::redis_copy::store(redis, &head).await {
             eprintln!("warning: audit anchor not written to Redis: {e}");
         }
     }
+    stored
 }
 
 /// With Redis, the trail is also checked against the anchor kept there, as

@@ -164,6 +164,9 @@ pub struct AuditLog {
     repair: bool,
     /// Anchors to check before the first append, each with where it came from.
     anchors: Vec<(String, ChainHead)>,
+    /// Where the anchor should have been, when none was found: a trail
+    /// that already holds lines must have one (it was removed otherwise).
+    missing_anchor: Option<PathBuf>,
     /// The furthest anchor that matched: lines are counted from there.
     known: Option<ChainHead>,
     /// Signs `run_finished` lines.
@@ -216,6 +219,7 @@ impl AuditLog {
             first: true,
             repair: false,
             anchors: Vec::new(),
+            missing_anchor: None,
             known: None,
             key: None,
         })
@@ -237,6 +241,14 @@ impl AuditLog {
     /// says where the anchor was read (for the refusal).
     pub fn with_anchor(mut self, source: String, head: ChainHead) -> Self {
         self.anchors.push((source, head));
+        self
+    }
+
+    /// No anchor was found at `expected`: before the first append, a trail
+    /// that already holds lines is refused (its anchor was removed, or the
+    /// trail belongs to another state directory), like a diverged one.
+    pub fn with_missing_anchor(mut self, expected: PathBuf) -> Self {
+        self.missing_anchor = Some(expected);
         self
     }
 
@@ -469,6 +481,36 @@ impl AuditLog {
     /// matched becomes the base for counting lines.
     fn check_anchors(&mut self) -> Result<Vec<String>, AuditError> {
         let mut problems = Vec::new();
+        if let Some(expected) = self.missing_anchor.take() {
+            // Looked for again under the trail's lock: a run of another
+            // process may have finished (and anchored) since this one opened.
+            match ChainHead::load(&expected) {
+                Ok(Some(head)) => self
+                    .anchors
+                    .push((format!("anchor {}", expected.display()), head)),
+                Ok(None) => {
+                    // A run that finished says in its run_finished line
+                    // whether it had just anchored the trail; a trail whose
+                    // last such line says so and has no anchor lost it. (A
+                    // first run that crashed, or could not write its
+                    // anchor, left none to lose.)
+                    let mut last_anchored = None;
+                    super::read::each_event(&self.path, "run_finished", |n, line| {
+                        last_anchored = Some((n, line["anchored"] == true));
+                    })
+                    .map_err(io_error(&self.path, "read it"))?;
+                    if let Some((n, true)) = last_anchored {
+                        problems.push(format!(
+                            "no anchor at {}, but the run that finished at line {n} anchored the trail there: the \
+                             anchor was removed, or the trail belongs to another state directory; a removed \
+                             anchor would let a trail cut short or replaced pass unseen",
+                            expected.display()
+                        ));
+                    }
+                }
+                Err(detail) => problems.push(format!("anchor {}: {detail}", expected.display())),
+            }
+        }
         for (source, head) in &self.anchors {
             match head.check(&self.file).map_err(io_error(&self.path, "read it"))? {
                 Ok(()) => {

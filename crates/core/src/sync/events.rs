@@ -311,6 +311,9 @@ pub struct RunFinished {
     pub pages: u64,
     pub records: u64,
     pub duration_s: f64,
+    /// The state directory's anchor was written just before this line: a
+    /// later run that finds no anchor knows it was removed.
+    pub anchored: bool,
 }
 
 impl AuditEvent for RunFinished {
