@@ -1122,3 +1122,27 @@ async fn a_credential_helper_that_prints_too_much_is_refused() {
     assert!(!err.contains("aaaaaaaa"), "{err}");
     assert!(sim.requests().is_empty(), "nothing was sent with it");
 }
+
+/// A cursor value holding a control character is never committed: it
+/// would become the VQL literal of every later run (65 each time until a
+/// hand edit). The page stops the stream (65) before anything moves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cursor_value_with_a_control_character_is_never_committed() {
+    let fx = Fixture::new();
+    let hostile = "2026-01-01T00:00:00Z\nX";
+    // 1 = login, 2 = page 1, 3 = page 2 whose records carry the value.
+    let sim = sim(
+        Profile::Vault,
+        20,
+        &[&format!("3=cursor-value:{hostile}")],
+        |_| {},
+    )
+    .await;
+    let out = fx.run("vault_vql", &sim, PASSWORD).await;
+    assert_exit(&out, 65);
+    assert!(stderr(&out).contains("control character"), "{}", stderr(&out));
+    let committed = fx.events("page_committed");
+    assert_eq!(committed.len(), 1, "only page 1 was committed");
+    let cursor = fx.cursor("vault_vql");
+    assert!(!cursor.to_string().contains("\\nX"), "{cursor}");
+}

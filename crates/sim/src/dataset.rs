@@ -98,14 +98,16 @@ impl Dataset {
     /// One Vault-style JSON record.
     pub fn json_record(&self, rec: &Record) -> String {
         let mut s = format!(
-            r#"{{"id":"AT-{:07}","subject__v":"SUBJ-{:04}","site__v":"SITE-{:02}","form__v":"{}","field__v":"{}","value__v":"{}","modified_date__v":"{}""#,
+            r#"{{"id":"AT-{:07}","subject__v":"SUBJ-{:04}","site__v":"SITE-{:02}","form__v":"{}","field__v":"{}","value__v":"{}","modified_date__v":{}"#,
             rec.n,
             rec.subject,
             rec.subject % 10 + 1,
             rec.form,
             rec.field,
             rec.value,
-            rec.modified
+            // Escaped as JSON, as a vendor sends it: a hostile value set by
+            // a fault (quotes, control characters) stays valid JSON.
+            serde_json::Value::String(rec.modified.clone())
         );
         if self.padding > 0 {
             s.push_str(&format!(r#","padding__c":"{}""#, self.padding()));

@@ -155,6 +155,33 @@ impl PageCommit {
                 return Err(stream.rejected(reason));
             }
         };
+        // A cursor value becomes a query parameter (a VQL literal, a date
+        // bound) on every later run: one holding a control character is
+        // data no cursor can carry, refused before anything moves.
+        let marks = [&summary.high_water, &summary.low_water];
+        if marks.iter().any(|m| {
+            m.as_ref()
+                .is_some_and(|v| v.as_param().chars().any(char::is_control))
+        }) {
+            temp.discard();
+            let field = job.delta.cursor_field.as_deref().unwrap_or("(none)");
+            let reason = format!(
+                "page {url}: the cursor field {field:?} of a record holds a control character, which no cursor \
+                 can carry; nothing was committed"
+            );
+            job.audit.record_blocking(&RequestFailed {
+                stream: stream.name.clone(),
+                request_id: page.request_id.clone(),
+                attempt: page.attempt,
+                url: url.to_string(),
+                status: Some(page.status),
+                reason: reason.clone(),
+                payload_sha256: Some(digest.sha256.clone()),
+                vendor_execution_id: page.execution_id.clone(),
+                ..RequestFailed::default()
+            })?;
+            return Err(stream.rejected(reason));
+        }
         let next_start = match window.end() {
             Some(end) => Some(window::after(end).map_err(|e| stream.rejected(e))?),
             None => None,
