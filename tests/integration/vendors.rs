@@ -1146,3 +1146,26 @@ async fn a_cursor_value_with_a_control_character_is_never_committed() {
     let cursor = fx.cursor("vault_vql");
     assert!(!cursor.to_string().contains("\\nX"), "{cursor}");
 }
+
+/// A Vault login redirected to another origin is refused like a data
+/// request's redirect: a data error (65), not "unavailable, try later"
+/// (69); the password never leaves the origin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_redirected_off_the_origin_is_a_data_error() {
+    let fx = Fixture::new();
+    // 1 = the login, answered with a redirect to another origin.
+    let sim = sim(
+        Profile::Vault,
+        20,
+        &["1=redirect:http://127.0.0.1:9/api/v24.1/auth"],
+        |_| {},
+    )
+    .await;
+    let out = fx.run("vault_session", &sim, PASSWORD).await;
+    assert_exit(&out, 65);
+    assert!(
+        stderr(&out).contains("leaves the configured origin"),
+        "{}",
+        stderr(&out)
+    );
+}

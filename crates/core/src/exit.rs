@@ -176,7 +176,7 @@ impl Exit {
                     SyncError::Credential { error, .. } => match error {
                         AuthError::Refused { .. } | AuthError::Helper { .. } => Exit::NoPerm,
                         AuthError::Unavailable { .. } => Exit::Unavailable,
-                        AuthError::Protocol { .. } => Exit::DataErr,
+                        AuthError::Protocol { .. } | AuthError::OffOrigin { .. } => Exit::DataErr,
                     },
                     SyncError::Rejected { .. } => Exit::DataErr,
                     SyncError::Audit(e) if e.is_damage() => Exit::DataErr,

@@ -157,6 +157,16 @@ pub async fn handle(
     };
     let form = form.flatten();
     let mut answer = match (login, &form) {
+        // A redirect fault applies to the login too: Vault documents none,
+        // but a gateway in front of it may answer one, and the client must
+        // never follow it off the origin with the password.
+        (true, Some(_)) if matches!(state.config.faults.get(n), Some(Fault::Redirect(_))) => {
+            let mut a = Answer::status(StatusCode::FOUND);
+            if let Some(Fault::Redirect(url)) = state.config.faults.get(n) {
+                a.headers.push((LOCATION, url.clone()));
+            }
+            a
+        }
         (true, Some(form)) => vault_login(&state, form),
         (true, None) => Answer::body(
             StatusCode::OK,

@@ -170,6 +170,10 @@ pub enum AuthError {
     /// The login endpoint could not be reached or answered 5xx (exit 69).
     #[error("the login endpoint {url} is unavailable: {detail}")]
     Unavailable { url: String, detail: String },
+    /// The login was sent, or redirected, off the configured origin; it was
+    /// refused before the password left it (exit 65, as for a data request).
+    #[error("the login endpoint {url}: {detail}")]
+    OffOrigin { url: String, detail: String },
     /// The login answer is not what the vendor documents (exit 65).
     #[error("the login endpoint {url} answered something that is not a Vault login response: {detail}")]
     Protocol { url: String, detail: String },

@@ -51,9 +51,9 @@ impl ReadOnlyClient {
         let url = self
             .origin
             .endpoint(&self.base, login_path)
-            .map_err(|e| AuthError::Unavailable {
+            .map_err(|e| AuthError::OffOrigin {
                 url: login_path.to_string(),
-                detail: format!("refused: {e}"),
+                detail: e.to_string(),
             })?;
         let shown = url.path().to_string();
         let unavailable = |detail: String| AuthError::Unavailable {
@@ -73,7 +73,12 @@ impl ReadOnlyClient {
             .send()
             .await
             .map_err(|e| match find_origin_error(&e) {
-                Some(o) => unavailable(format!("refused: {o}")),
+                // A redirect off the origin is the same data error as on a
+                // data request (65), not an outage to wait out.
+                Some(o) => AuthError::OffOrigin {
+                    url: shown.clone(),
+                    detail: o.to_string(),
+                },
                 None => unavailable(describe(&e)),
             })?;
         let status = response.status();
