@@ -41,6 +41,31 @@ struct CommittedPage {
     replayed: bool,
 }
 
+/// A received page that will not be committed: its `request_failed` line
+/// (audit first), and the error that stops the stream (65).
+fn refuse<P: Pacer>(
+    stream: &Stream<'_, P>,
+    page: &Received,
+    digest: &crate::edc::BodyDigest,
+    reason: String,
+) -> SyncError {
+    let recorded = stream.job.audit.record_blocking(&RequestFailed {
+        stream: stream.name.clone(),
+        request_id: page.request_id.clone(),
+        attempt: page.attempt,
+        url: page.url.to_string(),
+        status: Some(page.status),
+        reason: reason.clone(),
+        payload_sha256: Some(digest.sha256.clone()),
+        vendor_execution_id: page.execution_id.clone(),
+        ..RequestFailed::default()
+    });
+    match recorded {
+        Ok(_) => stream.rejected(reason),
+        Err(e) => e.into(),
+    }
+}
+
 /// The manifest's page key of a request: its path and query.
 pub(super) fn url_key(url: &Url) -> String {
     url[url::Position::BeforePath..].to_string()
@@ -140,19 +165,12 @@ impl PageCommit {
             Ok(n) => n,
             Err(e) => {
                 temp.discard();
-                let reason = format!("page {url}: {e}; nothing was committed");
-                job.audit.record_blocking(&RequestFailed {
-                    stream: stream.name.clone(),
-                    request_id: page.request_id.clone(),
-                    attempt: page.attempt,
-                    url: url.to_string(),
-                    status: Some(page.status),
-                    reason: reason.clone(),
-                    payload_sha256: Some(digest.sha256.clone()),
-                    vendor_execution_id: page.execution_id.clone(),
-                    ..RequestFailed::default()
-                })?;
-                return Err(stream.rejected(reason));
+                return Err(refuse(
+                    stream,
+                    page,
+                    digest,
+                    format!("page {url}: {e}; nothing was committed"),
+                ));
             }
         };
         // A cursor value becomes a query parameter (a VQL literal, a date
@@ -169,18 +187,7 @@ impl PageCommit {
                 "page {url}: the cursor field {field:?} of a record holds a control character, which no cursor \
                  can carry; nothing was committed"
             );
-            job.audit.record_blocking(&RequestFailed {
-                stream: stream.name.clone(),
-                request_id: page.request_id.clone(),
-                attempt: page.attempt,
-                url: url.to_string(),
-                status: Some(page.status),
-                reason: reason.clone(),
-                payload_sha256: Some(digest.sha256.clone()),
-                vendor_execution_id: page.execution_id.clone(),
-                ..RequestFailed::default()
-            })?;
-            return Err(stream.rejected(reason));
+            return Err(refuse(stream, page, digest, reason));
         }
         let next_start = match window.end() {
             Some(end) => Some(window::after(end).map_err(|e| stream.rejected(e))?),
