@@ -391,3 +391,41 @@ async fn a_removed_anchor_does_not_rebless_a_truncated_trail() {
         "{repaired:?}"
     );
 }
+
+/// A run holding the audit key proves the trail's last checkpoint before
+/// it appends: a chain rewritten and recomputed by someone without the key,
+/// with the state directory's anchor forged to match, stops the run (65).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_run_checks_the_last_checkpoint_before_appending() {
+    let fx = Fixture::new();
+    let sim = sim().await;
+    for _ in 0..2 {
+        assert_eq!(fx.run(&sim, keyed()).await.0, 0);
+    }
+    // Line 2 rewritten, the chain recomputed, the anchor forged to match.
+    let out = python(RECOMPUTE, &[fx.trail().to_str().unwrap(), "2"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let anchor = std::fs::read_dir(fx.path("state/audit-anchors"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut head: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&anchor).unwrap()).unwrap();
+    let text = std::fs::read(fx.trail()).unwrap();
+    let body = &text[..text.len() - 1];
+    let start = body.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    head["bytes"] = text.len().into();
+    head["last_line_offset"] = start.into();
+    head["last_sha256"] = edc_core::digest::sha256_hex(&body[start..]).into();
+    std::fs::write(&anchor, serde_json::to_string_pretty(&head).unwrap()).unwrap();
+    let forged = std::fs::read(fx.trail()).unwrap();
+    let requests = sim.requests().len();
+
+    let (code, message) = fx.run(&sim, keyed()).await;
+    assert_eq!(code, 65, "{message}");
+    assert!(message.contains("checkpoint"), "{message}");
+    assert_eq!(std::fs::read(fx.trail()).unwrap(), forged, "nothing appended");
+    assert_eq!(sim.requests().len(), requests, "no request was sent");
+}

@@ -481,6 +481,31 @@ impl AuditLog {
     /// matched becomes the base for counting lines.
     fn check_anchors(&mut self) -> Result<Vec<String>, AuditError> {
         let mut problems = Vec::new();
+        if let Some(key) = &self.key {
+            // A keyed run proves the trail's last checkpoint before it adds
+            // to the trail: a chain rewritten and recomputed without the key
+            // (its anchor forged to match) is caught here, not only by a
+            // later `audit verify --key`.
+            if let Some((at, line)) = super::read::last_event(&self.path, "run_finished")
+                .map_err(io_error(&self.path, "read it"))?
+            {
+                let mark = &line["checkpoint"];
+                if mark["key_id"] == key.id().as_str() {
+                    let verified = key.verifies(
+                        line["run_id"].as_str().unwrap_or_default(),
+                        line["seq"].as_u64().unwrap_or_default(),
+                        line["prev_sha256"].as_str().unwrap_or_default(),
+                        mark["mac"].as_str().unwrap_or_default(),
+                    );
+                    if !verified {
+                        problems.push(format!(
+                            "the last keyed checkpoint (the run_finished line at byte {at}) does not verify with \
+                             this key: the trail was rewritten and its chain recomputed by someone without it"
+                        ));
+                    }
+                }
+            }
+        }
         if let Some(expected) = self.missing_anchor.take() {
             // Looked for again under the trail's lock: a run of another
             // process may have finished (and anchored) since this one opened.

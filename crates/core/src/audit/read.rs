@@ -33,3 +33,29 @@ pub fn each_event(path: &Path, event: &str, mut f: impl FnMut(u64, Value)) -> st
     }
     Ok(())
 }
+
+/// The last complete line of `path` whose `event` is `event`, with the
+/// byte it starts at, found by reading backwards from the end (the cost is
+/// the lines after it, never the trail's history). Lines that are not JSON
+/// are passed over.
+pub fn last_event(path: &Path, event: &str) -> std::io::Result<Option<(u64, Value)>> {
+    use std::os::unix::fs::FileExt;
+    const MAX_LINE: u64 = 1 << 20;
+    let file = std::fs::File::open(path)?;
+    let mut end = file.metadata()?.len();
+    while end > 0 {
+        let Some(start) = crate::durable::line_start(&file, end.saturating_sub(1), MAX_LINE)? else {
+            break;
+        };
+        let mut bytes = vec![0u8; (end - start) as usize];
+        file.read_exact_at(&mut bytes, start)?;
+        end = start;
+        let Ok(value) = serde_json::from_slice::<Value>(bytes.strip_suffix(b"\n").unwrap_or(&bytes)) else {
+            continue;
+        };
+        if value["event"] == event {
+            return Ok(Some((start, value)));
+        }
+    }
+    Ok(None)
+}
