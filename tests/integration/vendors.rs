@@ -1169,3 +1169,25 @@ async fn a_login_redirected_off_the_origin_is_a_data_error() {
         stderr(&out)
     );
 }
+
+/// HTTP Basic cannot carry a user name with a ':' (RFC 7617, section 2:
+/// the first colon ends the user-id): such a name is refused before any
+/// request, as a configuration error naming the variables, never sent as
+/// a different user.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_basic_user_name_with_a_colon_is_refused_before_any_request() {
+    let fx = Fixture::new();
+    let sim = sim(Profile::Rave, 20, &[], |_| {}).await;
+    let mut cmd = fx.sync("rave_basic", &sim, PASSWORD);
+    cmd.env("EDC_SYNC_TEST_USER", "svc:rave");
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_exit(&out, 78);
+    let err = stderr(&out);
+    assert!(
+        err.contains("RFC 7617") && err.contains("EDC_SYNC_TEST_USER"),
+        "{err}"
+    );
+    assert!(sim.requests().is_empty(), "nothing was sent");
+}

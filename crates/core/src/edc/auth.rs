@@ -131,6 +131,16 @@ impl Credentials {
             Credentials::Bearer(t) => header(&format!("Bearer {}", t.expose()), "the token").map(Some),
             Credentials::Basic { username, password } => {
                 use base64::Engine;
+                // RFC 7617, section 2: the first colon ends the user-id, so
+                // such a name would log in as someone else (or no one).
+                if username.contains(':') {
+                    return Err(AuthError::Refused {
+                        code: "INVALID_CREDENTIAL".into(),
+                        detail:
+                            "the user name contains ':', which HTTP Basic cannot carry (RFC 7617, section 2)"
+                                .into(),
+                    });
+                }
                 let pair = base64::engine::general_purpose::STANDARD
                     .encode(format!("{username}:{}", password.expose()).as_bytes());
                 crate::redact::register_secret(&pair);
