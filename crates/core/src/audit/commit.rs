@@ -10,7 +10,6 @@
 //! one up to move a cursor.
 
 use std::io::{BufRead, Seek, SeekFrom};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -21,10 +20,6 @@ use crate::digest::sha256_hex;
 /// The `event` of a commit record. [`super::AuditLog::record`] refuses an
 /// event of this name: only [`super::AuditLog::record_commit`] writes one.
 pub const COMMIT_EVENT: &str = "page_committed";
-
-/// The longest audit line read when scanning back (a `page_committed` line
-/// is a few KiB; vendor warnings can add some).
-const MAX_LINE: u64 = 1 << 20;
 
 /// An event that commits a page: written as a `page_committed` line by
 /// [`super::AuditLog::record_commit`], which answers with the receipt the
@@ -116,26 +111,9 @@ pub fn last_commit(
     trail: &Path,
     wanted: impl Fn(&CommitLine) -> bool,
 ) -> std::io::Result<Option<CommitLine>> {
-    let file = std::fs::File::open(trail)?;
-    let mut end = file.metadata()?.len();
-    while end > 0 {
-        // `end` is just past a newline (or the end of the file).
-        let Some(start) = crate::durable::line_start(&file, end.saturating_sub(1), MAX_LINE)? else {
-            break;
-        };
-        let mut bytes = vec![0u8; (end - start) as usize];
-        file.read_exact_at(&mut bytes, start)?;
-        while bytes.last() == Some(&b'\n') {
-            bytes.pop();
-        }
-        end = start;
-        if let Some(line) = CommitLine::parse(trail, start, &bytes) {
-            if wanted(&line) {
-                return Ok(Some(line));
-            }
-        }
-    }
-    Ok(None)
+    super::read::find_backwards(trail, |start, bytes| {
+        CommitLine::parse(trail, start, bytes).filter(|line| wanted(line))
+    })
 }
 
 /// The line at `offset`, provided it still hashes to `sha256` and is a

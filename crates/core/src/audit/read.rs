@@ -34,28 +34,40 @@ pub fn each_event(path: &Path, event: &str, mut f: impl FnMut(u64, Value)) -> st
     Ok(())
 }
 
-/// The last complete line of `path` whose `event` is `event`, with the
-/// byte it starts at, found by reading backwards from the end (the cost is
-/// the lines after it, never the trail's history). Lines that are not JSON
-/// are passed over.
-pub fn last_event(path: &Path, event: &str) -> std::io::Result<Option<(u64, Value)>> {
+/// Walks the lines of `path` from the end backwards (each without its
+/// newline, with the byte it starts at) until `f` answers `Some`: the cost
+/// is the lines after the one found, never the trail's history. A line
+/// longer than 1 MiB (none this tool writes) ends the walk.
+pub fn find_backwards<T>(
+    path: &Path,
+    mut f: impl FnMut(u64, &[u8]) -> Option<T>,
+) -> std::io::Result<Option<T>> {
     use std::os::unix::fs::FileExt;
     const MAX_LINE: u64 = 1 << 20;
     let file = std::fs::File::open(path)?;
     let mut end = file.metadata()?.len();
     while end > 0 {
+        // `end` is just past a newline (or the end of the file).
         let Some(start) = crate::durable::line_start(&file, end.saturating_sub(1), MAX_LINE)? else {
             break;
         };
         let mut bytes = vec![0u8; (end - start) as usize];
         file.read_exact_at(&mut bytes, start)?;
         end = start;
-        let Ok(value) = serde_json::from_slice::<Value>(bytes.strip_suffix(b"\n").unwrap_or(&bytes)) else {
-            continue;
-        };
-        if value["event"] == event {
-            return Ok(Some((start, value)));
+        if let Some(found) = f(start, bytes.strip_suffix(b"\n").unwrap_or(&bytes)) {
+            return Ok(Some(found));
         }
     }
     Ok(None)
+}
+
+/// The last complete line of `path` whose `event` is `event`, with the
+/// byte it starts at. Lines that are not JSON are passed over.
+pub fn last_event(path: &Path, event: &str) -> std::io::Result<Option<(u64, Value)>> {
+    find_backwards(path, |start, bytes| {
+        serde_json::from_slice::<Value>(bytes)
+            .ok()
+            .filter(|value| value["event"] == event)
+            .map(|value| (start, value))
+    })
 }

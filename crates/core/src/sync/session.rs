@@ -8,7 +8,7 @@
 //! a cap of one cannot deadlock. Each login is audited
 //! (`session_started` / `session_renewed`), never with the credential.
 
-use super::events::{RequestFailed, SessionRenewed, SessionStarted};
+use super::events::{SessionRenewed, SessionStarted};
 use super::request::Request;
 use super::slots::{self, Slots};
 use super::stream::Stream;
@@ -46,12 +46,7 @@ async fn obtain<P: Pacer>(
     req: &Request<'_>,
     reason: String,
 ) -> Result<(), SyncError> {
-    let Request {
-        url,
-        id: request_id,
-        attempt,
-        ..
-    } = *req;
+    let request_id = req.id;
     let job = stream.job;
     // A slot booked for the data request goes back first: the login
     // must not wait for a slot this stream itself holds.
@@ -69,15 +64,8 @@ async fn obtain<P: Pacer>(
         // Another stream logged in or renewed first: use its credential.
         Ok(None) => return Ok(()),
         Err(error) => {
-            let failed = RequestFailed {
-                stream: stream.name.clone(),
-                request_id: request_id.to_string(),
-                attempt,
-                url: url.to_string(),
-                reason: format!("obtaining a credential ({}): {error}", job.client.scheme()),
-                ..RequestFailed::default()
-            };
-            job.audit.record(failed).await?;
+            let reason = format!("obtaining a credential ({}): {error}", job.client.scheme());
+            stream.failed(req, None, None, reason).await?;
             return Err(SyncError::Credential {
                 stream: stream.name.clone(),
                 hint: job.policy.auth.hint(),
