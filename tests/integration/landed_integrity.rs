@@ -391,3 +391,110 @@ async fn verify_names_a_page_listed_twice() {
         "{both}"
     );
 }
+
+/// Two of five pages landed: a run continues from the cursor after them.
+async fn two_pages_landed(fx: &Fixture, sim: &edc_sim::Simulator) {
+    let mut spec = fx.spec(sim, AuditOptions::default());
+    spec.options.max_pages = Some(2);
+    assert_eq!(fx.run_spec(spec).await.0, 0);
+}
+
+/// Every record of the simulator landed exactly once, and `verify` agrees.
+fn assert_landed_once(fx: &Fixture) {
+    let mut ids = edc_testkit::landed::landed_json_record_ids(&stream_dir(fx)).unwrap();
+    let landed = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!((landed, ids.len()), (RECORDS as usize, RECORDS as usize));
+    let out = verify(fx);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+}
+
+/// A manifest deleted between runs would have the run list only the pages
+/// it lands itself, losing the others for every reader of the manifest.
+/// The trail says what the manifest ends with: the run stops with 65
+/// naming the file, fetching nothing; `--repair-state` rebuilds the
+/// manifest from the trail, in an audit line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_manifest_is_refused_and_rebuilt_from_the_trail_only_on_request() {
+    let fx = Fixture::new();
+    let sim = sim_with(RECORDS).await;
+    two_pages_landed(&fx, &sim).await;
+    let manifest = stream_dir(&fx).join("manifest.jsonl");
+    std::fs::remove_file(&manifest).unwrap();
+    let requests = sim.requests().len();
+
+    let (code, message) = fx.run(&sim, AuditOptions::default()).await;
+    assert_eq!(code, 65, "{message}");
+    assert!(message.contains(&*manifest.to_string_lossy()), "{message}");
+    assert!(message.contains("--repair-state"), "{message}");
+    assert!(!manifest.exists(), "nothing was written");
+    assert_eq!(sim.requests().len(), requests, "nothing was fetched");
+
+    let mut spec = fx.spec(&sim, AuditOptions::default());
+    spec.options.repair_state = true;
+    let (code, message) = fx.run_spec(spec).await;
+    assert_eq!(code, 0, "{message}");
+    let repaired = events(&fx.trail(), "manifest_repaired");
+    assert_eq!(repaired.len(), 1, "audited");
+    assert_eq!(repaired[0]["listed"], 2);
+    assert_landed_once(&fx);
+}
+
+/// Another stream's manifest copied over this one's: the line the cursor
+/// recorded is not the trail's last landed page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manifest_that_is_not_the_trails_is_refused() {
+    let fx = Fixture::new();
+    let sim = sim_with(RECORDS).await;
+    two_pages_landed(&fx, &sim).await;
+    let mut other = fx.spec(&sim, AuditOptions::default());
+    other.study = "S2".into();
+    other.options.max_pages = Some(3);
+    assert_eq!(fx.run_spec(other).await.0, 0);
+    let manifest = stream_dir(&fx).join("manifest.jsonl");
+    std::fs::copy(
+        fx.path("landing/vault_json/-/S2/-/default/manifest.jsonl"),
+        &manifest,
+    )
+    .unwrap();
+    let (code, message) = fx.run(&sim, AuditOptions::default()).await;
+    assert_eq!(code, 65, "{message}");
+    assert!(message.contains(&*manifest.to_string_lossy()), "{message}");
+    assert!(message.contains("page_committed"), "{message}");
+}
+
+/// The last landed page deleted or modified: the run would continue after
+/// it as if it were there. It stops naming the file (it cannot make the
+/// bytes again); removing the cursor file fetches every page again and
+/// puts the page back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_last_landed_page_is_refused_until_the_pages_are_fetched_again() {
+    for damage in ["delete", "modify"] {
+        let fx = Fixture::new();
+        let sim = sim_with(RECORDS).await;
+        two_pages_landed(&fx, &sim).await;
+        let lines = manifest_lines(&fx);
+        let last: serde_json::Value = serde_json::from_str(lines.last().unwrap()).unwrap();
+        let page = stream_dir(&fx).join(last["file"].as_str().unwrap());
+        match damage {
+            "delete" => std::fs::remove_file(&page).unwrap(),
+            _ => {
+                let mut bytes = std::fs::read(&page).unwrap();
+                bytes[3] ^= 1;
+                std::fs::write(&page, bytes).unwrap();
+            }
+        }
+        let requests = sim.requests().len();
+        let (code, message) = fx.run(&sim, AuditOptions::default()).await;
+        assert_eq!(code, 65, "{damage}: {message}");
+        assert!(message.contains(&*page.to_string_lossy()), "{damage}: {message}");
+        assert!(message.contains("cursor file"), "{damage}: {message}");
+        assert_eq!(sim.requests().len(), requests, "{damage}: nothing was fetched");
+
+        std::fs::remove_file(cursor_file(&fx)).unwrap();
+        let (code, message) = fx.run(&sim, AuditOptions::default()).await;
+        assert_eq!(code, 0, "{damage}: {message}");
+        assert_landed_once(&fx);
+    }
+}

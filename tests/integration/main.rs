@@ -20,5 +20,6 @@ mod oq;
 mod pacer;
 mod properties;
 mod sync;
+mod tampering;
 mod traceability;
 mod vendors;

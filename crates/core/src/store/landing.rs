@@ -297,6 +297,36 @@ impl LandingStore {
         })
     }
 
+    /// Replaces the whole manifest by `entries` (a deliberate repair from
+    /// the audit trail): written to a temp file, fsynced, renamed over the
+    /// old one (a link there is replaced, never followed), the directory
+    /// fsynced. Returns the new manifest's length.
+    pub fn replace_manifest(&mut self, entries: &[ManifestEntry]) -> Result<u64, StoreError> {
+        let path = self.manifest_path();
+        let tmp = self.dir.join(".tmp").join("manifest.jsonl.rebuilt");
+        let mut text = Vec::new();
+        for entry in entries {
+            serde_json::to_writer(&mut text, entry).map_err(|e| StoreError::io(&tmp, "encode", e.into()))?;
+            text.push(b'\n');
+        }
+        let mut file =
+            crate::durable::open_no_follow(OpenOptions::new().write(true).create(true).truncate(true), &tmp)
+                .map_err(|e| StoreError::io(&tmp, "create", e))?;
+        file.write_all(&text)
+            .map_err(|e| StoreError::io(&tmp, "write", e))?;
+        file.sync_all().map_err(|e| StoreError::io(&tmp, "fsync", e))?;
+        drop(file);
+        std::fs::rename(&tmp, &path).map_err(|e| StoreError::io(&path, "rename into place", e))?;
+        sync_parent_dir(&path).map_err(|e| StoreError::io(&path, "fsync the directory of", e))?;
+        self.listed = entries
+            .iter()
+            .map(|e| (e.page_key.clone(), e.sha256.clone()))
+            .collect();
+        self.manifest = None;
+        self.manifest_len = text.len() as u64;
+        Ok(self.manifest_len)
+    }
+
     /// Lists a landed page in the manifest, unless it is listed already.
     /// Returns whether a line was written.
     pub fn list(&mut self, entry: &ManifestEntry) -> Result<bool, StoreError> {

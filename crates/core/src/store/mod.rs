@@ -8,6 +8,7 @@ mod lock;
 pub mod migrate;
 pub mod roll_forward;
 mod run_lock;
+pub mod tail;
 
 pub use cursor::{Cursor, CursorFile, CursorStore, PageAdvance, PendingCursor, Receipt};
 pub use error::StoreError;

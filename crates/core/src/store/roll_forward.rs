@@ -88,7 +88,7 @@ pub fn rebuild_if_torn(
     let Some(line) = last_commit(trail, wanted).map_err(|e| StoreError::io(trail, "read back", e))? else {
         return Ok(None);
     };
-    let cursor = cursors.roll_forward(&line, 0)?;
+    let cursor = cursors.roll_forward(&line, landing.manifest_len())?;
     Ok(Some(Rebuilt {
         from_offset: line.receipt().offset(),
         cursor,

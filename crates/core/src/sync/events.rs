@@ -138,6 +138,27 @@ impl AuditEvent for StateRepaired {
     const NAME: &'static str = "state_repaired";
 }
 
+/// `--repair-state`: the manifest disagreed with the trail at the
+/// cursor's point (deleted, truncated, another stream's) and was rebuilt
+/// from the stream's `page_committed` lines.
+#[derive(Debug, Serialize)]
+pub struct ManifestRepaired {
+    pub stream: String,
+    pub manifest: String,
+    /// Where the stream's last landed `page_committed` line starts.
+    pub audit_offset: u64,
+    /// What the manifest held at the cursor's point.
+    pub file_said: String,
+    /// The page the trail says it ends with.
+    pub trail_says: String,
+    /// Pages the rebuilt manifest lists.
+    pub listed: u64,
+}
+
+impl AuditEvent for ManifestRepaired {
+    const NAME: &'static str = "manifest_repaired";
+}
+
 /// The cursor file was torn (not JSON: a write lost to a power loss) and
 /// was rebuilt from the stream's last `page_committed` line.
 #[derive(Debug, Serialize)]

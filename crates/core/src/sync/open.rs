@@ -96,6 +96,19 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
             job.audit.record(event).await?;
         }
     }
+    let trail = job.audit.canonical_path();
+    let repair = job.options.repair_state && !job.options.dry_run;
+    if let Some(rebuilt) = crate::store::tail::prove(&cursors, &mut landing, trail, &name, repair)? {
+        let event = events::ManifestRepaired {
+            stream: name.clone(),
+            manifest: rebuilt.manifest.display().to_string(),
+            audit_offset: rebuilt.audit_offset,
+            file_said: rebuilt.file_said,
+            trail_says: rebuilt.trail_says,
+            listed: rebuilt.listed,
+        };
+        job.audit.record(event).await?;
+    }
     let report = StreamReport {
         stream: name.clone(),
         landing_dir: landing.dir().to_path_buf(),

@@ -1,0 +1,233 @@
+//! Start-up: the manifest's tail and the last landed page proven against
+//! the audit trail.
+//!
+//! A stream continues from its cursor, so what it finds at the cursor's
+//! point must be what the trail says is there: the manifest line the
+//! cursor recorded (`manifest_bytes`) must list the page of the stream's
+//! last landed `page_committed` line at or before the cursor's receipt,
+//! and that page's file must be in place with the SHA-256 the line
+//! records. Otherwise a manifest deleted, truncated or copied from another
+//! stream, or a landed page removed, would be continued as if whole, and
+//! only a later `edc-sync verify` could tell. A difference stops the run
+//! with 65 before any request, naming the file and both values.
+//!
+//! Only the tail is proven: one manifest line and one page, so the cost
+//! does not grow with the stream's history (`verify` re-proves all of
+//! it). A stream without a receipt (new, or its cursor file removed to
+//! replay every page, the documented recovery) has nothing to continue
+//! from and is not checked: its replay relists nothing and lands any
+//! missing page again.
+//!
+//! `--repair-state` rebuilds a manifest that disagrees from the trail's
+//! `page_committed` lines of the stream; a landed page cannot be rebuilt
+//! from the trail (it holds the hash, not the bytes), so that stays a
+//! refusal that says how to fetch the pages again.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use super::{CursorStore, LandingStore, ManifestEntry, StoreError};
+use crate::audit::commit::{commits_after, last_commit, CommitLine};
+
+/// A manifest that disagreed with the trail, rebuilt from it on request.
+#[derive(Debug)]
+pub struct ManifestRebuilt {
+    pub manifest: PathBuf,
+    /// Where the stream's last landed `page_committed` line starts.
+    pub audit_offset: u64,
+    /// What the manifest held at the cursor's point.
+    pub file_said: String,
+    /// The page that line landed.
+    pub trail_says: String,
+    /// Pages the rebuilt manifest lists.
+    pub listed: u64,
+}
+
+/// Proves the manifest's tail and the last landed page of `stream` against
+/// `trail`; with `repair`, rebuilds a manifest that disagrees.
+pub fn prove(
+    cursors: &CursorStore,
+    landing: &mut LandingStore,
+    trail: &Path,
+    stream: &str,
+    repair: bool,
+) -> Result<Option<ManifestRebuilt>, StoreError> {
+    let cursor = cursors.load()?;
+    let Some(receipt) = cursor.receipt().cloned() else {
+        return Ok(None);
+    };
+    if receipt.audit_log() != trail.display().to_string() {
+        return Ok(None);
+    }
+    let dir = landing.canonical_dir().display().to_string();
+    let upto = receipt.offset();
+    let wanted = |l: &CommitLine| {
+        l.receipt().offset() <= upto && l.is_commit_of(stream, &dir) && l.get("landed") == true
+    };
+    let last = last_commit(trail, wanted).map_err(|e| StoreError::io(trail, "read back", e))?;
+    let Some((last, entry)) = last.and_then(|l| ManifestEntry::of_commit(l.line(), stream).map(|e| (l, e)))
+    else {
+        return Ok(None);
+    };
+    let where_ = format!(
+        "the stream's last landed page_committed line (byte {} of {})",
+        last.receipt().offset(),
+        trail.display()
+    );
+    let mut rebuilt = None;
+    if let Some(recorded) = cursor.manifest_bytes() {
+        if let Some(said) = manifest_disagrees(landing, recorded, &entry)? {
+            let trail_says = format!("{} (sha256 {}, run {})", entry.file, entry.sha256, entry.run_id);
+            if !repair {
+                return Err(StoreError::Corrupt {
+                    path: landing.manifest_path(),
+                    detail: format!(
+                        "{said}, but {where_} landed {trail_says}; nothing was fetched. Run again with \
+                         --repair-state to rebuild the manifest from the trail (recorded in a \
+                         manifest_repaired line)"
+                    ),
+                });
+            }
+            let listed = rebuild(cursors, landing, trail, stream, &receipt)?;
+            rebuilt = Some(ManifestRebuilt {
+                manifest: landing.manifest_path(),
+                audit_offset: last.receipt().offset(),
+                file_said: said,
+                trail_says,
+                listed,
+            });
+        }
+    }
+    landed_in_place(landing, cursors, &entry, &where_)?;
+    Ok(rebuilt)
+}
+
+/// What the manifest holds at byte `recorded` when that is not the line
+/// of `entry` (and `entry` is not listed after it either: a page landed
+/// again after a crash, before its commit line, is listed there).
+fn manifest_disagrees(
+    landing: &LandingStore,
+    recorded: u64,
+    entry: &ManifestEntry,
+) -> Result<Option<String>, StoreError> {
+    use std::os::unix::fs::FileExt;
+    let path = landing.manifest_path();
+    let file = match crate::durable::open_no_follow(std::fs::OpenOptions::new().read(true), &path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Some(format!(
+                "it is missing where the cursor recorded {recorded} bytes"
+            )))
+        }
+        Err(e) => return Err(StoreError::io(&path, "open", e)),
+    };
+    let read = |e| StoreError::io(&path, "read", e);
+    let len = file.metadata().map_err(read)?.len();
+    if recorded == 0 || len < recorded {
+        return Ok(Some(format!(
+            "it has {len} bytes where the cursor recorded {recorded}"
+        )));
+    }
+    let mut last = [0u8; 1];
+    file.read_exact_at(&mut last, recorded - 1).map_err(read)?;
+    let line = match last[0] {
+        b'\n' => match crate::durable::line_start(&file, recorded - 1, 1 << 20).map_err(read)? {
+            Some(start) => {
+                let mut bytes = vec![0u8; (recorded - 1 - start) as usize];
+                file.read_exact_at(&mut bytes, start).map_err(read)?;
+                serde_json::from_slice::<ManifestEntry>(&bytes).ok()
+            }
+            None => None,
+        },
+        _ => None,
+    };
+    let same = |l: &ManifestEntry| {
+        (&l.stream, &l.file, &l.sha256, l.bytes, l.records, &l.run_id)
+            == (
+                &entry.stream,
+                &entry.file,
+                &entry.sha256,
+                entry.bytes,
+                entry.records,
+                &entry.run_id,
+            )
+    };
+    Ok(match line {
+        Some(l) if same(&l) => None,
+        _ if landing.is_listed(&entry.page_key, &entry.sha256) => None,
+        Some(l) => Some(format!(
+            "its line ending at byte {recorded} (where the cursor points) lists {} (sha256 {}, run {})",
+            l.file, l.sha256, l.run_id
+        )),
+        None => Some(format!(
+            "byte {recorded} (where the cursor points) does not end a manifest entry"
+        )),
+    })
+}
+
+/// The page `entry` names is in place, byte for byte.
+fn landed_in_place(
+    landing: &LandingStore,
+    cursors: &CursorStore,
+    entry: &ManifestEntry,
+    where_: &str,
+) -> Result<(), StoreError> {
+    let path = landing.dir().join(&entry.file);
+    let found = match crate::durable::open_no_follow(std::fs::OpenOptions::new().read(true), &path) {
+        Ok(_) => match crate::digest::sha256_file(&path) {
+            Ok(sha) if sha == entry.sha256 => return Ok(()),
+            Ok(sha) => format!("its SHA-256 is {sha}"),
+            Err(e) => return Err(StoreError::io(&path, "read", e)),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => "it is missing".to_string(),
+        Err(e) => return Err(StoreError::io(&path, "open", e)),
+    };
+    Err(StoreError::Corrupt {
+        path,
+        detail: format!(
+            "{where_} landed it with SHA-256 {}, but {found}; nothing was fetched. Restore the file from a \
+             copy, or remove the stream's cursor file ({}) so that the next run fetches every page again and \
+             lands this one anew",
+            entry.sha256,
+            cursors.path().display()
+        ),
+    })
+}
+
+/// Writes the manifest the trail's landed commits of `stream` stand for,
+/// in their order, each page once, and records its length in the cursor.
+fn rebuild(
+    cursors: &CursorStore,
+    landing: &mut LandingStore,
+    trail: &Path,
+    stream: &str,
+    receipt: &super::Receipt,
+) -> Result<u64, StoreError> {
+    let dir = landing.canonical_dir().display().to_string();
+    let mut seen = HashSet::new();
+    let mut entries = Vec::new();
+    crate::audit::read::each_event(trail, "page_committed", |_, line| {
+        if line["stream"] != stream || line["landing_dir"] != dir.as_str() {
+            return;
+        }
+        if line["landed"] != true || line["dry_run"] == true {
+            return;
+        }
+        if let Some(entry) = ManifestEntry::of_commit(&line, stream) {
+            if seen.insert((entry.page_key.clone(), entry.sha256.clone())) {
+                entries.push(entry);
+            }
+        }
+    })
+    .map_err(|e| StoreError::io(trail, "read back", e))?;
+    let bytes = landing.replace_manifest(&entries)?;
+    let named = commits_after(trail, receipt.offset(), receipt.sha256())
+        .map_err(|e| StoreError::io(trail, "read back", e))?
+        .map(|(named, _)| named)
+        .ok_or_else(|| StoreError::Unproven {
+            path: cursors.path().to_path_buf(),
+            detail: "the audit line the cursor names is not where it was".into(),
+        })?;
+    cursors.roll_forward(&named, bytes)?;
+    Ok(entries.len() as u64)
+}
