@@ -1045,11 +1045,16 @@ proptest::proptest! {
 }
 
 /// A server's clock is evidence only within `clock_skew_max_s`: a `Date`
-/// two days (or thousands of years) ahead stops the stream with 75, naming
-/// both clocks, before a window is planned on it; nothing is committed.
+/// two days (or thousands of years) ahead, or at 1970, stops the stream
+/// with 75, naming both clocks, before a window is planned on it (no date
+/// arithmetic panics at either end of the calendar); nothing is committed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_clock_beyond_the_bound_stops_the_stream_and_moves_nothing() {
-    for skew in [2 * 86_400i64, 250_000_000_000 - 1_700_000_000] {
+    let since_1970 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    for skew in [2 * 86_400i64, 250_000_000_000 - 1_700_000_000, 1 - since_1970] {
         let fx = Fixture::new();
         let origin = std::time::SystemTime::now() - std::time::Duration::from_secs(20);
         let sim = sim(Profile::Vault, 50, &[], |c| {
@@ -1190,4 +1195,42 @@ async fn a_basic_user_name_with_a_colon_is_refused_before_any_request() {
         "{err}"
     );
     assert!(sim.requests().is_empty(), "nothing was sent");
+}
+
+/// A password that happens to be a piece of a page's SHA-256 is scrubbed
+/// from free text only: the hashes, files and cursors of the audit lines
+/// stay whole, so `verify` and a cursor rebuild still work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scrubbing_a_secret_never_rewrites_a_hash_a_file_or_a_cursor() {
+    let first = Fixture::new();
+    let sim1 = sim(Profile::Vault, 60, &[], |_| {}).await;
+    assert_exit(&first.run("vault_session", &sim1, PASSWORD).await, 0);
+    let sha = first.events("page_committed")[0]["payload_sha256"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let password = sha[20..28].to_string();
+
+    let fx = Fixture::new();
+    let sim2 = sim(Profile::Vault, 60, &[], |c| c.password = password.clone()).await;
+    let out = fx.run("vault_session", &sim2, &password).await;
+    assert_exit(&out, 0);
+    let committed = fx.events("page_committed");
+    assert_eq!(committed[0]["payload_sha256"], sha.as_str());
+    for line in &committed {
+        let file = line["landing_file"].as_str().unwrap();
+        assert!(file.contains(line["payload_sha256"].as_str().unwrap()), "{line}");
+        assert!(!line["cursor_after"].to_string().contains("***"), "{line}");
+    }
+    let (land, state, trail) = (fx.path("landing"), fx.path("state"), fx.path("audit.jsonl"));
+    let verified = support::run(&[
+        "verify",
+        "--out",
+        land.to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+        "--audit-log",
+        trail.to_str().unwrap(),
+    ]);
+    assert_eq!(verified.code, 0, "{}{}", verified.stdout, verified.stderr);
 }

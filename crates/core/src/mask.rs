@@ -77,8 +77,12 @@ impl Masker {
     /// identifier parameter (after `?`, `&` or at the start) replaced by its
     /// mask. Idempotent: a value already masked is left alone.
     pub fn text(&self, text: &str) -> String {
-        let scrubbed = crate::redact::scrub(text);
-        let text = scrubbed.as_ref();
+        self.params_in(&crate::redact::scrub(text))
+    }
+
+    /// `text` with identifier parameters masked, secrets left to the
+    /// caller (a structured value is never scrubbed).
+    fn params_in(&self, text: &str) -> String {
         if self.params.is_empty() || !text.contains('=') {
             return text.to_string();
         }
@@ -117,22 +121,62 @@ impl Masker {
         out
     }
 
-    /// Masks every string inside a JSON value (for audit lines).
+    /// Masks every string inside a JSON value (for audit lines): identifier
+    /// parameters everywhere, secrets in free text only. A structured
+    /// field (see [`is_structured`]) is evidence another program reads
+    /// back (a hash, a path, a cursor, an id): scrubbing a short password
+    /// out of a SHA-256 would make `verify` report false discrepancies and
+    /// a cursor unrebuildable, so its values are left whole.
     pub fn json(&self, value: &mut serde_json::Value) {
+        self.json_in(value, false);
+    }
+
+    fn json_in(&self, value: &mut serde_json::Value, structured: bool) {
         match value {
             serde_json::Value::String(s) => {
-                if let std::borrow::Cow::Owned(clean) = crate::redact::scrub(s) {
-                    *s = clean;
+                if !structured {
+                    if let std::borrow::Cow::Owned(clean) = crate::redact::scrub(s) {
+                        *s = clean;
+                    }
                 }
                 if s.contains('=') {
-                    *s = self.text(s);
+                    *s = self.params_in(s);
                 }
             }
-            serde_json::Value::Array(items) => items.iter_mut().for_each(|v| self.json(v)),
-            serde_json::Value::Object(map) => map.values_mut().for_each(|v| self.json(v)),
+            serde_json::Value::Array(items) => items.iter_mut().for_each(|v| self.json_in(v, structured)),
+            serde_json::Value::Object(map) => {
+                for (key, v) in map.iter_mut() {
+                    self.json_in(v, structured || is_structured(key));
+                }
+            }
             _ => {}
         }
     }
+}
+
+/// Audit fields whose values are structured evidence: hashes, landed files
+/// and directories, cursors and cursor states, ids, and the request URL
+/// (a manifest entry's page key is rebuilt from it). A secret cannot reach
+/// them through a vendor: a next link that echoes one is refused
+/// (`edc::origin`), and the URL is built from the policy, not a variable.
+fn is_structured(key: &str) -> bool {
+    key.ends_with("sha256")
+        || key.ends_with("_file")
+        || key.ends_with("_dir")
+        || key.ends_with("_id")
+        || key.starts_with("cursor")
+        || matches!(
+            key,
+            "url"
+                | "file"
+                | "manifest"
+                | "path"
+                | "audit_log"
+                | "file_said"
+                | "trail_says"
+                | "mac"
+                | "checkpoint"
+        )
 }
 
 /// The masker of this process's current run, for text that leaves by

@@ -12,15 +12,18 @@
 use std::borrow::Cow;
 use std::sync::RwLock;
 
-/// Values shorter than this are not scrubbed: replacing every `ab` in every
-/// line would destroy the audit trail while protecting nothing of value.
-const MIN_SECRET_LEN: usize = 4;
+/// Secrets at least this long are scrubbed wherever they appear. A shorter
+/// one (a 3-character session id, a 2-character password) is scrubbed where
+/// it stands alone, not inside a longer word or number: replacing every
+/// `ab` of every line would destroy the text while protecting nothing a
+/// vendor echoes (an echo stands between spaces, quotes or `=` and `;`).
+const MIN_ANYWHERE_LEN: usize = 4;
 
 static SECRETS: RwLock<Vec<String>> = RwLock::new(Vec::new());
 
-/// Makes `secret` one of the values [`scrub`] removes.
+/// Makes `secret` one of the values [`scrub`] removes, whatever its length.
 pub fn register_secret(secret: &str) {
-    if secret.len() < MIN_SECRET_LEN {
+    if secret.is_empty() {
         return;
     }
     let mut all = SECRETS.write().unwrap_or_else(|p| p.into_inner());
@@ -31,13 +34,18 @@ pub fn register_secret(secret: &str) {
     }
 }
 
-/// Whether `text` holds any registered secret.
+/// Whether `text` holds a registered secret of at least
+/// [`MIN_ANYWHERE_LEN`] bytes: the check on a vendor's next link, where a
+/// short secret would refuse any URL that happens to hold its letters.
 pub fn contains_secret(text: &str) -> bool {
     let all = SECRETS.read().unwrap_or_else(|p| p.into_inner());
-    all.iter().any(|s| text.contains(s.as_str()))
+    all.iter()
+        .any(|s| s.len() >= MIN_ANYWHERE_LEN && text.contains(s.as_str()))
 }
 
-/// `text` with every registered secret replaced by `***`.
+/// `text` with every registered secret replaced by `***` (a short one
+/// where it stands alone). Free text only: structured values (hashes,
+/// paths, cursors, ids) are never passed here (see `mask::Masker::json`).
 pub fn scrub(text: &str) -> Cow<'_, str> {
     let all = SECRETS.read().unwrap_or_else(|p| p.into_inner());
     if !all.iter().any(|s| text.contains(s.as_str())) {
@@ -45,11 +53,42 @@ pub fn scrub(text: &str) -> Cow<'_, str> {
     }
     let mut out = text.to_string();
     for s in all.iter() {
-        if out.contains(s.as_str()) {
-            out = out.replace(s.as_str(), "***");
+        if !out.contains(s.as_str()) {
+            continue;
         }
+        out = if s.len() >= MIN_ANYWHERE_LEN {
+            out.replace(s.as_str(), "***")
+        } else {
+            replace_standing_alone(&out, s)
+        };
+    }
+    if out == text {
+        return Cow::Borrowed(text);
     }
     Cow::Owned(out)
+}
+
+/// `text` with each occurrence of `word` that has no letter or digit on
+/// either side replaced by `***`.
+fn replace_standing_alone(text: &str, word: &str) -> String {
+    let alnum = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let mut before: Option<char> = None;
+    while let Some(at) = rest.find(word) {
+        let prev = rest[..at].chars().next_back().or(before);
+        let next = rest[at + word.len()..].chars().next();
+        out.push_str(&rest[..at]);
+        if alnum(prev) || alnum(next) {
+            out.push_str(word);
+        } else {
+            out.push_str("***");
+        }
+        before = word.chars().next_back();
+        rest = &rest[at + word.len()..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Redacts the userinfo of any `scheme://user:password@host` in `arg`,
@@ -85,12 +124,19 @@ mod tests {
     #[test]
     fn registered_secrets_are_scrubbed_wherever_they_appear() {
         register_secret("s3cr3t-session-42");
-        register_secret("ab");
         assert_eq!(
-            scrub("vendor said: session s3cr3t-session-42 expired; ab"),
-            "vendor said: session *** expired; ab"
+            scrub("vendor said: session s3cr3t-session-42 expired; x"),
+            "vendor said: session *** expired; x"
         );
         assert_eq!(scrub("nothing here"), "nothing here");
+    }
+
+    #[test]
+    fn a_short_secret_is_scrubbed_where_it_stands_alone() {
+        register_secret("Zq7");
+        assert_eq!(scrub("session Zq7 expired"), "session *** expired");
+        assert_eq!(scrub("id=Zq7;"), "id=***;");
+        assert_eq!(scrub("xZq7y"), "xZq7y", "part of a longer word");
     }
 
     #[test]

@@ -26,7 +26,7 @@ struct LoginAnswer {
     #[serde(rename = "responseStatus")]
     status: Option<String>,
     #[serde(rename = "sessionId")]
-    session_id: Option<String>,
+    session_id: Option<Secret>,
     #[serde(default)]
     errors: Vec<LoginError>,
 }
@@ -123,13 +123,14 @@ impl ReadOnlyClient {
             }
         };
         match (answer.status.as_deref(), answer.session_id) {
-            (Some("SUCCESS"), Some(session)) if !session.is_empty() && status.is_success() => {
+            (Some("SUCCESS"), Some(session)) if !session.expose().is_empty() && status.is_success() => {
                 // Registered before anything can print it.
-                crate::redact::register_secret(&session);
-                let mut header = HeaderValue::from_str(&session).map_err(|_| AuthError::Protocol {
-                    url: shown.clone(),
-                    detail: "the sessionId is not a valid header value".into(),
-                })?;
+                crate::redact::register_secret(session.expose());
+                let mut header =
+                    HeaderValue::from_str(session.expose()).map_err(|_| AuthError::Protocol {
+                        url: shown.clone(),
+                        detail: "the sessionId is not a valid header value".into(),
+                    })?;
                 header.set_sensitive(true);
                 Ok((header, Some(shown), execution_id))
             }

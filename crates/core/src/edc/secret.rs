@@ -2,9 +2,13 @@
 
 use std::fmt;
 
-/// A bearer token. `Debug` and `Display` show `***`; the value leaves this
-/// type only through [`Secret::expose`], at the one place a header is built.
-#[derive(Clone, PartialEq, Eq)]
+/// A credential: a token, a password, a Vault session id. `Debug` and
+/// `Display` show `***`; the value leaves this type only through
+/// [`Secret::expose`], where a header is built or a value registered for
+/// scrubbing. It deserializes straight from a vendor's answer, so a
+/// session id is never a plain `String` that a `{:?}` could print.
+#[derive(Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(transparent)]
 pub struct Secret(String);
 
 impl Secret {
