@@ -174,13 +174,13 @@ pub struct StreamArgs {
     #[arg(long)]
     pub vendor: String,
     /// Study (fills {study}), e.g. Mediflex(Prod).
-    #[arg(long)]
+    #[arg(long, value_parser = identity_part)]
     pub study: String,
     /// Tenant (fills {tenant}).
-    #[arg(long)]
+    #[arg(long, value_parser = identity_part)]
     pub tenant: Option<String>,
     /// Protocol version (fills {protocol_version}).
-    #[arg(long)]
+    #[arg(long, value_parser = identity_part)]
     pub protocol_version: Option<String>,
 }
 
@@ -366,6 +366,18 @@ pub enum QualifyCommand {
 /// has: an RFC 3339 instant (`2026-01-01T00:00:00Z`) or a whole number (a
 /// Rave start id). Anything else would be sent to the server as the
 /// cursor parameter, so it is refused here, before anything happens.
+/// A part of a stream's identity. `-` alone is refused: state and landing
+/// paths spell an absent tenant or protocol version `-`, so `--tenant -`
+/// would share the files of the stream without a tenant.
+fn identity_part(value: &str) -> Result<String, String> {
+    match value {
+        "-" => {
+            Err("`-` alone is how state and landing paths write an absent value; give the real one".into())
+        }
+        v => Ok(v.to_string()),
+    }
+}
+
 fn cursor_bound(value: &str) -> Result<String, String> {
     let v = value.trim();
     let is_number =

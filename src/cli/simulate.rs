@@ -121,6 +121,7 @@ Faults (--fault N=SPEC, N = the Nth request received, from 1):
   gzip                the page, labelled Content-Encoding: gzip (never asked for)
   cross-origin-next:URL   the page, its next link pointing at URL
   redirect:URL        302 to URL
+  redirect-307:URL    307 to URL (a POST is re-sent with its body)
   vault-failure:TYPE  200 {\"responseStatus\":\"FAILURE\",\"errors\":[{\"type\":TYPE,...}]}
                       (e.g. API_LIMIT_EXCEEDED, INSUFFICIENT_ACCESS, INVALID_DATA)
   rave-error:STATUS:CODE       STATUS with <Response ReasonCode=CODE ...> (e.g. 404:RWS00092)

@@ -429,3 +429,28 @@ async fn a_keyed_run_checks_the_last_checkpoint_before_appending() {
     assert_eq!(std::fs::read(fx.trail()).unwrap(), forged, "nothing appended");
     assert_eq!(sim.requests().len(), requests, "no request was sent");
 }
+
+/// An anchor file replaced by a symbolic link is never followed, and the
+/// refusal says so (not a bare ELOOP).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_anchor_that_is_a_symlink_is_never_followed() {
+    let fx = Fixture::new();
+    let sim = sim().await;
+    assert_eq!(fx.run(&sim, AuditOptions::default()).await.0, 0);
+    let anchor = std::fs::read_dir(fx.path("state/audit-anchors"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let target = fx.path("elsewhere.json");
+    std::fs::rename(&anchor, &target).unwrap();
+    std::os::unix::fs::symlink(&target, &anchor).unwrap();
+    let (code, message) = fx.run(&sim, AuditOptions::default()).await;
+    assert_ne!(code, 0, "{message}");
+    assert!(
+        message.contains("symbolic link, which is never followed"),
+        "{message}"
+    );
+    assert!(message.contains(&*anchor.to_string_lossy()), "{message}");
+}

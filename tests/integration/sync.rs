@@ -1019,3 +1019,26 @@ async fn a_backfill_anchors_the_trail_where_every_run_does() {
     };
     assert_eq!(code, 65);
 }
+
+/// `-` is how state and landing paths write an absent tenant: `--tenant -`
+/// would share the files of the stream without one. A usage error (2)
+/// naming the flag, before anything happens.
+#[test]
+fn a_tenant_or_protocol_version_of_a_lone_dash_is_a_usage_error() {
+    for flag in ["--tenant", "--protocol-version"] {
+        let fx = Fixture::new();
+        let out = support::run_cmd(
+            cli_cmd(
+                &fx,
+                "sync",
+                "vault_json",
+                "http://127.0.0.1:9",
+                &["--pacer", "local", flag, "-"],
+            )
+            .stderr(std::process::Stdio::piped()),
+        );
+        assert_eq!(out.code, 2, "{flag}: {}", out.stderr);
+        assert!(out.stderr.contains(flag), "{flag}: {}", out.stderr);
+        assert!(!fx.path("audit.jsonl").exists(), "nothing happened");
+    }
+}

@@ -330,8 +330,14 @@ async fn no_tampering_between_runs_ends_in_exit_0_with_a_record_lost_or_duplicat
     };
     let mut endings: BTreeMap<Ending, usize> = BTreeMap::new();
     let mut failures = Vec::new();
+    let show = std::env::var("EDC_SYNC_TAMPER_SHOW").is_ok();
     for seed in seeds {
-        match one_case(seed, &expected).await {
+        let started = std::time::Instant::now();
+        let ending = one_case(seed, &expected).await;
+        if show {
+            eprintln!("seed {seed}: {ending:?} in {:?}", started.elapsed());
+        }
+        match ending {
             Ok(ending) => *endings.entry(ending).or_default() += 1,
             Err(e) => failures.push(format!("seed {seed}: {e}")),
         }

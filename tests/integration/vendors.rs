@@ -1168,10 +1168,28 @@ async fn a_login_redirected_off_the_origin_is_a_data_error() {
     .await;
     let out = fx.run("vault_session", &sim, PASSWORD).await;
     assert_exit(&out, 65);
+    assert!(stderr(&out).contains("not followed"), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("leaves the configured origin"),
+        !stderr(&out).contains("EDC_SYNC_TEST_PASSWORD"),
         "{}",
         stderr(&out)
+    );
+}
+
+/// A 307 keeps a POST's method and body: following it on the origin would
+/// re-send the password to a path the policy never named. No redirect of
+/// the login is followed; the path it pointed to sees nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_redirected_on_the_origin_is_not_followed_with_the_password() {
+    let fx = Fixture::new();
+    let sim = sim(Profile::Vault, 20, &["1=redirect-307:/elsewhere/auth"], |_| {}).await;
+    let out = fx.run("vault_session", &sim, PASSWORD).await;
+    assert_exit(&out, 65);
+    assert!(stderr(&out).contains("auth.login_path"), "{}", stderr(&out));
+    let requests = sim.requests();
+    assert!(
+        requests.iter().all(|r| !r.path.starts_with("/elsewhere")),
+        "{requests:?}"
     );
 }
 

@@ -23,6 +23,7 @@
 //! | `stall:MS` | the page's headers and half its body, then MS milliseconds of silence (slowloris) |
 //! | `cross-origin-next:URL` | the page, with its next link pointing at URL |
 //! | `redirect:URL` | 302 to URL |
+//! | `redirect-307:URL` | 307 to URL (a POST is re-sent with its body) |
 //! | `vault-failure:TYPE` | 200 with Vault's `{"responseStatus":"FAILURE","errors":[{"type":TYPE,...}]}` |
 //! | `rave-error:STATUS:CODE` | STATUS with Rave's `<Response ReasonCode="CODE" ...>` |
 //! | `rave-odm-error:STATUS:CODE` | STATUS with an ODM whose `mdsol:ErrorDescription` ends `[CODE]` |
@@ -62,7 +63,11 @@ pub enum Fault {
     Endless,
     Stall(Duration),
     CrossOriginNext(String),
-    Redirect(String),
+    /// A redirect: 302, or 307 (which keeps a POST's method and body).
+    Redirect {
+        status: u16,
+        url: String,
+    },
     /// Vault's HTTP 200 FAILURE with this error type.
     VaultFailure(String),
     /// A Rave error document at this status: `<Response>` or an error ODM.
@@ -108,7 +113,14 @@ impl FromStr for Fault {
             ["content-type", rest @ ..] if !rest.is_empty() => Fault::ContentType(rest.join(":")),
             ["stall", ms] => Fault::Stall(Duration::from_millis(number(ms)?)),
             ["cross-origin-next", rest @ ..] if !rest.is_empty() => Fault::CrossOriginNext(rest.join(":")),
-            ["redirect", rest @ ..] if !rest.is_empty() => Fault::Redirect(rest.join(":")),
+            ["redirect", rest @ ..] if !rest.is_empty() => Fault::Redirect {
+                status: 302,
+                url: rest.join(":"),
+            },
+            ["redirect-307", rest @ ..] if !rest.is_empty() => Fault::Redirect {
+                status: 307,
+                url: rest.join(":"),
+            },
             ["vault-failure", kind] if is_code(kind) => Fault::VaultFailure((*kind).to_string()),
             [form @ ("rave-error" | "rave-odm-error"), status, code] if is_code(code) => {
                 let status = number(status)?;
@@ -213,7 +225,10 @@ mod tests {
             ),
             (
                 "12=redirect:http://127.0.0.1:9/y",
-                Fault::Redirect("http://127.0.0.1:9/y".into()),
+                Fault::Redirect {
+                    status: 302,
+                    url: "http://127.0.0.1:9/y".into(),
+                },
             ),
             ("13=garbage", Fault::Garbage),
             (

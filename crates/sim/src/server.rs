@@ -160,14 +160,10 @@ pub async fn handle(
         // A redirect fault applies to the login too: Vault documents none,
         // but a gateway in front of it may answer one, and the client must
         // never follow it off the origin with the password.
-        (true, Some(_)) if matches!(state.config.faults.get(n), Some(Fault::Redirect(_))) => {
-            let mut a = Answer::status(StatusCode::FOUND);
-            if let Some(Fault::Redirect(url)) = state.config.faults.get(n) {
-                a.headers.push((LOCATION, url.clone()));
-            }
-            a
-        }
-        (true, Some(form)) => vault_login(&state, form),
+        (true, Some(form)) => match state.config.faults.get(n) {
+            Some(Fault::Redirect { status, url }) => redirect(*status, url),
+            _ => vault_login(&state, form),
+        },
         (true, None) => Answer::body(
             StatusCode::OK,
             "application/json",
@@ -318,11 +314,7 @@ async fn decide(
                 body,
             )
         }
-        Some(Fault::Redirect(url)) => {
-            let mut a = Answer::status(StatusCode::FOUND);
-            a.headers.push((LOCATION, url.clone()));
-            a
-        }
+        Some(Fault::Redirect { status, url }) => redirect(*status, url),
         Some(Fault::Oversize(bytes)) => {
             let mut a = Answer::status(StatusCode::OK);
             let bytes = *bytes;
@@ -471,4 +463,11 @@ fn route(state: &State, req: &Parts, fault: Option<&Fault>) -> Answer {
     }
     answer.page = Some(page);
     answer
+}
+
+/// A redirect answer to `url` with `status` (302 or 307).
+fn redirect(status: u16, url: &str) -> Answer {
+    let mut a = Answer::status(StatusCode::from_u16(status).unwrap_or(StatusCode::FOUND));
+    a.headers.push((LOCATION, url.to_string()));
+    a
 }

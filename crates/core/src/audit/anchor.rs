@@ -117,11 +117,7 @@ impl ChainHead {
 
     /// Reads the anchor at `path`; `None` when there is none.
     pub fn load(path: &Path) -> Result<Option<ChainHead>, String> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path);
+        let file = crate::durable::open_no_follow(std::fs::OpenOptions::new().read(true), path);
         let file = match file {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),

@@ -75,6 +75,16 @@ impl ReadOnlyClient {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let (origin, base) = Origin::of_base(base_url)?;
         let origin = Arc::new(origin);
+        // The login form carries the password: it goes to auth.login_path
+        // and nowhere else, so no redirect of it is followed, not even on
+        // the origin (a 307 or 308 would re-send the form to another path).
+        let login = match &credentials {
+            Credentials::VaultSession { login_path, .. } => origin
+                .endpoint(&base, login_path)
+                .ok()
+                .map(|u| u.path().to_string()),
+            _ => None,
+        };
         let auth = Authenticator::new(credentials).map_err(|e| match e {
             AuthError::Refused { detail, .. } => FetchError::Credential(detail),
             other => FetchError::Credential(other.to_string()),
@@ -96,7 +106,16 @@ impl ReadOnlyClient {
             .connect_timeout(limits.connect_timeout)
             .timeout(limits.request_timeout)
             .redirect(redirect::Policy::custom(move |attempt| {
-                if attempt.previous().len() >= MAX_REDIRECTS {
+                let from_login = attempt
+                    .previous()
+                    .last()
+                    .is_some_and(|u| Some(u.path()) == login.as_deref());
+                if from_login {
+                    let err = OriginError::LoginRedirected {
+                        url: crate::redact::redact_arg(attempt.url().as_str()),
+                    };
+                    attempt.error(err)
+                } else if attempt.previous().len() >= MAX_REDIRECTS {
                     attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
                 } else if redirect_origin.matches(attempt.url()) {
                     attempt.follow()

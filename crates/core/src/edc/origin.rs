@@ -31,6 +31,12 @@ pub enum OriginError {
     /// would write the secret into the cursor and the manifest.
     #[error("refused {url}: it holds one of this run's credentials")]
     EchoedSecret { url: String },
+    /// The login answered with a redirect: the password is posted to
+    /// `auth.login_path` only, never re-sent where a redirect points.
+    #[error(
+        "the login was redirected to {url}: not followed, the password is posted only to auth.login_path"
+    )]
+    LoginRedirected { url: String },
 }
 
 /// scheme + host + port + path prefix of the configured base URL.

@@ -168,10 +168,17 @@ pub fn catch_up(
             let Some(entry) = ManifestEntry::of_commit(line.line(), stream) else {
                 break;
             };
-            let in_place =
-                std::fs::metadata(landing.dir().join(&entry.file)).is_ok_and(|m| m.len() == entry.bytes);
-            if !in_place {
-                tracing::warn!(stream, file = %entry.file, "a committed page's landed file is missing; the cursor stays before it and the page is fetched again");
+            let found = std::fs::symlink_metadata(landing.dir().join(&entry.file));
+            let problem = match &found {
+                Err(_) => Some("missing"),
+                Ok(m) if !m.is_file() => Some("not a regular file"),
+                Ok(m) if m.len() != entry.bytes => {
+                    Some("modified (its size differs from the page_committed line's)")
+                }
+                Ok(_) => None,
+            };
+            if let Some(problem) = problem {
+                tracing::warn!(stream, file = %entry.file, "a committed page's landed file is {problem}; the cursor stays before it and the page is fetched again");
                 break;
             }
             if !landing.is_listed(&entry.page_key, &entry.sha256) {

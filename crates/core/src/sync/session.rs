@@ -13,6 +13,7 @@ use super::request::Request;
 use super::slots::{self, Slots};
 use super::stream::Stream;
 use super::SyncError;
+use crate::edc::AuthError;
 use quota_pacer::Pacer;
 
 /// Makes sure the client holds a credential before a request.
@@ -66,9 +67,18 @@ async fn obtain<P: Pacer>(
         Err(error) => {
             let reason = format!("obtaining a credential ({}): {error}", job.client.scheme());
             stream.failed(req, None, None, reason).await?;
+            // The variables are worth checking only when the credential
+            // itself was refused; a redirect or an outage is elsewhere.
+            let hint = match &error {
+                AuthError::OffOrigin { .. } => {
+                    "check the base URL and auth.login_path; nothing was posted elsewhere".to_string()
+                }
+                AuthError::Unavailable { .. } => "the next run tries again".to_string(),
+                _ => job.policy.auth.hint(),
+            };
             return Err(SyncError::Credential {
                 stream: stream.name.clone(),
-                hint: job.policy.auth.hint(),
+                hint,
                 error,
             });
         }

@@ -290,11 +290,15 @@ fn check_root(e: &BytesStart, summary: &mut OdmSummary) -> Result<(), InvalidPay
 
 fn note_source_id(summary: &mut OdmSummary, text: &str) -> Result<(), InvalidPayload> {
     // The length, never the value: error messages reach the audit trail.
-    let id: u64 = text.trim().parse().map_err(|_| {
-        InvalidPayload::odm(format!(
-            "an AuditRecord SourceID ({} characters) is not a whole number",
-            text.trim().chars().count()
-        ))
+    let id: u64 = text.trim().parse().map_err(|e: std::num::ParseIntError| {
+        let chars = text.trim().chars().count();
+        InvalidPayload::odm(match e.kind() {
+            std::num::IntErrorKind::PosOverflow => format!(
+                "an AuditRecord SourceID ({chars} digits) is larger than {} (the largest this tool keeps)",
+                u64::MAX
+            ),
+            _ => format!("an AuditRecord SourceID ({chars} characters) is not a whole number"),
+        })
     })?;
     summary.max_source_id = Some(summary.max_source_id.map_or(id, |m| m.max(id)));
     summary.min_source_id = Some(summary.min_source_id.map_or(id, |m| m.min(id)));
@@ -335,6 +339,22 @@ mod tests {
         );
         assert_eq!((s.clinical_data, s.subject_data, s.audit_records), (1, 1, 2));
         assert_eq!(s.max_source_id, Some(2351));
+    }
+
+    #[test]
+    fn a_source_id_too_large_is_called_too_large_not_garbage() {
+        let huge = RAVE.replace(
+            "<SourceID>2351</SourceID>",
+            "<SourceID>100000000000000000000000</SourceID>",
+        );
+        let err = scan(huge.as_bytes()).unwrap_err().to_string();
+        assert!(
+            err.contains("24 digits) is larger than 18446744073709551615"),
+            "{err}"
+        );
+        let text = RAVE.replace("<SourceID>2351</SourceID>", "<SourceID>SUBJ-0042</SourceID>");
+        let err = scan(text.as_bytes()).unwrap_err().to_string();
+        assert!(err.contains("is not a whole number"), "{err}");
     }
 
     #[test]
