@@ -380,3 +380,43 @@ async fn invalid_payloads_are_refused() {
         assert!(err.contains("invalid"), "{vendor}: {err}");
     }
 }
+
+/// A response framed twice (chunked and a Content-Length) is refused, not
+/// read by one framing and judged by the other ("truncated after 211 of 3
+/// bytes"): RFC 9112, section 6.3, calls it a possible response-splitting
+/// attempt to be handled as an error.
+#[tokio::test]
+async fn a_response_with_both_chunked_and_content_length_is_refused() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 4096];
+        let _ = conn.read(&mut buf);
+        let body = r#"{"data":[],"responseDetails":{}}"#;
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\
+             Content-Length: 3\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+            body.len()
+        );
+        conn.write_all(answer.as_bytes()).unwrap();
+    });
+    let policy = policy("vault_json");
+    let client = ReadOnlyClient::new(
+        &format!("http://127.0.0.1:{port}"),
+        Credentials::bearer(TOKEN),
+        policy.http,
+    )
+    .unwrap();
+    let err = match client.get(&client.base().join("/x").unwrap()).await {
+        Ok(reply) => reply.stream_into(&mut Vec::new()).await.unwrap_err(),
+        Err(e) => e,
+    };
+    let text = err.to_string();
+    assert!(!err.is_transient(), "{text}");
+    assert!(
+        text.contains("Transfer-Encoding") && text.contains("Content-Length"),
+        "{text}"
+    );
+}

@@ -378,6 +378,34 @@ async fn a_run_whose_lock_was_taken_over_in_a_cluster_never_commits_again() {
     a_stale_holder_never_commits(&cluster.url()).await;
 }
 
+/// A lock that vanished from Redis (FLUSHALL, an eviction, a failover
+/// without persistence) is not "another run holds the stream": the run
+/// stops (75) saying the lock is gone, and moves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_lock_was_flushed_from_redis_says_so() {
+    let redis = support::redis::start();
+    let fx = Fixture::new();
+    let sim = slow_sim(60, 150).await;
+    let child = fx
+        .sync(&sim.base_url(), &["--redis", &redis.url()])
+        .spawn()
+        .unwrap();
+    until_requests(&sim, 3).await;
+    let pacer = quota_pacer::RedisPacer::connect(&redis.url(), edc_core::REDIS_KEY_PREFIX)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("FLUSHALL")
+        .query_async(&mut pacer.connection())
+        .await
+        .unwrap();
+    let out = finish(child).await;
+    assert_exit(&out, 75);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("lost the run lock"), "{stderr}");
+    assert!(stderr.contains("no longer in Redis"), "{stderr}");
+    assert!(!stderr.contains("another run holds"), "{stderr}");
+}
+
 async fn a_stale_holder_never_commits(redis_url: &str) {
     let fx = Fixture::new();
     let sim = slow_sim(60, 150).await;
@@ -407,7 +435,12 @@ async fn a_stale_holder_never_commits(redis_url: &str) {
     let taken_at = std::time::SystemTime::now();
     let out = finish(child).await;
     assert_exit(&out, 75);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("lost the run lock"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("lost the run lock"), "{stderr}");
+    assert!(
+        stderr.contains("held by host elsewhere, pid 1, run thief"),
+        "{stderr}"
+    );
     let cursor: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(fx.path("state/vault_json/-/S-1/-/default.cursor.json")).unwrap(),
     )

@@ -317,6 +317,8 @@ impl ReadOnlyClient {
                     .collect::<String>()
             })
             .filter(|v| !v.trim().eq_ignore_ascii_case("identity"));
+        let headers_framed_twice =
+            headers.contains_key(reqwest::header::TRANSFER_ENCODING) && headers.contains_key(CONTENT_LENGTH);
         let content_length = headers
             .get(CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
@@ -356,6 +358,9 @@ impl ReadOnlyClient {
             response,
             max_body_bytes: self.limits.max_body_bytes,
         };
+        if headers_framed_twice {
+            return Err(FetchError::Framing { url: url.to_string() });
+        }
         // Refuse an oversized body before reading a byte of it.
         if let Some(size) = reply.content_length.filter(|n| *n > self.limits.max_body_bytes) {
             return Err(FetchError::TooLarge {

@@ -19,6 +19,11 @@ pub enum FetchError {
         expected: u64,
         received: u64,
     },
+    /// The response is framed two ways (RFC 9112, section 6.3: chunked and
+    /// a Content-Length): refused unread, as a possible response-splitting
+    /// attempt, never retried as if truncated.
+    #[error("GET {url}: the response has both Transfer-Encoding and Content-Length (RFC 9112, section 6.3); refused unread")]
+    Framing { url: String },
     /// The body is larger than `http.max_body_bytes`: refused unread.
     #[error("GET {url}: body of {size} bytes exceeds max_body_bytes ({limit})")]
     TooLarge { url: String, size: u64, limit: u64 },

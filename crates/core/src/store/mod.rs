@@ -14,7 +14,9 @@ pub use cursor::{Cursor, CursorFile, CursorStore, PageAdvance, PendingCursor, Re
 pub use error::StoreError;
 pub use landing::{LandedPage, LandingStore, LandingTemp, ManifestEntry};
 pub use lock::{LockError, RunLock, StreamLocked};
-pub use run_lock::{load_script as load_run_lock_script, RunLockName, SCRIPT_NAME as RUN_LOCK_SCRIPT};
+pub use run_lock::{
+    load_script as load_run_lock_script, LockState, RunLockName, SCRIPT_NAME as RUN_LOCK_SCRIPT,
+};
 
 use crate::stream::StreamIdentity;
 

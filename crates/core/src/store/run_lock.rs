@@ -98,15 +98,24 @@ impl RunLockName {
     }
 
     /// True while `fence` still holds this lock (and extends it).
-    pub async fn check(&self, redis: &RedisPacer, fence: u64, ttl: Duration) -> Result<bool, PacerError> {
+    pub async fn check(
+        &self,
+        redis: &RedisPacer,
+        fence: u64,
+        ttl: Duration,
+    ) -> Result<LockState, PacerError> {
         let mut inv = SCRIPT.prepare_invoke();
         inv.key(&self.lock)
             .key(&self.fence)
             .arg("check")
             .arg(fence)
             .arg(millis(ttl));
-        let (ok, _): (i64, String) = redis.call(SCRIPT_NAME, &inv).await?;
-        Ok(ok == 1)
+        let (ok, holder): (i64, String) = redis.call(SCRIPT_NAME, &inv).await?;
+        Ok(match (ok, holder) {
+            (1, _) => LockState::Ours,
+            (_, holder) if holder.is_empty() => LockState::Gone,
+            (_, holder) => LockState::HeldBy(holder),
+        })
     }
 
     /// Gives this lock back if `fence` still holds it.
@@ -115,6 +124,33 @@ impl RunLockName {
         inv.key(&self.lock).key(&self.fence).arg("release").arg(fence);
         let (ok, _): (i64, String) = redis.call(SCRIPT_NAME, &inv).await?;
         Ok(ok == 1)
+    }
+}
+
+/// Who holds a stream's run lock, as a check by its fence found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockState {
+    /// Still this fence's (and extended).
+    Ours,
+    /// No one: the key expired or was removed (FLUSHALL, an eviction, a
+    /// failover without persistence).
+    Gone,
+    /// Another run, as `<fence>|<holder>`.
+    HeldBy(String),
+}
+
+impl std::fmt::Display for LockState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LockState::Ours => f.write_str("it is still this run's"),
+            LockState::Gone => f.write_str("the lock is no longer in Redis (expired, flushed or evicted)"),
+            LockState::HeldBy(v) => match v.split_once('|') {
+                Some((fence, holder)) => {
+                    write!(f, "another run holds the stream: fence {fence}, held by {holder}")
+                }
+                None => write!(f, "another run holds the stream: {v}"),
+            },
+        }
     }
 }
 

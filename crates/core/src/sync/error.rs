@@ -48,12 +48,11 @@ pub enum SyncError {
     Audit(#[from] AuditError),
     #[error(transparent)]
     Locked(#[from] StreamLocked),
-    /// The cross-host run lock was lost mid-run: another run holds the
-    /// stream now, so this one stops without moving the cursor (exit 75).
-    #[error(
-        "{stream}: lost the run lock (fence {fence}); another run holds the stream; the cursor was not moved"
-    )]
-    LockLost { stream: String, fence: u64 },
+    /// The cross-host run lock was lost mid-run (taken by another run, or
+    /// gone from Redis), so this one stops without moving the cursor
+    /// (exit 75). `now` says which.
+    #[error("{stream}: lost the run lock (fence {fence}): {now}; the cursor was not moved")]
+    LockLost { stream: String, fence: u64, now: String },
     /// SIGINT / SIGTERM (exit 75: progress saved, run again).
     #[error("{stream}: interrupted at a safe point; committed pages are kept and the next run resumes")]
     Interrupted { stream: String },

@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use crate::store::RunLockName;
 use crate::store::StreamLocked;
+use crate::store::{LockState, RunLockName};
 use quota_pacer::{Fence, PacerError, RedisPacer};
 
 const TTL: Duration = Duration::from_secs(60);
@@ -102,8 +102,8 @@ impl FencedLock {
                 loop {
                     tokio::time::sleep(TTL / 3).await;
                     match name.check(&pacer, fence, TTL).await {
-                        Ok(true) => {}
-                        Ok(false) => {
+                        Ok(LockState::Ours) => {}
+                        Ok(_) => {
                             tracing::error!(stream = %name.stream(), fence, "the run lock was lost; no further page will be committed");
                             lost.store(true, Ordering::SeqCst);
                             return;
@@ -147,6 +147,14 @@ impl FencedLock {
     /// make it ours again.
     pub fn is_lost(&self) -> bool {
         self.lost.load(Ordering::SeqCst)
+    }
+
+    /// Who holds the lock now, for the message of a run that lost it.
+    pub async fn now_held(&self) -> String {
+        match self.name.check(&self.pacer, self.fence, TTL).await {
+            Ok(state) => state.to_string(),
+            Err(e) => format!("who holds it now could not be read ({e})"),
+        }
     }
 
     /// Records that a proof failed.

@@ -64,12 +64,13 @@ impl<P: Pacer> Slots<P> {
         let Some(fenced) = &self.fenced else {
             return Ok(());
         };
-        let lost = || SyncError::LockLost {
+        let lost = |now: String| SyncError::LockLost {
             stream: stream.to_string(),
             fence: fenced.fence(),
+            now,
         };
         if fenced.is_lost() {
-            return Err(lost());
+            return Err(lost(fenced.now_held().await));
         }
         let current = self.holding.take();
         let handed = job
@@ -83,7 +84,7 @@ impl<P: Pacer> Slots<P> {
             }
             HandOver::Lost => {
                 fenced.mark_lost();
-                Err(lost())
+                Err(lost(fenced.now_held().await))
             }
         }
     }
