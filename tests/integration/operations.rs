@@ -188,6 +188,16 @@ async fn a_second_sigint_aborts_at_once_without_corrupting_state() {
         sent.elapsed() < Duration::from_millis(2500),
         "aborted before the page in flight was answered"
     );
+    // The trail left by the abort is anchored like any other.
+    let (trail, state) = (fx.path("audit.jsonl"), fx.path("state"));
+    let checked = support::run(&[
+        "audit",
+        "verify",
+        trail.to_str().unwrap(),
+        "--anchors",
+        state.to_str().unwrap(),
+    ]);
+    assert_eq!(checked.code, 0, "{}{}", checked.stdout, checked.stderr);
     // Resume against a fast simulator (same dataset) and check the whole.
     let fast = slow_sim(60, 0).await;
     let resumed = fx.sync(&fast.base_url(), &["--pacer", "local"]).output().unwrap();
@@ -659,4 +669,25 @@ fn bench_startup_prints_its_figures() {
         assert!(last.get(key).is_some(), "{key} missing in {last}");
     }
     assert_eq!(last["manifest_entries"], 300);
+}
+
+/// A metrics file that cannot be written is found before the run, not
+/// after a successful sync: 74 naming it, nothing fetched, no audit line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unwritable_metrics_file_stops_the_run_before_anything_is_fetched() {
+    let fx = Fixture::new();
+    let sim = slow_sim(12, 0).await;
+    let metrics = fx.path("no-such-dir/edc_sync.prom");
+    let out = fx
+        .sync(
+            &sim.base_url(),
+            &["--pacer", "local", "--metrics-file", metrics.to_str().unwrap()],
+        )
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(74), "{stderr}");
+    assert!(stderr.contains("edc_sync.prom"), "{stderr}");
+    assert!(sim.requests().is_empty(), "nothing was fetched");
+    assert!(!fx.path("audit.jsonl").exists());
 }

@@ -41,6 +41,29 @@ fn previous_successes(text: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The temp file the metrics are written to before the rename.
+fn temp_of(path: &Path) -> std::path::PathBuf {
+    path.with_extension("prom.tmp")
+}
+
+/// Proves before a run that its metrics can be written where asked (the
+/// temp file created and removed), so a wrong `--metrics-file` stops the
+/// run before anything is fetched rather than after a successful sync.
+pub fn check_writable(path: &Path) -> std::io::Result<()> {
+    if path.is_dir() {
+        return Err(std::io::Error::other("it is a directory"));
+    }
+    let tmp = temp_of(path);
+    crate::durable::open_no_follow(
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true),
+        &tmp,
+    )?;
+    std::fs::remove_file(&tmp)
+}
+
 /// Writes the metrics of one run to `path` (temp file, fsync, rename).
 pub fn write(
     path: &Path,
@@ -158,8 +181,14 @@ pub fn write(
             labels(base, stream)
         );
     }
-    let tmp = path.with_extension("prom.tmp");
-    let mut f = std::fs::File::create(&tmp)?;
+    let tmp = temp_of(path);
+    let mut f = crate::durable::open_no_follow(
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true),
+        &tmp,
+    )?;
     f.write_all(out.as_bytes())?;
     f.sync_all()?;
     drop(f);

@@ -194,6 +194,14 @@ pub async fn execute(spec: RunSpec) -> anyhow::Result<RunResult> {
 /// Runs a planned `spec` to the end.
 pub async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> anyhow::Result<RunResult> {
     let started = Instant::now();
+    if let Some(path) = &spec.metrics_file {
+        crate::metrics::check_writable(path).with_context(|| {
+            format!(
+                "the metrics file {} cannot be written; nothing was fetched",
+                path.display()
+            )
+        })?;
+    }
     let run_id = RunId::new();
     let masker = crate::mask::Masker::for_run(
         &prepared.loaded.provenance.config_sha256,
@@ -223,8 +231,7 @@ pub async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> anyhow::Result<Ru
             header_stream,
         ))
         .await?;
-
-    let (reports, outcome, redis) = run_streams(&spec, &prepared, &audit).await;
+    let (reports, outcome, redis) = run_streams(&spec, &prepared, &audit, &anchor_file).await;
     let interrupted = outcome.as_ref().err().is_some_and(|e| {
         e.chain().any(|c| {
             matches!(
@@ -340,6 +347,7 @@ async fn run_streams(
     spec: &RunSpec,
     prepared: &RunPlan,
     audit: &SharedAudit,
+    anchor_file: &std::path::Path,
 ) -> (Vec<StreamReport>, anyhow::Result<()>, Option<RedisPacer>) {
     let pacer = match &spec.pacer {
         PacerChoice::Local => AnyPacer::Local(LocalPacer::new()),
@@ -353,6 +361,10 @@ async fn run_streams(
             Err(e) => return (Vec::new(), Err(e.into()), None),
         },
     };
+    // Anchored at the start too, once the header passed every anchor check
+    // (Redis's included): a run aborted before its end (a second SIGINT,
+    // kill -9) leaves its trail anchored up to the header, not unanchored.
+    anchor(audit, anchor_file, None).await;
     let redis = match &pacer {
         AnyPacer::Redis(p) => Some(p.clone()),
         AnyPacer::Local(_) => None,
