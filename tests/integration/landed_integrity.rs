@@ -498,3 +498,51 @@ async fn a_damaged_last_landed_page_is_refused_until_the_pages_are_fetched_again
         assert_landed_once(&fx);
     }
 }
+
+/// A stream's landing directory swapped for a symbolic link: the run
+/// refuses to land through it (74, "never followed"), and `verify` names
+/// the link rather than calling the directory gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_landing_directory_that_is_a_symlink_is_never_followed() {
+    let fx = Fixture::new();
+    let sim = sim_with(RECORDS).await;
+    two_pages_landed(&fx, &sim).await;
+    let dir = stream_dir(&fx);
+    let elsewhere = fx.path("elsewhere");
+    std::fs::rename(&dir, &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &dir).unwrap();
+    let requests = sim.requests().len();
+    let (code, message) = fx.run(&sim, AuditOptions::default()).await;
+    assert_eq!(code, 74, "{message}");
+    assert!(
+        message.contains("symbolic link, which is never followed"),
+        "{message}"
+    );
+    assert_eq!(sim.requests().len(), requests, "nothing was fetched");
+    let out = verify(&fx);
+    assert_eq!(out.code, 65, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("a symbolic link inside the landing"),
+        "{}",
+        out.stdout
+    );
+}
+
+/// The same for the state directory of a stream: its lock and cursor are
+/// never reached through a link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_directory_that_is_a_symlink_is_never_followed() {
+    let fx = Fixture::new();
+    let sim = sim_with(RECORDS).await;
+    two_pages_landed(&fx, &sim).await;
+    let dir = fx.path("state/vault_json/-/S1");
+    let elsewhere = fx.path("elsewhere");
+    std::fs::rename(&dir, &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &dir).unwrap();
+    let (code, message) = fx.run(&sim, AuditOptions::default()).await;
+    assert_eq!(code, 74, "{message}");
+    assert!(
+        message.contains("symbolic link, which is never followed"),
+        "{message}"
+    );
+}

@@ -46,6 +46,41 @@ pub fn open_no_follow(options: &mut std::fs::OpenOptions, path: &Path) -> io::Re
     Ok(file)
 }
 
+/// `root.join(rel)`, each directory of `rel` created as needed and none
+/// of them a symbolic link: a link planted inside a landing or state
+/// directory would send a run's writes anywhere (as root, over the audit
+/// trail). `root` itself is the operator's choice and may be a link (a
+/// mount point, say); it is created when missing.
+pub fn dirs_below(root: &Path, rel: &Path) -> io::Result<std::path::PathBuf> {
+    std::fs::create_dir_all(root)?;
+    let mut at = root.to_path_buf();
+    for part in rel.components() {
+        at.push(part);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(io::Error::other(format!(
+                    "{} is a symbolic link, which is never followed",
+                    at.display()
+                )))
+            }
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(io::Error::other(format!("{} is not a directory", at.display()))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => match std::fs::create_dir(&at) {
+                Ok(()) => {}
+                // Another run made it meanwhile: checked again below.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    if !std::fs::symlink_metadata(&at)?.is_dir() {
+                        return Err(io::Error::other(format!("{} is not a directory", at.display())));
+                    }
+                }
+                Err(e) => return Err(e),
+            },
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(at)
+}
+
 /// fsyncs the directory holding `path`, so a file created or renamed there
 /// survives a crash (POSIX makes the directory entry durable only then).
 pub fn sync_parent_dir(path: &Path) -> io::Result<()> {

@@ -131,8 +131,16 @@ pub fn reconcile(out: &Path, state: &Path, audit: &Path) -> Result<Summary, Unre
     summary.commits = commits.values().map(Vec::len).sum();
 
     let mut dirs = Vec::new();
-    find_landing_dirs(&out, &mut dirs).map_err(unreadable(&out))?;
+    let mut links = Vec::new();
+    find_landing_dirs(&out, &mut dirs, &mut links).map_err(unreadable(&out))?;
     summary.landing_dirs = dirs.len();
+    for link in links {
+        summary.discrepancies.push(Discrepancy {
+            path: link,
+            what: "a symbolic link inside the landing, which is never followed: what it points to is not verified,                    and a run refuses to land through it"
+                .into(),
+        });
+    }
     for dir in &dirs {
         let empty = Vec::new();
         let here = commits.get(dir).unwrap_or(&empty);
@@ -192,8 +200,8 @@ fn read_commits(audit: &Path, summary: &mut Summary) -> Result<BTreeMap<PathBuf,
 }
 
 /// Directories holding a manifest or a `pages/` directory, without
-/// following symbolic links.
-fn find_landing_dirs(dir: &Path, found: &mut Vec<PathBuf>) -> std::io::Result<()> {
+/// following symbolic links; the links met on the way go to `links`.
+fn find_landing_dirs(dir: &Path, found: &mut Vec<PathBuf>, links: &mut Vec<PathBuf>) -> std::io::Result<()> {
     let mut is_landing = false;
     let mut subdirs = Vec::new();
     for entry in std::fs::read_dir(dir)? {
@@ -202,6 +210,8 @@ fn find_landing_dirs(dir: &Path, found: &mut Vec<PathBuf>) -> std::io::Result<()
         let name = entry.file_name();
         if name == "manifest.jsonl" || (name == "pages" && kind.is_dir()) {
             is_landing = true;
+        } else if kind.is_symlink() && name != "manifest.jsonl" {
+            links.push(entry.path());
         } else if kind.is_dir() && name != "quarantine" && name != ".tmp" {
             subdirs.push(entry.path());
         }
@@ -212,7 +222,7 @@ fn find_landing_dirs(dir: &Path, found: &mut Vec<PathBuf>) -> std::io::Result<()
     }
     subdirs.sort();
     for sub in subdirs {
-        find_landing_dirs(&sub, found)?;
+        find_landing_dirs(&sub, found, links)?;
     }
     Ok(())
 }

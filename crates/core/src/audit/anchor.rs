@@ -136,8 +136,9 @@ impl ChainHead {
                 return Ok(());
             }
         }
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
+        if let (Some(dir), Some(root)) = (path.parent(), path.parent().and_then(Path::parent)) {
+            let name = dir.file_name().map(Path::new).unwrap_or(Path::new(""));
+            crate::durable::dirs_below(root, name)?;
         }
         let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
         let mut f = crate::durable::open_no_follow(

@@ -268,7 +268,10 @@ impl CursorStore {
     /// the cursor recorded.
     pub fn open_landing(&self, out_dir: &Path, ext: &'static str) -> Result<LandingStore, StoreError> {
         let from = self.load().ok().and_then(|c| c.manifest_bytes());
-        LandingStore::open(&out_dir.join(super::stream_dir_name(&self.stream)), ext, from)
+        let rel = super::stream_dir_name(&self.stream);
+        let dir = crate::durable::dirs_below(out_dir, Path::new(&rel))
+            .map_err(|e| StoreError::io(&out_dir.join(&rel), "create", e))?;
+        LandingStore::open(&dir, ext, from)
     }
 
     /// A store whose first window starts at `start` instead of the beginning.

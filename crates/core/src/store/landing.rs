@@ -171,7 +171,7 @@ impl LandingStore {
     pub(super) fn open(dir: &Path, ext: &'static str, from: Option<u64>) -> Result<LandingStore, StoreError> {
         for sub in ["pages", ".tmp"] {
             let d = dir.join(sub);
-            std::fs::create_dir_all(&d).map_err(|e| StoreError::io(&d, "create", e))?;
+            crate::durable::dirs_below(dir, Path::new(sub)).map_err(|e| StoreError::io(&d, "create", e))?;
         }
         let canonical = std::fs::canonicalize(dir).map_err(|e| StoreError::io(dir, "resolve", e))?;
         let tmp = dir.join(".tmp");

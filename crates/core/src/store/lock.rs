@@ -32,10 +32,11 @@ pub struct RunLock {
 impl RunLock {
     /// Takes the lock of `stream` under `state_dir`, or says who has it.
     pub fn acquire(state_dir: &Path, stream: &StreamIdentity, run_id: &str) -> Result<RunLock, LockError> {
-        let path = state_dir.join(format!("{}.lock", super::stream_dir_name(stream)));
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| LockError::Store(StoreError::io(dir, "create", e)))?;
-        }
+        let name = format!("{}.lock", super::stream_dir_name(stream));
+        let rel = Path::new(&name).parent().unwrap_or(Path::new(""));
+        crate::durable::dirs_below(state_dir, rel)
+            .map_err(|e| LockError::Store(StoreError::io(&state_dir.join(rel), "create", e)))?;
+        let path = state_dir.join(&name);
         let mut file =
             crate::durable::open_no_follow(OpenOptions::new().read(true).write(true).create(true), &path)
                 .map_err(|e| LockError::Store(StoreError::io(&path, "open", e)))?;
