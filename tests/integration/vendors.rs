@@ -1252,3 +1252,47 @@ async fn scrubbing_a_secret_never_rewrites_a_hash_a_file_or_a_cursor() {
     ]);
     assert_eq!(verified.code, 0, "{}{}", verified.stdout, verified.stderr);
 }
+
+/// Processes whose command line holds `needle`.
+fn processes_running(needle: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .filter(|c| String::from_utf8_lossy(c).replace('\0', " ").contains(needle))
+        .count()
+}
+
+/// A stop request (SIGTERM) while a credential helper hangs or a login is
+/// slow is honoured at once: exit 75 (stopped, run again), not 77 or 69
+/// after the timeout; the helper's whole process group is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_a_hanging_helper_or_a_slow_login_stops_the_run_at_once() {
+    for (vendor, latency) in [("slow_helper", 0u64), ("vault_session", 20_000)] {
+        let fx = Fixture::new();
+        let sim = sim(Profile::Vault, 20, &[], |c| {
+            c.latency = std::time::Duration::from_millis(latency)
+        })
+        .await;
+        let child = fx.sync(vendor, &sim, PASSWORD).spawn().unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        let sent = std::time::Instant::now();
+        // SAFETY: kill(2) on the pid of our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(out.status.code(), Some(75), "{vendor}: {}", stderr(&out));
+        assert!(
+            sent.elapsed() < std::time::Duration::from_secs(5),
+            "{vendor}: stopped after {:?}",
+            sent.elapsed()
+        );
+        assert_eq!(
+            processes_running("sleep 29.5"),
+            0,
+            "{vendor}: the helper's group was killed"
+        );
+        assert!(fx.events("run_interrupted").len() == 1, "{vendor}");
+    }
+}

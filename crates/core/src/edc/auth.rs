@@ -151,6 +151,26 @@ impl Credentials {
     }
 }
 
+/// Kills a helper's process group when dropped armed: the future that
+/// waits for the helper is dropped when the run is stopped.
+struct GroupKiller(Option<i32>);
+
+impl GroupKiller {
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for GroupKiller {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            // SAFETY: kill(2) with a negative pid signals that process
+            // group; it touches no memory of ours.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+        }
+    }
+}
+
 /// A sensitive header value (never printed by reqwest or hyper).
 fn header(value: &str, what: &str) -> Result<HeaderValue, AuthError> {
     let mut v = HeaderValue::from_str(value).map_err(|_| AuthError::Refused {
@@ -301,6 +321,9 @@ pub(super) async fn run_helper(
     }
     let mut child = cmd.spawn().map_err(|e| fail(format!("cannot start it: {e}")))?;
     let group = child.id();
+    // A run stopped while the helper runs (SIGTERM drops this future)
+    // kills its whole group, grandchildren too, not only the child.
+    let mut orphaned = GroupKiller(group.and_then(|p| i32::try_from(p).ok()));
     let kill_group = || {
         if let Some(pid) = group.and_then(|p| i32::try_from(p).ok()) {
             // SAFETY: kill(2) with a negative pid signals that process
@@ -319,7 +342,10 @@ pub(super) async fn run_helper(
         child.wait().await.map(Some)
     };
     let status = match tokio::time::timeout(timeout, read).await {
-        Ok(Ok(Some(status))) => status,
+        Ok(Ok(Some(status))) => {
+            orphaned.disarm();
+            status
+        }
         Ok(Ok(None)) => {
             kill_group();
             return Err(fail(format!(

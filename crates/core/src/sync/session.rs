@@ -56,7 +56,18 @@ async fn obtain<P: Pacer>(
         true => Some(slots::permit(stream, req).await?),
         false => None,
     };
-    let result = job.client.obtain_credential(refused).await;
+    // A login or helper can hang up to its timeout: a stop request ends
+    // the wait (nothing is committed by a login; the helper's group is
+    // killed when its future is dropped).
+    let result = tokio::select! {
+        result = job.client.obtain_credential(refused) => result,
+        _ = job.options.interrupt.wait() => {
+            if let Some(permit) = permit {
+                permit.release();
+            }
+            return Err(SyncError::Interrupted { stream: stream.name.clone() });
+        }
+    };
     if let Some(permit) = permit {
         permit.release();
     }
