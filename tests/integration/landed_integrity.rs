@@ -546,3 +546,30 @@ async fn a_state_directory_that_is_a_symlink_is_never_followed() {
         "{message}"
     );
 }
+
+/// A run killed after it listed a page and before its commit line leaves
+/// the page listed under its run id; the next run replays the page, finds
+/// it listed, and commits it under its own. The start-up check takes that
+/// manifest line as the page the trail committed (a crash, not damage).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_listed_by_a_killed_run_and_committed_by_the_next_passes_the_tail_check() {
+    let fx = Fixture::new();
+    let sim = sim_with(RECORDS).await;
+    two_pages_landed(&fx, &sim).await;
+    let manifest = stream_dir(&fx).join("manifest.jsonl");
+    let mut lines = manifest_lines(&fx);
+    let mut last: serde_json::Value = serde_json::from_str(lines.last().unwrap()).unwrap();
+    let run_id = last["run_id"].as_str().unwrap().to_string();
+    let killed = format!("{}x", &run_id[..run_id.len() - 1]);
+    last["run_id"] = killed.into();
+    let edited = serde_json::to_string(&last).unwrap();
+    assert_eq!(
+        edited.len(),
+        lines.last().unwrap().len(),
+        "same length, same offsets"
+    );
+    *lines.last_mut().unwrap() = edited;
+    std::fs::write(&manifest, lines.join("\n") + "\n").unwrap();
+    let (code, message) = fx.run(&sim, AuditOptions::default()).await;
+    assert_eq!(code, 0, "{message}");
+}

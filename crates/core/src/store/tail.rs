@@ -141,17 +141,36 @@ fn manifest_disagrees(
         },
         _ => None,
     };
+    // Not the run id: a page listed by a run killed before its commit line
+    // is replayed by the next run, whose line commits the same listing.
     let same = |l: &ManifestEntry| {
-        (&l.stream, &l.file, &l.sha256, l.bytes, l.records, &l.run_id)
+        (&l.stream, &l.file, &l.sha256, l.bytes, l.records)
             == (
                 &entry.stream,
                 &entry.file,
                 &entry.sha256,
                 entry.bytes,
                 entry.records,
-                &entry.run_id,
             )
     };
+    // Lines after the cursor's point are pages listed by a run that was
+    // stopped before their commit line (normally none or one): each is a
+    // page of this landing, whose file was landed before it was listed.
+    let mut after = vec![0u8; (len - recorded) as usize];
+    file.read_exact_at(&mut after, recorded).map_err(read)?;
+    for (i, bytes) in after.split(|b| *b == b'\n').enumerate() {
+        let Ok(listed) = serde_json::from_slice::<ManifestEntry>(bytes) else {
+            continue;
+        };
+        if !landing.dir().join(&listed.file).exists() {
+            return Ok(Some(format!(
+                "its line {} after byte {recorded} (where the cursor points) lists {}, which is not in this \
+                 landing directory",
+                i + 1,
+                listed.file
+            )));
+        }
+    }
     Ok(match line {
         Some(l) if same(&l) => None,
         _ if landing.is_listed(&entry.page_key, &entry.sha256) => None,
