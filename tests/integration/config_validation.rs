@@ -701,3 +701,17 @@ fn a_policy_that_starts_with_a_byte_order_mark_validates() {
     let out = validate(&format!("\u{feff}{}", example_config()));
     assert_eq!(out.code, 0, "{}", out.stderr);
 }
+
+/// `delta.cursor_kind` is one of three kinds, and means something only for
+/// JSON (an ODM cursor is the SourceID).
+#[test]
+fn the_cursor_kind_is_one_of_three_and_json_only() {
+    assert_rejected(
+        &example_with("    cursor_kind: timestamp ", "    cursor_kind: date "),
+        &["delta.cursor_kind: must be one of timestamp, number, text; got \"date\""],
+    );
+    assert_rejected(
+        &example_with("    format: odm\n", "    format: odm\n    cursor_kind: number\n"),
+        &["medidata_rave.delta.cursor_kind: only used with format: json"],
+    );
+}

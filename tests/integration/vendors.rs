@@ -1145,7 +1145,13 @@ async fn a_cursor_value_with_a_control_character_is_never_committed() {
     .await;
     let out = fx.run("vault_vql", &sim, PASSWORD).await;
     assert_exit(&out, 65);
-    assert!(stderr(&out).contains("control character"), "{}", stderr(&out));
+    // A timestamp stream refuses it as no timestamp; a text stream
+    // (delta.cursor_kind: text) for its control character.
+    let err = stderr(&out);
+    assert!(
+        err.contains("control character") || err.contains("not an RFC 3339 timestamp"),
+        "{err}"
+    );
     let committed = fx.events("page_committed");
     assert_eq!(committed.len(), 1, "only page 1 was committed");
     let cursor = fx.cursor("vault_vql");
@@ -1295,4 +1301,23 @@ async fn sigterm_during_a_hanging_helper_or_a_slow_login_stops_the_run_at_once()
         );
         assert!(fx.events("run_interrupted").len() == 1, "{vendor}");
     }
+}
+
+/// A cursor value of the wrong kind (text that is no timestamp, where the
+/// stream declares timestamps) would outrank every timestamp as the
+/// high-water mark and end the stream's progress: the page is refused (65)
+/// naming the record's position and the declared kind, never committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cursor_value_of_the_wrong_kind_is_never_committed() {
+    let fx = Fixture::new();
+    // 1 = login, 2 = page 1, 3 = page 2 whose records carry the value.
+    let sim = sim(Profile::Vault, 20, &["3=cursor-value:zzz-not-a-date"], |_| {}).await;
+    let out = fx.run("vault_session", &sim, PASSWORD).await;
+    assert_exit(&out, 65);
+    let err = stderr(&out);
+    assert!(err.contains("record 1 of /data"), "{err}");
+    assert!(err.contains("delta.cursor_kind: timestamp"), "{err}");
+    assert!(!err.contains("zzz-not-a-date"), "the value is not quoted: {err}");
+    assert_eq!(fx.events("page_committed").len(), 1, "only page 1 was committed");
+    assert!(!fx.cursor("vault_session").to_string().contains("zzz"));
 }

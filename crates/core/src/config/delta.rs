@@ -2,14 +2,14 @@
 //! cursor, and the optional date `window` and `vql` sub-blocks.
 
 use super::check::{integer, json_pointer, or_default, query_map, string, template, Fields, Report};
-use super::policy::{Delta, Paging, PayloadFormat, RecordOrder};
+use super::policy::{CursorKind, Delta, Paging, PayloadFormat, RecordOrder};
 use super::yaml::Node;
 
 const DEFAULT_NEXT_POINTER: &str = "/responseDetails/next_page";
 
 const DEFAULT_MAX_PAGES_PER_WINDOW: i64 = 100_000;
 
-const DELTA_KEYS: [&str; 14] = [
+const DELTA_KEYS: [&str; 15] = [
     "vql",
     "order",
     "window",
@@ -20,6 +20,7 @@ const DELTA_KEYS: [&str; 14] = [
     "records_pointer",
     "cursor_param",
     "cursor_field",
+    "cursor_kind",
     "page_size_param",
     "page_size",
     "max_pages_per_window",
@@ -102,6 +103,23 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
         Some((p, n)) => string(report, &p, n).map(|s| Some(s.to_string())),
         None => Some(None),
     };
+    let cursor_kind_path = f.child("cursor_kind");
+    let cursor_kind_entry = f.optional("cursor_kind");
+    let cursor_kind_given = cursor_kind_entry.is_some();
+    let cursor_kind = or_default(cursor_kind_entry, CursorKind::Timestamp, |p, n| {
+        match string(report, p, n)? {
+            "timestamp" => Some(CursorKind::Timestamp),
+            "number" => Some(CursorKind::Number),
+            "text" => Some(CursorKind::Text),
+            other => {
+                report.add(
+                    p,
+                    format!("must be one of timestamp, number, text; got {other:?}"),
+                );
+                None
+            }
+        }
+    });
     let page_size_param = param(&mut f, report, "page_size_param");
     let page_size = f
         .required(report, "page_size")
@@ -183,6 +201,12 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
             report.add(&cursor_field_path, "required key is missing (format: json)");
         }
     }
+    if format == PayloadFormat::Odm && cursor_kind_given {
+        report.add(
+            &cursor_kind_path,
+            "only used with format: json (an ODM cursor is the AuditRecord SourceID, a number)",
+        );
+    }
     if format == PayloadFormat::Json && (records_pointer.is_none() || cursor_field.is_none()) {
         return None;
     }
@@ -193,6 +217,7 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
         records_pointer,
         cursor_param: cursor_param?,
         cursor_field,
+        cursor_kind: cursor_kind?,
         page_size_param: page_size_param?,
         page_size: u32::try_from(page_size?).ok()?,
         max_pages_per_window: u64::try_from(max_pages?).ok()?,

@@ -20,8 +20,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub use policy::{
-    Auth, Config, DateWindow, Delta, Dialect, EnvVarName, HttpLimits, MissingEnv, Paging, PayloadFormat,
-    Policy, Rate, RecordOrder, StreamSpec, Vql,
+    Auth, Config, CursorKind, DateWindow, Delta, Dialect, EnvVarName, HttpLimits, MissingEnv, Paging,
+    PayloadFormat, Policy, Rate, RecordOrder, StreamSpec, Vql,
 };
 pub use provenance::{ChangeState, Provenance};
 pub use template::{MissingValue, Placeholder, PlaceholderValues, Template};

@@ -193,6 +193,34 @@ pub enum Paging {
     RaveStartid,
 }
 
+/// What a JSON delta's cursor field holds (`delta.cursor_kind`). Every
+/// record's value is checked against it before its page commits: a value
+/// of another kind (text that is no timestamp, say) would otherwise become
+/// the high-water mark, outrank every later timestamp and stop the stream's
+/// progress for good.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum CursorKind {
+    /// An RFC 3339 instant (Vault's `modified_date__v`, `timestamp`).
+    #[default]
+    Timestamp,
+    /// A JSON number.
+    Number,
+    /// A string compared as text.
+    Text,
+}
+
+impl CursorKind {
+    /// The policy's spelling of the kind.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CursorKind::Timestamp => "timestamp",
+            CursorKind::Number => "number",
+            CursorKind::Text => "text",
+        }
+    }
+}
+
 /// In what order the endpoint returns a window's records. Only an
 /// ascending endpoint lets a backfill stop before the window's end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -253,6 +281,8 @@ pub struct Delta {
     /// Record field whose largest value is the window's high-water mark
     /// (JSON only; ODM uses `AuditRecord/SourceID`).
     pub cursor_field: Option<String>,
+    /// What `cursor_field` holds (JSON only; default timestamp).
+    pub cursor_kind: CursorKind,
     pub page_size_param: String,
     pub page_size: u32,
     /// A window longer than this is treated as a runaway next link (65).

@@ -41,7 +41,12 @@ impl PageCheck {
                 };
                 let records = delta.records_pointer.as_deref().unwrap_or("/data");
                 let field = delta.cursor_field.as_deref().unwrap_or_default();
-                Format::Json(Box::new(JsonCheck::new(records, next, field)))
+                Format::Json(Box::new(JsonCheck::of_kind(
+                    records,
+                    next,
+                    field,
+                    delta.cursor_kind,
+                )))
             }
             PayloadFormat::Odm => Format::Odm(OdmCheck::start()?),
         };

@@ -7,6 +7,7 @@
 use super::lexer::{Handler, Kind, Lexer, Want};
 use super::order::Mark;
 use super::{CursorValue, Envelope, InvalidPayload, PageSummary, VendorMessage};
+use crate::config::CursorKind;
 
 /// Splits an RFC 6901 pointer into unescaped tokens.
 pub(super) fn tokens(pointer: &str) -> Vec<String> {
@@ -150,6 +151,9 @@ struct PageScan {
     records_pointer: String,
     next: Option<Vec<Token>>,
     cursor_field: Vec<u8>,
+    /// What every record's cursor value must be; `None` takes any string
+    /// or number (a check built without a policy: tests, benchmarks).
+    cursor_kind: Option<CursorKind>,
     frames: Vec<Frame>,
     slot: Slot,
     capturing: Option<Captured>,
@@ -217,6 +221,40 @@ impl PageScan {
         Ok(Want::Skip)
     }
 
+    /// Refuses a cursor value of another kind than the policy declares,
+    /// naming the record's position and never the value (record content
+    /// must not reach the audit trail).
+    fn check_kind(&self, kind: CursorKind, mark: &Mark) -> Result<(), String> {
+        let (fits, expected) = match (kind, mark.value()) {
+            (CursorKind::Timestamp, CursorValue::Text(_)) => (mark.is_instant(), "an RFC 3339 timestamp"),
+            (CursorKind::Timestamp, CursorValue::Number(_)) => (false, "an RFC 3339 timestamp"),
+            (CursorKind::Number, value) => (matches!(value, CursorValue::Number(_)), "a number"),
+            (CursorKind::Text, value) => (matches!(value, CursorValue::Text(_)), "a string"),
+        };
+        if fits {
+            return Ok(());
+        }
+        let held = match mark.value() {
+            CursorValue::Number(_) => "a number".to_string(),
+            CursorValue::Text(s) => format!("text of {} characters", s.chars().count()),
+        };
+        let position = self
+            .frames
+            .iter()
+            .rev()
+            .find_map(|f| match f {
+                Frame::Records { count } => Some(*count),
+                _ => None,
+            })
+            .unwrap_or_default();
+        Err(format!(
+            "record {position} of {}: the cursor field {:?} holds {held}, not {expected} (delta.cursor_kind: {})",
+            self.records_pointer,
+            String::from_utf8_lossy(&self.cursor_field),
+            kind.as_str()
+        ))
+    }
+
     fn cursor_value(&mut self, raw: &[u8]) -> Result<(), String> {
         // The common case, a string without escapes, needs no parser: the
         // lexer has checked it already.
@@ -236,6 +274,9 @@ impl PageScan {
         };
         // One parse per record; a clone only when a mark moves.
         let mark = Mark::new(value);
+        if let Some(kind) = self.cursor_kind {
+            self.check_kind(kind, &mark)?;
+        }
         let found = &mut self.found;
         let higher = match &found.high_water {
             None => true,
@@ -355,12 +396,33 @@ impl JsonCheck {
     /// whose next-page link (if paging says so) at `next_pointer`, and whose
     /// records carry the cursor in `cursor_field`.
     pub fn new(records_pointer: &str, next_pointer: Option<&str>, cursor_field: &str) -> JsonCheck {
+        JsonCheck::build(records_pointer, next_pointer, cursor_field, None)
+    }
+
+    /// The same, with every record's cursor value checked against `kind`
+    /// (the policy's `delta.cursor_kind`): what a sync runs.
+    pub fn of_kind(
+        records_pointer: &str,
+        next_pointer: Option<&str>,
+        cursor_field: &str,
+        kind: CursorKind,
+    ) -> JsonCheck {
+        JsonCheck::build(records_pointer, next_pointer, cursor_field, Some(kind))
+    }
+
+    fn build(
+        records_pointer: &str,
+        next_pointer: Option<&str>,
+        cursor_field: &str,
+        cursor_kind: Option<CursorKind>,
+    ) -> JsonCheck {
         JsonCheck {
             lexer: Lexer::new(PageScan {
                 records: pointer(records_pointer),
                 records_pointer: records_pointer.to_string(),
                 next: next_pointer.map(pointer),
                 cursor_field: cursor_field.as_bytes().to_vec(),
+                cursor_kind,
                 frames: Vec::new(),
                 slot: Slot::default(),
                 capturing: None,

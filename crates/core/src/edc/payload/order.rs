@@ -53,6 +53,16 @@ impl Mark {
         }
     }
 
+    /// The value this mark holds.
+    pub fn value(&self) -> &CursorValue {
+        &self.value
+    }
+
+    /// Whether the value is text that reads as an instant.
+    pub fn is_instant(&self) -> bool {
+        self.instant.is_some()
+    }
+
     pub fn into_value(self) -> CursorValue {
         self.value
     }
