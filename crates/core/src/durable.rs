@@ -81,6 +81,23 @@ pub fn dirs_below(root: &Path, rel: &Path) -> io::Result<std::path::PathBuf> {
     Ok(at)
 }
 
+/// Creates or truncates `path` for writing, never through a symbolic link
+/// (see [`open_no_follow`]): how every temp file of the tool is made.
+pub fn create_no_follow(path: &Path) -> io::Result<File> {
+    open_no_follow(
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true),
+        path,
+    )
+}
+
+/// Opens `path` for reading, never through a symbolic link.
+pub fn read_no_follow(path: &Path) -> io::Result<File> {
+    open_no_follow(std::fs::OpenOptions::new().read(true), path)
+}
+
 /// fsyncs the directory holding `path`, so a file created or renamed there
 /// survives a crash (POSIX makes the directory entry durable only then).
 pub fn sync_parent_dir(path: &Path) -> io::Result<()> {

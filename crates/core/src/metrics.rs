@@ -54,13 +54,7 @@ pub fn check_writable(path: &Path) -> std::io::Result<()> {
         return Err(std::io::Error::other("it is a directory"));
     }
     let tmp = temp_of(path);
-    crate::durable::open_no_follow(
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true),
-        &tmp,
-    )?;
+    crate::durable::create_no_follow(&tmp)?;
     std::fs::remove_file(&tmp)
 }
 
@@ -182,13 +176,7 @@ pub fn write(
         );
     }
     let tmp = temp_of(path);
-    let mut f = crate::durable::open_no_follow(
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true),
-        &tmp,
-    )?;
+    let mut f = crate::durable::create_no_follow(&tmp)?;
     f.write_all(out.as_bytes())?;
     f.sync_all()?;
     drop(f);

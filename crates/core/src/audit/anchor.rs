@@ -117,7 +117,7 @@ impl ChainHead {
 
     /// Reads the anchor at `path`; `None` when there is none.
     pub fn load(path: &Path) -> Result<Option<ChainHead>, String> {
-        let file = crate::durable::open_no_follow(std::fs::OpenOptions::new().read(true), path);
+        let file = crate::durable::read_no_follow(path);
         let file = match file {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -141,13 +141,7 @@ impl ChainHead {
             crate::durable::dirs_below(root, name)?;
         }
         let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-        let mut f = crate::durable::open_no_follow(
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true),
-            &tmp,
-        )?;
+        let mut f = crate::durable::create_no_follow(&tmp)?;
         f.write_all(
             serde_json::to_string_pretty(self)
                 .map_err(std::io::Error::other)?

@@ -428,14 +428,8 @@ impl CursorStore {
         let mut text =
             serde_json::to_vec_pretty(&cursor.state).map_err(|e| StoreError::io(&tmp, "encode", e.into()))?;
         text.push(b'\n');
-        let mut file = crate::durable::open_no_follow(
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true),
-            &tmp,
-        )
-        .map_err(|e| StoreError::io(&tmp, "create", e))?;
+        let mut file =
+            crate::durable::create_no_follow(&tmp).map_err(|e| StoreError::io(&tmp, "create", e))?;
         file.write_all(&text)
             .map_err(|e| StoreError::io(&tmp, "write", e))?;
         if durable {

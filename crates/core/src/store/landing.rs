@@ -250,9 +250,7 @@ impl LandingStore {
     /// Starts receiving a page.
     pub fn begin(&self, name: &str) -> Result<LandingTemp, StoreError> {
         let path = self.dir.join(".tmp").join(format!("{name}.part"));
-        let file =
-            crate::durable::open_no_follow(OpenOptions::new().write(true).create(true).truncate(true), &path)
-                .map_err(|e| StoreError::io(&path, "create", e))?;
+        let file = crate::durable::create_no_follow(&path).map_err(|e| StoreError::io(&path, "create", e))?;
         Ok(LandingTemp {
             path,
             writer: BufWriter::with_capacity(256 * 1024, file),
@@ -310,8 +308,7 @@ impl LandingStore {
             text.push(b'\n');
         }
         let mut file =
-            crate::durable::open_no_follow(OpenOptions::new().write(true).create(true).truncate(true), &tmp)
-                .map_err(|e| StoreError::io(&tmp, "create", e))?;
+            crate::durable::create_no_follow(&tmp).map_err(|e| StoreError::io(&tmp, "create", e))?;
         file.write_all(&text)
             .map_err(|e| StoreError::io(&tmp, "write", e))?;
         file.sync_all().map_err(|e| StoreError::io(&tmp, "fsync", e))?;

@@ -112,7 +112,7 @@ fn manifest_disagrees(
 ) -> Result<Option<String>, StoreError> {
     use std::os::unix::fs::FileExt;
     let path = landing.manifest_path();
-    let file = match crate::durable::open_no_follow(std::fs::OpenOptions::new().read(true), &path) {
+    let file = match crate::durable::read_no_follow(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(Some(format!(
@@ -192,7 +192,7 @@ fn landed_in_place(
     where_: &str,
 ) -> Result<(), StoreError> {
     let path = landing.dir().join(&entry.file);
-    let found = match crate::durable::open_no_follow(std::fs::OpenOptions::new().read(true), &path) {
+    let found = match crate::durable::read_no_follow(&path) {
         Ok(_) => match crate::digest::sha256_file(&path) {
             Ok(sha) if sha == entry.sha256 => return Ok(()),
             Ok(sha) => format!("its SHA-256 is {sha}"),
