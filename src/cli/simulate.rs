@@ -113,6 +113,7 @@ Endpoints:
 Faults (--fault N=SPEC, N = the Nth request received, from 1):
   429:seconds:S | 429:date:S | 429:absent | 429:raw:TEXT     throttled, Retry-After in that form
   503:seconds:S | 503:date:S | 503:absent | 503:raw:TEXT
+  429:bad-date:TEXT   throttled without Retry-After, Date: TEXT verbatim
   500 | 502 | 504 | 401 | 403 | 404                          that status
   truncate            full Content-Length, half the body, connection closed
   oversize:BYTES      a 200 body of BYTES bytes

@@ -213,6 +213,21 @@ async fn retry_after_as_an_http_date_and_absent() {
     assert!(reqs[4].t_us - reqs[3].t_us >= 1_000_000);
 }
 
+/// A `Date` header that does not parse is recorded as what it said, not
+/// as absent: the reviewer sees the server sent garbage, and the local
+/// clock was used instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_garbage_date_header_is_recorded_as_unreadable_not_absent() {
+    let fx = Fixture::new();
+    let sim = start_sim(100, &["2=429:bad-date:not a date at all"]).await;
+    let result = run::execute(fx.spec("vault_json", &sim)).await.unwrap();
+    assert_eq!(exit_of(&result), 0);
+    let limited = fx.events("rate_limited");
+    assert_eq!(limited[0]["server_date"], serde_json::Value::Null);
+    assert_eq!(limited[0]["server_date_unreadable"], "not a date at all");
+    assert_eq!(limited[1..].len(), 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rate_limited_line_is_on_disk_before_the_next_request_arrives() {
     let fx = Fixture::new();

@@ -9,6 +9,7 @@
 //! | `429:date:S` | 429, `Retry-After:` an IMF-fixdate S seconds ahead |
 //! | `429:absent` | 429 without `Retry-After` |
 //! | `429:raw:TEXT` | 429, `Retry-After: TEXT` verbatim (hostile values) |
+//! | `429:bad-date:TEXT` | 429 without Retry-After, `Date: TEXT` verbatim |
 //! | `503:seconds:S`, `503:date:S`, `503:absent` | 503, likewise |
 //! | `500`, `502`, `504`, `401`, `403`, `404` | that status, no page |
 //! | `truncate` | 200, the full Content-Length, half the body, then the connection closes |
@@ -40,6 +41,9 @@ pub enum RetryAfterForm {
     Date(u64),
     Absent,
     Raw(String),
+    /// No Retry-After, and this text as the response's `Date` (a server
+    /// whose clock header is garbage).
+    BadDate(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,7 +98,8 @@ impl FromStr for Fault {
                     ["date", s] => RetryAfterForm::Date(number(s)?),
                     ["absent"] | [] => RetryAfterForm::Absent,
                     ["raw", text] => RetryAfterForm::Raw((*text).to_string()),
-                    _ => return Err(format!("fault {spec:?}: expected {code}:seconds:S, {code}:date:S, {code}:absent or {code}:raw:TEXT")),
+                    ["bad-date", text] => RetryAfterForm::BadDate((*text).to_string()),
+                    _ => return Err(format!("fault {spec:?}: expected {code}:seconds:S, {code}:date:S, {code}:absent, {code}:raw:TEXT or {code}:bad-date:TEXT")),
                 };
                 Fault::Throttle {
                     status: number(code)? as u16,

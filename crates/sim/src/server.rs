@@ -198,7 +198,9 @@ pub async fn handle(
         tokio::time::sleep(delay).await;
     }
     // The server's clock, shifted when the simulator plays a skewed server.
-    answer.headers.push((DATE, httpdate::fmt_http_date(state.now())));
+    if !answer.headers.iter().any(|(name, _)| *name == DATE) {
+        answer.headers.push((DATE, httpdate::fmt_http_date(state.now())));
+    }
     if state.config.profile == Profile::Vault {
         answer.headers.push((EXECUTION_ID, format!("sim-exec-{n:08}")));
     }
@@ -389,6 +391,7 @@ fn throttle(state: &State, status: u16, form: &RetryAfterForm) -> Answer {
         )),
         RetryAfterForm::Absent => {}
         RetryAfterForm::Raw(text) => a.headers.push((RETRY_AFTER, text.clone())),
+        RetryAfterForm::BadDate(text) => a.headers.push((DATE, text.clone())),
     }
     a
 }

@@ -330,10 +330,16 @@ impl ReadOnlyClient {
                 Some((name.to_string(), v.chars().take(64).collect()))
             })
             .collect();
-        let server_date = headers
-            .get(DATE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| httpdate::parse_http_date(v).ok());
+        let date_text = headers.get(DATE).map(|v| {
+            String::from_utf8_lossy(v.as_bytes())
+                .chars()
+                .take(64)
+                .collect::<String>()
+        });
+        let server_date = date_text
+            .as_deref()
+            .and_then(|v| httpdate::parse_http_date(v.trim()).ok());
+        let date_unreadable = date_text.filter(|_| server_date.is_none());
         let execution_id = headers
             .get(EXECUTION_ID_HEADER)
             .and_then(|v| v.to_str().ok())
@@ -349,6 +355,7 @@ impl ReadOnlyClient {
             content_length,
             quota_headers,
             server_date,
+            date_unreadable,
             execution_id,
             credential_generation: credential.generation,
         };

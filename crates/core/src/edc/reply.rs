@@ -30,6 +30,9 @@ pub struct ResponseMeta {
     pub quota_headers: BTreeMap<String, String>,
     /// The server's own clock (`Date`), when it sent one that parses.
     pub server_date: Option<SystemTime>,
+    /// A `Date` header that does not parse, as sent (at most 64
+    /// characters): recorded as such, never taken for an absent one.
+    pub date_unreadable: Option<String>,
     /// `X-VaultAPI-ExecutionId`, when present (at most 64 characters).
     pub execution_id: Option<String>,
     /// Which credential the request carried (see `auth.rs`).

@@ -29,6 +29,11 @@ pub struct RateLimited {
     /// The server's `Date` (UTC), against which an HTTP-date Retry-After
     /// is measured; `None` when it sent none (then the local clock is used).
     pub server_date: Option<String>,
+    /// A `Date` header that did not parse, as sent (then the local clock
+    /// was used); absent from the line when the header parsed or was not
+    /// sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_date_unreadable: Option<String>,
     /// Server clock minus local clock at receipt, in seconds.
     pub clock_skew_s: Option<f64>,
     pub vendor_execution_id: Option<String>,

@@ -177,6 +177,7 @@ impl<'a, P: Pacer> Stream<'a, P> {
             server_date: meta
                 .server_date
                 .map(|d| humantime::format_rfc3339_seconds(d).to_string()),
+            server_date_unreadable: meta.date_unreadable.clone(),
             clock_skew_s: meta.clock_skew_s(),
             vendor_execution_id: meta.execution_id.clone(),
             compliance_timestamp: received,
