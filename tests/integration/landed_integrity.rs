@@ -573,3 +573,37 @@ async fn a_page_listed_by_a_killed_run_and_committed_by_the_next_passes_the_tail
     let (code, message) = fx.run(&sim, AuditOptions::default()).await;
     assert_eq!(code, 0, "{message}");
 }
+
+/// Two state directories over one landing would each keep a cursor of
+/// their own for the same pages. The landing belongs to the state
+/// directory that first landed there: a run with another refuses it (65,
+/// naming the owner file) before fetching anything; `--repair-state` makes
+/// the new one the owner, in an audit line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_landing_refuses_a_second_state_directory() {
+    let fx = Fixture::new();
+    let sim = sim_with(RECORDS).await;
+    two_pages_landed(&fx, &sim).await;
+    let mut other = fx.spec(&sim, AuditOptions::default());
+    other.state = fx.path("state-elsewhere");
+    // Its own anchors live in its own state directory.
+    other.audit.anchor_root = Some(fx.path("state"));
+    let requests = sim.requests().len();
+    let (code, message) = fx.run_spec(other).await;
+    assert_eq!(code, 65, "{message}");
+    assert!(message.contains(".owner"), "{message}");
+    assert!(message.contains("--repair-state"), "{message}");
+    assert_eq!(sim.requests().len(), requests, "nothing was fetched");
+
+    let mut other = fx.spec(&sim, AuditOptions::default());
+    other.state = fx.path("state-elsewhere");
+    other.audit.anchor_root = Some(fx.path("state"));
+    other.options.repair_state = true;
+    let (code, message) = fx.run_spec(other).await;
+    assert_eq!(code, 0, "{message}");
+    assert_eq!(events(&fx.trail(), "landing_owner_changed").len(), 1);
+    assert_landed_once(&fx);
+    // The first state directory is no longer the owner.
+    let (code, message) = fx.run(&sim, AuditOptions::default()).await;
+    assert_eq!(code, 65, "{message}");
+}

@@ -143,6 +143,22 @@ impl AuditEvent for StateRepaired {
     const NAME: &'static str = "state_repaired";
 }
 
+/// `--repair-state`: the stream's landing directory belonged to another
+/// state directory and now belongs to this run's.
+#[derive(Debug, Serialize)]
+pub struct LandingOwnerChanged {
+    pub stream: String,
+    pub owner_file: String,
+    /// The id of the state directory that owned the landing.
+    pub from: String,
+    /// The id of this run's state directory.
+    pub to: String,
+}
+
+impl AuditEvent for LandingOwnerChanged {
+    const NAME: &'static str = "landing_owner_changed";
+}
+
 /// `--repair-state`: the manifest disagreed with the trail at the
 /// cursor's point (deleted, truncated, another stream's) and was rebuilt
 /// from the stream's `page_committed` lines.

@@ -56,6 +56,18 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
         PayloadFormat::Odm => "xml",
     };
     let mut landing = cursors.open_landing(&job.out_dir, ext)?;
+    if !job.options.dry_run {
+        let id = crate::store::owner::state_id(&job.state_dir)?;
+        if let Some(changed) = crate::store::owner::claim(landing.dir(), &id, job.options.repair_state)? {
+            let event = events::LandingOwnerChanged {
+                stream: name.clone(),
+                owner_file: changed.owner_file,
+                from: changed.from,
+                to: changed.to,
+            };
+            job.audit.record(event).await?;
+        }
+    }
     recover::relist_after_torn_tail(&mut landing, &job.audit, &name).await?;
     if !job.options.dry_run {
         let trail = job.audit.canonical_path();

@@ -1,0 +1,117 @@
+//! Which state directory owns a landing directory.
+//!
+//! A stream's cursor lives in a state directory; its pages in a landing
+//! directory. Two state directories over one landing would each keep a
+//! cursor of their own for the same pages, and each would take the other's
+//! pages for its own. So a state directory has an id (`STATE/.state-id`,
+//! made once, moved and restored with the directory), and each stream's
+//! landing directory records the id of the state directory that first
+//! landed there (`.owner`). A run whose state directory is another refuses
+//! the landing (65) before anything is fetched; `--repair-state` makes it
+//! the owner, in an audit line. A backfill keeps its state and landing
+//! apart from the sync's, so each has its own owner.
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use super::StoreError;
+use crate::digest::sha256_hex;
+use crate::durable::{create_no_follow, read_no_follow, sync_parent_dir};
+
+const STATE_ID_FILE: &str = ".state-id";
+const OWNER_FILE: &str = ".owner";
+
+/// A landing directory that changed owner on request.
+#[derive(Debug)]
+pub struct OwnerChanged {
+    pub owner_file: String,
+    pub from: String,
+    pub to: String,
+}
+
+/// The id of the state directory at `state_root`, made on first use.
+pub fn state_id(state_root: &Path) -> Result<String, StoreError> {
+    let path = state_root.join(STATE_ID_FILE);
+    if let Some(id) = read_id(&path)? {
+        return Ok(id);
+    }
+    std::fs::create_dir_all(state_root).map_err(|e| StoreError::io(state_root, "create", e))?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let seed = format!(
+        "{}|{}|{}|{nanos}",
+        crate::host::name(),
+        std::process::id(),
+        state_root.display()
+    );
+    let id = sha256_hex(seed.as_bytes())[..16].to_string();
+    write_id(&path, &id)?;
+    Ok(id)
+}
+
+/// Claims `landing_dir` for the state directory `state_id`: the first
+/// claim is recorded, the same owner passes, another is refused unless
+/// `repair`, which makes `state_id` the owner.
+pub fn claim(landing_dir: &Path, state_id: &str, repair: bool) -> Result<Option<OwnerChanged>, StoreError> {
+    let path = landing_dir.join(OWNER_FILE);
+    let owner = match read_id(&path)? {
+        None => {
+            write_id(&path, state_id)?;
+            return Ok(None);
+        }
+        Some(owner) if owner == state_id => return Ok(None),
+        Some(owner) => owner,
+    };
+    if !repair {
+        return Err(StoreError::Corrupt {
+            path,
+            detail: format!(
+                "this landing directory belongs to the state directory with id {owner}, and this run's state \
+                 directory has id {state_id} (its {STATE_ID_FILE}): two state directories over one landing \
+                 would each keep a cursor of their own; nothing was fetched. Point --state at the owner, or run \
+                 with --repair-state to make this state directory the owner (recorded in a \
+                 landing_owner_changed line)"
+            ),
+        });
+    }
+    write_id(&path, state_id)?;
+    Ok(Some(OwnerChanged {
+        owner_file: path.display().to_string(),
+        from: owner,
+        to: state_id.to_string(),
+    }))
+}
+
+/// The id in `path`, never through a link; `None` when there is none.
+fn read_id(path: &Path) -> Result<Option<String>, StoreError> {
+    let mut text = String::new();
+    match read_no_follow(path) {
+        Ok(mut f) => f
+            .read_to_string(&mut text)
+            .map_err(|e| StoreError::io(path, "read", e))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StoreError::io(path, "open", e)),
+    };
+    let id = text.trim();
+    if id.is_empty() || id.len() > 64 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(StoreError::Corrupt {
+            path: path.to_path_buf(),
+            detail: "it does not hold a state directory id (hex digits)".into(),
+        });
+    }
+    Ok(Some(id.to_string()))
+}
+
+/// Writes `id` to `path` durably (temp file, fsync, rename, directory).
+fn write_id(path: &Path, id: &str) -> Result<(), StoreError> {
+    let tmp = path.with_extension("tmp");
+    let mut f = create_no_follow(&tmp).map_err(|e| StoreError::io(&tmp, "create", e))?;
+    f.write_all(format!("{id}\n").as_bytes())
+        .map_err(|e| StoreError::io(&tmp, "write", e))?;
+    f.sync_all().map_err(|e| StoreError::io(&tmp, "fsync", e))?;
+    drop(f);
+    std::fs::rename(&tmp, path).map_err(|e| StoreError::io(path, "rename into place", e))?;
+    sync_parent_dir(path).map_err(|e| StoreError::io(path, "fsync the directory of", e))
+}
