@@ -47,8 +47,23 @@ pub fn state_id(state_root: &Path) -> Result<String, StoreError> {
         state_root.display()
     );
     let id = sha256_hex(seed.as_bytes())[..16].to_string();
-    write_id(&path, &id)?;
-    Ok(id)
+    // Several processes may start on a fresh state directory at once (one
+    // per stream): the first id linked into place is the directory's, and
+    // every other process reads that one.
+    let tmp = state_root.join(format!("{STATE_ID_FILE}.{}.{nanos}.tmp", std::process::id()));
+    write_file(&tmp, &id)?;
+    let linked = std::fs::hard_link(&tmp, &path);
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => {
+            sync_parent_dir(&path).map_err(|e| StoreError::io(&path, "fsync the directory of", e))?;
+            Ok(id)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            read_id(&path)?.ok_or_else(|| StoreError::io(&path, "read", std::io::ErrorKind::NotFound.into()))
+        }
+        Err(e) => Err(StoreError::io(&path, "create", e)),
+    }
 }
 
 /// Claims `landing_dir` for the state directory `state_id`: the first
@@ -105,13 +120,18 @@ fn read_id(path: &Path) -> Result<Option<String>, StoreError> {
 }
 
 /// Writes `id` to `path` durably (temp file, fsync, rename, directory).
+/// Only under the stream's run lock: the landing's `.owner`.
 fn write_id(path: &Path, id: &str) -> Result<(), StoreError> {
     let tmp = path.with_extension("tmp");
-    let mut f = create_no_follow(&tmp).map_err(|e| StoreError::io(&tmp, "create", e))?;
-    f.write_all(format!("{id}\n").as_bytes())
-        .map_err(|e| StoreError::io(&tmp, "write", e))?;
-    f.sync_all().map_err(|e| StoreError::io(&tmp, "fsync", e))?;
-    drop(f);
+    write_file(&tmp, id)?;
     std::fs::rename(&tmp, path).map_err(|e| StoreError::io(path, "rename into place", e))?;
     sync_parent_dir(path).map_err(|e| StoreError::io(path, "fsync the directory of", e))
+}
+
+/// `id` and a newline in a new file at `path`, fsynced.
+fn write_file(path: &Path, id: &str) -> Result<(), StoreError> {
+    let mut f = create_no_follow(path).map_err(|e| StoreError::io(path, "create", e))?;
+    f.write_all(format!("{id}\n").as_bytes())
+        .map_err(|e| StoreError::io(path, "write", e))?;
+    f.sync_all().map_err(|e| StoreError::io(path, "fsync", e))
 }
