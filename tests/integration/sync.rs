@@ -1057,3 +1057,42 @@ fn a_tenant_or_protocol_version_of_a_lone_dash_is_a_usage_error() {
         assert!(!fx.path("audit.jsonl").exists(), "nothing happened");
     }
 }
+
+/// `--out s3://bucket/x` (or a `postgres://` state) is a URL, not a path:
+/// refused as a configuration error (78) naming the flag, and no directory
+/// named `s3:` appears in the working directory.
+#[test]
+fn a_url_where_a_local_path_is_expected_is_refused_not_made_a_directory() {
+    for (command, flag, url) in [
+        ("sync", "--out", "s3://bucket/landing"),
+        ("sync", "--state", "postgres://edc:secret-pw@db/edc"),
+        ("backfill", "--audit-log", "gs://bucket/audit.jsonl"),
+        ("verify", "--out", "s3://bucket/landing"),
+    ] {
+        let fx = Fixture::new();
+        let work = fx.path("work");
+        std::fs::create_dir_all(&work).unwrap();
+        let mut cmd = support::edc_sync();
+        cmd.current_dir(&work).arg(command);
+        if command != "verify" {
+            cmd.arg("--config")
+                .arg(fx.path("policies.yaml"))
+                .args(["--vendor", "vault_json", "--study", "S-1", "--pacer", "local"]);
+            if command == "backfill" {
+                cmd.args(["--since", "2026-01-01T00:00:00Z"]);
+            }
+        }
+        for (f, default) in [("--out", "landing"), ("--state", "state"), ("--audit-log", "audit.jsonl")] {
+            cmd.arg(f).arg(if f == flag { url.to_string() } else { default.to_string() });
+        }
+        let out = support::run_cmd(
+            cmd.env("EDC_SYNC_TEST_BASE_URL", "http://127.0.0.1:9")
+                .env("EDC_SYNC_TEST_TOKEN", TOKEN),
+        );
+        assert_eq!(out.code, 78, "{command} {flag}: {}", out.stderr);
+        assert!(out.stderr.contains(flag), "{command} {flag}: {}", out.stderr);
+        assert!(!out.stderr.contains("secret-pw"), "{}", out.stderr);
+        let made: Vec<_> = std::fs::read_dir(&work).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert!(made.is_empty(), "{command} {flag}: made {made:?}");
+    }
+}

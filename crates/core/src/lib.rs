@@ -18,6 +18,7 @@ pub mod exit;
 pub mod host;
 pub(crate) mod interrupt;
 pub mod mask;
+pub mod paths;
 pub(crate) mod metrics;
 pub(crate) mod quota;
 pub mod reconcile;

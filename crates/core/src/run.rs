@@ -114,6 +114,9 @@ pub struct RunPlan {
 /// Plans `spec`: policy loaded, validated and committed, streams and
 /// quotas resolved, environment read, the client built for its origin.
 pub fn plan(spec: &RunSpec) -> Result<RunPlan, ConfigError> {
+    for (flag, path) in [("--out", &spec.out), ("--state", &spec.state), ("--audit-log", &spec.audit_log)] {
+        crate::paths::require_local(flag, path).map_err(ConfigError::Identity)?;
+    }
     if let PacerChoice::Redis(url) = &spec.pacer {
         RedisPacer::check_url(url).map_err(|e| ConfigError::Identity(format!("--redis {e}")))?;
     }
