@@ -45,7 +45,11 @@ pub fn run(cmd: AuditCommand) -> anyhow::Result<()> {
 /// summary; exit 65 when there is any.
 pub fn reconcile(args: crate::cli::VerifyArgs) -> anyhow::Result<()> {
     let dirs = &args.dirs;
-    for (flag, path) in [("--out", &dirs.out), ("--state", &dirs.state), ("--audit-log", &dirs.audit_log)] {
+    for (flag, path) in [
+        ("--out", &dirs.out),
+        ("--state", &dirs.state),
+        ("--audit-log", &dirs.audit_log),
+    ] {
         edc_core::paths::require_local(flag, path).map_err(edc_core::config::ConfigError::Identity)?;
     }
     let summary = edc_core::reconcile::reconcile(&dirs.out, &dirs.state, &dirs.audit_log)?;

@@ -691,3 +691,52 @@ async fn an_unwritable_metrics_file_stops_the_run_before_anything_is_fetched() {
     assert!(sim.requests().is_empty(), "nothing was fetched");
     assert!(!fx.path("audit.jsonl").exists());
 }
+
+/// `rediss://`: the shared pacer over TLS, the server verified against a
+/// CA file (`ssl_ca_certs`), and with mutual TLS a client certificate
+/// (`ssl_certfile`, `ssl_keyfile`). Without the CA (the system's trust
+/// store does not know the test's CA) or without the client certificate
+/// the handshake fails: 69 before any request, nothing landed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pacer_reaches_redis_over_tls_with_a_ca_file_and_a_client_certificate() {
+    let certs_dir = tempfile::tempdir().unwrap();
+    let certs = support::redis::certs(certs_dir.path());
+    let (server, tls_port) = support::redis::start_tls(&certs, true);
+    let ca = certs.ca.display().to_string();
+    let client = format!(
+        "ssl_certfile={}&ssl_keyfile={}",
+        certs.client_cert.display(),
+        certs.client_key.display()
+    );
+    let sim = slow_sim(40, 0).await;
+    for (what, query, code) in [
+        ("no CA file", client.clone(), 69),
+        ("no client certificate", format!("ssl_ca_certs={ca}"), 69),
+        (
+            "CA file and client certificate",
+            format!("ssl_ca_certs={ca}&{client}"),
+            0,
+        ),
+    ] {
+        let fx = Fixture::new();
+        let url = format!("rediss://127.0.0.1:{tls_port}/0?{query}");
+        let out = fx.sync(&sim.base_url(), &["--redis", &url]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{what}: {stderr}");
+        if code == 0 {
+            fx.assert_every_record_once(40);
+        } else {
+            assert!(
+                !fx.path("landing").join("vault_json").exists(),
+                "{what}: nothing landed"
+            );
+        }
+    }
+    // The pacer's keys were written through the TLS port.
+    let mut plain = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("edc-sync:*").query(&mut plain).unwrap();
+    assert!(!keys.is_empty(), "no pacer key in Redis");
+}

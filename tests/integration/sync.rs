@@ -1075,15 +1075,28 @@ fn a_url_where_a_local_path_is_expected_is_refused_not_made_a_directory() {
         let mut cmd = support::edc_sync();
         cmd.current_dir(&work).arg(command);
         if command != "verify" {
-            cmd.arg("--config")
-                .arg(fx.path("policies.yaml"))
-                .args(["--vendor", "vault_json", "--study", "S-1", "--pacer", "local"]);
+            cmd.arg("--config").arg(fx.path("policies.yaml")).args([
+                "--vendor",
+                "vault_json",
+                "--study",
+                "S-1",
+                "--pacer",
+                "local",
+            ]);
             if command == "backfill" {
                 cmd.args(["--since", "2026-01-01T00:00:00Z"]);
             }
         }
-        for (f, default) in [("--out", "landing"), ("--state", "state"), ("--audit-log", "audit.jsonl")] {
-            cmd.arg(f).arg(if f == flag { url.to_string() } else { default.to_string() });
+        for (f, default) in [
+            ("--out", "landing"),
+            ("--state", "state"),
+            ("--audit-log", "audit.jsonl"),
+        ] {
+            cmd.arg(f).arg(if f == flag {
+                url.to_string()
+            } else {
+                default.to_string()
+            });
         }
         let out = support::run_cmd(
             cmd.env("EDC_SYNC_TEST_BASE_URL", "http://127.0.0.1:9")
@@ -1092,7 +1105,11 @@ fn a_url_where_a_local_path_is_expected_is_refused_not_made_a_directory() {
         assert_eq!(out.code, 78, "{command} {flag}: {}", out.stderr);
         assert!(out.stderr.contains(flag), "{command} {flag}: {}", out.stderr);
         assert!(!out.stderr.contains("secret-pw"), "{}", out.stderr);
-        let made: Vec<_> = std::fs::read_dir(&work).unwrap().flatten().map(|e| e.file_name()).collect();
+        let made: Vec<_> = std::fs::read_dir(&work)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
         assert!(made.is_empty(), "{command} {flag}: made {made:?}");
     }
 }

@@ -114,7 +114,11 @@ pub struct RunPlan {
 /// Plans `spec`: policy loaded, validated and committed, streams and
 /// quotas resolved, environment read, the client built for its origin.
 pub fn plan(spec: &RunSpec) -> Result<RunPlan, ConfigError> {
-    for (flag, path) in [("--out", &spec.out), ("--state", &spec.state), ("--audit-log", &spec.audit_log)] {
+    for (flag, path) in [
+        ("--out", &spec.out),
+        ("--state", &spec.state),
+        ("--audit-log", &spec.audit_log),
+    ] {
         crate::paths::require_local(flag, path).map_err(ConfigError::Identity)?;
     }
     if let PacerChoice::Redis(url) = &spec.pacer {

@@ -7,3 +7,4 @@ pub mod envelope;
 pub mod landed;
 pub mod redis_cluster;
 pub mod redis_server;
+pub mod tls;

@@ -67,6 +67,31 @@ impl PrivateRedis {
         Err(last)
     }
 
+    /// Starts one that also listens with TLS on a port of its own, with
+    /// the certificates in `certs`; `require_client_cert` makes it refuse
+    /// clients without one (mutual TLS). Returns the server and its TLS
+    /// port (the plain port stays, for readiness and inspection).
+    pub fn start_tls(
+        certs: &crate::tls::TestCerts,
+        require_client_cert: bool,
+    ) -> Result<(PrivateRedis, u16), String> {
+        let tls_port = free_port()?;
+        let path = |p: &std::path::Path| p.display().to_string();
+        let server = Self::start_with(&[
+            "--tls-port".into(),
+            tls_port.to_string(),
+            "--tls-cert-file".into(),
+            path(&certs.server_cert),
+            "--tls-key-file".into(),
+            path(&certs.server_key),
+            "--tls-ca-cert-file".into(),
+            path(&certs.ca),
+            "--tls-auth-clients".into(),
+            if require_client_cert { "yes" } else { "no" }.into(),
+        ])?;
+        Ok((server, tls_port))
+    }
+
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }

@@ -25,3 +25,19 @@ pub fn start_cluster() -> RedisCluster {
         )
     })
 }
+
+/// A server that also speaks TLS, with certificates the test makes; its
+/// TLS port. Fails the test with how to install what is missing.
+pub fn start_tls(certs: &edc_testkit::tls::TestCerts, require_client_cert: bool) -> (RedisServer, u16) {
+    RedisServer::start_tls(certs, require_client_cert).unwrap_or_else(|why| {
+        panic!(
+            "{why}; the Redis TLS tests need redis-server built with TLS (the Debian package is).\n\
+             Install it with: sudo apt-get install -y redis-server (scripts/test does this when run as root)"
+        )
+    })
+}
+
+/// Certificates for a TLS server and a client, made in `dir`.
+pub fn certs(dir: &std::path::Path) -> edc_testkit::tls::TestCerts {
+    edc_testkit::tls::make(dir).unwrap_or_else(|why| panic!("{why}"))
+}
