@@ -740,3 +740,25 @@ async fn the_pacer_reaches_redis_over_tls_with_a_ca_file_and_a_client_certificat
     let keys: Vec<String> = redis::cmd("KEYS").arg("edc-sync:*").query(&mut plain).unwrap();
     assert!(!keys.is_empty(), "no pacer key in Redis");
 }
+
+/// `rediss+cluster://`: the shared pacer on a Redis Cluster over TLS (the
+/// seeds' TLS ports, the CA file), every record landed once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pacer_reaches_a_redis_cluster_over_tls() {
+    let certs_dir = tempfile::tempdir().unwrap();
+    let certs = support::redis::certs(certs_dir.path());
+    let cluster = support::redis::start_tls_cluster(&certs);
+    let sim = slow_sim(40, 0).await;
+    let fx = Fixture::new();
+    let out = fx
+        .sync(&sim.base_url(), &["--redis", &cluster.tls_url(&certs.ca)])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    fx.assert_every_record_once(40);
+}

@@ -13,13 +13,27 @@ const CLUSTER_SCHEME: &str = "redis+cluster://";
 
 pub struct PrivateCluster {
     nodes: Vec<PrivateRedis>,
+    /// Each node's TLS port, for a cluster started with TLS.
+    tls_ports: Vec<u16>,
 }
 
 impl PrivateCluster {
     /// Starts three masters and creates the cluster (16384 slots split
     /// three ways); the error says why not.
     pub fn start() -> Result<PrivateCluster, String> {
+        Self::start_nodes(None)
+    }
+
+    /// The same, each node also listening with TLS and the cluster bus
+    /// over TLS (`tls-cluster yes`, so nodes announce their TLS ports),
+    /// with the certificates in `certs`.
+    pub fn start_tls(certs: &crate::tls::TestCerts) -> Result<PrivateCluster, String> {
+        Self::start_nodes(Some(certs))
+    }
+
+    fn start_nodes(tls: Option<&crate::tls::TestCerts>) -> Result<PrivateCluster, String> {
         let mut nodes = Vec::new();
+        let mut tls_ports = Vec::new();
         for _ in 0..3 {
             // The cluster bus gets a port of its own: the default (port +
             // 10000) may be past 65535 or taken.
@@ -35,15 +49,41 @@ impl PrivateCluster {
                 &bus.to_string(),
             ]
             .map(String::from);
+            let mut extra = extra.to_vec();
+            if let Some(certs) = tls {
+                let port = free_port()?;
+                let path = |p: &std::path::Path| p.display().to_string();
+                extra.extend([
+                    "--tls-port".into(),
+                    port.to_string(),
+                    "--tls-cert-file".into(),
+                    path(&certs.server_cert),
+                    "--tls-key-file".into(),
+                    path(&certs.server_key),
+                    "--tls-ca-cert-file".into(),
+                    path(&certs.ca),
+                    "--tls-auth-clients".into(),
+                    "no".into(),
+                    "--tls-cluster".into(),
+                    "yes".into(),
+                ]);
+                tls_ports.push(port);
+            }
             nodes.push(PrivateRedis::start_with(&extra)?);
         }
-        let cluster = PrivateCluster { nodes };
-        let addresses: Vec<String> = cluster
-            .nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port))
-            .collect();
-        let out = Command::new("redis-cli")
+        let cluster = PrivateCluster { nodes, tls_ports };
+        // Over TLS the nodes announce their TLS ports: the cluster is made
+        // through those.
+        let ports: Vec<u16> = match tls {
+            Some(_) => cluster.tls_ports.clone(),
+            None => cluster.nodes.iter().map(|n| n.port).collect(),
+        };
+        let addresses: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+        let mut create = Command::new("redis-cli");
+        if let Some(certs) = tls {
+            create.arg("--tls").arg("--cacert").arg(&certs.ca);
+        }
+        let out = create
             .arg("--cluster")
             .arg("create")
             .args(&addresses)
@@ -71,6 +111,17 @@ impl PrivateCluster {
             .map(|n| format!("127.0.0.1:{}", n.port))
             .collect();
         format!("{CLUSTER_SCHEME}{}", seeds.join(","))
+    }
+
+    /// `rediss+cluster://` with every node's TLS port as a seed (a cluster
+    /// started with [`Self::start_tls`]), the CA named as edc-sync reads it.
+    pub fn tls_url(&self, ca: &std::path::Path) -> String {
+        let seeds: Vec<String> = self.tls_ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+        format!(
+            "rediss+cluster://{}?ssl_ca_certs={}",
+            seeds.join(","),
+            ca.display()
+        )
     }
 
     /// The nodes' ports, in start order.

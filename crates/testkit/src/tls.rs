@@ -37,9 +37,11 @@ pub fn make(dir: &Path) -> Result<TestCerts, String> {
     )?;
     for (who, san, usage) in [
         (
+            // A cluster node presents its server certificate on the
+            // cluster bus as a client too.
             "server",
             "subjectAltName=IP:127.0.0.1,DNS:localhost",
-            "serverAuth",
+            "serverAuth,clientAuth",
         ),
         ("client", "subjectAltName=DNS:edc-sync-client", "clientAuth"),
     ] {

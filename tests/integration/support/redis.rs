@@ -41,3 +41,13 @@ pub fn start_tls(certs: &edc_testkit::tls::TestCerts, require_client_cert: bool)
 pub fn certs(dir: &std::path::Path) -> edc_testkit::tls::TestCerts {
     edc_testkit::tls::make(dir).unwrap_or_else(|why| panic!("{why}"))
 }
+
+/// A three-master cluster that also speaks TLS (the bus too).
+pub fn start_tls_cluster(certs: &edc_testkit::tls::TestCerts) -> RedisCluster {
+    RedisCluster::start_tls(certs).unwrap_or_else(|why| {
+        panic!(
+            "{why}; the Redis Cluster TLS tests need redis-server built with TLS and redis-cli.\n\
+             Install them with: sudo apt-get install -y redis-server redis-tools"
+        )
+    })
+}
