@@ -68,8 +68,8 @@ impl Exit {
         Documented {
             code: 65,
             label: "data",
-            meaning: "data error: invalid payload, broken audit chain, an audit trail whose end does not verify or that diverges from its anchor, a damaged manifest, `verify` discrepancies",
-            what_to_do: "investigate; do not retry blindly (`--repair-audit` records a known audit damage and goes ahead)",
+            meaning: "data error: invalid payload (a cursor value of the wrong kind included), broken audit chain, an audit trail whose end does not verify or that diverges from its anchor, state that disagrees with the trail at start (a cursor, the manifest's tail, the last landed page, a landing owned by another state directory), a damaged manifest, `verify` discrepancies",
+            what_to_do: "investigate; do not retry blindly (`--repair-audit` records a known audit damage, `--repair-state` takes the trail's state; both audited; docs/operations.md)",
         },
         Documented {
             code: 66,
@@ -92,8 +92,8 @@ impl Exit {
         Documented {
             code: 74,
             label: "I/O",
-            meaning: "I/O error writing landing, audit or state",
-            what_to_do: "check disk space and permissions",
+            meaning: "I/O error writing landing, audit or state, or a file or directory below them that is a symbolic link (never followed)",
+            what_to_do: "check disk space and permissions; replace the link by what it stood for",
         },
         Documented {
             code: 75,
@@ -110,8 +110,8 @@ impl Exit {
         Documented {
             code: 78,
             label: "configuration",
-            meaning: "configuration: invalid, uncommitted, or a missing environment variable",
-            what_to_do: "fix and commit the policy, or set the variable",
+            meaning: "configuration: invalid, uncommitted, a missing environment variable, or a URL where a local path is expected (`--out s3://…`)",
+            what_to_do: "fix and commit the policy, set the variable, or give a local path",
         },
         Documented {
             code: 130,
