@@ -21,16 +21,7 @@ fn cursor_file(fx: &Fixture) -> PathBuf {
 }
 
 fn verify(fx: &Fixture) -> support::Outcome {
-    let (out, state, audit) = (fx.path("landing"), fx.path("state"), fx.trail());
-    support::run(&[
-        "verify",
-        "--out",
-        out.to_str().unwrap(),
-        "--state",
-        state.to_str().unwrap(),
-        "--audit-log",
-        audit.to_str().unwrap(),
-    ])
+    fx.verify_landing()
 }
 
 fn pages(fx: &Fixture) -> Vec<PathBuf> {

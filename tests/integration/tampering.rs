@@ -184,16 +184,8 @@ fn names_a_file(text: &str, root: &Path) -> bool {
 }
 
 fn verifiers(fx: &Fixture) -> Vec<(&'static str, support::Outcome)> {
-    let (out, state, trail) = (fx.path("landing"), fx.path("state"), fx.trail());
-    let verify = support::run(&[
-        "verify",
-        "--out",
-        out.to_str().unwrap(),
-        "--state",
-        state.to_str().unwrap(),
-        "--audit-log",
-        trail.to_str().unwrap(),
-    ]);
+    let (state, trail) = (fx.path("state"), fx.trail());
+    let verify = fx.verify_landing();
     let audit = support::run(&[
         "audit",
         "verify",

@@ -93,6 +93,24 @@ pub fn create_no_follow(path: &Path) -> io::Result<File> {
     )
 }
 
+/// `bytes` in a new file at `path` (never through a link), fsynced.
+pub fn write_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let mut file = create_no_follow(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
+/// Replaces `path` by `bytes` so that a crash leaves the old file or the
+/// new one, never a mix: written to `tmp` and fsynced, renamed over
+/// `path` (a link there is replaced, never followed), the directory
+/// fsynced. How every small state file of the tool is rewritten.
+pub fn replace_durably(path: &Path, tmp: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_synced(tmp, bytes)?;
+    std::fs::rename(tmp, path)?;
+    sync_parent_dir(path)
+}
+
 /// Opens `path` for reading, never through a symbolic link.
 pub fn read_no_follow(path: &Path) -> io::Result<File> {
     open_no_follow(std::fs::OpenOptions::new().read(true), path)

@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -175,13 +174,7 @@ pub fn write(
             labels(base, stream)
         );
     }
-    let tmp = temp_of(path);
-    let mut f = crate::durable::create_no_follow(&tmp)?;
-    f.write_all(out.as_bytes())?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, path)?;
-    crate::durable::sync_parent_dir(path)
+    crate::durable::replace_durably(path, &temp_of(path), out.as_bytes())
 }
 
 #[cfg(test)]

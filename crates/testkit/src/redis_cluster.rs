@@ -52,21 +52,8 @@ impl PrivateCluster {
             let mut extra = extra.to_vec();
             if let Some(certs) = tls {
                 let port = free_port()?;
-                let path = |p: &std::path::Path| p.display().to_string();
-                extra.extend([
-                    "--tls-port".into(),
-                    port.to_string(),
-                    "--tls-cert-file".into(),
-                    path(&certs.server_cert),
-                    "--tls-key-file".into(),
-                    path(&certs.server_key),
-                    "--tls-ca-cert-file".into(),
-                    path(&certs.ca),
-                    "--tls-auth-clients".into(),
-                    "no".into(),
-                    "--tls-cluster".into(),
-                    "yes".into(),
-                ]);
+                extra.extend(certs.server_args(port, false));
+                extra.extend(["--tls-cluster".into(), "yes".into()]);
                 tls_ports.push(port);
             }
             nodes.push(PrivateRedis::start_with(&extra)?);

@@ -76,19 +76,7 @@ impl PrivateRedis {
         require_client_cert: bool,
     ) -> Result<(PrivateRedis, u16), String> {
         let tls_port = free_port()?;
-        let path = |p: &std::path::Path| p.display().to_string();
-        let server = Self::start_with(&[
-            "--tls-port".into(),
-            tls_port.to_string(),
-            "--tls-cert-file".into(),
-            path(&certs.server_cert),
-            "--tls-key-file".into(),
-            path(&certs.server_key),
-            "--tls-ca-cert-file".into(),
-            path(&certs.ca),
-            "--tls-auth-clients".into(),
-            if require_client_cert { "yes" } else { "no" }.into(),
-        ])?;
+        let server = Self::start_with(&certs.server_args(tls_port, require_client_cert))?;
         Ok((server, tls_port))
     }
 

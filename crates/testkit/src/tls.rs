@@ -78,6 +78,26 @@ pub fn make(dir: &Path) -> Result<TestCerts, String> {
     })
 }
 
+impl TestCerts {
+    /// The `redis-server` arguments that serve TLS on `port` with these
+    /// certificates; `require_client_cert` asks clients for theirs.
+    pub fn server_args(&self, port: u16, require_client_cert: bool) -> Vec<String> {
+        let path = |p: &Path| p.display().to_string();
+        vec![
+            "--tls-port".into(),
+            port.to_string(),
+            "--tls-cert-file".into(),
+            path(&self.server_cert),
+            "--tls-key-file".into(),
+            path(&self.server_key),
+            "--tls-ca-cert-file".into(),
+            path(&self.ca),
+            "--tls-auth-clients".into(),
+            if require_client_cert { "yes" } else { "no" }.into(),
+        ]
+    }
+}
+
 fn openssl(args: &[&str], files: &[(&str, PathBuf)]) -> Result<(), String> {
     let mut cmd = Command::new("openssl");
     cmd.args(args);

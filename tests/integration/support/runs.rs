@@ -69,6 +69,20 @@ impl Fixture {
         }
     }
 
+    /// `edc-sync verify` over this fixture's landing, state and trail.
+    pub fn verify_landing(&self) -> support::Outcome {
+        let (out, state, audit) = (self.path("landing"), self.path("state"), self.trail());
+        support::run(&[
+            "verify",
+            "--out",
+            out.to_str().unwrap(),
+            "--state",
+            state.to_str().unwrap(),
+            "--audit-log",
+            audit.to_str().unwrap(),
+        ])
+    }
+
     pub fn verify(&self, extra: &[&str]) -> support::Outcome {
         let trail = self.trail();
         let mut args = vec!["audit", "verify", trail.to_str().unwrap()];

@@ -11,7 +11,6 @@
 //! diverges does not.
 
 use std::fs::File;
-use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -141,16 +140,9 @@ impl ChainHead {
             crate::durable::dirs_below(root, name)?;
         }
         let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-        let mut f = crate::durable::create_no_follow(&tmp)?;
-        f.write_all(
-            serde_json::to_string_pretty(self)
-                .map_err(std::io::Error::other)?
-                .as_bytes(),
-        )?;
-        f.write_all(b"\n")?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        crate::durable::sync_parent_dir(path)
+        let mut text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
+        text.push('\n');
+        crate::durable::replace_durably(path, &tmp, text.as_bytes())
     }
 
     /// The Redis key for this trail's anchor: host and path, because two

@@ -307,14 +307,8 @@ impl LandingStore {
             serde_json::to_writer(&mut text, entry).map_err(|e| StoreError::io(&tmp, "encode", e.into()))?;
             text.push(b'\n');
         }
-        let mut file =
-            crate::durable::create_no_follow(&tmp).map_err(|e| StoreError::io(&tmp, "create", e))?;
-        file.write_all(&text)
-            .map_err(|e| StoreError::io(&tmp, "write", e))?;
-        file.sync_all().map_err(|e| StoreError::io(&tmp, "fsync", e))?;
-        drop(file);
-        std::fs::rename(&tmp, &path).map_err(|e| StoreError::io(&path, "rename into place", e))?;
-        sync_parent_dir(&path).map_err(|e| StoreError::io(&path, "fsync the directory of", e))?;
+        crate::durable::replace_durably(&path, &tmp, &text)
+            .map_err(|e| StoreError::io(&path, "replace", e))?;
         self.listed = entries
             .iter()
             .map(|e| (e.page_key.clone(), e.sha256.clone()))

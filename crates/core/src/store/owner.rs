@@ -11,12 +11,12 @@
 //! the owner, in an audit line. A backfill keeps its state and landing
 //! apart from the sync's, so each has its own owner.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
 
 use super::StoreError;
 use crate::digest::sha256_hex;
-use crate::durable::{create_no_follow, read_no_follow, sync_parent_dir};
+use crate::durable::{read_no_follow, replace_durably, sync_parent_dir, write_synced};
 
 const STATE_ID_FILE: &str = ".state-id";
 const OWNER_FILE: &str = ".owner";
@@ -51,7 +51,7 @@ pub fn state_id(state_root: &Path) -> Result<String, StoreError> {
     // per stream): the first id linked into place is the directory's, and
     // every other process reads that one.
     let tmp = state_root.join(format!("{STATE_ID_FILE}.{}.{nanos}.tmp", std::process::id()));
-    write_file(&tmp, &id)?;
+    write_synced(&tmp, format!("{id}\n").as_bytes()).map_err(|e| StoreError::io(&tmp, "create", e))?;
     let linked = std::fs::hard_link(&tmp, &path);
     let _ = std::fs::remove_file(&tmp);
     match linked {
@@ -122,16 +122,6 @@ fn read_id(path: &Path) -> Result<Option<String>, StoreError> {
 /// Writes `id` to `path` durably (temp file, fsync, rename, directory).
 /// Only under the stream's run lock: the landing's `.owner`.
 fn write_id(path: &Path, id: &str) -> Result<(), StoreError> {
-    let tmp = path.with_extension("tmp");
-    write_file(&tmp, id)?;
-    std::fs::rename(&tmp, path).map_err(|e| StoreError::io(path, "rename into place", e))?;
-    sync_parent_dir(path).map_err(|e| StoreError::io(path, "fsync the directory of", e))
-}
-
-/// `id` and a newline in a new file at `path`, fsynced.
-fn write_file(path: &Path, id: &str) -> Result<(), StoreError> {
-    let mut f = create_no_follow(path).map_err(|e| StoreError::io(path, "create", e))?;
-    f.write_all(format!("{id}\n").as_bytes())
-        .map_err(|e| StoreError::io(path, "write", e))?;
-    f.sync_all().map_err(|e| StoreError::io(path, "fsync", e))
+    replace_durably(path, &path.with_extension("tmp"), format!("{id}\n").as_bytes())
+        .map_err(|e| StoreError::io(path, "replace", e))
 }
