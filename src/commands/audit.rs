@@ -7,7 +7,7 @@ use anyhow::Context;
 use crate::cli::AuditCommand;
 use edc_core::audit::checkpoint::{KeyError, KEY_ENV};
 use edc_core::audit::verify::{verify_with, Checks};
-use edc_core::audit::{AuditKey, ChainHead, NotIntact};
+use edc_core::audit::{Anchors, AuditKey, ChainHead, NotIntact};
 
 pub fn run(cmd: AuditCommand) -> anyhow::Result<()> {
     match cmd {
@@ -64,23 +64,30 @@ pub fn reconcile(args: crate::cli::VerifyArgs) -> anyhow::Result<()> {
     Err(edc_core::reconcile::Discrepancies(summary.to_string()).into())
 }
 
-/// The anchor runs left in `state_dir` for the trail at `file`. None there
-/// is an error: `--anchors` asks to prove the trail against one.
+/// The anchor runs left in `state_dir` for the trail at `file`, found by
+/// the trail's name (or, as an older version kept it, by its absolute
+/// path). None there is an error: `--anchors` asks to prove the trail
+/// against one.
 fn anchor_for(file: &std::path::Path, state_dir: &std::path::Path) -> anyhow::Result<ChainHead> {
-    let canonical = std::fs::canonicalize(file).map_err(|error| edc_core::audit::verify::ReadError {
+    let read_error = |error| edc_core::audit::verify::ReadError {
         path: file.to_path_buf(),
         error,
-    })?;
-    let path = ChainHead::file_in(state_dir, &canonical);
-    match ChainHead::load(&path).map_err(anyhow::Error::msg)? {
-        Some(head) => Ok(head),
-        None => Err(anyhow::Error::new(edc_core::audit::verify::ReadError {
-            path: path.clone(),
-            error: std::io::Error::other(format!(
-                "no anchor for {} in {}: no run with that state directory has finished",
-                canonical.display(),
-                state_dir.display()
-            )),
-        })),
+    };
+    let canonical = std::fs::canonicalize(file).map_err(read_error)?;
+    let first = edc_core::audit::anchor::first_line_sha256(file).map_err(read_error)?;
+    let anchors = Anchors::of(state_dir, file, &canonical, first);
+    let unreadable = |detail: String| {
+        anyhow::Error::new(edc_core::audit::verify::ReadError {
+            path: anchors.file().unwrap_or_else(|| state_dir.join(edc_core::audit::anchor::DIR)),
+            error: std::io::Error::other(detail),
+        })
+    };
+    match anchors.load_file().map_err(unreadable)? {
+        Some(found) => Ok(found.head),
+        None => Err(unreadable(format!(
+            "no anchor for {} in {}: no run with that state directory has finished",
+            file.display(),
+            state_dir.display()
+        ))),
     }
 }

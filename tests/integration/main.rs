@@ -15,6 +15,7 @@ mod edc_client;
 mod hostile;
 mod house;
 mod landed_integrity;
+mod moved_evidence;
 mod operations;
 mod oq;
 mod pacer;

@@ -326,7 +326,8 @@ async fn invalid_json_and_invalid_odm_exit_65_with_nothing_committed() {
         );
         let failed = &fx.events("request_failed")[0];
         assert!(failed["reason"].as_str().unwrap().contains("invalid"), "{failed}");
-        let quarantined = PathBuf::from(failed["quarantined"].as_str().unwrap());
+        // Named relative to the landing root, like every recorded path.
+        let quarantined = fx.path("landing").join(failed["quarantined"].as_str().unwrap());
         assert!(
             quarantined.exists(),
             "the bad page is kept aside for investigation"

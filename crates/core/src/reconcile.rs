@@ -127,8 +127,8 @@ pub fn reconcile(out: &Path, state: &Path, audit: &Path) -> Result<Summary, Unre
     }
     let out = std::fs::canonicalize(out).map_err(unreadable(out))?;
     std::fs::metadata(state).map_err(unreadable(state))?;
-    let commits = read_commits(audit, &mut summary)?;
-    summary.commits = commits.values().map(Vec::len).sum();
+    let commits = read_commits(audit, &out, &mut summary)?;
+    summary.commits = commits.values().map(|(list, _)| list.len()).sum();
 
     let mut dirs = Vec::new();
     let mut links = Vec::new();
@@ -141,15 +141,18 @@ pub fn reconcile(out: &Path, state: &Path, audit: &Path) -> Result<Summary, Unre
                 .into(),
         });
     }
+    let mut found = Vec::new();
     for dir in &dirs {
         let empty = Vec::new();
-        let here = commits.get(dir).unwrap_or(&empty);
+        let rel = relative_to(dir, &out);
+        let here = commits.get(&rel).map_or(&empty, |(list, _)| list);
         check_landing_dir(dir, here, &mut summary).map_err(unreadable(dir))?;
+        found.push(rel);
     }
-    for (dir, list) in &commits {
-        if dir.starts_with(&out) && !dirs.contains(dir) && list.iter().any(|c| c.file.is_some()) {
+    for (rel, (list, elsewhere)) in &commits {
+        if !elsewhere && !found.contains(rel) && list.iter().any(|c| c.file.is_some()) {
             summary.discrepancies.push(Discrepancy {
-                path: dir.clone(),
+                path: out.join(rel),
                 what: format!(
                     "the audit trail records {} landed page(s) here (first at line {}) but the directory is gone",
                     list.iter().filter(|c| c.file.is_some()).count(),
@@ -167,16 +170,35 @@ pub fn reconcile(out: &Path, state: &Path, audit: &Path) -> Result<Summary, Unre
     Ok(summary)
 }
 
-/// Every `page_committed` line, by landing directory, in file order.
-fn read_commits(audit: &Path, summary: &mut Summary) -> Result<BTreeMap<PathBuf, Vec<Commit>>, Unreadable> {
-    let mut by_dir: BTreeMap<PathBuf, Vec<Commit>> = BTreeMap::new();
+/// A landing directory found under `out`, as audit lines name it.
+fn relative_to(dir: &Path, out: &Path) -> String {
+    dir.strip_prefix(out).unwrap_or(dir).to_string_lossy().into_owned()
+}
+
+/// Commits into one landing directory, in file order, and whether every one
+/// of them names it by an absolute path outside `out` (an older version's
+/// line about another landing root: not expected here).
+type ByDir = BTreeMap<String, (Vec<Commit>, bool)>;
+
+/// Every `page_committed` line, by landing directory relative to the
+/// landing root (a line of an older version names it absolutely: read
+/// relative, see [`crate::store::relative_landing_dir`]), in file order.
+fn read_commits(audit: &Path, out: &Path, summary: &mut Summary) -> Result<ByDir, Unreadable> {
+    let mut by_dir = ByDir::new();
     let mut unplaced = 0u64;
     crate::audit::read::each_event(audit, "page_committed", |line, v| {
-        let Some(dir) = v["landing_dir"].as_str() else {
+        let Some(recorded) = v["landing_dir"].as_str() else {
             unplaced += 1;
             return;
         };
-        by_dir.entry(PathBuf::from(dir)).or_default().push(Commit {
+        let Some(dir) = crate::store::relative_landing_dir(recorded) else {
+            unplaced += 1;
+            return;
+        };
+        let elsewhere = Path::new(recorded).is_absolute() && !Path::new(recorded).starts_with(out);
+        let (list, all_elsewhere) = by_dir.entry(dir.into_owned()).or_insert((Vec::new(), true));
+        *all_elsewhere &= elsewhere;
+        list.push(Commit {
             line,
             sha256: v["payload_sha256"].as_str().unwrap_or_default().to_string(),
             file: v["landing_file"].as_str().map(str::to_string),
@@ -192,7 +214,7 @@ fn read_commits(audit: &Path, summary: &mut Summary) -> Result<BTreeMap<PathBuf,
             path: audit.to_path_buf(),
             what: format!(
                 "{unplaced} page_committed line(s) do not name their landing directory (written by a version \
-                 before landing_dir was recorded) and cannot be reconciled"
+                 before landing_dir was recorded, or not a landing directory) and cannot be reconciled"
             ),
         });
     }
@@ -372,7 +394,7 @@ fn check_cursor(
     state: &Path,
     out: &Path,
     cursor: &Path,
-    commits: &BTreeMap<PathBuf, Vec<Commit>>,
+    commits: &ByDir,
     summary: &mut Summary,
 ) {
     let mut problem = |what: String| {
@@ -386,14 +408,13 @@ fn check_cursor(
         .map(|r| r.to_string_lossy().trim_end_matches(".cursor.json").to_string())
         .unwrap_or_default();
     let landing = out.join(&rel);
+    let list = commits.get(&rel).map(|(list, _)| list.as_slice()).unwrap_or_default();
     let value: Value = match std::fs::read(cursor).map(|b| serde_json::from_slice(&b)) {
         Ok(Ok(v)) => v,
         Ok(Err(e)) => return problem(format!("not valid JSON ({e})")),
         Err(e) => return problem(format!("cannot read it ({e})")),
     };
-    let last = commits
-        .get(&landing)
-        .and_then(|list| list.iter().rev().find(|c| !c.dry_run));
+    let last = list.iter().rev().find(|c| !c.dry_run);
     let Some(last) = last else {
         return problem(format!(
             "no page_committed line in the audit trail for its landing directory {}",
@@ -406,7 +427,6 @@ fn check_cursor(
         "high_water": value["high_water"],
     });
     if now != last.cursor_after {
-        let list = commits.get(&landing).map(Vec::as_slice).unwrap_or_default();
         let reflected = list.iter().rposition(|c| {
             !c.dry_run
                 && c.cursor_after == now

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 
-use crate::audit::{AuditError, AuditKey, AuditLog, ChainHead, RunId, RunStarted, SharedAudit};
+use crate::audit::{AuditError, AuditKey, AuditLog, Anchors, RunId, RunStarted, SharedAudit};
 use crate::config::{self, ConfigError, LoadedConfig, Policy};
 use crate::edc::{Credentials, ReadOnlyClient};
 use crate::exit::Exit;
@@ -221,10 +221,17 @@ pub async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> anyhow::Result<Ru
         .with_repair(spec.audit.repair)
         .with_key(spec.audit.key.clone());
     let anchor_root = spec.audit.anchor_root.as_deref().unwrap_or(&spec.state);
-    let anchor_file = ChainHead::file_in(anchor_root, log.canonical_path());
-    let log = match ChainHead::load(&anchor_file).map_err(anyhow::Error::msg)? {
-        Some(head) => log.with_anchor(format!("anchor {}", anchor_file.display()), head),
-        None => log.with_missing_anchor(anchor_file.clone()),
+    let trail = log.canonical_path().to_path_buf();
+    let first_line = |what: &str| {
+        crate::audit::anchor::first_line_sha256(&trail)
+            .with_context(|| format!("reading the first line of the audit trail {} {what}", trail.display()))
+    };
+    let anchors = Anchors::of(anchor_root, &spec.audit_log, &trail, first_line("to find its anchor")?);
+    let found = anchors.load_file().map_err(anyhow::Error::msg)?;
+    let log = match (&found, anchors.file()) {
+        (Some(found), _) => log.with_anchor(found.source.clone(), found.head.clone()),
+        (None, Some(expected)) => log.with_missing_anchor(expected),
+        (None, None) => log,
     };
     let audit = SharedAudit::new(log);
     let header_stream = prepared.jobs.first().map(|(id, _, _)| StreamIdentity {
@@ -238,7 +245,12 @@ pub async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> anyhow::Result<Ru
             header_stream,
         ))
         .await?;
-    let (reports, outcome, redis) = run_streams(&spec, &prepared, &audit, &anchor_file).await;
+    // The header is the first line of a new trail: its identity from now.
+    let anchors = anchors.with_first_line(first_line("to anchor it")?);
+    if let Some(found) = found.filter(|f| f.legacy) {
+        audit.record(anchors.reinterpreted(&found)).await?;
+    }
+    let (reports, outcome, redis) = run_streams(&spec, &prepared, &audit, &anchors).await;
     let interrupted = outcome.as_ref().err().is_some_and(|e| {
         e.chain().any(|c| {
             matches!(
@@ -280,11 +292,11 @@ pub async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> anyhow::Result<Ru
     // worked: a later run that finds no anchor after a line that says it
     // was written knows it was removed (and one that failed to write is no
     // reason to refuse the next run).
-    let anchored = !diverged && anchor(&audit, &anchor_file, None).await;
+    let anchored = !diverged && anchor(&audit, &anchors, None).await;
     let finished = RunFinished { anchored, ..finished };
     audit.record(finished).await?;
     if !diverged {
-        anchor(&audit, &anchor_file, redis.as_ref()).await;
+        anchor(&audit, &anchors, redis.as_ref()).await;
     }
     if let Some(path) = &spec.metrics_file {
         let base = StreamIdentity {
@@ -316,7 +328,7 @@ pub async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> anyhow::Result<Ru
 /// run's exit code, which `run_finished` has already recorded; the next run
 /// then checks against the older anchor. Returns whether the state
 /// directory's anchor was written.
-async fn anchor(audit: &SharedAudit, file: &std::path::Path, redis: Option<&RedisPacer>) -> bool {
+async fn anchor(audit: &SharedAudit, anchors: &Anchors, redis: Option<&RedisPacer>) -> bool {
     let head = match audit.head() {
         Ok(h) => h,
         Err(e) => {
@@ -324,15 +336,16 @@ async fn anchor(audit: &SharedAudit, file: &std::path::Path, redis: Option<&Redi
             return false;
         }
     };
-    let stored = match head.store(file) {
+    let stored = match anchors.store_file(&head) {
         Ok(()) => true,
         Err(e) => {
+            let file = anchors.file().unwrap_or_default();
             eprintln!("warning: audit anchor {} not written: {e}", file.display());
             false
         }
     };
     if let Some(redis) = redis {
-        if let Err(e) = crate::audit::anchor::redis_copy::store(redis, &head).await {
+        if let Err(e) = anchors.store_redis(redis, &head).await {
             eprintln!("warning: audit anchor not written to Redis: {e}");
         }
     }
@@ -341,11 +354,9 @@ async fn anchor(audit: &SharedAudit, file: &std::path::Path, redis: Option<&Redi
 
 /// With Redis, the trail is also checked against the anchor kept there, as
 /// soon as Redis is reached and before any request.
-async fn check_redis_anchor(redis: &RedisPacer, audit: &SharedAudit) -> anyhow::Result<()> {
-    let path = audit.canonical_path();
-    if let Some(head) = crate::audit::anchor::redis_copy::load(redis, path).await? {
-        let source = format!("Redis anchor {}", ChainHead::redis_key(path));
-        audit.check_anchor(&source, &head)?;
+async fn check_redis_anchor(redis: &RedisPacer, audit: &SharedAudit, anchors: &Anchors) -> anyhow::Result<()> {
+    if let Some(found) = anchors.load_redis(redis).await? {
+        audit.check_anchor(&found.source, &found.head)?;
     }
     Ok(())
 }
@@ -354,13 +365,13 @@ async fn run_streams(
     spec: &RunSpec,
     prepared: &RunPlan,
     audit: &SharedAudit,
-    anchor_file: &std::path::Path,
+    anchors: &Anchors,
 ) -> (Vec<StreamReport>, anyhow::Result<()>, Option<RedisPacer>) {
     let pacer = match &spec.pacer {
         PacerChoice::Local => AnyPacer::Local(LocalPacer::new()),
         PacerChoice::Redis(url) => match RedisPacer::connect(url, crate::REDIS_KEY_PREFIX).await {
             Ok(p) => {
-                if let Err(e) = check_redis_anchor(&p, audit).await {
+                if let Err(e) = check_redis_anchor(&p, audit, anchors).await {
                     return (Vec::new(), Err(e), Some(p));
                 }
                 AnyPacer::Redis(p)
@@ -371,7 +382,7 @@ async fn run_streams(
     // Anchored at the start too, once the header passed every anchor check
     // (Redis's included): a run aborted before its end (a second SIGINT,
     // kill -9) leaves its trail anchored up to the header, not unanchored.
-    anchor(audit, anchor_file, None).await;
+    anchor(audit, anchors, None).await;
     let redis = match &pacer {
         AnyPacer::Redis(p) => Some(p.clone()),
         AnyPacer::Local(_) => None,

@@ -25,7 +25,10 @@ pub const DIR: &str = "audit-anchors";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChainHead {
-    /// The trail's canonical path.
+    /// The trail's file name: anchors name their trail, never locate it,
+    /// so that trail and state directory verify wherever they are moved.
+    /// (An older version wrote the absolute path; such an anchor is still
+    /// read, see [`ChainHead::legacy_file_in`].)
     pub audit_log: PathBuf,
     /// Complete lines in the file.
     pub lines: u64,
@@ -37,12 +40,39 @@ pub struct ChainHead {
     pub last_sha256: String,
     /// The run that wrote the anchor.
     pub run_id: String,
+    /// SHA-256 of the trail's first line: the trail's identity, which no
+    /// copy, move or rename changes (absent in anchors of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_sha256: Option<String>,
+}
+
+/// SHA-256 of the first complete line of the trail at `path`; `None` for a
+/// trail that is missing or holds no complete line yet.
+pub fn first_line_sha256(path: &Path) -> std::io::Result<Option<String>> {
+    match std::fs::File::open(path) {
+        Ok(file) => first_line_of(&file),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 impl ChainHead {
-    /// Where this head's anchor file lives in `state_dir`.
-    pub fn file_in(state_dir: &Path, audit_log: &Path) -> PathBuf {
-        let name = sha256_hex(audit_log.as_os_str().as_encoded_bytes());
+    /// Where the anchor of the trail whose first line hashes to
+    /// `first_sha256` lives in `state_dir`: named by the trail's identity,
+    /// so that a state directory and a trail copied, restored or renamed
+    /// anywhere still find each other.
+    pub fn file_in(state_dir: &Path, first_sha256: &str) -> PathBuf {
+        state_dir
+            .join(DIR)
+            .join(format!("{}.json", &first_sha256[..first_sha256.len().min(16)]))
+    }
+
+    /// Where an older version anchored the trail now at `canonical`: a
+    /// name made from its absolute path. Read when there is no current
+    /// anchor, so that state written before anchors named their trail by
+    /// its identity still protects it where it was.
+    pub fn legacy_file_in(state_dir: &Path, canonical: &Path) -> PathBuf {
+        let name = sha256_hex(canonical.as_os_str().as_encoded_bytes());
         state_dir.join(DIR).join(format!("{}.json", &name[..16]))
     }
 
@@ -51,6 +81,16 @@ impl ChainHead {
     /// differs, for an operator.
     pub fn check(&self, file: &File) -> std::io::Result<Result<(), String>> {
         let len = file.metadata()?.len();
+        if let Some(first) = &self.first_sha256 {
+            let now = first_line_of(file)?;
+            if len >= self.bytes && now.as_deref() != Some(first.as_str()) {
+                return Ok(Err(format!(
+                    "its first line is not the first line of the trail anchored by run {} (sha256 {first}): \
+                     it was replaced",
+                    self.run_id
+                )));
+            }
+        }
         if len < self.bytes {
             return Ok(Err(format!(
                 "it is {len} bytes, shorter than the {} bytes ({} lines) anchored by run {}: it was \
@@ -76,8 +116,9 @@ impl ChainHead {
         Ok(Ok(()))
     }
 
-    /// The head of `file` now. `known` is an earlier head of the same file
-    /// that was checked: lines are then counted only after it.
+    /// The head of `file` (the trail at `audit_log`, of which only the file
+    /// name is kept) now. `known` is an earlier head of the same file that
+    /// was checked: lines are then counted only after it.
     pub fn of(
         file: &File,
         audit_log: &Path,
@@ -104,8 +145,13 @@ impl ChainHead {
         }
         let mut last = vec![0u8; end.saturating_sub(last_line_offset + 1) as usize];
         file.read_exact_at(&mut last, last_line_offset)?;
+        let first_sha256 = match known.and_then(|k| k.first_sha256.clone()) {
+            Some(first) => Some(first),
+            None => first_line_of(file)?,
+        };
         Ok(ChainHead {
-            audit_log: audit_log.to_path_buf(),
+            first_sha256,
+            audit_log: PathBuf::from(audit_log.file_name().unwrap_or(audit_log.as_os_str())),
             lines,
             bytes: end,
             last_line_offset,
@@ -131,7 +177,7 @@ impl ChainHead {
     /// already further along (another run finished later).
     pub fn store(&self, path: &Path) -> std::io::Result<()> {
         if let Ok(Some(existing)) = ChainHead::load(path) {
-            if existing.audit_log == self.audit_log && existing.bytes > self.bytes {
+            if existing.first_sha256 == self.first_sha256 && existing.bytes > self.bytes {
                 return Ok(());
             }
         }
@@ -145,21 +191,46 @@ impl ChainHead {
         crate::durable::replace_durably(path, &tmp, text.as_bytes())
     }
 
-    /// The Redis key for this trail's anchor: host and path, because two
-    /// hosts may each keep a trail at the same path.
-    pub fn redis_key(audit_log: &Path) -> String {
+    /// The Redis key for the anchor of the trail whose first line hashes
+    /// to `first_sha256`: the trail's identity, the same on every host.
+    pub fn redis_key(first_sha256: &str) -> String {
+        format!("edc-sync:audit-anchor:{first_sha256}")
+    }
+
+    /// The Redis key for the anchor of the trail at `canonical` on this
+    /// host (the key older versions used alone): found when the trail was
+    /// emptied or replaced in place, with nothing of its identity left.
+    pub fn location_redis_key(canonical: &Path) -> String {
         format!(
             "edc-sync:audit-anchor:{}:{}",
             crate::host::name(),
-            audit_log.display()
+            canonical.display()
         )
     }
+}
+
+/// SHA-256 of the first complete line of `file`.
+fn first_line_of(file: &File) -> std::io::Result<Option<String>> {
+    let len = file.metadata()?.len();
+    let mut line = Vec::new();
+    let mut chunk = vec![0u8; 4096];
+    let mut at = 0;
+    while at < len {
+        let n = chunk.len().min((len - at) as usize);
+        file.read_exact_at(&mut chunk[..n], at)?;
+        if let Some(end) = chunk[..n].iter().position(|&b| b == b'\n') {
+            line.extend_from_slice(&chunk[..end]);
+            return Ok(Some(sha256_hex(&line)));
+        }
+        line.extend_from_slice(&chunk[..n]);
+        at += n as u64;
+    }
+    Ok(None)
 }
 
 /// The anchor kept in Redis, beside the pacing keys: a second copy that an
 /// insider who can rewrite the state directory may still not reach.
 pub mod redis_copy {
-    use std::path::Path;
     use std::time::Duration;
 
     use super::ChainHead;
@@ -175,9 +246,9 @@ pub mod redis_copy {
         pub detail: String,
     }
 
-    /// The anchor for the trail at `audit_log`, if Redis has one.
-    pub async fn load(redis: &RedisPacer, audit_log: &Path) -> Result<Option<ChainHead>, RedisAnchorError> {
-        let key = ChainHead::redis_key(audit_log);
+    /// The anchor Redis keeps under `key`, if any.
+    pub async fn load(redis: &RedisPacer, key: &str) -> Result<Option<ChainHead>, RedisAnchorError> {
+        let key = key.to_string();
         let err = |detail: String| RedisAnchorError {
             key: key.clone(),
             detail,
@@ -195,7 +266,7 @@ pub mod redis_copy {
 
     /// Stores `head` unless the anchor there is already further along, in
     /// one script so that two runs finishing together keep the later head.
-    pub async fn store(redis: &RedisPacer, head: &ChainHead) -> Result<(), RedisAnchorError> {
+    pub async fn store(redis: &RedisPacer, key: &str, head: &ChainHead) -> Result<(), RedisAnchorError> {
         static SCRIPT: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
             redis::Script::new(
                 "local cur = redis.call('GET', KEYS[1]) \
@@ -204,7 +275,7 @@ pub mod redis_copy {
                  redis.call('SET', KEYS[1], ARGV[1]) return 1",
             )
         });
-        let key = ChainHead::redis_key(&head.audit_log);
+        let key = key.to_string();
         let err = |detail: String| RedisAnchorError {
             key: key.clone(),
             detail,

@@ -86,10 +86,22 @@ impl CommitLine {
         &self.line
     }
 
-    /// A commit of `stream` into the landing directory `dir` (a dry run
-    /// commits nothing).
+    /// A commit of `stream` into the landing directory `dir` (relative to
+    /// the landing root; a dry run commits nothing).
     pub fn is_commit_of(&self, stream: &str, dir: &str) -> bool {
-        self.line["stream"] == stream && self.line["landing_dir"] == dir && self.line["dry_run"] != true
+        self.line["stream"] == stream && self.landing_dir().as_deref() == Some(dir) && self.line["dry_run"] != true
+    }
+
+    /// The landing directory the line names, relative to the landing root
+    /// (a line of an older version names it absolutely: read relative).
+    pub fn landing_dir(&self) -> Option<std::borrow::Cow<'_, str>> {
+        crate::store::relative_landing_dir(self.line["landing_dir"].as_str()?)
+    }
+
+    /// The line names its landing directory by an absolute path (written
+    /// before paths were recorded relative), which is read relative.
+    pub fn names_landing_absolutely(&self) -> bool {
+        self.line["landing_dir"].as_str().is_some_and(|d| Path::new(d).is_absolute())
     }
 
     fn parse(trail: &Path, offset: u64, bytes: &[u8]) -> Option<CommitLine> {
@@ -114,6 +126,17 @@ pub fn last_commit(
     super::read::find_backwards(trail, |start, bytes| {
         CommitLine::parse(trail, start, bytes).filter(|line| wanted(line))
     })
+}
+
+/// Whether the line starting at `offset` of `trail` hashes to `sha256`:
+/// the proof that a receipt recorded elsewhere (a cursor file) names a
+/// line of this trail, wherever the trail has been moved or renamed since.
+pub fn holds_line(trail: &Path, offset: u64, sha256: &str) -> std::io::Result<bool> {
+    let mut file = std::fs::File::open(trail)?;
+    file.seek(SeekFrom::Start(offset))?;
+    let mut line = Vec::new();
+    std::io::BufReader::new(file).read_until(b'\n', &mut line)?;
+    Ok(line.pop() == Some(b'\n') && sha256_hex(&line) == sha256)
 }
 
 /// The line at `offset`, provided it still hashes to `sha256` and is a
@@ -188,7 +211,7 @@ mod tests {
         let mut log = AuditLog::open(&trail, RunId::new()).unwrap();
         let page = |n| Page {
             stream: "s",
-            landing_dir: "/l",
+            landing_dir: "v/-/S/-/s",
             cursor_state: n,
         };
         let first = log.record_commit(&page(1)).unwrap();
@@ -204,7 +227,8 @@ mod tests {
         assert_eq!(named.get("cursor_state"), 1);
         assert_eq!(after.len(), 1);
         assert_eq!(after[0].get("cursor_state"), 2);
-        assert!(after[0].is_commit_of("s", "/l"));
+        assert!(after[0].is_commit_of("s", "v/-/S/-/s"));
+        assert!(!after[0].names_landing_absolutely());
         assert!(commits_after(&trail, first.offset(), &"0".repeat(64))
             .unwrap()
             .is_none());
@@ -212,5 +236,23 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(last.receipt(), &first);
+    }
+
+    #[test]
+    fn a_line_that_names_its_landing_absolutely_is_read_relative_to_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let trail = dir.path().join("audit.jsonl");
+        let mut log = AuditLog::open(&trail, RunId::new()).unwrap();
+        let old = log
+            .record_commit(&Page {
+                stream: "s",
+                landing_dir: "/srv/moved-away/landing/v/-/S/-/s",
+                cursor_state: 1,
+            })
+            .unwrap();
+        let (line, _) = commits_after(&trail, old.offset(), old.sha256()).unwrap().unwrap();
+        assert!(line.is_commit_of("s", "v/-/S/-/s"));
+        assert!(!line.is_commit_of("s", "v/-/S/-/other"));
+        assert!(line.names_landing_absolutely());
     }
 }

@@ -43,7 +43,7 @@ impl RunStarted {
             pid: std::process::id(),
             platform: crate::host::platform(),
             command_line: redact_args(std::env::args()),
-            config_path: provenance.config_path.display().to_string(),
+            config_path: provenance.recorded_path(),
             config_sha256: provenance.config_sha256.clone(),
             config_git_commit: provenance.config_git_commit.clone(),
             config_git_blob: provenance.config_git_blob.clone(),

@@ -156,7 +156,8 @@ pub struct AuditLog {
     /// Masks subject identifiers in every string field before the line is
     /// composed (and so before it is hashed into the chain).
     masker: Option<crate::mask::Masker>,
-    /// The trail's canonical path: the anchors' identity for it.
+    /// The trail's resolved path: where runs read it back. Never recorded:
+    /// anchors and receipts name the trail by its file name.
     canonical: PathBuf,
     /// Nothing appended yet: anchors are checked and a repair may happen.
     first: bool,
@@ -252,7 +253,7 @@ impl AuditLog {
         self
     }
 
-    /// The path anchors know this trail by.
+    /// The trail's resolved path.
     pub fn canonical_path(&self) -> &Path {
         &self.canonical
     }

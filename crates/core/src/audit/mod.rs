@@ -2,6 +2,7 @@
 //! then act). `docs/audit-trail.md` is the normative description.
 
 pub mod anchor;
+pub mod anchors;
 pub mod checkpoint;
 pub mod commit;
 mod header;
@@ -15,6 +16,7 @@ pub mod verify;
 
 pub use crate::stream::StreamIdentity;
 pub use anchor::ChainHead;
+pub use anchors::{Anchors, PathsReinterpreted};
 pub use checkpoint::{AuditKey, Checkpoint};
 pub use commit::{CommitLine, CommitReceipt, CommitRecord};
 pub use header::RunStarted;

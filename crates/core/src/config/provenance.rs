@@ -31,6 +31,11 @@ pub enum ChangeState {
 pub struct Provenance {
     /// Absolute path of the file loaded.
     pub config_path: PathBuf,
+    /// Its path inside the repository (what `config_git_commit` and
+    /// `config_git_blob` identify), when it is inside one: how the audit
+    /// header names it, so that the trail says nothing about where the
+    /// checkout happened to be.
+    pub config_repo_path: Option<String>,
     /// Lowercase hex SHA-256 of the bytes loaded.
     pub config_sha256: String,
     /// `HEAD` commit id of the repository holding the file, if any.
@@ -41,6 +46,14 @@ pub struct Provenance {
 }
 
 impl Provenance {
+    /// The file as the audit header names it: its path in the repository,
+    /// or, outside one (a dirty run), its absolute path.
+    pub fn recorded_path(&self) -> String {
+        self.config_repo_path
+            .clone()
+            .unwrap_or_else(|| self.config_path.display().to_string())
+    }
+
     /// True unless the bytes loaded are exactly the committed blob.
     pub fn dirty(&self) -> bool {
         self.state != ChangeState::Committed
@@ -72,6 +85,7 @@ pub fn of(path: &Path, bytes: &[u8], sha256: String) -> Provenance {
     let config_path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
     let mut p = Provenance {
         config_path,
+        config_repo_path: None,
         config_sha256: sha256,
         config_git_commit: None,
         config_git_blob: None,
@@ -86,6 +100,10 @@ pub fn of(path: &Path, bytes: &[u8], sha256: String) -> Provenance {
             return p;
         }
     };
+    p.config_repo_path = repo
+        .workdir()
+        .and_then(|w| w.canonicalize().ok())
+        .and_then(|w| p.config_path.strip_prefix(w).ok().map(|r| r.to_string_lossy().into_owned()));
     p.state = match inspect(
         &repo,
         &p.config_path,

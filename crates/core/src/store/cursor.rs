@@ -72,9 +72,11 @@ struct State {
     manifest_bytes: Option<u64>,
 }
 
-/// Which `page_committed` line a cursor file reflects: the trail, where
-/// the line starts in it, and the line's SHA-256. Made only from the
-/// audit's own proof of that line ([`CommitReceipt`]).
+/// Which `page_committed` line a cursor file reflects: the trail's file
+/// name, where the line starts in it, and the line's SHA-256. Made only
+/// from the audit's own proof of that line ([`CommitReceipt`]). The trail
+/// is named, never located: whether a trail holds the line is proven from
+/// its bytes ([`Receipt::is_in`]), so state and trail can move apart.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Receipt {
@@ -86,15 +88,30 @@ pub struct Receipt {
 impl Receipt {
     fn of(line: &CommitReceipt) -> Receipt {
         Receipt {
-            audit_log: line.audit_log().display().to_string(),
+            audit_log: line
+                .audit_log()
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
             offset: line.offset(),
             sha256: line.sha256().to_string(),
         }
     }
 
-    /// The trail the line is in, as it was written.
+    /// The trail the line is in, as it was written: its file name (an
+    /// older version wrote its absolute path).
     pub fn audit_log(&self) -> &str {
         &self.audit_log
+    }
+
+    /// The receipt names its trail by an absolute path (written before
+    /// paths were recorded relative); only its line is proven now.
+    pub fn names_trail_absolutely(&self) -> bool {
+        Path::new(&self.audit_log).is_absolute()
+    }
+
+    /// Whether `trail` holds the line this receipt names, byte for byte.
+    pub fn is_in(&self, trail: &Path) -> std::io::Result<bool> {
+        crate::audit::commit::holds_line(trail, self.offset, &self.sha256)
     }
 
     /// The byte offset the line starts at.
@@ -271,7 +288,7 @@ impl CursorStore {
         let rel = super::stream_dir_name(&self.stream);
         let dir = crate::durable::dirs_below(out_dir, Path::new(&rel))
             .map_err(|e| StoreError::io(&out_dir.join(&rel), "create", e))?;
-        LandingStore::open(&dir, ext, from)
+        LandingStore::open(&dir, rel, ext, from)
     }
 
     /// A store whose first window starts at `start` instead of the beginning.
@@ -282,6 +299,11 @@ impl CursorStore {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The cursor file relative to the state root, as audit lines name it.
+    pub fn recorded_file(&self) -> String {
+        format!("{}.cursor.json", super::stream_dir_name(&self.stream))
     }
 
     /// The stream's cursor; a stream never synced starts from the beginning.

@@ -69,8 +69,10 @@ fn page_key(url: &str) -> String {
 /// Where one stream's pages land.
 pub struct LandingStore {
     dir: PathBuf,
-    /// `dir`, absolute and resolved: how the audit trail names it.
-    canonical: PathBuf,
+    /// `dir` relative to the landing root (the stream's directory name):
+    /// how the audit trail names it, so that a landing moved elsewhere is
+    /// still the one its trail describes.
+    rel: String,
     /// Bytes of a torn final manifest line dropped at open: the caller
     /// relists from the audit trail any committed page it described.
     torn_tail: Option<u64>,
@@ -168,12 +170,16 @@ impl LandingStore {
     /// without one, or when it is not a line boundary). Lines before it are
     /// history nothing can replay: they are not read, and
     /// `edc-sync verify` is what re-proves them.
-    pub(super) fn open(dir: &Path, ext: &'static str, from: Option<u64>) -> Result<LandingStore, StoreError> {
+    pub(super) fn open(
+        dir: &Path,
+        rel: String,
+        ext: &'static str,
+        from: Option<u64>,
+    ) -> Result<LandingStore, StoreError> {
         for sub in ["pages", ".tmp"] {
             let d = dir.join(sub);
             crate::durable::dirs_below(dir, Path::new(sub)).map_err(|e| StoreError::io(&d, "create", e))?;
         }
-        let canonical = std::fs::canonicalize(dir).map_err(|e| StoreError::io(dir, "resolve", e))?;
         let tmp = dir.join(".tmp");
         if let Ok(entries) = std::fs::read_dir(&tmp) {
             for entry in entries.flatten() {
@@ -210,7 +216,7 @@ impl LandingStore {
         }
         Ok(LandingStore {
             dir: dir.to_path_buf(),
-            canonical,
+            rel,
             torn_tail,
             ext,
             listed,
@@ -238,9 +244,15 @@ impl LandingStore {
         &self.dir
     }
 
-    /// The directory, absolute and resolved, as audit lines name it.
-    pub fn canonical_dir(&self) -> &Path {
-        &self.canonical
+    /// The directory relative to the landing root, as audit lines name it.
+    pub fn recorded_dir(&self) -> &str {
+        &self.rel
+    }
+
+    /// `file` (relative to this directory) as audit lines name it:
+    /// relative to the landing root.
+    pub fn recorded(&self, file: &str) -> String {
+        format!("{}/{file}", self.rel)
     }
 
     pub fn manifest_path(&self) -> PathBuf {

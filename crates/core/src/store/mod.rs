@@ -26,6 +26,24 @@ pub fn stream_dir_name(id: &StreamIdentity) -> String {
     dir_name_with(id, sanitize)
 }
 
+/// How many path components [`stream_dir_name`] has.
+const DIR_DEPTH: usize = 5;
+
+/// A landing directory as an audit line records it, read relative to the
+/// landing root. Lines written before paths were recorded relative name it
+/// absolutely (`/old/root/vault/-/S1/-/default`): its last
+/// [`stream_dir_name`] components are the same directory under whatever
+/// root the landing has now. `None` for a value that is neither.
+pub fn relative_landing_dir(recorded: &str) -> Option<std::borrow::Cow<'_, str>> {
+    let path = std::path::Path::new(recorded);
+    if !path.is_absolute() {
+        return (!recorded.is_empty()).then_some(std::borrow::Cow::Borrowed(recorded));
+    }
+    let parts: Vec<_> = path.components().map(|c| c.as_os_str().to_string_lossy()).collect();
+    let tail = parts.get(parts.len().checked_sub(DIR_DEPTH)?.max(1)..)?;
+    (tail.len() == DIR_DEPTH).then(|| std::borrow::Cow::Owned(tail.join("/")))
+}
+
 /// The stream's directory name with `sanitize` applied to each part (the
 /// current mapping, or the legacy one `migrate` looks for).
 fn dir_name_with(id: &StreamIdentity, sanitize: fn(&str) -> String) -> String {
@@ -69,6 +87,17 @@ pub fn sanitize(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_recorded_landing_directory_reads_relative_to_the_root() {
+        assert_eq!(relative_landing_dir("vault/-/S1/-/default").as_deref(), Some("vault/-/S1/-/default"));
+        assert_eq!(
+            relative_landing_dir("/srv/old/landing/vault/-/S1/-/default").as_deref(),
+            Some("vault/-/S1/-/default")
+        );
+        assert_eq!(relative_landing_dir("/a/b").as_deref(), None, "too short to be one");
+        assert_eq!(relative_landing_dir("").as_deref(), None);
+    }
 
     #[test]
     fn names_are_safe_and_distinct() {

@@ -19,12 +19,12 @@ use crate::digest::sha256_hex;
 use crate::durable::{read_no_follow, replace_durably, sync_parent_dir, write_synced};
 
 const STATE_ID_FILE: &str = ".state-id";
-const OWNER_FILE: &str = ".owner";
+/// The file in each stream's landing directory naming the state directory it belongs to.
+pub const OWNER_FILE: &str = ".owner";
 
 /// A landing directory that changed owner on request.
 #[derive(Debug)]
 pub struct OwnerChanged {
-    pub owner_file: String,
     pub from: String,
     pub to: String,
 }
@@ -93,7 +93,6 @@ pub fn claim(landing_dir: &Path, state_id: &str, repair: bool) -> Result<Option<
     }
     write_id(&path, state_id)?;
     Ok(Some(OwnerChanged {
-        owner_file: path.display().to_string(),
         from: owner,
         to: state_id.to_string(),
     }))

@@ -83,7 +83,7 @@ pub fn rebuild_if_torn(
     if !cursors.is_torn() {
         return Ok(None);
     }
-    let dir = landing.canonical_dir().display().to_string();
+    let dir = landing.recorded_dir().to_string();
     let wanted = |l: &CommitLine| l.is_commit_of(stream, &dir) && !l.get("cursor_state").is_null();
     let Some(line) = last_commit(trail, wanted).map_err(|e| StoreError::io(trail, "read back", e))? else {
         return Ok(None);
@@ -115,8 +115,8 @@ pub fn catch_up(
         // with every page: nothing can be ahead of it.
         return Ok(done);
     };
-    if receipt.audit_log() != trail.display().to_string() {
-        tracing::warn!(stream, cursor_trail = %receipt.audit_log(), "the cursor was committed into another audit trail; it is not rolled forward from this one");
+    if !receipt.is_in(trail).map_err(|e| StoreError::io(trail, "read back", e))? {
+        tracing::warn!(stream, cursor_trail = %receipt.audit_log(), "the audit line the cursor names is not in this trail (it was committed into another trail, or this one was repaired or replaced); the cursor is not rolled forward");
         return Ok(done);
     }
     let lines = commits_after(trail, receipt.offset(), receipt.sha256())
@@ -147,7 +147,7 @@ pub fn catch_up(
             trail_says: trail_says.clone(),
         });
     }
-    let dir = landing.canonical_dir().display().to_string();
+    let dir = landing.recorded_dir().to_string();
     // Only a line that continues from where the cursor is: a commit line of
     // a run that had lost the stream's lock (written before it found out)
     // starts from an older cursor and must never move this one back.

@@ -24,15 +24,25 @@
 //! refusal that says how to fetch the pages again.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::{CursorStore, LandingStore, ManifestEntry, StoreError};
 use crate::audit::commit::{commits_after, last_commit, CommitLine};
 
+/// What the start-up proof found beyond agreement.
+#[derive(Debug, Default)]
+pub struct Proven {
+    /// The manifest disagreed and was rebuilt (`--repair-state`).
+    pub rebuilt: Option<ManifestRebuilt>,
+    /// The stream's last landed `page_committed` line names its landing
+    /// directory absolutely (an older version's line): what it recorded,
+    /// read relative to the landing root.
+    pub absolute_landing_dir: Option<String>,
+}
+
 /// A manifest that disagreed with the trail, rebuilt from it on request.
 #[derive(Debug)]
 pub struct ManifestRebuilt {
-    pub manifest: PathBuf,
     /// Where the stream's last landed `page_committed` line starts.
     pub audit_offset: u64,
     /// What the manifest held at the cursor's point.
@@ -51,15 +61,15 @@ pub fn prove(
     trail: &Path,
     stream: &str,
     repair: bool,
-) -> Result<Option<ManifestRebuilt>, StoreError> {
+) -> Result<Proven, StoreError> {
     let cursor = cursors.load()?;
     let Some(receipt) = cursor.receipt().cloned() else {
-        return Ok(None);
+        return Ok(Proven::default());
     };
-    if receipt.audit_log() != trail.display().to_string() {
-        return Ok(None);
+    if !receipt.is_in(trail).map_err(|e| StoreError::io(trail, "read back", e))? {
+        return Ok(Proven::default());
     }
-    let dir = landing.canonical_dir().display().to_string();
+    let dir = landing.recorded_dir().to_string();
     let upto = receipt.offset();
     let wanted = |l: &CommitLine| {
         l.receipt().offset() <= upto && l.is_commit_of(stream, &dir) && l.get("landed") == true
@@ -67,8 +77,11 @@ pub fn prove(
     let last = last_commit(trail, wanted).map_err(|e| StoreError::io(trail, "read back", e))?;
     let Some((last, entry)) = last.and_then(|l| ManifestEntry::of_commit(l.line(), stream).map(|e| (l, e)))
     else {
-        return Ok(None);
+        return Ok(Proven::default());
     };
+    let absolute_landing_dir = last
+        .names_landing_absolutely()
+        .then(|| last.get("landing_dir").as_str().unwrap_or_default().to_string());
     let where_ = format!(
         "the stream's last landed page_committed line (byte {} of {})",
         last.receipt().offset(),
@@ -90,7 +103,6 @@ pub fn prove(
             }
             let listed = rebuild(cursors, landing, trail, stream, &receipt)?;
             rebuilt = Some(ManifestRebuilt {
-                manifest: landing.manifest_path(),
                 audit_offset: last.receipt().offset(),
                 file_said: said,
                 trail_says,
@@ -99,7 +111,10 @@ pub fn prove(
         }
     }
     landed_in_place(landing, cursors, &entry, &where_)?;
-    Ok(rebuilt)
+    Ok(Proven {
+        rebuilt,
+        absolute_landing_dir,
+    })
 }
 
 /// What the manifest holds at byte `recorded` when that is not the line
@@ -222,11 +237,12 @@ fn rebuild(
     stream: &str,
     receipt: &super::Receipt,
 ) -> Result<u64, StoreError> {
-    let dir = landing.canonical_dir().display().to_string();
+    let dir = landing.recorded_dir().to_string();
     let mut seen = HashSet::new();
     let mut entries = Vec::new();
     crate::audit::read::each_event(trail, "page_committed", |_, line| {
-        if line["stream"] != stream || line["landing_dir"] != dir.as_str() {
+        let here = line["landing_dir"].as_str().and_then(super::relative_landing_dir);
+        if line["stream"] != stream || here.as_deref() != Some(dir.as_str()) {
             return;
         }
         if line["landed"] != true || line["dry_run"] == true {

@@ -118,7 +118,7 @@ impl PageCommit {
         let moved = temp
             .quarantine(&quarantine, &name)
             .ok()
-            .map(|p| p.display().to_string());
+            .map(|_| self.landing.recorded(&format!("quarantine/{name}")));
         let recorded = stream.job.audit.record_blocking(&RequestFailed {
             stream: stream.name.clone(),
             request_id: page.request_id.clone(),
@@ -243,7 +243,7 @@ impl PageCommit {
             records: summary.records,
             landed: landed.is_some(),
             landing_file: landed.as_ref().map(|l| l.file().to_string()),
-            landing_dir: self.landing.canonical_dir().display().to_string(),
+            landing_dir: self.landing.recorded_dir().to_string(),
             replayed,
             replaced_damaged_file: landed.as_ref().is_some_and(|l| l.replaced_damaged()),
             dry_run: job.options.dry_run,

@@ -82,7 +82,8 @@ pub struct PageCommitted {
     /// land: the hash and size above are the record of what was received).
     pub landed: bool,
     pub landing_file: Option<String>,
-    /// The stream's landing directory (absolute): with `landing_file`,
+    /// The stream's landing directory, relative to the landing root (the
+    /// stream's directory name): with `landing_file`,
     /// where `edc-sync verify` finds the page.
     pub landing_dir: String,
     /// The same bytes were already landed (a replay after a crash).

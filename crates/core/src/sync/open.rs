@@ -8,6 +8,7 @@ use super::slots::Slots;
 use super::stream::Stream;
 use super::window::Window;
 use super::{recover, FencedLock, Loop, StreamJob, StreamReport, SyncError};
+use crate::audit::PathsReinterpreted;
 use crate::config::PayloadFormat;
 use crate::store::{roll_forward, CursorStore, RunLock};
 use quota_pacer::Pacer;
@@ -45,8 +46,8 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
     for moved in crate::store::migrate::stream(&job.state_dir, &job.out_dir, &job.identity)? {
         let event = events::StateMigrated {
             stream: name.clone(),
-            from: moved.from.display().to_string(),
-            to: moved.to.display().to_string(),
+            from: relative(&moved.from, job).display().to_string(),
+            to: relative(&moved.to, job).display().to_string(),
         };
         job.audit.record(event).await?;
     }
@@ -61,7 +62,7 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
         if let Some(changed) = crate::store::owner::claim(landing.dir(), &id, job.options.repair_state)? {
             let event = events::LandingOwnerChanged {
                 stream: name.clone(),
-                owner_file: changed.owner_file,
+                owner_file: landing.recorded(crate::store::owner::OWNER_FILE),
                 from: changed.from,
                 to: changed.to,
             };
@@ -74,7 +75,7 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
         if let Some(rebuilt) = roll_forward::rebuild_if_torn(&cursors, &landing, trail, &name)? {
             let event = events::CursorRebuilt {
                 stream: name.clone(),
-                cursor_file: cursors.path().display().to_string(),
+                cursor_file: cursors.recorded_file(),
                 from_audit_offset: rebuilt.from_offset,
                 cursor_after: rebuilt.cursor.to_json(),
             };
@@ -91,7 +92,7 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
         if let Some(repaired) = caught.repaired {
             let event = events::StateRepaired {
                 stream: name.clone(),
-                cursor_file: cursors.path().display().to_string(),
+                cursor_file: cursors.recorded_file(),
                 audit_offset: repaired.audit_offset,
                 file_said: repaired.file_said,
                 trail_says: repaired.trail_says,
@@ -102,7 +103,7 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
             let event = events::CursorRolledForward {
                 stream: name.clone(),
                 pages: rolled.pages,
-                cursor_file: cursors.path().display().to_string(),
+                cursor_file: cursors.recorded_file(),
                 cursor_after: rolled.cursor.to_json(),
             };
             job.audit.record(event).await?;
@@ -110,10 +111,32 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
     }
     let trail = job.audit.canonical_path();
     let repair = job.options.repair_state && !job.options.dry_run;
-    if let Some(rebuilt) = crate::store::tail::prove(&cursors, &mut landing, trail, &name, repair)? {
+    let proven = crate::store::tail::prove(&cursors, &mut landing, trail, &name, repair)?;
+    if let Some(recorded) = proven.absolute_landing_dir {
+        let event = PathsReinterpreted {
+            stream: Some(name.clone()),
+            what: "page_committed landing_dir".into(),
+            recorded,
+            read_as: landing.recorded_dir().to_string(),
+        };
+        job.audit.record(event).await?;
+    }
+    if let Some(receipt) = cursors.load()?.receipt().filter(|r| r.names_trail_absolutely()) {
+        let event = PathsReinterpreted {
+            stream: Some(name.clone()),
+            what: "cursor receipt".into(),
+            recorded: receipt.audit_log().to_string(),
+            read_as: format!(
+                "the line at byte {} of the trail, proven by its SHA-256 wherever the trail is",
+                receipt.offset()
+            ),
+        };
+        job.audit.record(event).await?;
+    }
+    if let Some(rebuilt) = proven.rebuilt {
         let event = events::ManifestRepaired {
             stream: name.clone(),
-            manifest: rebuilt.manifest.display().to_string(),
+            manifest: landing.recorded("manifest.jsonl"),
             audit_offset: rebuilt.audit_offset,
             file_said: rebuilt.file_said,
             trail_says: rebuilt.trail_says,
@@ -133,4 +156,12 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
         window: Window::default(),
         commit: PageCommit::new(cursors, landing),
     })
+}
+
+/// A path below the state or landing root, as audit lines name it:
+/// relative to its root.
+fn relative<'a, P: Pacer>(path: &'a std::path::Path, job: &StreamJob<P>) -> &'a std::path::Path {
+    path.strip_prefix(&job.state_dir)
+        .or_else(|_| path.strip_prefix(&job.out_dir))
+        .unwrap_or(path)
 }

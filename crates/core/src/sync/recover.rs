@@ -25,10 +25,11 @@ pub(super) async fn relist_after_torn_tail(
     let Some(torn_bytes) = landing.torn_tail() else {
         return Ok(());
     };
-    let dir = landing.canonical_dir().display().to_string();
+    let dir = landing.recorded_dir().to_string();
     let mut missing = Vec::new();
     crate::audit::read::each_event(audit.path(), "page_committed", |_, line| {
-        if line["landing_dir"] != dir.as_str() || line["landed"] != true {
+        let here = line["landing_dir"].as_str().and_then(crate::store::relative_landing_dir);
+        if here.as_deref() != Some(dir.as_str()) || line["landed"] != true {
             return;
         }
         let Some(entry) = ManifestEntry::of_commit(&line, stream) else {
@@ -56,7 +57,7 @@ pub(super) async fn relist_after_torn_tail(
     audit
         .record(ManifestRebuilt {
             stream: stream.to_string(),
-            manifest: landing.manifest_path().display().to_string(),
+            manifest: landing.recorded("manifest.jsonl"),
             torn_bytes,
             relisted,
         })
