@@ -78,7 +78,9 @@ fn anchor_for(file: &std::path::Path, state_dir: &std::path::Path) -> anyhow::Re
     let anchors = Anchors::of(state_dir, file, &canonical, first);
     let unreadable = |detail: String| {
         anyhow::Error::new(edc_core::audit::verify::ReadError {
-            path: anchors.file().unwrap_or_else(|| state_dir.join(edc_core::audit::anchor::DIR)),
+            path: anchors
+                .file()
+                .unwrap_or_else(|| state_dir.join(edc_core::audit::anchor::DIR)),
             error: std::io::Error::other(detail),
         })
     };

@@ -201,17 +201,37 @@ impl Ctx {
         password: &str,
         extra: &[&str],
     ) -> std::process::Command {
+        let roots = Roots {
+            out: &self.dir.join("landing"),
+            state: &self.dir.join("state"),
+            audit_log: &self.dir.join("audit.jsonl"),
+        };
+        self.command_over(subcommand, config, sim, vendor, password, extra, roots)
+    }
+
+    /// [`Self::command`] over other landing, state and trail roots.
+    #[allow(clippy::too_many_arguments)]
+    pub fn command_over(
+        &self,
+        subcommand: &str,
+        config: &Path,
+        sim: &Simulator,
+        vendor: &str,
+        password: &str,
+        extra: &[&str],
+        roots: Roots<'_>,
+    ) -> std::process::Command {
         let mut cmd = std::process::Command::new(&self.exe);
         cmd.args([subcommand, "--config"])
             .arg(config)
             .args([
                 "--vendor", vendor, "--study", OQ_STUDY, "--pacer", "local", "--out",
             ])
-            .arg(self.dir.join("landing"))
+            .arg(roots.out)
             .arg("--state")
-            .arg(self.dir.join("state"))
+            .arg(roots.state)
             .arg("--audit-log")
-            .arg(self.dir.join("audit.jsonl"))
+            .arg(roots.audit_log)
             .args(extra)
             .env("EDC_SYNC_OQ_BASE_URL", sim.base_url())
             .env("EDC_SYNC_OQ_TOKEN", OQ_TOKEN)
@@ -231,6 +251,14 @@ impl Ctx {
             }
         }
     }
+}
+
+/// Where a command lands, keeps its state and writes its trail.
+#[derive(Clone, Copy)]
+pub struct Roots<'a> {
+    pub out: &'a Path,
+    pub state: &'a Path,
+    pub audit_log: &'a Path,
 }
 
 fn collect(dir: &Path, out: &mut Vec<PathBuf>) {

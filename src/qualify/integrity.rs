@@ -1,10 +1,11 @@
-//! OQ scenarios for integrity after the fact (OQ-029, OQ-030): landed data
-//! re-proven by `edc-sync verify`, and an audit trail that cannot be
-//! replaced or recomputed without it being noticed.
+//! OQ scenarios for integrity after the fact (OQ-029..OQ-031): landed data
+//! re-proven by `edc-sync verify`, an audit trail that cannot be replaced
+//! or recomputed without it being noticed, and evidence re-proven after it
+//! was copied elsewhere under other names.
 
 use std::process::Output;
 
-use super::context::{Ctx, OQ_PASSWORD};
+use super::context::{Ctx, Roots, OQ_PASSWORD};
 use super::scenario::{scenario, stream_dir, Scenario};
 use edc_core::audit::checkpoint::KEY_ENV;
 
@@ -24,6 +25,13 @@ pub fn all() -> Vec<Scenario> {
             ["URS-031"],
             false,
             oq_030
+        ),
+        scenario!(
+            "OQ-031",
+            "Landing, state and audit trail copied elsewhere under other names are re-proven there and a run resumes",
+            ["URS-032"],
+            false,
+            oq_031
         ),
     ]
 }
@@ -201,6 +209,144 @@ async fn oq_030(ctx: &mut Ctx) -> anyhow::Result<()> {
     std::fs::write(&audit, &original)?;
     ctx.attach_run_outputs();
     Ok(())
+}
+
+async fn oq_031(ctx: &mut Ctx) -> anyhow::Result<()> {
+    let config = ctx.policy_repo()?;
+    let sim = ctx.sim(100, &[], None).await?;
+    for run in 1..=2 {
+        let mut cmd = ctx.vendor_command(&config, &sim, "oq_vault", OQ_PASSWORD, &[]);
+        cmd.env(KEY_ENV, OQ_AUDIT_KEY);
+        let out = output(cmd).await?;
+        ctx.check_eq(&format!("exit code of keyed run {run}"), 0, code(&out));
+    }
+    // The evidence as an archive restores it: each root in a place of its
+    // own, under another name.
+    let copy = ctx.dir.join("restored");
+    let (out, state, trail) = (
+        copy.join("lake/edc"),
+        copy.join("state-restored"),
+        copy.join("archive/study-audit.jsonl"),
+    );
+    for (from, to) in [("landing", &out), ("state", &state), ("audit.jsonl", &trail)] {
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let cp = std::process::Command::new("cp")
+            .arg("-r")
+            .arg(ctx.dir.join(from))
+            .arg(to)
+            .status()?;
+        anyhow::ensure!(cp.success(), "cp -r {from} failed");
+    }
+    let written_at = ctx.dir.display().to_string();
+    let naming: Vec<String> = [&out, &state, &trail]
+        .iter()
+        .flat_map(|root| files_containing(root, &written_at))
+        .collect();
+    ctx.check(
+        "files of the copy that name the directory the evidence was written in (apart from the command \
+         line each run_started line records as typed)",
+        "none",
+        format!("{naming:?}"),
+        naming.is_empty(),
+    );
+    let mut verify = std::process::Command::new(&ctx.exe);
+    verify
+        .arg("verify")
+        .arg("--out")
+        .arg(&out)
+        .arg("--state")
+        .arg(&state)
+        .arg("--audit-log")
+        .arg(&trail);
+    let landed = output(verify).await?;
+    let report = copy.join("verify-of-the-copy.txt");
+    std::fs::write(&report, text(&landed))?;
+    ctx.attach(&report);
+    ctx.check(
+        "edc-sync verify of the copy",
+        "exit 0, no discrepancy",
+        text(&landed),
+        code(&landed) == 0 && text(&landed).contains("no discrepancy"),
+    );
+    let mut chain = std::process::Command::new(&ctx.exe);
+    chain
+        .args(["audit", "verify"])
+        .arg(&trail)
+        .arg("--anchors")
+        .arg(&state)
+        .arg("--key")
+        .env(KEY_ENV, OQ_AUDIT_KEY);
+    let chain = output(chain).await?;
+    ctx.check(
+        "audit verify --anchors --key of the copied trail",
+        "exit 0, 2 keyed checkpoints, matches its anchor",
+        text(&chain),
+        code(&chain) == 0 && text(&chain).contains("2 keyed checkpoints verified"),
+    );
+    let landed = |trail: &std::path::Path| -> anyhow::Result<usize> {
+        let mut n = 0;
+        edc_core::audit::read::each_event(trail, "page_committed", |_, l| {
+            n += usize::from(l["landed"] == true)
+        })?;
+        Ok(n)
+    };
+    let before = landed(&trail)?;
+    let roots = Roots {
+        out: &out,
+        state: &state,
+        audit_log: &trail,
+    };
+    let mut resumed = ctx.command_over("sync", &config, &sim, "oq_vault", OQ_PASSWORD, &[], roots);
+    resumed.env(KEY_ENV, OQ_AUDIT_KEY);
+    let resumed = output(resumed).await?;
+    ctx.check_eq("exit code of a sync over the copy", 0, code(&resumed));
+    ctx.check_eq(
+        "pages landed again by the sync over the copy (every page was landed before it was copied)",
+        0,
+        landed(&trail)? - before,
+    );
+    ctx.attach_run_outputs();
+    Ok(())
+}
+
+/// Files below `root` (or `root` itself) whose bytes contain `needle`.
+fn files_containing(root: &std::path::Path, needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(path) = todo.pop() {
+        if path.is_dir() {
+            if let Ok(entries) = std::fs::read_dir(&path) {
+                todo.extend(entries.filter_map(|e| e.ok().map(|e| e.path())));
+            }
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            if without_command_lines(&bytes)
+                .windows(needle.len())
+                .any(|w| w == needle.as_bytes())
+            {
+                found.push(path.display().to_string());
+            }
+        }
+    }
+    found
+}
+
+/// `bytes` with the `command_line` field of every JSON line emptied: the
+/// invocation as typed, which names whatever paths the operator gave.
+fn without_command_lines(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    for raw in bytes.split(|b| *b == b'\n') {
+        match serde_json::from_slice::<serde_json::Value>(raw) {
+            Ok(mut line) if line.get("command_line").is_some() => {
+                line["command_line"] = serde_json::Value::Null;
+                out.extend(serde_json::to_vec(&line).unwrap_or_default());
+            }
+            _ => out.extend_from_slice(raw),
+        }
+        out.push(b'\n');
+    }
+    out
 }
 
 /// The first `run_finished` line's `records` set to 999999, and every

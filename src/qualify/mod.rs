@@ -112,7 +112,9 @@ pub fn environment(config: &Path, redis: Option<(&str, &str)>) -> Environment {
         user: edc_core::host::user(),
         redis_url: redis.map(|(u, _)| edc_core::redact::redact_arg(u)),
         redis_version: redis.map(|(_, v)| v.to_string()),
-        config_path: config.display().to_string(),
+        config_path: p
+            .as_ref()
+            .map_or_else(|| config.display().to_string(), |p| p.recorded_path()),
         config_sha256: p.as_ref().map(|p| p.config_sha256.clone()),
         config_git_commit: p.as_ref().and_then(|p| p.config_git_commit.clone()),
         config_git_blob: p.as_ref().and_then(|p| p.config_git_blob.clone()),

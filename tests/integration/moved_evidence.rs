@@ -107,7 +107,11 @@ async fn a_copy_moved_anywhere_verifies_clean_and_names_nothing_of_where_it_was(
     assert!(landing.stdout.contains("no discrepancy"), "{}", landing.stdout);
     let chain = verify_trail(&trail, &state);
     assert_eq!(chain.code, 0, "{}{}", chain.stdout, chain.stderr);
-    assert!(chain.stdout.contains("2 keyed checkpoints verified"), "{}", chain.stdout);
+    assert!(
+        chain.stdout.contains("2 keyed checkpoints verified"),
+        "{}",
+        chain.stdout
+    );
 
     // A run resumes from the copy: nothing is fetched twice, and the copy
     // still verifies after it.
@@ -149,7 +153,10 @@ async fn roots_renamed_and_given_separately_still_verify_and_resume() {
     let before = std::fs::metadata(&trail).unwrap().len();
     let (code, message) = fx.run_spec(spec).await;
     assert_eq!(code, 0, "{message}");
-    assert!(std::fs::metadata(&trail).unwrap().len() > before, "the run chained on");
+    assert!(
+        std::fs::metadata(&trail).unwrap().len() > before,
+        "the run chained on"
+    );
     assert_eq!(verify(&lake, &state, &trail).code, 0);
     assert_eq!(verify_trail(&trail, &state).code, 0);
 }

@@ -114,6 +114,7 @@ oq_test!(oq_027_backfill_newest_first_exact, "OQ-027");
 oq_test!(oq_028_cursor_never_backwards, "OQ-028");
 oq_test!(oq_029_verify_names_tampered_landing, "OQ-029");
 oq_test!(oq_030_audit_trail_anchored_and_keyed, "OQ-030");
+oq_test!(oq_031_moved_evidence_re_proven, "OQ-031");
 
 #[test]
 fn every_scenario_has_a_test_here() {

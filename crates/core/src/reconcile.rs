@@ -172,7 +172,10 @@ pub fn reconcile(out: &Path, state: &Path, audit: &Path) -> Result<Summary, Unre
 
 /// A landing directory found under `out`, as audit lines name it.
 fn relative_to(dir: &Path, out: &Path) -> String {
-    dir.strip_prefix(out).unwrap_or(dir).to_string_lossy().into_owned()
+    dir.strip_prefix(out)
+        .unwrap_or(dir)
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Commits into one landing directory, in file order, and whether every one
@@ -390,13 +393,7 @@ fn find_cursors(dir: &Path, found: &mut Vec<PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
-fn check_cursor(
-    state: &Path,
-    out: &Path,
-    cursor: &Path,
-    commits: &ByDir,
-    summary: &mut Summary,
-) {
+fn check_cursor(state: &Path, out: &Path, cursor: &Path, commits: &ByDir, summary: &mut Summary) {
     let mut problem = |what: String| {
         summary.discrepancies.push(Discrepancy {
             path: cursor.to_path_buf(),
@@ -408,7 +405,10 @@ fn check_cursor(
         .map(|r| r.to_string_lossy().trim_end_matches(".cursor.json").to_string())
         .unwrap_or_default();
     let landing = out.join(&rel);
-    let list = commits.get(&rel).map(|(list, _)| list.as_slice()).unwrap_or_default();
+    let list = commits
+        .get(&rel)
+        .map(|(list, _)| list.as_slice())
+        .unwrap_or_default();
     let value: Value = match std::fs::read(cursor).map(|b| serde_json::from_slice(&b)) {
         Ok(Ok(v)) => v,
         Ok(Err(e)) => return problem(format!("not valid JSON ({e})")),

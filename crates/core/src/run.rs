@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 
-use crate::audit::{AuditError, AuditKey, AuditLog, Anchors, RunId, RunStarted, SharedAudit};
+use crate::audit::{Anchors, AuditError, AuditKey, AuditLog, RunId, RunStarted, SharedAudit};
 use crate::config::{self, ConfigError, LoadedConfig, Policy};
 use crate::edc::{Credentials, ReadOnlyClient};
 use crate::exit::Exit;
@@ -223,10 +223,19 @@ pub async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> anyhow::Result<Ru
     let anchor_root = spec.audit.anchor_root.as_deref().unwrap_or(&spec.state);
     let trail = log.canonical_path().to_path_buf();
     let first_line = |what: &str| {
-        crate::audit::anchor::first_line_sha256(&trail)
-            .with_context(|| format!("reading the first line of the audit trail {} {what}", trail.display()))
+        crate::audit::anchor::first_line_sha256(&trail).with_context(|| {
+            format!(
+                "reading the first line of the audit trail {} {what}",
+                trail.display()
+            )
+        })
     };
-    let anchors = Anchors::of(anchor_root, &spec.audit_log, &trail, first_line("to find its anchor")?);
+    let anchors = Anchors::of(
+        anchor_root,
+        &spec.audit_log,
+        &trail,
+        first_line("to find its anchor")?,
+    );
     let found = anchors.load_file().map_err(anyhow::Error::msg)?;
     let log = match (&found, anchors.file()) {
         (Some(found), _) => log.with_anchor(found.source.clone(), found.head.clone()),
@@ -354,7 +363,11 @@ async fn anchor(audit: &SharedAudit, anchors: &Anchors, redis: Option<&RedisPace
 
 /// With Redis, the trail is also checked against the anchor kept there, as
 /// soon as Redis is reached and before any request.
-async fn check_redis_anchor(redis: &RedisPacer, audit: &SharedAudit, anchors: &Anchors) -> anyhow::Result<()> {
+async fn check_redis_anchor(
+    redis: &RedisPacer,
+    audit: &SharedAudit,
+    anchors: &Anchors,
+) -> anyhow::Result<()> {
     if let Some(found) = anchors.load_redis(redis).await? {
         audit.check_anchor(&found.source, &found.head)?;
     }

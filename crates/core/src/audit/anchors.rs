@@ -71,7 +71,9 @@ impl Anchors {
 
     /// The anchor file, once the trail has an identity.
     pub fn file(&self) -> Option<PathBuf> {
-        self.first_sha256.as_deref().map(|id| ChainHead::file_in(&self.root, id))
+        self.first_sha256
+            .as_deref()
+            .map(|id| ChainHead::file_in(&self.root, id))
     }
 
     /// The anchor in the state directory, if there is one.
@@ -105,13 +107,19 @@ impl Anchors {
             if path.extension().is_none_or(|e| e != "json") {
                 continue;
             }
-            let Some(head) = ChainHead::load(&path)? else { continue };
+            let Some(head) = ChainHead::load(&path)? else {
+                continue;
+            };
             if head.audit_log.file_name() != Some(self.name.as_os_str()) {
                 continue;
             }
             if best.as_ref().is_none_or(|b| b.head.bytes < head.bytes) {
                 let legacy = head.first_sha256.is_none();
-                let source = format!("anchor {} (of a trail named {})", path.display(), self.name.display());
+                let source = format!(
+                    "anchor {} (of a trail named {})",
+                    path.display(),
+                    self.name.display()
+                );
                 best = Some(Found { head, source, legacy });
             }
         }
@@ -122,7 +130,9 @@ impl Anchors {
     /// version left is no longer needed and is removed.
     pub fn store_file(&self, head: &ChainHead) -> std::io::Result<()> {
         let Some(id) = head.first_sha256.as_deref() else {
-            return Err(std::io::Error::other("the trail has no complete first line to name it by"));
+            return Err(std::io::Error::other(
+                "the trail has no complete first line to name it by",
+            ));
         };
         head.store(&ChainHead::file_in(&self.root, id))?;
         match std::fs::remove_file(&self.legacy_file) {
@@ -133,7 +143,10 @@ impl Anchors {
 
     /// The anchor Redis keeps, if any: under the trail's identity, or else
     /// under this host and the trail's path.
-    pub async fn load_redis(&self, redis: &RedisPacer) -> Result<Option<Found>, redis_copy::RedisAnchorError> {
+    pub async fn load_redis(
+        &self,
+        redis: &RedisPacer,
+    ) -> Result<Option<Found>, redis_copy::RedisAnchorError> {
         let by_identity = self.first_sha256.as_deref().map(ChainHead::redis_key);
         for key in by_identity.iter().chain([&self.location_redis_key]) {
             if let Some(head) = redis_copy::load(redis, key).await? {
@@ -149,7 +162,11 @@ impl Anchors {
     }
 
     /// Writes `head` to Redis, under both keys.
-    pub async fn store_redis(&self, redis: &RedisPacer, head: &ChainHead) -> Result<(), redis_copy::RedisAnchorError> {
+    pub async fn store_redis(
+        &self,
+        redis: &RedisPacer,
+        head: &ChainHead,
+    ) -> Result<(), redis_copy::RedisAnchorError> {
         if let Some(id) = head.first_sha256.as_deref() {
             redis_copy::store(redis, &ChainHead::redis_key(id), head).await?;
         }
@@ -235,7 +252,10 @@ mod tests {
         let emptied = Anchors::of(&root, trail, trail, None);
         assert_eq!(emptied.load_file().unwrap().unwrap().head.bytes, 10);
         let other = Path::new("/x/other.jsonl");
-        assert!(Anchors::of(&root, other, other, None).load_file().unwrap().is_none());
+        assert!(Anchors::of(&root, other, other, None)
+            .load_file()
+            .unwrap()
+            .is_none());
     }
 
     #[test]
@@ -250,9 +270,15 @@ mod tests {
         assert!(found.legacy);
         let line = serde_json::to_value(anchors.reinterpreted(&found)).unwrap();
         assert_eq!(line["what"], "audit anchor");
-        assert!(line["recorded"].as_str().unwrap().contains(&legacy.display().to_string()));
+        assert!(line["recorded"]
+            .as_str()
+            .unwrap()
+            .contains(&legacy.display().to_string()));
         anchors.store_file(&head("audit.jsonl", 20, Some(ID))).unwrap();
-        assert!(!legacy.exists(), "the older anchor is removed once the current one is written");
+        assert!(
+            !legacy.exists(),
+            "the older anchor is removed once the current one is written"
+        );
         let found = anchors.load_file().unwrap().unwrap();
         assert!(!found.legacy);
         assert_eq!(found.head.bytes, 20);

@@ -89,7 +89,9 @@ impl CommitLine {
     /// A commit of `stream` into the landing directory `dir` (relative to
     /// the landing root; a dry run commits nothing).
     pub fn is_commit_of(&self, stream: &str, dir: &str) -> bool {
-        self.line["stream"] == stream && self.landing_dir().as_deref() == Some(dir) && self.line["dry_run"] != true
+        self.line["stream"] == stream
+            && self.landing_dir().as_deref() == Some(dir)
+            && self.line["dry_run"] != true
     }
 
     /// The landing directory the line names, relative to the landing root
@@ -101,7 +103,9 @@ impl CommitLine {
     /// The line names its landing directory by an absolute path (written
     /// before paths were recorded relative), which is read relative.
     pub fn names_landing_absolutely(&self) -> bool {
-        self.line["landing_dir"].as_str().is_some_and(|d| Path::new(d).is_absolute())
+        self.line["landing_dir"]
+            .as_str()
+            .is_some_and(|d| Path::new(d).is_absolute())
     }
 
     fn parse(trail: &Path, offset: u64, bytes: &[u8]) -> Option<CommitLine> {
@@ -250,7 +254,9 @@ mod tests {
                 cursor_state: 1,
             })
             .unwrap();
-        let (line, _) = commits_after(&trail, old.offset(), old.sha256()).unwrap().unwrap();
+        let (line, _) = commits_after(&trail, old.offset(), old.sha256())
+            .unwrap()
+            .unwrap();
         assert!(line.is_commit_of("s", "v/-/S/-/s"));
         assert!(!line.is_commit_of("s", "v/-/S/-/other"));
         assert!(line.names_landing_absolutely());

@@ -100,10 +100,12 @@ pub fn of(path: &Path, bytes: &[u8], sha256: String) -> Provenance {
             return p;
         }
     };
-    p.config_repo_path = repo
-        .workdir()
-        .and_then(|w| w.canonicalize().ok())
-        .and_then(|w| p.config_path.strip_prefix(w).ok().map(|r| r.to_string_lossy().into_owned()));
+    p.config_repo_path = repo.workdir().and_then(|w| w.canonicalize().ok()).and_then(|w| {
+        p.config_path
+            .strip_prefix(w)
+            .ok()
+            .map(|r| r.to_string_lossy().into_owned())
+    });
     p.state = match inspect(
         &repo,
         &p.config_path,

@@ -39,7 +39,10 @@ pub fn relative_landing_dir(recorded: &str) -> Option<std::borrow::Cow<'_, str>>
     if !path.is_absolute() {
         return (!recorded.is_empty()).then_some(std::borrow::Cow::Borrowed(recorded));
     }
-    let parts: Vec<_> = path.components().map(|c| c.as_os_str().to_string_lossy()).collect();
+    let parts: Vec<_> = path
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect();
     let tail = parts.get(parts.len().checked_sub(DIR_DEPTH)?.max(1)..)?;
     (tail.len() == DIR_DEPTH).then(|| std::borrow::Cow::Owned(tail.join("/")))
 }
@@ -90,12 +93,19 @@ mod tests {
 
     #[test]
     fn a_recorded_landing_directory_reads_relative_to_the_root() {
-        assert_eq!(relative_landing_dir("vault/-/S1/-/default").as_deref(), Some("vault/-/S1/-/default"));
+        assert_eq!(
+            relative_landing_dir("vault/-/S1/-/default").as_deref(),
+            Some("vault/-/S1/-/default")
+        );
         assert_eq!(
             relative_landing_dir("/srv/old/landing/vault/-/S1/-/default").as_deref(),
             Some("vault/-/S1/-/default")
         );
-        assert_eq!(relative_landing_dir("/a/b").as_deref(), None, "too short to be one");
+        assert_eq!(
+            relative_landing_dir("/a/b").as_deref(),
+            None,
+            "too short to be one"
+        );
         assert_eq!(relative_landing_dir("").as_deref(), None);
     }
 

@@ -115,7 +115,10 @@ pub fn catch_up(
         // with every page: nothing can be ahead of it.
         return Ok(done);
     };
-    if !receipt.is_in(trail).map_err(|e| StoreError::io(trail, "read back", e))? {
+    if !receipt
+        .is_in(trail)
+        .map_err(|e| StoreError::io(trail, "read back", e))?
+    {
         tracing::warn!(stream, cursor_trail = %receipt.audit_log(), "the audit line the cursor names is not in this trail (it was committed into another trail, or this one was repaired or replaced); the cursor is not rolled forward");
         return Ok(done);
     }

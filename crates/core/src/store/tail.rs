@@ -66,7 +66,10 @@ pub fn prove(
     let Some(receipt) = cursor.receipt().cloned() else {
         return Ok(Proven::default());
     };
-    if !receipt.is_in(trail).map_err(|e| StoreError::io(trail, "read back", e))? {
+    if !receipt
+        .is_in(trail)
+        .map_err(|e| StoreError::io(trail, "read back", e))?
+    {
         return Ok(Proven::default());
     }
     let dir = landing.recorded_dir().to_string();

@@ -28,7 +28,9 @@ pub(super) async fn relist_after_torn_tail(
     let dir = landing.recorded_dir().to_string();
     let mut missing = Vec::new();
     crate::audit::read::each_event(audit.path(), "page_committed", |_, line| {
-        let here = line["landing_dir"].as_str().and_then(crate::store::relative_landing_dir);
+        let here = line["landing_dir"]
+            .as_str()
+            .and_then(crate::store::relative_landing_dir);
         if here.as_deref() != Some(dir.as_str()) || line["landed"] != true {
             return;
         }
