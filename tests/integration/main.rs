@@ -16,6 +16,7 @@ mod hostile;
 mod house;
 mod landed_integrity;
 mod moved_evidence;
+mod object_landing;
 mod operations;
 mod oq;
 mod pacer;

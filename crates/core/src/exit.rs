@@ -134,6 +134,23 @@ impl Exit {
         self as u8
     }
 
+    /// The exit of a landing or state failure: damage 65; an object store
+    /// unreachable or failing 69, throttling 75, credentials refused 77;
+    /// anything else 74.
+    fn for_store(e: &StoreError) -> Exit {
+        use crate::store::object::Failure;
+        match e {
+            StoreError::Corrupt { .. } => Exit::DataErr,
+            StoreError::Object(o) => match o.failure {
+                Failure::Unavailable => Exit::Unavailable,
+                Failure::Throttled => Exit::TempFail,
+                Failure::Refused => Exit::NoPerm,
+                Failure::Checksum | Failure::Other => Exit::IoErr,
+            },
+            _ => Exit::IoErr,
+        }
+    }
+
     /// The code for an error: the first cause in the chain that has one.
     /// Anything unclassified is a software fault and reports as I/O (74)
     /// rather than claiming success or a retryable state.
@@ -180,8 +197,8 @@ impl Exit {
                     },
                     SyncError::Rejected { .. } => Exit::DataErr,
                     SyncError::Audit(e) if e.is_damage() => Exit::DataErr,
-                    SyncError::Store(e) if e.is_damage() => Exit::DataErr,
-                    SyncError::Store(_) | SyncError::Audit(_) => Exit::IoErr,
+                    SyncError::Store(e) => Exit::for_store(e),
+                    SyncError::Audit(_) => Exit::IoErr,
                 };
             }
             if cause.is::<NotQualified>() {
@@ -191,7 +208,7 @@ impl Exit {
                 return Exit::TempFail;
             }
             if let Some(e) = cause.downcast_ref::<StoreError>() {
-                return if e.is_damage() { Exit::DataErr } else { Exit::IoErr };
+                return Exit::for_store(e);
             }
             if cause.is::<PacerError>() {
                 return Exit::Unavailable;

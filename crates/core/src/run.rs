@@ -114,11 +114,8 @@ pub struct RunPlan {
 /// Plans `spec`: policy loaded, validated and committed, streams and
 /// quotas resolved, environment read, the client built for its origin.
 pub fn plan(spec: &RunSpec) -> Result<RunPlan, ConfigError> {
-    for (flag, path) in [
-        ("--out", &spec.out),
-        ("--state", &spec.state),
-        ("--audit-log", &spec.audit_log),
-    ] {
+    crate::store::object::scheme_of(&spec.out.to_string_lossy()).map_err(ConfigError::Identity)?;
+    for (flag, path) in [("--state", &spec.state), ("--audit-log", &spec.audit_log)] {
         crate::paths::require_local(flag, path).map_err(ConfigError::Identity)?;
     }
     if let PacerChoice::Redis(url) = &spec.pacer {
@@ -374,6 +371,29 @@ async fn check_redis_anchor(
     Ok(())
 }
 
+/// Where pages land: `--out` itself, or, for an object store, the state
+/// directory's index of it (`STATE/.landing/`) and the bucket, reached and
+/// probed before any request.
+async fn landing_target(
+    spec: &RunSpec,
+    audit: &SharedAudit,
+) -> anyhow::Result<(PathBuf, Option<Arc<crate::store::object::ObjectLanding>>)> {
+    let text = spec.out.to_string_lossy();
+    if crate::store::object::scheme_of(&text)
+        .map_err(ConfigError::Identity)?
+        .is_none()
+    {
+        return Ok((spec.out.clone(), None));
+    }
+    let landing = crate::store::object::ObjectLanding::connect(&text, audit.run_id().as_str())
+        .await
+        .map_err(crate::store::StoreError::Object)?;
+    Ok((
+        spec.state.join(crate::store::object::INDEX_DIR),
+        Some(Arc::new(landing)),
+    ))
+}
+
 async fn run_streams(
     spec: &RunSpec,
     prepared: &RunPlan,
@@ -400,6 +420,10 @@ async fn run_streams(
         AnyPacer::Redis(p) => Some(p.clone()),
         AnyPacer::Local(_) => None,
     };
+    let (out_dir, object) = match landing_target(spec, audit).await {
+        Ok(target) => target,
+        Err(e) => return (Vec::new(), Err(e), redis),
+    };
     let client = prepared.client.clone();
     let mut tasks = tokio::task::JoinSet::new();
     for (index, (id, stream, quota)) in prepared.jobs.iter().cloned().enumerate() {
@@ -411,7 +435,8 @@ async fn run_streams(
             client: client.clone(),
             limiter: Limiter::new(pacer.clone(), quota),
             audit: audit.clone(),
-            out_dir: spec.out.clone(),
+            out_dir: out_dir.clone(),
+            object: object.clone(),
             state_dir: spec.state.clone(),
             options: spec.options.clone(),
             redis: redis.clone(),

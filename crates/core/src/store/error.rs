@@ -22,6 +22,9 @@ pub enum StoreError {
     /// writing on top of it would hide the damage.
     #[error("{}: {detail}; it was left as it is (run `edc-sync verify` to reconcile)", path.display())]
     Corrupt { path: PathBuf, detail: String },
+    /// The object store of the landing failed or refused a request.
+    #[error(transparent)]
+    Object(#[from] super::object::ObjectError),
 }
 
 impl StoreError {

@@ -16,8 +16,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::object::ObjectLanding;
 use super::StoreError;
 use crate::durable::sync_parent_dir;
+use std::sync::Arc;
 
 /// One landed page in the manifest. Never the token, never record content.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,6 +91,10 @@ pub struct LandingStore {
     manifest_len: u64,
     /// The manifest, open for appending once it exists.
     manifest: Option<File>,
+    /// The object store pages land in, when `--out` names one: this
+    /// directory then holds the manifest index and the page being
+    /// received, and a page lives in the bucket once acknowledged.
+    remote: Option<Arc<ObjectLanding>>,
 }
 
 /// A page being received. It is validated as it streams in
@@ -222,6 +228,58 @@ impl LandingStore {
             listed,
             manifest_len,
             manifest: None,
+            remote: None,
+        })
+    }
+
+    /// Pages land in `remote` (an object store) instead of this directory.
+    pub fn with_remote(mut self, remote: Option<Arc<ObjectLanding>>) -> LandingStore {
+        self.remote = remote;
+        self
+    }
+
+    /// The object store pages land in, if any.
+    pub fn remote(&self) -> Option<&Arc<ObjectLanding>> {
+        self.remote.as_ref()
+    }
+
+    /// The SHA-256 and size of the landed page `file` (relative to this
+    /// directory), `None` when it is missing. For an object store the
+    /// object is read whole, blocking this thread for the request (a
+    /// start-up check, on a multi-threaded runtime).
+    pub fn landed_sha256(&self, file: &str) -> Result<Option<(String, u64)>, StoreError> {
+        if let Some(remote) = &self.remote {
+            let rel = self.recorded(file);
+            return block_on(remote.sha256(&rel)).map_err(StoreError::Object);
+        }
+        let path = self.dir.join(file);
+        match crate::durable::read_no_follow(&path) {
+            Ok(f) => {
+                let len = f.metadata().map_err(|e| StoreError::io(&path, "stat", e))?.len();
+                let sha = crate::digest::sha256_file(&path).map_err(|e| StoreError::io(&path, "read", e))?;
+                Ok(Some((sha, len)))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(StoreError::io(&path, "open", e)),
+        }
+    }
+
+    /// What is wrong with the landed page `file` of `bytes` bytes, if
+    /// anything: missing, not a regular file, or another size. For an
+    /// object store, one HEAD (blocking this thread, as above).
+    pub fn landed_problem(&self, file: &str, bytes: u64) -> Result<Option<&'static str>, StoreError> {
+        let size = match &self.remote {
+            Some(remote) => block_on(remote.size(&self.recorded(file))).map_err(StoreError::Object)?,
+            None => match std::fs::symlink_metadata(self.dir.join(file)) {
+                Err(_) => None,
+                Ok(m) if !m.is_file() => return Ok(Some("not a regular file")),
+                Ok(m) => Some(m.len()),
+            },
+        };
+        Ok(match size {
+            None => Some("missing"),
+            Some(len) if len != bytes => Some("modified (its size differs from the page_committed line's)"),
+            Some(_) => None,
         })
     }
 
@@ -333,10 +391,16 @@ impl LandingStore {
     /// Lists a landed page in the manifest, unless it is listed already.
     /// Returns whether a line was written.
     pub fn list(&mut self, entry: &ManifestEntry) -> Result<bool, StoreError> {
+        self.list_line(entry).map(|line| line.is_some())
+    }
+
+    /// [`Self::list`], returning the line written and where it starts.
+    pub fn list_line(&mut self, entry: &ManifestEntry) -> Result<Option<(u64, String)>, StoreError> {
         let key = (entry.page_key.clone(), entry.sha256.clone());
         if self.listed.contains(&key) {
-            return Ok(false);
+            return Ok(None);
         }
+        let at = self.manifest_len;
         let path = self.manifest_path();
         let file = match &mut self.manifest {
             Some(file) => file,
@@ -361,8 +425,15 @@ impl LandingStore {
             .metadata()
             .map_err(|e| StoreError::io(&path, "stat", e))?
             .len();
-        Ok(true)
+        Ok(Some((at, line)))
     }
+}
+
+/// Runs an object-store request from synchronous start-up code: the
+/// thread is handed over to the request (the runtime moves its other tasks
+/// elsewhere), which a multi-threaded runtime allows.
+fn block_on<T>(request: impl std::future::Future<Output = T>) -> T {
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(request))
 }
 
 /// True when byte `at` of `file` (of length `len`) starts a line.

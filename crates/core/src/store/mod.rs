@@ -6,6 +6,7 @@ mod error;
 mod landing;
 mod lock;
 pub mod migrate;
+pub mod object;
 pub mod owner;
 pub mod roll_forward;
 mod run_lock;

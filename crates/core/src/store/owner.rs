@@ -80,22 +80,57 @@ pub fn claim(landing_dir: &Path, state_id: &str, repair: bool) -> Result<Option<
         Some(owner) => owner,
     };
     if !repair {
-        return Err(StoreError::Corrupt {
-            path,
-            detail: format!(
-                "this landing directory belongs to the state directory with id {owner}, and this run's state \
-                 directory has id {state_id} (its {STATE_ID_FILE}): two state directories over one landing \
-                 would each keep a cursor of their own; nothing was fetched. Point --state at the owner, or run \
-                 with --repair-state to make this state directory the owner (recorded in a \
-                 landing_owner_changed line)"
-            ),
-        });
+        return Err(another_owner(path, &owner, state_id));
     }
     write_id(&path, state_id)?;
     Ok(Some(OwnerChanged {
         from: owner,
         to: state_id.to_string(),
     }))
+}
+
+/// [`claim`] for a landing in an object store: the owner is the object
+/// `<stream dir>/.owner` beside the pages.
+pub async fn claim_remote(
+    remote: &super::object::ObjectLanding,
+    dir: &str,
+    state_id: &str,
+    repair: bool,
+) -> Result<Option<OwnerChanged>, StoreError> {
+    let name = format!("{dir}/{OWNER_FILE}");
+    let body = bytes::Bytes::from(format!("{state_id}\n"));
+    let owner = match remote.read(&name).await? {
+        None => {
+            remote.put(&name, body).await?;
+            return Ok(None);
+        }
+        Some(text) => String::from_utf8_lossy(&text).trim().to_string(),
+    };
+    if owner == state_id {
+        return Ok(None);
+    }
+    if !repair {
+        let path = Path::new(remote.url()).join(&name);
+        return Err(another_owner(path, &owner, state_id));
+    }
+    remote.put(&name, body).await?;
+    Ok(Some(OwnerChanged {
+        from: owner,
+        to: state_id.to_string(),
+    }))
+}
+
+fn another_owner(path: std::path::PathBuf, owner: &str, state_id: &str) -> StoreError {
+    StoreError::Corrupt {
+        path,
+        detail: format!(
+                "this landing directory belongs to the state directory with id {owner}, and this run's state \
+                 directory has id {state_id} (its {STATE_ID_FILE}): two state directories over one landing \
+                 would each keep a cursor of their own; nothing was fetched. Point --state at the owner, or run \
+                 with --repair-state to make this state directory the owner (recorded in a \
+                 landing_owner_changed line)"
+        ),
+    }
 }
 
 /// The id in `path`, never through a link; `None` when there is none.

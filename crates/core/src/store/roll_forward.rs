@@ -171,16 +171,7 @@ pub fn catch_up(
             let Some(entry) = ManifestEntry::of_commit(line.line(), stream) else {
                 break;
             };
-            let found = std::fs::symlink_metadata(landing.dir().join(&entry.file));
-            let problem = match &found {
-                Err(_) => Some("missing"),
-                Ok(m) if !m.is_file() => Some("not a regular file"),
-                Ok(m) if m.len() != entry.bytes => {
-                    Some("modified (its size differs from the page_committed line's)")
-                }
-                Ok(_) => None,
-            };
-            if let Some(problem) = problem {
+            if let Some(problem) = landing.landed_problem(&entry.file, entry.bytes)? {
                 tracing::warn!(stream, file = %entry.file, "a committed page's landed file is {problem}; the cursor stays before it and the page is fetched again");
                 break;
             }

@@ -209,15 +209,16 @@ fn landed_in_place(
     entry: &ManifestEntry,
     where_: &str,
 ) -> Result<(), StoreError> {
-    let path = landing.dir().join(&entry.file);
-    let found = match crate::durable::read_no_follow(&path) {
-        Ok(_) => match crate::digest::sha256_file(&path) {
-            Ok(sha) if sha == entry.sha256 => return Ok(()),
-            Ok(sha) => format!("its SHA-256 is {sha}"),
-            Err(e) => return Err(StoreError::io(&path, "read", e)),
-        },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => "it is missing".to_string(),
-        Err(e) => return Err(StoreError::io(&path, "open", e)),
+    let path = match landing.remote() {
+        Some(remote) => {
+            std::path::PathBuf::from(format!("{}/{}", remote.url(), landing.recorded(&entry.file)))
+        }
+        None => landing.dir().join(&entry.file),
+    };
+    let found = match landing.landed_sha256(&entry.file)? {
+        Some((sha, _)) if sha == entry.sha256 => return Ok(()),
+        Some((sha, _)) => format!("its SHA-256 is {sha}"),
+        None => "it is missing".to_string(),
     };
     Err(StoreError::Corrupt {
         path,

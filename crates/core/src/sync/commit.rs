@@ -217,6 +217,9 @@ impl PageCommit {
             (None, false)
         } else {
             let landed = self.landing.commit(temp, &digest.sha256)?;
+            if let Some(remote) = self.landing.remote().cloned() {
+                self.publish_page(&remote, &landed).await?;
+            }
             let entry = ManifestEntry {
                 stream: stream.name.clone(),
                 page_key: url_key(url),
@@ -229,8 +232,15 @@ impl PageCommit {
                 file: landed.file().to_string(),
                 landed_at: now_rfc3339(),
             };
-            let listed = self.landing.list(&entry)?;
-            (Some(landed), !listed)
+            let listed = self.landing.list_line(&entry)?;
+            if let (Some(remote), Some((at, line))) = (self.landing.remote().cloned(), &listed) {
+                let name = crate::store::object::manifest_line_name(self.landing.recorded_dir(), *at);
+                remote
+                    .put(&name, bytes::Bytes::from(line.clone()))
+                    .await
+                    .map_err(crate::store::StoreError::Object)?;
+            }
+            (Some(landed), listed.is_none())
         };
         let audited = job.audit.record_commit_blocking(&PageCommitted {
             stream: stream.name.clone(),
@@ -281,6 +291,31 @@ impl PageCommit {
             cursor: after,
             records: summary.records,
             replayed,
+        })
+    }
+
+    /// An object-store landing: the page just made durable in the state
+    /// directory's index goes to the bucket under its content address (its
+    /// SHA-256 checked by the server), and only once the server has
+    /// acknowledged it is the local copy removed and the commit goes on.
+    async fn publish_page(
+        &self,
+        remote: &crate::store::object::ObjectLanding,
+        landed: &crate::store::LandedPage,
+    ) -> Result<(), crate::store::StoreError> {
+        let cached = self.landing.dir().join(landed.file());
+        let bytes = std::fs::read(&cached).map_err(|error| crate::store::StoreError::Io {
+            path: cached.clone(),
+            op: "read back",
+            error,
+        })?;
+        remote
+            .put_page(&self.landing.recorded(landed.file()), bytes::Bytes::from(bytes))
+            .await?;
+        std::fs::remove_file(&cached).map_err(|error| crate::store::StoreError::Io {
+            path: cached,
+            op: "remove once in the object store",
+            error,
         })
     }
 

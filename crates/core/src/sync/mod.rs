@@ -84,7 +84,11 @@ pub struct StreamJob<P: Pacer> {
     pub client: ReadOnlyClient,
     pub limiter: Limiter<P>,
     pub audit: SharedAudit,
+    /// Where the stream's landing directory is made: `--out`, or for an
+    /// object-store landing the state directory's index of it.
     pub out_dir: PathBuf,
+    /// The object store pages land in, when `--out` names one.
+    pub object: Option<Arc<crate::store::object::ObjectLanding>>,
     pub state_dir: PathBuf,
     pub options: SyncOptions,
     /// With Redis: also take the stream's cross-host, fenced run lock.

@@ -56,10 +56,19 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
         PayloadFormat::Json => "json",
         PayloadFormat::Odm => "xml",
     };
-    let mut landing = cursors.open_landing(&job.out_dir, ext)?;
+    let mut landing = cursors
+        .open_landing(&job.out_dir, ext)?
+        .with_remote(job.object.clone());
     if !job.options.dry_run {
         let id = crate::store::owner::state_id(&job.state_dir)?;
-        if let Some(changed) = crate::store::owner::claim(landing.dir(), &id, job.options.repair_state)? {
+        let repair = job.options.repair_state;
+        let changed = match landing.remote() {
+            Some(remote) => {
+                crate::store::owner::claim_remote(remote, landing.recorded_dir(), &id, repair).await?
+            }
+            None => crate::store::owner::claim(landing.dir(), &id, repair)?,
+        };
+        if let Some(changed) = changed {
             let event = events::LandingOwnerChanged {
                 stream: name.clone(),
                 owner_file: landing.recorded(crate::store::owner::OWNER_FILE),
@@ -144,6 +153,9 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
         };
         job.audit.record(event).await?;
     }
+    if !job.options.dry_run {
+        publish_manifest(&landing).await?;
+    }
     let report = StreamReport {
         stream: name.clone(),
         landing_dir: landing.dir().to_path_buf(),
@@ -164,4 +176,49 @@ fn relative<'a, P: Pacer>(path: &'a std::path::Path, job: &StreamJob<P>) -> &'a 
     path.strip_prefix(&job.state_dir)
         .or_else(|_| path.strip_prefix(&job.out_dir))
         .unwrap_or(path)
+}
+
+/// For an object-store landing: the bucket's manifest lines made the same
+/// as the stream's manifest index, after everything start-up relisted or
+/// rebuilt (a crash between a page's commit line and its manifest line
+/// object, or a repair). One LIST of the stream's manifest lines; a line
+/// object missing is written, one past the index's end removed.
+async fn publish_manifest(landing: &crate::store::LandingStore) -> Result<(), crate::store::StoreError> {
+    use crate::store::object::manifest_line_name;
+    let Some(remote) = landing.remote() else {
+        return Ok(());
+    };
+    let dir = landing.recorded_dir();
+    let mut there: std::collections::BTreeSet<String> = remote
+        .list(&format!("{dir}/manifest/"))
+        .await?
+        .into_iter()
+        .collect();
+    let path = landing.manifest_path();
+    let text = match std::fs::read(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => {
+            return Err(crate::store::StoreError::Io {
+                path,
+                op: "read",
+                error: e,
+            })
+        }
+    };
+    let mut at = 0u64;
+    for line in text.split_inclusive(|b| *b == b'\n') {
+        if line.last() != Some(&b'\n') {
+            break;
+        }
+        let name = manifest_line_name(dir, at);
+        if !there.remove(&name) {
+            remote.put(&name, bytes::Bytes::copy_from_slice(line)).await?;
+        }
+        at += line.len() as u64;
+    }
+    for extra in there {
+        remote.delete(&extra).await?;
+    }
+    Ok(())
 }

@@ -1,0 +1,434 @@
+//! Landing in object storage (`--out s3://bucket/prefix`, `gs://`, `az://`).
+//!
+//! The bucket holds what a local landing directory holds, under the same
+//! relative names: `<stream dir>/pages/<sha256>.<ext>` and the manifest,
+//! kept as one object a line (`<stream dir>/manifest/<line>.json`, zero
+//! padded so that listing gives file order), because an object cannot be
+//! appended to. The state directory keeps the stream's manifest index and
+//! the page being received (`STATE/.landing/<stream dir>/`), which is
+//! removed once the object store has acknowledged it.
+//!
+//! A page is written under its content address with its SHA-256 sent for
+//! the server to check (`x-amz-checksum-sha256` on S3; a server that finds
+//! other bytes refuses the write). It is never overwritten: the write is
+//! conditional (`If-None-Match: *`) where the server honours that, which is
+//! probed once a run; otherwise a HEAD first proves that an object of that
+//! name and size is there and the write is skipped. Only after the server
+//! acknowledged the page do the manifest line, the `page_committed` line
+//! and the cursor follow, as for a local landing.
+//!
+//! Credentials come from the standard environment of each service
+//! (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`,
+//! `AWS_REGION`, `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`,
+//! `AWS_VIRTUAL_HOSTED_STYLE_REQUEST`; `GOOGLE_*`; `AZURE_*`) and are never
+//! written anywhere: messages name the bucket URL only.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use object_store::path::Path as ObjPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+
+/// The state directory's subdirectory that keeps, for an object-store
+/// landing, each stream's manifest index and the page being received.
+pub const INDEX_DIR: &str = ".landing";
+
+/// How a failed object-store request ended, which decides the exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// Not reached, or it answered 5xx: 69.
+    Unavailable,
+    /// 429 or SlowDown: try again later, 75.
+    Throttled,
+    /// Credentials refused (401, 403, a bad key or signature): 77.
+    Refused,
+    /// The server found other bytes than the SHA-256 sent: 74.
+    Checksum,
+    /// Anything else (a bad URL, a refused request): 74.
+    Other,
+}
+
+/// An object-store request that failed: what, where, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("landing {url}: cannot {op} {key}: {detail}")]
+pub struct ObjectError {
+    pub url: String,
+    pub op: &'static str,
+    pub key: String,
+    pub failure: Failure,
+    pub detail: String,
+}
+
+/// Whether the server refuses a conditional write over an existing object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Creates {
+    /// `If-None-Match: *` is honoured: one request a page.
+    Conditional,
+    /// It is ignored (the object would be overwritten): HEAD first.
+    HeadFirst,
+}
+
+/// A page put in the bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PutPage {
+    /// False when an object of that name and size was already there (a
+    /// replay): nothing was written.
+    pub created: bool,
+}
+
+/// A bucket (and prefix) pages land in.
+#[derive(Debug, Clone)]
+pub struct ObjectLanding {
+    store: Arc<dyn ObjectStore>,
+    prefix: ObjPath,
+    /// The `--out` URL as given, without credentials: what messages name.
+    url: String,
+    creates: Creates,
+}
+
+/// Whether `text` names an object store `--out` supports (`Some(scheme)`),
+/// a local path (`None`), or another URL (`Err`, to refuse with 78).
+pub fn scheme_of(text: &str) -> Result<Option<&'static str>, String> {
+    let Some((scheme, _)) = text.split_once("://") else {
+        return Ok(None);
+    };
+    let is_scheme = scheme.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    match scheme {
+        _ if !is_scheme => Ok(None),
+        "s3" => Ok(Some("s3")),
+        "gs" => Ok(Some("gs")),
+        "az" => Ok(Some("az")),
+        _ => Err(format!(
+            "--out {}: a {scheme}:// URL, which edc-sync does not land in: give a local path, s3://bucket/prefix, \
+             gs://bucket/prefix or az://container/prefix",
+            crate::redact::redact_arg(text)
+        )),
+    }
+}
+
+impl ObjectLanding {
+    /// The object store `url` names, configured from the environment, and
+    /// probed: the bucket answers, and whether it honours conditional
+    /// writes is found out with an object of the run's own
+    /// (`<prefix>/.edc-sync/probe-<run id>`, removed again).
+    pub async fn connect(url: &str, run_id: &str) -> Result<ObjectLanding, ObjectError> {
+        let shown = crate::redact::redact_arg(url);
+        let err = |failure, detail: String| ObjectError {
+            url: shown.clone(),
+            op: "configure",
+            key: String::new(),
+            failure,
+            detail,
+        };
+        // The one TLS set-up of the process (ring), as for the EDC client.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let parsed = url::Url::parse(url).map_err(|e| err(Failure::Other, format!("not a URL: {e}")))?;
+        let prefix = ObjPath::from(parsed.path().trim_matches('/'));
+        // No retries inside the client: a failed write ends the run with
+        // its exit code and nothing committed, and the next run resumes
+        // exactly (a sleep here would be a backoff without an audit line).
+        let retry = object_store::RetryConfig {
+            max_retries: 0,
+            ..Default::default()
+        };
+        let store: Arc<dyn ObjectStore> = match parsed.scheme() {
+            "s3" => Arc::new(
+                object_store::aws::AmazonS3Builder::from_env()
+                    .with_url(url)
+                    .with_checksum_algorithm(object_store::aws::Checksum::SHA256)
+                    .with_retry(retry)
+                    .build()
+                    .map_err(|e| err(Failure::Other, e.to_string()))?,
+            ),
+            "gs" => Arc::new(
+                object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                    .with_url(url)
+                    .with_retry(retry)
+                    .build()
+                    .map_err(|e| err(Failure::Other, e.to_string()))?,
+            ),
+            "az" => Arc::new(
+                object_store::azure::MicrosoftAzureBuilder::from_env()
+                    .with_url(url)
+                    .with_retry(retry)
+                    .build()
+                    .map_err(|e| err(Failure::Other, e.to_string()))?,
+            ),
+            other => {
+                return Err(err(
+                    Failure::Other,
+                    format!("{other}:// is not an object store edc-sync lands in"),
+                ))
+            }
+        };
+        let mut landing = ObjectLanding {
+            store,
+            prefix,
+            url: shown,
+            creates: Creates::Conditional,
+        };
+        landing.creates = landing.probe(run_id).await?;
+        Ok(landing)
+    }
+
+    /// How this server answers a second conditional write of one name.
+    async fn probe(&self, run_id: &str) -> Result<Creates, ObjectError> {
+        let key = self.key(&format!(".edc-sync/probe-{run_id}"));
+        self.put_create(&key, Bytes::from_static(b"1")).await?;
+        let creates = match self.put_create(&key, Bytes::from_static(b"2")).await {
+            Ok(()) => Creates::HeadFirst,
+            Err(e) if e.failure == Failure::Other && e.detail.contains("already exists") => {
+                Creates::Conditional
+            }
+            Err(e) => return Err(e),
+        };
+        // A bucket that keeps every object (retention) may refuse this:
+        // the probe object is small and harmless where it stays.
+        let _ = self.store.delete(&key).await;
+        Ok(creates)
+    }
+
+    /// What the probe found.
+    pub fn creates(&self) -> Creates {
+        self.creates
+    }
+
+    /// The URL as messages name it.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn key(&self, rel: &str) -> ObjPath {
+        let rel = rel.trim_matches('/');
+        match self.prefix.as_ref() {
+            "" => ObjPath::from(rel),
+            prefix => ObjPath::from(format!("{prefix}/{rel}")),
+        }
+    }
+
+    fn error(&self, op: &'static str, key: &ObjPath, e: object_store::Error) -> ObjectError {
+        ObjectError {
+            url: self.url.clone(),
+            op,
+            key: key.to_string(),
+            failure: classify(&e),
+            detail: e.to_string(),
+        }
+    }
+
+    async fn put_create(&self, key: &ObjPath, bytes: Bytes) -> Result<(), ObjectError> {
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..PutOptions::default()
+        };
+        match self.store.put_opts(key, PutPayload::from(bytes), opts).await {
+            Ok(_) => Ok(()),
+            Err(object_store::Error::AlreadyExists { .. }) => Err(ObjectError {
+                url: self.url.clone(),
+                op: "write",
+                key: key.to_string(),
+                failure: Failure::Other,
+                detail: "it already exists".into(),
+            }),
+            Err(e) => Err(self.error("write", key, e)),
+        }
+    }
+
+    /// The size of the object at `rel` (relative to the prefix), `None`
+    /// when there is none.
+    pub async fn size(&self, rel: &str) -> Result<Option<u64>, ObjectError> {
+        let key = self.key(rel);
+        match self.store.head(&key).await {
+            Ok(meta) => Ok(Some(meta.size)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.error("read the size of", &key, e)),
+        }
+    }
+
+    /// The SHA-256 of the object at `rel`, hashed as it is read; `None`
+    /// when there is none.
+    pub async fn sha256(&self, rel: &str) -> Result<Option<(String, u64)>, ObjectError> {
+        use futures_util::StreamExt;
+        use sha2::Digest;
+        let key = self.key(rel);
+        let got = match self.store.get(&key).await {
+            Ok(got) => got,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(self.error("read", &key, e)),
+        };
+        let mut hasher = sha2::Sha256::new();
+        let mut len = 0u64;
+        let mut body = got.into_stream();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| self.error("read", &key, e))?;
+            len += chunk.len() as u64;
+            hasher.update(&chunk);
+        }
+        Ok(Some((hex::encode(hasher.finalize()), len)))
+    }
+
+    /// Lands `bytes` (whose SHA-256 is the object's name) at `rel`: never
+    /// over an existing object.
+    pub async fn put_page(&self, rel: &str, bytes: Bytes) -> Result<PutPage, ObjectError> {
+        let key = self.key(rel);
+        let len = bytes.len() as u64;
+        if self.creates == Creates::HeadFirst {
+            if let Some(size) = self.size(rel).await? {
+                return self.existing(&key, size, len);
+            }
+        }
+        match self.put_create(&key, bytes).await {
+            Ok(()) => Ok(PutPage { created: true }),
+            Err(e) if e.detail == "it already exists" => {
+                let size = self.size(rel).await?.unwrap_or_default();
+                self.existing(&key, size, len)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// An object already at a page's content address: the same page when
+    /// the size matches (its name is the SHA-256 of the bytes); otherwise
+    /// damage that must not be hidden.
+    fn existing(&self, key: &ObjPath, size: u64, len: u64) -> Result<PutPage, ObjectError> {
+        if size == len {
+            return Ok(PutPage { created: false });
+        }
+        Err(ObjectError {
+            url: self.url.clone(),
+            op: "write",
+            key: key.to_string(),
+            failure: Failure::Other,
+            detail: format!(
+                "an object of {size} bytes is already there under the page's SHA-256, which names {len} bytes: \
+                 it was modified after landing and is left as it is (run `edc-sync verify`)"
+            ),
+        })
+    }
+
+    /// Writes (or rewrites) an object that is not a page: a manifest line
+    /// or the owner file.
+    pub async fn put(&self, rel: &str, bytes: Bytes) -> Result<(), ObjectError> {
+        let key = self.key(rel);
+        self.store
+            .put(&key, PutPayload::from(bytes))
+            .await
+            .map(|_| ())
+            .map_err(|e| self.error("write", &key, e))
+    }
+
+    /// Reads a small object whole; `None` when there is none.
+    pub async fn read(&self, rel: &str) -> Result<Option<Bytes>, ObjectError> {
+        let key = self.key(rel);
+        match self.store.get(&key).await {
+            Ok(got) => got
+                .bytes()
+                .await
+                .map(Some)
+                .map_err(|e| self.error("read", &key, e)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.error("read", &key, e)),
+        }
+    }
+
+    /// The names (relative to the prefix) of every object below `rel`, in
+    /// order.
+    pub async fn list(&self, rel: &str) -> Result<Vec<String>, ObjectError> {
+        use futures_util::TryStreamExt;
+        let key = self.key(rel);
+        let mut metas: Vec<_> = self
+            .store
+            .list(Some(&key))
+            .try_collect()
+            .await
+            .map_err(|e| self.error("list", &key, e))?;
+        metas.sort_by(|a, b| a.location.cmp(&b.location));
+        let prefix = self.prefix.as_ref();
+        Ok(metas
+            .into_iter()
+            .map(|m| {
+                let full = m.location.to_string();
+                match prefix {
+                    "" => full,
+                    p => full.strip_prefix(&format!("{p}/")).unwrap_or(&full).to_string(),
+                }
+            })
+            .collect())
+    }
+
+    /// Removes the object at `rel` (a manifest line past a rebuilt end).
+    pub async fn delete(&self, rel: &str) -> Result<(), ObjectError> {
+        let key = self.key(rel);
+        match self.store.delete(&key).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.error("delete", &key, e)),
+        }
+    }
+}
+
+/// The object name of manifest line `index` (0-based) of a stream.
+pub fn manifest_line_name(dir: &str, index: u64) -> String {
+    format!("{dir}/manifest/{index:010}.json")
+}
+
+/// The failure class of an object-store error, from its kind and the
+/// status or S3 error code it carries.
+fn classify(e: &object_store::Error) -> Failure {
+    use object_store::Error as E;
+    match e {
+        E::Unauthenticated { .. } | E::PermissionDenied { .. } => return Failure::Refused,
+        E::NotFound { .. } | E::AlreadyExists { .. } | E::Precondition { .. } => return Failure::Other,
+        _ => {}
+    }
+    let text = format!("{e:?} {e}");
+    let has = |s: &str| text.contains(s);
+    if has("InvalidDigest") || has("BadDigest") || has("XAmzContentChecksumMismatch") || has("checksum") {
+        Failure::Checksum
+    } else if has("InvalidAccessKeyId") || has("SignatureDoesNotMatch") || has("AccessDenied") || has("403") {
+        Failure::Refused
+    } else if has("SlowDown") || has("429") || has("TooManyRequests") {
+        Failure::Throttled
+    } else if has("status code: 5")
+        || has("50") && has("Server")
+        || has("connect")
+        || has("Connect")
+        || has("timed out")
+        || has("Timeout")
+        || has("Interrupted")
+    {
+        Failure::Unavailable
+    } else {
+        Failure::Other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_store_urls_are_told_from_paths_and_other_urls() {
+        assert_eq!(scheme_of("s3://bucket/prefix"), Ok(Some("s3")));
+        assert_eq!(scheme_of("gs://b"), Ok(Some("gs")));
+        assert_eq!(scheme_of("az://c/p"), Ok(Some("az")));
+        assert_eq!(scheme_of("/srv/edc/landing"), Ok(None));
+        assert_eq!(scheme_of("./a://b"), Ok(None));
+        let refused = scheme_of("postgres://u:p@h/db").unwrap_err();
+        assert!(refused.starts_with("--out "), "{refused}");
+        assert!(!refused.contains("u:p@"), "{refused}");
+    }
+
+    #[test]
+    fn manifest_lines_list_in_file_order() {
+        let names: Vec<_> = [10, 9, 100]
+            .iter()
+            .map(|&i| manifest_line_name("v/-/S/-/s", i))
+            .collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(sorted, vec![names[1].clone(), names[0].clone(), names[2].clone()]);
+    }
+}

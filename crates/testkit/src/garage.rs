@@ -1,0 +1,216 @@
+//! A private Garage (an S3-compatible object store, built from crates.io)
+//! on a free loopback port, one node, one bucket and one key, in a
+//! temporary directory; killed (and its directory removed) on drop.
+//!
+//! Why Garage: it is a real, production object store that a test machine
+//! can get from a package registry (`cargo install garage`), runs as one
+//! small process, and speaks S3 SigV4 with `x-amz-checksum-sha256` checked
+//! on PutObject. What it lacks, and how the suite covers it: conditional
+//! writes (`If-None-Match: *` is ignored: an object is overwritten), so
+//! edc-sync's probe finds that out and proves an existing page by HEAD
+//! first, and the test that lands twice proves nothing is written over a
+//! page; Object Lock (`GetObjectLockConfiguration` answers 501), which a
+//! retention policy must refuse before fetching anything.
+//!
+//! `scripts/test` installs it into `~/.cache/edc-sync-tools/` once;
+//! [`PrivateGarage::binary`] looks there, in `EDC_SYNC_GARAGE` and on PATH.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::redis_server::free_port;
+
+/// The version `scripts/test` installs.
+pub const VERSION: &str = "2.5.0";
+
+/// The key id and secret of the test key (made up here, never real).
+pub const ACCESS_KEY: &str = "GK0123456789abcdef01234567";
+pub const SECRET_KEY: &str = "5ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7";
+
+/// The bucket every test lands in.
+pub const BUCKET: &str = "landing";
+
+pub struct PrivateGarage {
+    child: Child,
+    pub port: u16,
+    dir: PathBuf,
+}
+
+impl PrivateGarage {
+    /// Where the binary is: `EDC_SYNC_GARAGE`, the cache `scripts/test`
+    /// installs into, or PATH.
+    pub fn binary() -> Option<PathBuf> {
+        let cached = std::env::var_os("HOME")
+            .map(|h| PathBuf::from(h).join(format!(".cache/edc-sync-tools/garage-{VERSION}/bin/garage")));
+        std::env::var_os("EDC_SYNC_GARAGE")
+            .map(PathBuf::from)
+            .into_iter()
+            .chain(cached)
+            .chain(
+                std::env::var_os("PATH")
+                    .into_iter()
+                    .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+                    .map(|d| d.join("garage")),
+            )
+            .find(|p| p.is_file())
+    }
+
+    /// Starts one; the error says why not and how to install it.
+    pub fn start() -> Result<PrivateGarage, String> {
+        let binary = Self::binary().ok_or(format!(
+            "garage is not installed: scripts/test installs it with `cargo install --locked garage --version \
+             {VERSION} --debug --no-default-features --features bundled-libs,lmdb --root \
+             ~/.cache/edc-sync-tools/garage-{VERSION}` (or set EDC_SYNC_GARAGE to a garage binary)"
+        ))?;
+        let mut last = String::new();
+        for _ in 0..5 {
+            let (port, rpc) = (free_port()?, free_port()?);
+            let dir = std::env::temp_dir().join(format!("edc-sync-garage-{}-{port}", std::process::id()));
+            std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            let config = dir.join("garage.toml");
+            let text = format!(
+                "metadata_dir = \"{d}/meta\"\ndata_dir = \"{d}/data\"\ndb_engine = \"lmdb\"\n\
+                 replication_factor = 1\nrpc_bind_addr = \"127.0.0.1:{rpc}\"\n\
+                 rpc_public_addr = \"127.0.0.1:{rpc}\"\nrpc_secret = \"{secret}\"\n\
+                 [s3_api]\ns3_region = \"garage\"\napi_bind_addr = \"127.0.0.1:{port}\"\n\
+                 root_domain = \".s3.localhost\"\n",
+                d = dir.display(),
+                secret = "0123456789abcdef".repeat(4),
+            );
+            write_private(&config, &text)?;
+            let log = std::fs::File::create(dir.join("garage.log")).map_err(|e| e.to_string())?;
+            let child = Command::new(&binary)
+                .arg("-c")
+                .arg(&config)
+                .args(["server", "--single-node", "--default-bucket"])
+                .env("GARAGE_DEFAULT_ACCESS_KEY", ACCESS_KEY)
+                .env("GARAGE_DEFAULT_SECRET_KEY", SECRET_KEY)
+                .env("GARAGE_DEFAULT_BUCKET", BUCKET)
+                .env("RUST_LOG", "warn")
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
+            let mut server = PrivateGarage { child, port, dir };
+            if server.wait_ready(Duration::from_secs(20)) {
+                return Ok(server);
+            }
+            last = format!(
+                "garage on port {port} did not answer: {}",
+                std::fs::read_to_string(server.dir.join("garage.log")).unwrap_or_default()
+            );
+        }
+        Err(last)
+    }
+
+    /// The endpoint, as `AWS_ENDPOINT_URL` takes it.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// `s3://landing/<prefix>`.
+    pub fn url(&self, prefix: &str) -> String {
+        format!("s3://{BUCKET}/{prefix}")
+    }
+
+    /// The standard AWS environment that reaches this server with the
+    /// test key: what an operator sets for a real bucket.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ACCESS_KEY_ID", ACCESS_KEY.into()),
+            ("AWS_SECRET_ACCESS_KEY", SECRET_KEY.into()),
+            ("AWS_REGION", "garage".into()),
+            ("AWS_ENDPOINT_URL", self.endpoint()),
+            ("AWS_ALLOW_HTTP", "true".into()),
+        ]
+    }
+
+    /// Copies every object below `prefix` into `to`, as a local landing
+    /// lays them out: each stream's `manifest/<line>.json` objects are
+    /// joined, in name order, into its `manifest.jsonl`. Read with the
+    /// `object_store` client directly, so what a test then checks was not
+    /// read by edc-sync's own code.
+    pub async fn download(&self, prefix: &str, to: &std::path::Path) -> anyhow::Result<usize> {
+        use futures_util::TryStreamExt;
+        use object_store::{ObjectStore, ObjectStoreExt};
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let store = object_store::aws::AmazonS3Builder::new()
+            .with_bucket_name(BUCKET)
+            .with_region("garage")
+            .with_endpoint(self.endpoint())
+            .with_allow_http(true)
+            .with_access_key_id(ACCESS_KEY)
+            .with_secret_access_key(SECRET_KEY)
+            .build()?;
+        let root = object_store::path::Path::from(prefix);
+        let mut metas: Vec<_> = store.list(Some(&root)).try_collect().await?;
+        metas.sort_by(|a, b| a.location.cmp(&b.location));
+        for meta in &metas {
+            let key = meta.location.to_string();
+            let rel = key.strip_prefix(&format!("{prefix}/")).unwrap_or(&key);
+            let bytes = store.get(&meta.location).await?.bytes().await?;
+            match rel.rsplit_once("/manifest/") {
+                Some((dir, _)) => {
+                    use std::io::Write;
+                    let dir = to.join(dir);
+                    std::fs::create_dir_all(&dir)?;
+                    let mut manifest = std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(dir.join("manifest.jsonl"))?;
+                    manifest.write_all(&bytes)?;
+                }
+                None => {
+                    let file = to.join(rel);
+                    std::fs::create_dir_all(file.parent().unwrap_or(to))?;
+                    std::fs::write(file, &bytes)?;
+                }
+            }
+        }
+        Ok(metas.len())
+    }
+
+    /// Stops the server abruptly (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn wait_ready(&mut self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
+            }
+            // The default bucket and key exist before the S3 API listens.
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+}
+
+impl Drop for PrivateGarage {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Garage refuses a configuration holding its RPC secret that others can
+/// read.
+fn write_private(path: &std::path::Path, text: &str) -> Result<(), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    std::io::Write::write_all(&mut file, text.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
