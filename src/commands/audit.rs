@@ -45,14 +45,30 @@ pub fn run(cmd: AuditCommand) -> anyhow::Result<()> {
 /// summary; exit 65 when there is any.
 pub fn reconcile(args: crate::cli::VerifyArgs) -> anyhow::Result<()> {
     let dirs = &args.dirs;
-    for (flag, path) in [
-        ("--out", &dirs.out),
-        ("--state", &dirs.state),
-        ("--audit-log", &dirs.audit_log),
-    ] {
+    for (flag, path) in [("--state", &dirs.state), ("--audit-log", &dirs.audit_log)] {
         edc_core::paths::require_local(flag, path).map_err(edc_core::config::ConfigError::Identity)?;
     }
-    let summary = edc_core::reconcile::reconcile(&dirs.out, &dirs.state, &dirs.audit_log)?;
+    let out = dirs.out.to_string_lossy();
+    let scheme = edc_core::store::object::scheme_of(&out).map_err(edc_core::config::ConfigError::Identity)?;
+    let summary = match scheme {
+        None => edc_core::reconcile::reconcile(&dirs.out, &dirs.state, &dirs.audit_log)?,
+        Some(_) => {
+            let landing = edc_core::store::object::ObjectLanding::open(&out)
+                .map_err(edc_core::store::StoreError::Object)?;
+            let verified = super::runtime()?.block_on(edc_core::reconcile::reconcile_object(
+                &landing,
+                &dirs.state,
+                &dirs.audit_log,
+            ));
+            match verified {
+                Ok(summary) => summary,
+                Err(edc_core::reconcile::ObjectUnreadable::Local(e)) => return Err(e.into()),
+                Err(edc_core::reconcile::ObjectUnreadable::Object(e)) => {
+                    return Err(edc_core::store::StoreError::Object(e).into())
+                }
+            }
+        }
+    };
     let mut stdout = std::io::stdout().lock();
     for d in summary.discrepancies.iter().chain(&summary.behind) {
         writeln!(stdout, "{d}").context("writing the report to stdout")?;

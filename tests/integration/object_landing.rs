@@ -73,6 +73,20 @@ impl Fixture {
         cmd
     }
 
+    /// `edc-sync verify` of the landing at `out`.
+    fn verify(&self, out: &str) -> Command {
+        let (state, trail) = (self.path("state"), self.path("audit.jsonl"));
+        self.edc_sync(&[
+            "verify",
+            "--out",
+            out,
+            "--state",
+            state.to_str().unwrap(),
+            "--audit-log",
+            trail.to_str().unwrap(),
+        ])
+    }
+
     /// The landing as the bucket holds it, copied out.
     async fn downloaded(&self, prefix: &str) -> PathBuf {
         let to = self.path(&format!("downloaded-{}", std::process::id()));
@@ -129,6 +143,31 @@ async fn a_sync_to_s3_lands_every_record_once_and_keeps_no_page_locally() {
     let second = support::run_cmd(&mut fx.sync(&sim.base_url(), &out));
     assert_eq!(second.code, 0, "{}", second.stderr);
     ids_once(&fx.downloaded("edc").await, 23);
+
+    // verify re-proves the bucket: every object read back and hashed.
+    let verified = support::run_cmd(&mut fx.verify(&out));
+    assert_eq!(verified.code, 0, "{}{}", verified.stdout, verified.stderr);
+    assert!(
+        verified
+            .stdout
+            .contains("1 landing directories, 5 landed files, 5 manifest entries"),
+        "{}",
+        verified.stdout
+    );
+    assert!(verified.stdout.contains("no discrepancy"), "{}", verified.stdout);
+    // An insider with write access replaces one page's bytes.
+    let page = commits.iter().find_map(|c| c["landing_file"].as_str()).unwrap();
+    fx.garage
+        .put(
+            &format!("edc/vault_json/-/S-1/-/default/{page}"),
+            b"{\"data\":[]}".to_vec(),
+        )
+        .await
+        .unwrap();
+    let tampered = support::run_cmd(&mut fx.verify(&out));
+    assert_eq!(tampered.code, 65, "{}{}", tampered.stdout, tampered.stderr);
+    let named = format!("s3://landing/edc/vault_json/-/S-1/-/default/{page}: modified after landing");
+    assert!(tampered.stdout.contains(&named), "{}", tampered.stdout);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -111,6 +111,149 @@ struct Commit {
 /// Reconciles the landing under `out`, the cursors under `state` and the
 /// audit trail at `audit`.
 pub fn reconcile(out: &Path, state: &Path, audit: &Path) -> Result<Summary, Unreadable> {
+    let out = std::fs::canonicalize(out).map_err(unreadable(out))?;
+    let mut dirs = Vec::new();
+    let mut links = Vec::new();
+    find_landing_dirs(&out, &mut dirs, &mut links).map_err(unreadable(&out))?;
+    let mut views = Vec::new();
+    for dir in &dirs {
+        views.push(LandingView::of_dir(dir, relative_to(dir, &out)).map_err(unreadable(dir))?);
+    }
+    let mut summary = reconcile_views(&out, &views, state, audit)?;
+    for link in links {
+        summary.discrepancies.push(Discrepancy {
+            path: link,
+            what: "a symbolic link inside the landing, which is never followed: what it points to is not verified, \
+                   and a run refuses to land through it"
+                .into(),
+        });
+    }
+    Ok(summary)
+}
+
+/// Reconciles the landing in an object store (every page object read back
+/// whole and hashed: the server's checksum proved the bytes on arrival,
+/// not that nobody with write access replaced them since), the cursors
+/// under `state` and the audit trail at `audit`.
+pub async fn reconcile_object(
+    landing: &crate::store::object::ObjectLanding,
+    state: &Path,
+    audit: &Path,
+) -> Result<Summary, ObjectUnreadable> {
+    let names = landing.list("").await?;
+    let mut dirs: BTreeMap<String, (Vec<u8>, Vec<String>)> = BTreeMap::new();
+    for name in &names {
+        if let Some((dir, _)) = name.rsplit_once("/manifest/") {
+            let bytes = landing.read(name).await?.unwrap_or_default();
+            dirs.entry(dir.to_string())
+                .or_default()
+                .0
+                .extend_from_slice(&bytes);
+        } else if let Some((dir, page)) = name.rsplit_once("/pages/") {
+            dirs.entry(dir.to_string()).or_default().1.push(page.to_string());
+        }
+    }
+    let root = PathBuf::from(landing.url());
+    let mut views = Vec::new();
+    for (dir, (manifest, pages)) in dirs {
+        let mut files = Vec::new();
+        for page in pages {
+            let rel = format!("pages/{page}");
+            let sha256 = landing.sha256(&format!("{dir}/{rel}")).await?.map(|(sha, _)| sha);
+            files.push(FileView {
+                path: root.join(&dir).join(&rel),
+                rel,
+                regular: true,
+                sha256: sha256.unwrap_or_default(),
+            });
+        }
+        views.push(LandingView {
+            path: root.join(&dir),
+            rel: dir,
+            manifest,
+            files,
+        });
+    }
+    Ok(reconcile_views(&root, &views, state, audit)?)
+}
+
+/// An object-store landing that could not be read, or a local file.
+#[derive(Debug, thiserror::Error)]
+pub enum ObjectUnreadable {
+    #[error(transparent)]
+    Object(#[from] crate::store::object::ObjectError),
+    #[error(transparent)]
+    Local(#[from] Unreadable),
+}
+
+/// One landing directory as verify reads it: its manifest and its pages.
+struct LandingView {
+    /// Where it is, for messages.
+    path: PathBuf,
+    /// Relative to the landing root, as audit lines name it.
+    rel: String,
+    manifest: Vec<u8>,
+    files: Vec<FileView>,
+}
+
+/// One file of `pages/`.
+struct FileView {
+    path: PathBuf,
+    /// `pages/<name>`.
+    rel: String,
+    regular: bool,
+    /// Its SHA-256 as read now (empty for what is not a regular file).
+    sha256: String,
+}
+
+impl LandingView {
+    fn of_dir(dir: &Path, rel: String) -> std::io::Result<LandingView> {
+        let manifest = std::fs::read(dir.join("manifest.jsonl")).unwrap_or_default();
+        let mut names: Vec<PathBuf> = match std::fs::read_dir(dir.join("pages")) {
+            Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
+            Err(_) => Vec::new(),
+        };
+        names.sort();
+        let mut files = Vec::new();
+        for path in names {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let regular = std::fs::symlink_metadata(&path)?.is_file();
+            let sha256 = if regular {
+                sha256_file(&path)?
+            } else {
+                String::new()
+            };
+            files.push(FileView {
+                path,
+                rel: format!("pages/{name}"),
+                regular,
+                sha256,
+            });
+        }
+        Ok(LandingView {
+            path: dir.to_path_buf(),
+            rel,
+            manifest,
+            files,
+        })
+    }
+
+    fn manifest_path(&self) -> PathBuf {
+        self.path.join("manifest.jsonl")
+    }
+}
+
+/// Reconciles the landing directories `views` (of the landing at `out`),
+/// the cursors under `state` and the audit trail at `audit`.
+fn reconcile_views(
+    out: &Path,
+    views: &[LandingView],
+    state: &Path,
+    audit: &Path,
+) -> Result<Summary, Unreadable> {
     let mut summary = Summary::default();
     let chain = crate::audit::verify(audit).map_err(|e| Unreadable {
         path: e.path,
@@ -125,32 +268,17 @@ pub fn reconcile(out: &Path, state: &Path, audit: &Path) -> Result<Summary, Unre
             ),
         });
     }
-    let out = std::fs::canonicalize(out).map_err(unreadable(out))?;
     std::fs::metadata(state).map_err(unreadable(state))?;
-    let commits = read_commits(audit, &out, &mut summary)?;
+    let commits = read_commits(audit, out, &mut summary)?;
     summary.commits = commits.values().map(|(list, _)| list.len()).sum();
-
-    let mut dirs = Vec::new();
-    let mut links = Vec::new();
-    find_landing_dirs(&out, &mut dirs, &mut links).map_err(unreadable(&out))?;
-    summary.landing_dirs = dirs.len();
-    for link in links {
-        summary.discrepancies.push(Discrepancy {
-            path: link,
-            what: "a symbolic link inside the landing, which is never followed: what it points to is not verified,                    and a run refuses to land through it"
-                .into(),
-        });
-    }
-    let mut found = Vec::new();
-    for dir in &dirs {
+    summary.landing_dirs = views.len();
+    for view in views {
         let empty = Vec::new();
-        let rel = relative_to(dir, &out);
-        let here = commits.get(&rel).map_or(&empty, |(list, _)| list);
-        check_landing_dir(dir, here, &mut summary).map_err(unreadable(dir))?;
-        found.push(rel);
+        let here = commits.get(&view.rel).map_or(&empty, |(list, _)| list);
+        check_landing_dir(view, here, &mut summary);
     }
     for (rel, (list, elsewhere)) in &commits {
-        if !elsewhere && !found.contains(rel) && list.iter().any(|c| c.file.is_some()) {
+        if !elsewhere && !views.iter().any(|v| &v.rel == rel) && list.iter().any(|c| c.file.is_some()) {
             summary.discrepancies.push(Discrepancy {
                 path: out.join(rel),
                 what: format!(
@@ -165,7 +293,7 @@ pub fn reconcile(out: &Path, state: &Path, audit: &Path) -> Result<Summary, Unre
     find_cursors(state, &mut cursors).map_err(unreadable(state))?;
     summary.cursors = cursors.len();
     for cursor in &cursors {
-        check_cursor(state, &out, cursor, &commits, &mut summary);
+        check_cursor(state, out, cursor, &commits, &mut summary);
     }
     Ok(summary)
 }
@@ -252,13 +380,13 @@ fn find_landing_dirs(dir: &Path, found: &mut Vec<PathBuf>, links: &mut Vec<PathB
     Ok(())
 }
 
-fn check_landing_dir(dir: &Path, commits: &[Commit], summary: &mut Summary) -> std::io::Result<()> {
+fn check_landing_dir(view: &LandingView, commits: &[Commit], summary: &mut Summary) {
     let mut problem = |path: PathBuf, what: String| summary.discrepancies.push(Discrepancy { path, what });
     // The manifest: (file) -> (line number, entry).
-    let manifest_path = dir.join("manifest.jsonl");
+    let manifest_path = view.manifest_path();
     let mut listed: HashMap<String, (usize, crate::store::ManifestEntry)> = HashMap::new();
-    let text = std::fs::read(&manifest_path).unwrap_or_default();
-    let body = text.strip_suffix(b"\n").unwrap_or(&text);
+    let text = &view.manifest;
+    let body = text.strip_suffix(b"\n").unwrap_or(text);
     if !body.is_empty() {
         for (i, line) in body.split(|b| *b == b'\n').enumerate() {
             match serde_json::from_slice::<crate::store::ManifestEntry>(line) {
@@ -294,8 +422,7 @@ fn check_landing_dir(dir: &Path, commits: &[Commit], summary: &mut Summary) -> s
     let mut entries: Vec<_> = listed.values().collect();
     entries.sort_by_key(|(n, _)| *n);
     for (n, entry) in entries {
-        let file = dir.join(&entry.file);
-        if !file.is_file() {
+        if !view.files.iter().any(|f| f.rel == entry.file && f.regular) {
             problem(
                 manifest_path.clone(),
                 format!("line {n} lists {} but the file is missing", entry.file),
@@ -324,39 +451,32 @@ fn check_landing_dir(dir: &Path, commits: &[Commit], summary: &mut Summary) -> s
         }
     }
     // The landed files.
-    let pages = dir.join("pages");
-    let mut names: Vec<PathBuf> = match std::fs::read_dir(&pages) {
-        Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
-        Err(_) => Vec::new(),
-    };
-    names.sort();
-    let mut files = 0;
-    for path in names {
-        files += 1;
-        let rel = format!(
-            "pages/{}",
-            path.file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        );
-        let named = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let meta = std::fs::symlink_metadata(&path)?;
-        if !meta.is_file() {
-            problem(path.clone(), "not a regular file (a landed page is one)".into());
+    for file in &view.files {
+        if !file.regular {
+            problem(
+                file.path.clone(),
+                "not a regular file (a landed page is one)".into(),
+            );
             continue;
         }
-        let actual = sha256_file(&path)?;
-        if actual != named {
+        let named = file
+            .rel
+            .trim_start_matches("pages/")
+            .split('.')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        if file.sha256 != named {
             problem(
-                path.clone(),
-                format!("modified after landing: its SHA-256 is {actual}, its name says {named}"),
+                file.path.clone(),
+                format!(
+                    "modified after landing: its SHA-256 is {}, its name says {named}",
+                    file.sha256
+                ),
             );
         }
-        if !listed.contains_key(&rel) {
-            problem(path.clone(), "landed but not listed in the manifest".into());
+        if !listed.contains_key(&file.rel) {
+            problem(file.path.clone(), "landed but not listed in the manifest".into());
         }
     }
     // The audit trail's commits into this directory.
@@ -372,9 +492,8 @@ fn check_landing_dir(dir: &Path, commits: &[Commit], summary: &mut Summary) -> s
             );
         }
     }
-    summary.files += files;
+    summary.files += view.files.len();
     summary.entries += listed.len();
-    Ok(())
 }
 
 /// `*.cursor.json` files under `dir`, without following symbolic links.

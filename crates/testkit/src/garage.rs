@@ -134,15 +134,7 @@ impl PrivateGarage {
     pub async fn download(&self, prefix: &str, to: &std::path::Path) -> anyhow::Result<usize> {
         use futures_util::TryStreamExt;
         use object_store::{ObjectStore, ObjectStoreExt};
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let store = object_store::aws::AmazonS3Builder::new()
-            .with_bucket_name(BUCKET)
-            .with_region("garage")
-            .with_endpoint(self.endpoint())
-            .with_allow_http(true)
-            .with_access_key_id(ACCESS_KEY)
-            .with_secret_access_key(SECRET_KEY)
-            .build()?;
+        let store = self.client()?;
         let root = object_store::path::Path::from(prefix);
         let mut metas: Vec<_> = store.list(Some(&root)).try_collect().await?;
         metas.sort_by(|a, b| a.location.cmp(&b.location));
@@ -169,6 +161,27 @@ impl PrivateGarage {
             }
         }
         Ok(metas.len())
+    }
+
+    /// Writes `bytes` at `key` of the bucket, as an insider with write
+    /// access would.
+    pub async fn put(&self, key: &str, bytes: Vec<u8>) -> anyhow::Result<()> {
+        use object_store::ObjectStoreExt;
+        let key = object_store::path::Path::from(key);
+        self.client()?.put(&key, bytes.into()).await?;
+        Ok(())
+    }
+
+    fn client(&self) -> anyhow::Result<object_store::aws::AmazonS3> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        Ok(object_store::aws::AmazonS3Builder::new()
+            .with_bucket_name(BUCKET)
+            .with_region("garage")
+            .with_endpoint(self.endpoint())
+            .with_allow_http(true)
+            .with_access_key_id(ACCESS_KEY)
+            .with_secret_access_key(SECRET_KEY)
+            .build()?)
     }
 
     /// Stops the server abruptly (SIGKILL), as a crash would.

@@ -115,6 +115,14 @@ impl ObjectLanding {
     /// writes is found out with an object of the run's own
     /// (`<prefix>/.edc-sync/probe-<run id>`, removed again).
     pub async fn connect(url: &str, run_id: &str) -> Result<ObjectLanding, ObjectError> {
+        let mut landing = ObjectLanding::open(url)?;
+        landing.creates = landing.probe(run_id).await?;
+        Ok(landing)
+    }
+
+    /// The object store `url` names, configured from the environment, for
+    /// reading only (`verify`): nothing is written, not even a probe.
+    pub fn open(url: &str) -> Result<ObjectLanding, ObjectError> {
         let shown = crate::redact::redact_arg(url);
         let err = |failure, detail: String| ObjectError {
             url: shown.clone(),
@@ -164,14 +172,12 @@ impl ObjectLanding {
                 ))
             }
         };
-        let mut landing = ObjectLanding {
+        Ok(ObjectLanding {
             store,
             prefix,
             url: shown,
-            creates: Creates::Conditional,
-        };
-        landing.creates = landing.probe(run_id).await?;
-        Ok(landing)
+            creates: Creates::HeadFirst,
+        })
     }
 
     /// How this server answers a second conditional write of one name.
