@@ -2,7 +2,8 @@
 //! moment (or, with `--fsync-faults`, fail its Nth fsync-class call with
 //! EIO through strace), resume; many rounds, with faults on. After every
 //! round, check the cursor is not ahead of the landed data; at the end,
-//! count what landed.
+//! count what landed. With `--object-store` the pages land in a private
+//! Garage (S3) on loopback, and what landed is read back from its bucket.
 
 /// How each round's run is interrupted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -27,6 +28,8 @@ use edc_sim::{Dataset, Fault, FaultSchedule, RetryAfterForm, SimConfig, Simulato
 #[derive(Debug, Clone, Serialize)]
 pub struct SoakFigures {
     pub mode: Mode,
+    /// Where pages landed: `local` or the object store's URL.
+    pub landing: String,
     pub rounds: u32,
     /// Rounds after which the cursor was past a record not landed.
     pub rounds_with_cursor_ahead: u32,
@@ -41,6 +44,12 @@ pub struct SoakFigures {
     pub audit_intact: bool,
     pub audit_verify: String,
     pub final_exit_code: Option<i32>,
+    /// The final run's last line on stderr, when it printed one.
+    pub final_error: Option<String>,
+    /// `edc-sync verify` over the landing at the end: its exit code and
+    /// summary line.
+    pub verify_exit_code: Option<i32>,
+    pub verify_summary: String,
 }
 
 const POLICY: &str = include_str!("../../config/fixtures/simulator-policies.yaml");
@@ -53,8 +62,17 @@ pub async fn run(
     rounds: u32,
     records: u32,
     seed: u64,
+    object_store: bool,
 ) -> anyhow::Result<SoakFigures> {
     std::fs::create_dir_all(work)?;
+    let garage = match object_store {
+        true => Some(edc_testkit::garage::PrivateGarage::start().map_err(anyhow::Error::msg)?),
+        false => None,
+    };
+    let out = match &garage {
+        Some(g) => std::ffi::OsString::from(g.url("soak")),
+        None => work.join("landing").into_os_string(),
+    };
     let config = work.join("soak-policy.yaml");
     std::fs::write(&config, POLICY)?;
     let mut faults = FaultSchedule::default();
@@ -96,7 +114,14 @@ pub async fn run(
         padding: 0,
     };
     let cursor_path = work.join("state/soak/-/SOAK/-/default.cursor.json");
-    let landing = work.join("landing/soak/-/SOAK/-/default");
+    // What landed, as a local directory: the landing itself, or the bucket
+    // copied out with the object_store client (not edc-sync's code).
+    let landed_root = match &garage {
+        Some(_) => work.join("downloaded"),
+        None => work.join("landing"),
+    };
+    let landing = landed_root.join("soak/-/SOAK/-/default");
+
     let sync_under = |inject: Option<u64>| {
         let mut cmd = match (inject, strace) {
             (Some(nth), Some(strace)) => {
@@ -128,13 +153,14 @@ pub async fn run(
                 "--allow-dirty",
                 "--out",
             ])
-            .arg(work.join("landing"))
+            .arg(&out)
             .arg("--state")
             .arg(work.join("state"))
             .arg("--audit-log")
             .arg(work.join("audit.jsonl"))
             .env("EDC_SYNC_SOAK_URL", sim.base_url())
             .env("EDC_SYNC_SOAK_TOKEN", "soak-token")
+            .envs(garage.iter().flat_map(|g| g.env()))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
         if inject.is_some() {
@@ -164,6 +190,7 @@ pub async fn run(
                 failed += u32::from(!status.success());
             }
         }
+        refresh(garage.as_ref(), &landed_root).await?;
         if cursor_ahead(&cursor_path, &landing, &ds)? {
             ahead += 1;
         }
@@ -173,10 +200,18 @@ pub async fn run(
             }
         }
     }
-    let status = sync_under(None).status()?;
-    let dir = work.join("landing/soak/-/SOAK/-/default");
+    let last = sync_under(None)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .context("starting the final edc-sync sync")?;
+    let status = last.status;
+    let final_error = String::from_utf8_lossy(&last.stderr)
+        .lines()
+        .last()
+        .map(str::to_string);
+    refresh(garage.as_ref(), &landed_root).await?;
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    for id in edc_testkit::landed::landed_json_record_ids(&dir)? {
+    for id in edc_testkit::landed::landed_json_record_ids(&landing)? {
         *counts.entry(id).or_default() += 1;
     }
     let cursor: serde_json::Value =
@@ -185,8 +220,29 @@ pub async fn run(
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or_default();
     let report = verify(&work.join("audit.jsonl"))?;
+    // The landing, its manifest, the trail and the cursor reconciled by
+    // `edc-sync verify`, as an operator would after the soak.
+    let reconciled = std::process::Command::new(exe)
+        .arg("verify")
+        .arg("--out")
+        .arg(&out)
+        .arg("--state")
+        .arg(work.join("state"))
+        .arg("--audit-log")
+        .arg(work.join("audit.jsonl"))
+        .envs(garage.iter().flat_map(|g| g.env()))
+        .output()
+        .context("starting edc-sync verify")?;
     Ok(SoakFigures {
         mode,
+        landing: match &garage {
+            Some(g) => format!(
+                "{} (Garage {} on loopback)",
+                g.url("soak"),
+                edc_testkit::garage::VERSION
+            ),
+            None => "local directory".into(),
+        },
         rounds,
         rounds_with_cursor_ahead: ahead,
         runs_failed_by_fault: failed,
@@ -199,7 +255,23 @@ pub async fn run(
         audit_intact: report.intact(),
         audit_verify: report.to_string(),
         final_exit_code: status.code(),
+        final_error,
+        verify_exit_code: reconciled.status.code(),
+        verify_summary: String::from_utf8_lossy(&reconciled.stdout)
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .to_string(),
     })
+}
+
+/// With an object store, the bucket copied out into `to` afresh.
+async fn refresh(garage: Option<&edc_testkit::garage::PrivateGarage>, to: &Path) -> anyhow::Result<()> {
+    if let Some(g) = garage {
+        let _ = std::fs::remove_dir_all(to);
+        g.download("soak", to).await?;
+    }
+    Ok(())
 }
 
 /// True when the cursor's window starts past a record that is not landed.
@@ -225,7 +297,7 @@ fn cursor_ahead(cursor: &Path, landing: &Path, ds: &Dataset) -> anyhow::Result<b
 
 pub fn render(f: &SoakFigures) -> String {
     format!(
-        "crash soak: {} rounds of start / {} / resume, faults on\n\
+        "crash soak: {} rounds of start / {} / resume, faults on, landing in {}\n\
          rounds with the cursor ahead of landed data   {}   (target 0)\n\
          runs stopped by an injected fsync failure     {}\n\
          records in the dataset   {}\n\
@@ -235,13 +307,15 @@ pub fn render(f: &SoakFigures) -> String {
          cursor at high-water     {}\n\
          torn audit tails seen    {}   (each acknowledged by the next run)\n\
          audit verify             {}\n\
-         final run exit code      {:?}\n\
+         final run exit code      {}{}\n\
+         edc-sync verify          exit {:?}: {}\n\
          {}",
         f.rounds,
         match f.mode {
             Mode::Kill => "SIGKILL at a seeded moment",
             Mode::FsyncFaults => "the Nth fsync fails with EIO (strace)",
         },
+        f.landing,
         f.rounds_with_cursor_ahead,
         f.runs_failed_by_fault,
         f.records_in_dataset,
@@ -251,7 +325,14 @@ pub fn render(f: &SoakFigures) -> String {
         f.cursor_at_high_water,
         f.torn_tails_seen,
         f.audit_verify,
-        f.final_exit_code,
+        f.final_exit_code
+            .map_or_else(|| "none (killed by a signal)".into(), |c| c.to_string()),
+        f.final_error
+            .as_deref()
+            .map(|e| format!(" ({e})"))
+            .unwrap_or_default(),
+        f.verify_exit_code,
+        f.verify_summary,
         serde_json::to_string(f).unwrap_or_default()
     )
 }

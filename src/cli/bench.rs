@@ -80,6 +80,10 @@ pub enum BenchCommand {
         /// and treat what it could not sync as not durable.
         #[arg(long)]
         fsync_faults: bool,
+        /// Land in a private S3 object store (Garage on loopback, which
+        /// `scripts/test` installs) instead of a local directory.
+        #[arg(long)]
+        object_store: bool,
         #[arg(long, default_value_t = 400)]
         records: u32,
         #[arg(long, default_value_t = 0x50a4)]

@@ -80,6 +80,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::CrashSoak {
             rounds,
             fsync_faults,
+            object_store,
             records,
             seed,
         } => {
@@ -89,7 +90,15 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
                 true => crate::bench::soak::Mode::FsyncFaults,
                 false => crate::bench::soak::Mode::Kill,
             };
-            let figures = rt.block_on(crate::bench::soak::run(&exe, &work, mode, rounds, records, seed))?;
+            let figures = rt.block_on(crate::bench::soak::run(
+                &exe,
+                &work,
+                mode,
+                rounds,
+                records,
+                seed,
+                object_store,
+            ))?;
             writeln!(
                 std::io::stdout().lock(),
                 "{}",
@@ -101,6 +110,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
                 || figures.rounds_with_cursor_ahead > 0
                 || !figures.audit_intact
                 || !figures.cursor_at_high_water
+                || figures.verify_exit_code != Some(0)
             {
                 anyhow::bail!("the crash soak found damage (see the figures above)");
             }

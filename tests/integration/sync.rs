@@ -1065,10 +1065,11 @@ fn a_tenant_or_protocol_version_of_a_lone_dash_is_a_usage_error() {
 #[test]
 fn a_url_where_a_local_path_is_expected_is_refused_not_made_a_directory() {
     for (command, flag, url) in [
-        ("sync", "--out", "s3://bucket/landing"),
+        // --out lands in s3://, gs:// and az:// (tests/integration/object_landing.rs).
+        ("sync", "--out", "ftp://edc:secret-pw@host/landing"),
         ("sync", "--state", "postgres://edc:secret-pw@db/edc"),
         ("backfill", "--audit-log", "gs://bucket/audit.jsonl"),
-        ("verify", "--out", "s3://bucket/landing"),
+        ("verify", "--out", "ftp://edc:secret-pw@host/landing"),
     ] {
         let fx = Fixture::new();
         let work = fx.path("work");

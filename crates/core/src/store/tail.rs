@@ -180,10 +180,10 @@ fn manifest_disagrees(
         let Ok(listed) = serde_json::from_slice::<ManifestEntry>(bytes) else {
             continue;
         };
-        if !landing.dir().join(&listed.file).exists() {
+        if let Some(problem) = landing.landed_problem(&listed.file, listed.bytes)? {
             return Ok(Some(format!(
-                "its line {} after byte {recorded} (where the cursor points) lists {}, which is not in this \
-                 landing directory",
+                "its line {} after byte {recorded} (where the cursor points) lists {}, which is {problem} in this \
+                 landing",
                 i + 1,
                 listed.file
             )));
