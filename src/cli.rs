@@ -194,8 +194,11 @@ pub enum PacerKind {
 /// and `verify`.
 #[derive(Debug, Args)]
 pub struct RunDirs {
-    /// Landing directory (pages, manifests).
-    #[arg(long)]
+    /// Where pages and manifests land: a local directory, or an object
+    /// store as s3://bucket/prefix, gs://bucket/prefix or az://container/prefix
+    /// (credentials from the service's standard environment; see
+    /// docs/operations.md, "Landing in object storage").
+    #[arg(long, value_name = "DIR|URL")]
     pub out: PathBuf,
     /// State directory (cursors, run locks, audit anchors).
     #[arg(long)]

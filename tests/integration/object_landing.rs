@@ -236,3 +236,51 @@ fn thirty_kills_over_an_object_store_landing_lose_nothing_and_duplicate_nothing(
         figures["landing"]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_region_and_endpoint_come_from_an_aws_profile_as_the_cli_reads_them() {
+    let fx = Fixture::new();
+    let sim = sim(12).await;
+    let home = fx.path("home");
+    std::fs::create_dir_all(home.join(".aws")).unwrap();
+    std::fs::write(
+        home.join(".aws/credentials"),
+        format!(
+            "[default]\naws_access_key_id = GKnotthisone\naws_secret_access_key = nope\n\n[edc-lake]\n\
+             aws_access_key_id = {}\naws_secret_access_key = {}\n",
+            edc_testkit::garage::ACCESS_KEY,
+            edc_testkit::garage::SECRET_KEY
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        home.join(".aws/config"),
+        format!(
+            "[profile edc-lake]\nregion = garage\nendpoint_url = {}\n",
+            fx.garage.endpoint()
+        ),
+    )
+    .unwrap();
+    let mut cmd = fx.sync(&sim.base_url(), &fx.garage.url("from-profile"));
+    for (k, _) in fx.garage.env() {
+        cmd.env_remove(k);
+    }
+    cmd.env("HOME", &home).env("AWS_PROFILE", "edc-lake");
+    let out = support::run_cmd(&mut cmd);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    ids_once(&fx.downloaded("from-profile").await, 12);
+
+    let mut missing = fx.sync(&sim.base_url(), &fx.garage.url("from-profile"));
+    for (k, _) in fx.garage.env() {
+        missing.env_remove(k);
+    }
+    missing.env("HOME", &home).env("AWS_PROFILE", "no-such-profile");
+    let out = support::run_cmd(&mut missing);
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("AWS_PROFILE=no-such-profile: no such profile"),
+        "{}",
+        out.stderr
+    );
+}

@@ -1,6 +1,7 @@
 //! Durable state: landed pages and their manifest, the per-stream cursor,
 //! and the run lock (invariant 2: the cursor never runs ahead of the data).
 
+mod aws_profile;
 mod cursor;
 mod error;
 mod landing;

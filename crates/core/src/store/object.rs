@@ -44,6 +44,8 @@ pub enum Failure {
     Refused,
     /// The server found other bytes than the SHA-256 sent: 74.
     Checksum,
+    /// The landing's configuration (a profile named that is not there): 78.
+    Config,
     /// Anything else (a bad URL, a refused request): 74.
     Other,
 }
@@ -144,7 +146,8 @@ impl ObjectLanding {
         };
         let store: Arc<dyn ObjectStore> = match parsed.scheme() {
             "s3" => Arc::new(
-                object_store::aws::AmazonS3Builder::from_env()
+                s3_from_env()
+                    .map_err(|e| err(Failure::Config, e))?
                     .with_url(url)
                     .with_checksum_algorithm(object_store::aws::Checksum::SHA256)
                     .with_retry(retry)
@@ -373,6 +376,38 @@ impl ObjectLanding {
             Err(e) => Err(self.error("delete", &key, e)),
         }
     }
+}
+
+/// An S3 client configured as the AWS CLI would be: the environment, then
+/// the shared config and credentials files (`super::aws_profile`). An
+/// endpoint given as `http://` is taken as the operator's choice of plain
+/// HTTP (a loopback or in-cluster server).
+fn s3_from_env() -> Result<object_store::aws::AmazonS3Builder, String> {
+    let profile = super::aws_profile::load(&|k| std::env::var(k).ok())?;
+    let mut builder = object_store::aws::AmazonS3Builder::from_env();
+    if let Some(v) = profile.access_key_id {
+        builder = builder.with_access_key_id(v);
+    }
+    if let Some(v) = profile.secret_access_key {
+        builder = builder.with_secret_access_key(v);
+    }
+    if let Some(v) = profile.session_token {
+        builder = builder.with_token(v);
+    }
+    if let Some(v) = profile.region {
+        builder = builder.with_region(v);
+    }
+    let endpoint = profile
+        .endpoint_url
+        .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
+        .or_else(|| std::env::var("AWS_ENDPOINT").ok());
+    if let Some(endpoint) = endpoint {
+        if endpoint.starts_with("http://") {
+            builder = builder.with_allow_http(true);
+        }
+        builder = builder.with_endpoint(endpoint);
+    }
+    Ok(builder)
 }
 
 /// The object name of manifest line `index` (0-based) of a stream.
