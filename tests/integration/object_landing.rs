@@ -46,11 +46,11 @@ impl Fixture {
     }
 
     fn sync(&self, sim: &str, out: &str) -> Command {
-        let (config, state, trail) = (
-            self.path("policies.yaml"),
-            self.path("state"),
-            self.path("audit.jsonl"),
-        );
+        self.sync_with(sim, out, &self.path("state"), &self.path("audit.jsonl"))
+    }
+
+    fn sync_with(&self, sim: &str, out: &str, state: &std::path::Path, trail: &std::path::Path) -> Command {
+        let config = self.path("policies.yaml");
         let mut cmd = self.edc_sync(&[
             "sync",
             "--config",
@@ -283,4 +283,46 @@ async fn credentials_region_and_endpoint_come_from_an_aws_profile_as_the_cli_rea
         "{}",
         out.stderr
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_object_store_failure_is_a_clear_exit_with_nothing_committed_and_an_exact_resume() {
+    use edc_testkit::fault_proxy::{Fault, FaultProxy};
+    let fx = Fixture::new();
+    let sim = sim(23).await;
+    let cases = [
+        (Fault::SlowDown, 75, "SlowDown"),
+        (Fault::TooManyRequests, 75, "429"),
+        (Fault::ServerError, 69, "500"),
+        (Fault::CorruptBody, 74, "Digest"),
+        (Fault::CloseMidBody, 69, "s3://landing/"),
+    ];
+    for (i, (fault, code, says)) in cases.into_iter().enumerate() {
+        let prefix = format!("faults-{i}");
+        let trail = fx.path(&format!("audit-{i}.jsonl"));
+        let state = fx.path(&format!("state-{i}"));
+        let run = |endpoint: String| {
+            let mut cmd = fx.sync_with(&sim.base_url(), &fx.garage.url(&prefix), &state, &trail);
+            cmd.env("AWS_ENDPOINT_URL", endpoint);
+            cmd
+        };
+        // The second page's PUT meets the fault; the first lands.
+        let proxy = FaultProxy::start(fx.garage.port, "PUT", "/pages/", 2, fault).await;
+        let out = support::run_cmd(&mut run(proxy.endpoint()));
+        assert_eq!(out.code, code, "{fault:?}: {}", out.stderr);
+        assert!(out.stderr.contains(says), "{fault:?}: {}", out.stderr);
+        assert!(
+            !out.stderr.contains(edc_testkit::garage::SECRET_KEY),
+            "{fault:?}: the secret is never shown"
+        );
+        let landed: Vec<_> = support::audit_events(&trail, "page_committed")
+            .into_iter()
+            .filter(|c| c["landed"] == true)
+            .collect();
+        assert_eq!(landed.len(), 1, "{fault:?}: only the first page is committed");
+        // The next run, with the store healthy, resumes exactly.
+        let out = support::run_cmd(&mut run(fx.garage.endpoint()));
+        assert_eq!(out.code, 0, "{fault:?}: {}", out.stderr);
+        ids_once(&fx.downloaded(&prefix).await, 23);
+    }
 }

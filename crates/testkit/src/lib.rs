@@ -4,6 +4,7 @@
 //! independent witness.
 
 pub mod envelope;
+pub mod fault_proxy;
 pub mod garage;
 pub mod landed;
 pub mod redis_cluster;

@@ -2,9 +2,9 @@
 //!
 //! The bucket holds what a local landing directory holds, under the same
 //! relative names: `<stream dir>/pages/<sha256>.<ext>` and the manifest,
-//! kept as one object a line (`<stream dir>/manifest/<line>.json`, zero
-//! padded so that listing gives file order), because an object cannot be
-//! appended to. The state directory keeps the stream's manifest index and
+//! kept as one object a line (`<stream dir>/manifest/<byte offset>.json`,
+//! zero padded so that listing gives file order), because an object cannot
+//! be appended to. The state directory keeps the stream's manifest index and
 //! the page being received (`STATE/.landing/<stream dir>/`), which is
 //! removed once the object store has acknowledged it.
 //!
@@ -410,13 +410,15 @@ fn s3_from_env() -> Result<object_store::aws::AmazonS3Builder, String> {
     Ok(builder)
 }
 
-/// The object name of manifest line `index` (0-based) of a stream.
-pub fn manifest_line_name(dir: &str, index: u64) -> String {
-    format!("{dir}/manifest/{index:010}.json")
+/// The object name of the manifest line that starts at byte `offset` of
+/// the stream's manifest: zero padded, so that listing gives file order.
+pub fn manifest_line_name(dir: &str, offset: u64) -> String {
+    format!("{dir}/manifest/{offset:015}.json")
 }
 
-/// The failure class of an object-store error, from its kind and the
-/// status or S3 error code it carries.
+/// The failure class of an object-store error: from its kind, the S3
+/// error code or HTTP status its message carries, and the transport error
+/// underneath.
 fn classify(e: &object_store::Error) -> Failure {
     use object_store::Error as E;
     match e {
@@ -424,26 +426,44 @@ fn classify(e: &object_store::Error) -> Failure {
         E::NotFound { .. } | E::AlreadyExists { .. } | E::Precondition { .. } => return Failure::Other,
         _ => {}
     }
-    let text = format!("{e:?} {e}");
+    let text = e.to_string();
     let has = |s: &str| text.contains(s);
-    if has("InvalidDigest") || has("BadDigest") || has("XAmzContentChecksumMismatch") || has("checksum") {
+    let status = |code: &str| has(&format!("status code: {code}"));
+    if has("InvalidDigest") || has("BadDigest") || has("XAmzContentChecksumMismatch") {
         Failure::Checksum
-    } else if has("InvalidAccessKeyId") || has("SignatureDoesNotMatch") || has("AccessDenied") || has("403") {
-        Failure::Refused
-    } else if has("SlowDown") || has("429") || has("TooManyRequests") {
-        Failure::Throttled
-    } else if has("status code: 5")
-        || has("50") && has("Server")
-        || has("connect")
-        || has("Connect")
-        || has("timed out")
-        || has("Timeout")
-        || has("Interrupted")
+    } else if status("401")
+        || status("403")
+        || has("InvalidAccessKeyId")
+        || has("SignatureDoesNotMatch")
+        || has("AccessDenied")
     {
+        Failure::Refused
+    } else if status("429") || has("SlowDown") || has("TooManyRequests") {
+        Failure::Throttled
+    } else if status("5") || transport(e) {
         Failure::Unavailable
     } else {
         Failure::Other
     }
+}
+
+/// The request never got an answer: no connection, cut off, timed out.
+fn transport(e: &object_store::Error) -> bool {
+    use object_store::client::{HttpError, HttpErrorKind};
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if let Some(http) = c.downcast_ref::<HttpError>() {
+            return matches!(
+                http.kind(),
+                HttpErrorKind::Connect
+                    | HttpErrorKind::Request
+                    | HttpErrorKind::Timeout
+                    | HttpErrorKind::Interrupted
+            );
+        }
+        cause = c.source();
+    }
+    false
 }
 
 #[cfg(test)]
