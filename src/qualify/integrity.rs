@@ -1,7 +1,8 @@
-//! OQ scenarios for integrity after the fact (OQ-029..OQ-031): landed data
+//! OQ scenarios for integrity after the fact (OQ-029..OQ-032): landed data
 //! re-proven by `edc-sync verify`, an audit trail that cannot be replaced
-//! or recomputed without it being noticed, and evidence re-proven after it
-//! was copied elsewhere under other names.
+//! or recomputed without it being noticed, evidence re-proven after it was
+//! copied elsewhere under other names, and a landing in an S3 object store
+//! (a private Garage on loopback) landed once and re-proven.
 
 use std::process::Output;
 
@@ -32,6 +33,13 @@ pub fn all() -> Vec<Scenario> {
             ["URS-032"],
             false,
             oq_031
+        ),
+        scenario!(
+            "OQ-032",
+            "Pages land in an S3 object store once each, verify re-proves the bucket and names a replaced object",
+            ["URS-033"],
+            false,
+            oq_032
         ),
     ]
 }
@@ -306,6 +314,78 @@ async fn oq_031(ctx: &mut Ctx) -> anyhow::Result<()> {
         "pages landed again by the sync over the copy (every page was landed before it was copied)",
         0,
         landed(&trail)? - before,
+    );
+    ctx.attach_run_outputs();
+    Ok(())
+}
+
+async fn oq_032(ctx: &mut Ctx) -> anyhow::Result<()> {
+    let garage = edc_testkit::garage::PrivateGarage::start().map_err(anyhow::Error::msg)?;
+    let config = ctx.policy_repo()?;
+    let sim = ctx.sim(100, &[], None).await?;
+    let url = garage.url("oq");
+    let (state, trail) = (ctx.dir.join("state"), ctx.dir.join("audit.jsonl"));
+    let roots = Roots {
+        out: std::path::Path::new(&url),
+        state: &state,
+        audit_log: &trail,
+    };
+    for run in 1..=2 {
+        let mut cmd = ctx.command_over("sync", &config, &sim, "oq_vault", OQ_PASSWORD, &[], roots);
+        cmd.envs(garage.env());
+        let out = output(cmd).await?;
+        ctx.check_eq(&format!("exit code of sync {run} into {url}"), 0, code(&out));
+    }
+    let copy = ctx.dir.join("bucket-as-landed");
+    garage.download("oq", &copy).await?;
+    let stream = copy.join(format!("oq_vault/-/{}/-/default", super::context::OQ_STUDY));
+    let ids = edc_testkit::landed::landed_json_record_ids(&stream)?;
+    let distinct: std::collections::BTreeSet<_> = ids.iter().collect();
+    ctx.check(
+        "records in the bucket, read back with an independent S3 client",
+        "100, each once",
+        format!("{} records, {} distinct", ids.len(), distinct.len()),
+        ids.len() == 100 && distinct.len() == 100,
+    );
+    let exe = ctx.exe.clone();
+    let verify = || {
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.arg("verify")
+            .arg("--out")
+            .arg(&url)
+            .arg("--state")
+            .arg(&state)
+            .arg("--audit-log")
+            .arg(&trail)
+            .envs(garage.env());
+        cmd
+    };
+    let clean = output(verify()).await?;
+    ctx.check(
+        "edc-sync verify --out s3://… (every object read back and hashed)",
+        "exit 0, no discrepancy",
+        text(&clean),
+        code(&clean) == 0 && text(&clean).contains("no discrepancy"),
+    );
+    let page = std::fs::read_dir(stream.join("pages"))?
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .min()
+        .ok_or_else(|| anyhow::anyhow!("no page in the bucket"))?;
+    let key = format!(
+        "oq/oq_vault/-/{}/-/default/pages/{page}",
+        super::context::OQ_STUDY
+    );
+    garage.put(&key, b"{\"data\":[]}".to_vec()).await?;
+    let tampered = output(verify()).await?;
+    let report = ctx.dir.join("verify-after-replacing-an-object.txt");
+    std::fs::write(&report, text(&tampered))?;
+    ctx.attach(&report);
+    ctx.check(
+        "edc-sync verify after one page object was replaced in the bucket",
+        format!("exit 65 naming s3://landing/{key}: modified after landing"),
+        text(&tampered),
+        code(&tampered) == 65
+            && text(&tampered).contains(&format!("s3://landing/{key}: modified after landing")),
     );
     ctx.attach_run_outputs();
     Ok(())
