@@ -9,26 +9,13 @@ use std::path::Path;
 
 use edc_core::audit::AuditKey;
 use edc_core::run::AuditOptions;
-use support::runs::{sim_with, Fixture, KEY};
+use support::runs::{sim_with, verify_roots as verify, Fixture, KEY};
 
 fn keyed() -> AuditOptions {
     AuditOptions {
         key: Some(AuditKey::new(KEY.as_bytes().to_vec(), "test").unwrap()),
         ..AuditOptions::default()
     }
-}
-
-/// `edc-sync verify` over the given roots.
-fn verify(out: &Path, state: &Path, trail: &Path) -> support::Outcome {
-    support::run(&[
-        "verify",
-        "--out",
-        out.to_str().unwrap(),
-        "--state",
-        state.to_str().unwrap(),
-        "--audit-log",
-        trail.to_str().unwrap(),
-    ])
 }
 
 /// `edc-sync audit verify TRAIL --key --anchors STATE`.

@@ -261,21 +261,20 @@ async fn credentials_region_and_endpoint_come_from_an_aws_profile_as_the_cli_rea
         ),
     )
     .unwrap();
-    let mut cmd = fx.sync(&sim.base_url(), &fx.garage.url("from-profile"));
-    for (k, _) in fx.garage.env() {
-        cmd.env_remove(k);
-    }
-    cmd.env("HOME", &home).env("AWS_PROFILE", "edc-lake");
-    let out = support::run_cmd(&mut cmd);
+    // The test server's variables removed: only the files say where it is.
+    let with_profile = |profile: &str| {
+        let mut cmd = fx.sync(&sim.base_url(), &fx.garage.url("from-profile"));
+        for (k, _) in fx.garage.env() {
+            cmd.env_remove(k);
+        }
+        cmd.env("HOME", &home).env("AWS_PROFILE", profile);
+        cmd
+    };
+    let out = support::run_cmd(&mut with_profile("edc-lake"));
     assert_eq!(out.code, 0, "{}", out.stderr);
     ids_once(&fx.downloaded("from-profile").await, 12);
 
-    let mut missing = fx.sync(&sim.base_url(), &fx.garage.url("from-profile"));
-    for (k, _) in fx.garage.env() {
-        missing.env_remove(k);
-    }
-    missing.env("HOME", &home).env("AWS_PROFILE", "no-such-profile");
-    let out = support::run_cmd(&mut missing);
+    let out = support::run_cmd(&mut with_profile("no-such-profile"));
     assert_eq!(out.code, 78, "{}", out.stderr);
     assert!(
         out.stderr

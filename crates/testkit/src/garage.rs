@@ -17,9 +17,9 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::redis_server::free_port;
+use crate::redis_server::{free_port, wait_for};
 
 /// The version `scripts/test` installs.
 pub const VERSION: &str = "2.5.0";
@@ -191,18 +191,11 @@ impl PrivateGarage {
     }
 
     fn wait_ready(&mut self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return false;
-            }
-            // The default bucket and key exist before the S3 API listens.
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        false
+        let port = self.port;
+        // The default bucket and key exist before the S3 API listens.
+        wait_for(&mut self.child, timeout, || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        })
     }
 }
 

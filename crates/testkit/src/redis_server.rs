@@ -91,18 +91,25 @@ impl PrivateRedis {
     }
 
     fn wait_ready(&mut self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return false;
-            }
-            if ping(self.port) {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        false
+        let port = self.port;
+        wait_for(&mut self.child, timeout, || ping(port))
     }
+}
+
+/// Polls `ready` until it answers true (the server is up), the server
+/// process exits (it will never be), or `timeout` passes.
+pub(crate) fn wait_for(child: &mut Child, timeout: Duration, mut ready: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return false;
+        }
+        if ready() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
 }
 
 impl Drop for PrivateRedis {

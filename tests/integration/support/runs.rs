@@ -71,16 +71,7 @@ impl Fixture {
 
     /// `edc-sync verify` over this fixture's landing, state and trail.
     pub fn verify_landing(&self) -> support::Outcome {
-        let (out, state, audit) = (self.path("landing"), self.path("state"), self.trail());
-        support::run(&[
-            "verify",
-            "--out",
-            out.to_str().unwrap(),
-            "--state",
-            state.to_str().unwrap(),
-            "--audit-log",
-            audit.to_str().unwrap(),
-        ])
+        verify_roots(&self.path("landing"), &self.path("state"), &self.trail())
     }
 
     pub fn verify(&self, extra: &[&str]) -> support::Outcome {
@@ -89,6 +80,23 @@ impl Fixture {
         args.extend_from_slice(extra);
         support::run_cmd(support::edc_sync().args(&args).env("EDC_SYNC_AUDIT_KEY", KEY))
     }
+}
+
+/// `edc-sync verify --out OUT --state STATE --audit-log TRAIL`.
+pub fn verify_roots(
+    out: &std::path::Path,
+    state: &std::path::Path,
+    trail: &std::path::Path,
+) -> support::Outcome {
+    support::run(&[
+        "verify",
+        "--out",
+        out.to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+        "--audit-log",
+        trail.to_str().unwrap(),
+    ])
 }
 
 /// A simulator with `records` records (12 by default: one page of 40).
