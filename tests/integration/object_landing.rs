@@ -19,14 +19,7 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Fixture {
-        let dir = tempfile::tempdir().unwrap();
-        let repo = support::git_init(dir.path());
-        std::fs::write(
-            dir.path().join("policies.yaml"),
-            support::SIM_POLICIES.replace("page_size: 40", "page_size: 5"),
-        )
-        .unwrap();
-        support::git_commit_all(&repo, "policies");
+        let dir = support::small_page_policy_repo();
         let garage = PrivateGarage::start().unwrap_or_else(|e| panic!("{e}"));
         Fixture { dir, garage }
     }

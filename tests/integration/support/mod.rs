@@ -58,6 +58,20 @@ pub fn git_init(dir: &Path) -> git2::Repository {
     git2::Repository::init(dir).expect("git init")
 }
 
+/// A temporary directory holding a git repository with the simulator's
+/// policies committed as `policies.yaml`, pages of 5 records.
+pub fn small_page_policy_repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = git_init(dir.path());
+    std::fs::write(
+        dir.path().join("policies.yaml"),
+        SIM_POLICIES.replace("page_size: 40", "page_size: 5"),
+    )
+    .unwrap();
+    git_commit_all(&repo, "policies");
+    dir
+}
+
 /// Stages every file in the work tree and commits; returns the commit id.
 pub fn git_commit_all(repo: &git2::Repository, message: &str) -> git2::Oid {
     let mut index = repo.index().expect("index");
