@@ -2,8 +2,9 @@
 //! moment (or, with `--fsync-faults`, fail its Nth fsync-class call with
 //! EIO through strace), resume; many rounds, with faults on. After every
 //! round, check the cursor is not ahead of the landed data; at the end,
-//! count what landed. With `--object-store` the pages land in a private
-//! Garage (S3) on loopback, and what landed is read back from its bucket.
+//! count what landed. With `--object-store garage|s3s-fs` the pages land in
+//! a private S3 server on loopback, and what landed is read back from its
+//! bucket.
 
 /// How each round's run is interrupted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -62,12 +63,14 @@ pub async fn run(
     rounds: u32,
     records: u32,
     seed: u64,
-    object_store: bool,
+    object_store: Option<&str>,
 ) -> anyhow::Result<SoakFigures> {
+    use edc_testkit::s3_server::PrivateS3;
     std::fs::create_dir_all(work)?;
     let garage = match object_store {
-        true => Some(edc_testkit::garage::PrivateGarage::start().map_err(anyhow::Error::msg)?),
-        false => None,
+        Some("s3s-fs") => Some(PrivateS3::s3s_fs().map_err(anyhow::Error::msg)?),
+        Some(_) => Some(PrivateS3::garage().map_err(anyhow::Error::msg)?),
+        None => None,
     };
     let out = match &garage {
         Some(g) => std::ffi::OsString::from(g.url("soak")),
@@ -236,11 +239,7 @@ pub async fn run(
     Ok(SoakFigures {
         mode,
         landing: match &garage {
-            Some(g) => format!(
-                "{} (Garage {} on loopback)",
-                g.url("soak"),
-                edc_testkit::garage::VERSION
-            ),
+            Some(g) => format!("{} ({} on loopback)", g.url("soak"), g.name),
             None => "local directory".into(),
         },
         rounds,
@@ -266,7 +265,7 @@ pub async fn run(
 }
 
 /// With an object store, the bucket copied out into `to` afresh.
-async fn refresh(garage: Option<&edc_testkit::garage::PrivateGarage>, to: &Path) -> anyhow::Result<()> {
+async fn refresh(garage: Option<&edc_testkit::s3_server::PrivateS3>, to: &Path) -> anyhow::Result<()> {
     if let Some(g) = garage {
         let _ = std::fs::remove_dir_all(to);
         g.download("soak", to).await?;

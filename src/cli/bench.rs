@@ -80,10 +80,11 @@ pub enum BenchCommand {
         /// and treat what it could not sync as not durable.
         #[arg(long)]
         fsync_faults: bool,
-        /// Land in a private S3 object store (Garage on loopback, which
-        /// `scripts/test` installs) instead of a local directory.
-        #[arg(long)]
-        object_store: bool,
+        /// Land in a private S3 object store on loopback instead of a local
+        /// directory: garage (no conditional writes: HEAD first) or s3s-fs
+        /// (conditional writes); `scripts/test` installs both.
+        #[arg(long, value_name = "SERVER", value_parser = ["garage", "s3s-fs"])]
+        object_store: Option<String>,
         #[arg(long, default_value_t = 400)]
         records: u32,
         #[arg(long, default_value_t = 0x50a4)]

@@ -97,7 +97,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
                 rounds,
                 records,
                 seed,
-                object_store,
+                object_store.as_deref(),
             ))?;
             writeln!(
                 std::io::stdout().lock(),

@@ -320,7 +320,7 @@ async fn oq_031(ctx: &mut Ctx) -> anyhow::Result<()> {
 }
 
 async fn oq_032(ctx: &mut Ctx) -> anyhow::Result<()> {
-    let garage = edc_testkit::garage::PrivateGarage::start().map_err(anyhow::Error::msg)?;
+    let garage = edc_testkit::s3_server::PrivateS3::garage().map_err(anyhow::Error::msg)?;
     let config = ctx.policy_repo()?;
     let sim = ctx.sim(100, &[], None).await?;
     let url = garage.url("oq");

@@ -8,19 +8,19 @@ use crate::support;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use edc_testkit::garage::PrivateGarage;
+use edc_testkit::s3_server::PrivateS3;
 
 const TOKEN: &str = "object-landing-test-token";
 
 struct Fixture {
     dir: tempfile::TempDir,
-    garage: PrivateGarage,
+    garage: PrivateS3,
 }
 
 impl Fixture {
     fn new() -> Fixture {
         let dir = support::small_page_policy_repo();
-        let garage = PrivateGarage::start().unwrap_or_else(|e| panic!("{e}"));
+        let garage = PrivateS3::garage().unwrap_or_else(|e| panic!("{e}"));
         Fixture { dir, garage }
     }
 
@@ -198,7 +198,7 @@ async fn an_unsupported_scheme_or_an_unreachable_bucket_is_refused_before_any_re
 }
 
 #[test]
-fn thirty_kills_over_an_object_store_landing_lose_nothing_and_duplicate_nothing() {
+fn thirty_kills_over_a_garage_landing_lose_nothing_and_duplicate_nothing() {
     // The crash soak of docs/operations.md with the pages in a private
     // Garage: SIGKILL at 30 seeded instants with faults on, resume, then
     // count what the bucket holds and run `edc-sync verify` over it. The
@@ -208,6 +208,7 @@ fn thirty_kills_over_an_object_store_landing_lose_nothing_and_duplicate_nothing(
         "bench",
         "crash-soak",
         "--object-store",
+        "garage",
         "--rounds",
         "30",
         "--records",
@@ -241,8 +242,8 @@ async fn credentials_region_and_endpoint_come_from_an_aws_profile_as_the_cli_rea
         format!(
             "[default]\naws_access_key_id = GKnotthisone\naws_secret_access_key = nope\n\n[edc-lake]\n\
              aws_access_key_id = {}\naws_secret_access_key = {}\n",
-            edc_testkit::garage::ACCESS_KEY,
-            edc_testkit::garage::SECRET_KEY
+            edc_testkit::s3_server::ACCESS_KEY,
+            edc_testkit::s3_server::SECRET_KEY
         ),
     )
     .unwrap();
@@ -304,7 +305,7 @@ async fn each_object_store_failure_is_a_clear_exit_with_nothing_committed_and_an
         assert_eq!(out.code, code, "{fault:?}: {}", out.stderr);
         assert!(out.stderr.contains(says), "{fault:?}: {}", out.stderr);
         assert!(
-            !out.stderr.contains(edc_testkit::garage::SECRET_KEY),
+            !out.stderr.contains(edc_testkit::s3_server::SECRET_KEY),
             "{fault:?}: the secret is never shown"
         );
         let landed: Vec<_> = support::audit_events(&trail, "page_committed")
@@ -317,4 +318,68 @@ async fn each_object_store_failure_is_a_clear_exit_with_nothing_committed_and_an
         assert_eq!(out.code, 0, "{fault:?}: {}", out.stderr);
         ids_once(&fx.downloaded(&prefix).await, 23);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_honours_conditional_writes_gets_one_conditional_put_a_page() {
+    // s3s-fs refuses a second If-None-Match: * write of one name; Garage
+    // ignores it (and edc-sync then HEADs first): the probe tells them apart.
+    let fx = Fixture::new();
+    let s3s = PrivateS3::s3s_fs().unwrap_or_else(|e| panic!("{e}"));
+    let sim = sim(23).await;
+    for (server, conditional, prefix) in [(&s3s, true, "conditional"), (&fx.garage, false, "head-first")] {
+        let run = || {
+            let state = fx.path(&format!("state-{prefix}"));
+            let trail = fx.path(&format!("audit-{prefix}.jsonl"));
+            let mut cmd = fx.sync_with(&sim.base_url(), &server.url(prefix), &state, &trail);
+            cmd.envs(server.env());
+            (cmd, trail)
+        };
+        let (mut cmd, trail) = run();
+        let out = support::run_cmd(&mut cmd);
+        assert_eq!(out.code, 0, "{}: {}", server.name, out.stderr);
+        let ready = support::audit_events(&trail, "object_landing_ready");
+        assert_eq!(ready[0]["conditional_writes"], conditional, "{}", server.name);
+        // Replays meet pages already there: the cursor file removed (the
+        // documented way to fetch everything again) lands nothing twice.
+        std::fs::remove_file(fx.path(&format!("state-{prefix}/vault_json/-/S-1/-/default.cursor.json")))
+            .unwrap();
+        let out = support::run_cmd(&mut run().0);
+        assert_eq!(out.code, 0, "{}: {}", server.name, out.stderr);
+        let to = fx.path(&format!("downloaded-{prefix}"));
+        server.download(prefix, &to).await.unwrap();
+        ids_once(&to, 23);
+        let replayed = support::audit_events(&trail, "page_committed");
+        assert!(
+            replayed.iter().any(|c| c["replayed"] == true),
+            "{}: the replay met landed pages",
+            server.name
+        );
+    }
+}
+
+#[test]
+fn thirty_kills_over_a_conditional_write_landing_lose_nothing_and_duplicate_nothing() {
+    let out = support::run(&[
+        "bench",
+        "crash-soak",
+        "--object-store",
+        "s3s-fs",
+        "--rounds",
+        "30",
+        "--records",
+        "120",
+    ]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let figures: serde_json::Value = serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        (figures["lost"].as_u64(), figures["duplicates"].as_u64()),
+        (Some(0), Some(0))
+    );
+    assert_eq!(figures["verify_exit_code"], 0, "{}", figures["verify_summary"]);
+    assert!(
+        figures["landing"].as_str().unwrap().contains("s3s-fs"),
+        "{}",
+        figures["landing"]
+    );
 }

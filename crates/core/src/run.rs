@@ -388,6 +388,11 @@ async fn landing_target(
     let landing = crate::store::object::ObjectLanding::connect(&text, audit.run_id().as_str())
         .await
         .map_err(crate::store::StoreError::Object)?;
+    let ready = crate::sync::events::ObjectLandingReady {
+        landing: landing.url().to_string(),
+        conditional_writes: landing.creates() == crate::store::object::Creates::Conditional,
+    };
+    audit.record(ready).await?;
     Ok((
         spec.state.join(crate::store::object::INDEX_DIR),
         Some(Arc::new(landing)),

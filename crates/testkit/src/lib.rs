@@ -5,8 +5,8 @@
 
 pub mod envelope;
 pub mod fault_proxy;
-pub mod garage;
 pub mod landed;
 pub mod redis_cluster;
 pub mod redis_server;
+pub mod s3_server;
 pub mod tls;

@@ -364,6 +364,22 @@ impl AuditEvent for RunFinished {
     const CHECKPOINT: bool = true;
 }
 
+/// The landing's object store was reached and probed, before any request
+/// to the EDC: where pages go, and how a page is kept from being written
+/// over.
+#[derive(Debug, Serialize)]
+pub struct ObjectLandingReady {
+    /// The `--out` URL (no credentials).
+    pub landing: String,
+    /// The store refused a second conditional write of one name
+    /// (`If-None-Match: *`); otherwise a HEAD precedes each page's write.
+    pub conditional_writes: bool,
+}
+
+impl AuditEvent for ObjectLandingReady {
+    const NAME: &'static str = "object_landing_ready";
+}
+
 /// SIGINT / SIGTERM stopped the run at a safe point.
 #[derive(Debug, Serialize)]
 pub struct RunInterrupted {

@@ -1,19 +1,20 @@
-//! A private Garage (an S3-compatible object store, built from crates.io)
-//! on a free loopback port, one node, one bucket and one key, in a
-//! temporary directory; killed (and its directory removed) on drop.
+//! A private S3-compatible object store on a free loopback port, one
+//! bucket and one key, in a temporary directory; killed (and its directory
+//! removed) on drop. Two servers, both real S3 implementations that a test
+//! machine gets from crates.io (`scripts/test` builds them once into
+//! `~/.cache/edc-sync-tools/`):
 //!
-//! Why Garage: it is a real, production object store that a test machine
-//! can get from a package registry (`cargo install garage`), runs as one
-//! small process, and speaks S3 SigV4 with `x-amz-checksum-sha256` checked
-//! on PutObject. What it lacks, and how the suite covers it: conditional
-//! writes (`If-None-Match: *` is ignored: an object is overwritten), so
-//! edc-sync's probe finds that out and proves an existing page by HEAD
-//! first, and the test that lands twice proves nothing is written over a
-//! page; Object Lock (`GetObjectLockConfiguration` answers 501), which a
-//! retention policy must refuse before fetching anything.
+//! - **Garage** (deuxfleurs, AGPL, used only as a test tool): a production
+//!   object store. It checks `x-amz-checksum-sha256` on PutObject but
+//!   ignores `If-None-Match: *` (an existing object is overwritten) and has
+//!   no Object Lock (501). The object-landing tests, the crash soak and
+//!   OQ-032 run against it, so edc-sync's HEAD-first path is what they prove.
+//! - **s3s-fs** (the s3s project's file-system server, Apache-2.0,
+//!   described by its authors as experimental): it checks the SHA-256 too
+//!   and honours `If-None-Match: *` (412), so the conditional-write path is
+//!   proven against it. No Object Lock either.
 //!
-//! `scripts/test` installs it into `~/.cache/edc-sync-tools/` once;
-//! [`PrivateGarage::binary`] looks there, in `EDC_SYNC_GARAGE` and on PATH.
+//! Neither server has Object Lock, and edc-sync sets none (docs/operations.md).
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -21,8 +22,9 @@ use std::time::Duration;
 
 use crate::redis_server::{free_port, wait_for};
 
-/// The version `scripts/test` installs.
-pub const VERSION: &str = "2.5.0";
+/// The versions `scripts/test` installs.
+pub const GARAGE_VERSION: &str = "2.5.0";
+pub const S3S_FS_VERSION: &str = "0.14.1";
 
 /// The key id and secret of the test key (made up here, never real).
 pub const ACCESS_KEY: &str = "GK0123456789abcdef01234567";
@@ -31,38 +33,85 @@ pub const SECRET_KEY: &str = "5ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75e
 /// The bucket every test lands in.
 pub const BUCKET: &str = "landing";
 
-pub struct PrivateGarage {
+pub struct PrivateS3 {
     child: Child,
     pub port: u16,
     dir: PathBuf,
+    /// Which server, and its version: `Garage 2.5.0`.
+    pub name: String,
 }
 
-impl PrivateGarage {
-    /// Where the binary is: `EDC_SYNC_GARAGE`, the cache `scripts/test`
-    /// installs into, or PATH.
-    pub fn binary() -> Option<PathBuf> {
-        let cached = std::env::var_os("HOME")
-            .map(|h| PathBuf::from(h).join(format!(".cache/edc-sync-tools/garage-{VERSION}/bin/garage")));
-        std::env::var_os("EDC_SYNC_GARAGE")
-            .map(PathBuf::from)
-            .into_iter()
-            .chain(cached)
-            .chain(
-                std::env::var_os("PATH")
-                    .into_iter()
-                    .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-                    .map(|d| d.join("garage")),
-            )
-            .find(|p| p.is_file())
+/// Where a server's binary is: the variable `env`, the cache `scripts/test`
+/// installs into (`<name>-<version>/bin/<name>`), or PATH.
+fn binary(env: &str, name: &str, version: &str) -> Option<PathBuf> {
+    let cached = std::env::var_os("HOME")
+        .map(|h| PathBuf::from(h).join(format!(".cache/edc-sync-tools/{name}-{version}/bin/{name}")));
+    std::env::var_os(env)
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(cached)
+        .chain(
+            std::env::var_os("PATH")
+                .into_iter()
+                .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+                .map(|d| d.join(name)),
+        )
+        .find(|p| p.is_file())
+}
+
+/// Why a server cannot start, and how to install it.
+fn not_installed(env: &str, name: &str, version: &str, features: &str) -> String {
+    format!(
+        "{name} is not installed: scripts/test installs it with `cargo install --locked {name} --version {version} \
+         --debug {features} --root ~/.cache/edc-sync-tools/{name}-{version}` (or set {env} to a {name} binary)"
+    )
+}
+
+impl PrivateS3 {
+    /// Starts an s3s-fs; the error says why not and how to install it.
+    pub fn s3s_fs() -> Result<PrivateS3, String> {
+        let binary = binary("EDC_SYNC_S3S_FS", "s3s-fs", S3S_FS_VERSION)
+            .ok_or_else(|| not_installed("EDC_SYNC_S3S_FS", "s3s-fs", S3S_FS_VERSION, "--features binary"))?;
+        let mut last = String::new();
+        for _ in 0..5 {
+            let port = free_port()?;
+            let dir = std::env::temp_dir().join(format!("edc-sync-s3s-fs-{}-{port}", std::process::id()));
+            // A bucket is a directory of the root.
+            std::fs::create_dir_all(dir.join("root").join(BUCKET))
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            let log = std::fs::File::create(dir.join("s3s-fs.log")).map_err(|e| e.to_string())?;
+            let child = Command::new(&binary)
+                .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+                .args(["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY])
+                .arg(dir.join("root"))
+                .env("RUST_LOG", "warn")
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
+            let name = format!("s3s-fs {S3S_FS_VERSION}");
+            let mut server = PrivateS3 {
+                child,
+                port,
+                dir,
+                name,
+            };
+            if server.wait_ready(Duration::from_secs(20)) {
+                return Ok(server);
+            }
+            last = format!(
+                "s3s-fs on port {port} did not answer: {}",
+                std::fs::read_to_string(server.dir.join("s3s-fs.log")).unwrap_or_default()
+            );
+        }
+        Err(last)
     }
 
-    /// Starts one; the error says why not and how to install it.
-    pub fn start() -> Result<PrivateGarage, String> {
-        let binary = Self::binary().ok_or(format!(
-            "garage is not installed: scripts/test installs it with `cargo install --locked garage --version \
-             {VERSION} --debug --no-default-features --features bundled-libs,lmdb --root \
-             ~/.cache/edc-sync-tools/garage-{VERSION}` (or set EDC_SYNC_GARAGE to a garage binary)"
-        ))?;
+    /// Starts a Garage; the error says why not and how to install it.
+    pub fn garage() -> Result<PrivateS3, String> {
+        let features = "--no-default-features --features bundled-libs,lmdb";
+        let binary = binary("EDC_SYNC_GARAGE", "garage", GARAGE_VERSION)
+            .ok_or_else(|| not_installed("EDC_SYNC_GARAGE", "garage", GARAGE_VERSION, features))?;
         let mut last = String::new();
         for _ in 0..5 {
             let (port, rpc) = (free_port()?, free_port()?);
@@ -92,7 +141,13 @@ impl PrivateGarage {
                 .stderr(log)
                 .spawn()
                 .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
-            let mut server = PrivateGarage { child, port, dir };
+            let name = format!("Garage {GARAGE_VERSION}");
+            let mut server = PrivateS3 {
+                child,
+                port,
+                dir,
+                name,
+            };
             if server.wait_ready(Duration::from_secs(20)) {
                 return Ok(server);
             }
@@ -199,7 +254,7 @@ impl PrivateGarage {
     }
 }
 
-impl Drop for PrivateGarage {
+impl Drop for PrivateS3 {
     fn drop(&mut self) {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
