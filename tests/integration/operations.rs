@@ -755,3 +755,40 @@ async fn the_pacer_reaches_a_redis_cluster_over_tls() {
     );
     fx.assert_every_record_once(40);
 }
+
+/// The chain head goes to Redis under the trail's identity and under this
+/// host and path, in one script: in a Redis Cluster too, where the two
+/// keys share a hash tag (without it, one script over two slots is
+/// refused, and the anchor would be lost with only a warning).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_over_a_redis_cluster_anchors_its_trail_there() {
+    let cluster = support::redis::start_cluster();
+    let fx = Fixture::new();
+    let sim = slow_sim(20, 0).await;
+    let out = finish(
+        fx.sync(&sim.base_url(), &["--redis", &cluster.url()])
+            .spawn()
+            .unwrap(),
+    )
+    .await;
+    assert_exit(&out, 0);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("anchor not written"), "{stderr}");
+    let first = std::fs::read(fx.path("audit.jsonl")).unwrap();
+    let first = &first[..first.iter().position(|b| *b == b'\n').unwrap()];
+    let key = edc_core::audit::ChainHead::redis_key(&edc_core::digest::sha256_hex(first));
+    let pacer = quota_pacer::RedisPacer::connect(&cluster.url(), edc_core::REDIS_KEY_PREFIX)
+        .await
+        .unwrap();
+    let head: Option<String> = redis::cmd("GET")
+        .arg(&key)
+        .query_async(&mut pacer.connection())
+        .await
+        .unwrap();
+    let head: serde_json::Value = serde_json::from_str(&head.expect("the anchor is in the cluster")).unwrap();
+    assert_eq!(head["audit_log"], "audit.jsonl");
+    assert_eq!(
+        head["bytes"],
+        std::fs::metadata(fx.path("audit.jsonl")).unwrap().len()
+    );
+}

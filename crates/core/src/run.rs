@@ -367,6 +367,9 @@ async fn check_redis_anchor(
 ) -> anyhow::Result<()> {
     if let Some(found) = anchors.load_redis(redis).await? {
         audit.check_anchor(&found.source, &found.head)?;
+        if found.legacy {
+            audit.record(anchors.reinterpreted(&found)).await?;
+        }
     }
     Ok(())
 }

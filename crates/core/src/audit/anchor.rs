@@ -193,14 +193,26 @@ impl ChainHead {
 
     /// The Redis key for the anchor of the trail whose first line hashes
     /// to `first_sha256`: the trail's identity, the same on every host.
+    /// Every anchor key shares one hash tag, so that a Redis Cluster keeps
+    /// them in one slot and one script writes a head under two keys.
     pub fn redis_key(first_sha256: &str) -> String {
-        format!("edc-sync:audit-anchor:{first_sha256}")
+        format!("edc-sync:{{audit-anchor}}:{first_sha256}")
     }
 
     /// The Redis key for the anchor of the trail at `canonical` on this
-    /// host (the key older versions used alone): found when the trail was
-    /// emptied or replaced in place, with nothing of its identity left.
+    /// host: found when the trail was emptied or replaced in place, with
+    /// nothing of its identity left.
     pub fn location_redis_key(canonical: &Path) -> String {
+        format!(
+            "edc-sync:{{audit-anchor}}:{}:{}",
+            crate::host::name(),
+            canonical.display()
+        )
+    }
+
+    /// The key an older version kept the anchor under (host and path,
+    /// without the hash tag): read, never written.
+    pub fn legacy_redis_key(canonical: &Path) -> String {
         format!(
             "edc-sync:audit-anchor:{}:{}",
             crate::host::name(),
@@ -264,18 +276,26 @@ pub mod redis_copy {
             .map_err(|e| err(format!("not an anchor: {e}")))
     }
 
-    /// Stores `head` unless the anchor there is already further along, in
-    /// one script so that two runs finishing together keep the later head.
-    pub async fn store(redis: &RedisPacer, key: &str, head: &ChainHead) -> Result<(), RedisAnchorError> {
+    /// Stores `head` under each of `keys` unless the anchor there is
+    /// already further along, in one script (one round trip however many
+    /// keys), so that two runs finishing together keep the later head.
+    pub async fn store(
+        redis: &RedisPacer,
+        keys: &[String],
+        head: &ChainHead,
+    ) -> Result<(), RedisAnchorError> {
         static SCRIPT: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
             redis::Script::new(
-                "local cur = redis.call('GET', KEYS[1]) \
-                 if cur then local ok, c = pcall(cjson.decode, cur) \
-                   if ok and tonumber(c['bytes']) and tonumber(c['bytes']) > tonumber(ARGV[2]) then return 0 end end \
-                 redis.call('SET', KEYS[1], ARGV[1]) return 1",
+                "for _, key in ipairs(KEYS) do \
+                   local cur = redis.call('GET', key) \
+                   local further = false \
+                   if cur then local ok, c = pcall(cjson.decode, cur) \
+                     if ok and tonumber(c['bytes']) and tonumber(c['bytes']) > tonumber(ARGV[2]) then further = true end end \
+                   if not further then redis.call('SET', key, ARGV[1]) end \
+                 end return 1",
             )
         });
-        let key = key.to_string();
+        let key = keys.join(", ");
         let err = |detail: String| RedisAnchorError {
             key: key.clone(),
             detail,
@@ -283,7 +303,10 @@ pub mod redis_copy {
         let json = serde_json::to_string(head).map_err(|e| err(e.to_string()))?;
         let mut conn = redis.connection();
         let mut invocation = SCRIPT.prepare_invoke();
-        invocation.key(&key).arg(json).arg(head.bytes);
+        for key in keys {
+            invocation.key(key);
+        }
+        invocation.arg(json).arg(head.bytes);
         tokio::time::timeout(TIMEOUT, invocation.invoke_async::<i64>(&mut conn))
             .await
             .map_err(|_| err(format!("no answer within {TIMEOUT:?}")))?

@@ -47,6 +47,7 @@ pub struct Anchors {
     first_sha256: Option<String>,
     legacy_file: PathBuf,
     location_redis_key: String,
+    legacy_redis_key: String,
 }
 
 impl Anchors {
@@ -60,6 +61,7 @@ impl Anchors {
             first_sha256,
             legacy_file: ChainHead::legacy_file_in(root, canonical),
             location_redis_key: ChainHead::location_redis_key(canonical),
+            legacy_redis_key: ChainHead::legacy_redis_key(canonical),
         }
     }
 
@@ -142,43 +144,48 @@ impl Anchors {
     }
 
     /// The anchor Redis keeps, if any: under the trail's identity, or else
-    /// under this host and the trail's path.
+    /// under this host and the trail's path (or where an older version kept
+    /// it).
     pub async fn load_redis(
         &self,
         redis: &RedisPacer,
     ) -> Result<Option<Found>, redis_copy::RedisAnchorError> {
         let by_identity = self.first_sha256.as_deref().map(ChainHead::redis_key);
-        for key in by_identity.iter().chain([&self.location_redis_key]) {
+        let keys = by_identity
+            .iter()
+            .map(|k| (k, false))
+            .chain([(&self.location_redis_key, false), (&self.legacy_redis_key, true)]);
+        for (key, legacy) in keys {
             if let Some(head) = redis_copy::load(redis, key).await? {
                 let source = format!("Redis anchor {key}");
-                return Ok(Some(Found {
-                    head,
-                    source,
-                    legacy: false,
-                }));
+                return Ok(Some(Found { head, source, legacy }));
             }
         }
         Ok(None)
     }
 
-    /// Writes `head` to Redis, under both keys.
+    /// Writes `head` to Redis, under both keys in one round trip.
     pub async fn store_redis(
         &self,
         redis: &RedisPacer,
         head: &ChainHead,
     ) -> Result<(), redis_copy::RedisAnchorError> {
-        if let Some(id) = head.first_sha256.as_deref() {
-            redis_copy::store(redis, &ChainHead::redis_key(id), head).await?;
-        }
-        redis_copy::store(redis, &self.location_redis_key, head).await
+        let by_identity = head.first_sha256.as_deref().map(ChainHead::redis_key);
+        let keys: Vec<String> = by_identity
+            .into_iter()
+            .chain([self.location_redis_key.clone()])
+            .collect();
+        redis_copy::store(redis, &keys, head).await
     }
 
     /// The line a run writes when it read an anchor where an older version
     /// kept it.
     pub fn reinterpreted(&self, found: &Found) -> PathsReinterpreted {
-        let read_as = match self.first_sha256.as_deref() {
-            Some(id) => format!("anchor {}", ChainHead::file_in(&self.root, id).display()),
-            None => "the trail's anchor, named by its first line once it has one".into(),
+        let read_as = match (found.source.starts_with("Redis"), self.first_sha256.as_deref()) {
+            (true, Some(id)) => format!("Redis anchor {}", ChainHead::redis_key(id)),
+            (true, None) => format!("Redis anchor {}", self.location_redis_key),
+            (false, Some(id)) => format!("anchor {}", ChainHead::file_in(&self.root, id).display()),
+            (false, None) => "the trail's anchor, named by its first line once it has one".into(),
         };
         PathsReinterpreted {
             stream: None,
