@@ -383,3 +383,21 @@ fn thirty_kills_over_a_conditional_write_landing_lose_nothing_and_duplicate_noth
         figures["landing"]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_writes_nothing_to_the_bucket_not_even_the_probe() {
+    let fx = Fixture::new();
+    let sim = sim(12).await;
+    let mut cmd = fx.sync(&sim.base_url(), &fx.garage.url("dry"));
+    cmd.arg("--dry-run");
+    let out = support::run_cmd(&mut cmd);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let to = fx.path("downloaded-dry");
+    assert_eq!(
+        fx.garage.download("dry", &to).await.unwrap(),
+        0,
+        "no object in the bucket"
+    );
+    let ready = support::audit_events(&fx.path("audit.jsonl"), "object_landing_ready");
+    assert!(ready[0]["conditional_writes"].is_null(), "{}", ready[0]);
+}

@@ -388,12 +388,27 @@ async fn landing_target(
     {
         return Ok((spec.out.clone(), None));
     }
-    let landing = crate::store::object::ObjectLanding::connect(&text, audit.run_id().as_str())
-        .await
-        .map_err(crate::store::StoreError::Object)?;
+    let object =
+        crate::store::object::ObjectLanding::open(&text).map_err(crate::store::StoreError::Object)?;
+    // A dry run writes nothing, not even the probe: a LIST proves the
+    // bucket and the credentials instead.
+    let (landing, conditional_writes) = if spec.options.dry_run {
+        object
+            .reachable()
+            .await
+            .map_err(crate::store::StoreError::Object)?;
+        (object, None)
+    } else {
+        let landing = object
+            .probed(audit.run_id().as_str())
+            .await
+            .map_err(crate::store::StoreError::Object)?;
+        let conditional = landing.creates() == crate::store::object::Creates::Conditional;
+        (landing, Some(conditional))
+    };
     let ready = crate::sync::events::ObjectLandingReady {
         landing: landing.url().to_string(),
-        conditional_writes: landing.creates() == crate::store::object::Creates::Conditional,
+        conditional_writes,
     };
     audit.record(ready).await?;
     Ok((

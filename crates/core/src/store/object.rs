@@ -117,9 +117,19 @@ impl ObjectLanding {
     /// writes is found out with an object of the run's own
     /// (`<prefix>/.edc-sync/probe-<run id>`, removed again).
     pub async fn connect(url: &str, run_id: &str) -> Result<ObjectLanding, ObjectError> {
-        let mut landing = ObjectLanding::open(url)?;
-        landing.creates = landing.probe(run_id).await?;
-        Ok(landing)
+        ObjectLanding::open(url)?.probed(run_id).await
+    }
+
+    /// This landing, probed (see [`Self::connect`]).
+    pub async fn probed(mut self, run_id: &str) -> Result<ObjectLanding, ObjectError> {
+        self.creates = self.probe(run_id).await?;
+        Ok(self)
+    }
+
+    /// The bucket answers and takes the credentials (one LIST, nothing
+    /// written): what a dry run checks.
+    pub async fn reachable(&self) -> Result<(), ObjectError> {
+        self.list(".edc-sync/").await.map(|_| ())
     }
 
     /// The object store `url` names, configured from the environment, for

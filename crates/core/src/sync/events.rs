@@ -373,7 +373,8 @@ pub struct ObjectLandingReady {
     pub landing: String,
     /// The store refused a second conditional write of one name
     /// (`If-None-Match: *`); otherwise a HEAD precedes each page's write.
-    pub conditional_writes: bool,
+    /// Null in a dry run, which writes nothing to find out.
+    pub conditional_writes: Option<bool>,
 }
 
 impl AuditEvent for ObjectLandingReady {
