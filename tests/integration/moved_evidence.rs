@@ -158,3 +158,107 @@ async fn a_trail_emptied_in_place_is_still_refused_by_its_anchor() {
     assert!(message.contains("shorter than the"), "{message}");
     assert_eq!(sim.requests().len(), requests, "nothing was fetched");
 }
+
+/// Evidence as a version that recorded absolute paths left it: every
+/// `page_committed` line naming its landing directory absolutely (the
+/// chain recomputed over the rewritten lines, as that version wrote them),
+/// the cursor's receipt naming the trail by its absolute path, the anchor
+/// under the name made from that path.
+fn make_legacy(fx: &Fixture) {
+    use edc_core::digest::{sha256_hex, ZERO_SHA256};
+    let trail = fx.trail();
+    let landing = std::fs::canonicalize(fx.path("landing")).unwrap();
+    let canonical = std::fs::canonicalize(&trail).unwrap();
+    let mut prev = ZERO_SHA256.to_string();
+    let mut out = Vec::new();
+    for raw in std::fs::read(&trail)
+        .unwrap()
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+    {
+        let mut line: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(raw).unwrap();
+        if line["event"] == "page_committed" {
+            let rel = line["landing_dir"].as_str().unwrap().to_string();
+            line.insert(
+                "landing_dir".into(),
+                landing.join(rel).display().to_string().into(),
+            );
+        }
+        line.insert("prev_sha256".into(), prev.clone().into());
+        let bytes = serde_json::to_vec(&line).unwrap();
+        prev = sha256_hex(&bytes);
+        out.extend_from_slice(&bytes);
+        out.push(b'\n');
+    }
+    std::fs::write(&trail, &out).unwrap();
+    let cursor = fx.path("state/vault_json/-/S1/-/default.cursor.json");
+    let mut state: serde_json::Value = serde_json::from_slice(&std::fs::read(&cursor).unwrap()).unwrap();
+    state["receipt"]["audit_log"] = canonical.display().to_string().into();
+    // The receipt's line moved with the rewrite: it names the line that
+    // now holds the same commit (the last page_committed line).
+    let text = String::from_utf8(out).unwrap();
+    let at = text.rfind("\"event\":\"page_committed\"").unwrap();
+    let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let end = start + text[start..].find('\n').unwrap();
+    state["receipt"]["offset"] = start.into();
+    state["receipt"]["sha256"] = sha256_hex(&text.as_bytes()[start..end]).into();
+    std::fs::write(&cursor, serde_json::to_vec_pretty(&state).unwrap()).unwrap();
+    std::fs::remove_dir_all(fx.path("state/audit-anchors")).unwrap();
+    let file = std::fs::File::open(&trail).unwrap();
+    let mut head = edc_core::audit::ChainHead::of(&file, &canonical, "legacy", None).unwrap();
+    head.audit_log = canonical.clone();
+    head.first_sha256 = None;
+    head.store(&edc_core::audit::ChainHead::legacy_file_in(
+        &fx.path("state"),
+        &canonical,
+    ))
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evidence_written_with_absolute_paths_is_still_read_and_the_run_says_what_it_reinterpreted() {
+    let fx = Fixture::new();
+    let sim = sim_with(100).await;
+    let (code, message) = fx.run(&sim, AuditOptions::default()).await;
+    assert_eq!(code, 0, "{message}");
+    make_legacy(&fx);
+    assert_eq!(
+        fx.verify_landing().code,
+        0,
+        "the legacy evidence verifies: {}",
+        fx.verify_landing().stdout
+    );
+
+    let (code, message) = fx.run(&sim, AuditOptions::default()).await;
+    assert_eq!(code, 0, "{message}");
+    let said: Vec<String> = support::audit_events(&fx.trail(), "paths_reinterpreted")
+        .iter()
+        .map(|l| l["what"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        said,
+        ["audit anchor", "page_committed landing_dir", "cursor receipt"],
+        "{said:?}"
+    );
+    let landed = support::audit_events(&fx.trail(), "page_committed");
+    assert_eq!(
+        landed.iter().filter(|c| c["replayed"] == true).count(),
+        0,
+        "nothing fetched twice"
+    );
+    assert_eq!(fx.verify_landing().code, 0, "{}", fx.verify_landing().stdout);
+    let chain = fx.verify(&["--anchors", fx.path("state").to_str().unwrap()]);
+    assert_eq!(chain.code, 0, "{}{}", chain.stdout, chain.stderr);
+    assert!(
+        !fx.path("state/audit-anchors").read_dir().unwrap().any(|e| {
+            let name = e.unwrap().file_name();
+            name == *edc_core::audit::ChainHead::legacy_file_in(
+                std::path::Path::new(""),
+                &std::fs::canonicalize(fx.trail()).unwrap(),
+            )
+            .file_name()
+            .unwrap()
+        }),
+        "the older anchor was replaced by the current one"
+    );
+}
