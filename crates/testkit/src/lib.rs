@@ -3,6 +3,7 @@
 //! share no code with the product, so a test that checks what landed is an
 //! independent witness.
 
+pub mod azurite;
 pub mod envelope;
 pub mod fault_proxy;
 pub mod landed;
