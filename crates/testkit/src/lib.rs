@@ -1,5 +1,6 @@
 //! Real parts for edc-sync's tests and on-site OQ: a private Redis (plain
-//! or a three-master cluster) and a private S3 object store on loopback, and readers of a landing that
+//! or a three-master cluster), private S3 object stores and an Azure
+//! Storage emulator on loopback, and readers of a landing that
 //! share no code with the product, so a test that checks what landed is an
 //! independent witness.
 
