@@ -439,3 +439,41 @@ async fn az_lands_in_azure_blob_storage_through_the_same_client_and_verify_prove
         .sum();
     assert_eq!(landed, 23, "every record landed once");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_start_lists_only_the_manifest_lines_written_since_the_last() {
+    use edc_testkit::fault_proxy::{Fault, FaultProxy};
+    let fx = Fixture::new();
+    let sim = sim(23).await;
+    let out = fx.garage.url("bounded");
+    let first = support::run_cmd(&mut fx.sync(&sim.base_url(), &out));
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let watermark = fx.path("state/.landing/vault_json/-/S-1/-/default/manifest.published");
+    let index = fx.path("state/.landing/vault_json/-/S-1/-/default/manifest.jsonl");
+    let len = std::fs::metadata(&index).unwrap().len();
+    assert_eq!(
+        std::fs::read_to_string(&watermark).unwrap().trim(),
+        len.to_string()
+    );
+    // The next start lists from the watermark on (S3 start-after), not the
+    // stream's whole history.
+    let counter = FaultProxy::start(
+        fx.garage.port,
+        "GET",
+        "start-after=",
+        u64::MAX,
+        Fault::ServerError,
+    )
+    .await;
+    let mut next = fx.sync(&sim.base_url(), &out);
+    next.env("AWS_ENDPOINT_URL", counter.endpoint());
+    let second = support::run_cmd(&mut next);
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    assert_eq!(
+        counter.matched.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "one bounded listing"
+    );
+    let mut verify = fx.verify(&out);
+    assert_eq!(support::run_cmd(&mut verify).code, 0);
+}

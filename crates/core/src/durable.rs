@@ -4,6 +4,18 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
+/// Whether byte `at` of `file` starts a line (0 does; otherwise the byte
+/// before it is a newline).
+pub fn is_line_start(file: &File, at: u64) -> io::Result<bool> {
+    use std::os::unix::fs::FileExt;
+    if at == 0 {
+        return Ok(true);
+    }
+    let mut before = [0u8; 1];
+    file.read_exact_at(&mut before, at - 1)?;
+    Ok(before[0] == b'\n')
+}
+
 /// Where the line that ends at byte `end` of `file` starts: just after the
 /// newline before it, or 0. `None` when that line is longer than `max`
 /// bytes. Reads backwards in chunks, so the cost is the line's, never the

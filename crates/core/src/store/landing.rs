@@ -21,6 +21,10 @@ use super::StoreError;
 use crate::durable::sync_parent_dir;
 use std::sync::Arc;
 
+/// For an object-store landing, the index's publication watermark (see
+/// [`LandingStore::published_watermark`]).
+const PUBLISHED: &str = "manifest.published";
+
 /// One landed page in the manifest. Never the token, never record content.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ManifestEntry {
@@ -313,6 +317,23 @@ impl LandingStore {
         format!("{}/{file}", self.rel)
     }
 
+    /// For an object-store landing: the length of the manifest index whose
+    /// every line has its object in the bucket, as last recorded; `None`
+    /// when none is (or it cannot be read: the whole index is checked).
+    pub fn published_watermark(&self) -> Option<u64> {
+        std::fs::read_to_string(self.dir.join(PUBLISHED))
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+    }
+
+    /// Records that every line of the index up to byte `len` has its object.
+    pub fn set_published_watermark(&self, len: u64) -> Result<(), StoreError> {
+        let path = self.dir.join(PUBLISHED);
+        let tmp = self.dir.join(".tmp").join(PUBLISHED);
+        crate::durable::replace_durably(&path, &tmp, format!("{len}\n").as_bytes())
+            .map_err(|e| StoreError::io(&path, "replace", e))
+    }
+
     pub fn manifest_path(&self) -> PathBuf {
         self.dir.join("manifest.jsonl")
     }
@@ -379,6 +400,13 @@ impl LandingStore {
         }
         crate::durable::replace_durably(&path, &tmp, &text)
             .map_err(|e| StoreError::io(&path, "replace", e))?;
+        // The lines moved: an object-store landing republishes them all.
+        let published = self.dir.join(PUBLISHED);
+        if let Err(e) = std::fs::remove_file(&published) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                return Err(StoreError::io(&published, "remove", e));
+            }
+        }
         self.listed = entries
             .iter()
             .map(|e| (e.page_key.clone(), e.sha256.clone()))
@@ -438,9 +466,7 @@ fn block_on<T>(request: impl std::future::Future<Output = T>) -> T {
 
 /// True when byte `at` of `file` (of length `len`) starts a line.
 fn at_line_start(file: &File, at: u64, len: u64) -> bool {
-    use std::os::unix::fs::FileExt;
-    let mut before = [0u8; 1];
-    at == 0 || (at <= len && file.read_exact_at(&mut before, at - 1).is_ok() && before[0] == b'\n')
+    at <= len && crate::durable::is_line_start(file, at).unwrap_or(false)
 }
 
 /// Opens the manifest never through a symlink and only as a regular file

@@ -356,11 +356,19 @@ impl ObjectLanding {
     /// The names (relative to the prefix) of every object below `rel`, in
     /// order.
     pub async fn list(&self, rel: &str) -> Result<Vec<String>, ObjectError> {
+        self.list_after(rel, None).await
+    }
+
+    /// [`Self::list`], only the names after `after` (relative to the
+    /// prefix): on S3 one request a thousand names from there on.
+    pub async fn list_after(&self, rel: &str, after: Option<&str>) -> Result<Vec<String>, ObjectError> {
         use futures_util::TryStreamExt;
         let key = self.key(rel);
-        let mut metas: Vec<_> = self
-            .store
-            .list(Some(&key))
+        let listing = match after {
+            Some(after) => self.store.list_with_offset(Some(&key), &self.key(after)),
+            None => self.store.list(Some(&key)),
+        };
+        let mut metas: Vec<_> = listing
             .try_collect()
             .await
             .map_err(|e| self.error("list", &key, e))?;

@@ -83,6 +83,16 @@ impl PageCommit {
         PageCommit { cursors, landing }
     }
 
+    /// An object-store landing whose run ended cleanly: every line of the
+    /// manifest index has its object (each was acknowledged before its
+    /// commit line), which the publication watermark records.
+    pub fn published_to_end(&self) -> Result<(), crate::store::StoreError> {
+        match self.landing.remote() {
+            Some(_) => self.landing.set_published_watermark(self.landing.manifest_len()),
+            None => Ok(()),
+        }
+    }
+
     /// The stream's cursor store (to load the cursor).
     pub fn cursors(&self) -> &CursorStore {
         &self.cursors

@@ -135,6 +135,14 @@ pub async fn run_stream<P: Pacer>(job: &StreamJob<P>) -> StreamOutcome {
         }
     };
     let mut result = l.pages().await;
+    if result.is_ok() && !job.options.dry_run {
+        // Every line the run listed had its object acknowledged before its
+        // commit line, and the start published the rest: the next start
+        // checks none of them again. (A dry run published nothing.)
+        if let Err(e) = l.commit.published_to_end() {
+            result = Err(e.into());
+        }
+    }
     let Loop {
         stream: l,
         slots,
