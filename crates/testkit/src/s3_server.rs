@@ -59,6 +59,33 @@ fn binary(env: &str, name: &str, version: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Starts `cmd` (a server listening on `port`, working in `dir`), its
+/// log in `dir/server.log`, and waits for it to answer; the error carries
+/// the log.
+fn launch(mut cmd: Command, port: u16, dir: PathBuf, name: String) -> Result<PrivateS3, String> {
+    let log = std::fs::File::create(dir.join("server.log")).map_err(|e| e.to_string())?;
+    let child = cmd
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("cannot start {name}: {e}"))?;
+    let mut server = PrivateS3 {
+        child,
+        port,
+        dir,
+        name,
+    };
+    if server.wait_ready(Duration::from_secs(20)) {
+        return Ok(server);
+    }
+    Err(format!(
+        "{} on port {port} did not answer: {}",
+        server.name,
+        std::fs::read_to_string(server.dir.join("server.log")).unwrap_or_default()
+    ))
+}
+
 /// Why a server cannot start, and how to install it.
 fn not_installed(env: &str, name: &str, version: &str, features: &str) -> String {
     format!(
@@ -79,30 +106,14 @@ impl PrivateS3 {
             // A bucket is a directory of the root.
             std::fs::create_dir_all(dir.join("root").join(BUCKET))
                 .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-            let log = std::fs::File::create(dir.join("s3s-fs.log")).map_err(|e| e.to_string())?;
-            let child = Command::new(&binary)
-                .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            let mut cmd = Command::new(&binary);
+            cmd.args(["--host", "127.0.0.1", "--port", &port.to_string()])
                 .args(["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY])
-                .arg(dir.join("root"))
-                .env("RUST_LOG", "warn")
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
-            let name = format!("s3s-fs {S3S_FS_VERSION}");
-            let mut server = PrivateS3 {
-                child,
-                port,
-                dir,
-                name,
-            };
-            if server.wait_ready(Duration::from_secs(20)) {
-                return Ok(server);
+                .arg(dir.join("root"));
+            match launch(cmd, port, dir, format!("s3s-fs {S3S_FS_VERSION}")) {
+                Ok(server) => return Ok(server),
+                Err(e) => last = e,
             }
-            last = format!(
-                "s3s-fs on port {port} did not answer: {}",
-                std::fs::read_to_string(server.dir.join("s3s-fs.log")).unwrap_or_default()
-            );
         }
         Err(last)
     }
@@ -128,33 +139,17 @@ impl PrivateS3 {
                 secret = "0123456789abcdef".repeat(4),
             );
             write_private(&config, &text)?;
-            let log = std::fs::File::create(dir.join("garage.log")).map_err(|e| e.to_string())?;
-            let child = Command::new(&binary)
-                .arg("-c")
+            let mut cmd = Command::new(&binary);
+            cmd.arg("-c")
                 .arg(&config)
                 .args(["server", "--single-node", "--default-bucket"])
                 .env("GARAGE_DEFAULT_ACCESS_KEY", ACCESS_KEY)
                 .env("GARAGE_DEFAULT_SECRET_KEY", SECRET_KEY)
-                .env("GARAGE_DEFAULT_BUCKET", BUCKET)
-                .env("RUST_LOG", "warn")
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
-            let name = format!("Garage {GARAGE_VERSION}");
-            let mut server = PrivateS3 {
-                child,
-                port,
-                dir,
-                name,
-            };
-            if server.wait_ready(Duration::from_secs(20)) {
-                return Ok(server);
+                .env("GARAGE_DEFAULT_BUCKET", BUCKET);
+            match launch(cmd, port, dir, format!("Garage {GARAGE_VERSION}")) {
+                Ok(server) => return Ok(server),
+                Err(e) => last = e,
             }
-            last = format!(
-                "garage on port {port} did not answer: {}",
-                std::fs::read_to_string(server.dir.join("garage.log")).unwrap_or_default()
-            );
         }
         Err(last)
     }
