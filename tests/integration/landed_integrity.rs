@@ -598,3 +598,23 @@ async fn a_landing_refuses_a_second_state_directory() {
     let (code, message) = fx.run(&sim, AuditOptions::default()).await;
     assert_eq!(code, 65, "{message}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_names_a_landing_that_belongs_to_another_state_directory() {
+    let fx = support::runs::Fixture::new();
+    let sim = support::runs::sim().await;
+    let (code, message) = fx.run(&sim, edc_core::run::AuditOptions::default()).await;
+    assert_eq!(code, 0, "{message}");
+    assert_eq!(fx.verify_landing().code, 0);
+    let owner = fx.path("landing/vault_json/-/S1/-/default/.owner");
+    std::fs::write(&owner, "0123456789abcdef\n").unwrap();
+    let out = fx.verify_landing();
+    assert_eq!(out.code, 65, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains(
+            ".owner: this landing directory belongs to the state directory with id 0123456789abcdef"
+        ),
+        "{}",
+        out.stdout
+    );
+}

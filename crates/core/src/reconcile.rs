@@ -167,11 +167,16 @@ pub async fn reconcile_object(
                 sha256: sha256.unwrap_or_default(),
             });
         }
+        let owner = landing
+            .read(&format!("{dir}/{}", crate::store::owner::OWNER_FILE))
+            .await?
+            .map(|t| String::from_utf8_lossy(&t).trim().to_string());
         views.push(LandingView {
             path: root.join(&dir),
             rel: dir,
             manifest,
             files,
+            owner,
         });
     }
     Ok(reconcile_views(&root, &views, state, audit)?)
@@ -194,6 +199,8 @@ struct LandingView {
     rel: String,
     manifest: Vec<u8>,
     files: Vec<FileView>,
+    /// The id its `.owner` names, when it has one.
+    owner: Option<String>,
 }
 
 /// One file of `pages/`.
@@ -233,11 +240,15 @@ impl LandingView {
                 sha256,
             });
         }
+        let owner = std::fs::read_to_string(dir.join(crate::store::owner::OWNER_FILE))
+            .ok()
+            .map(|t| t.trim().to_string());
         Ok(LandingView {
             path: dir.to_path_buf(),
             rel,
             manifest,
             files,
+            owner,
         })
     }
 
@@ -272,7 +283,22 @@ fn reconcile_views(
     let commits = read_commits(audit, out, &mut summary)?;
     summary.commits = commits.values().map(|(list, _)| list.len()).sum();
     summary.landing_dirs = views.len();
+    let state_id = crate::store::owner::existing_state_id(state).map_err(|e| Unreadable {
+        path: state.join(".state-id"),
+        error: std::io::Error::other(e.to_string()),
+    })?;
     for view in views {
+        if let (Some(owner), Some(id)) = (&view.owner, &state_id) {
+            if owner != id {
+                summary.discrepancies.push(Discrepancy {
+                    path: view.path.join(crate::store::owner::OWNER_FILE),
+                    what: format!(
+                        "this landing directory belongs to the state directory with id {owner}, not to the one \
+                         given (id {id}): its cursors are not the ones that describe it"
+                    ),
+                });
+            }
+        }
         let empty = Vec::new();
         let here = commits.get(&view.rel).map_or(&empty, |(list, _)| list);
         check_landing_dir(view, here, &mut summary);

@@ -66,6 +66,12 @@ pub fn state_id(state_root: &Path) -> Result<String, StoreError> {
     }
 }
 
+/// The id of the state directory at `state_root`, if it has one yet
+/// (nothing is created: `verify` reads, never writes).
+pub fn existing_state_id(state_root: &Path) -> Result<Option<String>, StoreError> {
+    read_id(&state_root.join(STATE_ID_FILE))
+}
+
 /// Claims `landing_dir` for the state directory `state_id`: the first
 /// claim is recorded, the same owner passes, another is refused unless
 /// `repair`, which makes `state_id` the owner.
