@@ -593,7 +593,23 @@ async fn a_landing_refuses_a_second_state_directory() {
     let (code, message) = fx.run_spec(other).await;
     assert_eq!(code, 0, "{message}");
     assert_eq!(events(&fx.trail(), "landing_owner_changed").len(), 1);
-    assert_landed_once(&fx);
+    let mut ids = edc_testkit::landed::landed_json_record_ids(&stream_dir(&fx)).unwrap();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), RECORDS as usize);
+    // verify with the new owner agrees; with the old one it names .owner.
+    let (out, trail) = (fx.path("landing"), fx.trail());
+    let owner = support::runs::verify_roots(&out, &fx.path("state-elsewhere"), &trail);
+    assert_eq!(owner.code, 0, "{}{}", owner.stdout, owner.stderr);
+    let former = support::runs::verify_roots(&out, &fx.path("state"), &trail);
+    assert_eq!(former.code, 65, "{}", former.stdout);
+    assert!(
+        former
+            .stdout
+            .contains(".owner: this landing directory belongs to"),
+        "{}",
+        former.stdout
+    );
     // The first state directory is no longer the owner.
     let (code, message) = fx.run(&sim, AuditOptions::default()).await;
     assert_eq!(code, 65, "{message}");

@@ -21,7 +21,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::digest::sha256_file;
+mod view;
+
+use view::LandingView;
 
 /// One way two ledgers disagree, naming the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,45 +142,7 @@ pub async fn reconcile_object(
     state: &Path,
     audit: &Path,
 ) -> Result<Summary, ObjectUnreadable> {
-    let names = landing.list("").await?;
-    let mut dirs: BTreeMap<String, (Vec<u8>, Vec<String>)> = BTreeMap::new();
-    for name in &names {
-        if let Some((dir, _)) = name.rsplit_once("/manifest/") {
-            let bytes = landing.read(name).await?.unwrap_or_default();
-            dirs.entry(dir.to_string())
-                .or_default()
-                .0
-                .extend_from_slice(&bytes);
-        } else if let Some((dir, page)) = name.rsplit_once("/pages/") {
-            dirs.entry(dir.to_string()).or_default().1.push(page.to_string());
-        }
-    }
-    let root = PathBuf::from(landing.url());
-    let mut views = Vec::new();
-    for (dir, (manifest, pages)) in dirs {
-        let mut files = Vec::new();
-        for page in pages {
-            let rel = format!("pages/{page}");
-            let sha256 = landing.sha256(&format!("{dir}/{rel}")).await?.map(|(sha, _)| sha);
-            files.push(FileView {
-                path: root.join(&dir).join(&rel),
-                rel,
-                regular: true,
-                sha256: sha256.unwrap_or_default(),
-            });
-        }
-        let owner = landing
-            .read(&format!("{dir}/{}", crate::store::owner::OWNER_FILE))
-            .await?
-            .map(|t| String::from_utf8_lossy(&t).trim().to_string());
-        views.push(LandingView {
-            path: root.join(&dir),
-            rel: dir,
-            manifest,
-            files,
-            owner,
-        });
-    }
+    let (root, views) = LandingView::of_bucket(landing).await?;
     Ok(reconcile_views(&root, &views, state, audit)?)
 }
 
@@ -189,72 +153,6 @@ pub enum ObjectUnreadable {
     Object(#[from] crate::store::object::ObjectError),
     #[error(transparent)]
     Local(#[from] Unreadable),
-}
-
-/// One landing directory as verify reads it: its manifest and its pages.
-struct LandingView {
-    /// Where it is, for messages.
-    path: PathBuf,
-    /// Relative to the landing root, as audit lines name it.
-    rel: String,
-    manifest: Vec<u8>,
-    files: Vec<FileView>,
-    /// The id its `.owner` names, when it has one.
-    owner: Option<String>,
-}
-
-/// One file of `pages/`.
-struct FileView {
-    path: PathBuf,
-    /// `pages/<name>`.
-    rel: String,
-    regular: bool,
-    /// Its SHA-256 as read now (empty for what is not a regular file).
-    sha256: String,
-}
-
-impl LandingView {
-    fn of_dir(dir: &Path, rel: String) -> std::io::Result<LandingView> {
-        let manifest = std::fs::read(dir.join("manifest.jsonl")).unwrap_or_default();
-        let mut names: Vec<PathBuf> = match std::fs::read_dir(dir.join("pages")) {
-            Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
-            Err(_) => Vec::new(),
-        };
-        names.sort();
-        let mut files = Vec::new();
-        for path in names {
-            let name = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let regular = std::fs::symlink_metadata(&path)?.is_file();
-            let sha256 = if regular {
-                sha256_file(&path)?
-            } else {
-                String::new()
-            };
-            files.push(FileView {
-                path,
-                rel: format!("pages/{name}"),
-                regular,
-                sha256,
-            });
-        }
-        let owner = std::fs::read_to_string(dir.join(crate::store::owner::OWNER_FILE))
-            .ok()
-            .map(|t| t.trim().to_string());
-        Ok(LandingView {
-            path: dir.to_path_buf(),
-            rel,
-            manifest,
-            files,
-            owner,
-        })
-    }
-
-    fn manifest_path(&self) -> PathBuf {
-        self.path.join("manifest.jsonl")
-    }
 }
 
 /// Reconciles the landing directories `views` (of the landing at `out`),
