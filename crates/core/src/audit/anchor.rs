@@ -276,6 +276,34 @@ pub mod redis_copy {
             .map_err(|e| err(format!("not an anchor: {e}")))
     }
 
+    /// Keeps the head under each key unless the anchor there is further
+    /// along.
+    static SCRIPT: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+        redis::Script::new(
+            "for _, key in ipairs(KEYS) do \
+               local cur = redis.call('GET', key) \
+               local further = false \
+               if cur then local ok, c = pcall(cjson.decode, cur) \
+                 if ok and tonumber(c['bytes']) and tonumber(c['bytes']) > tonumber(ARGV[2]) then further = true end end \
+               if not further then redis.call('SET', key, ARGV[1]) end \
+             end return 1",
+        )
+    });
+
+    /// Loads the anchor script into Redis (as a measurement does for every
+    /// script, so that no call meets NOSCRIPT).
+    pub async fn load_script(redis: &RedisPacer) -> Result<String, RedisAnchorError> {
+        let mut conn = redis.connection();
+        SCRIPT
+            .prepare_invoke()
+            .load_async(&mut conn)
+            .await
+            .map_err(|e| RedisAnchorError {
+                key: "the anchor script".into(),
+                detail: e.to_string(),
+            })
+    }
+
     /// Stores `head` under each of `keys` unless the anchor there is
     /// already further along, in one script (one round trip however many
     /// keys), so that two runs finishing together keep the later head.
@@ -284,17 +312,6 @@ pub mod redis_copy {
         keys: &[String],
         head: &ChainHead,
     ) -> Result<(), RedisAnchorError> {
-        static SCRIPT: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
-            redis::Script::new(
-                "for _, key in ipairs(KEYS) do \
-                   local cur = redis.call('GET', key) \
-                   local further = false \
-                   if cur then local ok, c = pcall(cjson.decode, cur) \
-                     if ok and tonumber(c['bytes']) and tonumber(c['bytes']) > tonumber(ARGV[2]) then further = true end end \
-                   if not further then redis.call('SET', key, ARGV[1]) end \
-                 end return 1",
-            )
-        });
         let key = keys.join(", ");
         let err = |detail: String| RedisAnchorError {
             key: key.clone(),
