@@ -167,6 +167,15 @@ impl LandedPage {
         self.new_file
     }
 
+    /// The page as the object store took it: `created` false when an
+    /// object of its name was already there (a replay).
+    pub fn stored(self, created: bool) -> LandedPage {
+        LandedPage {
+            new_file: created,
+            ..self
+        }
+    }
+
     /// The file was there but modified, and was replaced.
     pub fn replaced_damaged(&self) -> bool {
         self.replaced_damaged
@@ -384,6 +393,29 @@ impl LandingStore {
             new_file: !replaced_damaged,
             replaced_damaged,
         })
+    }
+
+    /// For an object-store landing: the received page's bytes, taken out of
+    /// its temp file, and the name it lands under. Nothing is fsynced or
+    /// renamed here: the page is durable once the store acknowledges it,
+    /// and a crash before that leaves nothing committed (the page is
+    /// fetched again).
+    pub fn take(&self, temp: LandingTemp, sha256: &str) -> Result<(LandedPage, Vec<u8>), StoreError> {
+        let LandingTemp { path, writer, .. } = temp;
+        drop(
+            writer
+                .into_inner()
+                .map_err(|e| StoreError::io(&path, "flush", e.into_error()))?,
+        );
+        let bytes = std::fs::read(&path).map_err(|e| StoreError::io(&path, "read back", e))?;
+        std::fs::remove_file(&path).map_err(|e| StoreError::io(&path, "remove", e))?;
+        let page = LandedPage {
+            file: format!("pages/{sha256}.{}", self.ext),
+            sha256: sha256.to_string(),
+            new_file: true,
+            replaced_damaged: false,
+        };
+        Ok((page, bytes))
     }
 
     /// Replaces the whole manifest by `entries` (a deliberate repair from

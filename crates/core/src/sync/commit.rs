@@ -226,10 +226,18 @@ impl PageCommit {
             temp.discard();
             (None, false)
         } else {
-            let landed = self.landing.commit(temp, &digest.sha256)?;
-            if let Some(remote) = self.landing.remote().cloned() {
-                self.publish_page(&remote, &landed).await?;
-            }
+            // An object-store landing: the page goes to the bucket under its
+            // content address (its SHA-256 checked by the server), and only
+            // the store's acknowledgement lets the commit go on.
+            let landed = match self.landing.remote().cloned() {
+                Some(remote) => {
+                    let (page, bytes) = self.landing.take(temp, &digest.sha256)?;
+                    let rel = self.landing.recorded(page.file());
+                    let put = remote.put_page(&rel, bytes::Bytes::from(bytes)).await;
+                    page.stored(put.map_err(crate::store::StoreError::Object)?.created)
+                }
+                None => self.landing.commit(temp, &digest.sha256)?,
+            };
             let entry = ManifestEntry {
                 stream: stream.name.clone(),
                 page_key: url_key(url),
@@ -301,31 +309,6 @@ impl PageCommit {
             cursor: after,
             records: summary.records,
             replayed,
-        })
-    }
-
-    /// An object-store landing: the page just made durable in the state
-    /// directory's index goes to the bucket under its content address (its
-    /// SHA-256 checked by the server), and only once the server has
-    /// acknowledged it is the local copy removed and the commit goes on.
-    async fn publish_page(
-        &self,
-        remote: &crate::store::object::ObjectLanding,
-        landed: &crate::store::LandedPage,
-    ) -> Result<(), crate::store::StoreError> {
-        let cached = self.landing.dir().join(landed.file());
-        let bytes = std::fs::read(&cached).map_err(|error| crate::store::StoreError::Io {
-            path: cached.clone(),
-            op: "read back",
-            error,
-        })?;
-        remote
-            .put_page(&self.landing.recorded(landed.file()), bytes::Bytes::from(bytes))
-            .await?;
-        std::fs::remove_file(&cached).map_err(|error| crate::store::StoreError::Io {
-            path: cached,
-            op: "remove once in the object store",
-            error,
         })
     }
 
