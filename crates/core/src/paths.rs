@@ -6,19 +6,24 @@
 
 use std::path::Path;
 
-/// `Err` naming `flag` when `path` is a URL rather than a local path.
-pub fn require_local(flag: &str, path: &Path) -> Result<(), String> {
-    let text = path.to_string_lossy();
-    let Some((scheme, _)) = text.split_once("://") else {
-        return Ok(());
-    };
+/// The scheme of `text` when it is a URL (`s3` of `s3://bucket/x`);
+/// `None` for a path, even one holding `://` after something that cannot
+/// be a scheme (`./a://b`).
+pub fn url_scheme(text: &str) -> Option<&str> {
+    let (scheme, _) = text.split_once("://")?;
     let is_scheme = scheme.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
         && scheme
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
-    if !is_scheme {
+    is_scheme.then_some(scheme)
+}
+
+/// `Err` naming `flag` when `path` is a URL rather than a local path.
+pub fn require_local(flag: &str, path: &Path) -> Result<(), String> {
+    let text = path.to_string_lossy();
+    let Some(scheme) = url_scheme(&text) else {
         return Ok(());
-    }
+    };
     Err(format!(
         "{flag} {}: a {scheme}:// URL, which edc-sync does not support there: it keeps landing, state and \
          audit trail in local paths (given as a path, the URL would become a directory named {scheme:?}: in \

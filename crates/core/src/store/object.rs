@@ -5,8 +5,9 @@
 //! kept as one object a line (`<stream dir>/manifest/<byte offset>.json`,
 //! zero padded so that listing gives file order), because an object cannot
 //! be appended to. The state directory keeps the stream's manifest index and
-//! the page being received (`STATE/.landing/<stream dir>/`), which is
-//! removed once the object store has acknowledged it.
+//! the page being received (`STATE/.landing/<stream dir>/`), read back and
+//! removed before it is written to the bucket: the store's acknowledgement,
+//! not an fsync, is what makes a page durable.
 //!
 //! A page is written under its content address with its SHA-256 sent for
 //! the server to check (`x-amz-checksum-sha256` on S3; a server that finds
@@ -91,15 +92,10 @@ pub struct ObjectLanding {
 /// Whether `text` names an object store `--out` supports (`Some(scheme)`),
 /// a local path (`None`), or another URL (`Err`, to refuse with 78).
 pub fn scheme_of(text: &str) -> Result<Option<&'static str>, String> {
-    let Some((scheme, _)) = text.split_once("://") else {
+    let Some(scheme) = crate::paths::url_scheme(text) else {
         return Ok(None);
     };
-    let is_scheme = scheme.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-        && scheme
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
     match scheme {
-        _ if !is_scheme => Ok(None),
         "s3" => Ok(Some("s3")),
         "gs" => Ok(Some("gs")),
         "az" => Ok(Some("az")),
