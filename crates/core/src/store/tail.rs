@@ -38,6 +38,9 @@ pub struct Proven {
     /// directory absolutely (an older version's line): what it recorded,
     /// read relative to the landing root.
     pub absolute_landing_dir: Option<String>,
+    /// The cursor's receipt names its trail by an absolute path (an older
+    /// version's): what it recorded, and the offset of its line.
+    pub absolute_receipt: Option<(String, u64)>,
 }
 
 /// A manifest that disagreed with the trail, rebuilt from it on request.
@@ -66,11 +69,17 @@ pub fn prove(
     let Some(receipt) = cursor.receipt().cloned() else {
         return Ok(Proven::default());
     };
+    let unproven = Proven {
+        absolute_receipt: receipt
+            .names_trail_absolutely()
+            .then(|| (receipt.audit_log().to_string(), receipt.offset())),
+        ..Proven::default()
+    };
     if !receipt
         .is_in(trail)
         .map_err(|e| StoreError::io(trail, "read back", e))?
     {
-        return Ok(Proven::default());
+        return Ok(unproven);
     }
     let dir = landing.recorded_dir().to_string();
     let upto = receipt.offset();
@@ -80,7 +89,7 @@ pub fn prove(
     let last = last_commit(trail, wanted).map_err(|e| StoreError::io(trail, "read back", e))?;
     let Some((last, entry)) = last.and_then(|l| ManifestEntry::of_commit(l.line(), stream).map(|e| (l, e)))
     else {
-        return Ok(Proven::default());
+        return Ok(unproven);
     };
     let absolute_landing_dir = last
         .names_landing_absolutely()
@@ -117,6 +126,7 @@ pub fn prove(
     Ok(Proven {
         rebuilt,
         absolute_landing_dir,
+        ..unproven
     })
 }
 

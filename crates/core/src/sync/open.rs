@@ -130,14 +130,13 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
         };
         job.audit.record(event).await?;
     }
-    if let Some(receipt) = cursors.load()?.receipt().filter(|r| r.names_trail_absolutely()) {
+    if let Some((recorded, offset)) = proven.absolute_receipt {
         let event = PathsReinterpreted {
             stream: Some(name.clone()),
             what: "cursor receipt".into(),
-            recorded: receipt.audit_log().to_string(),
+            recorded,
             read_as: format!(
-                "the line at byte {} of the trail, proven by its SHA-256 wherever the trail is",
-                receipt.offset()
+                "the line at byte {offset} of the trail, proven by its SHA-256 wherever the trail is"
             ),
         };
         job.audit.record(event).await?;
