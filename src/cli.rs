@@ -79,6 +79,9 @@ pub enum Command {
     /// Work with the hash-chained audit trail.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// The PostgreSQL state database: create or upgrade its schema.
+    #[command(subcommand)]
+    State(StateCommand),
     /// Re-prove landed data: every landed file, manifest entry,
     /// page_committed audit line and cursor against the others.
     ///
@@ -149,9 +152,19 @@ pub enum AuditCommand {
     /// anchor).
     ///
     /// Example: edc-sync audit verify /var/lib/edc-sync/audit.jsonl --anchors /var/lib/edc-sync/state --key
+    #[command(group(clap::ArgGroup::new("trail_source").required(true).args(["file", "state"])))]
     Verify {
         /// The audit file (JSON Lines).
-        file: PathBuf,
+        file: Option<PathBuf>,
+        /// Instead of a file: the trail kept in this PostgreSQL state
+        /// database (postgres://user@host:port/db), read and checked as the
+        /// file `audit export` would write.
+        #[arg(long, value_name = "URL", conflicts_with_all = ["file", "anchors"])]
+        state: Option<String>,
+        /// With --state: the trail's name (the file name the runs gave
+        /// --audit-log).
+        #[arg(long, value_name = "NAME", default_value = "audit.jsonl", requires = "state")]
+        trail: String,
         /// A state directory: the file must match the chain-head anchor
         /// runs left there (it was not truncated, emptied or replaced).
         #[arg(long, value_name = "STATE_DIR")]
@@ -164,6 +177,46 @@ pub enum AuditCommand {
         /// Like --key, with the key read from FILE.
         #[arg(long, value_name = "FILE", conflicts_with = "key")]
         key_file: Option<PathBuf>,
+    },
+    /// Write a trail kept in a PostgreSQL state database as the JSON Lines
+    /// file of docs/audit-trail.md, byte for byte the same chain: what a
+    /// reviewer reads does not depend on where it was kept.
+    ///
+    /// Never replaces an existing file. Exit 0 when written.
+    ///
+    /// Example: edc-sync audit export --state postgres://edc_run@db.example/edc --to audit-2026-12.jsonl
+    Export {
+        /// The database (postgres://user@host:port/database).
+        #[arg(long, env = "EDC_SYNC_STATE", value_name = "URL")]
+        state: String,
+        /// The trail's name (the file name the runs gave --audit-log).
+        #[arg(long, value_name = "NAME", default_value = "audit.jsonl")]
+        trail: String,
+        /// The file to write (must not exist).
+        #[arg(long, value_name = "FILE")]
+        to: PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StateCommand {
+    /// Create the edc-sync schema in a PostgreSQL database, or apply the
+    /// migrations a newer binary brings; each recorded in edc_sync_schema.
+    ///
+    /// Run it as the schema's owner, never as the role runs use; runs
+    /// refuse (78) a database whose schema version is not theirs. Exit 0
+    /// when the schema is current (prints what was applied).
+    ///
+    /// Example: edc-sync state migrate --state postgres://edc_owner@db.example:5432/edc --grant-to edc_run
+    Migrate {
+        /// The database (postgres://user[:password]@host:port/database).
+        #[arg(long, env = "EDC_SYNC_STATE", value_name = "URL")]
+        state: String,
+        /// Grant this role what runs need and no more: SELECT and INSERT on
+        /// the audit trail, manifest and anchors, UPDATE only on the cursor
+        /// and run-lock tables.
+        #[arg(long, value_name = "ROLE")]
+        grant_to: Option<String>,
     },
 }
 
@@ -200,10 +253,14 @@ pub struct RunDirs {
     /// docs/operations.md, "Landing in object storage").
     #[arg(long, value_name = "DIR|URL")]
     pub out: PathBuf,
-    /// State directory (cursors, run locks, audit anchors).
-    #[arg(long)]
+    /// State directory (cursors, run locks, audit anchors), or a PostgreSQL
+    /// database (postgres://user@host:port/db) holding cursors, manifests,
+    /// run locks and the audit trail (docs/operations.md, "Running on
+    /// several hosts").
+    #[arg(long, env = "EDC_SYNC_STATE", value_name = "DIR|URL")]
     pub state: PathBuf,
-    /// The audit trail (JSON Lines, appended).
+    /// The audit trail (JSON Lines, appended); with a database --state,
+    /// its file name names the trail kept there.
     #[arg(long)]
     pub audit_log: PathBuf,
 }
@@ -287,8 +344,8 @@ pub enum CursorCommand {
         /// The stream (default: "default").
         #[arg(long = "stream", value_name = "NAME", default_value = "default")]
         stream_name: String,
-        /// State directory.
-        #[arg(long)]
+        /// State directory, or a PostgreSQL state database URL.
+        #[arg(long, env = "EDC_SYNC_STATE", value_name = "DIR|URL")]
         state: PathBuf,
     },
 }

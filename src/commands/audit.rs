@@ -11,8 +11,27 @@ use edc_core::audit::{Anchors, AuditKey, ChainHead, NotIntact};
 
 pub fn run(cmd: AuditCommand) -> anyhow::Result<()> {
     match cmd {
+        AuditCommand::Export { state, trail, to } => {
+            let url = super::state::db_url(&state)?;
+            let exported = super::runtime()?.block_on(async {
+                let db = edc_core::state_db::StateDb::connect(&url).await?;
+                anyhow::Ok(edc_core::state_db::export(&db, &trail, &to).await?)
+            })?;
+            writeln!(
+                std::io::stdout().lock(),
+                "{}: {} lines, {} bytes of trail {trail:?} of {url}; chain head {}",
+                to.display(),
+                exported.lines,
+                exported.bytes,
+                exported.head_sha256.as_deref().unwrap_or("-"),
+            )
+            .context("writing to stdout")?;
+            Ok(())
+        }
         AuditCommand::Verify {
             file,
+            state,
+            trail,
             anchors,
             key,
             key_file,
@@ -27,6 +46,26 @@ pub fn run(cmd: AuditCommand) -> anyhow::Result<()> {
             let mut checks = Checks {
                 key,
                 ..Checks::default()
+            };
+            // A database's trail is read as the file `audit export` writes
+            // (into a private temporary file), and verified by the same
+            // verifier; its anchors in the database are checked too.
+            let exported;
+            let file = match (file, state) {
+                (Some(file), _) => file,
+                (None, Some(state)) => {
+                    let url = super::state::db_url(&state)?;
+                    let dir = tempfile::tempdir().context("creating a temporary directory")?;
+                    let path = dir.path().join(&trail);
+                    super::runtime()?.block_on(async {
+                        let db = edc_core::state_db::StateDb::connect(&url).await?;
+                        edc_core::state_db::check_anchors(&db, &trail).await?;
+                        anyhow::Ok(edc_core::state_db::export(&db, &trail, &path).await?)
+                    })?;
+                    exported = dir;
+                    exported.path().join(&trail)
+                }
+                (None, None) => unreachable!("clap requires FILE or --state"),
             };
             if let Some(dir) = anchors {
                 checks.anchors.push(anchor_for(&file, &dir)?);

@@ -22,8 +22,28 @@ pub fn run(cmd: CursorCommand) -> anyhow::Result<()> {
                 protocol_version: stream.protocol_version,
                 stream: Some(stream_name),
             };
-            let store = CursorFile::new(&state, &id);
             let mut out = std::io::stdout().lock();
+            let text = state.to_string_lossy();
+            if edc_core::state_db::is_db_url(&text) {
+                let url = super::state::db_url(&text)?;
+                let cursor = super::runtime()?.block_on(async {
+                    let db = edc_core::state_db::StateDb::connect(&url).await?;
+                    anyhow::Ok(edc_core::state_db::cursor_of(&db, &id).await?)
+                })?;
+                let Some(cursor) = cursor else {
+                    writeln!(
+                        out,
+                        "no cursor for {} in {url} yet: the next sync starts from the beginning",
+                        edc_core::store::stream_dir_name(&id)
+                    )?;
+                    return Ok(());
+                };
+                let text =
+                    serde_json::to_string_pretty(&cursor.to_file_json()).context("rendering the cursor")?;
+                writeln!(out, "{text}").context("writing to stdout")?;
+                return Ok(());
+            }
+            let store = CursorFile::new(&state, &id);
             if !store.path().exists() {
                 writeln!(
                     out,

@@ -8,6 +8,7 @@ mod cursor;
 mod demo;
 mod qualify;
 mod simulate;
+mod state;
 mod sync;
 
 use std::io::Write;
@@ -42,6 +43,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Man { path, out_dir } => man(&path, out_dir.as_deref()),
         Command::Audit(cmd) => audit::run(cmd),
+        Command::State(cmd) => state::run(cmd),
         Command::Verify(args) => audit::reconcile(args),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Simulate(args) => simulate::run(args),

@@ -21,6 +21,7 @@ mod operations;
 mod oq;
 mod pacer;
 mod properties;
+mod state_db;
 mod sync;
 mod tampering;
 mod traceability;

@@ -148,6 +148,19 @@ impl Exit {
                 Failure::Config => Exit::Config,
                 Failure::Checksum | Failure::Other => Exit::IoErr,
             },
+            StoreError::Db(e) => Exit::for_db(e),
+            _ => Exit::IoErr,
+        }
+    }
+
+    /// The exit of a state-database failure (its variant decides).
+    fn for_db(e: &crate::state_db::DbError) -> Exit {
+        match e.exit_code() {
+            65 => Exit::DataErr,
+            69 => Exit::Unavailable,
+            75 => Exit::TempFail,
+            77 => Exit::NoPerm,
+            78 => Exit::Config,
             _ => Exit::IoErr,
         }
     }
@@ -174,8 +187,21 @@ impl Exit {
             if cause.is::<verify::ReadError>() {
                 return Exit::NoInput;
             }
+            if let Some(AuditError::Db(e)) = cause.downcast_ref::<AuditError>() {
+                return Exit::for_db(e);
+            }
             if let Some(e) = cause.downcast_ref::<AuditError>() {
                 return if e.is_damage() { Exit::DataErr } else { Exit::IoErr };
+            }
+            if let Some(e) = cause.downcast_ref::<crate::state_db::DbError>() {
+                return Exit::for_db(e);
+            }
+            if let Some(e) = cause.downcast_ref::<crate::state_db::ExportError>() {
+                return match e {
+                    crate::state_db::ExportError::Db(e) => Exit::for_db(e),
+                    crate::state_db::ExportError::Refused { .. } => Exit::Config,
+                    crate::state_db::ExportError::Io { .. } => Exit::IoErr,
+                };
             }
             if cause.is::<KeyError>() {
                 return Exit::Config;
@@ -197,6 +223,7 @@ impl Exit {
                         AuthError::Protocol { .. } | AuthError::OffOrigin { .. } => Exit::DataErr,
                     },
                     SyncError::Rejected { .. } => Exit::DataErr,
+                    SyncError::Audit(AuditError::Db(e)) => Exit::for_db(e),
                     SyncError::Audit(e) if e.is_damage() => Exit::DataErr,
                     SyncError::Store(e) => Exit::for_store(e),
                     SyncError::Audit(_) => Exit::IoErr,

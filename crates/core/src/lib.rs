@@ -24,6 +24,7 @@ pub(crate) mod quota;
 pub mod reconcile;
 pub mod redact;
 pub mod run;
+pub mod state_db;
 pub mod store;
 pub mod stream;
 pub mod sync;

@@ -103,6 +103,8 @@ pub struct RunResult {
 /// configuration mistake (a policy key, a variable, the base URL, the Redis
 /// URL) exits 78 and leaves no audit line.
 pub struct RunPlan {
+    /// `--state postgres://…`: state and trail in that database.
+    db_url: Option<crate::state_db::DbUrl>,
     loaded: LoadedConfig,
     policy: Arc<Policy>,
     delta: Arc<crate::config::Delta>,
@@ -114,10 +116,24 @@ pub struct RunPlan {
 /// Plans `spec`: policy loaded, validated and committed, streams and
 /// quotas resolved, environment read, the client built for its origin.
 pub fn plan(spec: &RunSpec) -> Result<RunPlan, ConfigError> {
-    crate::store::object::scheme_of(&spec.out.to_string_lossy()).map_err(ConfigError::Identity)?;
-    for (flag, path) in [("--state", &spec.state), ("--audit-log", &spec.audit_log)] {
-        crate::paths::require_local(flag, path).map_err(ConfigError::Identity)?;
-    }
+    let object =
+        crate::store::object::scheme_of(&spec.out.to_string_lossy()).map_err(ConfigError::Identity)?;
+    let state = spec.state.to_string_lossy();
+    let db_url = if crate::state_db::is_db_url(&state) {
+        let url = crate::state_db::DbUrl::parse("--state", &state).map_err(ConfigError::Identity)?;
+        if let Some(scheme) = object {
+            return Err(ConfigError::Identity(format!(
+                "--out {scheme}://… with --state {url}: an object-store landing keeps its manifest index in a \
+                 state directory, and this version keeps a database's manifest in the database only for a \
+                 landing directory; give --out a directory (a shared file system) or --state a directory"
+            )));
+        }
+        Some(url)
+    } else {
+        crate::paths::require_local("--state", &spec.state).map_err(ConfigError::Identity)?;
+        None
+    };
+    crate::paths::require_local("--audit-log", &spec.audit_log).map_err(ConfigError::Identity)?;
     if let PacerChoice::Redis(url) = &spec.pacer {
         RedisPacer::check_url(url).map_err(|e| ConfigError::Identity(format!("--redis {e}")))?;
     }
@@ -178,6 +194,7 @@ pub fn plan(spec: &RunSpec) -> Result<RunPlan, ConfigError> {
             }
         })?;
     Ok(RunPlan {
+        db_url,
         loaded,
         policy,
         delta,
@@ -213,50 +230,32 @@ pub async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> anyhow::Result<Ru
         &prepared.policy.masked_query_params,
     );
     crate::mask::set_global(masker.clone());
-    let log = AuditLog::open(&spec.audit_log, run_id.clone())?
-        .with_masker(masker)
-        .with_repair(spec.audit.repair)
-        .with_key(spec.audit.key.clone());
-    let anchor_root = spec.audit.anchor_root.as_deref().unwrap_or(&spec.state);
-    let trail = log.canonical_path().to_path_buf();
-    let first_line = |what: &str| {
-        crate::audit::anchor::first_line_sha256(&trail).with_context(|| {
-            format!(
-                "reading the first line of the audit trail {} {what}",
-                trail.display()
-            )
-        })
-    };
-    let anchors = Anchors::of(
-        anchor_root,
-        &spec.audit_log,
-        &trail,
-        first_line("to find its anchor")?,
-    );
-    let found = anchors.load_file().map_err(anyhow::Error::msg)?;
-    let log = match (&found, anchors.file()) {
-        (Some(found), _) => log.with_anchor(found.source.clone(), found.head.clone()),
-        (None, Some(expected)) => log.with_missing_anchor(expected),
-        (None, None) => log,
-    };
-    let audit = SharedAudit::new(log);
     let header_stream = prepared.jobs.first().map(|(id, _, _)| StreamIdentity {
         stream: (prepared.jobs.len() == 1).then(|| id.stream.clone()).flatten(),
         ..id.clone()
     });
-    audit
-        .record(RunStarted::new(
-            &prepared.loaded.provenance,
-            spec.allow_dirty,
-            header_stream,
-        ))
-        .await?;
-    // The header is the first line of a new trail: its identity from now.
-    let anchors = anchors.with_first_line(first_line("to anchor it")?);
-    if let Some(found) = found.filter(|f| f.legacy) {
-        audit.record(anchors.reinterpreted(&found)).await?;
-    }
-    let (reports, outcome, redis) = run_streams(&spec, &prepared, &audit, &anchors).await;
+    let mut header = RunStarted::new(&prepared.loaded.provenance, spec.allow_dirty, header_stream);
+    let (audit, anchors, state_db) = match &prepared.db_url {
+        Some(url) => {
+            // Unreachable (69), read-only or the wrong schema (78): before
+            // any line, like a policy mistake.
+            let db = crate::state_db::StateDb::connect(url).await?;
+            header = header.with_state_db(&db);
+            let trail =
+                crate::state_db::DbTrail::new(db.clone(), trail_name(&spec.audit_log), run_id.clone())
+                    .with_masker(Some(masker))
+                    .with_key(spec.audit.key.clone());
+            trail.check_anchors().await?;
+            let audit = SharedAudit::in_db(trail);
+            audit.record(header).await?;
+            (audit, None, Some(db))
+        }
+        None => {
+            let (audit, anchors) = open_file_trail(&spec, &run_id, masker, header).await?;
+            (audit, Some(anchors), None)
+        }
+    };
+    let (reports, outcome, redis) = run_streams(&spec, &prepared, &audit, anchors.as_ref(), state_db).await;
     let interrupted = outcome.as_ref().err().is_some_and(|e| {
         e.chain().any(|c| {
             matches!(
@@ -298,11 +297,11 @@ pub async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> anyhow::Result<Ru
     // worked: a later run that finds no anchor after a line that says it
     // was written knows it was removed (and one that failed to write is no
     // reason to refuse the next run).
-    let anchored = !diverged && anchor(&audit, &anchors, None).await;
+    let anchored = !diverged && anchor(&audit, anchors.as_ref(), None).await;
     let finished = RunFinished { anchored, ..finished };
     audit.record(finished).await?;
     if !diverged {
-        anchor(&audit, &anchors, redis.as_ref()).await;
+        anchor(&audit, anchors.as_ref(), redis.as_ref()).await;
     }
     if let Some(path) = &spec.metrics_file {
         let base = StreamIdentity {
@@ -329,14 +328,78 @@ pub async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> anyhow::Result<Ru
     })
 }
 
+/// The trail's name in a state database: `--audit-log`'s file name, so
+/// that `audit export --to` that name gives back the file receipts name.
+fn trail_name(audit_log: &std::path::Path) -> String {
+    audit_log
+        .file_name()
+        .map_or_else(|| "audit.jsonl".into(), |n| n.to_string_lossy().into_owned())
+}
+
+/// Opens the audit file with its anchors checked, and writes the header.
+async fn open_file_trail(
+    spec: &RunSpec,
+    run_id: &RunId,
+    masker: crate::mask::Masker,
+    header: RunStarted,
+) -> anyhow::Result<(SharedAudit, Anchors)> {
+    let log = AuditLog::open(&spec.audit_log, run_id.clone())?
+        .with_masker(masker)
+        .with_repair(spec.audit.repair)
+        .with_key(spec.audit.key.clone());
+    let anchor_root = spec.audit.anchor_root.as_deref().unwrap_or(&spec.state);
+    let trail = log.canonical_path().to_path_buf();
+    let first_line = |what: &str| {
+        crate::audit::anchor::first_line_sha256(&trail).with_context(|| {
+            format!(
+                "reading the first line of the audit trail {} {what}",
+                trail.display()
+            )
+        })
+    };
+    let anchors = Anchors::of(
+        anchor_root,
+        &spec.audit_log,
+        &trail,
+        first_line("to find its anchor")?,
+    );
+    let found = anchors.load_file().map_err(anyhow::Error::msg)?;
+    let log = match (&found, anchors.file()) {
+        (Some(found), _) => log.with_anchor(found.source.clone(), found.head.clone()),
+        (None, Some(expected)) => log.with_missing_anchor(expected),
+        (None, None) => log,
+    };
+    let audit = SharedAudit::new(log);
+    audit.record(header).await?;
+    // The header is the first line of a new trail: its identity from now.
+    let anchors = anchors.with_first_line(first_line("to anchor it")?);
+    if let Some(found) = found.filter(|f| f.legacy) {
+        audit.record(anchors.reinterpreted(&found)).await?;
+    }
+    Ok((audit, anchors))
+}
+
 /// Writes the chain head outside the file: the state directory and, with
 /// Redis, Redis. A failure is reported on stderr and does not change the
 /// run's exit code, which `run_finished` has already recorded; the next run
 /// then checks against the older anchor. Returns whether the state
 /// directory's anchor was written.
-async fn anchor(audit: &SharedAudit, anchors: &Anchors, redis: Option<&RedisPacer>) -> bool {
+async fn anchor(audit: &SharedAudit, anchors: Option<&Anchors>, redis: Option<&RedisPacer>) -> bool {
+    if let Some(trail) = audit.db() {
+        return match trail.anchor().await {
+            Ok(_) => true,
+            Err(e) => {
+                eprintln!("warning: audit anchor not written: {e}");
+                false
+            }
+        };
+    }
+    let Some(anchors) = anchors else {
+        return false;
+    };
     let head = match audit.head() {
-        Ok(h) => h,
+        Ok(Some(h)) => h,
+        Ok(None) => return false,
         Err(e) => {
             eprintln!("warning: audit anchor not written: {e}");
             return false;
@@ -421,14 +484,17 @@ async fn run_streams(
     spec: &RunSpec,
     prepared: &RunPlan,
     audit: &SharedAudit,
-    anchors: &Anchors,
+    anchors: Option<&Anchors>,
+    state_db: Option<crate::state_db::StateDb>,
 ) -> (Vec<StreamReport>, anyhow::Result<()>, Option<RedisPacer>) {
     let pacer = match &spec.pacer {
         PacerChoice::Local => AnyPacer::Local(LocalPacer::new()),
         PacerChoice::Redis(url) => match RedisPacer::connect(url, crate::REDIS_KEY_PREFIX).await {
             Ok(p) => {
-                if let Err(e) = check_redis_anchor(&p, audit, anchors).await {
-                    return (Vec::new(), Err(e), Some(p));
+                if let Some(anchors) = anchors {
+                    if let Err(e) = check_redis_anchor(&p, audit, anchors).await {
+                        return (Vec::new(), Err(e), Some(p));
+                    }
                 }
                 AnyPacer::Redis(p)
             }
@@ -461,6 +527,7 @@ async fn run_streams(
             out_dir: out_dir.clone(),
             object: object.clone(),
             state_dir: spec.state.clone(),
+            state_db: state_db.clone(),
             options: spec.options.clone(),
             redis: redis.clone(),
         };

@@ -21,6 +21,13 @@ fn landed_pages(stream_dir: &Path) -> anyhow::Result<Vec<Vec<u8>>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e).with_context(|| format!("reading {}", manifest.display())),
     };
+    pages_listed(stream_dir, &manifest, &text)
+}
+
+/// The bytes of every page `text` (manifest lines, wherever they were
+/// kept: a file, or a state database's rows read with psql) lists, each
+/// checked against its SHA-256; `manifest` names where they came from.
+fn pages_listed(stream_dir: &Path, manifest: &Path, text: &str) -> anyhow::Result<Vec<Vec<u8>>> {
     let mut pages = Vec::new();
     for line in text.lines() {
         let entry: serde_json::Value =
@@ -44,8 +51,23 @@ fn landed_pages(stream_dir: &Path) -> anyhow::Result<Vec<Vec<u8>>> {
 /// The ids of the simulator's records in the landed JSON pages of
 /// `stream_dir` (see [`landed_pages`]).
 pub fn landed_json_record_ids(stream_dir: &Path) -> anyhow::Result<Vec<String>> {
+    json_record_ids(landed_pages(stream_dir)?)
+}
+
+/// The ids of the simulator's records in the JSON pages of `stream_dir`
+/// that `manifest_lines` list (a state database's manifest rows, one JSON
+/// line each, read by the test itself).
+pub fn listed_json_record_ids(stream_dir: &Path, manifest_lines: &str) -> anyhow::Result<Vec<String>> {
+    json_record_ids(pages_listed(
+        stream_dir,
+        Path::new("edc_sync_manifest"),
+        manifest_lines,
+    )?)
+}
+
+fn json_record_ids(pages: Vec<Vec<u8>>) -> anyhow::Result<Vec<String>> {
     let mut ids = Vec::new();
-    for bytes in landed_pages(stream_dir)? {
+    for bytes in pages {
         let page: serde_json::Value = serde_json::from_slice(&bytes)?;
         for record in page["data"].as_array().into_iter().flatten() {
             ids.push(record["id"].as_str().unwrap_or_default().to_string());

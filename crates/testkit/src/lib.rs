@@ -8,6 +8,7 @@ pub mod azurite;
 pub mod envelope;
 pub mod fault_proxy;
 pub mod landed;
+pub mod postgres_server;
 pub mod redis_cluster;
 pub mod redis_server;
 pub mod s3_server;

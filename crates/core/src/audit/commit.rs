@@ -45,7 +45,13 @@ impl CommitReceipt {
         }
     }
 
-    /// The trail (absolute, resolved).
+    /// Made by the state database's trail once the transaction holding
+    /// the line committed; `trail` is the trail's name.
+    pub(crate) fn in_db(trail: PathBuf, offset: u64, sha256: String) -> CommitReceipt {
+        Self::written(trail, offset, sha256)
+    }
+
+    /// The trail (absolute, resolved; in a state database, its name).
     pub fn audit_log(&self) -> &Path {
         &self.audit_log
     }

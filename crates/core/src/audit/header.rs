@@ -26,6 +26,13 @@ pub struct RunStarted {
     pub config_dirty_reason: Option<String>,
     pub allow_dirty: bool,
     pub stream: Option<StreamIdentity>,
+    /// With `--state postgres://…`: the database (without credentials).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_db: Option<String>,
+    /// With `--state postgres://…`: the schema version the run found and
+    /// required, so the evidence says which schema held it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_schema_version: Option<i32>,
 }
 
 impl AuditEvent for RunStarted {
@@ -51,6 +58,15 @@ impl RunStarted {
             config_dirty_reason: provenance.why_uncontrolled(),
             allow_dirty,
             stream,
+            state_db: None,
+            state_schema_version: None,
         }
+    }
+
+    /// The header of a run whose state and trail are in `db`.
+    pub fn with_state_db(mut self, db: &crate::state_db::StateDb) -> Self {
+        self.state_db = Some(db.url().shown().to_string());
+        self.state_schema_version = Some(db.schema_version());
+        self
     }
 }

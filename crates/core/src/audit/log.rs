@@ -86,12 +86,15 @@ pub enum AuditError {
         problems.join("; ")
     )]
     Damaged { path: PathBuf, problems: Vec<String> },
+    /// The trail is kept in a state database, which failed or refused.
+    #[error(transparent)]
+    Db(#[from] crate::state_db::DbError),
 }
 
 impl AuditError {
     /// The trail itself is damaged (65), rather than unwritable (74).
     pub fn is_damage(&self) -> bool {
-        matches!(self, AuditError::Damaged { .. })
+        matches!(self, AuditError::Damaged { .. }) || matches!(self, AuditError::Db(e) if e.exit_code() == 65)
     }
 }
 
@@ -120,6 +123,17 @@ pub struct Appended {
 }
 
 impl Appended {
+    /// Made by the state database's trail once its transaction committed.
+    pub(crate) fn in_db(seq: u64, offset: u64, trail: PathBuf, sha256: String, ts: String) -> Appended {
+        Appended {
+            seq,
+            offset,
+            audit_log: trail,
+            sha256,
+            ts,
+        }
+    }
+
     /// The line's `seq` in its run.
     pub fn seq(&self) -> u64 {
         self.seq

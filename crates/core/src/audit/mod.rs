@@ -20,7 +20,9 @@ pub use anchors::{Anchors, PathsReinterpreted};
 pub use checkpoint::{AuditKey, Checkpoint};
 pub use commit::{CommitLine, CommitReceipt, CommitRecord};
 pub use header::RunStarted;
-pub use log::{now_rfc3339, Appended, AuditError, AuditEvent, AuditLog, AuditRepaired, TailRepaired};
+pub use log::{
+    now_rfc3339, Appended, AuditError, AuditEvent, AuditLog, AuditRepaired, EncodeError, TailRepaired,
+};
 pub use run_id::RunId;
 pub use shared::SharedAudit;
 pub use verify::{verify, Damage, NotIntact, Report};

@@ -132,6 +132,25 @@ pub struct Cursor {
 }
 
 impl Cursor {
+    /// The cursor of `stream` a state database's row holds (`None`: a
+    /// stream never synced, starting at `initial_start`); `Err` says why
+    /// the row is not one.
+    pub(crate) fn from_row(
+        text: Option<&str>,
+        stream: &StreamIdentity,
+        initial_start: Option<String>,
+    ) -> Result<Cursor, String> {
+        let Some(text) = text else {
+            return Ok(read::initial(stream, initial_start));
+        };
+        read::parse(text.as_bytes(), stream)
+    }
+
+    /// The text a state database's cursor row keeps (the file's JSON).
+    pub(crate) fn to_row(&self) -> String {
+        self.to_file_json().to_string()
+    }
+
     pub fn window_start(&self) -> Option<&str> {
         self.state.window_start.as_deref()
     }
@@ -216,6 +235,89 @@ pub struct PendingCursor {
 }
 
 impl PendingCursor {
+    /// The cursor after one page past `before`. Pure: nothing is written.
+    pub fn advance(before: &Cursor, page: PageAdvance<'_>) -> Result<PendingCursor, String> {
+        let high_water = match (before.state.high_water.clone(), page.high_water) {
+            (Some(a), Some(b)) => Some(a.max(b)?),
+            (a, b) => a.or(b),
+        };
+        let mut state = before.state.clone();
+        state.receipt = None;
+        state.manifest_bytes = None;
+        state.last_page_sha256 = Some(page.sha256.to_string());
+        state.run_id = Some(page.run_id.to_string());
+        state.updated_at = Some(crate::audit::now_rfc3339());
+        match page.next_page {
+            Some(next) => {
+                state.next_page = Some(next);
+                state.window_end = page.window_end;
+                state.high_water = high_water;
+                state.pages_in_window += 1;
+                state.records_in_window += page.records;
+            }
+            None => {
+                // Window complete: the next one starts at its high-water
+                // mark, but never before where this one started: records
+                // older than the cursor (out of order, or a vendor's clock
+                // set back) must not make the next run pull everything again.
+                let next = page
+                    .next_start
+                    .or_else(|| next_window_start(page.paging, high_water.as_ref()));
+                if let Some(start) = next {
+                    let backwards = state
+                        .window_start
+                        .as_deref()
+                        .is_some_and(|old| compare_params(&start, old) == std::cmp::Ordering::Less);
+                    if !backwards {
+                        state.window_start = Some(start);
+                    }
+                }
+                state.next_page = None;
+                state.window_end = None;
+                state.high_water = None;
+                state.pages_in_window = 0;
+                state.records_in_window = 0;
+            }
+        }
+        Ok(PendingCursor {
+            cursor: Cursor { state },
+            page_sha256: page.sha256.to_string(),
+            records: page.records,
+        })
+    }
+    /// The cursor of `stream` it becomes with the receipt of its
+    /// `page_committed` line and, for a page with records, of its landed
+    /// file for the same bytes; `Err` says which proof is missing.
+    pub(crate) fn proven(
+        self,
+        stream: &StreamIdentity,
+        audited: &CommitReceipt,
+        landed: Option<&LandedPage>,
+    ) -> Result<Cursor, String> {
+        if &self.cursor.state.stream != stream {
+            return Err("the pending cursor belongs to another stream".into());
+        }
+        match landed {
+            Some(l) if l.sha256() != self.page_sha256 => {
+                return Err(format!(
+                    "the landed file is {}, not the page {} the cursor moves past",
+                    l.file(),
+                    self.page_sha256
+                ))
+            }
+            None if self.records > 0 => {
+                return Err(format!(
+                    "the page {} has {} records and no landed file",
+                    self.page_sha256, self.records
+                ))
+            }
+            _ => {}
+        }
+        let mut cursor = self.cursor;
+        cursor.state.receipt = Some(Receipt::of(audited));
+        Ok(cursor)
+    }
+
     /// The cursor it would become, for the manifest and the audit line.
     pub fn cursor(&self) -> &Cursor {
         &self.cursor
@@ -291,6 +393,20 @@ impl CursorStore {
         LandingStore::open(&dir, rel, ext, from)
     }
 
+    /// The landing store of `stream` under `out_dir` for a stream whose
+    /// cursor and manifest are in a state database: only its pages are
+    /// written there (the database's run lock is the capability).
+    pub fn open_landing_for_db(
+        held: &crate::state_db::DbStream,
+        out_dir: &Path,
+        ext: &'static str,
+    ) -> Result<LandingStore, StoreError> {
+        let rel = held.key().to_string();
+        let dir = crate::durable::dirs_below(out_dir, Path::new(&rel))
+            .map_err(|e| StoreError::io(&out_dir.join(&rel), "create", e))?;
+        LandingStore::open(&dir, rel, ext, None)
+    }
+
     /// A store whose first window starts at `start` instead of the beginning.
     pub fn starting_at(mut self, start: Option<String>) -> CursorStore {
         self.initial_start = start;
@@ -323,53 +439,7 @@ impl CursorStore {
     /// The cursor after one page, pending until committed. Pure: nothing
     /// is written.
     pub fn advance(&self, before: &Cursor, page: PageAdvance<'_>) -> Result<PendingCursor, String> {
-        let high_water = match (before.state.high_water.clone(), page.high_water) {
-            (Some(a), Some(b)) => Some(a.max(b)?),
-            (a, b) => a.or(b),
-        };
-        let mut state = before.state.clone();
-        state.receipt = None;
-        state.manifest_bytes = None;
-        state.last_page_sha256 = Some(page.sha256.to_string());
-        state.run_id = Some(page.run_id.to_string());
-        state.updated_at = Some(crate::audit::now_rfc3339());
-        match page.next_page {
-            Some(next) => {
-                state.next_page = Some(next);
-                state.window_end = page.window_end;
-                state.high_water = high_water;
-                state.pages_in_window += 1;
-                state.records_in_window += page.records;
-            }
-            None => {
-                // Window complete: the next one starts at its high-water
-                // mark, but never before where this one started: records
-                // older than the cursor (out of order, or a vendor's clock
-                // set back) must not make the next run pull everything again.
-                let next = page
-                    .next_start
-                    .or_else(|| next_window_start(page.paging, high_water.as_ref()));
-                if let Some(start) = next {
-                    let backwards = state
-                        .window_start
-                        .as_deref()
-                        .is_some_and(|old| compare_params(&start, old) == std::cmp::Ordering::Less);
-                    if !backwards {
-                        state.window_start = Some(start);
-                    }
-                }
-                state.next_page = None;
-                state.window_end = None;
-                state.high_water = None;
-                state.pages_in_window = 0;
-                state.records_in_window = 0;
-            }
-        }
-        Ok(PendingCursor {
-            cursor: Cursor { state },
-            page_sha256: page.sha256.to_string(),
-            records: page.records,
-        })
+        PendingCursor::advance(before, page)
     }
 
     /// Makes `pending` the stream's cursor, given the receipt of its
@@ -383,31 +453,13 @@ impl CursorStore {
         landed: Option<&LandedPage>,
         manifest_bytes: u64,
     ) -> Result<Cursor, StoreError> {
-        let unproven = |detail: String| StoreError::Unproven {
-            path: self.path.clone(),
-            detail,
-        };
-        if pending.cursor.state.stream != self.stream {
-            return Err(unproven("the pending cursor belongs to another stream".into()));
-        }
-        match landed {
-            Some(l) if l.sha256() != pending.page_sha256 => {
-                return Err(unproven(format!(
-                    "the landed file is {}, not the page {} the cursor moves past",
-                    l.file(),
-                    pending.page_sha256
-                )))
-            }
-            None if pending.records > 0 => {
-                return Err(unproven(format!(
-                    "the page {} has {} records and no landed file",
-                    pending.page_sha256, pending.records
-                )))
-            }
-            _ => {}
-        }
-        let mut cursor = pending.cursor;
-        cursor.state.receipt = Some(Receipt::of(audited));
+        let mut cursor =
+            pending
+                .proven(&self.stream, audited, landed)
+                .map_err(|detail| StoreError::Unproven {
+                    path: self.path.clone(),
+                    detail,
+                })?;
         cursor.state.manifest_bytes = Some(manifest_bytes);
         // No fsync: the audit line just fsynced is the commit record.
         self.write(&cursor, false)?;

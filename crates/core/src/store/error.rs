@@ -25,12 +25,15 @@ pub enum StoreError {
     /// The object store of the landing failed or refused a request.
     #[error(transparent)]
     Object(#[from] super::object::ObjectError),
+    /// The state database failed or refused.
+    #[error(transparent)]
+    Db(#[from] crate::state_db::DbError),
 }
 
 impl StoreError {
     /// The file is damaged (65), rather than unreadable or unwritable (74).
     pub fn is_damage(&self) -> bool {
-        matches!(self, StoreError::Corrupt { .. })
+        matches!(self, StoreError::Corrupt { .. }) || matches!(self, StoreError::Db(e) if e.exit_code() == 65)
     }
 
     pub(crate) fn io(path: &Path, op: &'static str, error: std::io::Error) -> StoreError {

@@ -74,13 +74,49 @@ pub(super) fn url_key(url: &Url) -> String {
 /// The stream's cursor and landing stores, both held through its run lock:
 /// the only way a page becomes data and a cursor moves.
 pub(super) struct PageCommit {
-    cursors: CursorStore,
+    cursors: Cursors,
     landing: LandingStore,
+}
+
+/// Where the stream's cursor (and, with it, its manifest) is kept.
+enum Cursors {
+    /// A state directory: the cursor file, its manifest in the landing.
+    Files(Box<CursorStore>),
+    /// A state database: cursor, manifest rows and trail committed in one
+    /// transaction, fenced by the stream's lock there.
+    Db(Box<crate::state_db::DbStream>),
 }
 
 impl PageCommit {
     pub fn new(cursors: CursorStore, landing: LandingStore) -> PageCommit {
-        PageCommit { cursors, landing }
+        PageCommit {
+            cursors: Cursors::Files(Box::new(cursors)),
+            landing,
+        }
+    }
+
+    /// A stream whose state is in a database.
+    pub fn in_db(stream: crate::state_db::DbStream, landing: LandingStore) -> PageCommit {
+        PageCommit {
+            cursors: Cursors::Db(Box::new(stream)),
+            landing,
+        }
+    }
+
+    /// The stream's cursor now.
+    pub async fn load_cursor(&self) -> Result<Cursor, crate::store::StoreError> {
+        match &self.cursors {
+            Cursors::Files(c) => c.load(),
+            Cursors::Db(d) => d.load().await,
+        }
+    }
+
+    /// The end of the stream's run: a database's run lock is released at
+    /// once (a file lock goes with its store).
+    pub async fn release(&self) {
+        if let Cursors::Db(d) = &self.cursors {
+            d.unlock().await;
+        }
     }
 
     /// An object-store landing whose run ended cleanly: every line of the
@@ -91,11 +127,6 @@ impl PageCommit {
             Some(_) => self.landing.set_published_watermark(self.landing.manifest_len()),
             None => Ok(()),
         }
-    }
-
-    /// The stream's cursor store (to load the cursor).
-    pub fn cursors(&self) -> &CursorStore {
-        &self.cursors
     }
 
     /// The verdict on a body checked as it streamed in, under the policy's
@@ -213,54 +244,24 @@ impl PageCommit {
             run_id: stream.run_id.as_str(),
             paging: &job.delta.paging,
         };
-        let pending = self
-            .cursors
-            .advance(cursor, advance)
+        let pending = crate::store::PendingCursor::advance(cursor, advance)
             .map_err(|e| stream.rejected(format!("page {url}: {e}")))?;
         let after_json = pending.cursor().to_json();
         let durable_started = std::time::Instant::now();
         // A page without records holds no data: its hash and size go in
         // the audit line, nothing is landed and the manifest is unchanged
         // (an empty poll every five minutes must not leave a file each time).
-        let (landed, replayed) = if job.options.dry_run || summary.records == 0 {
+        let (landed, listed) = if job.options.dry_run || summary.records == 0 {
             temp.discard();
-            (None, false)
+            (None, None)
         } else {
-            // An object-store landing: the page goes to the bucket under its
-            // content address (its SHA-256 checked by the server), and only
-            // the store's acknowledgement lets the commit go on.
-            let landed = match self.landing.remote().cloned() {
-                Some(remote) => {
-                    let (page, bytes) = self.landing.take(temp, &digest.sha256)?;
-                    let rel = self.landing.recorded(page.file());
-                    let put = remote.put_page(&rel, bytes::Bytes::from(bytes)).await;
-                    page.stored(put.map_err(crate::store::StoreError::Object)?.created)
-                }
-                None => self.landing.commit(temp, &digest.sha256)?,
-            };
-            let entry = ManifestEntry {
-                stream: stream.name.clone(),
-                page_key: url_key(url),
-                cursor_before: cursor.to_json(),
-                cursor_after: after_json.clone(),
-                sha256: digest.sha256.clone(),
-                bytes: digest.bytes,
-                records: summary.records,
-                run_id: stream.run_id.to_string(),
-                file: landed.file().to_string(),
-                landed_at: now_rfc3339(),
-            };
-            let listed = self.landing.list_line(&entry)?;
-            if let (Some(remote), Some((at, line))) = (self.landing.remote().cloned(), &listed) {
-                let name = crate::store::object::manifest_line_name(self.landing.recorded_dir(), *at);
-                remote
-                    .put(&name, bytes::Bytes::from(line.clone()))
-                    .await
-                    .map_err(crate::store::StoreError::Object)?;
-            }
-            (Some(landed), listed.is_none())
+            let (landed, listed) = self
+                .land_page(stream, url, cursor, &after_json, temp, digest, &summary)
+                .await?;
+            (Some(landed), listed)
         };
-        let audited = job.audit.record_commit_blocking(&PageCommitted {
+        let replayed = landed.is_some() && listed.is_none();
+        let record = PageCommitted {
             stream: stream.name.clone(),
             request_id: page.request_id.clone(),
             attempt: page.attempt,
@@ -287,21 +288,54 @@ impl PageCommit {
             },
             vendor_warnings: summary.envelope.warnings.clone(),
             vendor_execution_id: page.execution_id.clone(),
-        })?;
-        let after = if job.options.dry_run {
-            pending.dry_run()
-        } else {
-            let book_next = next.is_some()
-                && !job.options.interrupt.requested()
-                && job
-                    .options
-                    .max_pages
-                    .is_none_or(|max| stream.report.pages + 1 < max);
-            slots.prove_lock(job, &stream.name, book_next).await?;
-            let committed =
-                self.cursors
-                    .commit(pending, &audited, landed.as_ref(), self.landing.manifest_len())?;
-            committed
+        };
+        let book_next = next.is_some()
+            && !job.options.interrupt.requested()
+            && job
+                .options
+                .max_pages
+                .is_none_or(|max| stream.report.pages + 1 < max);
+        let after = match &self.cursors {
+            Cursors::Files(cursors) => {
+                let audited = job.audit.record_commit_blocking(&record)?;
+                if job.options.dry_run {
+                    pending.dry_run()
+                } else {
+                    slots.prove_lock(job, &stream.name, book_next).await?;
+                    cursors.commit(pending, &audited, landed.as_ref(), self.landing.manifest_len())?
+                }
+            }
+            Cursors::Db(db) => {
+                let trail = job.audit.db().ok_or_else(|| {
+                    stream.rejected("a stream kept in a state database needs its trail there".into())
+                })?;
+                if job.options.dry_run {
+                    trail.record_dry_commit(&record).await?;
+                    pending.dry_run()
+                } else {
+                    slots.prove_lock(job, &stream.name, book_next).await?;
+                    let rows = crate::state_db::PageRows {
+                        stream: db.key().to_string(),
+                        fence: db.fence(),
+                        manifest: listed.map(|line| (line, url_key(url), digest.sha256.clone())),
+                    };
+                    let identity = db.identity();
+                    let receipt = trail
+                        .commit_page(&record, rows, |receipt| {
+                            pending
+                                .clone()
+                                .proven(identity, receipt, landed.as_ref())
+                                .map(|c| c.to_row())
+                        })
+                        .await?;
+                    pending
+                        .proven(identity, &receipt, landed.as_ref())
+                        .map_err(|detail| crate::store::StoreError::Unproven {
+                            path: db.recorded_cursor().into(),
+                            detail,
+                        })?
+                }
+            }
         };
         stream.report.durable_commit += durable_started.elapsed();
         Ok(CommittedPage {
@@ -310,6 +344,64 @@ impl PageCommit {
             records: summary.records,
             replayed,
         })
+    }
+
+    /// Lands a page with records: to the object store under its content
+    /// address (only the store's acknowledgement lets the commit go on), or
+    /// into the landing directory. Returns the landed page and, unless the
+    /// manifest lists it already (a replay), its manifest line: appended to
+    /// the landing's manifest for a state directory, or handed back for the
+    /// commit transaction of a state database.
+    #[allow(clippy::too_many_arguments)]
+    async fn land_page<P: Pacer>(
+        &mut self,
+        stream: &Stream<'_, P>,
+        url: &Url,
+        cursor: &Cursor,
+        after_json: &serde_json::Value,
+        temp: crate::store::LandingTemp,
+        digest: &crate::edc::BodyDigest,
+        summary: &PageSummary,
+    ) -> Result<(crate::store::LandedPage, Option<String>), SyncError> {
+        let landed = match self.landing.remote().cloned() {
+            Some(remote) => {
+                let (page, bytes) = self.landing.take(temp, &digest.sha256)?;
+                let rel = self.landing.recorded(page.file());
+                let put = remote.put_page(&rel, bytes::Bytes::from(bytes)).await;
+                page.stored(put.map_err(crate::store::StoreError::Object)?.created)
+            }
+            None => self.landing.commit(temp, &digest.sha256)?,
+        };
+        let entry = ManifestEntry {
+            stream: stream.name.clone(),
+            page_key: url_key(url),
+            cursor_before: cursor.to_json(),
+            cursor_after: after_json.clone(),
+            sha256: digest.sha256.clone(),
+            bytes: digest.bytes,
+            records: summary.records,
+            run_id: stream.run_id.to_string(),
+            file: landed.file().to_string(),
+            landed_at: now_rfc3339(),
+        };
+        if let Cursors::Db(db) = &self.cursors {
+            if db.is_listed(&entry.page_key, &entry.sha256).await? {
+                return Ok((landed, None));
+            }
+            let line = serde_json::to_string(&entry).map_err(|e| {
+                crate::store::StoreError::io(self.landing.dir(), "encode a manifest entry for", e.into())
+            })?;
+            return Ok((landed, Some(line)));
+        }
+        let listed = self.landing.list_line(&entry)?;
+        if let (Some(remote), Some((at, line))) = (self.landing.remote().cloned(), &listed) {
+            let name = crate::store::object::manifest_line_name(self.landing.recorded_dir(), *at);
+            remote
+                .put(&name, bytes::Bytes::from(line.clone()))
+                .await
+                .map_err(crate::store::StoreError::Object)?;
+        }
+        Ok((landed, listed.map(|(_, line)| line)))
     }
 
     /// 2xx: stream into SHA-256, the payload check and a temp file at once,

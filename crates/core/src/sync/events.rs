@@ -296,6 +296,21 @@ impl AuditEvent for RunLockTakenOver {
     const NAME: &'static str = "run_lock_taken_over";
 }
 
+/// A stream whose state is in a database was taken for this run: its run
+/// lock there, with the fencing token every commit of the run checks.
+#[derive(Debug, Serialize)]
+pub struct StreamLockTaken {
+    pub stream: String,
+    pub state_db: String,
+    pub fence: i64,
+    pub previous_holder: Option<String>,
+    pub pages_listed: i64,
+}
+
+impl AuditEvent for StreamLockTaken {
+    const NAME: &'static str = "stream_lock_taken";
+}
+
 /// The retry budget or the maximum wait is spent: exit 75, cursor unchanged.
 #[derive(Debug, Serialize)]
 pub struct QuotaExhausted {

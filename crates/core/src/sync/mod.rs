@@ -90,6 +90,9 @@ pub struct StreamJob<P: Pacer> {
     /// The object store pages land in, when `--out` names one.
     pub object: Option<Arc<crate::store::object::ObjectLanding>>,
     pub state_dir: PathBuf,
+    /// `--state postgres://…`: cursor, manifest, run lock and trail there
+    /// (`state_dir` is then unused).
+    pub state_db: Option<crate::state_db::StateDb>,
     pub options: SyncOptions,
     /// With Redis: also take the stream's cross-host, fenced run lock.
     pub redis: Option<quota_pacer::RedisPacer>,
@@ -150,7 +153,11 @@ pub async fn run_stream<P: Pacer>(job: &StreamJob<P>) -> StreamOutcome {
         ..
     } = l;
     slots.finish(job, &l.name).await;
-    let cursor = commit.cursors().load().map(|c| c.to_json()).unwrap_or_default();
+    let cursor = commit
+        .load_cursor()
+        .await
+        .map(|c| c.to_json())
+        .unwrap_or_default();
     let outcome = match &result {
         Ok(()) => "ok".to_string(),
         Err(e) => e.to_string(),
@@ -168,6 +175,7 @@ pub async fn run_stream<P: Pacer>(job: &StreamJob<P>) -> StreamOutcome {
     if let Err(e) = job.audit.record(finished).await {
         result = result.and(Err(e.into()));
     }
+    commit.release().await;
     StreamOutcome {
         report: l.report,
         result,
@@ -177,7 +185,7 @@ pub async fn run_stream<P: Pacer>(job: &StreamJob<P>) -> StreamOutcome {
 impl<P: Pacer> Loop<'_, P> {
     async fn pages(&mut self) -> Result<(), SyncError> {
         let job = self.stream.job;
-        let mut cursor = self.commit.cursors().load()?;
+        let mut cursor = self.commit.load_cursor().await?;
         // A backfill is done once its window completed in an earlier run,
         // or (on an ascending endpoint only) once its records went past `until`.
         if let Some(until) = &job.options.until {

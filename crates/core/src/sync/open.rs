@@ -15,6 +15,9 @@ use quota_pacer::Pacer;
 
 /// Takes the stream's locks and opens its cursor and landing stores.
 pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<Loop<'_, P>, SyncError> {
+    if let Some(db) = &job.state_db {
+        return start_in_db(job, name, db).await;
+    }
     let run_id = job.audit.run_id().clone();
     let lock = RunLock::acquire(&job.state_dir, &job.identity, run_id.as_str())?;
     let fenced = match &job.redis {
@@ -166,6 +169,79 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
         slots: Slots::new(fenced),
         window: Window::default(),
         commit: PageCommit::new(cursors, landing),
+    })
+}
+
+/// A stream whose state is in a database: its run lock there (fenced),
+/// the proof that cursor and manifest are what the trail says, and its
+/// landing directory. Nothing to roll forward or relist: one transaction
+/// committed each page's line, manifest row and cursor together.
+async fn start_in_db<'a, P: Pacer>(
+    job: &'a StreamJob<P>,
+    name: String,
+    db: &crate::state_db::StateDb,
+) -> Result<Loop<'a, P>, SyncError> {
+    let run_id = job.audit.run_id();
+    let holder = format!(
+        "host {}, pid {}, run {run_id}",
+        crate::host::name(),
+        std::process::id()
+    );
+    let trail = job.audit.canonical_path().to_string_lossy().into_owned();
+    let held = crate::state_db::DbStream::lock(db, &job.identity, &holder, &trail)
+        .await?
+        .starting_at(job.options.since.clone());
+    let proof = held.prove().await?;
+    let event = events::StreamLockTaken {
+        stream: name.clone(),
+        state_db: db.url().shown().to_string(),
+        fence: held.fence(),
+        previous_holder: held.previous_holder().map(str::to_string),
+        pages_listed: proof.pages_listed,
+    };
+    job.audit.record(event).await?;
+    let ext = match job.delta.format {
+        PayloadFormat::Json => "json",
+        PayloadFormat::Odm => "xml",
+    };
+    let landing = CursorStore::open_landing_for_db(&held, &job.out_dir, ext)?;
+    if !job.options.dry_run {
+        let changed = crate::store::owner::claim(landing.dir(), db.state_id(), job.options.repair_state)?;
+        if let Some(changed) = changed {
+            let event = events::LandingOwnerChanged {
+                stream: name.clone(),
+                owner_file: landing.recorded(crate::store::owner::OWNER_FILE),
+                from: changed.from,
+                to: changed.to,
+            };
+            job.audit.record(event).await?;
+        }
+    }
+    // The last page the manifest lists must still be there, whole: the
+    // next page would otherwise be committed on top of a hole.
+    if let Some((file, bytes)) = &proof.last_landed {
+        if let Some(problem) = landing.landed_problem(file, *bytes)? {
+            return Err(crate::store::StoreError::Corrupt {
+                path: landing.dir().join(file),
+                detail: format!(
+                    "the last page the manifest of {} lists {problem}",
+                    held.recorded_cursor()
+                ),
+            }
+            .into());
+        }
+    }
+    let report = StreamReport {
+        stream: name.clone(),
+        landing_dir: landing.dir().to_path_buf(),
+        cursor_file: held.recorded_cursor().into(),
+        ..StreamReport::default()
+    };
+    Ok(Loop {
+        stream: Stream::new(job, name, report),
+        slots: Slots::new(None),
+        window: Window::default(),
+        commit: PageCommit::in_db(held, landing),
     })
 }
 

@@ -17,24 +17,28 @@ pub(super) fn load(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(initial(stream, initial_start)),
         Err(e) => return Err(StoreError::io(path, "read", e)),
     };
-    let unreadable = |detail: String| StoreError::Unreadable {
+    parse(&bytes, stream).map_err(|detail| StoreError::Unreadable {
         path: path.to_path_buf(),
         detail,
-    };
+    })
+}
+
+/// A cursor's JSON (a file's bytes, a database row's text) of `stream`.
+pub(super) fn parse(bytes: &[u8], stream: &StreamIdentity) -> Result<Cursor, String> {
     let value: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| unreadable(format!("not valid JSON ({e})")))?;
+        serde_json::from_slice(bytes).map_err(|e| format!("not valid JSON ({e})"))?;
     match value.get("format").and_then(serde_json::Value::as_u64) {
         Some(f) if f == u64::from(FORMAT) => {}
         Some(f) if f > u64::from(FORMAT) => {
-            return Err(unreadable(format!(
+            return Err(format!(
                 "written by a newer edc-sync (state format {f}; this version reads format {FORMAT})"
-            )))
+            ))
         }
-        other => return Err(unreadable(format!("unknown state format {other:?}"))),
+        other => return Err(format!("unknown state format {other:?}")),
     }
-    let state: State = serde_json::from_value(value).map_err(|e| unreadable(e.to_string()))?;
+    let state: State = serde_json::from_value(value).map_err(|e| e.to_string())?;
     if &state.stream != stream {
-        return Err(unreadable("it belongs to a different stream".into()));
+        return Err("it belongs to a different stream".into());
     }
     Ok(Cursor { state })
 }

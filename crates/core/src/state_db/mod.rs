@@ -1,0 +1,197 @@
+//! State and audit trail in PostgreSQL (`--state postgres://…`): any host
+//! resumes any stream, and a page commit is one transaction.
+//!
+//! What the database holds, per stream: the cursor, the manifest index of
+//! landed pages, the run lock with its fencing token, and the audit trail
+//! (the same JSON lines and hash chain as the file, one row a line). The
+//! landed pages themselves stay where `--out` says (a directory or an
+//! object store) and are written first. docs/operations.md "Running on
+//! several hosts" is the operator's side of it.
+//!
+//! One connection per process carries every statement of the run: the
+//! session advisory locks that are the streams' run locks live as long as
+//! it does (a killed process releases them with its connection), and the
+//! appends are serialised on it, as the file's lock serialises them.
+
+mod error;
+mod export;
+pub mod schema;
+mod stream;
+mod trail;
+
+use std::sync::Arc;
+
+use tokio::sync::Mutex;
+
+pub use error::DbError;
+pub use export::{export, ExportError, Exported};
+pub use stream::{cursor_of, DbStream, StartProof};
+pub use trail::{check_anchors, DbTrail, PageRows, TrailLine};
+
+/// The schemes `--state` takes as a database.
+pub const SCHEMES: [&str; 2] = ["postgres", "postgresql"];
+
+/// Whether `text` (a `--state` value) names a PostgreSQL database.
+pub fn is_db_url(text: &str) -> bool {
+    crate::paths::url_scheme(text).is_some_and(|s| SCHEMES.contains(&s))
+}
+
+/// A PostgreSQL URL as given, checked, with its password never shown.
+#[derive(Clone)]
+pub struct DbUrl {
+    config: tokio_postgres::Config,
+    shown: String,
+}
+
+impl std::fmt::Debug for DbUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
+impl std::fmt::Display for DbUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
+impl DbUrl {
+    /// Parses a `postgres://` URL; the error names `flag` and the URL
+    /// without its credentials (78).
+    pub fn parse(flag: &str, text: &str) -> Result<DbUrl, String> {
+        let shown = crate::redact::without_userinfo(text);
+        let config: tokio_postgres::Config = text
+            .parse()
+            .map_err(|e| format!("{flag} {shown}: not a PostgreSQL URL ({e})"))?;
+        if let Some(p) = config.get_password() {
+            if let Ok(p) = std::str::from_utf8(p) {
+                crate::redact::register_secret(p);
+            }
+        }
+        if config.get_dbname().is_none() {
+            return Err(format!(
+                "{flag} {shown}: names no database (postgres://user@host:port/DATABASE)"
+            ));
+        }
+        // This build's client speaks plain TCP only: a URL that asks for
+        // TLS is refused rather than sent in the clear.
+        if matches!(config.get_ssl_mode(), tokio_postgres::config::SslMode::Require) {
+            return Err(format!(
+                "{flag} {shown}: sslmode=require asks for TLS, which this build's PostgreSQL client does not \
+                 speak; reach the database over a trusted network or a local TLS tunnel and give sslmode=disable"
+            ));
+        }
+        Ok(DbUrl { config, shown })
+    }
+
+    /// The URL without its credentials, for messages and audit lines.
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
+}
+
+/// A connection to the state database, shared by the tasks of a run.
+#[derive(Clone)]
+pub struct StateDb {
+    client: Arc<Mutex<tokio_postgres::Client>>,
+    url: DbUrl,
+    /// The database's identity (made by the first migration): what a
+    /// landing's owner file names, like a state directory's id.
+    state_id: String,
+    /// The schema version found (and required) at connect.
+    schema_version: i32,
+}
+
+impl std::fmt::Debug for StateDb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StateDb({})", self.url)
+    }
+}
+
+impl StateDb {
+    /// Connects (10 s at most) without looking at the schema: for
+    /// `state migrate`. Unreachable is 69; refused credentials 77; a
+    /// database that does not exist 78.
+    pub async fn connect_raw(url: &DbUrl) -> Result<tokio_postgres::Client, DbError> {
+        let mut config = url.config.clone();
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(std::time::Duration::from_secs(10));
+        }
+        config.application_name("edc-sync");
+        let (client, connection) = config
+            .connect(tokio_postgres::NoTls)
+            .await
+            .map_err(|e| DbError::classify(url, "connect to", e))?;
+        tokio::spawn(async move {
+            // Ends when the client is dropped or the server goes away;
+            // the next statement then fails and says so.
+            let _ = connection.await;
+        });
+        Ok(client)
+    }
+
+    /// Connects for a run or a reader: refuses a read-only server (a
+    /// replica given by mistake) and a schema this binary does not
+    /// understand (78, naming both versions).
+    pub async fn connect(url: &DbUrl) -> Result<StateDb, DbError> {
+        let client = Self::connect_raw(url).await?;
+        let row = client
+            .query_one(
+                "SELECT pg_is_in_recovery(), current_setting('default_transaction_read_only')",
+                &[],
+            )
+            .await
+            .map_err(|e| DbError::classify(url, "read the server's role from", e))?;
+        let recovery: bool = row.get(0);
+        let read_only: String = row.get(1);
+        if recovery || read_only == "on" {
+            return Err(DbError::Config {
+                url: url.shown.clone(),
+                detail: format!(
+                    "the server is read-only ({}): a replica or a read-only database was given where the \
+                     primary is needed; nothing was written",
+                    if recovery {
+                        "in recovery: a standby"
+                    } else {
+                        "default_transaction_read_only is on"
+                    }
+                ),
+            });
+        }
+        let schema_version = schema::require_current(&client, url).await?;
+        let state_id = schema::state_id(&client, url).await?;
+        Ok(StateDb {
+            client: Arc::new(Mutex::new(client)),
+            url: url.clone(),
+            state_id,
+            schema_version,
+        })
+    }
+
+    pub fn url(&self) -> &DbUrl {
+        &self.url
+    }
+
+    /// The schema version of the database (stamped in each run header).
+    pub fn schema_version(&self) -> i32 {
+        self.schema_version
+    }
+
+    /// The database's identity, as a landing's owner file names it.
+    pub fn state_id(&self) -> &str {
+        &self.state_id
+    }
+
+    /// The one connection, for one statement or transaction at a time.
+    pub(crate) async fn client(&self) -> tokio::sync::MutexGuard<'_, tokio_postgres::Client> {
+        self.client.lock().await
+    }
+}
+
+/// Runs `f` to completion from synchronous code inside the run's runtime
+/// (the page loop's few synchronous audit calls): the worker thread is
+/// handed over while it blocks, as for a file append's fsync.
+pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::block_in_place(|| handle.block_on(f))
+}

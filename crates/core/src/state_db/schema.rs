@@ -1,0 +1,278 @@
+//! The database schema under change control: numbered migrations, applied
+//! only by `edc-sync state migrate` (never silently by a run), each
+//! recorded in `edc_sync_schema` with who applied it and with which
+//! binary. A run requires exactly [`CURRENT`]: an older database is
+//! refused ("run state migrate"), a newer one too ("this binary is older
+//! than the schema"), both 78.
+//!
+//! Append-only is enforced twice: the run role is granted only SELECT and
+//! INSERT on the trail, the manifest and the anchors (`--grant-to`), and
+//! triggers refuse UPDATE, DELETE and TRUNCATE on them for every role,
+//! the owner included (only a superuser who drops the triggers can
+//! rewrite, and the chain and the keyed checkpoints then say so). Another
+//! trigger checks every new trail row against the row before it: its
+//! number, byte offset, SHA-256 and `prev_sha256`, so no writer can insert
+//! a line that does not chain.
+
+use super::{DbError, DbUrl};
+
+/// The schema version this binary reads and writes.
+pub const CURRENT: i32 = 1;
+
+/// One migration: its version, what it does, and its SQL.
+struct Migration {
+    version: i32,
+    description: &'static str,
+    sql: &'static str,
+}
+
+const MIGRATIONS: [Migration; 1] = [Migration {
+    version: 1,
+    description: "audit trail, manifest, cursor, run lock and anchors; append-only and chain triggers",
+    sql: V1,
+}];
+
+const V1: &str = r#"
+CREATE TABLE edc_sync_identity (
+    state_id text PRIMARY KEY,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO edc_sync_identity (state_id)
+    VALUES (md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text));
+
+CREATE TABLE edc_sync_audit_line (
+    trail text NOT NULL,
+    n bigint NOT NULL CHECK (n >= 1),
+    byte_offset bigint NOT NULL CHECK (byte_offset >= 0),
+    line text NOT NULL,
+    sha256 text NOT NULL,
+    event text NOT NULL,
+    stream text,
+    PRIMARY KEY (trail, n),
+    UNIQUE (trail, byte_offset)
+);
+CREATE INDEX edc_sync_audit_line_commits ON edc_sync_audit_line (trail, stream, n) WHERE event = 'page_committed';
+
+CREATE TABLE edc_sync_manifest (
+    stream text NOT NULL,
+    n bigint NOT NULL CHECK (n >= 1),
+    line text NOT NULL,
+    page_key text NOT NULL,
+    sha256 text NOT NULL,
+    trail text NOT NULL,
+    audit_n bigint NOT NULL,
+    PRIMARY KEY (stream, n),
+    UNIQUE (stream, page_key, sha256),
+    FOREIGN KEY (trail, audit_n) REFERENCES edc_sync_audit_line (trail, n)
+);
+
+CREATE TABLE edc_sync_cursor (
+    stream text PRIMARY KEY,
+    state text NOT NULL,
+    trail text NOT NULL,
+    audit_n bigint NOT NULL,
+    FOREIGN KEY (trail, audit_n) REFERENCES edc_sync_audit_line (trail, n)
+);
+
+CREATE TABLE edc_sync_run_lock (
+    stream text PRIMARY KEY,
+    fence bigint NOT NULL CHECK (fence >= 1),
+    holder text NOT NULL,
+    taken_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE edc_sync_anchor (
+    trail text NOT NULL,
+    n bigint NOT NULL,
+    sha256 text NOT NULL,
+    anchored_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (trail, n),
+    FOREIGN KEY (trail, n) REFERENCES edc_sync_audit_line (trail, n)
+);
+
+CREATE FUNCTION edc_sync_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'edc-sync: % is append-only; % refused', TG_TABLE_NAME, TG_OP USING ERRCODE = 'ED001';
+END $$;
+
+CREATE FUNCTION edc_sync_audit_chain() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    prev edc_sync_audit_line%ROWTYPE;
+BEGIN
+    IF NEW.sha256 <> encode(sha256(convert_to(NEW.line, 'UTF8')), 'hex') THEN
+        RAISE EXCEPTION 'edc-sync: line % of trail % does not hash to its sha256', NEW.n, NEW.trail USING ERRCODE = 'ED002';
+    END IF;
+    SELECT * INTO prev FROM edc_sync_audit_line WHERE trail = NEW.trail ORDER BY n DESC LIMIT 1;
+    IF NOT FOUND THEN
+        IF NEW.n <> 1 OR NEW.byte_offset <> 0 OR (NEW.line::json ->> 'prev_sha256') IS DISTINCT FROM repeat('0', 64) THEN
+            RAISE EXCEPTION 'edc-sync: the first line of trail % must be line 1 at byte 0 chained to zeros', NEW.trail USING ERRCODE = 'ED002';
+        END IF;
+    ELSIF NEW.n <> prev.n + 1
+        OR NEW.byte_offset <> prev.byte_offset + octet_length(prev.line) + 1
+        OR (NEW.line::json ->> 'prev_sha256') IS DISTINCT FROM prev.sha256 THEN
+        RAISE EXCEPTION 'edc-sync: line % of trail % does not chain to line %', NEW.n, NEW.trail, prev.n USING ERRCODE = 'ED002';
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE TRIGGER edc_sync_audit_line_chain BEFORE INSERT ON edc_sync_audit_line
+    FOR EACH ROW EXECUTE FUNCTION edc_sync_audit_chain();
+CREATE TRIGGER edc_sync_audit_line_append_only BEFORE UPDATE OR DELETE ON edc_sync_audit_line
+    FOR EACH ROW EXECUTE FUNCTION edc_sync_append_only();
+CREATE TRIGGER edc_sync_audit_line_no_truncate BEFORE TRUNCATE ON edc_sync_audit_line
+    FOR EACH STATEMENT EXECUTE FUNCTION edc_sync_append_only();
+CREATE TRIGGER edc_sync_manifest_append_only BEFORE UPDATE OR DELETE ON edc_sync_manifest
+    FOR EACH ROW EXECUTE FUNCTION edc_sync_append_only();
+CREATE TRIGGER edc_sync_manifest_no_truncate BEFORE TRUNCATE ON edc_sync_manifest
+    FOR EACH STATEMENT EXECUTE FUNCTION edc_sync_append_only();
+CREATE TRIGGER edc_sync_anchor_append_only BEFORE UPDATE OR DELETE ON edc_sync_anchor
+    FOR EACH ROW EXECUTE FUNCTION edc_sync_append_only();
+CREATE TRIGGER edc_sync_anchor_no_truncate BEFORE TRUNCATE ON edc_sync_anchor
+    FOR EACH STATEMENT EXECUTE FUNCTION edc_sync_append_only();
+CREATE TRIGGER edc_sync_identity_append_only BEFORE UPDATE OR DELETE ON edc_sync_identity
+    FOR EACH ROW EXECUTE FUNCTION edc_sync_append_only();
+
+REVOKE ALL ON edc_sync_identity, edc_sync_audit_line, edc_sync_manifest, edc_sync_cursor,
+    edc_sync_run_lock, edc_sync_anchor FROM PUBLIC;
+"#;
+
+/// What the run role is granted (`state migrate --grant-to ROLE`): reading
+/// everything, appending to the trail, the manifest and the anchors, and
+/// moving only the cursor and the run lock. Never UPDATE or DELETE on a
+/// table whose rows are evidence.
+const GRANTS: [&str; 4] = [
+    "GRANT SELECT ON edc_sync_schema, edc_sync_identity TO {role}",
+    "GRANT SELECT, INSERT ON edc_sync_audit_line, edc_sync_manifest, edc_sync_anchor TO {role}",
+    "GRANT SELECT, INSERT, UPDATE ON edc_sync_cursor, edc_sync_run_lock TO {role}",
+    "REVOKE UPDATE, DELETE, TRUNCATE ON edc_sync_audit_line, edc_sync_manifest, edc_sync_anchor FROM {role}",
+];
+
+/// One migration applied by [`migrate`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub version: i32,
+    pub description: &'static str,
+}
+
+/// Brings the schema to [`CURRENT`], each migration in its own
+/// transaction with its `edc_sync_schema` row; grants the run role its
+/// rights when `grant_to` names one. Refuses a database newer than this
+/// binary (78). Returns what it applied (nothing when current).
+pub async fn migrate(
+    client: &mut tokio_postgres::Client,
+    url: &DbUrl,
+    grant_to: Option<&str>,
+) -> Result<Vec<Applied>, DbError> {
+    let classify = |op| move |e| DbError::classify(url, op, e);
+    client
+        .batch_execute(
+            "CREATE TABLE IF NOT EXISTS edc_sync_schema (
+                 version integer PRIMARY KEY,
+                 description text NOT NULL,
+                 applied_at timestamptz NOT NULL DEFAULT now(),
+                 applied_by text NOT NULL DEFAULT current_user,
+                 tool_version text NOT NULL
+             )",
+        )
+        .await
+        .map_err(classify("create the schema table in"))?;
+    let found = version(client, url).await?;
+    if found > CURRENT {
+        return Err(newer(url, found));
+    }
+    let mut applied = Vec::new();
+    for m in MIGRATIONS.iter().filter(|m| m.version > found) {
+        let tx = client
+            .transaction()
+            .await
+            .map_err(classify("start a migration in"))?;
+        tx.batch_execute(m.sql)
+            .await
+            .map_err(classify("apply a migration to"))?;
+        tx.execute(
+            "INSERT INTO edc_sync_schema (version, description, tool_version) VALUES ($1, $2, $3)",
+            &[&m.version, &m.description, &env!("CARGO_PKG_VERSION").to_string()],
+        )
+        .await
+        .map_err(classify("record a migration in"))?;
+        tx.commit().await.map_err(classify("commit a migration to"))?;
+        applied.push(Applied {
+            version: m.version,
+            description: m.description,
+        });
+    }
+    if let Some(role) = grant_to {
+        let role = quote_ident(role);
+        for grant in GRANTS {
+            client
+                .batch_execute(&grant.replace("{role}", &role))
+                .await
+                .map_err(classify("grant the run role its rights in"))?;
+        }
+    }
+    Ok(applied)
+}
+
+/// The schema version of the database (0: none yet).
+pub async fn version(client: &tokio_postgres::Client, url: &DbUrl) -> Result<i32, DbError> {
+    let exists: bool = client
+        .query_one("SELECT to_regclass('edc_sync_schema') IS NOT NULL", &[])
+        .await
+        .map_err(|e| DbError::classify(url, "read the schema version of", e))?
+        .get(0);
+    if !exists {
+        return Ok(0);
+    }
+    let row = client
+        .query_one("SELECT coalesce(max(version), 0) FROM edc_sync_schema", &[])
+        .await
+        .map_err(|e| DbError::classify(url, "read the schema version of", e))?;
+    Ok(row.get(0))
+}
+
+/// The version a run needs, or a refusal saying which way it is off (78).
+pub async fn require_current(client: &tokio_postgres::Client, url: &DbUrl) -> Result<i32, DbError> {
+    let found = version(client, url).await?;
+    match found {
+        v if v == CURRENT => Ok(v),
+        v if v > CURRENT => Err(newer(url, v)),
+        0 => Err(DbError::Config {
+            url: url.shown().to_string(),
+            detail: format!(
+                "holds no edc-sync schema; create it (schema version {CURRENT}) with `edc-sync state migrate \
+                 --state {url}` as the schema's owner"
+            ),
+        }),
+        v => Err(DbError::Config {
+            url: url.shown().to_string(),
+            detail: format!(
+                "schema version {v} is older than this binary's {CURRENT}; apply the migrations with \
+                 `edc-sync state migrate --state {url}` as the schema's owner (nothing was written)"
+            ),
+        }),
+    }
+}
+
+/// The identity the first migration made.
+pub(super) async fn state_id(client: &tokio_postgres::Client, url: &DbUrl) -> Result<String, DbError> {
+    client
+        .query_one("SELECT state_id FROM edc_sync_identity", &[])
+        .await
+        .map(|r| r.get(0))
+        .map_err(|e| DbError::classify(url, "read the state id of", e))
+}
+
+fn newer(url: &DbUrl, found: i32) -> DbError {
+    DbError::Config {
+        url: url.shown().to_string(),
+        detail: format!(
+            "schema version {found} is newer than this binary understands ({CURRENT}); run the edc-sync \
+             release that migrated it (nothing was written)"
+        ),
+    }
+}
+
+/// `role` as a quoted SQL identifier.
+fn quote_ident(role: &str) -> String {
+    format!("\"{}\"", role.replace('"', "\"\""))
+}

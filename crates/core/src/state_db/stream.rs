@@ -1,0 +1,306 @@
+//! One stream's state in the database: its run lock with a fencing token,
+//! its cursor, and the proof at start that the cursor and the manifest are
+//! what the trail says.
+//!
+//! The run lock is a session advisory lock on the run's connection: held
+//! for as long as the connection lives, released by the server when the
+//! process dies (its connection with it), so a killed run never leaves a
+//! stream locked and needs no TTL. Taking it bumps the stream's fence in
+//! `edc_sync_run_lock`; every page commit checks, inside its transaction,
+//! that the fence is still this run's, so a run whose lock passed to
+//! another (its connection lost and the lock taken) can never move the
+//! cursor.
+
+use serde_json::Value;
+
+use super::{DbError, StateDb};
+use crate::audit::commit::COMMIT_EVENT;
+use crate::store::{Cursor, LockError, StoreError, StreamLocked};
+use crate::stream::StreamIdentity;
+
+/// The cursor of `identity` in `db`, read without its lock (`cursor
+/// show`); `None` for a stream never synced.
+pub async fn cursor_of(db: &StateDb, identity: &StreamIdentity) -> Result<Option<Cursor>, StoreError> {
+    let key = crate::store::stream_dir_name(identity);
+    let client = db.client().await;
+    let row = client
+        .query_opt("SELECT state FROM edc_sync_cursor WHERE stream = $1", &[&key])
+        .await
+        .map_err(|e| StoreError::Db(DbError::classify(db.url(), "read the cursor in", e)))?;
+    drop(client);
+    let Some(text) = row.map(|r| r.get::<_, String>(0)) else {
+        return Ok(None);
+    };
+    Cursor::from_row(Some(&text), identity, None)
+        .map(Some)
+        .map_err(|detail| {
+            StoreError::Db(DbError::Damaged {
+                url: db.url().shown().to_string(),
+                detail: format!("edc_sync_cursor row {key:?}: {detail}"),
+            })
+        })
+}
+
+/// A stream held by this run in the state database.
+#[derive(Debug)]
+pub struct DbStream {
+    db: StateDb,
+    key: String,
+    identity: StreamIdentity,
+    fence: i64,
+    /// The holder the lock had before this run took it, if any.
+    previous: Option<String>,
+    trail: String,
+    initial_start: Option<String>,
+}
+
+/// What the start proved: the cursor to resume from, and the last
+/// manifest row's landed file (to check it is still there).
+#[derive(Debug)]
+pub struct StartProof {
+    pub cursor: Cursor,
+    pub last_landed: Option<(String, u64)>,
+    pub pages_listed: i64,
+}
+
+impl DbStream {
+    /// Takes `identity`'s run lock for the run appending to `trail`, or
+    /// says who holds it (75).
+    pub async fn lock(
+        db: &StateDb,
+        identity: &StreamIdentity,
+        holder: &str,
+        trail: &str,
+    ) -> Result<DbStream, LockError> {
+        let key = crate::store::stream_dir_name(identity);
+        let url = db.url();
+        let fail = |op| move |e| LockError::Store(StoreError::Db(DbError::classify(url, op, e)));
+        let client = db.client().await;
+        let got: bool = client
+            .query_one(
+                "SELECT pg_try_advisory_lock(hashtextextended('edc-sync:stream:' || $1, 0))",
+                &[&key],
+            )
+            .await
+            .map_err(fail("take the run lock in"))?
+            .get(0);
+        let previous: Option<String> = client
+            .query_opt("SELECT holder FROM edc_sync_run_lock WHERE stream = $1", &[&key])
+            .await
+            .map_err(fail("read the run lock in"))?
+            .map(|r| r.get(0));
+        if !got {
+            return Err(LockError::Locked(StreamLocked {
+                stream: key,
+                holder: previous.unwrap_or_else(|| "holder unknown".into()),
+            }));
+        }
+        let fence: i64 = client
+            .query_one(
+                "INSERT INTO edc_sync_run_lock (stream, fence, holder) VALUES ($1, 1, $2) \
+                 ON CONFLICT (stream) DO UPDATE SET fence = edc_sync_run_lock.fence + 1, \
+                 holder = EXCLUDED.holder, taken_at = now() RETURNING fence",
+                &[&key, &holder],
+            )
+            .await
+            .map_err(fail("record the run lock in"))?
+            .get(0);
+        drop(client);
+        Ok(DbStream {
+            db: db.clone(),
+            key,
+            identity: identity.clone(),
+            fence,
+            previous,
+            trail: trail.to_string(),
+            initial_start: None,
+        })
+    }
+
+    /// A stream never synced starts at `start` (`backfill --since`).
+    pub fn starting_at(mut self, start: Option<String>) -> DbStream {
+        self.initial_start = start;
+        self
+    }
+
+    /// The stream's key (its landing directory's name).
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    pub fn identity(&self) -> &StreamIdentity {
+        &self.identity
+    }
+
+    /// This run's fencing token.
+    pub fn fence(&self) -> i64 {
+        self.fence
+    }
+
+    /// Who held the lock before (a finished or killed run).
+    pub fn previous_holder(&self) -> Option<&str> {
+        self.previous.as_deref()
+    }
+
+    /// Where the cursor is kept, as audit lines and messages name it.
+    pub fn recorded_cursor(&self) -> String {
+        format!("edc_sync_cursor row {:?}", self.key)
+    }
+
+    /// The cursor now (the initial one for a stream never synced).
+    pub async fn load(&self) -> Result<Cursor, StoreError> {
+        let client = self.db.client().await;
+        let row = client
+            .query_opt(
+                "SELECT state FROM edc_sync_cursor WHERE stream = $1",
+                &[&self.key],
+            )
+            .await
+            .map_err(|e| self.db_error("read the cursor in", e))?;
+        drop(client);
+        let text: Option<String> = row.map(|r| r.get(0));
+        Cursor::from_row(text.as_deref(), &self.identity, self.initial_start.clone())
+            .map_err(|detail| self.damaged(format!("{}: {detail}", self.recorded_cursor())))
+    }
+
+    /// Whether the manifest lists the page `page_key` with these bytes
+    /// (a replay of a page already landed).
+    pub async fn is_listed(&self, page_key: &str, sha256: &str) -> Result<bool, StoreError> {
+        let client = self.db.client().await;
+        client
+            .query_opt(
+                "SELECT 1 FROM edc_sync_manifest WHERE stream = $1 AND page_key = $2 AND sha256 = $3",
+                &[&self.key, &page_key, &sha256],
+            )
+            .await
+            .map(|r| r.is_some())
+            .map_err(|e| self.db_error("read the manifest in", e))
+    }
+
+    /// Proves, before a page is fetched, that the cursor row and the
+    /// manifest are what the trail's last commit of this stream says. One
+    /// transaction commits all three, so a disagreement is a row changed
+    /// outside edc-sync (or a trail given another name): refused (65),
+    /// naming the row, and nothing is written on top of it.
+    pub async fn prove(&self) -> Result<StartProof, StoreError> {
+        let client = self.db.client().await;
+        let fail = |op| move |e| self.db_error(op, e);
+        let row = client
+            .query_opt(
+                "SELECT state, trail, audit_n FROM edc_sync_cursor WHERE stream = $1",
+                &[&self.key],
+            )
+            .await
+            .map_err(fail("read the cursor in"))?;
+        let last = client
+            .query_opt(
+                "SELECT n, line FROM edc_sync_audit_line WHERE trail = $1 AND stream = $2 AND event = $3 \
+                 ORDER BY n DESC LIMIT 1",
+                &[&self.trail, &self.key, &COMMIT_EVENT],
+            )
+            .await
+            .map_err(fail("read the trail in"))?;
+        let manifest = client
+            .query_one(
+                "SELECT count(*), max(audit_n), (SELECT line FROM edc_sync_manifest WHERE stream = $1 \
+                 ORDER BY n DESC LIMIT 1) FROM edc_sync_manifest WHERE stream = $1",
+                &[&self.key],
+            )
+            .await
+            .map_err(fail("read the manifest in"))?;
+        let last_landed_commit: Option<i64> = client
+            .query_opt(
+                "SELECT n FROM edc_sync_audit_line WHERE trail = $1 AND stream = $2 AND event = $3 \
+                 AND (line::json ->> 'landed') = 'true' AND (line::json ->> 'replayed') = 'false' \
+                 ORDER BY n DESC LIMIT 1",
+                &[&self.trail, &self.key, &COMMIT_EVENT],
+            )
+            .await
+            .map_err(fail("read the trail in"))?
+            .map(|r| r.get(0));
+        drop(client);
+        let cursor_row = self.recorded_cursor();
+        let cursor = match (row, last) {
+            (None, None) => Cursor::from_row(None, &self.identity, self.initial_start.clone())
+                .map_err(|d| self.damaged(d))?,
+            (None, Some(line)) => {
+                let n: i64 = line.get(0);
+                return Err(self.damaged(format!(
+                    "{cursor_row} is missing, but line {n} of trail {} committed a page of the stream; \
+                     the row was deleted outside edc-sync",
+                    self.trail
+                )));
+            }
+            (Some(r), last) => {
+                let (state, trail, audit_n): (String, String, i64) = (r.get(0), r.get(1), r.get(2));
+                if trail != self.trail {
+                    return Err(self.damaged(format!(
+                        "{cursor_row} was committed with trail {trail:?}, and this run appends to {:?}: give \
+                         the same --audit-log name as the runs before",
+                        self.trail
+                    )));
+                }
+                let cursor = Cursor::from_row(Some(&state), &self.identity, None)
+                    .map_err(|d| self.damaged(format!("{cursor_row}: {d}")))?;
+                let Some(line) = last else {
+                    return Err(self.damaged(format!(
+                        "{cursor_row} names line {audit_n} of trail {trail}, which holds no commit of the stream"
+                    )));
+                };
+                let (n, text): (i64, String) = (line.get(0), line.get(1));
+                let said: Value = serde_json::from_str(&text).unwrap_or_default();
+                if n != audit_n || said["cursor_state"] != cursor.to_state_json() {
+                    return Err(self.damaged(format!(
+                        "{cursor_row} says {} (line {audit_n}), the trail's last commit of the stream (line \
+                         {n}) says {}; the row was changed outside edc-sync",
+                        cursor.to_json(),
+                        said["cursor_after"]
+                    )));
+                }
+                cursor
+            }
+        };
+        let (pages, listed_at, last_line): (i64, Option<i64>, Option<String>) =
+            (manifest.get(0), manifest.get(1), manifest.get(2));
+        if listed_at != last_landed_commit {
+            return Err(self.damaged(format!(
+                "the manifest of stream {} ends at the commit on line {}, the trail's last landed page is on \
+                 line {}; a manifest row was changed outside edc-sync",
+                self.key,
+                listed_at.map_or("(none)".into(), |n| n.to_string()),
+                last_landed_commit.map_or("(none)".into(), |n| n.to_string()),
+            )));
+        }
+        let last_landed = last_line
+            .and_then(|l| serde_json::from_str::<Value>(&l).ok())
+            .and_then(|v| Some((v["file"].as_str()?.to_string(), v["bytes"].as_u64()?)));
+        Ok(StartProof {
+            cursor,
+            last_landed,
+            pages_listed: pages,
+        })
+    }
+
+    /// Releases the run lock (the end of the stream's run; a killed
+    /// process releases it with its connection).
+    pub async fn unlock(&self) {
+        let client = self.db.client().await;
+        let _ = client
+            .execute(
+                "SELECT pg_advisory_unlock(hashtextextended('edc-sync:stream:' || $1, 0))",
+                &[&self.key],
+            )
+            .await;
+    }
+
+    fn db_error(&self, op: &'static str, e: tokio_postgres::Error) -> StoreError {
+        StoreError::Db(DbError::classify(self.db.url(), op, e))
+    }
+
+    fn damaged(&self, detail: String) -> StoreError {
+        StoreError::Db(DbError::Damaged {
+            url: self.db.url().shown().to_string(),
+            detail,
+        })
+    }
+}

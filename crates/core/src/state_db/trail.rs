@@ -1,0 +1,472 @@
+//! The audit trail as rows: one row a line, the same bytes and chain as
+//! the file (docs/audit-trail.md). Each row keeps the byte offset the line
+//! has in the exported file, so a receipt (`offset`, `sha256`) means the
+//! same in the database and in `audit export`'s file, and the exported
+//! file verifies with the same `audit verify`.
+//!
+//! An append is one transaction under a transaction-scoped advisory lock
+//! on the trail: read the last row, compose the next line chained to it,
+//! insert it. A page commit adds, in the same transaction, the fence
+//! check, the manifest row and the new cursor ([`DbTrail::commit_page`]).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::{DbError, StateDb};
+use crate::audit::{Appended, AuditError, AuditEvent, AuditKey, CommitReceipt, RunId};
+use crate::digest::{sha256_hex, ZERO_SHA256};
+
+/// How many times a transaction that hit a serialization failure or a
+/// deadlock is run again before the run stops (75).
+const ATTEMPTS: u32 = 5;
+
+/// The rows a page commit adds beside its `page_committed` line.
+pub struct PageRows {
+    /// The stream's key ([`crate::store::stream_dir_name`]).
+    pub stream: String,
+    /// The run's fencing token: the commit happens only while it is the
+    /// stream's current one.
+    pub fence: i64,
+    /// The manifest entry (JSON, one line) with its page key and SHA-256,
+    /// for a page that landed and was not listed before.
+    pub manifest: Option<(String, String, String)>,
+}
+
+/// A page commit's rows, and how to make its cursor row's text from the
+/// receipt of its line.
+type PageCommit<'a> = (
+    &'a PageRows,
+    &'a (dyn Fn(&CommitReceipt) -> Result<String, String> + Sync),
+);
+
+/// One line of a trail as stored.
+#[derive(Debug, Clone)]
+pub struct TrailLine {
+    pub n: i64,
+    pub byte_offset: i64,
+    pub line: String,
+    pub sha256: String,
+}
+
+/// The audit trail of one run, in the state database.
+pub struct DbTrail {
+    db: StateDb,
+    name: String,
+    run_id: RunId,
+    next_seq: AtomicU64,
+    masker: Option<crate::mask::Masker>,
+    key: Option<AuditKey>,
+}
+
+impl std::fmt::Debug for DbTrail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DbTrail({} in {})", self.name, self.db.url())
+    }
+}
+
+impl DbTrail {
+    /// The trail `name` of `db`, for the run `run_id`.
+    pub fn new(db: StateDb, name: String, run_id: RunId) -> DbTrail {
+        DbTrail {
+            db,
+            name,
+            run_id,
+            next_seq: AtomicU64::new(1),
+            masker: None,
+            key: None,
+        }
+    }
+
+    /// Masks identifiers in every line (before it is hashed).
+    pub fn with_masker(mut self, masker: Option<crate::mask::Masker>) -> Self {
+        self.masker = masker;
+        self
+    }
+
+    /// Signs every `run_finished` line with `key`.
+    pub fn with_key(mut self, key: Option<AuditKey>) -> Self {
+        self.key = key;
+        self
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn db(&self) -> &StateDb {
+        &self.db
+    }
+
+    pub fn run_id(&self) -> &RunId {
+        &self.run_id
+    }
+
+    /// `value` as a line of this trail would record it.
+    pub fn as_recorded(&self, mut value: Value) -> Value {
+        if let Some(m) = &self.masker {
+            m.json(&mut value);
+        }
+        value
+    }
+
+    /// Appends `event` once its transaction committed.
+    pub async fn record<E: AuditEvent>(&self, event: &E) -> Result<Appended, AuditError> {
+        let fields = self.fields(E::NAME, event)?;
+        self.append(E::NAME, fields, E::CHECKPOINT, None, None)
+            .await
+            .map(|(a, _)| a)
+    }
+
+    /// A dry run's `page_committed` line: recorded, and the commit of no
+    /// stream (its `stream` column stays empty, the cursor unmoved).
+    pub async fn record_dry_commit<C: crate::audit::CommitRecord>(
+        &self,
+        record: &C,
+    ) -> Result<Appended, AuditError> {
+        let fields = self.fields(crate::audit::commit::COMMIT_EVENT, record)?;
+        self.append(crate::audit::commit::COMMIT_EVENT, fields, false, None, None)
+            .await
+            .map(|(a, _)| a)
+    }
+
+    /// Appends a page's `page_committed` line, its manifest row and its
+    /// cursor in one transaction, with the run's fence checked inside it.
+    /// `cursor` makes the cursor row's text from the line's receipt.
+    pub async fn commit_page<C: crate::audit::CommitRecord>(
+        &self,
+        record: &C,
+        rows: PageRows,
+        cursor: impl Fn(&CommitReceipt) -> Result<String, String> + Sync,
+    ) -> Result<CommitReceipt, AuditError> {
+        let fields = self.fields(crate::audit::commit::COMMIT_EVENT, record)?;
+        let stream = Some(rows.stream.clone());
+        let (_, receipt) = self
+            .append(
+                crate::audit::commit::COMMIT_EVENT,
+                fields,
+                false,
+                stream,
+                Some((&rows, &cursor)),
+            )
+            .await?;
+        receipt.ok_or_else(|| {
+            self.error(DbError::Damaged {
+                url: self.db.url().shown().to_string(),
+                detail: "a page commit produced no receipt".into(),
+            })
+        })
+    }
+
+    /// The last line, for an anchor (`None`: an empty trail).
+    pub async fn head(&self) -> Result<Option<TrailLine>, AuditError> {
+        let client = self.db.client().await;
+        let row = client
+            .query_opt(
+                "SELECT n, byte_offset, line, sha256 FROM edc_sync_audit_line WHERE trail = $1 ORDER BY n DESC LIMIT 1",
+                &[&self.name],
+            )
+            .await
+            .map_err(|e| self.error(DbError::classify(self.db.url(), "read the trail's head in", e)))?;
+        Ok(row.map(|r| TrailLine {
+            n: r.get(0),
+            byte_offset: r.get(1),
+            line: r.get(2),
+            sha256: r.get(3),
+        }))
+    }
+
+    /// Records the head in `edc_sync_anchor` (insert-only for the run
+    /// role): a later rewrite of any line up to it by someone who can
+    /// bypass the triggers shows as a row that no longer matches.
+    pub async fn anchor(&self) -> Result<Option<TrailLine>, AuditError> {
+        let Some(head) = self.head().await? else {
+            return Ok(None);
+        };
+        let client = self.db.client().await;
+        client
+            .execute(
+                "INSERT INTO edc_sync_anchor (trail, n, sha256) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                &[&self.name, &head.n, &head.sha256],
+            )
+            .await
+            .map_err(|e| self.error(DbError::classify(self.db.url(), "anchor the trail in", e)))?;
+        Ok(Some(head))
+    }
+
+    /// Checks the trail's latest anchor against its line: the run refuses
+    /// (65) a trail rewritten below it.
+    pub async fn check_anchors(&self) -> Result<(), AuditError> {
+        check_anchors(&self.db, &self.name).await
+    }
+
+    /// The trail's lines from line `from` on (1: all), in order, `batch`
+    /// rows at a time through `each`.
+    pub async fn lines(
+        &self,
+        from: i64,
+        mut each: impl FnMut(TrailLine) -> std::io::Result<()>,
+    ) -> Result<u64, AuditError> {
+        read_lines(&self.db, &self.name, from, &mut each)
+            .await
+            .map_err(|e| self.error(e))
+    }
+
+    /// A label for messages: the database and the trail's name.
+    pub fn label(&self) -> PathBuf {
+        PathBuf::from(format!("{} (trail {})", self.db.url(), self.name))
+    }
+
+    fn error(&self, e: DbError) -> AuditError {
+        AuditError::Db(e)
+    }
+
+    fn fields(&self, name: &'static str, event: &impl Serialize) -> Result<Map<String, Value>, AuditError> {
+        let encode = |detail: String| AuditError::Encode {
+            path: self.label(),
+            error: crate::audit::EncodeError::NotAnObject { event: name, detail },
+        };
+        match serde_json::to_value(event).map(|v| self.as_recorded(v)) {
+            Ok(Value::Object(map)) => Ok(map),
+            Ok(Value::Null) => Ok(Map::new()),
+            Ok(other) => Err(encode(format!("got {other}"))),
+            Err(e) => Err(encode(e.to_string())),
+        }
+    }
+
+    /// One append transaction, retried whole on a serialization failure or
+    /// deadlock. Returns the line's receipt and, for a page commit, the
+    /// commit receipt.
+    async fn append(
+        &self,
+        event: &'static str,
+        fields: Map<String, Value>,
+        checkpoint: bool,
+        stream: Option<String>,
+        page: Option<PageCommit<'_>>,
+    ) -> Result<(Appended, Option<CommitReceipt>), AuditError> {
+        let url = self.db.url();
+        let mut client = self.db.client().await;
+        let mut attempt = 1;
+        loop {
+            let result = self
+                .append_once(
+                    &mut client,
+                    event,
+                    fields.clone(),
+                    checkpoint,
+                    stream.as_deref(),
+                    page,
+                )
+                .await;
+            match result {
+                Err(Failed::Db(e)) if DbError::is_retryable(&e) && attempt < ATTEMPTS => {
+                    attempt += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(10 * u64::from(attempt))).await;
+                }
+                Err(Failed::Db(e)) if DbError::is_retryable(&e) => {
+                    return Err(self.error(DbError::Contended {
+                        url: url.shown().to_string(),
+                        op: "append to the audit trail",
+                        detail: e.to_string(),
+                        attempts: attempt,
+                    }))
+                }
+                Err(Failed::Db(e)) => {
+                    return Err(self.error(DbError::classify(url, "append to the audit trail in", e)))
+                }
+                Err(Failed::Refused(e)) => return Err(self.error(e)),
+                Err(Failed::Audit(e)) => return Err(e),
+                Ok(done) => {
+                    self.next_seq.fetch_add(1, Ordering::Relaxed);
+                    return Ok(done);
+                }
+            }
+        }
+    }
+
+    async fn append_once(
+        &self,
+        client: &mut tokio_postgres::Client,
+        event: &'static str,
+        mut fields: Map<String, Value>,
+        checkpoint: bool,
+        stream: Option<&str>,
+        page: Option<PageCommit<'_>>,
+    ) -> Result<(Appended, Option<CommitReceipt>), Failed> {
+        let tx = client.transaction().await?;
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended('edc-sync:trail:' || $1, 0))",
+            &[&self.name],
+        )
+        .await?;
+        let last = tx
+            .query_opt(
+                "SELECT n, byte_offset + octet_length(line) + 1, sha256 FROM edc_sync_audit_line \
+                 WHERE trail = $1 ORDER BY n DESC LIMIT 1",
+                &[&self.name],
+            )
+            .await?;
+        let (n, offset, prev): (i64, i64, String) = match last {
+            Some(r) => (r.get::<_, i64>(0) + 1, r.get(1), r.get(2)),
+            None => (1, 0, ZERO_SHA256.to_string()),
+        };
+        if let Some((rows, _)) = page {
+            let fence: Option<i64> = tx
+                .query_opt(
+                    "SELECT fence FROM edc_sync_run_lock WHERE stream = $1 FOR UPDATE",
+                    &[&rows.stream],
+                )
+                .await?
+                .map(|r| r.get(0));
+            if fence != Some(rows.fence) {
+                return Err(Failed::Refused(DbError::Fenced {
+                    url: self.db.url().shown().to_string(),
+                    stream: rows.stream.clone(),
+                    ours: rows.fence,
+                    now: fence,
+                }));
+            }
+        }
+        let seq = self.next_seq.load(Ordering::Relaxed);
+        if let (true, Some(key)) = (checkpoint, &self.key) {
+            let mark = key.checkpoint(self.run_id.as_str(), seq, &prev);
+            fields.insert(
+                "checkpoint".into(),
+                serde_json::to_value(mark).unwrap_or(Value::Null),
+            );
+        }
+        let ts = crate::audit::now_rfc3339();
+        let text = crate::audit::line::compose(seq, &ts, self.run_id.as_str(), event, fields, &prev)
+            .map_err(|e| {
+                Failed::Audit(AuditError::Encode {
+                    path: self.label(),
+                    error: e.into(),
+                })
+            })?;
+        let sha256 = sha256_hex(text.as_bytes());
+        tx.execute(
+            "INSERT INTO edc_sync_audit_line (trail, n, byte_offset, line, sha256, event, stream) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &[&self.name, &n, &offset, &text, &sha256, &event, &stream],
+        )
+        .await?;
+        let appended = Appended::in_db(seq, offset as u64, PathBuf::from(&self.name), sha256.clone(), ts);
+        let mut receipt = None;
+        if let Some((rows, cursor)) = page {
+            let commit = CommitReceipt::in_db(PathBuf::from(&self.name), offset as u64, sha256);
+            if let Some((line, page_key, page_sha)) = &rows.manifest {
+                tx.execute(
+                    "INSERT INTO edc_sync_manifest (stream, n, line, page_key, sha256, trail, audit_n) \
+                     SELECT $1, coalesce(max(n), 0) + 1, $2, $3, $4, $5, $6 FROM edc_sync_manifest WHERE stream = $1",
+                    &[&rows.stream, line, page_key, page_sha, &self.name, &n],
+                )
+                .await?;
+            }
+            let state = cursor(&commit).map_err(|detail| {
+                Failed::Refused(DbError::Damaged {
+                    url: self.db.url().shown().to_string(),
+                    detail: format!("stream {}: the cursor was not committed: {detail}", rows.stream),
+                })
+            })?;
+            tx.execute(
+                "INSERT INTO edc_sync_cursor (stream, state, trail, audit_n) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (stream) DO UPDATE SET state = EXCLUDED.state, trail = EXCLUDED.trail, \
+                 audit_n = EXCLUDED.audit_n",
+                &[&rows.stream, &state, &self.name, &n],
+            )
+            .await?;
+            receipt = Some(commit);
+        }
+        tx.commit().await?;
+        Ok((appended, receipt))
+    }
+}
+
+/// Why one append transaction did not commit.
+enum Failed {
+    Db(tokio_postgres::Error),
+    Refused(DbError),
+    Audit(AuditError),
+}
+
+impl From<tokio_postgres::Error> for Failed {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Failed::Db(e)
+    }
+}
+
+/// Checks trail `name`'s latest anchor in `db` against the line it names
+/// (65 when they differ: the trail was rewritten below it).
+pub async fn check_anchors(db: &StateDb, name: &str) -> Result<(), AuditError> {
+    let client = db.client().await;
+    let row = client
+        .query_opt(
+            "SELECT a.n, a.sha256, l.sha256 FROM edc_sync_anchor a \
+             LEFT JOIN edc_sync_audit_line l ON l.trail = a.trail AND l.n = a.n \
+             WHERE a.trail = $1 ORDER BY a.n DESC LIMIT 1",
+            &[&name],
+        )
+        .await
+        .map_err(|e| AuditError::Db(DbError::classify(db.url(), "read the trail's anchors in", e)))?;
+    if let Some(r) = row {
+        let (n, anchored, now): (i64, String, Option<String>) = (r.get(0), r.get(1), r.get(2));
+        if now.as_deref() != Some(anchored.as_str()) {
+            return Err(AuditError::Damaged {
+                path: format!("{} (trail {name})", db.url()).into(),
+                problems: vec![format!(
+                    "the anchor of line {n} (edc_sync_anchor) says SHA-256 {anchored}, the line now is {}",
+                    now.as_deref().unwrap_or("missing")
+                )],
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Reads trail `name`'s lines from `from` on, in batches, into `each`.
+pub(super) async fn read_lines(
+    db: &StateDb,
+    name: &str,
+    from: i64,
+    each: &mut dyn FnMut(TrailLine) -> std::io::Result<()>,
+) -> Result<u64, DbError> {
+    const BATCH: i64 = 1000;
+    let url = db.url();
+    let mut next = from.max(1);
+    let mut count = 0;
+    loop {
+        let rows = {
+            let client = db.client().await;
+            client
+                .query(
+                    "SELECT n, byte_offset, line, sha256 FROM edc_sync_audit_line \
+                     WHERE trail = $1 AND n >= $2 ORDER BY n LIMIT $3",
+                    &[&name, &next, &BATCH],
+                )
+                .await
+                .map_err(|e| DbError::classify(url, "read the audit trail in", e))?
+        };
+        let got = rows.len() as i64;
+        for r in rows {
+            let line = TrailLine {
+                n: r.get(0),
+                byte_offset: r.get(1),
+                line: r.get(2),
+                sha256: r.get(3),
+            };
+            next = line.n + 1;
+            each(line).map_err(|e| DbError::Write {
+                url: url.shown().to_string(),
+                op: "hand on a line read from",
+                detail: e.to_string(),
+            })?;
+            count += 1;
+        }
+        if got < BATCH {
+            return Ok(count);
+        }
+    }
+}

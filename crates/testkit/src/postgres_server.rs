@@ -1,0 +1,293 @@
+//! A private PostgreSQL on a free loopback port: `initdb` into a temporary
+//! directory, `pg_ctl start`, and on drop `pg_ctl stop -m immediate` and
+//! the directory removed. No mock: the tests of a PostgreSQL state talk to
+//! the real server the machine image ships (PostgreSQL 15, not running).
+//!
+//! PostgreSQL refuses to run as root, so under root (CI) the server runs as
+//! the unprivileged `postgres` account the Debian package creates, through
+//! `runuser`; otherwise as the current user.
+//!
+//! Two roles are made: the superuser `edc_owner` that owns the schema (what
+//! `edc-sync state migrate` runs as) and `edc_run`, a plain login role that
+//! a run uses, given only what the migration grants it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::redis_server::free_port;
+
+/// Where the server binaries are looked for, newest first.
+const BIN_DIRS: [&str; 2] = ["/usr/lib/postgresql/15/bin", "/usr/local/bin"];
+
+/// The password of both test roles (loopback only, a throwaway cluster).
+pub const PASSWORD: &str = "edc-test-password";
+
+pub struct PrivatePostgres {
+    pub port: u16,
+    dir: PathBuf,
+    bin: PathBuf,
+    /// Run the server's tools as this account (`runuser -u`), under root.
+    run_as: Option<String>,
+    stopped: bool,
+}
+
+impl PrivatePostgres {
+    /// The directory holding `initdb` and `pg_ctl`, if installed.
+    pub fn bin_dir() -> Option<PathBuf> {
+        std::env::var_os("EDC_SYNC_PG_BIN")
+            .map(PathBuf::from)
+            .into_iter()
+            .chain(BIN_DIRS.iter().map(PathBuf::from))
+            .find(|d| d.join("initdb").is_file() && d.join("pg_ctl").is_file())
+    }
+
+    /// Starts one; the error says why not and how to install it.
+    pub fn start() -> Result<PrivatePostgres, String> {
+        Self::start_with(&[])
+    }
+
+    /// Starts one with `settings` (`name=value`) added to postgresql.conf.
+    pub fn start_with(settings: &[&str]) -> Result<PrivatePostgres, String> {
+        let bin = Self::bin_dir().ok_or(
+            "PostgreSQL 15 (initdb, pg_ctl) is not installed; install it with: sudo apt-get install -y postgresql-15",
+        )?;
+        let run_as = is_root().then(|| "postgres".to_string());
+        let port = free_port()?;
+        let dir = std::env::temp_dir().join(format!("edc-sync-pg-{}-{port}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let mut server = PrivatePostgres {
+            port,
+            dir,
+            bin,
+            run_as,
+            stopped: true,
+        };
+        if let Some(user) = &server.run_as {
+            chown(&server.dir, user)?;
+        }
+        let pwfile = server.dir.join("pw");
+        std::fs::write(&pwfile, PASSWORD).map_err(|e| format!("cannot write {}: {e}", pwfile.display()))?;
+        if let Some(user) = &server.run_as {
+            chown(&pwfile, user)?;
+        }
+        let data = server.data_dir();
+        server.tool(
+            "initdb",
+            &[
+                "-D",
+                path_str(&data)?,
+                "-U",
+                "edc_owner",
+                "--pwfile",
+                path_str(&pwfile)?,
+                "-A",
+                "scram-sha-256",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+        )?;
+        let mut conf = format!(
+            "listen_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = '{}'\nfsync = on\n",
+            server.dir.display()
+        );
+        for s in settings {
+            conf.push_str(s);
+            conf.push('\n');
+        }
+        append(&data.join("postgresql.conf"), &conf)?;
+        let log = server.dir.join("server.log");
+        server.tool(
+            "pg_ctl",
+            &[
+                "-D",
+                path_str(&data)?,
+                "-l",
+                path_str(&log)?,
+                "-w",
+                "-t",
+                "30",
+                "start",
+            ],
+        )?;
+        server.stopped = false;
+        server.psql_owner(&format!("CREATE ROLE edc_run LOGIN PASSWORD '{PASSWORD}'"))?;
+        server.psql_owner("CREATE DATABASE edc OWNER edc_owner")?;
+        Ok(server)
+    }
+
+    /// The URL of the schema owner (a superuser), database `edc`.
+    pub fn owner_url(&self) -> String {
+        format!("postgres://edc_owner:{PASSWORD}@127.0.0.1:{}/edc", self.port)
+    }
+
+    /// The URL of the run role, database `edc`.
+    pub fn run_url(&self) -> String {
+        format!("postgres://edc_run:{PASSWORD}@127.0.0.1:{}/edc", self.port)
+    }
+
+    /// The server's log so far (for a failing test's message).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+
+    /// Runs `sql` with `psql` as the schema owner in database `postgres`.
+    pub fn psql_owner(&self, sql: &str) -> Result<String, String> {
+        self.psql("postgres", sql)
+    }
+
+    /// Runs `sql` with `psql` as the schema owner in `db`; returns stdout.
+    pub fn psql(&self, db: &str, sql: &str) -> Result<String, String> {
+        let psql = ["psql", "/usr/bin/psql"]
+            .into_iter()
+            .map(PathBuf::from)
+            .map(|p| if p.is_absolute() { p } else { self.bin.join(p) })
+            .find(|p| p.is_file())
+            .ok_or("psql is not installed")?;
+        let out = Command::new(psql)
+            .args([
+                "-X",
+                "-q",
+                "-t",
+                "-A",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                "127.0.0.1",
+                "-p",
+            ])
+            .arg(self.port.to_string())
+            .args(["-U", "edc_owner", "-d", db, "-c", sql])
+            .env("PGPASSWORD", PASSWORD)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run psql: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "psql {sql:?}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    /// Stops the server abruptly (`pg_ctl stop -m immediate`: no
+    /// checkpoint, as a crash or a lost host would leave it).
+    pub fn stop(&mut self) {
+        if !self.stopped {
+            let data = self.data_dir();
+            if let Some(data) = data.to_str() {
+                let _ = self.tool("pg_ctl", &["-D", data, "-m", "immediate", "-w", "stop"]);
+            }
+            self.stopped = true;
+        }
+    }
+
+    /// Starts it again after [`Self::stop`], same port and data.
+    pub fn restart(&mut self) -> Result<(), String> {
+        let data = self.data_dir();
+        let log = self.dir.join("server.log");
+        self.tool(
+            "pg_ctl",
+            &[
+                "-D",
+                path_str(&data)?,
+                "-l",
+                path_str(&log)?,
+                "-w",
+                "-t",
+                "30",
+                "start",
+            ],
+        )?;
+        self.stopped = false;
+        Ok(())
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    fn tool(&self, name: &str, args: &[&str]) -> Result<(), String> {
+        let program = self.bin.join(name);
+        let mut cmd = match &self.run_as {
+            Some(user) => {
+                let mut c = Command::new("runuser");
+                c.args(["-u", user, "--"]).arg(&program);
+                c
+            }
+            None => Command::new(&program),
+        };
+        let out = cmd
+            .args(args)
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+        if !out.status.success() {
+            return Err(format!(
+                "{name} failed: {}{}\n{}",
+                String::from_utf8_lossy(&out.stdout).trim(),
+                String::from_utf8_lossy(&out.stderr).trim(),
+                self.log()
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for PrivatePostgres {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Waits (at most `timeout`) until something accepts TCP on `port`.
+pub fn wait_port(port: u16, timeout: Duration) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    while std::time::Instant::now() < deadline {
+        if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+fn is_root() -> bool {
+    // Read through `id -u`, which keeps this crate free of libc.
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+fn chown(path: &Path, user: &str) -> Result<(), String> {
+    let ok = Command::new("chown")
+        .args(["-R", user])
+        .arg(path)
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("cannot chown {} to {user}", path.display()))
+    }
+}
+
+fn append(path: &Path, text: &str) -> Result<(), String> {
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+fn path_str(p: &Path) -> Result<&str, String> {
+    p.to_str().ok_or_else(|| format!("{} is not UTF-8", p.display()))
+}

@@ -1,0 +1,32 @@
+//! A real PostgreSQL (the machine image's PostgreSQL 15: initdb and pg_ctl
+//! on a temporary directory, a free port) for one test; stopped when
+//! dropped. A test that needs it and cannot start it fails with how to
+//! install it; it never skips.
+
+pub use edc_testkit::postgres_server::PrivatePostgres as Postgres;
+
+/// Starts a server, or fails the test with how to install one.
+pub fn start() -> Postgres {
+    Postgres::start().unwrap_or_else(|why| {
+        panic!(
+            "{why}; the PostgreSQL state tests need a real server.\n\
+             Install it with: sudo apt-get install -y postgresql-15"
+        )
+    })
+}
+
+/// Starts a server and creates the schema with `edc-sync state migrate`
+/// as its owner, granting the run role what runs need.
+pub fn start_migrated() -> Postgres {
+    let pg = start();
+    let out = super::run(&[
+        "state",
+        "migrate",
+        "--state",
+        &pg.owner_url(),
+        "--grant-to",
+        "edc_run",
+    ]);
+    assert_eq!(out.code, 0, "state migrate: {}{}", out.stdout, out.stderr);
+    pg
+}
