@@ -84,12 +84,30 @@ pub fn run(cmd: AuditCommand) -> anyhow::Result<()> {
 /// summary; exit 65 when there is any.
 pub fn reconcile(args: crate::cli::VerifyArgs) -> anyhow::Result<()> {
     let dirs = &args.dirs;
-    for (flag, path) in [("--state", &dirs.state), ("--audit-log", &dirs.audit_log)] {
-        edc_core::paths::require_local(flag, path).map_err(edc_core::config::ConfigError::Identity)?;
+    let state = dirs.state.to_string_lossy();
+    let db = edc_core::state_db::is_db_url(&state);
+    if !db {
+        edc_core::paths::require_local("--state", &dirs.state)
+            .map_err(edc_core::config::ConfigError::Identity)?;
     }
+    edc_core::paths::require_local("--audit-log", &dirs.audit_log)
+        .map_err(edc_core::config::ConfigError::Identity)?;
     let out = dirs.out.to_string_lossy();
     let scheme = edc_core::store::object::scheme_of(&out).map_err(edc_core::config::ConfigError::Identity)?;
     let summary = match scheme {
+        None if db => {
+            let url = super::state::db_url(&state)?;
+            // The trail's name in the database: --audit-log's file name,
+            // as the runs named it.
+            let trail = dirs
+                .audit_log
+                .file_name()
+                .map_or_else(|| "audit.jsonl".into(), |n| n.to_string_lossy().into_owned());
+            super::runtime()?.block_on(async {
+                let db = edc_core::state_db::StateDb::connect(&url).await?;
+                anyhow::Ok(edc_core::reconcile::reconcile_db(&dirs.out, &db, &trail).await?)
+            })?
+        }
         None => edc_core::reconcile::reconcile(&dirs.out, &dirs.state, &dirs.audit_log)?,
         Some(_) => {
             let landing = edc_core::store::object::ObjectLanding::open(&out)

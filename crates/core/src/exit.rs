@@ -196,6 +196,16 @@ impl Exit {
             if let Some(e) = cause.downcast_ref::<crate::state_db::DbError>() {
                 return Exit::for_db(e);
             }
+            if let Some(e) = cause.downcast_ref::<crate::reconcile::DbUnreadable>() {
+                return match e {
+                    crate::reconcile::DbUnreadable::Db(e) => Exit::for_db(e),
+                    crate::reconcile::DbUnreadable::Export(crate::state_db::ExportError::Db(e)) => {
+                        Exit::for_db(e)
+                    }
+                    crate::reconcile::DbUnreadable::Export(_) => Exit::IoErr,
+                    crate::reconcile::DbUnreadable::Local(_) => Exit::NoInput,
+                };
+            }
             if let Some(e) = cause.downcast_ref::<crate::state_db::ExportError>() {
                 return match e {
                     crate::state_db::ExportError::Db(e) => Exit::for_db(e),

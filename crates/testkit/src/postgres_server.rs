@@ -140,6 +140,12 @@ impl PrivatePostgres {
 
     /// Runs `sql` with `psql` as the schema owner in `db`; returns stdout.
     pub fn psql(&self, db: &str, sql: &str) -> Result<String, String> {
+        self.psql_as("edc_owner", db, sql)
+    }
+
+    /// Runs `sql` with `psql` as `user` (a role of this server whose
+    /// password is [`PASSWORD`]) in `db`; returns stdout, or stderr.
+    pub fn psql_as(&self, user: &str, db: &str, sql: &str) -> Result<String, String> {
         let psql = ["psql", "/usr/bin/psql"]
             .into_iter()
             .map(PathBuf::from)
@@ -159,7 +165,7 @@ impl PrivatePostgres {
                 "-p",
             ])
             .arg(self.port.to_string())
-            .args(["-U", "edc_owner", "-d", db, "-c", sql])
+            .args(["-U", user, "-d", db, "-c", sql])
             .env("PGPASSWORD", PASSWORD)
             .stdin(Stdio::null())
             .output()
@@ -204,6 +210,68 @@ impl PrivatePostgres {
         )?;
         self.stopped = false;
         Ok(())
+    }
+
+    /// A hot standby of this server (`pg_basebackup -R`, streaming from
+    /// it) on a port of its own: a read-only replica, as an operator might
+    /// give by mistake.
+    pub fn standby(&self) -> Result<PrivatePostgres, String> {
+        let port = free_port()?;
+        let dir = std::env::temp_dir().join(format!("edc-sync-pg-{}-{port}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let mut standby = PrivatePostgres {
+            port,
+            dir,
+            bin: self.bin.clone(),
+            run_as: self.run_as.clone(),
+            stopped: true,
+        };
+        if let Some(user) = &standby.run_as {
+            chown(&standby.dir, user)?;
+        }
+        let data = standby.data_dir();
+        let mut cmd = match &standby.run_as {
+            Some(user) => {
+                let mut c = Command::new("runuser");
+                c.args(["-u", user, "--"]).arg(standby.bin.join("pg_basebackup"));
+                c
+            }
+            None => Command::new(standby.bin.join("pg_basebackup")),
+        };
+        let out = cmd
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "edc_owner",
+                "-c",
+                "fast",
+                "-R",
+                "-D",
+            ])
+            .arg(&data)
+            .env("PGPASSWORD", PASSWORD)
+            .current_dir(&standby.dir)
+            .output()
+            .map_err(|e| format!("cannot run pg_basebackup: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "pg_basebackup: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        append(
+            &data.join("postgresql.conf"),
+            &format!(
+                "port = {port}\nunix_socket_directories = '{}'\nhot_standby = on\n",
+                standby.dir.display()
+            ),
+        )?;
+        standby.restart()?;
+        Ok(standby)
     }
 
     fn data_dir(&self) -> PathBuf {

@@ -5,6 +5,9 @@
 
 pub use edc_testkit::postgres_server::PrivatePostgres as Postgres;
 
+/// The test roles' password, to check it is never shown.
+pub const PASSWORD_TEXT: &str = edc_testkit::postgres_server::PASSWORD;
+
 /// Starts a server, or fails the test with how to install one.
 pub fn start() -> Postgres {
     Postgres::start().unwrap_or_else(|why| {

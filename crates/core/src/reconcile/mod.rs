@@ -21,8 +21,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+mod db;
 mod view;
 
+pub use db::{reconcile_db, DbUnreadable};
 use view::LandingView;
 
 /// One way two ledgers disagree, naming the file.
@@ -113,6 +115,15 @@ struct Commit {
 /// Reconciles the landing under `out`, the cursors under `state` and the
 /// audit trail at `audit`.
 pub fn reconcile(out: &Path, state: &Path, audit: &Path) -> Result<Summary, Unreadable> {
+    let (out, views, links) = local_views(out)?;
+    let mut summary = reconcile_views(&out, &views, state, audit)?;
+    note_links(&mut summary, links);
+    Ok(summary)
+}
+
+/// The landing directories under `out` (resolved), and the symbolic links
+/// found among them.
+fn local_views(out: &Path) -> Result<(PathBuf, Vec<LandingView>, Vec<PathBuf>), Unreadable> {
     let out = std::fs::canonicalize(out).map_err(unreadable(out))?;
     let mut dirs = Vec::new();
     let mut links = Vec::new();
@@ -121,7 +132,11 @@ pub fn reconcile(out: &Path, state: &Path, audit: &Path) -> Result<Summary, Unre
     for dir in &dirs {
         views.push(LandingView::of_dir(dir, relative_to(dir, &out)).map_err(unreadable(dir))?);
     }
-    let mut summary = reconcile_views(&out, &views, state, audit)?;
+    Ok((out, views, links))
+}
+
+/// Each symbolic link inside the landing is a discrepancy.
+fn note_links(summary: &mut Summary, links: Vec<PathBuf>) {
     for link in links {
         summary.discrepancies.push(Discrepancy {
             path: link,
@@ -130,7 +145,6 @@ pub fn reconcile(out: &Path, state: &Path, audit: &Path) -> Result<Summary, Unre
                 .into(),
         });
     }
-    Ok(summary)
 }
 
 /// Reconciles the landing in an object store (every page object read back

@@ -25,7 +25,7 @@ use tokio::sync::Mutex;
 
 pub use error::DbError;
 pub use export::{export, ExportError, Exported};
-pub use stream::{cursor_of, DbStream, StartProof};
+pub use stream::{all_cursors, all_manifests, cursor_of, DbStream, StartProof};
 pub use trail::{check_anchors, DbTrail, PageRows, TrailLine};
 
 /// The schemes `--state` takes as a database.

@@ -41,6 +41,36 @@ pub async fn cursor_of(db: &StateDb, identity: &StreamIdentity) -> Result<Option
         })
 }
 
+/// Every stream's cursor row (key, the cursor's JSON), for `verify`.
+pub async fn all_cursors(db: &StateDb) -> Result<Vec<(String, String)>, DbError> {
+    let client = db.client().await;
+    let rows = client
+        .query("SELECT stream, state FROM edc_sync_cursor ORDER BY stream", &[])
+        .await
+        .map_err(|e| DbError::classify(db.url(), "read the cursors in", e))?;
+    Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
+/// Every stream's manifest, as the lines a manifest file would hold (each
+/// ending in a newline), by stream key, for `verify`.
+pub async fn all_manifests(db: &StateDb) -> Result<std::collections::BTreeMap<String, Vec<u8>>, DbError> {
+    let client = db.client().await;
+    let rows = client
+        .query(
+            "SELECT stream, line FROM edc_sync_manifest ORDER BY stream, n",
+            &[],
+        )
+        .await
+        .map_err(|e| DbError::classify(db.url(), "read the manifests in", e))?;
+    let mut by_stream: std::collections::BTreeMap<String, Vec<u8>> = Default::default();
+    for r in rows {
+        let text = by_stream.entry(r.get(0)).or_default();
+        text.extend_from_slice(r.get::<_, String>(1).as_bytes());
+        text.push(b'\n');
+    }
+    Ok(by_stream)
+}
+
 /// A stream held by this run in the state database.
 #[derive(Debug)]
 pub struct DbStream {

@@ -1,0 +1,73 @@
+//! `edc-sync verify --state postgres://…`: the same four ledgers, with the
+//! manifests, the cursors and the trail read from the state database.
+//!
+//! The database's ledgers are laid out as the files a state directory and
+//! a trail file would hold (the trail exactly as `audit export` writes it,
+//! each cursor row as its cursor file, each stream's manifest rows as its
+//! manifest) in a private temporary directory, and judged by the same
+//! reconciliation as files; a discrepancy is then named by the row it
+//! came from, never by the temporary file.
+
+use std::path::{Path, PathBuf};
+
+use super::{local_views, note_links, reconcile_views, Discrepancy, Summary, Unreadable};
+use crate::state_db::{DbError, ExportError, StateDb};
+
+/// The database or the landing could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum DbUnreadable {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error(transparent)]
+    Export(#[from] ExportError),
+    #[error(transparent)]
+    Local(#[from] Unreadable),
+}
+
+/// Reconciles the landing directory `out` with the manifests, cursors and
+/// trail `trail` kept in `db`.
+pub async fn reconcile_db(out: &Path, db: &StateDb, trail: &str) -> Result<Summary, DbUnreadable> {
+    let scratch = tempfile::tempdir().map_err(|e| Unreadable {
+        path: std::env::temp_dir(),
+        error: e,
+    })?;
+    let write = |path: &Path, bytes: &[u8]| {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(path, bytes)
+    };
+    let local = |path: PathBuf| move |error| Unreadable { path, error };
+    let trail_file = scratch.path().join("trail").join(trail);
+    std::fs::create_dir_all(scratch.path().join("trail")).map_err(local(scratch.path().into()))?;
+    crate::state_db::export(db, trail, &trail_file).await?;
+    let state = scratch.path().join("state");
+    write(&state.join(".state-id"), db.state_id().as_bytes()).map_err(local(state.clone()))?;
+    for (key, cursor) in crate::state_db::all_cursors(db).await? {
+        let file = state.join(format!("{key}.cursor.json"));
+        write(&file, cursor.as_bytes()).map_err(local(file.clone()))?;
+    }
+    let mut manifests = crate::state_db::all_manifests(db).await?;
+    let (out, mut views, links) = local_views(out)?;
+    for view in &mut views {
+        view.manifest = manifests.remove(&view.rel).unwrap_or_default();
+    }
+    let mut summary = reconcile_views(&out, &views, &state, &trail_file)?;
+    note_links(&mut summary, links);
+    let shown = db.url().shown().to_string();
+    let name = |d: &mut Discrepancy| {
+        if let Ok(rel) = d.path.strip_prefix(&state) {
+            let key = rel.to_string_lossy().trim_end_matches(".cursor.json").to_string();
+            d.path = format!("{shown} edc_sync_cursor row {key:?}").into();
+        } else if d.path == trail_file {
+            d.path = format!("{shown} trail {trail:?}").into();
+        } else if d.path.file_name().is_some_and(|n| n == "manifest.jsonl") {
+            let rel = d.path.parent().and_then(|p| p.strip_prefix(&out).ok());
+            let key = rel.map(|r| r.to_string_lossy().into_owned()).unwrap_or_default();
+            d.path = format!("{shown} edc_sync_manifest rows of {key:?}").into();
+        }
+    };
+    summary.discrepancies.iter_mut().for_each(name);
+    summary.behind.iter_mut().for_each(name);
+    Ok(summary)
+}
