@@ -282,3 +282,272 @@ async fn the_trail_manifest_and_anchors_are_append_only_for_every_role() {
         .unwrap();
     assert_eq!(cursor, "", "the cursor is the one row a run moves");
 }
+
+/// A simulator of `records` records that answers each request after
+/// `latency`: time for a test to act while a run is mid-way.
+async fn slow_sim(records: u32, latency_ms: u64) -> edc_sim::Simulator {
+    let config = edc_sim::SimConfig {
+        dataset: edc_sim::Dataset {
+            subjects: 3,
+            records,
+            seed: 1,
+            padding: 0,
+        },
+        latency: std::time::Duration::from_millis(latency_ms),
+        ..edc_sim::SimConfig::default()
+    };
+    edc_sim::Simulator::start(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
+}
+
+/// The fixture's policy with pages of `size` records.
+fn page_size(fx: &runs::Fixture, size: u32) {
+    let policies = support::SIM_POLICIES.replace("page_size: 40", &format!("page_size: {size}"));
+    std::fs::write(fx.path("policies.yaml"), policies).unwrap();
+    let repo = git2::Repository::open(fx.path("")).unwrap();
+    support::git_commit_all(&repo, "smaller pages");
+}
+
+/// `sync` in the background.
+fn spawn_sync(fx: &runs::Fixture, sim: &edc_sim::Simulator, state: &str) -> std::process::Child {
+    support::edc_sync()
+        .args(["sync", "--config"])
+        .arg(fx.path("policies.yaml"))
+        .args(["--vendor", "vault_json", "--study", "S1", "--out"])
+        .arg(fx.path("landing"))
+        .args(["--state", state, "--audit-log", "audit.jsonl", "--pacer", "local"])
+        .env("EDC_SYNC_TEST_BASE_URL", sim.base_url())
+        .env("EDC_SYNC_TEST_TOKEN", "sim-token")
+        .current_dir(fx.path(""))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until the database lists at least `pages` manifest rows.
+fn wait_for_pages(pg: &postgres::Postgres, pages: u32) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        let n: u32 = pg
+            .psql("edc", "SELECT count(*) FROM edc_sync_manifest")
+            .map(|t| t.parse().unwrap_or(0))
+            .unwrap_or(0);
+        if n >= pages {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("no {pages} pages committed within a minute");
+}
+
+fn finish(child: std::process::Child) -> (i32, String) {
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Every record exactly once, the trail intact, the landing reconciled.
+fn assert_exact(pg: &postgres::Postgres, fx: &runs::Fixture, records: usize) {
+    let ids = landed_ids(pg, &fx.path("landing/vault_json/-/S1/-/default"));
+    let mut unique = ids.clone();
+    unique.dedup();
+    assert_eq!(unique.len(), ids.len(), "duplicates landed");
+    assert_eq!(ids.len(), records, "records lost");
+    let out = support::run(&["audit", "verify", "--state", &pg.run_url()]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let out = support::run(&[
+        "verify",
+        "--out",
+        fx.path("landing").to_str().unwrap(),
+        "--state",
+        &pg.run_url(),
+        "--audit-log",
+        "audit.jsonl",
+    ]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_lost_mid_run_commits_nothing_more_and_the_next_run_resumes_exactly() {
+    let mut pg = postgres::start_migrated();
+    let fx = runs::Fixture::new();
+    page_size(&fx, 5);
+    let sim = slow_sim(100, 40).await;
+    let child = spawn_sync(&fx, &sim, &pg.run_url());
+    wait_for_pages(&pg, 3);
+    pg.stop();
+    let (code, stderr) = finish(child);
+    assert!(code == 69 || code == 75, "lost mid-run: {code} {stderr}");
+    assert!(stderr.contains("state database"), "{stderr}");
+    pg.restart().unwrap();
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_exact(&pg, &fx, 100);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_lock_was_taken_over_commits_nothing_75() {
+    let pg = postgres::start_migrated();
+    let fx = runs::Fixture::new();
+    page_size(&fx, 5);
+    let sim = slow_sim(100, 40).await;
+    let child = spawn_sync(&fx, &sim, &pg.run_url());
+    wait_for_pages(&pg, 2);
+    // What a later run does when it takes the lock: the fence moves on.
+    pg.psql("edc", "UPDATE edc_sync_run_lock SET fence = fence + 1")
+        .unwrap();
+    let (code, stderr) = finish(child);
+    assert_eq!(code, 75, "{stderr}");
+    assert!(stderr.contains("lost the run lock"), "{stderr}");
+    let after: u32 = pg
+        .psql("edc", "SELECT count(*) FROM edc_sync_manifest")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(after < 20, "stopped at the first commit after the take-over");
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_exact(&pg, &fx, 100);
+    // Every run's lock is fenced, and the trail says with which token.
+    let fences: Vec<i64> = trail_rows(&pg, "audit.jsonl")
+        .iter()
+        .filter(|l| l["event"] == "stream_lock_taken")
+        .map(|l| l["fence"].as_i64().unwrap())
+        .collect();
+    assert_eq!(fences, vec![1, 3]);
+}
+
+/// Installs a trigger (as the owner) that makes the server raise SQLSTATE
+/// `code` on the first `times` cursor writes: the server's own error, on
+/// the commit transaction's last statement.
+fn fail_cursor_writes(pg: &postgres::Postgres, code: &str, times: u32) {
+    pg.psql(
+        "edc",
+        &format!(
+            "CREATE SEQUENCE edc_test_failures; \
+             CREATE FUNCTION edc_test_fail() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+               IF nextval('edc_test_failures') <= {times} THEN \
+                 RAISE EXCEPTION 'injected by the test' USING ERRCODE = '{code}'; END IF; \
+               RETURN NEW; END $$; \
+             CREATE TRIGGER edc_test_fail BEFORE INSERT OR UPDATE ON edc_sync_cursor \
+               FOR EACH ROW EXECUTE FUNCTION edc_test_fail(); \
+             GRANT USAGE ON SEQUENCE edc_test_failures TO edc_run"
+        ),
+    )
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serialization_failures_and_deadlocks_are_retried_within_the_budget() {
+    let pg = postgres::start_migrated();
+    let fx = runs::Fixture::new();
+    let sim = runs::sim_with(100).await;
+    fail_cursor_writes(&pg, "40001", 2);
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &[]);
+    assert_eq!(out.code, 0, "retried: {}", out.stderr);
+    assert_exact(&pg, &fx, 100);
+
+    let pg = postgres::start_migrated();
+    let fx = runs::Fixture::new();
+    fail_cursor_writes(&pg, "40P01", 1000);
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &[]);
+    assert_eq!(out.code, 75, "a deadlock that does not clear: {}", out.stderr);
+    assert!(
+        out.stderr.contains("attempts; nothing was committed"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        pg.psql("edc", "SELECT count(*) FROM edc_sync_manifest").unwrap(),
+        "0"
+    );
+}
+
+/// A 6 MiB tmpfs mounted for the test (root only: CI runs as root),
+/// unmounted when dropped.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount() -> SmallDisk {
+        let dir = std::env::temp_dir().join(format!("edc-sync-small-disk-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=6m", "tmpfs"])
+            .arg(&dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(
+            mounted,
+            "the disk-full test mounts a small tmpfs for the server's tablespace, which needs root \
+             (scripts/test runs as root in CI): run it as root"
+        );
+        let chown = std::process::Command::new("chown")
+            .arg("postgres")
+            .arg(&dir)
+            .status();
+        assert!(
+            chown.is_ok_and(|s| s.success()),
+            "chown postgres {}",
+            dir.display()
+        );
+        SmallDisk(dir)
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_out_of_disk_mid_run_commits_nothing_more_74_and_the_next_run_resumes() {
+    let pg = postgres::start_migrated();
+    let disk = SmallDisk::mount();
+    pg.psql(
+        "edc",
+        &format!("CREATE TABLESPACE edc_small LOCATION '{}'", disk.0.display()),
+    )
+    .unwrap();
+    pg.psql("edc", "ALTER TABLE edc_sync_audit_line SET TABLESPACE edc_small")
+        .unwrap();
+    let fx = runs::Fixture::new();
+    page_size(&fx, 5);
+    let sim = slow_sim(300, 60).await;
+    let child = spawn_sync(&fx, &sim, &pg.run_url());
+    wait_for_pages(&pg, 2);
+    // Fills the tablespace: the INSERT fails when the disk is full, and
+    // the pages it extended stay allocated (the table itself was committed
+    // before) until the table is dropped.
+    pg.psql(
+        "edc",
+        "CREATE TABLE edc_test_filler (x text) TABLESPACE edc_small; \
+         ALTER TABLE edc_test_filler ALTER x SET STORAGE PLAIN",
+    )
+    .unwrap();
+    let filled = pg
+        .psql(
+            "edc",
+            "INSERT INTO edc_test_filler SELECT repeat(md5(i::text), 60) FROM generate_series(1, 100000) i",
+        )
+        .unwrap_err();
+    assert!(filled.contains("No space left on device"), "{filled}");
+    let (code, stderr) = finish(child);
+    assert_eq!(code, 74, "{stderr}");
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    pg.psql("edc", "DROP TABLE edc_test_filler").unwrap();
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_exact(&pg, &fx, 300);
+    pg.psql("edc", "ALTER TABLE edc_sync_audit_line SET TABLESPACE pg_default")
+        .unwrap();
+    pg.psql("edc", "DROP TABLESPACE edc_small").unwrap();
+}
