@@ -2,6 +2,7 @@
 
 pub mod fanout;
 pub mod harness;
+pub mod hosts;
 pub mod one_pass;
 pub mod pacer;
 pub mod peers;

@@ -90,6 +90,26 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 0x50a4)]
         seed: u64,
     },
+    /// Any host resumes any stream: processes in working directories of
+    /// their own share one PostgreSQL state (a private server the soak
+    /// starts) and one landing, and SIGKILL each other at seeded instants;
+    /// then one clean run. Prints the figures, then one JSON line; exits
+    /// non-zero when anything was lost, duplicated, ahead or unfenced.
+    HostsSoak {
+        #[arg(long, default_value_t = 200)]
+        rounds: u32,
+        /// Processes started on the stream each round.
+        #[arg(long, default_value_t = 3)]
+        hosts: u32,
+        #[arg(long, default_value_t = 3000)]
+        records: u32,
+        /// The simulator's latency per request: how slowly pages come, so
+        /// that kills fall mid-window.
+        #[arg(long, default_value_t = 20)]
+        latency_ms: u64,
+        #[arg(long, default_value_t = 0x50a4)]
+        seed: u64,
+    },
     /// One phase of `bench sync` in a process of its own (spawned by it).
     #[command(hide = true)]
     SyncPhase {

@@ -116,6 +116,36 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        BenchCommand::HostsSoak {
+            rounds,
+            hosts,
+            records,
+            latency_ms,
+            seed,
+        } => {
+            let exe = std::env::current_exe().context("locating the edc-sync executable")?;
+            let (_scratch, work) = sync::scratch()?;
+            let figures = rt.block_on(crate::bench::hosts::run(
+                &exe, &work, rounds, hosts, records, latency_ms, seed,
+            ))?;
+            writeln!(
+                std::io::stdout().lock(),
+                "{}",
+                crate::bench::hosts::render(&figures)
+            )
+            .context("writing to stdout")?;
+            if figures.duplicates > 0
+                || figures.lost > 0
+                || figures.rounds_with_cursor_ahead > 0
+                || figures.fence_violations > 0
+                || figures.audit_verify_exit != Some(0)
+                || figures.verify_exit != Some(0)
+                || !figures.cursor_at_high_water
+            {
+                anyhow::bail!("the hosts soak found damage (see the figures above)");
+            }
+            Ok(())
+        }
         BenchCommand::SyncPhase {
             pages,
             page_bytes,

@@ -551,3 +551,29 @@ async fn the_server_out_of_disk_mid_run_commits_nothing_more_74_and_the_next_run
         .unwrap();
     pg.psql("edc", "DROP TABLESPACE edc_small").unwrap();
 }
+
+#[test]
+fn hosts_taking_turns_and_killing_each_other_lose_duplicate_and_unfence_nothing() {
+    // Three processes in working directories of their own (as hosts), one
+    // PostgreSQL state, one landing; 30 rounds of SIGKILLs at seeded
+    // instants, then a clean run (`bench hosts-soak`, by hand with 200).
+    let out = support::run(&["bench", "hosts-soak", "--rounds", "30", "--records", "1000"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let figures: serde_json::Value = serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(figures["lost"], 0, "{figures}");
+    assert_eq!(figures["duplicates"], 0, "{figures}");
+    assert_eq!(figures["rounds_with_cursor_ahead"], 0, "{figures}");
+    assert_eq!(figures["fence_violations"], 0, "{figures}");
+    assert_eq!(figures["records_landed"], 1000, "{figures}");
+    assert_eq!(figures["audit_verify_exit"], 0, "{figures}");
+    assert_eq!(figures["verify_exit"], 0, "{figures}");
+    assert!(figures["killed"].as_u64().unwrap() >= 30, "{figures}");
+    assert!(
+        figures["locks_taken"].as_u64().unwrap() > 30,
+        "runs took turns: {figures}"
+    );
+    assert!(
+        figures["rounds_landing"].as_u64().unwrap() >= 5,
+        "kills fell mid-window: {figures}"
+    );
+}
