@@ -289,10 +289,10 @@ fn fences(pg: &PrivatePostgres) -> anyhow::Result<(usize, usize)> {
                 }
                 holder = Some((fence, run));
             }
-            Some("page_committed") if v["dry_run"] != true => {
-                if holder.as_ref().is_none_or(|(_, r)| *r != run) {
-                    violations += 1;
-                }
+            Some("page_committed")
+                if v["dry_run"] != true && holder.as_ref().is_none_or(|(_, r)| *r != run) =>
+            {
+                violations += 1;
             }
             _ => {}
         }
