@@ -8,4 +8,5 @@ pub mod pacer;
 pub mod peers;
 pub mod soak;
 pub mod startup;
+pub mod state;
 pub mod sync;

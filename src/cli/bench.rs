@@ -90,6 +90,11 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 0x50a4)]
         seed: u64,
     },
+    /// What a committed page costs with the state in files and in
+    /// PostgreSQL (a private server the benchmark starts), side by side,
+    /// and pages per second with 1, 4 and 16 processes on one database.
+    /// One JSON line per figure set (docs/benchmarks.md).
+    State,
     /// Any host resumes any stream: processes in working directories of
     /// their own share one PostgreSQL state (a private server the soak
     /// starts) and one landing, and SIGKILL each other at seeded instants;

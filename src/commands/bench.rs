@@ -116,6 +116,15 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        BenchCommand::State => {
+            let exe = std::env::current_exe().context("locating the edc-sync executable")?;
+            let (_scratch, work) = sync::scratch()?;
+            let mut out = std::io::stdout().lock();
+            for line in crate::bench::state::run(&exe, &work)? {
+                writeln!(out, "{line}").context("writing to stdout")?;
+            }
+            Ok(())
+        }
         BenchCommand::HostsSoak {
             rounds,
             hosts,

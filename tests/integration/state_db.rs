@@ -577,3 +577,31 @@ fn hosts_taking_turns_and_killing_each_other_lose_duplicate_and_unfence_nothing(
         "kills fell mid-window: {figures}"
     );
 }
+
+#[test]
+fn bench_state_prints_commit_cost_for_files_and_postgres_and_throughput_side_by_side() {
+    let out = support::run(&["bench", "state"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let lines: Vec<serde_json::Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5, "{}", out.stdout);
+    let (files, pg) = (&lines[0], &lines[1]);
+    assert_eq!(
+        (files["state"].as_str(), pg["state"].as_str()),
+        (Some("files"), Some("postgres"))
+    );
+    // Counts, not times: files fsync the page, its directory and the audit
+    // line; PostgreSQL fsyncs the page and its directory, and the server
+    // flushes its WAL once for the page's one transaction.
+    assert_eq!(files["client_syncs_per_page"], 3.0, "{files}");
+    assert_eq!(pg["client_syncs_per_page"], 2.0, "{pg}");
+    assert!(pg["server_wal_syncs_per_page"].as_f64().unwrap() <= 1.1, "{pg}");
+    for (line, processes) in lines[2..].iter().zip([1, 4, 16]) {
+        assert_eq!(line["benchmark"], "state_throughput");
+        assert_eq!(line["processes"], processes);
+        assert_eq!(line["failed_processes"], 0, "{line}");
+    }
+}

@@ -128,6 +128,17 @@ impl PrivatePostgres {
         format!("postgres://edc_run:{PASSWORD}@127.0.0.1:{}/edc", self.port)
     }
 
+    /// The postmaster's process id (the first line of postmaster.pid).
+    pub fn postmaster_pid(&self) -> Result<u32, String> {
+        let file = self.data_dir().join("postmaster.pid");
+        std::fs::read_to_string(&file)
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))?
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse().ok())
+            .ok_or_else(|| format!("{} holds no pid", file.display()))
+    }
+
     /// The server's log so far (for a failing test's message).
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
