@@ -45,32 +45,40 @@ pub fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
         args.until.as_deref().map_or("open".into(), sanitize)
     );
     let mut spec = spec(args.sync)?;
-    let legacy = format!(
-        "{}..{}",
-        edc_core::store::migrate::legacy_sanitize(&args.since),
-        args.until
-            .as_deref()
-            .map_or("open".into(), edc_core::store::migrate::legacy_sanitize)
-    );
-    for root in [&spec.state, &spec.out] {
-        let (old, new) = (
-            root.join("backfill").join(&legacy),
-            root.join("backfill").join(&label),
+    if edc_core::state_db::is_db_url(&spec.state.to_string_lossy()) {
+        // A state database keeps the backfill's cursor and manifest under
+        // keys of their own, which are also where its pages land below
+        // --out (OUT/backfill/SINCE..UNTIL/..., as with files), so the
+        // trail names them from the one landing root.
+        spec.options.state_namespace = Some(format!("backfill/{label}"));
+    } else {
+        let legacy = format!(
+            "{}..{}",
+            edc_core::store::migrate::legacy_sanitize(&args.since),
+            args.until
+                .as_deref()
+                .map_or("open".into(), edc_core::store::migrate::legacy_sanitize)
         );
-        if old != new && old.is_dir() && !new.exists() {
-            std::fs::rename(&old, &new)
-                .with_context(|| format!("moving {} to its new name {}", old.display(), new.display()))?;
-            eprintln!(
-                "moved {} to {} (directory names are now injective)",
-                old.display(),
-                new.display()
+        for root in [&spec.state, &spec.out] {
+            let (old, new) = (
+                root.join("backfill").join(&legacy),
+                root.join("backfill").join(&label),
             );
+            if old != new && old.is_dir() && !new.exists() {
+                std::fs::rename(&old, &new)
+                    .with_context(|| format!("moving {} to its new name {}", old.display(), new.display()))?;
+                eprintln!(
+                    "moved {} to {} (directory names are now injective)",
+                    old.display(),
+                    new.display()
+                );
+            }
         }
+        spec.out = spec.out.join("backfill").join(&label);
+        // The trail is the syncs' trail: its anchor stays where theirs is.
+        spec.audit.anchor_root = Some(spec.state.clone());
+        spec.state = spec.state.join("backfill").join(&label);
     }
-    spec.out = spec.out.join("backfill").join(&label);
-    // The trail is the syncs' trail: its anchor stays where theirs is.
-    spec.audit.anchor_root = Some(spec.state.clone());
-    spec.state = spec.state.join("backfill").join(&label);
     spec.options.since = Some(args.since);
     spec.options.until = args.until;
     spec.options.progress = progress("backfill");

@@ -605,3 +605,63 @@ fn bench_state_prints_commit_cost_for_files_and_postgres_and_throughput_side_by_
         assert_eq!(line["failed_processes"], 0, "{line}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backfill_keeps_its_cursor_and_manifest_apart_in_the_database() {
+    let pg = postgres::start_migrated();
+    let fx = runs::Fixture::new();
+    let sim = runs::sim_with(100).await;
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &["--max-pages", "1"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let incremental = pg.psql("edc", "SELECT state FROM edc_sync_cursor").unwrap();
+    let config = fx.path("policies.yaml");
+    let landing = fx.path("landing");
+    let out = support::run_cmd(
+        support::edc_sync()
+            .args(["backfill", "--config", config.to_str().unwrap()])
+            .args(["--vendor", "vault_json", "--study", "S1", "--pacer", "local"])
+            .args(["--out", landing.to_str().unwrap(), "--state", &pg.run_url()])
+            .args(["--audit-log", "audit.jsonl", "--since", "2000-01-01T00:00:00Z"])
+            .env("EDC_SYNC_TEST_BASE_URL", sim.base_url())
+            .env("EDC_SYNC_TEST_TOKEN", "sim-token")
+            .current_dir(fx.path("")),
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let keys = pg
+        .psql("edc", "SELECT stream FROM edc_sync_cursor ORDER BY stream")
+        .unwrap();
+    let keys: Vec<&str> = keys.lines().collect();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert!(keys[0].starts_with("backfill/2000-01-01T00"), "{keys:?}");
+    assert_eq!(keys[1], "vault_json/-/S1/-/default");
+    let after = pg
+        .psql(
+            "edc",
+            "SELECT state FROM edc_sync_cursor WHERE stream NOT LIKE 'backfill/%'",
+        )
+        .unwrap();
+    assert_eq!(after, incremental, "the incremental cursor was not touched");
+    let ids = edc_testkit::landed::listed_json_record_ids(
+        &landing.join(keys[0]),
+        &pg.psql(
+            "edc",
+            &format!(
+                "SELECT line FROM edc_sync_manifest WHERE stream = '{}' ORDER BY n",
+                keys[0]
+            ),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(ids.len(), 100, "the backfill landed the window apart");
+    let out = support::run(&[
+        "verify",
+        "--out",
+        landing.to_str().unwrap(),
+        "--state",
+        &pg.run_url(),
+        "--audit-log",
+        "audit.jsonl",
+    ]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+}

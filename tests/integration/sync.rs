@@ -1070,7 +1070,7 @@ fn a_tenant_or_protocol_version_of_a_lone_dash_is_a_usage_error() {
     }
 }
 
-/// `--out s3://bucket/x` (or a `postgres://` state) is a URL, not a path:
+/// `--out ftp://host/x` (or a `redis://` state) is a URL edc-sync does not take there:
 /// refused as a configuration error (78) naming the flag, and no directory
 /// named `s3:` appears in the working directory.
 #[test]
@@ -1078,7 +1078,7 @@ fn a_url_where_a_local_path_is_expected_is_refused_not_made_a_directory() {
     for (command, flag, url) in [
         // --out lands in s3://, gs:// and az:// (tests/integration/object_landing.rs).
         ("sync", "--out", "ftp://edc:secret-pw@host/landing"),
-        ("sync", "--state", "postgres://edc:secret-pw@db/edc"),
+        ("sync", "--state", "redis://edc:secret-pw@db/0"),
         ("backfill", "--audit-log", "gs://bucket/audit.jsonl"),
         ("verify", "--out", "ftp://edc:secret-pw@host/landing"),
     ] {

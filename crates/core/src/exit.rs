@@ -80,7 +80,7 @@ impl Exit {
         Documented {
             code: 69,
             label: "unavailable",
-            meaning: "unavailable: EDC or Redis unreachable after the retry budget, or the landing's object store unreachable or failing (5xx)",
+            meaning: "unavailable: EDC or Redis unreachable after the retry budget, the landing's object store unreachable or failing (5xx), or the PostgreSQL state database unreachable or lost mid-run (nothing more was committed)",
             what_to_do: "check connectivity; the next run resumes",
         },
         Documented {
@@ -92,26 +92,26 @@ impl Exit {
         Documented {
             code: 74,
             label: "I/O",
-            meaning: "I/O error writing landing, audit or state (an object store that found other bytes than the SHA-256 sent included), or a file or directory below them that is a symbolic link (never followed)",
+            meaning: "I/O error writing landing, audit or state (an object store that found other bytes than the SHA-256 sent included, a state database out of disk), or a file or directory below them that is a symbolic link (never followed)",
             what_to_do: "check disk space and permissions; replace the link by what it stood for",
         },
         Documented {
             code: 75,
             label: "try later",
-            meaning: "temporary failure, progress saved (retry budget or max wait exhausted, stream locked, interrupted, the object store throttling: 429 or SlowDown)",
+            meaning: "temporary failure, progress saved (retry budget or max wait exhausted, stream locked, the run lock taken over by another run, interrupted, the object store throttling: 429 or SlowDown, a state-database deadlock or serialization failure that outlasted its retries)",
             what_to_do: "nothing: the next scheduled run resumes",
         },
         Documented {
             code: 77,
             label: "permission",
-            meaning: "permission: the EDC refused the credential (401/403, a refused login, a vendor's access error, a failed credential helper), or the object store refused the landing's credentials",
+            meaning: "permission: the EDC refused the credential (401/403, a refused login, a vendor's access error, a failed credential helper), the object store refused the landing's credentials, or the state database refused the role or its grants",
             what_to_do: "check the variables the message names",
         },
         Documented {
             code: 78,
             label: "configuration",
-            meaning: "configuration: invalid, uncommitted, a missing environment variable, or a URL edc-sync does not take there (`--state postgres://…`, `--out ftp://…`)",
-            what_to_do: "fix and commit the policy, set the variable, or give a local path (or, for --out, an s3://, gs:// or az:// URL)",
+            meaning: "configuration: invalid, uncommitted, a missing environment variable, a URL edc-sync does not take there (`--out ftp://…`, `--state redis://…`), or a state database without this binary's schema version or read-only (a replica)",
+            what_to_do: "fix and commit the policy, set the variable, give a path or a URL edc-sync takes there, run `edc-sync state migrate`, or point --state at the primary",
         },
         Documented {
             code: 130,

@@ -95,14 +95,19 @@ pub struct StartProof {
 
 impl DbStream {
     /// Takes `identity`'s run lock for the run appending to `trail`, or
-    /// says who holds it (75).
+    /// says who holds it (75). `namespace` keeps a backfill's cursor and
+    /// manifest apart from the incremental ones.
     pub async fn lock(
         db: &StateDb,
         identity: &StreamIdentity,
+        namespace: Option<&str>,
         holder: &str,
         trail: &str,
     ) -> Result<DbStream, LockError> {
-        let key = crate::store::stream_dir_name(identity);
+        let key = match namespace {
+            Some(ns) => format!("{ns}/{}", crate::store::stream_dir_name(identity)),
+            None => crate::store::stream_dir_name(identity),
+        };
         let url = db.url();
         let fail = |op| move |e| LockError::Store(StoreError::Db(DbError::classify(url, op, e)));
         let client = db.client().await;
@@ -153,7 +158,8 @@ impl DbStream {
         self
     }
 
-    /// The stream's key (its landing directory's name).
+    /// The stream's key in the database: its landing directory's name,
+    /// under the run's namespace (a backfill's) if any.
     pub fn key(&self) -> &str {
         &self.key
     }

@@ -401,6 +401,9 @@ impl CursorStore {
         out_dir: &Path,
         ext: &'static str,
     ) -> Result<LandingStore, StoreError> {
+        // The key (under a backfill's namespace) is the landing
+        // directory's path too, so the trail, the manifest rows and the
+        // directory name the same place below one landing root.
         let rel = held.key().to_string();
         let dir = crate::durable::dirs_below(out_dir, Path::new(&rel))
             .map_err(|e| StoreError::io(&out_dir.join(&rel), "create", e))?;

@@ -188,7 +188,8 @@ async fn start_in_db<'a, P: Pacer>(
         std::process::id()
     );
     let trail = job.audit.canonical_path().to_string_lossy().into_owned();
-    let held = crate::state_db::DbStream::lock(db, &job.identity, &holder, &trail)
+    let namespace = job.options.state_namespace.as_deref();
+    let held = crate::state_db::DbStream::lock(db, &job.identity, namespace, &holder, &trail)
         .await?
         .starting_at(job.options.since.clone());
     let proof = held.prove().await?;

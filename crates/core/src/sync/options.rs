@@ -19,6 +19,10 @@ pub struct SyncOptions {
     /// its receipt names takes the trail's cursor (audited as
     /// `state_repaired`) instead of stopping the run with 65.
     pub repair_state: bool,
+    /// With a state database: where this run's cursors and manifests are
+    /// kept apart from the incremental ones (`backfill/SINCE..UNTIL`, the
+    /// directory a state directory would nest them in).
+    pub state_namespace: Option<String>,
 }
 
 /// True once a cursor value is strictly past `until` (numbers as numbers,
