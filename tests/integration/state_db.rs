@@ -665,3 +665,137 @@ async fn a_backfill_keeps_its_cursor_and_manifest_apart_in_the_database() {
     ]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
 }
+
+/// The section "Running on several hosts" of docs/operations.md.
+fn several_hosts_section() -> &'static str {
+    let doc = include_str!("../../docs/operations.md");
+    let start = doc.find("## Running on several hosts").unwrap();
+    let end = start + doc[start..].find("\n## ").unwrap();
+    &doc[start..end]
+}
+
+/// The fenced blocks of `text` whose info string is `lang`.
+fn blocks<'a>(text: &'a str, lang: &str) -> Vec<&'a str> {
+    let fence = format!("```{lang}\n");
+    text.split(&fence)
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .collect()
+}
+
+/// A host: a working directory with the policy committed where the
+/// documented commands expect it (`config/rate_limits.yaml`), the
+/// simulator's vendor standing in for Vault's.
+fn doc_host(root: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let dir = root.join(name);
+    std::fs::create_dir_all(dir.join("config")).unwrap();
+    let repo = support::git_init(&dir);
+    std::fs::write(dir.join("config/rate_limits.yaml"), support::SIM_POLICIES).unwrap();
+    support::git_commit_all(&repo, "policy");
+    dir
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_commands_of_running_on_several_hosts_run_as_written() {
+    let section = several_hosts_section();
+    let pg = postgres::Postgres::start_bare().unwrap_or_else(|e| panic!("{e}"));
+    // The set-up SQL, as a superuser.
+    for sql in blocks(section, "sql") {
+        for statement in sql.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+            pg.psql_as("db_admin", "postgres", statement).unwrap();
+        }
+    }
+    let here = |text: &str| text.replace("db.example:5432", &format!("127.0.0.1:{}", pg.port));
+    let sim = runs::sim_with(100).await;
+    let root = tempfile::tempdir().unwrap();
+    let landing = root.path().join("landing");
+    let substitute = |arg: &str| -> String {
+        match arg {
+            "veeva_vault" => "vault_json".into(),
+            "/landing" | "/mnt/edc-landing" => landing.to_str().unwrap().into(),
+            other => here(other),
+        }
+    };
+    let run = |args: &[String], dir: &std::path::Path, env: &[(&str, String)]| {
+        let mut cmd = support::edc_sync();
+        cmd.args(args)
+            .current_dir(dir)
+            .env("EDC_SYNC_TEST_BASE_URL", sim.base_url())
+            .env("EDC_SYNC_TEST_TOKEN", "sim-token");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        support::run_cmd(&mut cmd)
+    };
+    // `state migrate`, with the owner's password in PGPASSWORD.
+    let sh = blocks(section, "sh");
+    let migrate = sh[0].trim();
+    let (env, command) = migrate.split_once(' ').unwrap();
+    let (_, owner_password) = env.split_once('=').unwrap();
+    let args: Vec<String> = command.split_whitespace().skip(1).map(substitute).collect();
+    let out = run(&args, root.path(), &[("PGPASSWORD", owner_password.to_string())]);
+    assert_eq!(out.code, 0, "{migrate}: {}{}", out.stdout, out.stderr);
+    let run_url = here("postgres://edc_run:run-password@db.example:5432/edc");
+    assert!(section.contains("postgres://edc_run:run-password@db.example:5432/edc"));
+
+    // The CronJob's container, in a fresh working directory (a pod).
+    let yaml = blocks(section, "yaml")[0];
+    let args_line = yaml
+        .lines()
+        .find(|l| l.trim_start().starts_with("args:"))
+        .unwrap();
+    let args: Vec<String> = serde_json::from_str::<Vec<String>>(args_line.split_once(':').unwrap().1.trim())
+        .unwrap()
+        .iter()
+        .map(|a| substitute(a))
+        .collect();
+    let pod = doc_host(root.path(), "pod");
+    let args: Vec<String> = args
+        .into_iter()
+        .map(|a| match a.as_str() {
+            "/policy/config/rate_limits.yaml" => pod.join("config/rate_limits.yaml").to_str().unwrap().into(),
+            _ => a,
+        })
+        .collect();
+    let out = run(&args, &pod, &[("EDC_SYNC_STATE", run_url.clone())]);
+    assert_eq!(out.code, 0, "CronJob: {}", out.stderr);
+
+    // The systemd unit's ExecStart on another host, resuming there.
+    let unit = blocks(section, "ini")[0];
+    let exec = unit.lines().find_map(|l| l.strip_prefix("ExecStart=")).unwrap();
+    let args: Vec<String> = exec.split_whitespace().skip(1).map(substitute).collect();
+    let host = doc_host(root.path(), "host-b");
+    let out = run(&args, &host, &[("EDC_SYNC_STATE", run_url.clone())]);
+    assert_eq!(out.code, 0, "systemd: {}", out.stderr);
+    let rows = pg
+        .psql_as(
+            "db_admin",
+            "edc",
+            "SELECT line FROM edc_sync_audit_line ORDER BY n",
+        )
+        .unwrap();
+    let lines: Vec<serde_json::Value> = rows.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let commits: Vec<_> = lines.iter().filter(|l| l["event"] == "page_committed").collect();
+    let last = commits.last().unwrap();
+    let first_of_b = commits.iter().find(|c| c["run_id"] == last["run_id"]).unwrap();
+    let before_b = commits
+        .iter()
+        .rev()
+        .find(|c| c["run_id"] != last["run_id"])
+        .unwrap();
+    assert_eq!(
+        first_of_b["cursor_before"], before_b["cursor_after"],
+        "the second host resumed where the first committed"
+    );
+
+    // The evidence commands, as the run role with PGPASSWORD.
+    let evidence = root.path().join("reviewer");
+    std::fs::create_dir_all(&evidence).unwrap();
+    for line in sh[1].lines().filter(|l| !l.trim().is_empty()) {
+        let args: Vec<String> = line.split_whitespace().skip(1).map(substitute).collect();
+        let out = run(&args, &evidence, &[("PGPASSWORD", "run-password".into())]);
+        assert_eq!(out.code, 0, "{line}: {}{}", out.stdout, out.stderr);
+    }
+    let exported = std::fs::read_to_string(evidence.join("audit-2026-12.jsonl")).unwrap();
+    assert_eq!(exported.lines().count(), lines.len());
+}

@@ -49,6 +49,20 @@ impl PrivatePostgres {
 
     /// Starts one with `settings` (`name=value`) added to postgresql.conf.
     pub fn start_with(settings: &[&str]) -> Result<PrivatePostgres, String> {
+        let server = Self::start_as("edc_owner", settings)?;
+        server.psql_owner(&format!("CREATE ROLE edc_run LOGIN PASSWORD '{PASSWORD}'"))?;
+        server.psql_owner("CREATE DATABASE edc OWNER edc_owner")?;
+        Ok(server)
+    }
+
+    /// Starts one whose only role is the superuser `db_admin` (password
+    /// [`PASSWORD`]) and whose only databases are the initial ones: for
+    /// running a set-up as an operator would, from the beginning.
+    pub fn start_bare() -> Result<PrivatePostgres, String> {
+        Self::start_as("db_admin", &[])
+    }
+
+    fn start_as(superuser: &str, settings: &[&str]) -> Result<PrivatePostgres, String> {
         let bin = Self::bin_dir().ok_or(
             "PostgreSQL 15 (initdb, pg_ctl) is not installed; install it with: sudo apt-get install -y postgresql-15",
         )?;
@@ -79,7 +93,7 @@ impl PrivatePostgres {
                 "-D",
                 path_str(&data)?,
                 "-U",
-                "edc_owner",
+                superuser,
                 "--pwfile",
                 path_str(&pwfile)?,
                 "-A",
@@ -113,8 +127,6 @@ impl PrivatePostgres {
             ],
         )?;
         server.stopped = false;
-        server.psql_owner(&format!("CREATE ROLE edc_run LOGIN PASSWORD '{PASSWORD}'"))?;
-        server.psql_owner("CREATE DATABASE edc OWNER edc_owner")?;
         Ok(server)
     }
 

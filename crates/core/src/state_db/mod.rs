@@ -60,9 +60,16 @@ impl DbUrl {
     /// without its credentials (78).
     pub fn parse(flag: &str, text: &str) -> Result<DbUrl, String> {
         let shown = crate::redact::without_userinfo(text);
-        let config: tokio_postgres::Config = text
+        let mut config: tokio_postgres::Config = text
             .parse()
             .map_err(|e| format!("{flag} {shown}: not a PostgreSQL URL ({e})"))?;
+        // As libpq does: a URL without a password takes PGPASSWORD, so the
+        // password need not be on a command line (or in a unit file).
+        if config.get_password().is_none() {
+            if let Some(p) = std::env::var_os("PGPASSWORD") {
+                config.password(p.as_encoded_bytes());
+            }
+        }
         if let Some(p) = config.get_password() {
             if let Ok(p) = std::str::from_utf8(p) {
                 crate::redact::register_secret(p);
