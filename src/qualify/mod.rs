@@ -14,6 +14,7 @@ mod report;
 mod resilience;
 pub mod scenario;
 pub mod scenarios;
+mod state_db;
 mod throttling;
 pub mod trace;
 mod vendors;

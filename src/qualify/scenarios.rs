@@ -16,6 +16,7 @@ pub fn all() -> Vec<Scenario> {
     all.extend(super::vendors::all());
     all.extend(super::deltas::all());
     all.extend(super::integrity::all());
+    all.extend(super::state_db::all());
     all.sort_by_key(|s| s.id);
     all
 }

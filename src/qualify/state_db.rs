@@ -1,0 +1,194 @@
+//! OQ scenario for state kept in PostgreSQL (OQ-033): two hosts take turns
+//! on a stream through one database, the trail exported from it verifies
+//! as a file, the database refuses to let a run rewrite evidence, and a
+//! cursor changed outside edc-sync stops the next run.
+
+use std::process::Output;
+
+use super::context::{Ctx, Roots, OQ_PASSWORD, OQ_STUDY};
+use super::scenario::{scenario, Scenario};
+use edc_testkit::postgres_server::PrivatePostgres;
+
+/// The scenarios of this file, in id order.
+pub fn all() -> Vec<Scenario> {
+    vec![scenario!(
+        "OQ-033",
+        "Two hosts take turns on a stream through a PostgreSQL state; its exported trail verifies; evidence cannot be rewritten",
+        ["URS-034"],
+        false,
+        oq_033
+    )]
+}
+
+async fn output(mut cmd: std::process::Command) -> anyhow::Result<Output> {
+    Ok(tokio::task::spawn_blocking(move || cmd.output()).await??)
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+async fn oq_033(ctx: &mut Ctx) -> anyhow::Result<()> {
+    let pg = PrivatePostgres::start().map_err(|e| {
+        anyhow::anyhow!("{e}; OQ-033 needs PostgreSQL 15 installed (initdb, pg_ctl, psql), as the IQ lists")
+    })?;
+    let exe = ctx.exe.clone();
+    let migrated = output({
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args([
+            "state",
+            "migrate",
+            "--state",
+            &pg.owner_url(),
+            "--grant-to",
+            "edc_run",
+        ]);
+        cmd
+    })
+    .await?;
+    ctx.check(
+        "edc-sync state migrate --grant-to edc_run, as the schema's owner",
+        "exit 0, schema version 1",
+        text(&migrated),
+        code(&migrated) == 0 && text(&migrated).contains("schema version 1 (current)"),
+    );
+    let config = ctx.policy_repo()?;
+    let sim = ctx.sim(100, &[], None).await?;
+    let state = pg.run_url();
+    let trail = std::path::Path::new("audit.jsonl");
+    let landing = ctx.dir.join("landing");
+    let roots = Roots {
+        out: &landing,
+        state: std::path::Path::new(&state),
+        audit_log: trail,
+    };
+    for (host, extra) in [("host-a", &["--max-pages", "2"][..]), ("host-b", &[][..])] {
+        let dir = ctx.dir.join(host);
+        std::fs::create_dir_all(&dir)?;
+        let mut cmd = ctx.command_over("sync", &config, &sim, "oq_vault", OQ_PASSWORD, extra, roots);
+        cmd.current_dir(&dir);
+        let out = output(cmd).await?;
+        ctx.check_eq(&format!("exit code of the sync on {host}"), 0, code(&out));
+    }
+    let rows = pg
+        .psql("edc", "SELECT line FROM edc_sync_audit_line ORDER BY n")
+        .map_err(anyhow::Error::msg)?;
+    let lines: Vec<serde_json::Value> = rows.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
+    let commits: Vec<&serde_json::Value> = lines.iter().filter(|l| l["event"] == "page_committed").collect();
+    let runs: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["event"] == "stream_lock_taken")
+        .collect();
+    let handed_over = commits.windows(2).find(|w| w[0]["run_id"] != w[1]["run_id"]);
+    ctx.check(
+        "host-b's first page starts where host-a's last committed page ended",
+        "cursor_before of host-b's first commit = cursor_after of host-a's last",
+        handed_over.map_or("no hand-over".into(), |w| {
+            format!("{} / {}", w[1]["cursor_before"], w[0]["cursor_after"])
+        }),
+        handed_over.is_some_and(|w| w[1]["cursor_before"] == w[0]["cursor_after"]),
+    );
+    ctx.check(
+        "each run took the stream's lock with a higher fence",
+        "fences 1, 2",
+        runs.iter()
+            .map(|r| r["fence"].to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        runs.iter().map(|r| r["fence"].as_i64()).collect::<Vec<_>>() == [Some(1), Some(2)],
+    );
+    let manifest = pg
+        .psql("edc", "SELECT line FROM edc_sync_manifest ORDER BY n")
+        .map_err(anyhow::Error::msg)?;
+    let stream = landing.join(format!("oq_vault/-/{OQ_STUDY}/-/default"));
+    let ids = edc_testkit::landed::listed_json_record_ids(&stream, &manifest)?;
+    let distinct: std::collections::BTreeSet<_> = ids.iter().collect();
+    ctx.check(
+        "records the database's manifest lists, read with psql and an independent reader",
+        "100, each once",
+        format!("{} records, {} distinct", ids.len(), distinct.len()),
+        ids.len() == 100 && distinct.len() == 100,
+    );
+    let exported = ctx.dir.join("audit-exported.jsonl");
+    let export = output({
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(["audit", "export", "--state", &state, "--to"])
+            .arg(&exported);
+        cmd
+    })
+    .await?;
+    ctx.check_eq("exit code of audit export", 0, code(&export));
+    ctx.attach(&exported);
+    let file = std::fs::read_to_string(&exported).unwrap_or_default();
+    ctx.check(
+        "the exported file holds the database's lines, byte for byte",
+        format!("{} lines equal to the rows", lines.len()),
+        format!("{} lines", file.lines().count()),
+        file.lines().eq(rows.lines()),
+    );
+    let verified = output({
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(["audit", "verify"]).arg(&exported);
+        cmd
+    })
+    .await?;
+    ctx.check(
+        "edc-sync audit verify of the exported file",
+        "exit 0, intact",
+        text(&verified),
+        code(&verified) == 0,
+    );
+    let reconciled = output({
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.arg("verify").arg("--out").arg(&landing);
+        cmd.args(["--state", &state, "--audit-log", "audit.jsonl"]);
+        cmd
+    })
+    .await?;
+    ctx.check(
+        "edc-sync verify against the database",
+        "exit 0, no discrepancy",
+        text(&reconciled),
+        code(&reconciled) == 0 && text(&reconciled).contains("no discrepancy"),
+    );
+    let rewrite = pg.psql_as("edc_run", "edc", "DELETE FROM edc_sync_audit_line");
+    ctx.check(
+        "the run role deletes from the trail",
+        "refused: permission denied",
+        format!("{rewrite:?}"),
+        rewrite.as_ref().is_err_and(|e| e.contains("permission denied")),
+    );
+    let owner = pg.psql("edc", "UPDATE edc_sync_audit_line SET line = line");
+    ctx.check(
+        "the schema's owner updates the trail",
+        "refused: append-only",
+        format!("{owner:?}"),
+        owner.as_ref().is_err_and(|e| e.contains("append-only")),
+    );
+    pg.psql(
+        "edc",
+        "UPDATE edc_sync_cursor SET state = jsonb_set(state::jsonb, '{window_start}', '\"1999-01-01T00:00:00Z\"')::text",
+    )
+    .map_err(anyhow::Error::msg)?;
+    let mut cmd = ctx.command_over("sync", &config, &sim, "oq_vault", OQ_PASSWORD, &[], roots);
+    cmd.current_dir(ctx.dir.join("host-a"));
+    let refused = output(cmd).await?;
+    let report = ctx.dir.join("sync-after-the-cursor-row-was-changed.txt");
+    std::fs::write(&report, text(&refused))?;
+    ctx.attach(&report);
+    ctx.check(
+        "a sync after the cursor row was changed outside edc-sync",
+        "exit 65 naming the edc_sync_cursor row",
+        text(&refused),
+        code(&refused) == 65 && text(&refused).contains("edc_sync_cursor row"),
+    );
+    Ok(())
+}
