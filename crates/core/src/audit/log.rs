@@ -1,4 +1,6 @@
 //! The append-only audit file: one writer per run, many runs per file.
+//! One concept: the file's writer (lock, chain to the last line, append,
+//! fsync, and the checks of its end and anchors before the first append).
 //!
 //! Each append takes an exclusive lock on the file, reads the last line to
 //! chain to it, appends one line and fsyncs before the lock is released.

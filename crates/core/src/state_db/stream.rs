@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::{DbError, StateDb};
 use crate::audit::commit::COMMIT_EVENT;
-use crate::store::{Cursor, LockError, StoreError, StreamLocked};
+use crate::store::{Cursor, LandingStore, LockError, StoreError, StreamLocked};
 use crate::stream::StreamIdentity;
 
 /// The cursor of `identity` in `db`, read without its lock (`cursor
@@ -176,6 +176,18 @@ impl DbStream {
     /// Who held the lock before (a finished or killed run).
     pub fn previous_holder(&self) -> Option<&str> {
         self.previous.as_deref()
+    }
+
+    /// The stream's landing store under `out_dir`, reachable through this
+    /// held lock: only its pages are written there. Its directory is the
+    /// key (under a backfill's namespace), so the trail, the manifest rows
+    /// and the directory name the same place below one landing root.
+    pub fn open_landing(
+        &self,
+        out_dir: &std::path::Path,
+        ext: &'static str,
+    ) -> Result<LandingStore, StoreError> {
+        LandingStore::open_below(out_dir, &self.key, ext)
     }
 
     /// Where the cursor is kept, as audit lines and messages name it.

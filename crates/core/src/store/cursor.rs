@@ -393,23 +393,6 @@ impl CursorStore {
         LandingStore::open(&dir, rel, ext, from)
     }
 
-    /// The landing store of `stream` under `out_dir` for a stream whose
-    /// cursor and manifest are in a state database: only its pages are
-    /// written there (the database's run lock is the capability).
-    pub fn open_landing_for_db(
-        held: &crate::state_db::DbStream,
-        out_dir: &Path,
-        ext: &'static str,
-    ) -> Result<LandingStore, StoreError> {
-        // The key (under a backfill's namespace) is the landing
-        // directory's path too, so the trail, the manifest rows and the
-        // directory name the same place below one landing root.
-        let rel = held.key().to_string();
-        let dir = crate::durable::dirs_below(out_dir, Path::new(&rel))
-            .map_err(|e| StoreError::io(&out_dir.join(&rel), "create", e))?;
-        LandingStore::open(&dir, rel, ext, None)
-    }
-
     /// A store whose first window starts at `start` instead of the beginning.
     pub fn starting_at(mut self, start: Option<String>) -> CursorStore {
         self.initial_start = start;

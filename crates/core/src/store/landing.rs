@@ -245,6 +245,19 @@ impl LandingStore {
         })
     }
 
+    /// The landing directory `rel` below `out_dir` (made if missing), for
+    /// a stream whose manifest is kept elsewhere (a state database's rows,
+    /// through its run lock: `DbStream::open_landing`).
+    pub(crate) fn open_below(
+        out_dir: &Path,
+        rel: &str,
+        ext: &'static str,
+    ) -> Result<LandingStore, StoreError> {
+        let dir = crate::durable::dirs_below(out_dir, Path::new(rel))
+            .map_err(|e| StoreError::io(&out_dir.join(rel), "create", e))?;
+        LandingStore::open(&dir, rel.to_string(), ext, None)
+    }
+
     /// Pages land in `remote` (an object store) instead of this directory.
     pub fn with_remote(mut self, remote: Option<Arc<ObjectLanding>>) -> LandingStore {
         self.remote = remote;

@@ -205,7 +205,7 @@ async fn start_in_db<'a, P: Pacer>(
         PayloadFormat::Json => "json",
         PayloadFormat::Odm => "xml",
     };
-    let landing = CursorStore::open_landing_for_db(&held, &job.out_dir, ext)?;
+    let landing = held.open_landing(&job.out_dir, ext)?;
     if !job.options.dry_run {
         let changed = crate::store::owner::claim(landing.dir(), db.state_id(), job.options.repair_state)?;
         if let Some(changed) = changed {
