@@ -16,6 +16,7 @@
 mod error;
 mod export;
 pub mod schema;
+mod statements;
 mod stream;
 mod trail;
 
@@ -101,6 +102,8 @@ impl DbUrl {
 #[derive(Clone)]
 pub struct StateDb {
     client: Arc<Mutex<tokio_postgres::Client>>,
+    /// The page path's statements, prepared on that connection.
+    statements: Arc<statements::Statements>,
     url: DbUrl,
     /// The database's identity (made by the first migration): what a
     /// landing's owner file names, like a state directory's id.
@@ -167,8 +170,12 @@ impl StateDb {
         }
         let schema_version = schema::require_current(&client, url).await?;
         let state_id = schema::state_id(&client, url).await?;
+        let statements = statements::Statements::prepare(&client)
+            .await
+            .map_err(|e| DbError::classify(url, "prepare the page path's statements in", e))?;
         Ok(StateDb {
             client: Arc::new(Mutex::new(client)),
+            statements: Arc::new(statements),
             url: url.clone(),
             state_id,
             schema_version,
@@ -187,6 +194,11 @@ impl StateDb {
     /// The database's identity, as a landing's owner file names it.
     pub fn state_id(&self) -> &str {
         &self.state_id
+    }
+
+    /// The page path's prepared statements.
+    pub(crate) fn statements(&self) -> &statements::Statements {
+        &self.statements
     }
 
     /// The one connection, for one statement or transaction at a time.

@@ -216,10 +216,7 @@ impl DbStream {
     pub async fn is_listed(&self, page_key: &str, sha256: &str) -> Result<bool, StoreError> {
         let client = self.db.client().await;
         client
-            .query_opt(
-                "SELECT 1 FROM edc_sync_manifest WHERE stream = $1 AND page_key = $2 AND sha256 = $3",
-                &[&self.key, &page_key, &sha256],
-            )
+            .query_opt(&self.db.statements().is_listed, &[&self.key, &page_key, &sha256])
             .await
             .map(|r| r.is_some())
             .map_err(|e| self.db_error("read the manifest in", e))

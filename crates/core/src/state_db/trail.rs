@@ -296,31 +296,27 @@ impl DbTrail {
         stream: Option<&str>,
         page: Option<PageCommit<'_>>,
     ) -> Result<(Appended, Option<CommitReceipt>), Failed> {
+        let st = self.db.statements();
         let tx = client.transaction().await?;
-        tx.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended('edc-sync:trail:' || $1, 0))",
-            &[&self.name],
-        )
-        .await?;
-        let last = tx
-            .query_opt(
-                "SELECT n, byte_offset + octet_length(line) + 1, sha256 FROM edc_sync_audit_line \
-                 WHERE trail = $1 ORDER BY n DESC LIMIT 1",
-                &[&self.name],
-            )
-            .await?;
+        // The lock, the trail's end and the stream's fence in one round
+        // trip: the server runs them in order, the reads after the lock.
+        let fence_of = page.map(|(rows, _)| rows.stream.as_str());
+        let (_, last, fence) = futures_util::try_join!(
+            async { tx.execute(&st.trail_lock, &[&self.name]).await },
+            async { tx.query_opt(&st.last_line, &[&self.name]).await },
+            async {
+                match fence_of {
+                    Some(stream) => tx.query_opt(&st.fence, &[&stream]).await,
+                    None => Ok(None),
+                }
+            },
+        )?;
         let (n, offset, prev): (i64, i64, String) = match last {
             Some(r) => (r.get::<_, i64>(0) + 1, r.get(1), r.get(2)),
             None => (1, 0, ZERO_SHA256.to_string()),
         };
         if let Some((rows, _)) = page {
-            let fence: Option<i64> = tx
-                .query_opt(
-                    "SELECT fence FROM edc_sync_run_lock WHERE stream = $1 FOR UPDATE",
-                    &[&rows.stream],
-                )
-                .await?
-                .map(|r| r.get(0));
+            let fence: Option<i64> = fence.map(|r| r.get(0));
             if fence != Some(rows.fence) {
                 return Err(Failed::Refused(DbError::Fenced {
                     url: self.db.url().shown().to_string(),
@@ -347,39 +343,48 @@ impl DbTrail {
                 })
             })?;
         let sha256 = sha256_hex(text.as_bytes());
-        tx.execute(
-            "INSERT INTO edc_sync_audit_line (trail, n, byte_offset, line, sha256, event, stream) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            &[&self.name, &n, &offset, &text, &sha256, &event, &stream],
-        )
-        .await?;
         let appended = Appended::in_db(seq, offset as u64, PathBuf::from(&self.name), sha256.clone(), ts);
-        let mut receipt = None;
-        if let Some((rows, cursor)) = page {
-            let commit = CommitReceipt::in_db(PathBuf::from(&self.name), offset as u64, sha256);
-            if let Some((line, page_key, page_sha)) = &rows.manifest {
-                tx.execute(
-                    "INSERT INTO edc_sync_manifest (stream, n, line, page_key, sha256, trail, audit_n) \
-                     SELECT $1, coalesce(max(n), 0) + 1, $2, $3, $4, $5, $6 FROM edc_sync_manifest WHERE stream = $1",
-                    &[&rows.stream, line, page_key, page_sha, &self.name, &n],
-                )
-                .await?;
-            }
-            let state = cursor(&commit).map_err(|detail| {
-                Failed::Refused(DbError::Damaged {
-                    url: self.db.url().shown().to_string(),
-                    detail: format!("stream {}: the cursor was not committed: {detail}", rows.stream),
-                })
-            })?;
+        let line = async {
             tx.execute(
-                "INSERT INTO edc_sync_cursor (stream, state, trail, audit_n) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (stream) DO UPDATE SET state = EXCLUDED.state, trail = EXCLUDED.trail, \
-                 audit_n = EXCLUDED.audit_n",
-                &[&rows.stream, &state, &self.name, &n],
+                &st.insert_line,
+                &[&self.name, &n, &offset, &text, &sha256, &event, &stream],
             )
-            .await?;
-            receipt = Some(commit);
-        }
+            .await
+        };
+        let Some((rows, cursor)) = page else {
+            line.await?;
+            tx.commit().await?;
+            return Ok((appended, None));
+        };
+        let commit = CommitReceipt::in_db(PathBuf::from(&self.name), offset as u64, sha256.clone());
+        let state = cursor(&commit).map_err(|detail| {
+            Failed::Refused(DbError::Damaged {
+                url: self.db.url().shown().to_string(),
+                detail: format!("stream {}: the cursor was not committed: {detail}", rows.stream),
+            })
+        })?;
+        // The line, the manifest row and the cursor in one round trip, in
+        // that order (the manifest row's foreign key needs the line).
+        futures_util::try_join!(
+            line,
+            async {
+                match &rows.manifest {
+                    Some((entry, page_key, page_sha)) => {
+                        tx.execute(
+                            &st.insert_manifest,
+                            &[&rows.stream, entry, page_key, page_sha, &self.name, &n],
+                        )
+                        .await
+                    }
+                    None => Ok(0),
+                }
+            },
+            async {
+                tx.execute(&st.upsert_cursor, &[&rows.stream, &state, &self.name, &n])
+                    .await
+            },
+        )?;
+        let receipt = Some(commit);
         tx.commit().await?;
         Ok((appended, receipt))
     }
