@@ -70,22 +70,7 @@ pub async fn run(
     let pg = PrivatePostgres::start().map_err(|e| {
         anyhow::anyhow!("{e}; the hosts soak needs PostgreSQL 15 (sudo apt-get install -y postgresql-15)")
     })?;
-    let migrated = std::process::Command::new(exe)
-        .args([
-            "state",
-            "migrate",
-            "--state",
-            &pg.owner_url(),
-            "--grant-to",
-            "edc_run",
-        ])
-        .output()
-        .context("running edc-sync state migrate")?;
-    anyhow::ensure!(
-        migrated.status.success(),
-        "state migrate: {}",
-        String::from_utf8_lossy(&migrated.stderr)
-    );
+    pg.migrate_with(exe).map_err(anyhow::Error::msg)?;
     let config = work.join("soak-policy.yaml");
     std::fs::write(&config, POLICY)?;
     let mut faults = FaultSchedule::default();

@@ -80,19 +80,7 @@ pub fn run(exe: &Path, work: &Path) -> anyhow::Result<Vec<String>> {
     let pg = PrivatePostgres::start().map_err(|e| {
         anyhow::anyhow!("{e}; bench state needs PostgreSQL 15 (sudo apt-get install -y postgresql-15)")
     })?;
-    let migrated = Command::new(exe)
-        .args([
-            "state",
-            "migrate",
-            "--state",
-            &pg.owner_url(),
-            "--grant-to",
-            "edc_run",
-        ])
-        .output()?;
-    if !migrated.status.success() {
-        bail!("state migrate: {}", String::from_utf8_lossy(&migrated.stderr));
-    }
+    pg.migrate_with(exe).map_err(anyhow::Error::msg)?;
     let config = work.join("bench-policy.yaml");
     std::fs::write(&config, policy(PAGE_SIZE, 1 << 20))?;
     let sim = SimProcess::start(exe, PAGE_SIZE * (MANY + 5), 0)?;

@@ -283,3 +283,22 @@ pub fn dataset(records: u32) -> Dataset {
         padding: 0,
     }
 }
+
+/// Runs `cmd` to the end off the runtime's threads.
+pub(crate) async fn output(mut cmd: std::process::Command) -> anyhow::Result<std::process::Output> {
+    Ok(tokio::task::spawn_blocking(move || cmd.output()).await??)
+}
+
+/// The exit code (-1 for a signal).
+pub(crate) fn code(out: &std::process::Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+/// stdout then stderr, as text.
+pub(crate) fn text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}

@@ -4,9 +4,7 @@
 //! copied elsewhere under other names, and a landing in an S3 object store
 //! (a private Garage on loopback) landed once and re-proven.
 
-use std::process::Output;
-
-use super::context::{Ctx, Roots, OQ_PASSWORD};
+use super::context::{code, output, text, Ctx, Roots, OQ_PASSWORD};
 use super::scenario::{scenario, stream_dir, Scenario};
 use edc_core::audit::checkpoint::KEY_ENV;
 
@@ -46,22 +44,6 @@ pub fn all() -> Vec<Scenario> {
 
 /// The audit key the OQ uses: fixed, so the evidence can be re-checked.
 const OQ_AUDIT_KEY: &str = "edc-sync OQ audit key: 32 bytes or more, fixed";
-
-async fn output(mut cmd: std::process::Command) -> anyhow::Result<Output> {
-    Ok(tokio::task::spawn_blocking(move || cmd.output()).await??)
-}
-
-fn code(out: &Output) -> i32 {
-    out.status.code().unwrap_or(-1)
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 fn verify_command(ctx: &Ctx) -> std::process::Command {
     let mut cmd = std::process::Command::new(&ctx.exe);

@@ -3,9 +3,7 @@
 //! as a file, the database refuses to let a run rewrite evidence, and a
 //! cursor changed outside edc-sync stops the next run.
 
-use std::process::Output;
-
-use super::context::{Ctx, Roots, OQ_PASSWORD, OQ_STUDY};
+use super::context::{code, output, text, Ctx, Roots, OQ_PASSWORD, OQ_STUDY};
 use super::scenario::{scenario, Scenario};
 use edc_testkit::postgres_server::PrivatePostgres;
 
@@ -20,25 +18,9 @@ pub fn all() -> Vec<Scenario> {
     )]
 }
 
-async fn output(mut cmd: std::process::Command) -> anyhow::Result<Output> {
-    Ok(tokio::task::spawn_blocking(move || cmd.output()).await??)
-}
-
-fn code(out: &Output) -> i32 {
-    out.status.code().unwrap_or(-1)
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 async fn oq_033(ctx: &mut Ctx) -> anyhow::Result<()> {
     let pg = PrivatePostgres::start().map_err(|e| {
-        anyhow::anyhow!("{e}; OQ-033 needs PostgreSQL 15 installed (initdb, pg_ctl, psql), as the IQ lists")
+        anyhow::anyhow!("{e}; OQ-033 needs PostgreSQL 15 installed (initdb, pg_ctl, psql), as validation/OQ.md's prerequisites say")
     })?;
     let exe = ctx.exe.clone();
     let migrated = output({

@@ -83,15 +83,7 @@ async fn a_run_keeps_cursor_manifest_and_trail_in_the_database_and_the_next_resu
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     // `verify` reconciles the landing with the database's manifests,
     // cursors and trail.
-    let out = support::run(&[
-        "verify",
-        "--out",
-        fx.path("landing").to_str().unwrap(),
-        "--state",
-        &pg.run_url(),
-        "--audit-log",
-        "audit.jsonl",
-    ]);
+    let out = verify_db(&pg, &fx);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert!(
         out.stdout.contains("3 landed files, 3 manifest entries"),
@@ -125,33 +117,35 @@ async fn a_run_keeps_cursor_manifest_and_trail_in_the_database_and_the_next_resu
 /// `sync` through the binary with `--state URL`, on the fixture's policy
 /// and the simulator; `extra` flags appended.
 fn sync_bin(fx: &runs::Fixture, sim: &edc_sim::Simulator, state: &str, extra: &[&str]) -> support::Outcome {
-    let config = fx.path("policies.yaml");
-    let out = fx.path("landing");
-    let mut args = vec![
-        "sync",
-        "--config",
-        config.to_str().unwrap(),
-        "--vendor",
-        "vault_json",
-        "--study",
-        "S1",
+    support::run_cmd(sync_cmd(fx, sim, state).args(extra))
+}
+
+/// `edc-sync sync` of the fixture's stream with `--state state`, in the
+/// fixture's directory.
+fn sync_cmd(fx: &runs::Fixture, sim: &edc_sim::Simulator, state: &str) -> std::process::Command {
+    let mut cmd = support::edc_sync();
+    cmd.args(["sync", "--config"])
+        .arg(fx.path("policies.yaml"))
+        .args(["--vendor", "vault_json", "--study", "S1", "--out"])
+        .arg(fx.path("landing"))
+        .args(["--state", state, "--audit-log", "audit.jsonl", "--pacer", "local"])
+        .env("EDC_SYNC_TEST_BASE_URL", sim.base_url())
+        .env("EDC_SYNC_TEST_TOKEN", "sim-token")
+        .current_dir(fx.path(""));
+    cmd
+}
+
+/// `edc-sync verify` of the fixture's landing against the database.
+fn verify_db(pg: &postgres::Postgres, fx: &runs::Fixture) -> support::Outcome {
+    support::run(&[
+        "verify",
         "--out",
-        out.to_str().unwrap(),
+        fx.path("landing").to_str().unwrap(),
         "--state",
-        state,
+        &pg.run_url(),
         "--audit-log",
         "audit.jsonl",
-        "--pacer",
-        "local",
-    ];
-    args.extend_from_slice(extra);
-    support::run_cmd(
-        support::edc_sync()
-            .args(&args)
-            .env("EDC_SYNC_TEST_BASE_URL", sim.base_url())
-            .env("EDC_SYNC_TEST_TOKEN", "sim-token")
-            .current_dir(fx.path("")),
-    )
+    ])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -311,15 +305,7 @@ fn page_size(fx: &runs::Fixture, size: u32) {
 
 /// `sync` in the background.
 fn spawn_sync(fx: &runs::Fixture, sim: &edc_sim::Simulator, state: &str) -> std::process::Child {
-    support::edc_sync()
-        .args(["sync", "--config"])
-        .arg(fx.path("policies.yaml"))
-        .args(["--vendor", "vault_json", "--study", "S1", "--out"])
-        .arg(fx.path("landing"))
-        .args(["--state", state, "--audit-log", "audit.jsonl", "--pacer", "local"])
-        .env("EDC_SYNC_TEST_BASE_URL", sim.base_url())
-        .env("EDC_SYNC_TEST_TOKEN", "sim-token")
-        .current_dir(fx.path(""))
+    sync_cmd(fx, sim, state)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -359,15 +345,7 @@ fn assert_exact(pg: &postgres::Postgres, fx: &runs::Fixture, records: usize) {
     assert_eq!(ids.len(), records, "records lost");
     let out = support::run(&["audit", "verify", "--state", &pg.run_url()]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
-    let out = support::run(&[
-        "verify",
-        "--out",
-        fx.path("landing").to_str().unwrap(),
-        "--state",
-        &pg.run_url(),
-        "--audit-log",
-        "audit.jsonl",
-    ]);
+    let out = verify_db(pg, fx);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
 }
 

@@ -140,6 +140,30 @@ impl PrivatePostgres {
         format!("postgres://edc_run:{PASSWORD}@127.0.0.1:{}/edc", self.port)
     }
 
+    /// Creates the edc-sync schema with `exe state migrate` as the owner,
+    /// granting `edc_run` what runs need; returns what it printed.
+    pub fn migrate_with(&self, exe: &Path) -> Result<String, String> {
+        let out = Command::new(exe)
+            .args([
+                "state",
+                "migrate",
+                "--state",
+                &self.owner_url(),
+                "--grant-to",
+                "edc_run",
+            ])
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if !out.status.success() {
+            return Err(format!(
+                "state migrate: {text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(text)
+    }
+
     /// The postmaster's process id (the first line of postmaster.pid).
     pub fn postmaster_pid(&self) -> Result<u32, String> {
         let file = self.data_dir().join("postmaster.pid");
@@ -254,15 +278,8 @@ impl PrivatePostgres {
             chown(&standby.dir, user)?;
         }
         let data = standby.data_dir();
-        let mut cmd = match &standby.run_as {
-            Some(user) => {
-                let mut c = Command::new("runuser");
-                c.args(["-u", user, "--"]).arg(standby.bin.join("pg_basebackup"));
-                c
-            }
-            None => Command::new(standby.bin.join("pg_basebackup")),
-        };
-        let out = cmd
+        let out = standby
+            .program("pg_basebackup")
             .args([
                 "-h",
                 "127.0.0.1",
@@ -301,17 +318,23 @@ impl PrivatePostgres {
         self.dir.join("data")
     }
 
-    fn tool(&self, name: &str, args: &[&str]) -> Result<(), String> {
+    /// The server's program `name`, run as the server's account.
+    fn program(&self, name: &str) -> Command {
         let program = self.bin.join(name);
-        let mut cmd = match &self.run_as {
+        match &self.run_as {
             Some(user) => {
                 let mut c = Command::new("runuser");
                 c.args(["-u", user, "--"]).arg(&program);
                 c
             }
             None => Command::new(&program),
-        };
-        let out = cmd
+        }
+    }
+
+    fn tool(&self, name: &str, args: &[&str]) -> Result<(), String> {
+        let program = self.bin.join(name);
+        let out = self
+            .program(name)
             .args(args)
             .current_dir(&self.dir)
             .stdin(Stdio::null())

@@ -22,14 +22,7 @@ pub fn start() -> Postgres {
 /// as its owner, granting the run role what runs need.
 pub fn start_migrated() -> Postgres {
     let pg = start();
-    let out = super::run(&[
-        "state",
-        "migrate",
-        "--state",
-        &pg.owner_url(),
-        "--grant-to",
-        "edc_run",
-    ]);
-    assert_eq!(out.code, 0, "state migrate: {}{}", out.stdout, out.stderr);
+    pg.migrate_with(std::path::Path::new(env!("CARGO_BIN_EXE_edc-sync")))
+        .unwrap_or_else(|e| panic!("{e}"));
     pg
 }

@@ -71,15 +71,7 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
             }
             None => crate::store::owner::claim(landing.dir(), &id, repair)?,
         };
-        if let Some(changed) = changed {
-            let event = events::LandingOwnerChanged {
-                stream: name.clone(),
-                owner_file: landing.recorded(crate::store::owner::OWNER_FILE),
-                from: changed.from,
-                to: changed.to,
-            };
-            job.audit.record(event).await?;
-        }
+        owner_changed(job, &name, &landing, changed).await?;
     }
     recover::relist_after_torn_tail(&mut landing, &job.audit, &name).await?;
     if !job.options.dry_run {
@@ -208,15 +200,7 @@ async fn start_in_db<'a, P: Pacer>(
     let landing = held.open_landing(&job.out_dir, ext)?;
     if !job.options.dry_run {
         let changed = crate::store::owner::claim(landing.dir(), db.state_id(), job.options.repair_state)?;
-        if let Some(changed) = changed {
-            let event = events::LandingOwnerChanged {
-                stream: name.clone(),
-                owner_file: landing.recorded(crate::store::owner::OWNER_FILE),
-                from: changed.from,
-                to: changed.to,
-            };
-            job.audit.record(event).await?;
-        }
+        owner_changed(job, &name, &landing, changed).await?;
     }
     // The last page the manifest lists must still be there, whole: the
     // next page would otherwise be committed on top of a hole.
@@ -244,6 +228,25 @@ async fn start_in_db<'a, P: Pacer>(
         window: Window::default(),
         commit: PageCommit::in_db(held, landing),
     })
+}
+
+/// Records that `--repair-state` gave the landing a new owner, if it did.
+async fn owner_changed<P: Pacer>(
+    job: &StreamJob<P>,
+    name: &str,
+    landing: &crate::store::LandingStore,
+    changed: Option<crate::store::owner::OwnerChanged>,
+) -> Result<(), SyncError> {
+    if let Some(changed) = changed {
+        let event = events::LandingOwnerChanged {
+            stream: name.to_string(),
+            owner_file: landing.recorded(crate::store::owner::OWNER_FILE),
+            from: changed.from,
+            to: changed.to,
+        };
+        job.audit.record(event).await?;
+    }
+    Ok(())
 }
 
 /// A path below the state or landing root, as audit lines name it:
