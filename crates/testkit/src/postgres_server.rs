@@ -112,21 +112,7 @@ impl PrivatePostgres {
             conf.push('\n');
         }
         append(&data.join("postgresql.conf"), &conf)?;
-        let log = server.dir.join("server.log");
-        server.tool(
-            "pg_ctl",
-            &[
-                "-D",
-                path_str(&data)?,
-                "-l",
-                path_str(&log)?,
-                "-w",
-                "-t",
-                "30",
-                "start",
-            ],
-        )?;
-        server.stopped = false;
+        server.restart()?;
         Ok(server)
     }
 
@@ -238,7 +224,7 @@ impl PrivatePostgres {
         }
     }
 
-    /// Starts it again after [`Self::stop`], same port and data.
+    /// Starts it (again, after [`Self::stop`]: same port and data).
     pub fn restart(&mut self) -> Result<(), String> {
         let data = self.data_dir();
         let log = self.dir.join("server.log");
