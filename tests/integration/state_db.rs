@@ -235,10 +235,10 @@ async fn unreachable_refused_and_read_only_databases_stop_the_run_before_any_lin
     let out = sync_bin(
         &fx,
         &sim,
-        "postgres://edc_run@127.0.0.1:5432/edc?sslmode=require",
+        "postgres://edc_run@127.0.0.1:5432/edc?sslmode=verify-everything",
         &[],
     );
-    assert_eq!(out.code, 78, "TLS asked for, not spoken: {}", out.stderr);
+    assert_eq!(out.code, 78, "an sslmode libpq does not have: {}", out.stderr);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -776,4 +776,57 @@ async fn the_commands_of_running_on_several_hosts_run_as_written() {
     }
     let exported = std::fs::read_to_string(evidence.join("audit-2026-12.jsonl")).unwrap();
     assert_eq!(exported.lines().count(), lines.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_state_database_is_reached_over_verified_tls_when_the_url_asks() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = crate::support::redis::certs(dir.path());
+    let pg = postgres::Postgres::start_tls(&certs).unwrap_or_else(|e| panic!("{e}"));
+    let ca = certs.ca.to_str().unwrap();
+    let owner = format!("{}?sslmode=verify-full&sslrootcert={ca}", pg.owner_url());
+    let out = support::run(&["state", "migrate", "--state", &owner, "--grant-to", "edc_run"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let fx = runs::Fixture::new();
+    let sim = runs::sim().await;
+    let verified = format!("{}?sslmode=verify-full&sslrootcert={ca}", pg.run_url());
+    let out = sync_bin(&fx, &sim, &verified, &[]);
+    assert_eq!(out.code, 0, "over TLS, the server verified: {}", out.stderr);
+    // The server refuses the run role in clear: the run above spoke TLS.
+    let clear = format!("{}?sslmode=disable", pg.run_url());
+    let out = sync_bin(&fx, &sim, &clear, &[]);
+    assert_eq!(out.code, 77, "plain TCP refused by the server: {}", out.stderr);
+    // A server whose certificate does not chain to the trust store given
+    // (the system's, here) is not talked to.
+    let unverified = format!("{}?sslmode=require", pg.run_url());
+    let out = sync_bin(&fx, &sim, &unverified, &[]);
+    assert_eq!(out.code, 69, "an unverified server: {}", out.stderr);
+    assert!(
+        out.stderr.to_lowercase().contains("certificate"),
+        "{}",
+        out.stderr
+    );
+    // A CA file that is not there is a configuration error, before anything.
+    let missing = format!(
+        "{}?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem",
+        pg.run_url()
+    );
+    let out = sync_bin(&fx, &sim, &missing, &[]);
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("sslrootcert /nonexistent/ca.pem"),
+        "{}",
+        out.stderr
+    );
+    let rows: u32 = pg
+        .psql(
+            "edc",
+            "SELECT count(*) FROM edc_sync_audit_line WHERE event = 'run_started'",
+        )
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(rows, 1, "only the verified run wrote");
+    let out = support::run(&["audit", "verify", "--state", &verified]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
 }

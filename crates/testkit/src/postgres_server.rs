@@ -55,6 +55,45 @@ impl PrivatePostgres {
         Ok(server)
     }
 
+    /// Starts one that speaks TLS with `certs`'s server certificate and
+    /// accepts the run role `edc_run` over TLS only (a `hostnossl ...
+    /// reject` line first in pg_hba.conf), so a client that connects
+    /// proves it spoke TLS.
+    pub fn start_tls(certs: &crate::tls::TestCerts) -> Result<PrivatePostgres, String> {
+        let files =
+            std::env::temp_dir().join(format!("edc-sync-pg-tls-{}-{}", std::process::id(), free_port()?));
+        std::fs::create_dir_all(&files).map_err(|e| format!("cannot create {}: {e}", files.display()))?;
+        let (cert, key) = (files.join("server.crt"), files.join("server.key"));
+        for (from, to) in [(&certs.server_cert, &cert), (&certs.server_key, &key)] {
+            std::fs::copy(from, to).map_err(|e| format!("cannot copy {}: {e}", from.display()))?;
+        }
+        let ok = Command::new("chmod")
+            .arg("0600")
+            .arg(&key)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            return Err(format!("cannot chmod 0600 {}", key.display()));
+        }
+        if is_root() {
+            chown(&files, "postgres")?;
+        }
+        let settings = [
+            "ssl = on".to_string(),
+            format!("ssl_cert_file = '{}'", cert.display()),
+            format!("ssl_key_file = '{}'", key.display()),
+        ];
+        let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+        let server = Self::start_with(&settings)?;
+        let hba = server.data_dir().join("pg_hba.conf");
+        let rules =
+            std::fs::read_to_string(&hba).map_err(|e| format!("cannot read {}: {e}", hba.display()))?;
+        std::fs::write(&hba, format!("hostnossl all edc_run all reject\n{rules}"))
+            .map_err(|e| format!("cannot write {}: {e}", hba.display()))?;
+        server.psql_owner("SELECT pg_reload_conf()")?;
+        Ok(server)
+    }
+
     /// Starts one whose only role is the superuser `db_admin` (password
     /// [`PASSWORD`]) and whose only databases are the initial ones: for
     /// running a set-up as an operator would, from the beginning.

@@ -18,6 +18,7 @@ mod export;
 pub mod schema;
 mod statements;
 mod stream;
+mod tls;
 mod trail;
 
 use std::sync::Arc;
@@ -41,6 +42,7 @@ pub fn is_db_url(text: &str) -> bool {
 #[derive(Clone)]
 pub struct DbUrl {
     config: tokio_postgres::Config,
+    tls: tls::Tls,
     shown: String,
 }
 
@@ -61,9 +63,15 @@ impl DbUrl {
     /// without its credentials (78).
     pub fn parse(flag: &str, text: &str) -> Result<DbUrl, String> {
         let shown = crate::redact::without_userinfo(text);
-        let mut config: tokio_postgres::Config = text
+        let (rest, tls) = tls::Tls::take(text).map_err(|e| format!("{flag} {shown}: {e}"))?;
+        let mut config: tokio_postgres::Config = rest
             .parse()
             .map_err(|e| format!("{flag} {shown}: not a PostgreSQL URL ({e})"))?;
+        config.ssl_mode(match tls.mode {
+            tls::Mode::Disable => tokio_postgres::config::SslMode::Disable,
+            tls::Mode::Prefer => tokio_postgres::config::SslMode::Prefer,
+            tls::Mode::Require => tokio_postgres::config::SslMode::Require,
+        });
         // As libpq does: a URL without a password takes PGPASSWORD, so the
         // password need not be on a command line (or in a unit file).
         if config.get_password().is_none() {
@@ -81,15 +89,10 @@ impl DbUrl {
                 "{flag} {shown}: names no database (postgres://user@host:port/DATABASE)"
             ));
         }
-        // This build's client speaks plain TCP only: a URL that asks for
-        // TLS is refused rather than sent in the clear.
-        if matches!(config.get_ssl_mode(), tokio_postgres::config::SslMode::Require) {
-            return Err(format!(
-                "{flag} {shown}: sslmode=require asks for TLS, which this build's PostgreSQL client does not \
-                 speak; reach the database over a trusted network or a local TLS tunnel and give sslmode=disable"
-            ));
-        }
-        Ok(DbUrl { config, shown })
+        // The connector is made now: a CA or client file that is not PEM
+        // is a configuration error, found before a run starts.
+        tls.connector().map_err(|e| format!("{flag} {shown}: {e}"))?;
+        Ok(DbUrl { config, tls, shown })
     }
 
     /// The URL without its credentials, for messages and audit lines.
@@ -128,13 +131,22 @@ impl StateDb {
             config.connect_timeout(std::time::Duration::from_secs(10));
         }
         config.application_name("edc-sync");
-        let (client, connection) = config
-            .connect(tokio_postgres::NoTls)
-            .await
-            .map_err(|e| DbError::classify(url, "connect to", e))?;
+        let fail = |e| DbError::classify(url, "connect to", e);
+        // Each connection task ends when the client is dropped or the
+        // server goes away; the next statement then fails and says so.
+        if url.tls.mode == tls::Mode::Disable {
+            let (client, connection) = config.connect(tokio_postgres::NoTls).await.map_err(fail)?;
+            tokio::spawn(async move {
+                let _ = connection.await;
+            });
+            return Ok(client);
+        }
+        let connector = url.tls.connector().map_err(|detail| DbError::Config {
+            url: url.shown.clone(),
+            detail,
+        })?;
+        let (client, connection) = config.connect(connector).await.map_err(fail)?;
         tokio::spawn(async move {
-            // Ends when the client is dropped or the server goes away;
-            // the next statement then fails and says so.
             let _ = connection.await;
         });
         Ok(client)
