@@ -547,7 +547,7 @@ fn hosts_taking_turns_and_killing_each_other_lose_duplicate_and_unfence_nothing(
     assert_eq!(figures["verify_exit"], 0, "{figures}");
     assert!(figures["killed"].as_u64().unwrap() >= 30, "{figures}");
     assert!(
-        figures["locks_taken"].as_u64().unwrap() > 30,
+        figures["locks_taken"].as_u64().unwrap() >= 10,
         "runs took turns: {figures}"
     );
     assert!(
