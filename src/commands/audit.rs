@@ -97,18 +97,25 @@ pub fn reconcile(args: crate::cli::VerifyArgs) -> anyhow::Result<()> {
     let summary = match scheme {
         None if db => {
             let url = super::state::db_url(&state)?;
-            // The trail's name in the database: --audit-log's file name,
-            // as the runs named it.
-            let trail = dirs
-                .audit_log
-                .file_name()
-                .map_or_else(|| "audit.jsonl".into(), |n| n.to_string_lossy().into_owned());
+            let trail = trail_name(&dirs.audit_log);
             super::runtime()?.block_on(async {
                 let db = edc_core::state_db::StateDb::connect(&url).await?;
-                anyhow::Ok(edc_core::reconcile::reconcile_db(&dirs.out, &db, &trail).await?)
+                let landing = edc_core::reconcile::DbLanding::Dir(&dirs.out);
+                anyhow::Ok(edc_core::reconcile::reconcile_db(landing, &db, &trail).await?)
             })?
         }
         None => edc_core::reconcile::reconcile(&dirs.out, &dirs.state, &dirs.audit_log)?,
+        Some(_) if db => {
+            let url = super::state::db_url(&state)?;
+            let bucket = edc_core::store::object::ObjectLanding::open(&out)
+                .map_err(edc_core::store::StoreError::Object)?;
+            let trail = trail_name(&dirs.audit_log);
+            super::runtime()?.block_on(async {
+                let db = edc_core::state_db::StateDb::connect(&url).await?;
+                let landing = edc_core::reconcile::DbLanding::Bucket(&bucket);
+                anyhow::Ok(edc_core::reconcile::reconcile_db(landing, &db, &trail).await?)
+            })?
+        }
         Some(_) => {
             let landing = edc_core::store::object::ObjectLanding::open(&out)
                 .map_err(edc_core::store::StoreError::Object)?;
@@ -165,4 +172,12 @@ fn anchor_for(file: &std::path::Path, state_dir: &std::path::Path) -> anyhow::Re
             state_dir.display()
         ))),
     }
+}
+
+/// The trail's name in a state database: `--audit-log`'s file name, as the
+/// runs named it.
+fn trail_name(audit_log: &std::path::Path) -> String {
+    audit_log
+        .file_name()
+        .map_or_else(|| "audit.jsonl".into(), |n| n.to_string_lossy().into_owned())
 }

@@ -123,11 +123,21 @@ fn sync_bin(fx: &runs::Fixture, sim: &edc_sim::Simulator, state: &str, extra: &[
 /// `edc-sync sync` of the fixture's stream with `--state state`, in the
 /// fixture's directory.
 fn sync_cmd(fx: &runs::Fixture, sim: &edc_sim::Simulator, state: &str) -> std::process::Command {
+    sync_to(fx, sim, state, fx.path("landing").as_os_str())
+}
+
+/// [`sync_cmd`] landing in `out` (a directory or an object store's URL).
+fn sync_to(
+    fx: &runs::Fixture,
+    sim: &edc_sim::Simulator,
+    state: &str,
+    out: &std::ffi::OsStr,
+) -> std::process::Command {
     let mut cmd = support::edc_sync();
     cmd.args(["sync", "--config"])
         .arg(fx.path("policies.yaml"))
         .args(["--vendor", "vault_json", "--study", "S1", "--out"])
-        .arg(fx.path("landing"))
+        .arg(out)
         .args(["--state", state, "--audit-log", "audit.jsonl", "--pacer", "local"])
         .env("EDC_SYNC_TEST_BASE_URL", sim.base_url())
         .env("EDC_SYNC_TEST_TOKEN", "sim-token")
@@ -829,4 +839,70 @@ async fn the_state_database_is_reached_over_verified_tls_when_the_url_asks() {
     assert_eq!(rows, 1, "only the verified run wrote");
     let out = support::run(&["audit", "verify", "--state", &verified]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_land_in_an_object_store_and_the_state_in_postgres_and_verify_reads_both() {
+    let pg = postgres::start_migrated();
+    let s3 = edc_testkit::s3_server::PrivateS3::s3s_fs().unwrap_or_else(|e| panic!("{e}"));
+    let fx = runs::Fixture::new();
+    page_size(&fx, 10);
+    let sim = runs::sim_with(100).await;
+    let url = s3.url("db");
+    let sync = |extra: &[&str]| {
+        support::run_cmd(
+            sync_to(&fx, &sim, &pg.run_url(), url.as_ref())
+                .args(extra)
+                .envs(s3.env()),
+        )
+    };
+    let out = sync(&["--max-pages", "4"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = sync(&[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let copy = fx.path("bucket");
+    s3.download("db", &copy).await.unwrap();
+    let mut ids = landed_ids(&pg, &copy.join("vault_json/-/S1/-/default"));
+    ids.dedup();
+    assert_eq!(ids.len(), 100, "every record in the bucket once");
+    let verify = || {
+        support::run_cmd(
+            support::edc_sync()
+                .args([
+                    "verify",
+                    "--out",
+                    &url,
+                    "--state",
+                    &pg.run_url(),
+                    "--audit-log",
+                    "audit.jsonl",
+                ])
+                .envs(s3.env()),
+        )
+    };
+    let out = verify();
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("10 landed files, 10 manifest entries"),
+        "{}",
+        out.stdout
+    );
+    let page = std::fs::read_dir(copy.join("vault_json/-/S1/-/default/pages"))
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .min()
+        .unwrap();
+    s3.put(
+        &format!("db/vault_json/-/S1/-/default/pages/{page}"),
+        b"{\"data\":[]}".to_vec(),
+    )
+    .await
+    .unwrap();
+    let out = verify();
+    assert_eq!(out.code, 65, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains(&page) && out.stdout.contains("modified after landing"),
+        "{}",
+        out.stdout
+    );
 }

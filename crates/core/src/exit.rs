@@ -138,18 +138,24 @@ impl Exit {
     /// unreachable or failing 69, throttling 75, credentials refused 77;
     /// anything else 74.
     fn for_store(e: &StoreError) -> Exit {
-        use crate::store::object::Failure;
         match e {
             StoreError::Corrupt { .. } => Exit::DataErr,
-            StoreError::Object(o) => match o.failure {
-                Failure::Unavailable => Exit::Unavailable,
-                Failure::Throttled => Exit::TempFail,
-                Failure::Refused => Exit::NoPerm,
-                Failure::Config => Exit::Config,
-                Failure::Checksum | Failure::Other => Exit::IoErr,
-            },
+            StoreError::Object(o) => Exit::for_object(o),
             StoreError::Db(e) => Exit::for_db(e),
             _ => Exit::IoErr,
+        }
+    }
+
+    /// The exit of an object-store failure: unreachable or failing 69,
+    /// throttling 75, credentials refused 77, a bad URL 78, else 74.
+    fn for_object(o: &crate::store::object::ObjectError) -> Exit {
+        use crate::store::object::Failure;
+        match o.failure {
+            Failure::Unavailable => Exit::Unavailable,
+            Failure::Throttled => Exit::TempFail,
+            Failure::Refused => Exit::NoPerm,
+            Failure::Config => Exit::Config,
+            Failure::Checksum | Failure::Other => Exit::IoErr,
         }
     }
 
@@ -204,6 +210,7 @@ impl Exit {
                     }
                     crate::reconcile::DbUnreadable::Export(_) => Exit::IoErr,
                     crate::reconcile::DbUnreadable::Local(_) => Exit::NoInput,
+                    crate::reconcile::DbUnreadable::Object(o) => Exit::for_object(o),
                 };
             }
             if let Some(e) = cause.downcast_ref::<crate::state_db::ExportError>() {

@@ -116,19 +116,10 @@ pub struct RunPlan {
 /// Plans `spec`: policy loaded, validated and committed, streams and
 /// quotas resolved, environment read, the client built for its origin.
 pub fn plan(spec: &RunSpec) -> Result<RunPlan, ConfigError> {
-    let object =
-        crate::store::object::scheme_of(&spec.out.to_string_lossy()).map_err(ConfigError::Identity)?;
+    crate::store::object::scheme_of(&spec.out.to_string_lossy()).map_err(ConfigError::Identity)?;
     let state = spec.state.to_string_lossy();
     let db_url = if crate::state_db::is_db_url(&state) {
-        let url = crate::state_db::DbUrl::parse("--state", &state).map_err(ConfigError::Identity)?;
-        if let Some(scheme) = object {
-            return Err(ConfigError::Identity(format!(
-                "--out {scheme}://… with --state {url}: an object-store landing keeps its manifest index in a \
-                 state directory, and this version keeps a database's manifest in the database only for a \
-                 landing directory; give --out a directory (a shared file system) or --state a directory"
-            )));
-        }
-        Some(url)
+        Some(crate::state_db::DbUrl::parse("--state", &state).map_err(ConfigError::Identity)?)
     } else {
         crate::paths::require_local("--state", &spec.state).map_err(ConfigError::Identity)?;
         None
@@ -437,19 +428,36 @@ async fn check_redis_anchor(
     Ok(())
 }
 
+/// Where a run's landing directories are made: `--out` (or, for an object
+/// store, the state directory's index of it), or a scratch directory that
+/// lives as long as this value.
+enum Index {
+    Dir(PathBuf),
+    Scratch(tempfile::TempDir),
+}
+
+impl Index {
+    fn path(&self) -> &std::path::Path {
+        match self {
+            Index::Dir(p) => p,
+            Index::Scratch(t) => t.path(),
+        }
+    }
+}
+
 /// Where pages land: `--out` itself, or, for an object store, the state
 /// directory's index of it (`STATE/.landing/`) and the bucket, reached and
 /// probed before any request.
 async fn landing_target(
     spec: &RunSpec,
     audit: &SharedAudit,
-) -> anyhow::Result<(PathBuf, Option<Arc<crate::store::object::ObjectLanding>>)> {
+) -> anyhow::Result<(Index, Option<Arc<crate::store::object::ObjectLanding>>)> {
     let text = spec.out.to_string_lossy();
     if crate::store::object::scheme_of(&text)
         .map_err(ConfigError::Identity)?
         .is_none()
     {
-        return Ok((spec.out.clone(), None));
+        return Ok((Index::Dir(spec.out.clone()), None));
     }
     let object =
         crate::store::object::ObjectLanding::open(&text).map_err(crate::store::StoreError::Object)?;
@@ -474,10 +482,19 @@ async fn landing_target(
         conditional_writes,
     };
     audit.record(ready).await?;
-    Ok((
-        spec.state.join(crate::store::object::INDEX_DIR),
-        Some(Arc::new(landing)),
-    ))
+    // The manifest index of an object-store landing: in the state
+    // directory, or, with a state database (which holds the manifest), a
+    // scratch directory for the pages' temp files only, removed at the end.
+    let index = match crate::state_db::is_db_url(&spec.state.to_string_lossy()) {
+        true => Index::Scratch(
+            tempfile::Builder::new()
+                .prefix("edc-sync-landing-")
+                .tempdir()
+                .context("creating a scratch directory for the pages in flight")?,
+        ),
+        false => Index::Dir(spec.state.join(crate::store::object::INDEX_DIR)),
+    };
+    Ok((index, Some(Arc::new(landing))))
 }
 
 async fn run_streams(
@@ -509,10 +526,11 @@ async fn run_streams(
         AnyPacer::Redis(p) => Some(p.clone()),
         AnyPacer::Local(_) => None,
     };
-    let (out_dir, object) = match landing_target(spec, audit).await {
+    let (index, object) = match landing_target(spec, audit).await {
         Ok(target) => target,
         Err(e) => return (Vec::new(), Err(e), redis),
     };
+    let out_dir = index.path().to_path_buf();
     let client = prepared.client.clone();
     let mut tasks = tokio::task::JoinSet::new();
     for (index, (id, stream, quota)) in prepared.jobs.iter().cloned().enumerate() {

@@ -22,11 +22,25 @@ pub enum DbUnreadable {
     Export(#[from] ExportError),
     #[error(transparent)]
     Local(#[from] Unreadable),
+    #[error(transparent)]
+    Object(#[from] crate::store::object::ObjectError),
 }
 
-/// Reconciles the landing directory `out` with the manifests, cursors and
-/// trail `trail` kept in `db`.
-pub async fn reconcile_db(out: &Path, db: &StateDb, trail: &str) -> Result<Summary, DbUnreadable> {
+/// Where the pages of a state database's streams landed.
+pub enum DbLanding<'a> {
+    /// A landing directory (`--out DIR`).
+    Dir(&'a Path),
+    /// An object store (`--out s3://…`): every page object read back.
+    Bucket(&'a crate::store::object::ObjectLanding),
+}
+
+/// Reconciles the landing with the manifests, cursors and trail `trail`
+/// kept in `db`.
+pub async fn reconcile_db(
+    landing: DbLanding<'_>,
+    db: &StateDb,
+    trail: &str,
+) -> Result<Summary, DbUnreadable> {
     let scratch = tempfile::tempdir().map_err(|e| Unreadable {
         path: std::env::temp_dir(),
         error: e,
@@ -48,7 +62,13 @@ pub async fn reconcile_db(out: &Path, db: &StateDb, trail: &str) -> Result<Summa
         write(&file, cursor.as_bytes()).map_err(local(file.clone()))?;
     }
     let mut manifests = crate::state_db::all_manifests(db).await?;
-    let (out, mut views, links) = local_views(out)?;
+    let (out, mut views, links) = match landing {
+        DbLanding::Dir(out) => local_views(out)?,
+        DbLanding::Bucket(bucket) => {
+            let (root, views) = super::view::LandingView::of_bucket(bucket).await?;
+            (root, views, Vec::new())
+        }
+    };
     for view in &mut views {
         view.manifest = manifests.remove(&view.rel).unwrap_or_default();
     }

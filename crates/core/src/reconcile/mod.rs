@@ -24,7 +24,7 @@ use serde_json::Value;
 mod db;
 mod view;
 
-pub use db::{reconcile_db, DbUnreadable};
+pub use db::{reconcile_db, DbLanding, DbUnreadable};
 use view::LandingView;
 
 /// One way two ledgers disagree, naming the file.

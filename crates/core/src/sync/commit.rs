@@ -123,9 +123,10 @@ impl PageCommit {
     /// manifest index has its object (each was acknowledged before its
     /// commit line), which the publication watermark records.
     pub fn published_to_end(&self) -> Result<(), crate::store::StoreError> {
-        match self.landing.remote() {
-            Some(_) => self.landing.set_published_watermark(self.landing.manifest_len()),
-            None => Ok(()),
+        // A state database's manifest is its rows: nothing is published.
+        match (&self.cursors, self.landing.remote()) {
+            (Cursors::Files(_), Some(_)) => self.landing.set_published_watermark(self.landing.manifest_len()),
+            _ => Ok(()),
         }
     }
 

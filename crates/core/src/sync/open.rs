@@ -197,9 +197,17 @@ async fn start_in_db<'a, P: Pacer>(
         PayloadFormat::Json => "json",
         PayloadFormat::Odm => "xml",
     };
-    let landing = held.open_landing(&job.out_dir, ext)?;
+    let landing = held
+        .open_landing(&job.out_dir, ext)?
+        .with_remote(job.object.clone());
     if !job.options.dry_run {
-        let changed = crate::store::owner::claim(landing.dir(), db.state_id(), job.options.repair_state)?;
+        let (id, repair) = (db.state_id(), job.options.repair_state);
+        let changed = match landing.remote() {
+            Some(remote) => {
+                crate::store::owner::claim_remote(remote, landing.recorded_dir(), id, repair).await?
+            }
+            None => crate::store::owner::claim(landing.dir(), id, repair)?,
+        };
         owner_changed(job, &name, &landing, changed).await?;
     }
     // The last page the manifest lists must still be there, whole: the
