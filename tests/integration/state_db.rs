@@ -906,3 +906,49 @@ async fn pages_land_in_an_object_store_and_the_state_in_postgres_and_verify_read
         out.stdout
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_redis_a_trail_cut_short_in_the_database_by_its_owner_is_refused() {
+    let pg = postgres::start_migrated();
+    let redis = crate::support::redis::start();
+    let fx = runs::Fixture::new();
+    let sim = runs::sim_with(100).await;
+    let with_redis = || {
+        let mut cmd = support::edc_sync();
+        cmd.args(["sync", "--config"])
+            .arg(fx.path("policies.yaml"))
+            .args(["--vendor", "vault_json", "--study", "S1", "--out"])
+            .arg(fx.path("landing"))
+            .args([
+                "--state",
+                &pg.run_url(),
+                "--audit-log",
+                "audit.jsonl",
+                "--redis",
+                &redis.url(),
+            ])
+            .env("EDC_SYNC_TEST_BASE_URL", sim.base_url())
+            .env("EDC_SYNC_TEST_TOKEN", "sim-token")
+            .current_dir(fx.path(""));
+        support::run_cmd(&mut cmd)
+    };
+    let out = with_redis();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // The database's owner, triggers off, cuts the trail back to the last
+    // commit and removes the anchors there too: the database alone can no
+    // longer tell.
+    pg.psql(
+        "edc",
+        "ALTER TABLE edc_sync_anchor DISABLE TRIGGER USER; \
+         ALTER TABLE edc_sync_audit_line DISABLE TRIGGER USER; \
+         DELETE FROM edc_sync_anchor; \
+         DELETE FROM edc_sync_audit_line WHERE n > (SELECT max(audit_n) FROM edc_sync_cursor); \
+         ALTER TABLE edc_sync_anchor ENABLE TRIGGER USER; \
+         ALTER TABLE edc_sync_audit_line ENABLE TRIGGER USER",
+    )
+    .unwrap();
+    let out = with_redis();
+    assert_eq!(out.code, 65, "{}", out.stderr);
+    assert!(out.stderr.contains("anchor in Redis"), "{}", out.stderr);
+    assert!(out.stderr.contains("cut short"), "{}", out.stderr);
+}

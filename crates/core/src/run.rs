@@ -377,13 +377,7 @@ async fn open_file_trail(
 /// directory's anchor was written.
 async fn anchor(audit: &SharedAudit, anchors: Option<&Anchors>, redis: Option<&RedisPacer>) -> bool {
     if let Some(trail) = audit.db() {
-        return match trail.anchor().await {
-            Ok(_) => true,
-            Err(e) => {
-                eprintln!("warning: audit anchor not written: {e}");
-                false
-            }
-        };
+        return db_anchor(trail, redis).await;
     }
     let Some(anchors) = anchors else {
         return false;
@@ -410,6 +404,48 @@ async fn anchor(audit: &SharedAudit, anchors: Option<&Anchors>, redis: Option<&R
         }
     }
     stored
+}
+
+/// A database trail's anchors: its head in `edc_sync_anchor` (insert-only
+/// for the run role) and, with Redis, the same head under the trail's
+/// identity there, where whoever can write the database cannot reach it.
+async fn db_anchor(trail: &crate::state_db::DbTrail, redis: Option<&RedisPacer>) -> bool {
+    if let Err(e) = trail.anchor().await {
+        eprintln!("warning: audit anchor not written: {e}");
+        return false;
+    }
+    if let Some(redis) = redis {
+        let stored = match trail.chain_head().await {
+            Ok(Some(head)) => {
+                let key =
+                    crate::audit::ChainHead::redis_key(head.first_sha256.as_deref().unwrap_or_default());
+                crate::audit::anchor::redis_copy::store(redis, &[key], &head)
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+            Ok(None) => Ok(()),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = stored {
+            eprintln!("warning: audit anchor not written to Redis: {e}");
+        }
+    }
+    true
+}
+
+/// A database trail checked against the anchor Redis keeps under its
+/// identity, as soon as Redis is reached and before any request.
+async fn check_db_redis_anchor(redis: &RedisPacer, trail: &crate::state_db::DbTrail) -> anyhow::Result<()> {
+    let Some(first) = trail.chain_head().await?.and_then(|h| h.first_sha256) else {
+        return Ok(());
+    };
+    let key = crate::audit::ChainHead::redis_key(&first);
+    if let Some(head) = crate::audit::anchor::redis_copy::load(redis, &key).await? {
+        trail
+            .check_head(&format!("anchor in Redis ({key})"), &head)
+            .await?;
+    }
+    Ok(())
 }
 
 /// With Redis, the trail is also checked against the anchor kept there, as
@@ -508,10 +544,13 @@ async fn run_streams(
         PacerChoice::Local => AnyPacer::Local(LocalPacer::new()),
         PacerChoice::Redis(url) => match RedisPacer::connect(url, crate::REDIS_KEY_PREFIX).await {
             Ok(p) => {
-                if let Some(anchors) = anchors {
-                    if let Err(e) = check_redis_anchor(&p, audit, anchors).await {
-                        return (Vec::new(), Err(e), Some(p));
-                    }
+                let checked = match (anchors, audit.db()) {
+                    (Some(anchors), _) => check_redis_anchor(&p, audit, anchors).await,
+                    (None, Some(trail)) => check_db_redis_anchor(&p, trail).await,
+                    (None, None) => Ok(()),
+                };
+                if let Err(e) = checked {
+                    return (Vec::new(), Err(e), Some(p));
                 }
                 AnyPacer::Redis(p)
             }

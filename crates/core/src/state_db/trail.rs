@@ -202,6 +202,73 @@ impl DbTrail {
         check_anchors(&self.db, &self.name).await
     }
 
+    /// The head as a file trail's anchor says it ([`ChainHead`]): the
+    /// exported file's line count, length, last line and first line (the
+    /// trail's identity, the same as its export's). For the copy kept in
+    /// Redis, outside the reach of whoever can write the database.
+    pub async fn chain_head(&self) -> Result<Option<crate::audit::ChainHead>, AuditError> {
+        let Some(last) = self.head().await? else {
+            return Ok(None);
+        };
+        let client = self.db.client().await;
+        let first: String = client
+            .query_one(
+                "SELECT sha256 FROM edc_sync_audit_line WHERE trail = $1 AND n = 1",
+                &[&self.name],
+            )
+            .await
+            .map_err(|e| {
+                self.error(DbError::classify(
+                    self.db.url(),
+                    "read the trail's first line in",
+                    e,
+                ))
+            })?
+            .get(0);
+        Ok(Some(crate::audit::ChainHead {
+            audit_log: PathBuf::from(&self.name),
+            lines: last.n as u64,
+            bytes: (last.byte_offset as u64) + last.line.len() as u64 + 1,
+            last_line_offset: last.byte_offset as u64,
+            last_sha256: last.sha256,
+            run_id: self.run_id.to_string(),
+            first_sha256: Some(first),
+        }))
+    }
+
+    /// Checks the trail against `head` (an anchor kept outside the
+    /// database): its line `head.lines` must still be the anchored one, at
+    /// its offset. 65 naming `source` when it is not.
+    pub async fn check_head(&self, source: &str, head: &crate::audit::ChainHead) -> Result<(), AuditError> {
+        let client = self.db.client().await;
+        let row = client
+            .query_opt(
+                "SELECT byte_offset, sha256 FROM edc_sync_audit_line WHERE trail = $1 AND n = $2",
+                &[&self.name, &(head.lines as i64)],
+            )
+            .await
+            .map_err(|e| self.error(DbError::classify(self.db.url(), "read the trail in", e)))?;
+        let now = row.map(|r| (r.get::<_, i64>(0) as u64, r.get::<_, String>(1)));
+        if now.as_ref() == Some(&(head.last_line_offset, head.last_sha256.clone())) {
+            return Ok(());
+        }
+        Err(AuditError::Damaged {
+            path: self.label(),
+            problems: vec![format!(
+                "{source}: line {} (at byte {}) anchored by run {} (sha256 {}) is {}: the trail was cut short \
+                 or rewritten in the database",
+                head.lines,
+                head.last_line_offset,
+                head.run_id,
+                head.last_sha256,
+                match now {
+                    Some((at, sha)) => format!("at byte {at} with sha256 {sha}"),
+                    None => "missing".into(),
+                }
+            )],
+        })
+    }
+
     /// The trail's lines from line `from` on (1: all), in order, `batch`
     /// rows at a time through `each`.
     pub async fn lines(
