@@ -952,3 +952,32 @@ async fn with_redis_a_trail_cut_short_in_the_database_by_its_owner_is_refused() 
     assert!(out.stderr.contains("anchor in Redis"), "{}", out.stderr);
     assert!(out.stderr.contains("cut short"), "{}", out.stderr);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cursor_row_changed_outside_edc_sync_stops_the_run_and_repair_state_takes_the_trails() {
+    let pg = postgres::start_migrated();
+    let fx = runs::Fixture::new();
+    page_size(&fx, 10);
+    let sim = runs::sim_with(100).await;
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &["--max-pages", "4"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    pg.psql(
+        "edc",
+        "UPDATE edc_sync_cursor SET state = jsonb_set(state::jsonb, '{window_start}', '\"1999-01-01T00:00:00Z\"')::text",
+    )
+    .unwrap();
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &[]);
+    assert_eq!(out.code, 65, "{}", out.stderr);
+    assert!(out.stderr.contains("edc_sync_cursor row"), "{}", out.stderr);
+    assert!(out.stderr.contains("changed outside edc-sync"), "{}", out.stderr);
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &["--repair-state"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let repaired: Vec<_> = trail_rows(&pg, "audit.jsonl")
+        .into_iter()
+        .filter(|l| l["event"] == "state_repaired")
+        .collect();
+    assert_eq!(repaired.len(), 1);
+    assert_eq!(repaired[0]["file_said"]["window_start"], "1999-01-01T00:00:00Z");
+    assert_ne!(repaired[0]["trail_says"]["window_start"], "1999-01-01T00:00:00Z");
+    assert_exact(&pg, &fx, 100);
+}

@@ -326,6 +326,62 @@ impl DbStream {
         })
     }
 
+    /// `--repair-state`: the cursor row made the state the trail's last
+    /// commit of the stream records (with that line as its receipt).
+    /// Returns the line's byte offset and what the row said before (`None`:
+    /// there is no commit to take, and nothing was changed). The manifest
+    /// is never repaired: its rows are evidence, append-only.
+    pub async fn repair_cursor(&self) -> Result<Option<(u64, Value)>, StoreError> {
+        let client = self.db.client().await;
+        let fail = |op| move |e| self.db_error(op, e);
+        let Some(line) = client
+            .query_opt(
+                "SELECT n, byte_offset, sha256, line FROM edc_sync_audit_line WHERE trail = $1 AND stream = $2 \
+                 AND event = $3 ORDER BY n DESC LIMIT 1",
+                &[&self.trail, &self.key, &COMMIT_EVENT],
+            )
+            .await
+            .map_err(fail("read the trail in"))?
+        else {
+            return Ok(None);
+        };
+        let (n, offset, sha256, text): (i64, i64, String, String) =
+            (line.get(0), line.get(1), line.get(2), line.get(3));
+        let said: Option<String> = client
+            .query_opt(
+                "SELECT state FROM edc_sync_cursor WHERE stream = $1",
+                &[&self.key],
+            )
+            .await
+            .map_err(fail("read the cursor in"))?
+            .map(|r| r.get(0));
+        let line: Value = serde_json::from_str(&text).unwrap_or_default();
+        let state = line["cursor_state"].to_string();
+        let receipt = crate::audit::CommitReceipt::in_db(self.trail.clone().into(), offset as u64, sha256);
+        let cursor = Cursor::from_row(Some(&state), &self.identity, None)
+            .map_err(|d| self.damaged(format!("line {n} of trail {}: its cursor_state: {d}", self.trail)))?
+            .with_receipt(&receipt);
+        client
+            .execute(
+                "INSERT INTO edc_sync_cursor (stream, state, trail, audit_n) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (stream) DO UPDATE SET state = EXCLUDED.state, trail = EXCLUDED.trail, \
+                 audit_n = EXCLUDED.audit_n",
+                &[&self.key, &cursor.to_row(), &self.trail, &n],
+            )
+            .await
+            .map_err(fail("repair the cursor in"))?;
+        let said = said
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .map(|mut v| {
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("receipt");
+                }
+                v
+            })
+            .unwrap_or(Value::Null);
+        Ok(Some((offset as u64, said)))
+    }
+
     /// Releases the run lock (the end of the stream's run; a killed
     /// process releases it with its connection).
     pub async fn unlock(&self) {

@@ -146,6 +146,13 @@ impl Cursor {
         read::parse(text.as_bytes(), stream)
     }
 
+    /// This cursor as the one the `page_committed` line of `receipt`
+    /// records (`--repair-state` of a state database's cursor row).
+    pub(crate) fn with_receipt(mut self, receipt: &CommitReceipt) -> Cursor {
+        self.state.receipt = Some(Receipt::of(receipt));
+        self
+    }
+
     /// The text a state database's cursor row keeps (the file's JSON).
     pub(crate) fn to_row(&self) -> String {
         self.to_file_json().to_string()

@@ -184,7 +184,26 @@ async fn start_in_db<'a, P: Pacer>(
     let held = crate::state_db::DbStream::lock(db, &job.identity, namespace, &holder, &trail)
         .await?
         .starting_at(job.options.since.clone());
-    let proof = held.prove().await?;
+    let proof = match held.prove().await {
+        // `--repair-state`: a cursor row that disagrees with the trail
+        // takes the trail's state (audited); the manifest is proven again
+        // and never repaired (its rows are append-only evidence).
+        Err(e) if e.is_damage() && job.options.repair_state && !job.options.dry_run => {
+            if let Some((audit_offset, file_said)) = held.repair_cursor().await? {
+                let trail_says = held.load().await?.to_state_json();
+                let event = events::StateRepaired {
+                    stream: name.clone(),
+                    cursor_file: held.recorded_cursor(),
+                    audit_offset,
+                    file_said,
+                    trail_says,
+                };
+                job.audit.record(event).await?;
+            }
+            held.prove().await?
+        }
+        other => other?,
+    };
     let event = events::StreamLockTaken {
         stream: name.clone(),
         state_db: db.url().shown().to_string(),
