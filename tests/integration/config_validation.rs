@@ -201,6 +201,23 @@ fn fractional_or_zero_burst_is_rejected() {
 }
 
 #[test]
+fn a_client_id_vault_would_not_take_is_refused_naming_the_key() {
+    for bad in [
+        "\"has space\"",
+        "\"é-accent\"",
+        &format!("\"{}\"", "x".repeat(101)),
+    ] {
+        assert_rejected(
+            &example_with(
+                "client_id: edcsync-site-datamanagement-server-edcsync",
+                &format!("client_id: {bad}"),
+            ),
+            &["veeva_vault.client_id", "invalid_client_id"],
+        );
+    }
+}
+
+#[test]
 fn other_ranges_are_checked() {
     assert_rejected(
         &example_with("max_retry_attempts: 5 ", "max_retry_attempts: 0 "),

@@ -1321,3 +1321,45 @@ async fn a_cursor_value_of_the_wrong_kind_is_never_committed() {
     assert_eq!(fx.events("page_committed").len(), 1, "only page 1 was committed");
     assert!(!fx.cursor("vault_session").to_string().contains("zzz"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_vault_request_names_the_client_id_the_login_included() {
+    // Vault REST API reference, "Client ID": without one the API Usage Log
+    // says `unknown`, and a vault with Client ID Filtering rejects the call.
+    let fx = Fixture::new();
+    let vault = sim(Profile::Vault, 30, &[], |_| {}).await;
+    let out = fx.run("vault_session", &vault, PASSWORD).await;
+    assert_exit(&out, 0);
+    let requests = vault.requests();
+    assert!(requests.iter().any(|r| r.method == "POST"), "the login");
+    for r in &requests {
+        assert_eq!(
+            r.client_id.as_deref(),
+            Some(edc_core::config::DEFAULT_VAULT_CLIENT_ID),
+            "{} {}",
+            r.method,
+            r.path
+        );
+    }
+    // A site's own client ID, in the form Vault recommends.
+    let fx = Fixture::new();
+    let own = POLICIES.replace(
+        "vault_session:\n",
+        "vault_session:\n  client_id: verteobiotech-clinical-datamgmt-server-edcsync\n",
+    );
+    std::fs::write(fx.path("policies.yaml"), own).unwrap();
+    support::git_commit_all(&git2::Repository::open(fx.path("")).unwrap(), "client id");
+    let vault = sim(Profile::Vault, 30, &[], |_| {}).await;
+    let out = fx.run("vault_session", &vault, PASSWORD).await;
+    assert_exit(&out, 0);
+    assert!(vault
+        .requests()
+        .iter()
+        .all(|r| r.client_id.as_deref() == Some("verteobiotech-clinical-datamgmt-server-edcsync")));
+    // Another dialect sends none unless asked.
+    let fx = Fixture::new();
+    let rave = sim(Profile::Rave, 30, &[], |_| {}).await;
+    let out = fx.run("rave_basic", &rave, PASSWORD).await;
+    assert_exit(&out, 0);
+    assert!(rave.requests().iter().all(|r| r.client_id.is_none()));
+}

@@ -175,15 +175,15 @@ pub fn plan(spec: &RunSpec) -> Result<RunPlan, ConfigError> {
             credentials: Credentials::from_policy(&policy)?,
         },
     };
-    let client =
-        ReadOnlyClient::new(&endpoint.base_url, endpoint.credentials.clone(), policy.http).map_err(|e| {
-            match e {
-                crate::edc::FetchError::Credential(detail) => {
-                    ConfigError::Identity(format!("{}: {detail}; {}", policy.vendor, policy.auth.hint()))
-                }
-                e => ConfigError::Identity(format!("{}.base_url_env: {e}", policy.vendor)),
+    let client = ReadOnlyClient::new(&endpoint.base_url, endpoint.credentials.clone(), policy.http)
+        .map_err(|e| match e {
+            crate::edc::FetchError::Credential(detail) => {
+                ConfigError::Identity(format!("{}: {detail}; {}", policy.vendor, policy.auth.hint()))
             }
-        })?;
+            e => ConfigError::Identity(format!("{}.base_url_env: {e}", policy.vendor)),
+        })?
+        .with_client_id(policy.client_id.as_deref())
+        .map_err(|e| ConfigError::Identity(format!("{}.{e}", policy.vendor)))?;
     Ok(RunPlan {
         db_url,
         loaded,

@@ -27,6 +27,12 @@ pub struct LogEntry {
     /// VQL: the window-start literal of the query as the server parsed it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vql_since: Option<String>,
+    /// The client ID the request named, as Vault reads it: the `client_id`
+    /// query parameter, else the `X-VaultAPI-ClientID` header ("If a client
+    /// ID is included as both a HTTP header and query parameter, Vault
+    /// ignores the HTTP Header": Vault REST API reference, "Client ID").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
 }
 
 /// The in-memory log, optionally mirrored to a file as it grows.

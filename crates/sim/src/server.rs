@@ -204,6 +204,7 @@ pub async fn handle(
         auth: auth.map_or("login", Authn::label).to_string(),
         fault: answer.fault.clone(),
         vql_since: answer.vql_since.clone(),
+        client_id: client_id(&parts),
     });
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
@@ -484,4 +485,21 @@ fn redirect(status: u16, url: &str) -> Answer {
     let mut a = Answer::status(StatusCode::from_u16(status).unwrap_or(StatusCode::FOUND));
     a.headers.push((LOCATION, url.to_string()));
     a
+}
+
+/// The client ID of a request as Vault reads it: the `client_id` query
+/// parameter wins over the `X-VaultAPI-ClientID` header (Vault REST API
+/// reference, "Client ID").
+fn client_id(parts: &hyper::http::request::Parts) -> Option<String> {
+    let query = parts.uri.query().unwrap_or_default();
+    url::form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == "client_id")
+        .map(|(_, v)| v.into_owned())
+        .or_else(|| {
+            parts
+                .headers
+                .get("x-vaultapi-clientid")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        })
 }

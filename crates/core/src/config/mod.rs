@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 pub use policy::{
     Auth, Config, CursorKind, DateWindow, Delta, Dialect, EnvVarName, HttpLimits, MissingEnv, Paging,
-    PayloadFormat, Policy, Rate, RecordOrder, StreamSpec, Vql,
+    PayloadFormat, Policy, Rate, RecordOrder, StreamSpec, Vql, DEFAULT_VAULT_CLIENT_ID,
 };
 pub use provenance::{ChangeState, Provenance};
 pub use template::{MissingValue, Placeholder, PlaceholderValues, Template};

@@ -317,6 +317,12 @@ pub struct StreamSpec {
     pub sub_limit: Option<Rate>,
 }
 
+/// The client ID a `vault`-dialect policy sends without `client_id`: in the
+/// form Vault recommends, `{company}-{organization}-{team}-{server|client}-{program}`,
+/// naming edc-sync; a site sets its own (and its vault's Client ID Filtering
+/// must list it).
+pub const DEFAULT_VAULT_CLIENT_ID: &str = "edcsync-site-datamanagement-server-edcsync";
+
 /// Everything the tool knows about one vendor's quota and delta API.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Policy {
@@ -326,6 +332,11 @@ pub struct Policy {
     pub auth: Auth,
     /// How the vendor reports errors inside responses.
     pub dialect: Dialect,
+    /// `X-VaultAPI-ClientID` on every request (Vault REST API reference,
+    /// "Client ID"): `client_id`, or for the `vault` dialect
+    /// [`DEFAULT_VAULT_CLIENT_ID`]; none for other dialects unless given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
     #[serde(flatten)]
     pub rate: Rate,
     pub max_retry_attempts: u32,

@@ -171,11 +171,12 @@ fn is_identifier(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-const POLICY_KEYS: [&str; 20] = [
+const POLICY_KEYS: [&str; 21] = [
     "base_url_env",
     "token_env",
     "auth",
     "dialect",
+    "client_id",
     "clock_skew_warn_s",
     "clock_skew_max_s",
     "sustained_rate_per_sec",
@@ -210,6 +211,22 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
     let auth_node = f.optional("auth");
     let auth = super::auth::auth(report, f.child("auth"), auth_node, (token_env_path, token_env));
     let dialect_node = f.optional("dialect");
+    let client_id = match f.optional("client_id") {
+        Some((p, n)) => string(report, &p, n).and_then(|id| {
+            let valid = !id.is_empty()
+                && id.len() <= 100
+                && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+            if !valid {
+                report.add(
+                    &p,
+                    "a Vault client ID is 1 to 100 letters, digits, '.', '_' or '-' (Vault REST API reference, \
+                     \"Client ID\"); Vault would log any other value as invalid_client_id",
+                );
+            }
+            valid.then(|| Some(id.to_string()))
+        }),
+        None => Some(None),
+    };
     let rate = rate_fields(report, &mut f);
     let max_retry_attempts = or_default(
         f.optional("max_retry_attempts"),
@@ -362,11 +379,16 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
         );
         return None;
     }
+    let dialect = dialect?;
+    let client_id = client_id?.or_else(|| {
+        (dialect == super::policy::Dialect::Vault).then(|| super::policy::DEFAULT_VAULT_CLIENT_ID.to_string())
+    });
     Some(Policy {
         vendor: vendor.to_string(),
         base_url_env: base_url_env?,
         auth: auth?,
-        dialect: dialect?,
+        dialect,
+        client_id,
         rate: rate?,
         max_retry_attempts: u32::try_from(max_retry_attempts?).ok()?,
         default_retry_after: seconds(default_retry_after),

@@ -53,7 +53,15 @@ pub struct ReadOnlyClient {
     skew_ms: Arc<std::sync::atomic::AtomicI64>,
     /// A response with a `Date` has been seen (`skew_ms` means something).
     clock_seen: Arc<std::sync::atomic::AtomicBool>,
+    /// `X-VaultAPI-ClientID` on every request, the login included (the
+    /// policy's `client_id`): Vault's API Usage Log names the integration
+    /// by it, and a vault with Client ID Filtering admits only known ones.
+    client_id: Option<HeaderValue>,
 }
+
+/// The header that names the integration to Vault (Vault REST API
+/// reference, "Client ID"; VAPIL's `VaultClientId`).
+pub const CLIENT_ID_HEADER: &str = "x-vaultapi-clientid";
 
 impl std::fmt::Debug for ReadOnlyClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -137,7 +145,27 @@ impl ReadOnlyClient {
             auth: Arc::new(auth),
             skew_ms: Arc::default(),
             clock_seen: Arc::default(),
+            client_id: None,
         })
+    }
+
+    /// Sends `X-VaultAPI-ClientID: id` on every request, the login included.
+    /// The policy has checked `id` (Vault's format: letters, digits, `.`,
+    /// `_`, `-`, at most 100).
+    pub fn with_client_id(mut self, id: Option<&str>) -> Result<ReadOnlyClient, FetchError> {
+        self.client_id = id
+            .map(HeaderValue::from_str)
+            .transpose()
+            .map_err(|e| FetchError::Build(format!("client_id: {e}")))?;
+        Ok(self)
+    }
+
+    /// The client ID header, for a request builder.
+    pub(super) fn client_id(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.client_id {
+            Some(id) => request.header(CLIENT_ID_HEADER, id.clone()),
+            None => request,
+        }
     }
 
     /// Whether any response so far carried the server's `Date`.
@@ -272,10 +300,11 @@ impl ReadOnlyClient {
             .auth
             .current()
             .ok_or_else(|| FetchError::NoCredential { url: url.to_string() })?;
-        let mut request = self
-            .http
-            .request(method, url.clone())
-            .header(AUTHORIZATION, credential.header);
+        let mut request = self.client_id(
+            self.http
+                .request(method, url.clone())
+                .header(AUTHORIZATION, credential.header),
+        );
         if let Some(form) = form {
             request = request
                 .header(CONTENT_TYPE, "application/x-www-form-urlencoded")

@@ -65,8 +65,7 @@ impl ReadOnlyClient {
             .append_pair("password", password.expose())
             .finish();
         let response = self
-            .http
-            .post(url.clone())
+            .client_id(self.http.post(url.clone()))
             .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
             .header(ACCEPT, "application/json")
             .body(body)
