@@ -1363,3 +1363,51 @@ async fn every_vault_request_names_the_client_id_the_login_included() {
     assert_exit(&out, 0);
     assert!(rave.requests().iter().all(|r| r.client_id.is_none()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_limit_exceeded_at_the_login_is_waited_like_a_429_and_75_when_spent_never_77() {
+    // Vault limits logins per minute per user and domain (Vault Help,
+    // "About Authentication API Transaction Limits"): many studies logging
+    // in from cron at the same minute meet it. It is not a bad password.
+    let fx = Fixture::new();
+    let vault = sim(
+        Profile::Vault,
+        30,
+        &["1=vault-failure:API_LIMIT_EXCEEDED"],
+        |_| {},
+    )
+    .await;
+    let out = fx.run("vault_session", &vault, PASSWORD).await;
+    assert_exit(&out, 0);
+    let limited = fx.events("rate_limited");
+    assert_eq!(limited.len(), 1, "{limited:?}");
+    assert_eq!(limited[0]["vendor_error"]["code"], "API_LIMIT_EXCEEDED");
+    assert!(
+        limited[0]["url"].as_str().unwrap().ends_with("/api/v24.1/auth"),
+        "the login endpoint is named: {}",
+        limited[0]["url"]
+    );
+    assert_eq!(fx.events("session_started").len(), 1);
+    let requests = vault.requests();
+    assert_eq!(requests.iter().filter(|r| r.method == "POST").count(), 2);
+    assert!(
+        requests[1].t_us - requests[0].t_us >= 1_000_000,
+        "waited before logging in again"
+    );
+    // Every attempt of the budget (3) throttled: 75, try later.
+    let fx = Fixture::new();
+    let faults = [
+        "1=vault-failure:API_LIMIT_EXCEEDED",
+        "2=vault-failure:API_LIMIT_EXCEEDED",
+        "3=vault-failure:API_LIMIT_EXCEEDED",
+    ];
+    let vault = sim(Profile::Vault, 30, &faults, |_| {}).await;
+    let out = fx.run("vault_session", &vault, PASSWORD).await;
+    assert_exit(&out, 75);
+    assert!(
+        !stderr(&out).contains("password"),
+        "not a credential problem: {}",
+        stderr(&out)
+    );
+    assert_eq!(fx.events("rate_limited").len(), 3);
+}

@@ -237,6 +237,7 @@ impl Exit {
                     SyncError::Credential { error, .. } => match error {
                         AuthError::Refused { .. } | AuthError::Helper { .. } => Exit::NoPerm,
                         AuthError::Unavailable { .. } => Exit::Unavailable,
+                        AuthError::Throttled { .. } => Exit::TempFail,
                         AuthError::Protocol { .. } | AuthError::OffOrigin { .. } => Exit::DataErr,
                     },
                     SyncError::Rejected { .. } => Exit::DataErr,

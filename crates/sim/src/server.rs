@@ -173,6 +173,14 @@ pub async fn handle(
         // never follow it off the origin with the password.
         (true, Some(form)) => match state.config.faults.get(n) {
             Some(Fault::Redirect { status, url }) => redirect(*status, url),
+            // Vault limits logins per minute per user and domain, and
+            // answers API_LIMIT_EXCEEDED at 200 when the limit is reached
+            // (Vault Help, "About Authentication API Transaction Limits";
+            // the error body as for any request, Vault REST API reference,
+            // "Errors").
+            Some(Fault::VaultFailure(kind)) => {
+                Answer::body(StatusCode::OK, "application/json", profile::vault_failure(kind))
+            }
             _ => vault_login(&state, form),
         },
         (true, None) => Answer::body(

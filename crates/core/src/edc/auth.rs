@@ -207,6 +207,15 @@ pub enum AuthError {
     /// The login answer is not what the vendor documents (exit 65).
     #[error("the login endpoint {url} answered something that is not a Vault login response: {detail}")]
     Protocol { url: String, detail: String },
+    /// Vault's own limit on logins (`API_LIMIT_EXCEEDED` at the login:
+    /// a per-minute burst per user and domain, Vault Help "About
+    /// Authentication API Transaction Limits"): a throttle like a 429,
+    /// waited and budgeted by the page loop (75 when spent), never 77.
+    #[error("the login endpoint {} is throttled: {vendor}", meta.url.path())]
+    Throttled {
+        meta: Box<super::ResponseMeta>,
+        vendor: super::dialect::VendorError,
+    },
 }
 
 /// A credential obtained by a login or the helper.

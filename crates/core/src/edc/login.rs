@@ -92,6 +92,14 @@ impl ReadOnlyClient {
             .get(EXECUTION_ID_HEADER)
             .and_then(|v| v.to_str().ok())
             .map(|v| v.chars().take(64).collect::<String>());
+        let received_at = std::time::SystemTime::now();
+        let retry_after: Vec<Vec<u8>> = response
+            .headers()
+            .get_all(reqwest::header::RETRY_AFTER)
+            .iter()
+            .map(|v| v.as_bytes().to_vec())
+            .collect();
+        let login_url = response.url().clone();
         let mut bytes = Vec::new();
         let mut response = response;
         while let Ok(Some(chunk)) = response.chunk().await {
@@ -137,6 +145,36 @@ impl ReadOnlyClient {
                 url: shown,
                 detail: format!("HTTP {status} with responseStatus SUCCESS but no sessionId"),
             }),
+            (_, _) if answer.errors.iter().any(|e| e.kind == "API_LIMIT_EXCEEDED") => {
+                let message: String = answer
+                    .errors
+                    .iter()
+                    .find(|e| e.kind == "API_LIMIT_EXCEEDED")
+                    .map(|e| e.message.chars().take(200).collect())
+                    .unwrap_or_default();
+                Err(AuthError::Throttled {
+                    meta: Box::new(super::ResponseMeta {
+                        url: login_url,
+                        status,
+                        received_at,
+                        retry_after,
+                        link: Vec::new(),
+                        content_type: None,
+                        content_encoding: None,
+                        content_length: None,
+                        quota_headers: Default::default(),
+                        server_date,
+                        date_unreadable: None,
+                        execution_id,
+                        credential_generation: 0,
+                    }),
+                    vendor: super::dialect::VendorError {
+                        kind: super::dialect::VendorErrorKind::Throttled,
+                        code: "API_LIMIT_EXCEEDED".into(),
+                        message: crate::redact::scrub(&message).into_owned(),
+                    },
+                })
+            }
             (other, _) => {
                 let first = answer.errors.first();
                 let code = first

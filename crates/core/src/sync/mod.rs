@@ -282,7 +282,24 @@ impl<P: Pacer> Loop<'_, P> {
                 attempt,
                 budget,
             };
-            match self.attempt(&req).await? {
+            let outcome = match self.attempt(&req).await? {
+                Attempt::Renew { refused, reason } if !renewed => {
+                    renewed = true;
+                    let throttled =
+                        session::renew(&mut self.stream, &mut self.slots, refused, &req, reason).await?;
+                    match throttled {
+                        // The renewal was throttled: waited like a 429, and
+                        // the session may still be renewed after the wait.
+                        Some((meta, vendor)) => {
+                            renewed = false;
+                            self.login_throttled(&req, &meta, vendor).await?
+                        }
+                        None => continue,
+                    }
+                }
+                other => other,
+            };
+            match outcome {
                 Attempt::Committed { next, cursor } => return Ok((next, *cursor)),
                 Attempt::Retry { wait, reason } => {
                     last_reason = reason;
@@ -290,10 +307,6 @@ impl<P: Pacer> Loop<'_, P> {
                         self.stream.sleep(wait).await?;
                     }
                     attempt += 1;
-                }
-                Attempt::Renew { refused, reason } if !renewed => {
-                    renewed = true;
-                    session::renew(&mut self.stream, &mut self.slots, refused, &req, reason).await?;
                 }
                 Attempt::Renew { reason, .. } => {
                     return Err(SyncError::Permission {
@@ -315,11 +328,28 @@ impl<P: Pacer> Loop<'_, P> {
     /// exchange. A committed page hands its slot on; otherwise the permit
     /// goes back here, whatever the exchange's outcome.
     async fn attempt(&mut self, req: &Request<'_>) -> Result<Attempt, SyncError> {
-        session::ensure(&mut self.stream, &mut self.slots, req).await?;
+        if let Some((meta, vendor)) = session::ensure(&mut self.stream, &mut self.slots, req).await? {
+            return self.login_throttled(req, &meta, vendor).await;
+        }
         self.slots.hold(&mut self.stream, req).await?;
         let outcome = self.exchange(req).await;
         self.slots.release_held();
         outcome
+    }
+
+    /// A throttled login: audited and waited out as a 429 of the login
+    /// endpoint (its URL on the `rate_limited` line), an attempt spent.
+    async fn login_throttled(
+        &mut self,
+        req: &Request<'_>,
+        meta: &crate::edc::ResponseMeta,
+        vendor: crate::edc::dialect::VendorError,
+    ) -> Result<Attempt, SyncError> {
+        let login = Request {
+            url: &meta.url,
+            ..*req
+        };
+        self.stream.throttled(&login, meta, Some(vendor)).await
     }
 
     /// Sends the request and acts on the answer: a 2xx is landed; anything

@@ -13,17 +13,23 @@ use super::request::Request;
 use super::slots::{self, Slots};
 use super::stream::Stream;
 use super::SyncError;
-use crate::edc::AuthError;
+use crate::edc::dialect::VendorError;
+use crate::edc::{AuthError, ResponseMeta};
 use quota_pacer::Pacer;
+
+/// A login the vendor throttled (Vault's `API_LIMIT_EXCEEDED` at the
+/// login): the answer and the vendor's error, for the page loop to wait
+/// out like a 429, within the page's retry budget.
+pub(super) type LoginThrottled = Option<(Box<ResponseMeta>, VendorError)>;
 
 /// Makes sure the client holds a credential before a request.
 pub(super) async fn ensure<P: Pacer>(
     stream: &mut Stream<'_, P>,
     slots: &mut Slots<P>,
     req: &Request<'_>,
-) -> Result<(), SyncError> {
+) -> Result<LoginThrottled, SyncError> {
     if stream.job.client.credential_generation().is_some() {
-        return Ok(());
+        return Ok(None);
     }
     obtain(stream, slots, None, req, String::new()).await
 }
@@ -36,7 +42,7 @@ pub(super) async fn renew<P: Pacer>(
     refused: u64,
     req: &Request<'_>,
     reason: String,
-) -> Result<(), SyncError> {
+) -> Result<LoginThrottled, SyncError> {
     obtain(stream, slots, Some(refused), req, reason).await
 }
 
@@ -46,7 +52,7 @@ async fn obtain<P: Pacer>(
     refused: Option<u64>,
     req: &Request<'_>,
     reason: String,
-) -> Result<(), SyncError> {
+) -> Result<LoginThrottled, SyncError> {
     let request_id = req.id;
     let job = stream.job;
     // A slot booked for the data request goes back first: the login
@@ -74,7 +80,8 @@ async fn obtain<P: Pacer>(
     let obtained = match result {
         Ok(Some(obtained)) => obtained,
         // Another stream logged in or renewed first: use its credential.
-        Ok(None) => return Ok(()),
+        Ok(None) => return Ok(None),
+        Err(AuthError::Throttled { meta, vendor }) => return Ok(Some((meta, vendor))),
         Err(error) => {
             let reason = format!("obtaining a credential ({}): {error}", job.client.scheme());
             stream.failed(req, None, None, reason).await?;
@@ -121,5 +128,5 @@ async fn obtain<P: Pacer>(
             job.audit.record(event).await?;
         }
     }
-    Ok(())
+    Ok(None)
 }
