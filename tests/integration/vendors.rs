@@ -1411,3 +1411,26 @@ async fn api_limit_exceeded_at_the_login_is_waited_like_a_429_and_75_when_spent_
     );
     assert_eq!(fx.events("rate_limited").len(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rave_500_with_an_error_document_is_retried_within_the_budget() {
+    // The server's own failure, whatever document comes with it: the same
+    // page again after the backoff, every record once.
+    let fx = Fixture::new();
+    let rave = sim(Profile::Rave, 130, &["3=rave-error:500:RWS00100"], |_| {}).await;
+    let out = fx.run("rave_basic", &rave, PASSWORD).await;
+    assert_exit(&out, 0);
+    let mut ids = edc_testkit::landed::landed_odm_source_ids(&fx.stream_dir("rave_basic")).unwrap();
+    assert_eq!(ids.len(), 130);
+    ids.dedup();
+    assert_eq!(ids.len(), 130, "a record landed twice");
+    let requests = rave.requests();
+    assert_eq!(requests[2].status, 500);
+    assert_eq!(requests[2].path, requests[3].path, "the same page again");
+    // A 404 with the same document is the request's fault: not retried.
+    let fx = Fixture::new();
+    let rave = sim(Profile::Rave, 130, &["3=rave-error:404:RWS00100"], |_| {}).await;
+    let out = fx.run("rave_basic", &rave, PASSWORD).await;
+    assert_exit(&out, 65);
+    assert_eq!(rave.requests().len(), 3);
+}

@@ -4,7 +4,7 @@
 
 use reqwest::{StatusCode, Url};
 
-use crate::edc::dialect::VendorError;
+use crate::edc::dialect::{VendorError, VendorErrorKind};
 
 /// The loop's next step after a non-2xx response.
 #[derive(Debug)]
@@ -35,6 +35,14 @@ pub(super) fn classify(
         return Verdict::Throttled;
     }
     if let Some(error) = vendor {
+        // A 5xx is the server's own failure, whatever document comes with
+        // it (Rave answers an internal error with a `<Response>` or an ODM
+        // error document): retried within the budget like a bare 5xx. A
+        // throttle, a refused session or a refused privilege keeps its own
+        // step at any status.
+        if status.is_server_error() && error.kind == VendorErrorKind::Other {
+            return Verdict::Retry(format!("status {status} with the vendor error {error}"));
+        }
         return Verdict::Vendor(error);
     }
     if status.is_server_error() {
@@ -69,5 +77,35 @@ mod tests {
         assert!(matches!(judge(403, true), Verdict::Refused(d) if d.contains("403")));
         assert!(matches!(judge(404, false), Verdict::Failed(d) if d.contains("https://edc.example/api/x")));
         assert!(matches!(judge(400, true), Verdict::Failed(_)));
+    }
+
+    #[test]
+    fn a_5xx_with_an_error_document_is_retried_a_4xx_is_not() {
+        let url = Url::parse("https://edc.example/api/x").unwrap();
+        let error = |kind| VendorError {
+            kind,
+            code: "RWS00100".into(),
+            message: "Internal error".into(),
+        };
+        let judge = |code, kind| {
+            classify(
+                StatusCode::from_u16(code).unwrap(),
+                Some(error(kind)),
+                false,
+                &url,
+            )
+        };
+        assert!(matches!(judge(500, VendorErrorKind::Other), Verdict::Retry(r) if r.contains("RWS00100")));
+        assert!(matches!(judge(502, VendorErrorKind::Other), Verdict::Retry(_)));
+        assert!(matches!(judge(404, VendorErrorKind::Other), Verdict::Vendor(_)));
+        assert!(matches!(judge(200, VendorErrorKind::Other), Verdict::Vendor(_)));
+        assert!(matches!(
+            judge(500, VendorErrorKind::Permission),
+            Verdict::Vendor(_)
+        ));
+        assert!(matches!(
+            judge(500, VendorErrorKind::Throttled),
+            Verdict::Vendor(_)
+        ));
     }
 }
