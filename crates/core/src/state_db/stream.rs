@@ -22,23 +22,33 @@ use crate::stream::StreamIdentity;
 /// show`); `None` for a stream never synced.
 pub async fn cursor_of(db: &StateDb, identity: &StreamIdentity) -> Result<Option<Cursor>, StoreError> {
     let key = crate::store::stream_dir_name(identity);
-    let client = db.client().await;
-    let row = client
-        .query_opt("SELECT state FROM edc_sync_cursor WHERE stream = $1", &[&key])
-        .await
-        .map_err(|e| StoreError::Db(DbError::classify(db.url(), "read the cursor in", e)))?;
-    drop(client);
-    let Some(text) = row.map(|r| r.get::<_, String>(0)) else {
+    let Some(text) = cursor_row(&*db.client().await, db, &key).await? else {
         return Ok(None);
     };
     Cursor::from_row(Some(&text), identity, None)
         .map(Some)
-        .map_err(|detail| {
-            StoreError::Db(DbError::Damaged {
-                url: db.url().shown().to_string(),
-                detail: format!("edc_sync_cursor row {key:?}: {detail}"),
-            })
-        })
+        .map_err(|detail| damaged(db, format!("edc_sync_cursor row {key:?}: {detail}")))
+}
+
+/// The text of stream `key`'s cursor row, if it has one.
+async fn cursor_row(
+    client: &tokio_postgres::Client,
+    db: &StateDb,
+    key: &str,
+) -> Result<Option<String>, StoreError> {
+    client
+        .query_opt("SELECT state FROM edc_sync_cursor WHERE stream = $1", &[&key])
+        .await
+        .map(|row| row.map(|r| r.get(0)))
+        .map_err(|e| StoreError::Db(DbError::classify(db.url(), "read the cursor in", e)))
+}
+
+/// What a state database holds that disagrees with its trail (65).
+fn damaged(db: &StateDb, detail: String) -> StoreError {
+    StoreError::Db(DbError::Damaged {
+        url: db.url().shown().to_string(),
+        detail,
+    })
 }
 
 /// Every stream's cursor row (key, the cursor's JSON), for `verify`.
@@ -197,16 +207,7 @@ impl DbStream {
 
     /// The cursor now (the initial one for a stream never synced).
     pub async fn load(&self) -> Result<Cursor, StoreError> {
-        let client = self.db.client().await;
-        let row = client
-            .query_opt(
-                "SELECT state FROM edc_sync_cursor WHERE stream = $1",
-                &[&self.key],
-            )
-            .await
-            .map_err(|e| self.db_error("read the cursor in", e))?;
-        drop(client);
-        let text: Option<String> = row.map(|r| r.get(0));
+        let text = cursor_row(&*self.db.client().await, &self.db, &self.key).await?;
         Cursor::from_row(text.as_deref(), &self.identity, self.initial_start.clone())
             .map_err(|detail| self.damaged(format!("{}: {detail}", self.recorded_cursor())))
     }
@@ -237,14 +238,7 @@ impl DbStream {
             )
             .await
             .map_err(fail("read the cursor in"))?;
-        let last = client
-            .query_opt(
-                "SELECT n, line FROM edc_sync_audit_line WHERE trail = $1 AND stream = $2 AND event = $3 \
-                 ORDER BY n DESC LIMIT 1",
-                &[&self.trail, &self.key, &COMMIT_EVENT],
-            )
-            .await
-            .map_err(fail("read the trail in"))?;
+        let last = self.last_commit(&client).await?;
         let manifest = client
             .query_one(
                 "SELECT count(*), max(audit_n), (SELECT line FROM edc_sync_manifest WHERE stream = $1 \
@@ -292,7 +286,7 @@ impl DbStream {
                         "{cursor_row} names line {audit_n} of trail {trail}, which holds no commit of the stream"
                     )));
                 };
-                let (n, text): (i64, String) = (line.get(0), line.get(1));
+                let (n, text): (i64, String) = (line.get(0), line.get(3));
                 let said: Value = serde_json::from_str(&text).unwrap_or_default();
                 if n != audit_n || said["cursor_state"] != cursor.to_state_json() {
                     return Err(self.damaged(format!(
@@ -333,43 +327,26 @@ impl DbStream {
     /// is never repaired: its rows are evidence, append-only.
     pub async fn repair_cursor(&self) -> Result<Option<(u64, Value)>, StoreError> {
         let client = self.db.client().await;
-        let fail = |op| move |e| self.db_error(op, e);
-        let Some(line) = client
-            .query_opt(
-                "SELECT n, byte_offset, sha256, line FROM edc_sync_audit_line WHERE trail = $1 AND stream = $2 \
-                 AND event = $3 ORDER BY n DESC LIMIT 1",
-                &[&self.trail, &self.key, &COMMIT_EVENT],
-            )
-            .await
-            .map_err(fail("read the trail in"))?
-        else {
+        let Some(line) = self.last_commit(&client).await? else {
             return Ok(None);
         };
         let (n, offset, sha256, text): (i64, i64, String, String) =
             (line.get(0), line.get(1), line.get(2), line.get(3));
-        let said: Option<String> = client
-            .query_opt(
-                "SELECT state FROM edc_sync_cursor WHERE stream = $1",
-                &[&self.key],
-            )
-            .await
-            .map_err(fail("read the cursor in"))?
-            .map(|r| r.get(0));
+        let said = cursor_row(&client, &self.db, &self.key).await?;
         let line: Value = serde_json::from_str(&text).unwrap_or_default();
         let state = line["cursor_state"].to_string();
         let receipt = crate::audit::CommitReceipt::in_db(self.trail.clone().into(), offset as u64, sha256);
         let cursor = Cursor::from_row(Some(&state), &self.identity, None)
             .map_err(|d| self.damaged(format!("line {n} of trail {}: its cursor_state: {d}", self.trail)))?
             .with_receipt(&receipt);
+        // The page commit's own statement: the row as a commit writes it.
         client
             .execute(
-                "INSERT INTO edc_sync_cursor (stream, state, trail, audit_n) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (stream) DO UPDATE SET state = EXCLUDED.state, trail = EXCLUDED.trail, \
-                 audit_n = EXCLUDED.audit_n",
+                &self.db.statements().upsert_cursor,
                 &[&self.key, &cursor.to_row(), &self.trail, &n],
             )
             .await
-            .map_err(fail("repair the cursor in"))?;
+            .map_err(|e| self.db_error("repair the cursor in", e))?;
         let said = said
             .and_then(|t| serde_json::from_str::<Value>(&t).ok())
             .map(|mut v| {
@@ -399,9 +376,22 @@ impl DbStream {
     }
 
     fn damaged(&self, detail: String) -> StoreError {
-        StoreError::Db(DbError::Damaged {
-            url: self.db.url().shown().to_string(),
-            detail,
-        })
+        damaged(&self.db, detail)
+    }
+
+    /// The trail's last `page_committed` line of this stream: its number,
+    /// byte offset, SHA-256 and text.
+    async fn last_commit(
+        &self,
+        client: &tokio_postgres::Client,
+    ) -> Result<Option<tokio_postgres::Row>, StoreError> {
+        client
+            .query_opt(
+                "SELECT n, byte_offset, sha256, line FROM edc_sync_audit_line \
+                 WHERE trail = $1 AND stream = $2 AND event = $3 ORDER BY n DESC LIMIT 1",
+                &[&self.trail, &self.key, &COMMIT_EVENT],
+            )
+            .await
+            .map_err(|e| self.db_error("read the trail in", e))
     }
 }

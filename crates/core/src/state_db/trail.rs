@@ -18,6 +18,7 @@ use serde_json::{Map, Value};
 use super::{DbError, StateDb};
 use crate::audit::{Appended, AuditError, AuditEvent, AuditKey, CommitReceipt, RunId};
 use crate::digest::{sha256_hex, ZERO_SHA256};
+use crate::store::Cursor;
 
 /// How many times a transaction that hit a serialization failure or a
 /// deadlock is run again before the run stops (75).
@@ -35,11 +36,11 @@ pub struct PageRows {
     pub manifest: Option<(String, String, String)>,
 }
 
-/// A page commit's rows, and how to make its cursor row's text from the
-/// receipt of its line.
+/// A page commit's rows, and how to make its cursor from the receipt of
+/// its line.
 type PageCommit<'a> = (
     &'a PageRows,
-    &'a (dyn Fn(&CommitReceipt) -> Result<String, String> + Sync),
+    &'a (dyn Fn(&CommitReceipt) -> Result<Cursor, String> + Sync),
 );
 
 /// One line of a trail as stored.
@@ -134,16 +135,17 @@ impl DbTrail {
 
     /// Appends a page's `page_committed` line, its manifest row and its
     /// cursor in one transaction, with the run's fence checked inside it.
-    /// `cursor` makes the cursor row's text from the line's receipt.
+    /// `cursor` makes the new cursor from the line's receipt (the proof
+    /// it asks for); the cursor committed is returned.
     pub async fn commit_page<C: crate::audit::CommitRecord>(
         &self,
         record: &C,
         rows: PageRows,
-        cursor: impl Fn(&CommitReceipt) -> Result<String, String> + Sync,
-    ) -> Result<CommitReceipt, AuditError> {
+        cursor: impl Fn(&CommitReceipt) -> Result<Cursor, String> + Sync,
+    ) -> Result<Cursor, AuditError> {
         let fields = self.fields(crate::audit::commit::COMMIT_EVENT, record)?;
         let stream = Some(rows.stream.clone());
-        let (_, receipt) = self
+        let (_, committed) = self
             .append(
                 crate::audit::commit::COMMIT_EVENT,
                 fields,
@@ -152,7 +154,7 @@ impl DbTrail {
                 Some((&rows, &cursor)),
             )
             .await?;
-        receipt.ok_or_else(|| {
+        committed.ok_or_else(|| {
             self.error(DbError::Damaged {
                 url: self.db.url().shown().to_string(),
                 detail: "a page commit produced no receipt".into(),
@@ -269,18 +271,6 @@ impl DbTrail {
         })
     }
 
-    /// The trail's lines from line `from` on (1: all), in order, `batch`
-    /// rows at a time through `each`.
-    pub async fn lines(
-        &self,
-        from: i64,
-        mut each: impl FnMut(TrailLine) -> std::io::Result<()>,
-    ) -> Result<u64, AuditError> {
-        read_lines(&self.db, &self.name, from, &mut each)
-            .await
-            .map_err(|e| self.error(e))
-    }
-
     /// A label for messages: the database and the trail's name.
     pub fn label(&self) -> PathBuf {
         PathBuf::from(format!("{} (trail {})", self.db.url(), self.name))
@@ -313,7 +303,7 @@ impl DbTrail {
         checkpoint: bool,
         stream: Option<String>,
         page: Option<PageCommit<'_>>,
-    ) -> Result<(Appended, Option<CommitReceipt>), AuditError> {
+    ) -> Result<(Appended, Option<Cursor>), AuditError> {
         let url = self.db.url();
         let mut client = self.db.client().await;
         let mut attempt = 1;
@@ -362,7 +352,7 @@ impl DbTrail {
         checkpoint: bool,
         stream: Option<&str>,
         page: Option<PageCommit<'_>>,
-    ) -> Result<(Appended, Option<CommitReceipt>), Failed> {
+    ) -> Result<(Appended, Option<Cursor>), Failed> {
         let st = self.db.statements();
         let tx = client.transaction().await?;
         // The lock, the trail's end and the stream's fence in one round
@@ -424,12 +414,13 @@ impl DbTrail {
             return Ok((appended, None));
         };
         let commit = CommitReceipt::in_db(PathBuf::from(&self.name), offset as u64, sha256.clone());
-        let state = cursor(&commit).map_err(|detail| {
+        let committed = cursor(&commit).map_err(|detail| {
             Failed::Refused(DbError::Damaged {
                 url: self.db.url().shown().to_string(),
                 detail: format!("stream {}: the cursor was not committed: {detail}", rows.stream),
             })
         })?;
+        let state = committed.to_row();
         // The line, the manifest row and the cursor in one round trip, in
         // that order (the manifest row's foreign key needs the line).
         futures_util::try_join!(
@@ -451,9 +442,8 @@ impl DbTrail {
                     .await
             },
         )?;
-        let receipt = Some(commit);
         tx.commit().await?;
-        Ok((appended, receipt))
+        Ok((appended, Some(committed)))
     }
 }
 

@@ -429,12 +429,6 @@ impl CursorStore {
             .is_ok_and(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).is_err())
     }
 
-    /// The cursor after one page, pending until committed. Pure: nothing
-    /// is written.
-    pub fn advance(&self, before: &Cursor, page: PageAdvance<'_>) -> Result<PendingCursor, String> {
-        PendingCursor::advance(before, page)
-    }
-
     /// Makes `pending` the stream's cursor, given the receipt of its
     /// `page_committed` audit line (the commit record) and, for a page with
     /// records, of its landed file; `manifest_bytes` is the manifest's

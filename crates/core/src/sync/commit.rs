@@ -321,20 +321,11 @@ impl PageCommit {
                         manifest: listed.map(|line| (line, url_key(url), digest.sha256.clone())),
                     };
                     let identity = db.identity();
-                    let receipt = trail
+                    trail
                         .commit_page(&record, rows, |receipt| {
-                            pending
-                                .clone()
-                                .proven(identity, receipt, landed.as_ref())
-                                .map(|c| c.to_row())
+                            pending.clone().proven(identity, receipt, landed.as_ref())
                         })
-                        .await?;
-                    pending
-                        .proven(identity, &receipt, landed.as_ref())
-                        .map_err(|detail| crate::store::StoreError::Unproven {
-                            path: db.recorded_cursor().into(),
-                            detail,
-                        })?
+                        .await?
                 }
             }
         };

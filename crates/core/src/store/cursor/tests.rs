@@ -30,9 +30,8 @@ fn page(high: &str, sha256: &'static str, records: u64) -> PageAdvance<'static> 
     }
 }
 
-fn window_of(store: &CursorStore, before: &Cursor, high: &str) -> Cursor {
-    store
-        .advance(before, page(high, "0", 1))
+fn window_of(before: &Cursor, high: &str) -> Cursor {
+    PendingCursor::advance(before, page(high, "0", 1))
         .unwrap()
         .cursor()
         .clone()
@@ -42,16 +41,16 @@ fn window_of(store: &CursorStore, before: &Cursor, high: &str) -> Cursor {
 fn a_window_never_moves_the_cursor_backwards() {
     let dir = tempfile::tempdir().unwrap();
     let store = store(dir.path());
-    let first = window_of(&store, &store.load().unwrap(), "2026-06-01T00:00:00Z");
+    let first = window_of(&store.load().unwrap(), "2026-06-01T00:00:00Z");
     assert_eq!(first.window_start(), Some("2026-06-01T00:00:00Z"));
     // A page of records dated 1999 (a vendor clock set back).
-    let second = window_of(&store, &first, "1999-01-01T00:00:00Z");
+    let second = window_of(&first, "1999-01-01T00:00:00Z");
     assert_eq!(second.window_start(), Some("2026-06-01T00:00:00Z"));
     // Larger as a string, earlier as an instant (23:59:59Z the day before).
-    let third = window_of(&store, &second, "2026-06-01T01:59:59+02:00");
+    let third = window_of(&second, "2026-06-01T01:59:59+02:00");
     assert_eq!(third.window_start(), Some("2026-06-01T00:00:00Z"));
     // Smaller as a string ('.' < 'Z'), later as an instant: forward.
-    let fourth = window_of(&store, &third, "2026-06-01T00:00:00.500Z");
+    let fourth = window_of(&third, "2026-06-01T00:00:00.500Z");
     assert_eq!(fourth.window_start(), Some("2026-06-01T00:00:00.500Z"));
 }
 
@@ -75,9 +74,7 @@ fn a_commit_needs_the_receipts_of_its_page() {
         landing.commit(temp, "other-sha").unwrap()
     };
     let start = store.load().unwrap();
-    let pending = store
-        .advance(&start, page("2026-01-01T00:00:00Z", "page-sha", 3))
-        .unwrap();
+    let pending = PendingCursor::advance(&start, page("2026-01-01T00:00:00Z", "page-sha", 3)).unwrap();
     let err = store.commit(pending.clone(), &audited, None, 0).unwrap_err();
     assert!(
         err.to_string().contains("has 3 records and no landed file"),
@@ -89,9 +86,7 @@ fn a_commit_needs_the_receipts_of_its_page() {
     assert!(err.to_string().contains("not the page page-sha"), "{err}");
     assert!(!store.path().exists(), "nothing written without proof");
     // A page without records lands nothing: the audit receipt suffices.
-    let empty = store
-        .advance(&start, page("2026-01-01T00:00:00Z", "empty-sha", 0))
-        .unwrap();
+    let empty = PendingCursor::advance(&start, page("2026-01-01T00:00:00Z", "empty-sha", 0)).unwrap();
     let committed = store.commit(empty, &audited, None, 0).unwrap();
     assert_eq!(store.load().unwrap(), committed);
 }
