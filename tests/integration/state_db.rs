@@ -981,3 +981,16 @@ async fn a_cursor_row_changed_outside_edc_sync_stops_the_run_and_repair_state_ta
     assert_ne!(repaired[0]["trail_says"]["window_start"], "1999-01-01T00:00:00Z");
     assert_exact(&pg, &fx, 100);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_in_the_state_urls_query_is_refused_and_never_shown() {
+    let fx = runs::Fixture::new();
+    let sim = runs::sim().await;
+    let port = edc_testkit::redis_server::free_port().unwrap();
+    let url = format!("postgres://edc_run@127.0.0.1:{port}/edc?password=sekrit-query-pw");
+    let out = sync_bin(&fx, &sim, &url, &[]);
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(out.stderr.contains("--state"), "{}", out.stderr);
+    assert!(!out.stderr.contains("sekrit-query-pw"), "{}", out.stderr);
+    assert!(!fx.path("audit.jsonl").exists());
+}

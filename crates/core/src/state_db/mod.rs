@@ -62,7 +62,7 @@ impl DbUrl {
     /// Parses a `postgres://` URL; the error names `flag` and the URL
     /// without its credentials (78).
     pub fn parse(flag: &str, text: &str) -> Result<DbUrl, String> {
-        let shown = crate::redact::without_userinfo(text);
+        let shown = without_query_password(&crate::redact::without_userinfo(text));
         let (rest, tls) = tls::Tls::take(text).map_err(|e| format!("{flag} {shown}: {e}"))?;
         let mut config: tokio_postgres::Config = rest
             .parse()
@@ -99,6 +99,21 @@ impl DbUrl {
     pub fn shown(&self) -> &str {
         &self.shown
     }
+}
+
+/// `url` with the value of a `password` query parameter replaced by `***`.
+fn without_query_password(url: &str) -> String {
+    let Some((base, query)) = url.split_once('?') else {
+        return url.to_string();
+    };
+    let pairs: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some(("password", _)) => "password=***".to_string(),
+            _ => pair.to_string(),
+        })
+        .collect();
+    format!("{base}?{}", pairs.join("&"))
 }
 
 /// A connection to the state database, shared by the tasks of a run.
@@ -180,6 +195,13 @@ impl StateDb {
                 ),
             });
         }
+        // A commit is the page's durable record (an audit line is durable
+        // before the run acts on it): whatever the server's or database's
+        // default, this session's commits wait for their WAL flush.
+        client
+            .batch_execute("SET synchronous_commit TO on")
+            .await
+            .map_err(|e| DbError::classify(url, "set synchronous_commit on", e))?;
         let schema_version = schema::require_current(&client, url).await?;
         let state_id = schema::state_id(&client, url).await?;
         let statements = statements::Statements::prepare(&client)

@@ -63,6 +63,15 @@ impl Tls {
                 "sslrootcert" => tls.root = Some(readable("sslrootcert", value)?),
                 "sslcert" => cert = Some(readable("sslcert", value)?),
                 "sslkey" => key = Some(readable("sslkey", value)?),
+                // A query is copied wherever the URL is (the run header's
+                // command line among them): no password goes there.
+                "password" => {
+                    return Err(
+                        "a password in the URL's query would be copied wherever the URL is; give it as \
+                                the URL's user info in EDC_SYNC_STATE, or in PGPASSWORD"
+                            .into(),
+                    )
+                }
                 _ => rest.push(pair),
             }
         }
