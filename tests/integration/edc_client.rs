@@ -100,9 +100,7 @@ async fn walk(sim: &Simulator, vendor: &str, window_start: Option<&str>) -> Resu
                 Some(h) => h.max(v).unwrap(),
             });
         }
-        match next_page(client.origin(), &delta.paging, &page_url, &links, &summary)
-            .map_err(|e| e.to_string())?
-        {
+        match next_page(client.origin(), &delta, &page_url, &links, &summary).map_err(|e| e.to_string())? {
             Some(next) => url = next,
             None => break,
         }

@@ -205,6 +205,36 @@ async fn basic_auth_syncs_the_rave_profile_and_lands_every_record_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rave_next_page_keeps_the_requests_own_parameters_when_the_link_drops_them() {
+    // The rave profile's Link carries studyoid, startid and per_page only
+    // (as RWS's documented examples do): pages 2 onward must still ask for
+    // mode and unicode, or a name like Müller comes back as M?ller.
+    let fx = Fixture::new();
+    let sim = sim(Profile::Rave, 130, &[], |_| {}).await;
+    let out = fx.run("rave_basic", &sim, PASSWORD).await;
+    assert_exit(&out, 0);
+    let pages: Vec<LogEntry> = sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.contains("ClinicalAuditRecords"))
+        .collect();
+    assert_eq!(pages.len(), 4, "{pages:?}");
+    for page in &pages {
+        assert!(
+            page.path.contains("mode=default") && page.path.contains("unicode=true"),
+            "a page asked without the policy's parameters: {}",
+            page.path
+        );
+    }
+    let mut landed = String::new();
+    for entry in std::fs::read_dir(fx.stream_dir("rave_basic").join("pages")).unwrap() {
+        landed.push_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap());
+    }
+    assert_eq!(landed.matches("Korrigiert von Müller").count(), 130);
+    assert!(!landed.contains("M?ller"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_rave_password_exits_77_naming_the_variables_and_the_reason_code() {
     let fx = Fixture::new();
     let sim = sim(Profile::Rave, 20, &[], |_| {}).await;

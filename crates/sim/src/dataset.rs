@@ -117,10 +117,14 @@ impl Dataset {
     }
 
     /// One Rave-style audit record inside its SubjectData.
-    pub fn odm_record(&self, rec: &Record, study: &str) -> String {
+    pub fn odm_record(&self, rec: &Record, study: &str, reason: Option<&str>) -> String {
         let _ = study;
+        let reason = match reason {
+            Some(text) => format!("<ReasonForChange>{text}</ReasonForChange>"),
+            None => "<ReasonForChange/>".to_string(),
+        };
         let mut s = format!(
-            r#"<SubjectData SubjectKey="{:08x}" mdsol:SubjectKeyType="SubjectUUID" mdsol:SubjectName="SUBJ-{:04}" TransactionType="Upsert"><SiteRef LocationOID="SITE-{:02}"/><AuditRecord EditPoint="DataManagement" UsedImputationMethod="No" mdsol:AuditSubCategoryName="Entered"><UserRef UserOID="sim.user"/><LocationRef LocationOID="SITE-{:02}"/><DateTimeStamp>{}</DateTimeStamp><ReasonForChange/><SourceID>{}</SourceID></AuditRecord>"#,
+            r#"<SubjectData SubjectKey="{:08x}" mdsol:SubjectKeyType="SubjectUUID" mdsol:SubjectName="SUBJ-{:04}" TransactionType="Upsert"><SiteRef LocationOID="SITE-{:02}"/><AuditRecord EditPoint="DataManagement" UsedImputationMethod="No" mdsol:AuditSubCategoryName="Entered"><UserRef UserOID="sim.user"/><LocationRef LocationOID="SITE-{:02}"/><DateTimeStamp>{}</DateTimeStamp>{reason}<SourceID>{}</SourceID></AuditRecord>"#,
             mix(self.seed, u64::from(rec.subject)) as u32,
             rec.subject,
             rec.subject % 10 + 1,

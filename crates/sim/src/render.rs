@@ -131,15 +131,37 @@ pub fn odm_page(
     let per_page: u32 = param(q, "per_page", 1000u32).clamp(1, 1_000_000);
     let start = ds.first_at_source_id(param(q, "startid", 1u64));
     let end = start.saturating_add(per_page).min(ds.records + 1); // exclusive
+    let rave = cfg.profile == super::Profile::Rave;
+    // Rave's Link names the next page by `startid` and need not repeat the
+    // request's other parameters: the RWS help's examples show it with
+    // `studyoid`, `startid` and `per_page` only, and rwslib's ODMAdapter
+    // reads nothing but `startid` from it (`get_next_start_id`). The rave
+    // profile drops `mode` and `unicode` from it, so a client that follows
+    // the link verbatim gets pages 2 onward without them.
+    let link_query: BTreeMap<String, String> = q
+        .iter()
+        .filter(|(k, _)| !rave || matches!(k.as_str(), "studyoid" | "per_page"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     let next = next_override.or_else(|| {
         (end <= ds.records && end > start).then(|| {
             link(
                 &cfg.odm_path,
-                q,
+                &link_query,
                 "startid",
                 &(ds.record(end - 1).source_id + 1).to_string(),
             )
         })
+    });
+    // Without `unicode=true` RWS answers in a legacy code page: a character
+    // outside it becomes '?' (rwslib `AuditRecordsRequest(unicode=...)`).
+    // The rave profile's reason for change names a user with an umlaut.
+    let reason = rave.then(|| {
+        if q.get("unicode").is_some_and(|v| v == "true") {
+            "Korrigiert von Müller"
+        } else {
+            "Korrigiert von M?ller"
+        }
     });
     // Rave stamps every response with the time it made it (and a fresh
     // FileOID), so two answers with the same records differ in bytes; the
@@ -159,7 +181,7 @@ pub fn odm_page(
         let ds = ds.clone();
         let study = study.clone();
         std::iter::once(Bytes::from(head.clone()))
-            .chain((start..end).map(move |n| Bytes::from(ds.odm_record(&ds.record(n), &study))))
+            .chain((start..end).map(move |n| Bytes::from(ds.odm_record(&ds.record(n), &study, reason))))
             .chain(std::iter::once(Bytes::from_static(b"</ClinicalData></ODM>")))
     });
     (page, next)

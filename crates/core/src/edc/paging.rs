@@ -4,8 +4,13 @@
 //!   (Vault: `/responseDetails/next_page`);
 //! - `link_header`: RFC 8288 `Link: <...>; rel="next"`;
 //! - `rave_startid`: Rave ODM audit records; `startid` / `per_page` on the
-//!   first request, the next page in a `Link` header, and the window's
-//!   high-water mark is the largest `AuditRecord/SourceID` plus one.
+//!   first request, the next page's `startid` in a `Link` header, and the
+//!   window's high-water mark is the largest `AuditRecord/SourceID` plus one.
+//!   Only the link's `startid` is read: the next request is the page's own
+//!   request with that `startid`, as rwslib's ODMAdapter does
+//!   (`get_next_start_id` parses `startid` out of the link and builds a new
+//!   `AuditRecordsRequest`). A link that drops `mode` or `unicode` would
+//!   otherwise change what pages 2 onward hold (`M?ller` for `Müller`).
 //!
 //! Every link is resolved against the page it came from and must stay on
 //! the configured origin.
@@ -68,22 +73,57 @@ pub fn first_page(
 /// end of the window.
 pub fn next_page(
     origin: &Origin,
-    paging: &Paging,
+    delta: &Delta,
     page_url: &Url,
     link_headers: &[String],
     summary: &PageSummary,
 ) -> Result<Option<Url>, PagingError> {
-    let link = match paging {
+    let link = match delta.paging {
         Paging::JsonNext { .. } => summary.next_link.clone(),
         Paging::LinkHeader | Paging::RaveStartid => {
             let values: Vec<&str> = link_headers.iter().map(String::as_str).collect();
             link::next_target(&values)?
         }
     };
-    Ok(match link {
-        Some(l) => Some(origin.resolve(page_url, &l)?),
-        None => None,
-    })
+    let Some(link) = link else { return Ok(None) };
+    let target = origin.resolve(page_url, &link)?;
+    Ok(Some(match delta.paging {
+        Paging::RaveStartid => with_start_id(page_url, &target, &delta.cursor_param)?,
+        _ => target,
+    }))
+}
+
+/// The page's own request with the `startid` the link names: every other
+/// parameter (`studyoid`, `per_page`, `mode`, `unicode`, ...) stays what
+/// the policy sent. A link without a numeric `startid`, or one that does not
+/// move forward, is malformed (following it would repeat or skip records).
+fn with_start_id(page_url: &Url, link: &Url, param: &str) -> Result<Url, MalformedLink> {
+    let number = |u: &Url| {
+        u.query_pairs()
+            .find(|(k, _)| k == param)
+            .and_then(|(_, v)| v.parse::<u64>().ok())
+    };
+    let next =
+        number(link).ok_or_else(|| MalformedLink(format!("the next link {link} has no numeric {param}")))?;
+    if number(page_url).is_some_and(|current| next <= current) {
+        return Err(MalformedLink(format!(
+            "the next link's {param}={next} does not move past this page's"
+        )));
+    }
+    let next = next.to_string();
+    let pairs: Vec<(String, String)> = page_url
+        .query_pairs()
+        .map(|(k, v)| {
+            let v = if k == param { next.clone() } else { v.into_owned() };
+            (k.into_owned(), v)
+        })
+        .collect();
+    let mut url = page_url.clone();
+    url.query_pairs_mut().clear().extend_pairs(&pairs);
+    if !pairs.iter().any(|(k, _)| k == param) {
+        url.query_pairs_mut().append_pair(param, &next);
+    }
+    Ok(url)
 }
 
 /// The cursor a completed window leaves for the next one: the largest
@@ -99,6 +139,23 @@ pub fn next_window_start(paging: &Paging, high_water: Option<&CursorValue>) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rave_next_page_is_the_request_itself_with_the_links_start_id() {
+        let page = Url::parse("https://r.example/RaveWebServices/datasets/ClinicalAuditRecords.odm?studyoid=S%28Prod%29&mode=default&unicode=true&startid=1&per_page=2").unwrap();
+        let link = Url::parse("https://r.example/RaveWebServices/datasets/ClinicalAuditRecords.odm?studyoid=S%28Prod%29&startid=3&per_page=2").unwrap();
+        let next = with_start_id(&page, &link, "startid").unwrap();
+        assert_eq!(
+            next.query(),
+            Some("studyoid=S%28Prod%29&mode=default&unicode=true&startid=3&per_page=2")
+        );
+        assert!(
+            with_start_id(&page, &page, "startid").is_err(),
+            "a link back to the same startid"
+        );
+        let no_id = Url::parse("https://r.example/x?per_page=2").unwrap();
+        assert!(with_start_id(&page, &no_id, "startid").is_err());
+    }
 
     #[test]
     fn rave_high_water_is_the_next_start_id() {

@@ -199,7 +199,7 @@ impl PageCommit {
         let url = &page.url;
         let next = match paging::next_page(
             job.client.origin(),
-            &job.delta.paging,
+            &job.delta,
             &page.page_url,
             &page.links,
             &summary,
