@@ -218,6 +218,24 @@ fn a_client_id_vault_would_not_take_is_refused_naming_the_key() {
 }
 
 #[test]
+fn a_vault_dns_that_is_not_a_host_name_is_refused_naming_the_key() {
+    for bad in [
+        "https://myvault.veevavault.com",
+        "myvault.veevavault.com/api",
+        "my vault",
+        "a..b",
+    ] {
+        assert_rejected(
+            &example_with(
+                "    # vault_dns: myvault.veevavault.com",
+                &format!("    vault_dns: {bad:?}"),
+            ),
+            &["veeva_vault.auth.vault_dns: must be a host name"],
+        );
+    }
+}
+
+#[test]
 fn other_ranges_are_checked() {
     assert_rejected(
         &example_with("max_retry_attempts: 5 ", "max_retry_attempts: 0 "),

@@ -332,6 +332,63 @@ async fn a_session_refused_again_right_after_its_renewal_exits_77_with_the_curso
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_made_for_another_vault_exits_77_naming_both_before_any_data_request() {
+    // The user's only vault is another one: Vault ignores a vaultDNS the
+    // user has no access to and logs in to the user's default vault.
+    let fx = Fixture::new();
+    let sim = sim(Profile::Vault, 20, &[], |c| {
+        c.vaults = vec!["other-vault.example".into()]
+    })
+    .await;
+    let out = fx.run("vault_session", &sim, PASSWORD).await;
+    assert_exit(&out, 77);
+    let err = stderr(&out);
+    assert!(
+        err.contains("vault other-vault.example, not 127.0.0.1"),
+        "the message names both vaults: {err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let requests = sim.requests();
+    assert_eq!(requests.len(), 1, "nothing but the login was sent: {requests:?}");
+    assert_eq!(fx.manifest_pages("vault_session"), 0);
+    assert_eq!(fx.cursor("vault_session"), serde_json::Value::Null);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_login_asks_for_the_configured_vault_among_the_users_vaults() {
+    // The user's default vault is another one; vaultDNS (the base URL's
+    // host, or auth.vault_dns behind a gateway) selects the right one.
+    let fx = Fixture::new();
+    let sim = sim(Profile::Vault, 20, &[], |c| {
+        c.vaults = vec!["other-vault.example".into(), "127.0.0.1".into()]
+    })
+    .await;
+    let out = fx.run("vault_session", &sim, PASSWORD).await;
+    assert_exit(&out, 0);
+    assert_eq!(fx.events("session_started").len(), 1);
+    assert_eq!(sim.requests()[0].vault_dns.as_deref(), Some("127.0.0.1"));
+
+    let gateway = Fixture::new();
+    let policies = std::fs::read_to_string(gateway.path("policies.yaml")).unwrap().replace(
+        "    login_path: /api/v24.1/auth\n  dialect: vault\n  sustained_rate_per_sec: 1000",
+        "    login_path: /api/v24.1/auth\n    vault_dns: Other-Vault.example\n  dialect: vault\n  sustained_rate_per_sec: 1000",
+    );
+    assert!(policies.contains("vault_dns: Other-Vault.example"));
+    std::fs::write(gateway.path("policies.yaml"), policies).unwrap();
+    let out = gateway
+        .run_with("vault_session", &sim, PASSWORD, &["--allow-dirty"])
+        .await;
+    assert_exit(&out, 0);
+    let logins: Vec<LogEntry> = sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST")
+        .collect();
+    assert_eq!(logins.len(), 2, "{logins:?}");
+    assert_eq!(logins[1].vault_dns.as_deref(), Some("other-vault.example"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_vault_password_exits_77_naming_the_variables() {
     let fx = Fixture::new();
     let sim = sim(Profile::Vault, 20, &[], |_| {}).await;

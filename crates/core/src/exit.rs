@@ -235,7 +235,9 @@ impl Exit {
                     SyncError::Unreachable { .. } | SyncError::Pacer(_) => Exit::Unavailable,
                     SyncError::Permission { .. } => Exit::NoPerm,
                     SyncError::Credential { error, .. } => match error {
-                        AuthError::Refused { .. } | AuthError::Helper { .. } => Exit::NoPerm,
+                        AuthError::Refused { .. }
+                        | AuthError::Helper { .. }
+                        | AuthError::WrongVault { .. } => Exit::NoPerm,
                         AuthError::Unavailable { .. } => Exit::Unavailable,
                         AuthError::Throttled { .. } => Exit::TempFail,
                         AuthError::Protocol { .. } | AuthError::OffOrigin { .. } => Exit::DataErr,

@@ -70,6 +70,11 @@ pub struct SimConfig {
     pub json_path: String,
     pub odm_path: String,
     pub request_log: Option<PathBuf>,
+    /// Vault profile: the DNS names of the vaults the login user may use,
+    /// the first being the user's default (empty: only the host the
+    /// request named). A login whose `vaultDNS` is not among them gets a
+    /// session for the default vault, as Vault does.
+    pub vaults: Vec<String>,
 }
 
 impl Default for SimConfig {
@@ -99,6 +104,7 @@ impl Default for SimConfig {
             json_path: "/api/v24.1/query/audit_trail".into(),
             odm_path: "/RaveWebServices/datasets/ClinicalAuditRecords.odm".into(),
             request_log: None,
+            vaults: Vec::new(),
         }
     }
 }

@@ -33,6 +33,9 @@ pub struct LogEntry {
     /// ignores the HTTP Header": Vault REST API reference, "Client ID").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_id: Option<String>,
+    /// A Vault login: the `vaultDNS` its form asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vault_dns: Option<String>,
 }
 
 /// The in-memory log, optionally mirrored to a file as it grows.

@@ -162,13 +162,20 @@ pub fn vault_failure(kind: &str) -> String {
 
 /// Vault's answer to a good login ("User Name and Password" response:
 /// `responseStatus`, `sessionId`, `userId`, `vaultIds`, `vaultId`).
-pub fn vault_login_success(session_id: &str) -> String {
+/// `vaults` are the DNS names of the user's vaults (numbered from 1776);
+/// `chosen` is the one the session is for.
+pub fn vault_login_success(session_id: &str, vaults: &[String], chosen: usize) -> String {
+    let ids: Vec<serde_json::Value> = vaults
+        .iter()
+        .enumerate()
+        .map(|(i, dns)| serde_json::json!({"id": 1776 + i, "name": format!("Vault {}", i + 1), "url": format!("https://{dns}/api")}))
+        .collect();
     serde_json::json!({
         "responseStatus": "SUCCESS",
         "sessionId": session_id,
         "userId": 12021,
-        "vaultIds": [{"id": 1776, "name": "EDC", "url": "https://sim.invalid/api"}],
-        "vaultId": 1776,
+        "vaultIds": ids,
+        "vaultId": 1776 + chosen,
     })
     .to_string()
 }
@@ -189,6 +196,13 @@ pub fn rave_response_error(code: &str, message: &str) -> String {
     format!(
         r#"<Response ReferenceNumber="0b47fe86-542f-4070-9e7d-16396a5ef08a" InboundODMFileOID="Not Supplied" IsTransactionSuccessful="0" ReasonCode="{code}" ErrorClientResponseMessage="{message}"></Response>"#
     )
+}
+
+/// One field of a url-encoded form body.
+pub fn form_field(body: &[u8], name: &str) -> Option<String> {
+    url::form_urlencoded::parse(body)
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
 }
 
 /// Reads `username` and `password` from a url-encoded form body.

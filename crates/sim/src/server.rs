@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::header::{
-    HeaderName, HeaderValue, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, DATE, LINK, LOCATION, RETRY_AFTER,
+    HeaderName, HeaderValue, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, DATE, HOST, LINK, LOCATION, RETRY_AFTER,
 };
 use hyper::http::request::Parts;
 use hyper::{Method, Request, Response, StatusCode};
@@ -181,7 +181,7 @@ pub async fn handle(
             Some(Fault::VaultFailure(kind)) => {
                 Answer::body(StatusCode::OK, "application/json", profile::vault_failure(kind))
             }
-            _ => vault_login(&state, form),
+            _ => vault_login(&state, form, &parts),
         },
         (true, None) => Answer::body(
             StatusCode::OK,
@@ -213,6 +213,9 @@ pub async fn handle(
         fault: answer.fault.clone(),
         vql_since: answer.vql_since.clone(),
         client_id: client_id(&parts),
+        vault_dns: login
+            .then(|| form.as_deref().and_then(|f| profile::form_field(f, "vaultDNS")))
+            .flatten(),
     });
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
@@ -254,12 +257,39 @@ async fn read_form(body: hyper::body::Incoming) -> Option<Vec<u8>> {
 /// Vault's login (Vault REST API reference, "User Name and Password"):
 /// SUCCESS with a `sessionId`, or FAILURE `USERNAME_OR_PASSWORD_INCORRECT`,
 /// both at HTTP 200.
-fn vault_login(state: &State, form: &[u8]) -> Answer {
+///
+/// The session is for the vault the form's `vaultDNS` names when the user
+/// has access to it, else for the user's default vault ("If the user does
+/// not have access to the specified Vault, the session is generated for the
+/// user's default Vault"); the answer's `vaultId` and `vaultIds` say which.
+/// The user's vaults are [`super::SimConfig::vaults`], or, when that is
+/// empty, the one vault this server is (the host the request named).
+fn vault_login(state: &State, form: &[u8], parts: &Parts) -> Answer {
     let cfg = &state.config;
     let (user, pass) = profile::login_form(form);
+    let asked = profile::form_field(form, "vaultDNS");
+    let own = parts
+        .headers
+        .get(HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(|h| {
+            h.rsplit_once(':')
+                .map_or(h, |(host, _)| host)
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_else(|| "localhost".into());
+    let vaults = if cfg.vaults.is_empty() {
+        vec![own]
+    } else {
+        cfg.vaults.clone()
+    };
     let body = match (user, pass) {
         (Some(u), Some(p)) if u == cfg.username && p == cfg.password => {
-            profile::vault_login_success(&state.sessions.issue(cfg.dataset.seed))
+            let chosen = asked
+                .as_deref()
+                .and_then(|a| vaults.iter().position(|v| v.eq_ignore_ascii_case(a)))
+                .unwrap_or(0);
+            profile::vault_login_success(&state.sessions.issue(cfg.dataset.seed), &vaults, chosen)
         }
         (_, None) => profile::vault_failure("NO_PASSWORD_PROVIDED"),
         _ => profile::vault_failure("USERNAME_OR_PASSWORD_INCORRECT"),

@@ -12,11 +12,12 @@ use super::yaml::Node;
 const SCHEMES: &str = "bearer, basic, vault_session, command";
 
 /// Every key any scheme reads (the first is the selector itself).
-const AUTH_KEYS: [&str; 6] = [
+const AUTH_KEYS: [&str; 7] = [
     "scheme",
     "username_env",
     "password_env",
     "login_path",
+    "vault_dns",
     "command",
     "pass_env",
 ];
@@ -25,7 +26,7 @@ const AUTH_KEYS: [&str; 6] = [
 fn keys_of(scheme: &str) -> &'static [&'static str] {
     match scheme {
         "basic" => &["username_env", "password_env"],
-        "vault_session" => &["username_env", "password_env", "login_path"],
+        "vault_session" => &["username_env", "password_env", "login_path", "vault_dns"],
         "command" => &["command", "pass_env"],
         _ => &[],
     }
@@ -120,12 +121,17 @@ pub(super) fn auth(
                     let login_path = f
                         .required(report, "login_path")
                         .and_then(|(p, n)| login_path(report, &p, n));
-                    match (username_env, password_env, login_path) {
-                        (Some(username_env), Some(password_env), Some(login_path)) => {
+                    let vault_dns = match f.optional("vault_dns") {
+                        Some((p, n)) => vault_dns(report, &p, n).map(Some),
+                        None => Some(None),
+                    };
+                    match (username_env, password_env, login_path, vault_dns) {
+                        (Some(username_env), Some(password_env), Some(login_path), Some(vault_dns)) => {
                             Some(Auth::VaultSession {
                                 username_env,
                                 password_env,
                                 login_path,
+                                vault_dns,
                             })
                         }
                         _ => None,
@@ -161,6 +167,26 @@ fn reads(scheme: &str) -> String {
             .collect::<Vec<_>>()
             .join(", "),
     }
+}
+
+/// The vault's DNS name (`myvault.veevavault.com`): what the login asks
+/// for and what the vault Vault answers with must be. A host name only:
+/// letters, digits, '-' and '.', at most 253 characters.
+fn vault_dns(report: &mut Report, path: &[String], node: &Node) -> Option<String> {
+    let s = string(report, path, node)?;
+    let labels_ok = s
+        .split('.')
+        .all(|l| !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
+    if s.len() > 253 || !labels_ok {
+        report.add(
+            path,
+            format!(
+                "must be a host name such as myvault.veevavault.com (no scheme, port or path), got {s:?}"
+            ),
+        );
+        return None;
+    }
+    Some(s.to_ascii_lowercase())
 }
 
 /// A path on the data origin: the login form must never go anywhere else.

@@ -94,6 +94,10 @@ pub enum Auth {
         password_env: EnvVarName,
         /// Path of the login endpoint on the data origin, e.g. `/api/v24.1/auth`.
         login_path: String,
+        /// The vault the session must be for (`vaultDNS` at login, and the
+        /// vault Vault answers with is checked against it); `None`: the
+        /// base URL's host. Set it when the base URL is a gateway.
+        vault_dns: Option<String>,
     },
     /// A credential helper (the convention of git credential helpers and
     /// AWS `credential_process`): runs `command`, whose stdout is the

@@ -32,6 +32,7 @@ pub enum Credentials {
         username: String,
         password: Secret,
         login_path: String,
+        vault_dns: Option<String>,
     },
     Command {
         argv: Vec<String>,
@@ -65,10 +66,12 @@ impl Credentials {
                 username_env,
                 password_env,
                 login_path,
+                vault_dns,
             } => Credentials::VaultSession {
                 username: read(username_env, "auth.username_env")?,
                 password: Secret::new(read(password_env, "auth.password_env")?),
                 login_path: login_path.clone(),
+                vault_dns: vault_dns.clone(),
             },
             Auth::Command { command, pass_env } => Credentials::Command {
                 argv: command.clone(),
@@ -207,6 +210,12 @@ pub enum AuthError {
     /// The login answer is not what the vendor documents (exit 65).
     #[error("the login endpoint {url} answered something that is not a Vault login response: {detail}")]
     Protocol { url: String, detail: String },
+    /// Vault logged the session in to another vault than the one the
+    /// policy names (`vaultDNS` not honoured: the user has no access to it
+    /// and Vault chose the user's default vault). Exit 77: this credential
+    /// may not read the configured vault.
+    #[error("the login made a session for vault {got}, not {expected} (auth.vault_dns, else the base URL's host): check that this user has access to {expected}")]
+    WrongVault { expected: String, got: String },
     /// Vault's own limit on logins (`API_LIMIT_EXCEEDED` at the login:
     /// a per-minute burst per user and domain, Vault Help "About
     /// Authentication API Transaction Limits"): a throttle like a 429,

@@ -236,7 +236,14 @@ impl ReadOnlyClient {
                     username,
                     password,
                     login_path,
-                } => self.vault_login(login_path, username, password).await,
+                    vault_dns,
+                } => {
+                    let dns = match vault_dns {
+                        Some(d) => d.clone(),
+                        None => self.base.host_str().unwrap_or_default().to_ascii_lowercase(),
+                    };
+                    self.vault_login(login_path, username, password, &dns).await
+                }
                 Credentials::Command { argv, pass_env } => {
                     let header = super::auth::run_helper(argv, pass_env, self.limits.request_timeout).await?;
                     Ok((header, None, None))

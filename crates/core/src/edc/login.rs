@@ -9,6 +9,14 @@
 //! session id then goes in `Authorization` on every request (Vault also
 //! accepts it as a Bearer value; the bare form is the documented one).
 //!
+//! The form also carries `vaultDNS`, the vault the session is for (Vault
+//! REST API reference, "User Name and Password": "If the user does not
+//! have access to the specified Vault, the session is generated for the
+//! user's default Vault"). So the answer's `vaultId` is looked up in its
+//! `vaultIds` and that vault's `url` must be on the vault asked for, as
+//! VAPIL's `AuthenticationRequest.validateLoginResponse` checks; otherwise a
+//! user with several vaults could sync the wrong one.
+//!
 //! The body is built here from the credential values and nothing else; the
 //! URL is the configured `login_path` on the data origin, checked like
 //! every other URL, so the password cannot be sent anywhere else.
@@ -29,6 +37,29 @@ struct LoginAnswer {
     session_id: Option<Secret>,
     #[serde(default)]
     errors: Vec<LoginError>,
+    #[serde(rename = "vaultId")]
+    vault_id: Option<serde_json::Value>,
+    #[serde(rename = "vaultIds", default)]
+    vault_ids: Vec<VaultEntry>,
+}
+
+/// One vault the user may use, as the login answer lists it.
+#[derive(serde::Deserialize)]
+struct VaultEntry {
+    id: Option<serde_json::Value>,
+    #[serde(default)]
+    url: String,
+}
+
+impl LoginAnswer {
+    /// The host of the vault the session was made for, if the answer
+    /// names one (its `vaultId` among its `vaultIds`).
+    fn session_vault(&self) -> Option<String> {
+        let id = self.vault_id.as_ref()?;
+        let entry = self.vault_ids.iter().find(|v| v.id.as_ref() == Some(id))?;
+        let url = reqwest::Url::parse(&entry.url).ok()?;
+        url.host_str().map(str::to_ascii_lowercase)
+    }
 }
 
 #[derive(serde::Deserialize)]
@@ -47,6 +78,7 @@ impl ReadOnlyClient {
         login_path: &str,
         username: &str,
         password: &Secret,
+        vault_dns: &str,
     ) -> Result<(HeaderValue, Option<String>, Option<String>), AuthError> {
         let url = self
             .origin
@@ -63,6 +95,7 @@ impl ReadOnlyClient {
         let body = url::form_urlencoded::Serializer::new(String::new())
             .append_pair("username", username)
             .append_pair("password", password.expose())
+            .append_pair("vaultDNS", vault_dns)
             .finish();
         let response = self
             .client_id(self.http.post(url.clone()))
@@ -129,10 +162,19 @@ impl ReadOnlyClient {
                 })
             }
         };
+        let session_vault = answer.session_vault();
         match (answer.status.as_deref(), answer.session_id) {
             (Some("SUCCESS"), Some(session)) if !session.expose().is_empty() && status.is_success() => {
                 // Registered before anything can print it.
                 crate::redact::register_secret(session.expose());
+                if session_vault.as_deref() != Some(vault_dns) {
+                    return Err(AuthError::WrongVault {
+                        expected: vault_dns.to_string(),
+                        got: session_vault.unwrap_or_else(|| {
+                            "(none: the answer names no vaultId among its vaultIds)".into()
+                        }),
+                    });
+                }
                 let mut header =
                     HeaderValue::from_str(session.expose()).map_err(|_| AuthError::Protocol {
                         url: shown.clone(),
