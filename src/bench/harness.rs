@@ -26,6 +26,18 @@ pub fn cpu_time() -> Duration {
     user + sys
 }
 
+/// Where a stream whose last record is `high_water` must have its cursor
+/// once all is landed: the high-water mark, less the policy's lookback
+/// (`delta.lookback`: the next window re-reads that span).
+pub fn settled_window_start(config: &Path, vendor: &str, high_water: &str) -> anyhow::Result<String> {
+    let loaded = edc_core::config::load(config).with_context(|| format!("loading {}", config.display()))?;
+    let policy = loaded.vendor(vendor)?;
+    Ok(match &policy.delta {
+        Some(delta) => edc_core::sync::restart_at(delta, high_water),
+        None => high_water.to_string(),
+    })
+}
+
 /// The simulator in a child process; killed on drop.
 pub struct SimProcess {
     child: Child,

@@ -228,7 +228,8 @@ pub async fn run(
             .unwrap_or_default()
             .to_string(),
         final_exit_code: last.code(),
-        cursor_at_high_water: cursor["window_start"] == ds.record(records).modified,
+        cursor_at_high_water: cursor["window_start"]
+            == super::harness::settled_window_start(&config, "soak", &ds.record(records).modified)?,
         seconds: started.elapsed().as_secs_f64(),
     })
 }

@@ -249,7 +249,8 @@ pub async fn run(
         records_landed: counts.len(),
         duplicates: counts.values().filter(|n| **n > 1).count(),
         lost: (records as usize).saturating_sub(counts.len()),
-        cursor_at_high_water: cursor["window_start"] == ds.record(records).modified,
+        cursor_at_high_water: cursor["window_start"]
+            == super::harness::settled_window_start(&config, "soak", &ds.record(records).modified)?,
         torn_tails_seen: torn,
         audit_intact: report.intact(),
         audit_verify: report.to_string(),

@@ -145,6 +145,7 @@ fn write_manifest_history(dir: &Path, entries: u64) -> anyhow::Result<()> {
             records: 1,
             run_id: "history".into(),
             landed_at: "2026-01-01T00:00:00.000Z".into(),
+            repeated: Vec::new(),
         };
         serde_json::to_writer(&mut out, &entry)?;
         out.write_all(b"\n")?;

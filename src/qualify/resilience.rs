@@ -142,8 +142,12 @@ async fn oq_015(ctx: &mut Ctx) -> anyhow::Result<()> {
     ctx.check_eq("distinct records (no duplicates)", records as usize, unique.len());
     let c = cursor(ctx, "oq_vault", "default");
     ctx.check_eq(
-        "cursor = high-water mark",
-        dataset(records).record(records).modified,
+        "cursor = high-water mark less the lookback (delta.lookback)",
+        crate::bench::harness::settled_window_start(
+            &config,
+            "oq_vault",
+            &dataset(records).record(records).modified,
+        )?,
         c["window_start"].as_str().unwrap_or("none").to_string(),
     );
     let report = verify(&ctx.dir.join("audit.jsonl"))?;

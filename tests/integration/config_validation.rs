@@ -236,6 +236,29 @@ fn a_vault_dns_that_is_not_a_host_name_is_refused_naming_the_key() {
 }
 
 #[test]
+fn a_lookback_is_checked_and_only_taken_where_a_cursor_is_a_time() {
+    assert_rejected(
+        &example_with("      seconds: 3600 ", "      seconds: -1 "),
+        &["veeva_vault.delta.lookback.seconds: must be an integer in 0..=2592000"],
+    );
+    assert_rejected(
+        &example_with("      max_records: 20000 ", "      max_records: 0 "),
+        &["veeva_vault.delta.lookback.max_records"],
+    );
+    assert_rejected(
+        &example_with("      record_id: id                  # the field", "      recordid: id                  # the field"),
+        &["veeva_vault.delta.lookback.recordid"],
+    );
+    assert_rejected(
+        &example_with(
+            "    paging: rave_startid ",
+            "    lookback:\n      seconds: 60\n    paging: rave_startid ",
+        ),
+        &["medidata_rave.delta.lookback: only used with format: json and cursor_kind: timestamp"],
+    );
+}
+
+#[test]
 fn other_ranges_are_checked() {
     assert_rejected(
         &example_with("max_retry_attempts: 5 ", "max_retry_attempts: 0 "),

@@ -611,10 +611,10 @@ async fn the_shipped_vendor_blocks_land_every_record_once_across_three_runs_whil
     // 120 s, so they are stamped around two minutes ago.
     let origin = std::time::SystemTime::now() - std::time::Duration::from_secs(125);
     let vault = sim(Profile::Vault, 200, &[], |c| {
-        c.audit_trail = Some(edc_sim::audit_trail::Arrivals {
+        c.audit_trail = Some(edc_sim::audit_trail::Arrivals::every(
             origin,
-            every: std::time::Duration::from_millis(250),
-        })
+            std::time::Duration::from_millis(250),
+        ))
     })
     .await;
     for run in 0..3 {
@@ -844,10 +844,10 @@ async fn the_vault_audit_trail_lands_every_record_once_across_runs_while_records
     // Records arrive every 250 ms from 20 s ago until 30 s from now.
     let origin = std::time::SystemTime::now() - std::time::Duration::from_secs(20);
     let sim = sim(Profile::Vault, 200, &[], |c| {
-        c.audit_trail = Some(edc_sim::audit_trail::Arrivals {
+        c.audit_trail = Some(edc_sim::audit_trail::Arrivals::every(
             origin,
-            every: std::time::Duration::from_millis(250),
-        })
+            std::time::Duration::from_millis(250),
+        ))
     })
     .await;
     let mut ends = Vec::new();
@@ -892,14 +892,76 @@ async fn the_vault_audit_trail_lands_every_record_once_across_runs_while_records
     );
 }
 
+/// Three growing runs against a vault whose audit records carry sub-second
+/// times (compared exactly with the whole-second window ends) and of which
+/// every 4th becomes visible 3 s after its time, three times the settle
+/// lag: with the default lookback every record lands exactly once; with
+/// `lookback.seconds: 0` records are lost, silently, as they were before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_visible_records_and_sub_second_times_land_once_with_the_lookback_and_not_without() {
+    const RECORDS: u32 = 120;
+    let origin = std::time::SystemTime::now() - std::time::Duration::from_secs(30);
+    let arrivals = edc_sim::audit_trail::Arrivals {
+        late: Some((4, std::time::Duration::from_secs(3))),
+        subsecond: true,
+        ..edc_sim::audit_trail::Arrivals::every(origin, std::time::Duration::from_millis(250))
+    };
+    let with = Fixture::new();
+    let without = Fixture::new();
+    let policies = std::fs::read_to_string(without.path("policies.yaml"))
+        .unwrap()
+        .replacen(
+            "      settle_lag_s: 1\nvault_vql:",
+            "      settle_lag_s: 1\n    lookback:\n      seconds: 0\nvault_vql:",
+            1,
+        );
+    assert!(policies.contains("seconds: 0"));
+    std::fs::write(without.path("policies.yaml"), policies).unwrap();
+    let sim = sim(Profile::Vault, RECORDS, &[], |c| {
+        c.audit_trail = Some(arrivals.clone())
+    })
+    .await;
+    for run in 0..3 {
+        if run > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(2600)).await;
+        }
+        assert_exit(&with.run("vault_audit", &sim, PASSWORD).await, 0);
+        assert_exit(
+            &without
+                .run_with("vault_audit", &sim, PASSWORD, &["--allow-dirty"])
+                .await,
+            0,
+        );
+    }
+    let landed =
+        |fx: &Fixture| edc_testkit::landed::landed_json_record_ids(&fx.stream_dir("vault_audit")).unwrap();
+    let ids = landed(&with);
+    assert_distinct(&ids, "records landed with the lookback");
+    let every: Vec<String> = (1..=RECORDS).map(|n| format!("AT-{n:07}")).collect();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(sorted, every, "with the lookback, every record once");
+    let repeats: u64 = with
+        .events("page_committed")
+        .iter()
+        .map(|l| l["repeated_records"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(repeats > 0, "the lookback re-read records and recognised them");
+    let lost = RECORDS as usize - landed(&without).len();
+    assert!(
+        lost > 0,
+        "without a lookback, late and sub-second records are lost"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_window_start_older_than_the_endpoint_serves_is_named_not_skipped() {
     let fx = Fixture::new();
     let sim = sim(Profile::Vault, 50, &[], |c| {
-        c.audit_trail = Some(edc_sim::audit_trail::Arrivals {
-            origin: std::time::SystemTime::now() - std::time::Duration::from_secs(60),
-            every: std::time::Duration::from_secs(1),
-        })
+        c.audit_trail = Some(edc_sim::audit_trail::Arrivals::every(
+            std::time::SystemTime::now() - std::time::Duration::from_secs(60),
+            std::time::Duration::from_secs(1),
+        ))
     })
     .await;
     let since = "2026-01-01T00:00:00Z";
@@ -1146,10 +1208,10 @@ async fn a_server_clock_beyond_the_bound_stops_the_stream_and_moves_nothing() {
         let origin = std::time::SystemTime::now() - std::time::Duration::from_secs(20);
         let sim = sim(Profile::Vault, 50, &[], |c| {
             c.clock_skew_s = skew;
-            c.audit_trail = Some(edc_sim::audit_trail::Arrivals {
+            c.audit_trail = Some(edc_sim::audit_trail::Arrivals::every(
                 origin,
-                every: std::time::Duration::from_millis(250),
-            })
+                std::time::Duration::from_millis(250),
+            ))
         })
         .await;
         let out = fx.run("vault_audit", &sim, PASSWORD).await;

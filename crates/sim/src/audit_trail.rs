@@ -10,6 +10,15 @@
 //! Records *arrive* over time: record n is stamped `origin + n * every` and
 //! is not served before that instant, so tests can let new records appear
 //! between runs.
+//!
+//! Two things a real vault may do that this profile can imitate, for the
+//! lookback that guards against them: records that become *visible late*
+//! (stamped at one instant, served only some time after it: replication
+//! lag, a long transaction, an entry back-dated by the vault; nothing in
+//! the reference promises an audit record is readable the instant it is
+//! stamped), and *sub-second* stamps (`...:05.250Z`) compared exactly with
+//! the whole-second `end_date`, so a record at 10.25 s falls after a
+//! window ending at 10 s and before one starting at 11 s.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -24,9 +33,29 @@ pub const MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
 /// When the audit trail's records happen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Arrivals {
-    /// Record n is stamped `origin + n * every` (whole seconds in the output).
+    /// Record n is stamped `origin + n * every` (whole seconds in the
+    /// output, unless `subsecond`).
     pub origin: SystemTime,
     pub every: Duration,
+    /// `(k, delay)`: every k-th record becomes visible `delay` after its
+    /// stamp instead of at it.
+    pub late: Option<(u32, Duration)>,
+    /// Stamps carry milliseconds (record n is `(n * 137) % 1000` ms past
+    /// its second) and the window's ends are compared with them exactly.
+    pub subsecond: bool,
+}
+
+impl Arrivals {
+    /// Records stamped every `every` from `origin`, each visible at once,
+    /// in whole seconds.
+    pub fn every(origin: SystemTime, every: Duration) -> Arrivals {
+        Arrivals {
+            origin,
+            every,
+            late: None,
+            subsecond: false,
+        }
+    }
 }
 
 fn secs(t: SystemTime) -> i64 {
@@ -49,17 +78,41 @@ fn parse_vault_date(s: &str) -> Option<i64> {
 }
 
 impl Arrivals {
-    /// The timestamp (whole seconds) of record `n`.
-    fn stamp(&self, n: u32) -> i64 {
-        secs(self.origin + self.every * n)
+    /// The stamp of record `n`, in milliseconds since the epoch.
+    fn stamp_ms(&self, n: u32) -> i64 {
+        let whole = secs(self.origin + self.every * n) * 1000;
+        if self.subsecond {
+            whole + i64::from(n.wrapping_mul(137) % 1000)
+        } else {
+            whole
+        }
     }
 
-    /// The first record numbered >= 1 whose stamp is >= `at` (records+1 if none).
-    fn first_at_or_after(&self, records: u32, at: i64) -> u32 {
+    /// The stamp of record `n` as the page shows it.
+    fn shown(&self, n: u32) -> String {
+        let ms = self.stamp_ms(n);
+        if self.subsecond {
+            let t = UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
+            humantime::format_rfc3339_millis(t).to_string()
+        } else {
+            vault_date(ms / 1000)
+        }
+    }
+
+    /// When record `n` can first be served, in milliseconds since the epoch.
+    fn visible_ms(&self, n: u32) -> i64 {
+        match self.late {
+            Some((k, delay)) if k > 0 && n.is_multiple_of(k) => self.stamp_ms(n) + delay.as_millis() as i64,
+            _ => self.stamp_ms(n),
+        }
+    }
+
+    /// The first record numbered >= 1 whose stamp is >= `at_ms` (records+1 if none).
+    fn first_at_or_after(&self, records: u32, at_ms: i64) -> u32 {
         let (mut lo, mut hi) = (1u32, records + 1);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if self.stamp(mid) >= at {
+            if self.stamp_ms(mid) >= at_ms {
                 hi = mid;
             } else {
                 lo = mid + 1;
@@ -112,10 +165,16 @@ pub fn page(
         Some(_) => return failure("limit must be between 1 and 1000"),
     };
     let offset: u32 = q.get("offset").and_then(|o| o.parse().ok()).unwrap_or(0);
-    // Served: stamped within [start, end] and already arrived.
-    let first = arrivals.first_at_or_after(ds.records, start);
-    let past_last = arrivals.first_at_or_after(ds.records, end.min(now_s) + 1);
-    let total = past_last.saturating_sub(first);
+    // Served: stamped within [start, end] (to the millisecond) and
+    // visible by now, newest first.
+    let now_ms = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    let first = arrivals.first_at_or_after(ds.records, start * 1000);
+    let past_last = arrivals.first_at_or_after(ds.records, end * 1000 + 1);
+    let served: Vec<u32> = (first..past_last)
+        .rev()
+        .filter(|n| arrivals.visible_ms(*n) <= now_ms)
+        .collect();
+    let total = served.len() as u32;
     let from = offset.min(total);
     let to = offset.saturating_add(limit).min(total);
     let next = (to < total).then(|| {
@@ -139,18 +198,20 @@ pub fn page(
     );
     let ds = ds.clone();
     let arrivals = arrivals.clone();
-    // Newest first: position p holds record `past_last - 1 - p`.
+    let served = std::sync::Arc::new(served);
+    // Newest first: position p holds record `served[p]`.
     Page::from_fn(move || {
         let ds = ds.clone();
         let arrivals = arrivals.clone();
+        let served = served.clone();
         std::iter::once(Bytes::from(head.clone()))
             .chain((from..to).map(move |p| {
-                let n = past_last - 1 - p;
+                let n = served[p as usize];
                 let rec = ds.record(n);
                 let comma = if p > from { "," } else { "" };
                 Bytes::from(format!(
                     r#"{comma}{{"id":"AT-{n:07}","timestamp":"{}","user_name":"sim.user@example.invalid","type":"Edit","object":"{}","subject__v":"SUBJ-{:04}","field__v":"{}"}}"#,
-                    vault_date(arrivals.stamp(n)),
+                    arrivals.shown(n),
                     rec.form,
                     rec.subject,
                     rec.field

@@ -3,18 +3,26 @@
 //!
 //! It reads the manifest as docs/audit-trail.md describes it (one JSON
 //! object a line, `file` relative to the stream's directory, `sha256` the
-//! lowercase hex of the file's bytes) with no code of the product's, so a
-//! mistake in how the product writes a manifest cannot hide itself here.
+//! lowercase hex of the file's bytes, `repeated` the positions of records
+//! an earlier page landed) with no code of the product's, so a mistake in
+//! how the product writes a manifest cannot hide itself here.
 
 use std::path::Path;
 
 use anyhow::{bail, Context};
 use sha2::{Digest, Sha256};
 
+/// A landed page: its bytes, and the positions of its records that an
+/// earlier page landed (a lookback's re-read), which a reader skips.
+struct Listed {
+    bytes: Vec<u8>,
+    repeated: Vec<u64>,
+}
+
 /// The bytes of every page the manifest of `stream_dir` lists, in manifest
 /// order, after checking each landed file against the SHA-256 the manifest
 /// recorded for it. A missing manifest means nothing landed.
-fn landed_pages(stream_dir: &Path) -> anyhow::Result<Vec<Vec<u8>>> {
+fn landed_pages(stream_dir: &Path) -> anyhow::Result<Vec<Listed>> {
     let manifest = stream_dir.join("manifest.jsonl");
     let text = match std::fs::read_to_string(&manifest) {
         Ok(t) => t,
@@ -27,7 +35,7 @@ fn landed_pages(stream_dir: &Path) -> anyhow::Result<Vec<Vec<u8>>> {
 /// The bytes of every page `text` (manifest lines, wherever they were
 /// kept: a file, or a state database's rows read with psql) lists, each
 /// checked against its SHA-256; `manifest` names where they came from.
-fn pages_listed(stream_dir: &Path, manifest: &Path, text: &str) -> anyhow::Result<Vec<Vec<u8>>> {
+fn pages_listed(stream_dir: &Path, manifest: &Path, text: &str) -> anyhow::Result<Vec<Listed>> {
     let mut pages = Vec::new();
     for line in text.lines() {
         let entry: serde_json::Value =
@@ -43,7 +51,13 @@ fn pages_listed(stream_dir: &Path, manifest: &Path, text: &str) -> anyhow::Resul
                 file.display()
             );
         }
-        pages.push(bytes);
+        let repeated = entry["repeated"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(serde_json::Value::as_u64)
+            .collect();
+        pages.push(Listed { bytes, repeated });
     }
     Ok(pages)
 }
@@ -65,12 +79,14 @@ pub fn listed_json_record_ids(stream_dir: &Path, manifest_lines: &str) -> anyhow
     )?)
 }
 
-fn json_record_ids(pages: Vec<Vec<u8>>) -> anyhow::Result<Vec<String>> {
+fn json_record_ids(pages: Vec<Listed>) -> anyhow::Result<Vec<String>> {
     let mut ids = Vec::new();
-    for bytes in pages {
-        let page: serde_json::Value = serde_json::from_slice(&bytes)?;
-        for record in page["data"].as_array().into_iter().flatten() {
-            ids.push(record["id"].as_str().unwrap_or_default().to_string());
+    for page in pages {
+        let json: serde_json::Value = serde_json::from_slice(&page.bytes)?;
+        for (at, record) in json["data"].as_array().into_iter().flatten().enumerate() {
+            if !page.repeated.contains(&(at as u64)) {
+                ids.push(record["id"].as_str().unwrap_or_default().to_string());
+            }
         }
     }
     Ok(ids)
@@ -80,8 +96,8 @@ fn json_record_ids(pages: Vec<Vec<u8>>) -> anyhow::Result<Vec<String>> {
 /// pages of `stream_dir` (see [`landed_pages`]).
 pub fn landed_odm_source_ids(stream_dir: &Path) -> anyhow::Result<Vec<u64>> {
     let mut ids = Vec::new();
-    for bytes in landed_pages(stream_dir)? {
-        let text = String::from_utf8(bytes)?;
+    for page in landed_pages(stream_dir)? {
+        let text = String::from_utf8(page.bytes)?;
         for piece in text.split("<SourceID>").skip(1) {
             let (id, _) = piece.split_once("</SourceID>").context("an unclosed SourceID")?;
             ids.push(id.trim().parse()?);

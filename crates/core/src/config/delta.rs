@@ -9,7 +9,8 @@ const DEFAULT_NEXT_POINTER: &str = "/responseDetails/next_page";
 
 const DEFAULT_MAX_PAGES_PER_WINDOW: i64 = 100_000;
 
-const DELTA_KEYS: [&str; 15] = [
+const DELTA_KEYS: [&str; 16] = [
+    "lookback",
     "vql",
     "order",
     "window",
@@ -153,6 +154,7 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
         Some((p, n)) => super::window::window(report, p, n).map(Some),
         None => Some(None),
     };
+    let lookback_entry = f.optional("lookback");
     let vql_path = f.child("vql");
     let records_pointer_path = f.child("records_pointer");
     let cursor_field_path = f.child("cursor_field");
@@ -210,6 +212,28 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
     if format == PayloadFormat::Json && (records_pointer.is_none() || cursor_field.is_none()) {
         return None;
     }
+    // A lookback re-reads a span of time: only a timestamp cursor has one.
+    let (window, cursor_kind) = (window?, cursor_kind?);
+    let timestamps = format == PayloadFormat::Json && cursor_kind == CursorKind::Timestamp;
+    let default_s = if window.is_some() {
+        super::lookback::DEFAULT_WINDOW_LOOKBACK_S
+    } else {
+        super::lookback::DEFAULT_CURSOR_LOOKBACK_S
+    };
+    let lookback = match lookback_entry {
+        Some((p, _)) if !timestamps => {
+            report.add(
+                &p,
+                "only used with format: json and cursor_kind: timestamp (a lookback re-reads a span of time; \
+                 an ODM SourceID or a number cursor has none)",
+            );
+            return None;
+        }
+        Some((p, n)) => super::lookback::lookback(report, p, n, default_s)?,
+        None if timestamps => super::lookback::default(default_s),
+        None => super::lookback::default(0),
+    };
+    let lookback = (!lookback.span.is_zero()).then_some(lookback);
     Some(Delta {
         path: endpoint?,
         format,
@@ -217,12 +241,13 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
         records_pointer,
         cursor_param: cursor_param?,
         cursor_field,
-        cursor_kind: cursor_kind?,
+        cursor_kind,
         page_size_param: page_size_param?,
         page_size: u32::try_from(page_size?).ok()?,
         max_pages_per_window: u64::try_from(max_pages?).ok()?,
         order: order?,
-        window: window?,
+        window,
+        lookback,
         vql: vql?,
         query: query?,
     })

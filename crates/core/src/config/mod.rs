@@ -8,6 +8,7 @@ mod auth;
 mod check;
 mod delta;
 mod locate;
+pub mod lookback;
 mod policy;
 pub mod provenance;
 mod template;
@@ -20,8 +21,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub use policy::{
-    Auth, Config, CursorKind, DateWindow, Delta, Dialect, EnvVarName, HttpLimits, MissingEnv, Paging,
-    PayloadFormat, Policy, Rate, RecordOrder, StreamSpec, Vql, DEFAULT_VAULT_CLIENT_ID,
+    Auth, Config, CursorKind, DateWindow, Delta, Dialect, EnvVarName, HttpLimits, Lookback, MissingEnv,
+    Paging, PayloadFormat, Policy, Rate, RecordOrder, StreamSpec, Vql, DEFAULT_VAULT_CLIENT_ID,
 };
 pub use provenance::{ChangeState, Provenance};
 pub use template::{MissingValue, Placeholder, PlaceholderValues, Template};

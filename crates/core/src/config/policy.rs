@@ -297,8 +297,26 @@ pub struct Delta {
     pub window: Option<DateWindow>,
     /// Present for VQL deltas (POST of a query instead of a GET).
     pub vql: Option<Vql>,
+    /// Re-reading the end of every window (JSON timestamp cursors only;
+    /// `None`: `seconds: 0`, or a cursor that is not a time).
+    pub lookback: Option<Lookback>,
     /// Fixed query parameters added to every first-page request.
     pub query: Vec<(String, Template)>,
+}
+
+/// `delta.lookback`: every window starts this much before where the last
+/// one ended, and the records of that span already landed are recognised
+/// by their identity and not landed again.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Lookback {
+    #[serde(rename = "seconds", serialize_with = "secs")]
+    pub span: Duration,
+    /// The record field that, with the cursor value, identifies a record;
+    /// `None`: the record's whole content (its canonical JSON).
+    pub record_id: Option<String>,
+    /// Identities kept at most; past it the oldest are dropped and the
+    /// next window starts no earlier than the oldest kept.
+    pub max_records: u32,
 }
 
 /// Per-request HTTP limits.

@@ -110,6 +110,15 @@ struct Commit {
     records: u64,
     dry_run: bool,
     cursor_after: Value,
+    /// SHA-256 of the cursor's lookback memory after the page (the
+    /// memory itself can be large; only its digest is compared).
+    lookback_sha256: String,
+}
+
+/// The digest a cursor's lookback memory (`null` when it keeps none) is
+/// compared by.
+fn lookback_digest(memory: &Value) -> String {
+    crate::digest::sha256_hex(memory.to_string().as_bytes())
 }
 
 /// Reconciles the landing under `out`, the cursors under `state` and the
@@ -275,6 +284,7 @@ fn read_commits(audit: &Path, out: &Path, summary: &mut Summary) -> Result<ByDir
             records: v["records"].as_u64().unwrap_or(0),
             dry_run: v["dry_run"] == true,
             cursor_after: v["cursor_after"].clone(),
+            lookback_sha256: lookback_digest(&v["cursor_state"]["lookback"]),
         });
     })
     .map_err(unreadable(audit))?;
@@ -509,6 +519,12 @@ fn check_cursor(state: &Path, out: &Path, cursor: &Path, commits: &ByDir, summar
         problem(format!(
             "its last_page_sha256 is {}; the last committed page (audit line {}) has {}",
             value["last_page_sha256"], last.line, last.sha256
+        ));
+    } else if lookback_digest(&value["lookback"]) != last.lookback_sha256 {
+        problem(format!(
+            "it is its lookback memory (the records the next window recognises) that differs from the one the \
+             last committed page (audit line {}) left",
+            last.line
         ));
     }
 }

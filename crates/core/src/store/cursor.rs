@@ -33,12 +33,15 @@ use serde::{Deserialize, Serialize};
 
 use super::{LandedPage, LandingStore, RunLock, StoreError};
 use crate::audit::{CommitLine, CommitReceipt};
+use crate::config::Lookback;
 use crate::config::Paging;
 use crate::durable::sync_parent_dir;
 use crate::edc::paging::next_window_start;
-use crate::edc::payload::order::compare_params;
+use crate::edc::payload::identity::RecordKey;
+use crate::edc::payload::order::{compare_params, earlier};
 use crate::edc::payload::CursorValue;
 use crate::stream::StreamIdentity;
+use memory::RecordMemory;
 
 /// The state-file format this version writes and reads.
 const FORMAT: u32 = 1;
@@ -70,6 +73,11 @@ struct State {
     /// its whole history.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     manifest_bytes: Option<u64>,
+    /// With a lookback: the records landed in the span the next window
+    /// re-reads (`memory.rs`). Part of the state every `page_committed`
+    /// line records, so it is proven and rolled forward like the rest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    lookback: Option<RecordMemory>,
 }
 
 /// Which `page_committed` line a cursor file reflects: the trail's file
@@ -212,6 +220,12 @@ impl Cursor {
     pub fn manifest_bytes(&self) -> Option<u64> {
         self.state.manifest_bytes
     }
+
+    /// The identities of landed records a lookback recognises (`None`:
+    /// the stream keeps none yet).
+    pub fn lookback_memory(&self) -> Option<&RecordMemory> {
+        self.state.lookback.as_ref()
+    }
 }
 
 /// One page's effect on the cursor.
@@ -229,6 +243,9 @@ pub struct PageAdvance<'a> {
     /// A date window's next start (the second after its end), used when
     /// this page completes the window instead of the high-water mark.
     pub next_start: Option<String>,
+    /// With a lookback: its policy and the page's records that were not
+    /// landed before (the ones this page lands).
+    pub lookback: Option<(&'a Lookback, &'a [RecordKey])>,
 }
 
 /// A cursor advanced past one page, not yet durable. Only
@@ -251,6 +268,18 @@ impl PendingCursor {
         let mut state = before.state.clone();
         state.receipt = None;
         state.manifest_bytes = None;
+        if let Some((lookback, landed)) = page.lookback {
+            let window_start = state.window_start.clone();
+            let memory = state
+                .lookback
+                .get_or_insert_with(|| RecordMemory::starting_at(window_start));
+            for key in landed {
+                memory.add(&key.at, &key.identity);
+            }
+            memory.bound(lookback.max_records as usize);
+        } else {
+            state.lookback = None;
+        }
         state.last_page_sha256 = Some(page.sha256.to_string());
         state.run_id = Some(page.run_id.to_string());
         state.updated_at = Some(crate::audit::now_rfc3339());
@@ -267,9 +296,18 @@ impl PendingCursor {
                 // mark, but never before where this one started: records
                 // older than the cursor (out of order, or a vendor's clock
                 // set back) must not make the next run pull everything again.
+                // With a lookback it starts that much earlier, no earlier
+                // than where the memory of landed records is complete.
                 let next = page
                     .next_start
                     .or_else(|| next_window_start(page.paging, high_water.as_ref()));
+                let next = match (next, page.lookback, state.lookback.as_ref()) {
+                    (Some(start), Some((lookback, _)), Some(memory)) => {
+                        let wanted = earlier(&start, lookback.span.as_secs()).unwrap_or(start);
+                        Some(memory.next_start(wanted))
+                    }
+                    (next, _, _) => next,
+                };
                 if let Some(start) = next {
                     let backwards = state
                         .window_start
@@ -278,6 +316,10 @@ impl PendingCursor {
                     if !backwards {
                         state.window_start = Some(start);
                     }
+                }
+                if let (Some(memory), Some(start)) = (state.lookback.as_mut(), state.window_start.as_deref())
+                {
+                    memory.keep_from(start);
                 }
                 state.next_page = None;
                 state.window_end = None;
@@ -506,6 +548,7 @@ impl CursorStore {
     }
 }
 
+pub mod memory;
 mod read;
 use read::load;
 

@@ -41,6 +41,11 @@ pub struct ManifestEntry {
     /// Relative to the stream's landing directory.
     pub file: String,
     pub landed_at: String,
+    /// Positions (from 0) of the page's records that an earlier page
+    /// landed already (a lookback's re-read): a reader skips them, so
+    /// every record is new in exactly one manifest entry.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeated: Vec<u32>,
 }
 
 impl ManifestEntry {
@@ -60,6 +65,12 @@ impl ManifestEntry {
             run_id: line["run_id"].as_str().unwrap_or_default().to_string(),
             file: file.to_string(),
             landed_at: line["ts"].as_str().unwrap_or_default().to_string(),
+            repeated: line["repeated"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p.as_u64().and_then(|p| u32::try_from(p).ok()))
+                .collect(),
         })
     }
 }
@@ -102,7 +113,8 @@ pub struct LandingStore {
 }
 
 /// A page being received. It is validated as it streams in
-/// (`payload::PageCheck`), so it is only ever written here, never read back.
+/// (`payload::PageCheck`); only a delta with a lookback reads it back
+/// once, to tell its records apart ([`LandingTemp::read_back`]).
 pub struct LandingTemp {
     path: PathBuf,
     writer: BufWriter<File>,
@@ -119,6 +131,15 @@ impl Write for LandingTemp {
 }
 
 impl LandingTemp {
+    /// The bytes received so far, to be read again from the start of the
+    /// temp file as a stream (opened read-only; the writer is flushed).
+    pub fn read_back(&mut self) -> Result<File, StoreError> {
+        self.writer
+            .flush()
+            .map_err(|e| StoreError::io(&self.path, "flush", e))?;
+        File::open(&self.path).map_err(|e| StoreError::io(&self.path, "read back", e))
+    }
+
     /// Removes the temp file (a page that will not be committed).
     pub fn discard(self) {
         // The next run's `begin` clears leftovers anyway.

@@ -6,6 +6,7 @@
 use reqwest::Url;
 
 use super::events::{PageCommitted, RequestFailed};
+use super::lookback;
 use super::request::Request;
 use super::slots::Slots;
 use super::stream::Stream;
@@ -191,7 +192,7 @@ impl PageCommit {
         slots: &mut Slots<P>,
         page: &Received,
         cursor: &Cursor,
-        temp: crate::store::LandingTemp,
+        mut temp: crate::store::LandingTemp,
         digest: &crate::edc::BodyDigest,
         summary: PageSummary,
     ) -> Result<CommittedPage, SyncError> {
@@ -235,29 +236,57 @@ impl PageCommit {
             Some(end) => Some(window::after(end).map_err(|e| stream.rejected(e))?),
             None => None,
         };
+        // With a lookback, the page's records already landed (read again
+        // in the re-read span) are told apart from the new ones.
+        let lookback = job.delta.lookback.as_ref();
+        let split = match lookback {
+            Some(lb) if summary.records > 0 => {
+                let body = temp.read_back()?;
+                let records = job.delta.records_pointer.as_deref().unwrap_or("/data");
+                let field = job.delta.cursor_field.as_deref().unwrap_or_default();
+                match payload::identity::record_keys(body, records, field, lb.record_id.as_deref()) {
+                    Ok(keys) => Some(lookback::split(cursor, keys)),
+                    Err(invalid) => return Err(self.quarantine(stream, page, temp, digest, invalid)),
+                }
+            }
+            _ => None,
+        };
+        let new_records = split.as_ref().map_or(summary.records, |s| s.new.len() as u64);
         let advance = PageAdvance {
             window_end: window.end().map(str::to_string),
             next_start,
             next_page: next.as_ref().map(url_key),
             high_water: summary.high_water.clone(),
-            records: summary.records,
+            records: new_records,
             sha256: &digest.sha256,
             run_id: stream.run_id.as_str(),
             paging: &job.delta.paging,
+            lookback: lookback.map(|lb| (lb, split.as_ref().map_or(&[][..], |s| &s.new[..]))),
         };
         let pending = crate::store::PendingCursor::advance(cursor, advance)
             .map_err(|e| stream.rejected(format!("page {url}: {e}")))?;
         let after_json = pending.cursor().to_json();
         let durable_started = std::time::Instant::now();
-        // A page without records holds no data: its hash and size go in
-        // the audit line, nothing is landed and the manifest is unchanged
-        // (an empty poll every five minutes must not leave a file each time).
-        let (landed, listed) = if job.options.dry_run || summary.records == 0 {
+        // A page without new records holds no new data: its hash and size
+        // go in the audit line, nothing is landed and the manifest is
+        // unchanged (an empty poll every five minutes must not leave a file
+        // each time, nor a re-read span land its records again).
+        let repeated: Vec<u32> = split.as_ref().map_or_else(Vec::new, |s| s.repeated.clone());
+        let (landed, listed) = if job.options.dry_run || new_records == 0 {
             temp.discard();
             (None, None)
         } else {
             let (landed, listed) = self
-                .land_page(stream, url, cursor, &after_json, temp, digest, &summary)
+                .land_page(
+                    stream,
+                    url,
+                    cursor,
+                    &after_json,
+                    temp,
+                    digest,
+                    &summary,
+                    &repeated,
+                )
                 .await?;
             (Some(landed), listed)
         };
@@ -271,6 +300,12 @@ impl PageCommit {
             payload_sha256: digest.sha256.clone(),
             bytes: digest.bytes,
             records: summary.records,
+            repeated_records: repeated.len() as u64,
+            repeated: if landed.is_some() {
+                repeated.clone()
+            } else {
+                Vec::new()
+            },
             landed: landed.is_some(),
             landing_file: landed.as_ref().map(|l| l.file().to_string()),
             landing_dir: self.landing.recorded_dir().to_string(),
@@ -333,7 +368,7 @@ impl PageCommit {
         Ok(CommittedPage {
             next,
             cursor: after,
-            records: summary.records,
+            records: new_records,
             replayed,
         })
     }
@@ -354,6 +389,7 @@ impl PageCommit {
         temp: crate::store::LandingTemp,
         digest: &crate::edc::BodyDigest,
         summary: &PageSummary,
+        repeated: &[u32],
     ) -> Result<(crate::store::LandedPage, Option<String>), SyncError> {
         let landed = match self.landing.remote().cloned() {
             Some(remote) => {
@@ -375,6 +411,7 @@ impl PageCommit {
             run_id: stream.run_id.to_string(),
             file: landed.file().to_string(),
             landed_at: now_rfc3339(),
+            repeated: repeated.to_vec(),
         };
         if let Cursors::Db(db) = &self.cursors {
             if db.is_listed(&entry.page_key, &entry.sha256).await? {

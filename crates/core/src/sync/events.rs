@@ -77,8 +77,18 @@ pub struct PageCommitted {
     pub status: u16,
     pub payload_sha256: String,
     pub bytes: u64,
+    /// Records on the page, repeated ones included.
     pub records: u64,
-    /// False for a dry run and for a page without records (nothing to
+    /// With a lookback: records on the page that were landed before (read
+    /// again in the span the window re-reads). A page of nothing else is
+    /// not landed again.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub repeated_records: u64,
+    /// Positions (from 0) of those records on a landed page: the manifest
+    /// entry lists them too, and a reader of the page skips them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub repeated: Vec<u32>,
+    /// False for a dry run and for a page without new records (nothing to
     /// land: the hash and size above are the record of what was received).
     pub landed: bool,
     pub landing_file: Option<String>,
@@ -104,6 +114,10 @@ pub struct PageCommitted {
     /// Vault `WARNING` responses: the warnings, kept with the page.
     pub vendor_warnings: Vec<VendorMessage>,
     pub vendor_execution_id: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Written only by `record_commit`, as the `page_committed` line whose

@@ -6,6 +6,7 @@
 //! hundred kilobytes of memory.
 
 mod check;
+pub mod identity;
 mod json;
 #[cfg(test)]
 mod json_oracle;

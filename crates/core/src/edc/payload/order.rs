@@ -27,6 +27,32 @@ pub fn compare_params(a: &str, b: &str) -> Ordering {
     a.cmp(b)
 }
 
+/// The RFC 3339 timestamp `secs` seconds before `s`, in UTC (`Z`) with as
+/// many fraction digits as `s` had: the form the endpoint was sent before.
+/// `None` when `s` is not a timestamp.
+pub fn earlier(s: &str, secs: u64) -> Option<String> {
+    let t = instant(s)?.to_offset(time::UtcOffset::UTC) - time::Duration::seconds(i64::try_from(secs).ok()?);
+    let digits = s
+        .split_once('.')
+        .map_or(0, |(_, frac)| frac.bytes().take_while(u8::is_ascii_digit).count())
+        .min(9);
+    let whole = format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    );
+    Some(if digits == 0 {
+        format!("{whole}Z")
+    } else {
+        let nanos = format!("{:09}", t.nanosecond());
+        format!("{whole}.{}Z", &nanos[..digits])
+    })
+}
+
 /// A cursor value with its instant parsed once: a page's low- and
 /// high-water marks are compared against every record, and parsing both
 /// sides of every comparison would cost more than the rest of the scan.
@@ -123,6 +149,23 @@ mod tests {
             compare_params("2026-01-01T10:00:00+02:00", "2026-01-01T09:00:00Z"),
             Ordering::Less
         );
+    }
+
+    #[test]
+    fn earlier_keeps_the_form_it_was_given() {
+        assert_eq!(
+            earlier("2026-01-01T00:10:00Z", 3600).as_deref(),
+            Some("2025-12-31T23:10:00Z")
+        );
+        assert_eq!(
+            earlier("2026-01-01T00:10:00.250Z", 1).as_deref(),
+            Some("2026-01-01T00:09:59.250Z")
+        );
+        assert_eq!(
+            earlier("2026-01-01T02:00:00.5+02:00", 0).as_deref(),
+            Some("2026-01-01T00:00:00.5Z")
+        );
+        assert_eq!(earlier("42", 1), None);
     }
 
     #[test]

@@ -59,6 +59,7 @@ pub(super) fn initial(stream: &StreamIdentity, window_start: Option<String>) -> 
             run_id: None,
             receipt: None,
             manifest_bytes: None,
+            lookback: None,
         },
     }
 }

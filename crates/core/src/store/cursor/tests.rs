@@ -27,6 +27,7 @@ fn page(high: &str, sha256: &'static str, records: u64) -> PageAdvance<'static> 
         paging: &Paging::LinkHeader,
         window_end: None,
         next_start: None,
+        lookback: None,
     }
 }
 
@@ -104,4 +105,44 @@ fn the_store_holds_the_run_lock() {
         RunLock::acquire(dir.path(), &id(), "other").is_ok(),
         "released with the store"
     );
+}
+
+#[test]
+fn a_lookback_starts_the_next_window_that_much_earlier_and_remembers_that_span() {
+    use crate::config::Lookback;
+    use crate::edc::payload::identity::RecordKey;
+    let lookback = Lookback {
+        span: std::time::Duration::from_secs(60),
+        record_id: None,
+        max_records: 100,
+    };
+    let key = |at: &str, identity: &str| RecordKey {
+        position: 0,
+        identity: identity.into(),
+        at: at.into(),
+    };
+    let landed = [
+        key("2026-01-01T00:00:00Z", "old"),
+        key("2026-01-01T00:09:30Z", "recent"),
+        key("2026-01-01T00:10:00Z", "newest"),
+    ];
+    let start = read::initial(&id(), Some("2025-12-31T00:00:00Z".into()));
+    let mut advance = page("2026-01-01T00:10:00Z", "0", 3);
+    advance.lookback = Some((&lookback, &landed));
+    let after = PendingCursor::advance(&start, advance).unwrap().cursor().clone();
+    assert_eq!(after.window_start(), Some("2026-01-01T00:09:00Z"));
+    let memory = after.lookback_memory().unwrap();
+    assert_eq!(
+        memory.len(),
+        2,
+        "only the span the next window re-reads is remembered"
+    );
+    assert!(memory.identities().contains("recent") && !memory.identities().contains("old"));
+
+    // A re-read with nothing new: the start stays, it never moves back.
+    let mut again = page("2026-01-01T00:10:00Z", "1", 0);
+    again.lookback = Some((&lookback, &[]));
+    let after = PendingCursor::advance(&after, again).unwrap().cursor().clone();
+    assert_eq!(after.window_start(), Some("2026-01-01T00:09:00Z"));
+    assert_eq!(after.lookback_memory().unwrap().len(), 2);
 }

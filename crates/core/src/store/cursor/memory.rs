@@ -1,0 +1,156 @@
+//! The lookback's memory: the identities of the records a stream landed
+//! whose cursor values lie in the span the next window re-reads, kept in
+//! the cursor and committed with it, so a re-read record is recognised and
+//! not landed twice (`edc::payload::identity`).
+//!
+//! It is bounded: past `max_records` identities the oldest cursor values
+//! are forgotten whole, and the memory then says from where it is
+//! complete; the next window starts no earlier than that, so a record is
+//! never re-read without being recognised (the lookback is shortened
+//! instead, and the `page_committed` line's cursor shows by how much).
+
+use std::cmp::Ordering;
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::edc::payload::order::compare_params;
+
+/// Identities of landed records grouped by cursor value, oldest first.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordMemory {
+    /// Every landed record with a cursor value at or after this one is
+    /// remembered (`None`: every landed record since the stream began).
+    complete_from: Option<String>,
+    /// `[cursor value, [identity, ...]]`, ascending by cursor value.
+    seen: Vec<(String, Vec<String>)>,
+}
+
+impl RecordMemory {
+    /// A memory complete from `from`: the start of the window in progress
+    /// when a stream first keeps one (nothing before it was remembered).
+    pub fn starting_at(from: Option<String>) -> RecordMemory {
+        RecordMemory {
+            complete_from: from,
+            seen: Vec::new(),
+        }
+    }
+
+    /// How many identities are kept.
+    pub fn len(&self) -> usize {
+        self.seen.iter().map(|(_, ids)| ids.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.seen.is_empty()
+    }
+
+    /// Where the memory is complete from.
+    pub fn complete_from(&self) -> Option<&str> {
+        self.complete_from.as_deref()
+    }
+
+    /// Every identity kept, for looking a page's records up at once.
+    pub fn identities(&self) -> HashSet<&str> {
+        self.seen
+            .iter()
+            .flat_map(|(_, ids)| ids.iter().map(String::as_str))
+            .collect()
+    }
+
+    /// Remembers a landed record.
+    pub fn add(&mut self, at: &str, identity: &str) {
+        match self.seen.binary_search_by(|(t, _)| compare_params(t, at)) {
+            Ok(i) => self.seen[i].1.push(identity.to_string()),
+            Err(i) => self.seen.insert(i, (at.to_string(), vec![identity.to_string()])),
+        }
+    }
+
+    /// Forgets the oldest cursor values whole until at most `max`
+    /// identities are kept (the newest value is kept even when it alone
+    /// holds more); the memory is then complete from the oldest kept.
+    pub fn bound(&mut self, max: usize) {
+        let mut len = self.len();
+        let mut dropped = 0;
+        while len > max && self.seen.len() - dropped > 1 {
+            len -= self.seen[dropped].1.len();
+            dropped += 1;
+        }
+        if dropped > 0 {
+            self.seen.drain(..dropped);
+            self.complete_from = self.seen.first().map(|(at, _)| at.clone());
+        }
+    }
+
+    /// The start of the next window: `wanted` (the end of this one less
+    /// the lookback), but never before where the memory is complete.
+    pub fn next_start(&self, wanted: String) -> String {
+        match &self.complete_from {
+            Some(from) if compare_params(from, &wanted) == Ordering::Greater => from.clone(),
+            _ => wanted,
+        }
+    }
+
+    /// Forgets what the window starting at `start` cannot re-read; the
+    /// memory is then complete from `start`.
+    pub fn keep_from(&mut self, start: &str) {
+        self.seen
+            .retain(|(at, _)| compare_params(at, start) != Ordering::Less);
+        self.complete_from = Some(start.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: [&str; 4] = [
+        "2026-01-01T00:00:00Z",
+        "2026-01-01T00:00:00.500Z",
+        "2026-01-01T00:00:01Z",
+        "2026-01-01T00:00:02Z",
+    ];
+
+    #[test]
+    fn identities_are_kept_in_order_of_their_instants() {
+        let mut m = RecordMemory::starting_at(None);
+        m.add(T[2], "c");
+        m.add(T[0], "a");
+        m.add(T[1], "b");
+        m.add(T[2], "d");
+        assert_eq!(m.len(), 4);
+        let order: Vec<&str> = m.seen.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(
+            order,
+            [T[0], T[1], T[2]],
+            "'.' sorts before 'Z' as text; instants decide"
+        );
+        assert!(m.identities().contains("d"));
+        m.keep_from(T[1]);
+        assert_eq!(m.len(), 3);
+        assert_eq!(m.complete_from(), Some(T[1]));
+    }
+
+    #[test]
+    fn a_bound_forgets_whole_instants_and_moves_where_the_memory_is_complete() {
+        let mut m = RecordMemory::starting_at(None);
+        for (i, t) in T.iter().enumerate() {
+            for k in 0..=i {
+                m.add(t, &format!("{i}-{k}"));
+            }
+        }
+        assert_eq!(m.len(), 10);
+        m.bound(8);
+        assert_eq!(m.len(), 7, "the oldest two instants went whole");
+        assert_eq!(m.complete_from(), Some(T[2]));
+        assert_eq!(
+            m.next_start(T[0].into()),
+            T[2],
+            "never re-read what is not remembered"
+        );
+        assert_eq!(m.next_start(T[3].into()), T[3]);
+        m.bound(1);
+        assert_eq!(m.len(), 4, "the newest instant stays whole");
+    }
+}
