@@ -377,6 +377,14 @@ pub struct BackfillArgs {
     /// whole number, as --since.
     #[arg(long, value_parser = cursor_bound)]
     pub until: Option<String>,
+    /// Prove the window complete: read it again and land only the records
+    /// missing from the landing (the incremental stream's and every earlier
+    /// backfill's under --out), then print how many were missing (0 is the
+    /// proof; stream_finished records it too). The incremental cursor is not
+    /// touched, and every such check starts afresh. JSON deltas, a state
+    /// directory and a landing directory only.
+    #[arg(long)]
+    pub missing_only: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -39,12 +39,31 @@ pub fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
                 .exit();
         }
     }
-    let label = format!(
+    let mut label = format!(
         "{}..{}",
         sanitize(&args.since),
         args.until.as_deref().map_or("open".into(), sanitize)
     );
+    let missing_only = args.missing_only;
     let mut spec = spec(args.sync)?;
+    if missing_only {
+        let state = spec.state.to_string_lossy();
+        let out = spec.out.to_string_lossy();
+        if edc_core::state_db::is_db_url(&state) || out.contains("://") {
+            use clap::CommandFactory;
+            crate::cli::Cli::command()
+                .error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    "--missing-only compares with the manifest files of a landing directory: it needs --state \
+                     and --out to be directories",
+                )
+                .exit();
+        }
+        // Each check reads its whole window afresh, beside the landing it
+        // checks: what it lands is what was missing.
+        spec.options.missing_from = Some(spec.out.clone());
+        label = format!("missing-{label}-{}", sanitize(&edc_core::audit::now_rfc3339()));
+    }
     if edc_core::state_db::is_db_url(&spec.state.to_string_lossy()) {
         // A state database keeps the backfill's cursor and manifest under
         // keys of their own, which are also where its pages land below
@@ -88,6 +107,17 @@ pub fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
         bar.finish_and_clear();
     }
     print_summary(&result).context("writing the summary to stdout")?;
+    if missing_only {
+        let mut out = std::io::stdout().lock();
+        for r in &result.reports {
+            writeln!(
+                out,
+                "  stream {}: {} records missing from the landing (landed now), {} already landed",
+                r.stream, r.records, r.repeated_records
+            )
+            .context("writing the summary to stdout")?;
+        }
+    }
     result.outcome
 }
 

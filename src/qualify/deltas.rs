@@ -109,7 +109,7 @@ async fn oq_024(ctx: &mut Ctx) -> anyhow::Result<()> {
         sorted == expected && n > 80,
     );
     ctx.check(
-        "window start after each run (the second after that run's window end)",
+        "window start after each run (the second after that run's window end, less the lookback)",
         "strictly increasing",
         format!("{starts:?}"),
         starts.windows(2).all(|w| w[0].as_str() < w[1].as_str()),

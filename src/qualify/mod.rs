@@ -9,6 +9,7 @@ mod deltas;
 pub mod evidence;
 mod integrity;
 pub mod iq;
+mod late_records;
 mod pacing;
 mod report;
 mod resilience;

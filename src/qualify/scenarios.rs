@@ -17,6 +17,7 @@ pub fn all() -> Vec<Scenario> {
     all.extend(super::deltas::all());
     all.extend(super::integrity::all());
     all.extend(super::state_db::all());
+    all.extend(super::late_records::all());
     all.sort_by_key(|s| s.id);
     all
 }

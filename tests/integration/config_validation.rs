@@ -246,7 +246,10 @@ fn a_lookback_is_checked_and_only_taken_where_a_cursor_is_a_time() {
         &["veeva_vault.delta.lookback.max_records"],
     );
     assert_rejected(
-        &example_with("      record_id: id                  # the field", "      recordid: id                  # the field"),
+        &example_with(
+            "      record_id: id                  # the field",
+            "      recordid: id                  # the field",
+        ),
         &["veeva_vault.delta.lookback.recordid"],
     );
     assert_rejected(

@@ -117,6 +117,7 @@ oq_test!(oq_030_audit_trail_anchored_and_keyed, "OQ-030");
 oq_test!(oq_031_moved_evidence_re_proven, "OQ-031");
 oq_test!(oq_032_object_store_landing, "OQ-032");
 oq_test!(oq_033_state_in_postgresql, "OQ-033");
+oq_test!(oq_034_late_records_lookback_and_completeness, "OQ-034");
 
 #[test]
 fn every_scenario_has_a_test_here() {

@@ -39,6 +39,8 @@ struct CommittedPage {
     next: Option<Url>,
     cursor: Cursor,
     records: u64,
+    /// Records on the page landed before.
+    repeated: u64,
     replayed: bool,
 }
 
@@ -239,17 +241,18 @@ impl PageCommit {
         // With a lookback, the page's records already landed (read again
         // in the re-read span) are told apart from the new ones.
         let lookback = job.delta.lookback.as_ref();
-        let split = match lookback {
-            Some(lb) if summary.records > 0 => {
-                let body = temp.read_back()?;
-                let records = job.delta.records_pointer.as_deref().unwrap_or("/data");
-                let field = job.delta.cursor_field.as_deref().unwrap_or_default();
-                match payload::identity::record_keys(body, records, field, lb.record_id.as_deref()) {
-                    Ok(keys) => Some(lookback::split(cursor, keys)),
-                    Err(invalid) => return Err(self.quarantine(stream, page, temp, digest, invalid)),
-                }
+        let identify = lookback.is_some() || stream.landed_before.is_some();
+        let split = if identify && summary.records > 0 {
+            let body = temp.read_back()?;
+            let records = job.delta.records_pointer.as_deref().unwrap_or("/data");
+            let field = job.delta.cursor_field.as_deref().unwrap_or_default();
+            let record_id = lookback.and_then(|l| l.record_id.as_deref());
+            match payload::identity::record_keys(body, records, field, record_id) {
+                Ok(keys) => Some(lookback::split(cursor, keys, stream.landed_before.as_ref())),
+                Err(invalid) => return Err(self.quarantine(stream, page, temp, digest, invalid)),
             }
-            _ => None,
+        } else {
+            None
         };
         let new_records = split.as_ref().map_or(summary.records, |s| s.new.len() as u64);
         let advance = PageAdvance {
@@ -369,6 +372,7 @@ impl PageCommit {
             next,
             cursor: after,
             records: new_records,
+            repeated: repeated.len() as u64,
             replayed,
         })
     }
@@ -533,6 +537,7 @@ impl PageCommit {
         stream.report.records += committed.records;
         stream.report.bytes += digest.bytes;
         stream.report.replayed_pages += u64::from(committed.replayed);
+        stream.report.repeated_records += committed.repeated;
         if let Some(bar) = &stream.job.options.progress {
             bar.inc(1);
             bar.set_message(format!("{}: {} records", stream.name, stream.report.records));

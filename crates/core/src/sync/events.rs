@@ -366,6 +366,10 @@ pub struct StreamFinished {
     pub records: u64,
     pub bytes: u64,
     pub replayed_pages: u64,
+    /// Records read that were landed before (a lookback's re-read span;
+    /// with `backfill --missing-only`, every record not missing).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub repeated_records: u64,
     pub window_complete: bool,
     pub cursor: serde_json::Value,
 }

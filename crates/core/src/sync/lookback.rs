@@ -31,19 +31,24 @@ pub struct Split {
     pub repeated: Vec<u32>,
 }
 
-/// Splits a page's records by the memory of the cursor before it.
-pub fn split(cursor: &Cursor, keys: Vec<RecordKey>) -> Split {
+/// Splits a page's records by the memory of the cursor before it and,
+/// for `backfill --missing-only`, the records landed before elsewhere.
+pub fn split(cursor: &Cursor, keys: Vec<RecordKey>, landed_before: Option<&HashSet<String>>) -> Split {
     let known = cursor
         .lookback_memory()
         .map(|m| m.identities())
         .unwrap_or_default();
+    let elsewhere = |id: &str| landed_before.is_some_and(|l| l.contains(id));
     let mut on_page: HashSet<String> = HashSet::new();
     let mut out = Split {
         new: Vec::new(),
         repeated: Vec::new(),
     };
     for key in keys {
-        if known.contains(key.identity.as_str()) || !on_page.insert(key.identity.clone()) {
+        if known.contains(key.identity.as_str())
+            || elsewhere(&key.identity)
+            || !on_page.insert(key.identity.clone())
+        {
             out.repeated.push(key.position);
         } else {
             out.new.push(key);

@@ -30,6 +30,7 @@
 
 mod classify;
 mod commit;
+mod completeness;
 mod error;
 pub mod events;
 mod fence;
@@ -171,6 +172,7 @@ pub async fn run_stream<P: Pacer>(job: &StreamJob<P>) -> StreamOutcome {
         records: l.report.records,
         bytes: l.report.bytes,
         replayed_pages: l.report.replayed_pages,
+        repeated_records: l.report.repeated_records,
         window_complete: l.report.window_complete,
         cursor,
     };

@@ -156,8 +156,30 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
         cursor_file: cursors.path().to_path_buf(),
         ..StreamReport::default()
     };
+    let mut stream = Stream::new(job, name, report);
+    if let Some(root) = &job.options.missing_from {
+        if landing.remote().is_some() {
+            return Err(stream.rejected(
+                "backfill --missing-only compares with a landing directory; an object-store landing is not \
+                 supported"
+                    .into(),
+            ));
+        }
+        if job.delta.format != crate::config::PayloadFormat::Json {
+            return Err(stream.rejected(
+                "backfill --missing-only tells records apart in JSON pages; this delta is ODM".into(),
+            ));
+        }
+        let dir = crate::store::stream_dir_name(&job.identity);
+        stream.landed_before = Some(super::completeness::landed_identities(
+            root,
+            &dir,
+            &stream.name,
+            &job.delta,
+        )?);
+    }
     Ok(Loop {
-        stream: Stream::new(job, name, report),
+        stream,
         slots: Slots::new(fenced),
         window: Window::default(),
         commit: PageCommit::new(cursors, landing),
@@ -249,8 +271,18 @@ async fn start_in_db<'a, P: Pacer>(
         cursor_file: held.recorded_cursor().into(),
         ..StreamReport::default()
     };
+    let stream = Stream::new(job, name, report);
+    if job.options.missing_from.is_some() {
+        // The manifests it would compare with are rows here, not files.
+        held.unlock().await;
+        return Err(stream.rejected(
+            "backfill --missing-only compares with manifest files: it needs a state directory, not a state \
+             database"
+                .into(),
+        ));
+    }
     Ok(Loop {
-        stream: Stream::new(job, name, report),
+        stream,
         slots: Slots::new(None),
         window: Window::default(),
         commit: PageCommit::in_db(held, landing),

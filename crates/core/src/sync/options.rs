@@ -23,6 +23,10 @@ pub struct SyncOptions {
     /// kept apart from the incremental ones (`backfill/SINCE..UNTIL`, the
     /// directory a state directory would nest them in).
     pub state_namespace: Option<String>,
+    /// `backfill --missing-only`: the landing root whose records (the
+    /// incremental stream's and every earlier backfill's under it) are
+    /// landed already; only records missing from all of them are landed.
+    pub missing_from: Option<std::path::PathBuf>,
 }
 
 /// True once a cursor value is strictly past `until` (numbers as numbers,

@@ -43,6 +43,8 @@ pub struct StreamReport {
     pub records: u64,
     pub bytes: u64,
     pub replayed_pages: u64,
+    /// Records read that were landed before (see `stream_finished`).
+    pub repeated_records: u64,
     pub waits: Vec<Wait>,
     pub window_complete: bool,
     pub landing_dir: PathBuf,

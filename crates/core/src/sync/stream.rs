@@ -32,6 +32,9 @@ pub(super) struct Stream<'a, P: Pacer> {
     requests: u64,
     /// A clock-skew warning was logged for this stream already.
     skew_warned: bool,
+    /// `backfill --missing-only`: the identities of the records landed
+    /// already (`completeness.rs`); a record among them is not landed.
+    pub landed_before: Option<std::collections::HashSet<String>>,
 }
 
 impl<'a, P: Pacer> Stream<'a, P> {
@@ -43,6 +46,7 @@ impl<'a, P: Pacer> Stream<'a, P> {
             report,
             requests: 0,
             skew_warned: false,
+            landed_before: None,
         }
     }
 
