@@ -393,6 +393,30 @@ async fn the_login_asks_for_the_configured_vault_among_the_users_vaults() {
     assert_eq!(logins[1].vault_dns.as_deref(), Some("other-vault.example"));
 }
 
+/// A vault with Client ID Filtering admits the default client ID the
+/// policy sends when a connection lists it, and refuses the login (77)
+/// when none does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_id_filtering_admits_the_listed_id_and_refuses_the_rest_with_77() {
+    let fx = Fixture::new();
+    let listed = sim(Profile::Vault, 20, &[], |c| {
+        c.client_id_filter = Some(vec![edc_core::config::DEFAULT_VAULT_CLIENT_ID.into()])
+    })
+    .await;
+    assert_exit(&fx.run("vault_session", &listed, PASSWORD).await, 0);
+    assert!(listed.requests().iter().all(|r| r.status == 200));
+
+    let fx = Fixture::new();
+    let other = sim(Profile::Vault, 20, &[], |c| {
+        c.client_id_filter = Some(vec!["acme-clinical-dm-server-other".into()])
+    })
+    .await;
+    let out = fx.run("vault_session", &other, PASSWORD).await;
+    assert_exit(&out, 77);
+    assert!(stderr(&out).contains("INSUFFICIENT_ACCESS"), "{}", stderr(&out));
+    assert_eq!(other.requests().len(), 1, "nothing but the login was sent");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_vault_password_exits_77_naming_the_variables() {
     let fx = Fixture::new();

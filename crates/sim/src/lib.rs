@@ -75,6 +75,9 @@ pub struct SimConfig {
     /// request named). A login whose `vaultDNS` is not among them gets a
     /// session for the default vault, as Vault does.
     pub vaults: Vec<String>,
+    /// Vault profile: Client ID Filtering on, admitting these client IDs
+    /// only (`None`: off).
+    pub client_id_filter: Option<Vec<String>>,
 }
 
 impl Default for SimConfig {
@@ -105,6 +108,7 @@ impl Default for SimConfig {
             odm_path: "/RaveWebServices/datasets/ClinicalAuditRecords.odm".into(),
             request_log: None,
             vaults: Vec::new(),
+            client_id_filter: None,
         }
     }
 }

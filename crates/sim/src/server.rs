@@ -167,7 +167,24 @@ pub async fn handle(
         ))
     };
     let form = form.flatten();
+    // Client ID Filtering (Vault REST API reference, "Client ID": "Once
+    // Client ID Filtering is enabled, Vault will reject API requests
+    // originating with a client ID that does not match an active
+    // Connection"). The reference names no error type for it; the vault
+    // profile answers as for any refused privilege, 200 FAILURE
+    // INSUFFICIENT_ACCESS, on the login and on every other request.
+    let filtered = state.config.profile == Profile::Vault
+        && state
+            .config
+            .client_id_filter
+            .as_ref()
+            .is_some_and(|allowed| !client_id(&parts).is_some_and(|id| allowed.contains(&id)));
     let mut answer = match (login, &form) {
+        _ if filtered => Answer::body(
+            StatusCode::OK,
+            "application/json",
+            profile::vault_failure("INSUFFICIENT_ACCESS"),
+        ),
         // A redirect fault applies to the login too: Vault documents none,
         // but a gateway in front of it may answer one, and the client must
         // never follow it off the origin with the password.
