@@ -473,6 +473,55 @@ async fn a_vault_burst_at_the_floor_slows_the_quota_and_says_why() {
     assert!(low[0]["reason"].as_str().unwrap().contains("vendor_burst_floor"));
 }
 
+/// Two streams on one vault whose burst allowance is at the floor: every
+/// response at or below it costs the shared quota 300 s / the burst limit,
+/// so the two streams together send no faster than the limit allows (a
+/// pause that let both go at once sent twice that). Measured from the
+/// simulator's arrival times; only a lower bound on time is asserted, so a
+/// slow machine cannot fail it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_streams_at_the_vault_burst_floor_together_keep_to_the_announced_limit() {
+    let fx = Fixture::new();
+    let at = support::SIM_POLICIES.find("\nvault_json:").unwrap();
+    let (before, block) = support::SIM_POLICIES.split_at(at);
+    let block = block
+        .replacen(
+            "  max_retry_attempts: 3\n",
+            "  max_retry_attempts: 3\n  vendor_burst_floor: 2996\n",
+            1,
+        )
+        .replacen(
+            "    page_size: 40\n",
+            "    page_size: 5\n  streams:\n    first: {}\n    second: {}\n",
+            1,
+        );
+    std::fs::write(fx.path("policies.yaml"), format!("{before}{block}")).unwrap();
+    // 3000 calls per 5-minute window: at the floor, one call per 100 ms.
+    let sim = start_sim_with(SimConfig {
+        dataset: dataset(100),
+        vault_burst: Some(3000),
+        ..SimConfig::default()
+    })
+    .await;
+    let mut spec = fx.spec("vault_json", &sim);
+    spec.allow_dirty = true;
+    spec.streams = Streams::All;
+    let result = run::execute(spec).await.unwrap();
+    assert_eq!(exit_of(&result), 0, "{:?}", result.outcome);
+    let requests = sim.requests();
+    assert_eq!(requests.len(), 2 * 20, "20 pages of 5 per stream");
+    // From the 4th request on, every answer is at or below the floor.
+    let slow: Vec<i64> = requests[4..].iter().map(|r| r.t_us).collect();
+    let span_s = (slow[slow.len() - 1] - slow[0]) as f64 / 1e6;
+    let allowed = span_s / 0.1 + 2.0; // + the two streams' requests in flight
+    assert!(
+        (slow.len() - 1) as f64 <= allowed,
+        "{} requests in {span_s:.2} s at the floor: more than one per 100 ms across both streams",
+        slow.len() - 1
+    );
+    assert!(!fx.events("vendor_burst_low").is_empty());
+}
+
 // ---- crash safety ---------------------------------------------------------
 
 fn sync_cmd(fx: &Fixture, vendor: &str, sim_url: &str, extra: &[&str]) -> std::process::Command {

@@ -183,6 +183,11 @@ impl<P: Pacer> Limiter<P> {
         self.shared.pacer.pause(&self.shared.quota, pause).await
     }
 
+    /// See [`Pacer::stretch`].
+    pub async fn stretch(&self, by: Duration) -> Result<(), PacerError> {
+        self.shared.pacer.stretch(&self.shared.quota, by).await
+    }
+
     /// Tells the pacer now about every lease given back and not yet
     /// carried by a call: at the end of a stream, before a long sleep.
     pub async fn flush(&self) -> Result<(), PacerError> {

@@ -337,7 +337,14 @@ impl Pacer for RedisPacer {
 
     async fn pause(&self, quota: &Quota, pause: Duration) -> Result<(), PacerError> {
         let mut inv = self.inner.pause.prepare_invoke();
-        inv.key(self.key(quota, "pause")).arg(millis(pause));
+        inv.key(self.key(quota, "pause")).arg(millis(pause)).arg("extend");
+        let _: (String, String) = self.call("pause.lua", &inv).await?;
+        Ok(())
+    }
+
+    async fn stretch(&self, quota: &Quota, by: Duration) -> Result<(), PacerError> {
+        let mut inv = self.inner.pause.prepare_invoke();
+        inv.key(self.key(quota, "pause")).arg(millis(by)).arg("stretch");
         let _: (String, String) = self.call("pause.lua", &inv).await?;
         Ok(())
     }

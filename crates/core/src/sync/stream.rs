@@ -284,12 +284,15 @@ impl<'a, P: Pacer> Stream<'a, P> {
             burst_remaining: remaining,
             floor,
             pause_s: pause.as_secs_f64(),
-            reason: "X-VaultAPI-BurstLimitRemaining at or below vendor_burst_floor: the quota is paused so \
-                     requests are spread over the vendor's 5-minute burst window"
+            reason: "X-VaultAPI-BurstLimitRemaining at or below vendor_burst_floor: each such answer costs \
+                     the quota 300 s / X-VaultAPI-BurstLimit, so every stream and process on it together is \
+                     spread over the vendor's 5-minute burst window"
                 .into(),
         };
         self.job.audit.record(event).await?;
-        self.job.limiter.pause(pause).await?;
+        // Stretched, not paused: a pause would let every waiter go at one
+        // instant, and two streams would spend the allowance twice as fast.
+        self.job.limiter.stretch(pause).await?;
         self.report.waits.push(Wait {
             kind: WaitKind::VendorBurst,
             reason: "vendor burst floor".into(),
