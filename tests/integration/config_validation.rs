@@ -259,6 +259,17 @@ fn a_lookback_is_checked_and_only_taken_where_a_cursor_is_a_time() {
         ),
         &["medidata_rave.delta.lookback: only used with format: json and cursor_kind: timestamp"],
     );
+    assert_rejected(
+        &example_with(
+            "# default mode applies. Uncomment on 2022.3 or later.",
+            "# default mode applies. Uncomment on 2022.3 or later.\n  streams:\n    s1:\n      lookback:\n        seconds: 60",
+        ),
+        &["medidata_rave.streams.s1.lookback: only used with format: json and cursor_kind: timestamp"],
+    );
+    assert_rejected(
+        &example_with("        seconds: 7200 ", "        seconds: 1.5 "),
+        &["veeva_vault.streams.document_audit_trail.lookback.seconds"],
+    );
 }
 
 #[test]

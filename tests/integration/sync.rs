@@ -522,6 +522,36 @@ async fn two_streams_at_the_vault_burst_floor_together_keep_to_the_announced_lim
     assert!(!fx.events("vendor_burst_low").is_empty());
 }
 
+/// A stream's own `lookback` replaces its delta's for that stream alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streams_own_lookback_overrides_the_deltas() {
+    let fx = Fixture::new();
+    let at = support::SIM_POLICIES.find("\nvault_json:").unwrap();
+    let (before, block) = support::SIM_POLICIES.split_at(at);
+    let block = block.replacen(
+        "    page_size: 40\n",
+        "    page_size: 40\n  streams:\n    exact:\n      lookback:\n        seconds: 0\n    wide:\n      lookback:\n        seconds: 600\n    inherited: {}\n",
+        1,
+    );
+    std::fs::write(fx.path("policies.yaml"), format!("{before}{block}")).unwrap();
+    let sim = start_sim(30, &[]).await;
+    let mut spec = fx.spec("vault_json", &sim);
+    spec.allow_dirty = true;
+    spec.streams = Streams::All;
+    assert_eq!(exit_of(&run::execute(spec).await.unwrap()), 0);
+    let hw = dataset(30).record(30).modified;
+    let start = |stream: &str| fx.cursor("vault_json", stream)["window_start"].clone();
+    assert_eq!(start("exact"), hw.as_str());
+    assert_eq!(
+        start("wide"),
+        edc_core::edc::payload::order::earlier(&hw, 600).unwrap().as_str()
+    );
+    assert_eq!(
+        start("inherited"),
+        edc_core::edc::payload::order::earlier(&hw, 300).unwrap().as_str()
+    );
+}
+
 // ---- crash safety ---------------------------------------------------------
 
 fn sync_cmd(fx: &Fixture, vendor: &str, sim_url: &str, extra: &[&str]) -> std::process::Command {

@@ -214,24 +214,14 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
     }
     // A lookback re-reads a span of time: only a timestamp cursor has one.
     let (window, cursor_kind) = (window?, cursor_kind?);
-    let timestamps = format == PayloadFormat::Json && cursor_kind == CursorKind::Timestamp;
-    let default_s = if window.is_some() {
-        super::lookback::DEFAULT_WINDOW_LOOKBACK_S
-    } else {
-        super::lookback::DEFAULT_CURSOR_LOOKBACK_S
-    };
-    let lookback = match lookback_entry {
-        Some((p, _)) if !timestamps => {
-            report.add(
-                &p,
-                "only used with format: json and cursor_kind: timestamp (a lookback re-reads a span of time; \
-                 an ODM SourceID or a number cursor has none)",
-            );
+    let default_s = super::lookback::default_seconds(format, cursor_kind, window.is_some());
+    let lookback = match (lookback_entry, default_s) {
+        (Some((p, _)), None) => {
+            report.add(&p, super::lookback::NOT_A_TIME);
             return None;
         }
-        Some((p, n)) => super::lookback::lookback(report, p, n, default_s)?,
-        None if timestamps => super::lookback::default(default_s),
-        None => super::lookback::default(0),
+        (Some((p, n)), Some(default_s)) => super::lookback::lookback(report, p, n, default_s)?,
+        (None, default_s) => super::lookback::default(default_s.unwrap_or(0)),
     };
     let lookback = (!lookback.span.is_zero()).then_some(lookback);
     Some(Delta {

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use super::check::{integer, string, Fields, Report};
-use super::policy::Lookback;
+use super::policy::{CursorKind, Lookback, PayloadFormat};
 use super::yaml::Node;
 
 const LOOKBACK_KEYS: [&str; 3] = ["seconds", "record_id", "max_records"];
@@ -56,6 +56,40 @@ pub(super) fn lookback(
         record_id: record_id?,
         max_records: max_records?,
     })
+}
+
+/// The default `seconds` of a delta's lookback, or `None` when its cursor
+/// is not a time (no lookback possible).
+pub(super) fn default_seconds(format: PayloadFormat, cursor_kind: CursorKind, windowed: bool) -> Option<u64> {
+    if format != PayloadFormat::Json || cursor_kind != CursorKind::Timestamp {
+        None
+    } else if windowed {
+        Some(DEFAULT_WINDOW_LOOKBACK_S)
+    } else {
+        Some(DEFAULT_CURSOR_LOOKBACK_S)
+    }
+}
+
+/// What a lookback block given where no lookback is possible is told.
+pub(super) const NOT_A_TIME: &str =
+    "only used with format: json and cursor_kind: timestamp (a lookback re-reads a \
+                                     span of time; an ODM SourceID or a number cursor has none)";
+
+/// A stream's own `lookback` block, over its delta's: `Some(None)` turns
+/// it off for the stream (`seconds: 0`).
+pub(super) fn for_stream(
+    report: &mut Report,
+    path: Vec<String>,
+    node: &Node,
+    delta: Option<&super::policy::Delta>,
+) -> Option<Option<Lookback>> {
+    let default_s = delta.and_then(|d| default_seconds(d.format, d.cursor_kind, d.window.is_some()));
+    let Some(default_s) = default_s else {
+        report.add(&path, NOT_A_TIME);
+        return None;
+    };
+    let l = lookback(report, path, node, default_s)?;
+    Some((!l.span.is_zero()).then_some(l))
 }
 
 /// The lookback a delta has when its policy names none.

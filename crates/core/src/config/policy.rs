@@ -337,6 +337,9 @@ pub struct StreamSpec {
     pub query: Vec<(String, Template)>,
     /// An extra gate on top of the vendor quota, for this stream alone.
     pub sub_limit: Option<Rate>,
+    /// This stream's own lookback over its delta's (`Some(None)`: none
+    /// for this stream); `None`: the delta's.
+    pub lookback: Option<Option<Lookback>>,
 }
 
 /// The client ID a `vault`-dialect policy sends without `client_id`: in the

@@ -106,15 +106,21 @@ fn http(report: &mut Report, path: Vec<String>, node: Option<&Node>) -> Option<H
     Some(limits)
 }
 
-const STREAM_KEYS: [&str; 2] = ["query", "sub_limit"];
+const STREAM_KEYS: [&str; 3] = ["query", "sub_limit", "lookback"];
 
-fn streams(report: &mut Report, path: Vec<String>, node: Option<&Node>) -> Option<Vec<StreamSpec>> {
+fn streams(
+    report: &mut Report,
+    path: Vec<String>,
+    node: Option<&Node>,
+    delta: Option<&super::policy::Delta>,
+) -> Option<Vec<StreamSpec>> {
     let Some(node) = node else {
         // No streams listed: the vendor's delta is one stream of its own.
         return Some(vec![StreamSpec {
             name: "default".into(),
             query: Vec::new(),
             sub_limit: None,
+            lookback: None,
         }]);
     };
     let Node::Map(entries) = node else {
@@ -148,11 +154,16 @@ fn streams(report: &mut Report, path: Vec<String>, node: Option<&Node>) -> Optio
                 Some((sp, n)) => rate_map(report, sp, n).map(Some),
                 None => Some(None),
             };
+            let lookback = match f.optional("lookback") {
+                Some((lp, n)) => super::lookback::for_stream(report, lp, n, delta).map(Some),
+                None => Some(None),
+            };
             f.finish(report, &STREAM_KEYS);
             Some(StreamSpec {
                 name: name.clone(),
                 query: query?,
                 sub_limit: sub_limit?,
+                lookback: lookback?,
             })
         })();
         match stream {
@@ -264,7 +275,12 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
         None => Some(None),
     };
     let streams_node = f.optional("streams");
-    let streams = streams(report, f.child("streams"), streams_node.map(|(_, n)| n));
+    let streams = streams(
+        report,
+        f.child("streams"),
+        streams_node.map(|(_, n)| n),
+        delta.as_ref().and_then(Option::as_ref),
+    );
     let masked_query_params = match f.optional("masked_query_params") {
         Some((p, Node::Seq(items))) => {
             let mut out = Vec::new();

@@ -431,9 +431,17 @@ async fn run_streams(
     let client = prepared.client.clone();
     let mut tasks = tokio::task::JoinSet::new();
     for (index, (id, stream, quota)) in prepared.jobs.iter().cloned().enumerate() {
+        // A stream's own lookback is its delta's, changed in that one key.
+        let delta = match &stream.lookback {
+            Some(own) => Arc::new(crate::config::Delta {
+                lookback: own.clone(),
+                ..(*prepared.delta).clone()
+            }),
+            None => prepared.delta.clone(),
+        };
         let job = StreamJob {
             policy: prepared.policy.clone(),
-            delta: prepared.delta.clone(),
+            delta,
             spec: stream,
             identity: id,
             client: client.clone(),
