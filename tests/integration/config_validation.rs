@@ -48,8 +48,9 @@ fn the_shipped_example_is_valid() {
     ]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(
-        out.stdout
-            .contains("valid: 3 vendor(s): veeva_vault, veeva_vault_vql, medidata_rave"),
+        out.stdout.contains(
+            "valid: 4 vendor(s): veeva_vault, veeva_vault_vql, medidata_rave, medidata_rave_dataset"
+        ),
         "{}",
         out.stdout
     );

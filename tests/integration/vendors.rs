@@ -239,6 +239,77 @@ async fn a_rave_next_page_keeps_the_requests_own_parameters_when_the_link_drops_
     assert!(!landed.contains("M?ller"));
 }
 
+/// A Rave study dataset synced incrementally: three runs while records
+/// arrive (whole-second times, several a second), every record landed
+/// once; each run asks from the second the last document was made in, and
+/// the records of that second it reads again are recognised, not landed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rave_study_dataset_syncs_incrementally_every_record_once() {
+    const RECORDS: u32 = 60;
+    let fx = Fixture::new();
+    // Records every 250 ms from 10 s ago to 5 s from now.
+    let origin = std::time::SystemTime::now() - std::time::Duration::from_secs(10);
+    let sim = sim(Profile::Rave, RECORDS, &[], |c| {
+        c.audit_trail = Some(edc_sim::audit_trail::Arrivals::every(
+            origin,
+            std::time::Duration::from_millis(250),
+        ))
+    })
+    .await;
+    let mut starts = Vec::new();
+    for run in 0..3 {
+        if run > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(3000)).await;
+        }
+        assert_exit(&fx.run("rave_dataset", &sim, PASSWORD).await, 0);
+        starts.push(fx.cursor("rave_dataset")["window_start"].clone());
+    }
+    let requests: Vec<String> = sim.requests().into_iter().map(|r| r.path).collect();
+    assert_eq!(requests.len(), 3, "one document a run: {requests:?}");
+    assert!(
+        !requests[0].contains("start="),
+        "the first run reads the whole dataset"
+    );
+    for (r, start) in requests[1..].iter().zip(&starts) {
+        let sent = start.as_str().unwrap().trim_end_matches('Z').replace(':', "%3A");
+        assert!(r.contains(&format!("start={sent}")), "{r} asks from {start}");
+    }
+    let mut ids = edc_testkit::landed::landed_dataset_record_ids(&fx.stream_dir("rave_dataset")).unwrap();
+    assert_distinct(&ids, "dataset records");
+    ids.sort();
+    let every: Vec<String> = (1..=RECORDS).map(|n| format!("DS-{n:07}")).collect();
+    assert_eq!(ids, every, "every record once after the arrivals end");
+    let repeated: u64 = fx
+        .events("page_committed")
+        .iter()
+        .map(|l| l["repeated_records"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(repeated > 0, "the boundary second was read again and recognised");
+
+    // The shipped block, unchanged, against the same server: twice.
+    let dir = tempfile::tempdir().unwrap();
+    let repo = support::git_init(dir.path());
+    std::fs::write(dir.path().join("rate_limits.yaml"), support::example_config()).unwrap();
+    support::git_commit_all(&repo, "the shipped policy");
+    for _ in 0..2 {
+        let out = shipped_sync(
+            dir.path(),
+            "medidata_rave_dataset",
+            &["--tenant", "acme"],
+            &[("RAVE_API_BASE_URL", sim.base_url())],
+        )
+        .await;
+        assert_exit(&out, 0);
+    }
+    let shipped = edc_testkit::landed::landed_dataset_record_ids(
+        &dir.path()
+            .join(format!("landing/medidata_rave_dataset/acme/{STUDY}/-/default")),
+    )
+    .unwrap();
+    assert_distinct(&shipped, "shipped dataset block");
+    assert_eq!(shipped.len(), RECORDS as usize);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_rave_password_exits_77_naming_the_variables_and_the_reason_code() {
     let fx = Fixture::new();

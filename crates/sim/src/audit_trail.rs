@@ -79,7 +79,7 @@ fn parse_vault_date(s: &str) -> Option<i64> {
 
 impl Arrivals {
     /// The stamp of record `n`, in milliseconds since the epoch.
-    fn stamp_ms(&self, n: u32) -> i64 {
+    pub(crate) fn stamp_ms(&self, n: u32) -> i64 {
         let whole = secs(self.origin + self.every * n) * 1000;
         if self.subsecond {
             whole + i64::from(n.wrapping_mul(137) % 1000)
@@ -100,7 +100,7 @@ impl Arrivals {
     }
 
     /// When record `n` can first be served, in milliseconds since the epoch.
-    fn visible_ms(&self, n: u32) -> i64 {
+    pub(crate) fn visible_ms(&self, n: u32) -> i64 {
         match self.late {
             Some((k, delay)) if k > 0 && n.is_multiple_of(k) => self.stamp_ms(n) + delay.as_millis() as i64,
             _ => self.stamp_ms(n),
@@ -108,7 +108,7 @@ impl Arrivals {
     }
 
     /// The first record numbered >= 1 whose stamp is >= `at_ms` (records+1 if none).
-    fn first_at_or_after(&self, records: u32, at_ms: i64) -> u32 {
+    pub(crate) fn first_at_or_after(&self, records: u32, at_ms: i64) -> u32 {
         let (mut lo, mut hi) = (1u32, records + 1);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;

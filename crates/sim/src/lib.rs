@@ -11,6 +11,7 @@ mod log;
 pub mod profile;
 mod render;
 mod server;
+pub mod study_dataset;
 pub mod vql;
 
 use std::net::SocketAddr;

@@ -508,6 +508,11 @@ fn route(state: &State, req: &Parts, fault: Option<&Fault>) -> Answer {
     } else if path == cfg.odm_path {
         let (page, next) = super::render::odm_page(cfg, &query, garbage, cross_next);
         (page, next, "text/xml; charset=utf-8")
+    } else if let Some(page) = (cfg.profile == Profile::Rave)
+        .then(|| super::study_dataset::page(cfg, path, &query, state.now()))
+        .flatten()
+    {
+        (page, None, "text/xml; charset=utf-8")
     } else {
         return Answer::status(StatusCode::NOT_FOUND);
     };

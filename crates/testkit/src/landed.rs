@@ -105,3 +105,24 @@ pub fn landed_odm_source_ids(stream_dir: &Path) -> anyhow::Result<Vec<u64>> {
     }
     Ok(ids)
 }
+
+/// The record ids (`DS-nnnnnnn`) of the simulator's study-dataset pages
+/// landed in `stream_dir`, one per `SubjectData` that its page's manifest
+/// entry does not list as repeated.
+pub fn landed_dataset_record_ids(stream_dir: &Path) -> anyhow::Result<Vec<String>> {
+    let mut ids = Vec::new();
+    for page in landed_pages(stream_dir)? {
+        let text = String::from_utf8(page.bytes)?;
+        for (at, subject) in text.split("<SubjectData ").skip(1).enumerate() {
+            if page.repeated.contains(&(at as u64)) {
+                continue;
+            }
+            let (_, rest) = subject
+                .split_once(r#"ItemOID="RECORD" Value=""#)
+                .context("a SubjectData without its RECORD item")?;
+            let (id, _) = rest.split_once('"').context("an unclosed RECORD value")?;
+            ids.push(id.to_string());
+        }
+    }
+    Ok(ids)
+}

@@ -62,11 +62,13 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
     let paging_name = f.required(report, "paging").and_then(|(p, n)| {
         let s = string(report, &p, n)?;
         match s {
-            "json_next" | "link_header" | "rave_startid" => Some(s),
+            "json_next" | "link_header" | "rave_startid" | "rave_dataset" => Some(s),
             other => {
                 report.add(
                     &p,
-                    format!("must be one of json_next, link_header, rave_startid; got {other:?}"),
+                    format!(
+                        "must be one of json_next, link_header, rave_startid, rave_dataset; got {other:?}"
+                    ),
                 );
                 None
             }
@@ -88,10 +90,20 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
         None => Some(None),
     };
     let is_vql = matches!(vql, Some(Some(_)));
+    // A Rave study dataset is one document a run: nothing to page by.
+    let is_dataset = paging_name == Some("rave_dataset");
     let param = |f: &mut Fields, report: &mut Report, key: &str| {
         if is_vql {
             if f.optional(key).is_some() {
                 report.add(&f.child(key), "not used with delta.vql (the query carries it)");
+            }
+            Some(String::new())
+        } else if is_dataset && key == "page_size_param" {
+            if f.optional(key).is_some() {
+                report.add(
+                    &f.child(key),
+                    "not used with paging: rave_dataset (a study dataset is one document)",
+                );
             }
             Some(String::new())
         } else {
@@ -122,9 +134,18 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
         }
     });
     let page_size_param = param(&mut f, report, "page_size_param");
-    let page_size = f
-        .required(report, "page_size")
-        .and_then(|(p, n)| integer(report, &p, n, 1, 100_000));
+    let page_size = if is_dataset {
+        if f.optional("page_size").is_some() {
+            report.add(
+                &f.child("page_size"),
+                "not used with paging: rave_dataset (a study dataset is one document)",
+            );
+        }
+        Some(1)
+    } else {
+        f.required(report, "page_size")
+            .and_then(|(p, n)| integer(report, &p, n, 1, 100_000))
+    };
     let query = match f.optional("query") {
         Some((p, n)) => query_map(report, p, n),
         None => Some(Vec::new()),
@@ -156,6 +177,7 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
     };
     let lookback_entry = f.optional("lookback");
     let vql_path = f.child("vql");
+    let f_window_path = f.child("window");
     let records_pointer_path = f.child("records_pointer");
     let cursor_field_path = f.child("cursor_field");
     f.finish(report, &DELTA_KEYS);
@@ -178,6 +200,11 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
             return None;
         }
         ("rave_startid", PayloadFormat::Odm) => Paging::RaveStartid,
+        ("rave_dataset", PayloadFormat::Json) => {
+            report.add(&paging_path, "rave_dataset paging needs format: odm");
+            return None;
+        }
+        ("rave_dataset", PayloadFormat::Odm) => Paging::RaveDataset,
         _ => Paging::LinkHeader,
     };
     if is_vql && matches!(window, Some(Some(_))) {
@@ -214,7 +241,18 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
     }
     // A lookback re-reads a span of time: only a timestamp cursor has one.
     let (window, cursor_kind) = (window?, cursor_kind?);
-    let default_s = super::lookback::default_seconds(format, cursor_kind, window.is_some());
+    if is_dataset && window.is_some() {
+        report.add(
+            &f_window_path,
+            "not used with paging: rave_dataset (its cursor is the document's time)",
+        );
+        return None;
+    }
+    let default_s = if is_dataset {
+        Some(super::lookback::DEFAULT_DATASET_LOOKBACK_S)
+    } else {
+        super::lookback::default_seconds(format, cursor_kind, window.is_some())
+    };
     let lookback = match (lookback_entry, default_s) {
         (Some((p, _)), None) => {
             report.add(&p, super::lookback::NOT_A_TIME);
@@ -223,7 +261,9 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
         (Some((p, n)), Some(default_s)) => super::lookback::lookback(report, p, n, default_s)?,
         (None, default_s) => super::lookback::default(default_s.unwrap_or(0)),
     };
-    let lookback = (!lookback.span.is_zero()).then_some(lookback);
+    // A dataset's `start` has whole seconds: its boundary second is always
+    // read again, and recognised, even with `seconds: 0`.
+    let lookback = (is_dataset || !lookback.span.is_zero()).then_some(lookback);
     Some(Delta {
         path: endpoint?,
         format,

@@ -25,6 +25,10 @@ pub const DEFAULT_WINDOW_LOOKBACK_S: u64 = 3600;
 /// cursor) when the policy names none: five minutes.
 pub const DEFAULT_CURSOR_LOOKBACK_S: u64 = 300;
 
+/// A Rave study dataset re-reads nothing beyond its boundary second unless
+/// told to (its `start` has whole seconds; that second is always re-read).
+pub const DEFAULT_DATASET_LOOKBACK_S: u64 = 0;
+
 /// Record identities kept per stream when the policy names no bound.
 pub const DEFAULT_MAX_RECORDS: u32 = 20_000;
 

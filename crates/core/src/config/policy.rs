@@ -195,6 +195,10 @@ pub enum Paging {
     /// Rave ODM audit records: `startid` / `per_page`, next page in a Link
     /// header, cursor = largest `AuditRecord/SourceID` + 1.
     RaveStartid,
+    /// A Rave study dataset (`studies/{study}/datasets/regular|raw`, rwslib
+    /// `StudyDatasetRequest`): one ODM document a run, incremental with
+    /// `start=` (whole seconds); cursor = the document's `CreationDateTime`.
+    RaveDataset,
 }
 
 /// What a JSON delta's cursor field holds (`delta.cursor_kind`). Every

@@ -11,6 +11,13 @@
 //!   (`get_next_start_id` parses `startid` out of the link and builds a new
 //!   `AuditRecordsRequest`). A link that drops `mode` or `unicode` would
 //!   otherwise change what pages 2 onward hold (`M?ller` for `Müller`).
+//! - `rave_dataset`: a Rave study dataset (`studies/{study}/datasets/regular`
+//!   or `raw`, rwslib `StudyDatasetRequest`): one ODM document a run, no next
+//!   page, incremental with `start=YYYY-mm-ddTHH:MM:SS` (rwslib
+//!   `format_date_argument`: whole seconds, no zone; sent in UTC). The
+//!   cursor is the document's `CreationDateTime` (the server's clock), cut
+//!   to its second: that second is read again by the next run, and its
+//!   records recognised (`delta.lookback`).
 //!
 //! Every link is resolved against the page it came from and must stay on
 //! the configured origin.
@@ -58,13 +65,22 @@ pub fn first_page(
             (None, Paging::RaveStartid) => Some("1"),
             (None, _) => None,
         };
-        if let Some(start) = start {
-            query.append_pair(&delta.cursor_param, start);
+        match (start, &delta.paging) {
+            // Kept as `...Z`; RWS reads `start` without a zone.
+            (Some(start), Paging::RaveDataset) => {
+                query.append_pair(&delta.cursor_param, start.trim_end_matches('Z'));
+            }
+            (Some(start), _) => {
+                query.append_pair(&delta.cursor_param, start);
+            }
+            (None, _) => {}
         }
         if let (Some(window), Some(end)) = (&delta.window, window_end) {
             query.append_pair(&window.end_param, end);
         }
-        query.append_pair(&delta.page_size_param, &delta.page_size.to_string());
+        if delta.paging != Paging::RaveDataset {
+            query.append_pair(&delta.page_size_param, &delta.page_size.to_string());
+        }
     }
     Ok(url)
 }
@@ -79,6 +95,7 @@ pub fn next_page(
     summary: &PageSummary,
 ) -> Result<Option<Url>, PagingError> {
     let link = match delta.paging {
+        Paging::RaveDataset => None,
         Paging::JsonNext { .. } => summary.next_link.clone(),
         Paging::LinkHeader | Paging::RaveStartid => {
             let values: Vec<&str> = link_headers.iter().map(String::as_str).collect();
@@ -131,9 +148,26 @@ fn with_start_id(page_url: &Url, link: &Url, param: &str) -> Result<Url, Malform
 pub fn next_window_start(paging: &Paging, high_water: Option<&CursorValue>) -> Option<String> {
     match (paging, high_water) {
         (Paging::RaveStartid, Some(CursorValue::Number(n))) => n.as_u64().map(|id| (id + 1).to_string()),
+        (Paging::RaveDataset, Some(CursorValue::Text(created))) => whole_second_utc(created),
         (_, Some(v)) => Some(v.as_param()),
         (_, None) => None,
     }
+}
+
+/// `2026-12-04T03:10:05.600-00:00` as `2026-12-04T03:10:05Z`: the second
+/// it falls in, in UTC.
+fn whole_second_utc(t: &str) -> Option<String> {
+    let at = super::payload::order::instant(t)?;
+    let at = at.to_offset(time::UtcOffset::UTC);
+    Some(format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        at.year(),
+        u8::from(at.month()),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        at.second()
+    ))
 }
 
 #[cfg(test)]
@@ -155,6 +189,15 @@ mod tests {
         );
         let no_id = Url::parse("https://r.example/x?per_page=2").unwrap();
         assert!(with_start_id(&page, &no_id, "startid").is_err());
+    }
+
+    #[test]
+    fn a_dataset_restarts_at_the_second_its_document_was_made_in() {
+        let made = CursorValue::Text("2026-12-04T05:10:05.600+02:00".into());
+        assert_eq!(
+            next_window_start(&Paging::RaveDataset, Some(&made)).as_deref(),
+            Some("2026-12-04T03:10:05Z")
+        );
     }
 
     #[test]

@@ -234,6 +234,28 @@ impl PageCommit {
             );
             return Err(refuse(stream, page, digest, reason));
         }
+        // A study dataset's cursor is the server's clock: one far from ours
+        // is no evidence (a year-9999 document would move the cursor past
+        // every later change), as for a Date header (clock_skew_max_s).
+        if job.delta.paging == crate::config::Paging::RaveDataset {
+            let made = summary
+                .high_water
+                .as_ref()
+                .and_then(|v| payload::order::instant(&v.as_param()));
+            if let Some(made) = made {
+                let skew = (made - time::OffsetDateTime::now_utc()).abs();
+                if skew > job.policy.clock_skew_max {
+                    temp.discard();
+                    let reason = format!(
+                        "page {url}: its CreationDateTime is {:.0} s from this host's clock, more than \
+                         clock_skew_max_s ({} s): not taken as the next start; nothing was committed",
+                        skew.as_seconds_f64(),
+                        job.policy.clock_skew_max.as_secs()
+                    );
+                    return Err(refuse(stream, page, digest, reason));
+                }
+            }
+        }
         let next_start = match window.end() {
             Some(end) => Some(window::after(end).map_err(|e| stream.rejected(e))?),
             None => None,
@@ -247,7 +269,18 @@ impl PageCommit {
             let records = job.delta.records_pointer.as_deref().unwrap_or("/data");
             let field = job.delta.cursor_field.as_deref().unwrap_or_default();
             let record_id = lookback.and_then(|l| l.record_id.as_deref());
-            match payload::identity::record_keys(body, records, field, record_id) {
+            let keys = match job.delta.format {
+                PayloadFormat::Json => payload::identity::record_keys(body, records, field, record_id),
+                PayloadFormat::Odm => {
+                    let at = summary
+                        .high_water
+                        .as_ref()
+                        .map(|v| v.as_param())
+                        .unwrap_or_default();
+                    payload::identity::odm_record_keys(body, &at)
+                }
+            };
+            match keys {
                 Ok(keys) => Some(lookback::split(cursor, keys, stream.landed_before.as_ref())),
                 Err(invalid) => return Err(self.quarantine(stream, page, temp, digest, invalid)),
             }

@@ -26,7 +26,8 @@ pub struct PageCheck {
 
 enum Format {
     Json(Box<JsonCheck>),
-    Odm(OdmCheck),
+    /// ODM, and whether it is a study dataset (cursor: its creation time).
+    Odm(OdmCheck, bool),
 }
 
 impl PageCheck {
@@ -48,7 +49,7 @@ impl PageCheck {
                     delta.cursor_kind,
                 )))
             }
-            PayloadFormat::Odm => Format::Odm(OdmCheck::start()?),
+            PayloadFormat::Odm => Format::Odm(OdmCheck::start()?, delta.paging == Paging::RaveDataset),
         };
         Ok(PageCheck { format })
     }
@@ -57,7 +58,7 @@ impl PageCheck {
     pub fn feed(&mut self, chunk: &[u8]) {
         match &mut self.format {
             Format::Json(json) => json.feed(chunk),
-            Format::Odm(odm) => odm.feed(chunk),
+            Format::Odm(odm, _) => odm.feed(chunk),
         }
     }
 
@@ -65,9 +66,34 @@ impl PageCheck {
     pub fn finish(self) -> Result<PageSummary, InvalidPayload> {
         match self.format {
             Format::Json(json) => json.finish(),
-            Format::Odm(odm) => odm.finish().map(odm_summary),
+            Format::Odm(odm, false) => odm.finish().map(odm_summary),
+            Format::Odm(odm, true) => odm.finish().and_then(dataset_summary),
         }
     }
+}
+
+/// A study dataset's page: its mark is the time the server made it, which
+/// must be an RFC 3339 instant (an error document is judged by the dialect
+/// first, so it needs none).
+fn dataset_summary(odm: OdmSummary) -> Result<PageSummary, InvalidPayload> {
+    let creation = odm.creation.clone();
+    let mut page = odm_summary(odm);
+    if page.envelope.rave_response.is_some() || page.envelope.rave_error_description.is_some() {
+        return Ok(page);
+    }
+    let creation = creation.ok_or_else(|| {
+        InvalidPayload::odm(
+            "a study dataset's ODM root has no CreationDateTime (the next start is taken from it)",
+        )
+    })?;
+    if super::order::instant(&creation).is_none() {
+        return Err(InvalidPayload::odm(format!(
+            "the ODM root's CreationDateTime {creation:?} is not an RFC 3339 instant"
+        )));
+    }
+    page.high_water = Some(CursorValue::Text(creation));
+    page.low_water = None;
+    Ok(page)
 }
 
 fn odm_summary(odm: OdmSummary) -> PageSummary {

@@ -68,6 +68,66 @@ pub fn record_keys<R: std::io::Read>(
     Ok(keys.out)
 }
 
+/// The keys of the records (`SubjectData` elements) of an ODM page, read
+/// as a stream: each identity is the SHA-256 of the element's markup and
+/// text as the server wrote them; `at` is the same for all (the page's
+/// `CreationDateTime`, a study dataset's mark).
+pub fn odm_record_keys<R: std::io::Read>(page: R, at: &str) -> Result<Vec<RecordKey>, InvalidPayload> {
+    use quick_xml::events::Event;
+    let text = super::xml_text::XmlText::new(page)
+        .map_err(|e| InvalidPayload::odm(format!("not well-formed XML: {e}")))?;
+    let mut reader = quick_xml::Reader::from_reader(std::io::BufReader::new(text));
+    let mut buf = Vec::new();
+    let mut keys = Vec::new();
+    // Inside a SubjectData: its depth below it, and the hash so far.
+    let mut open: Option<(usize, Sha256)> = None;
+    loop {
+        let event = reader
+            .read_event_into(&mut buf)
+            .map_err(|e| InvalidPayload::odm(format!("the page does not parse a second time ({e})")))?;
+        let (kind, bytes): (u8, &[u8]) = match &event {
+            Event::Eof => break,
+            Event::Start(e) => {
+                if open.is_none() && e.local_name().as_ref() == b"SubjectData" {
+                    open = Some((0, Sha256::new()));
+                } else if let Some((depth, _)) = open.as_mut() {
+                    *depth += 1;
+                }
+                (b'<', e.as_ref())
+            }
+            Event::Empty(e) => (b'/', e.as_ref()),
+            Event::End(e) => {
+                let closing = matches!(open, Some((0, _)));
+                if let Some((depth, hash)) = open.as_mut() {
+                    hash.update(b">");
+                    hash.update(e.as_ref());
+                    *depth = depth.saturating_sub(1);
+                }
+                if closing {
+                    if let Some((_, hash)) = open.take() {
+                        keys.push(RecordKey {
+                            position: u32::try_from(keys.len()).unwrap_or(u32::MAX),
+                            identity: hex::encode(&hash.finalize()[..16]),
+                            at: at.to_string(),
+                        });
+                    }
+                }
+                buf.clear();
+                continue;
+            }
+            Event::Text(t) => (b't', t.as_ref()),
+            Event::CData(t) => (b'c', t.as_ref()),
+            _ => (0, &[][..]),
+        };
+        if let (Some((_, hash)), true) = (open.as_mut(), kind != 0) {
+            hash.update([kind]);
+            hash.update(bytes);
+        }
+        buf.clear();
+    }
+    Ok(keys)
+}
+
 /// What the walk collects, and the first record that has no key.
 struct Keys<'a> {
     cursor_field: &'a str,
@@ -255,6 +315,23 @@ mod tests {
         );
         assert_ne!(by_content[0].identity, by_id[0].identity);
         assert_eq!(by_content[0].identity.len(), 32);
+    }
+
+    #[test]
+    fn an_odm_records_identity_is_its_markup() {
+        let page = br#"<?xml version="1.0"?><ODM><ClinicalData><SubjectData SubjectKey="1"><FormData FormOID="F"><ItemData ItemOID="I" Value="a"/></FormData></SubjectData><SubjectData SubjectKey="2"><FormData FormOID="F"/></SubjectData><SubjectData SubjectKey="1"><FormData FormOID="F"><ItemData ItemOID="I" Value="a"/></FormData></SubjectData><SubjectData SubjectKey="1"><FormData FormOID="F"><ItemData ItemOID="I" Value="b"/></FormData></SubjectData></ClinicalData></ODM>"#;
+        let keys = odm_record_keys(&page[..], "2026-12-04T03:10:05Z").unwrap();
+        assert_eq!(keys.len(), 4);
+        assert_eq!(keys[0].identity, keys[2].identity);
+        assert_ne!(keys[0].identity, keys[1].identity);
+        assert_ne!(
+            keys[0].identity, keys[3].identity,
+            "a changed value is a new record"
+        );
+        assert_eq!(
+            (keys[3].position, keys[3].at.as_str()),
+            (3, "2026-12-04T03:10:05Z")
+        );
     }
 
     #[test]

@@ -30,6 +30,8 @@ pub struct OdmSummary {
     pub rave_response: Option<RaveResponse>,
     /// `mdsol:ErrorDescription` on the ODM root: Rave reporting an error.
     pub error_description: Option<String>,
+    /// The root's `CreationDateTime`: when the server made the document.
+    pub creation: Option<String>,
 }
 
 /// Validates an ODM document and counts its records. The bytes may be
@@ -285,6 +287,7 @@ fn check_root(e: &BytesStart, summary: &mut OdmSummary) -> Result<(), InvalidPay
     }
     summary.odm_version = version;
     summary.file_type = file_type;
+    summary.creation = attribute(e, b"CreationDateTime")?;
     Ok(())
 }
 
