@@ -152,24 +152,6 @@ mod suite {
         ));
     }
 
-    /// Each stretch costs the quota its length past the pause in force:
-    /// three of 600 ms put the next grant 1.8 s out (a pause would be 0.6 s).
-    pub async fn stretches_add_up<P: Pacer>(p: P) {
-        let q = Quota::new("suite:stretch", rate(100.0, 10))
-            .unwrap()
-            .with_horizon(Duration::from_secs(10));
-        for _ in 0..3 {
-            p.stretch(&q, Duration::from_millis(600)).await.unwrap();
-        }
-        let (wait, _) = granted(p.reserve(&q).await.unwrap());
-        assert!(wait >= Duration::from_millis(1700), "waited only {wait:?}");
-        assert!(wait <= Duration::from_millis(1900), "waited {wait:?}");
-        // A later, shorter pause does not cut the stretched one short.
-        p.pause(&q, Duration::from_millis(100)).await.unwrap();
-        let (wait, _) = granted(p.reserve(&q).await.unwrap());
-        assert!(wait >= Duration::from_millis(1600), "waited only {wait:?}");
-    }
-
     pub async fn the_lease_cap_holds_and_frees<P: Pacer>(p: P) {
         let q = Quota::new("suite:lease", rate(1000.0, 100))
             .unwrap()
@@ -350,12 +332,6 @@ macro_rules! pacer_suite {
             async fn a_pause_is_a_floor_for_every_acquire() {
                 let (p, _server) = $make.await;
                 suite::a_pause_is_a_floor_for_every_acquire(p).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn stretches_add_up() {
-                let (p, _server) = $make.await;
-                suite::stretches_add_up(p).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -522,6 +522,52 @@ async fn two_streams_at_the_vault_burst_floor_together_keep_to_the_announced_lim
     assert!(!fx.events("vendor_burst_low").is_empty());
 }
 
+/// Two studies of one vault, each with its own bucket_key, in two runs at
+/// once over Redis: Vault's burst allowance is the vault's, so at the floor
+/// the two together keep to it (each run pacing only its own quota sent
+/// twice as much). Only a lower bound on time is asserted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_studies_on_one_vault_at_the_burst_floor_together_keep_to_the_limit() {
+    let redis = support::redis::start();
+    let fx = Fixture::new();
+    let at = support::SIM_POLICIES.find("\nvault_json:").unwrap();
+    let (before, block) = support::SIM_POLICIES.split_at(at);
+    let block = block
+        .replacen(
+            "  max_retry_attempts: 3\n",
+            "  max_retry_attempts: 3\n  vendor_burst_floor: 2996\n",
+            1,
+        )
+        .replacen("    page_size: 40\n", "    page_size: 5\n", 1);
+    std::fs::write(fx.path("policies.yaml"), format!("{before}{block}")).unwrap();
+    let sim = start_sim_with(SimConfig {
+        dataset: dataset(100),
+        vault_burst: Some(3000),
+        ..SimConfig::default()
+    })
+    .await;
+    let run = |study: &str| {
+        let mut spec = fx.spec("vault_json", &sim);
+        spec.allow_dirty = true;
+        spec.study = study.into();
+        spec.pacer = PacerChoice::Redis(redis.url());
+        run::execute(spec)
+    };
+    let (a, b) = tokio::join!(run("STUDY-A"), run("STUDY-B"));
+    assert_eq!(exit_of(&a.unwrap()), 0);
+    assert_eq!(exit_of(&b.unwrap()), 0);
+    let requests = sim.requests();
+    assert_eq!(requests.len(), 2 * 20);
+    let slow: Vec<i64> = requests[4..].iter().map(|r| r.t_us).collect();
+    let span_s = (slow[slow.len() - 1] - slow[0]) as f64 / 1e6;
+    let allowed = span_s / 0.1 + 2.0;
+    assert!(
+        (slow.len() - 1) as f64 <= allowed,
+        "{} requests in {span_s:.2} s at the floor: more than one per 100 ms across both studies",
+        slow.len() - 1
+    );
+}
+
 /// A stream's own `lookback` replaces its delta's for that stream alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_streams_own_lookback_overrides_the_deltas() {

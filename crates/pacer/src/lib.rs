@@ -134,13 +134,6 @@ pub trait Pacer: Clone + Send + Sync + 'static {
     /// a pause only ever extends.
     fn pause(&self, quota: &Quota, pause: Duration) -> impl Future<Output = Result<(), PacerError>> + Send;
 
-    /// Moves the pause of `quota` to `by` past the later of now and the
-    /// pause in force. Where [`Pacer::pause`] lets every waiter go at one
-    /// instant, this costs the whole quota `by` per call: workers that each
-    /// call it once per request (a vendor's burst allowance running low)
-    /// are spread `by` apart together, whatever their number.
-    fn stretch(&self, quota: &Quota, by: Duration) -> impl Future<Output = Result<(), PacerError>> + Send;
-
     /// Takes a slot under the quota's account cap if one is free (the
     /// bare lease, without a token; [`Pacer::acquire`] is what requests use).
     fn try_lease(&self, quota: &Quota) -> impl Future<Output = Result<LeaseAttempt, PacerError>> + Send;
@@ -180,13 +173,6 @@ impl Pacer for AnyPacer {
         match self {
             AnyPacer::Redis(p) => p.pause(quota, pause).await,
             AnyPacer::Local(p) => p.pause(quota, pause).await,
-        }
-    }
-
-    async fn stretch(&self, quota: &Quota, by: Duration) -> Result<(), PacerError> {
-        match self {
-            AnyPacer::Redis(p) => p.stretch(quota, by).await,
-            AnyPacer::Local(p) => p.stretch(quota, by).await,
         }
     }
 

@@ -177,15 +177,6 @@ impl Pacer for LocalPacer {
         Ok(())
     }
 
-    async fn stretch(&self, quota: &Quota, by: Duration) -> Result<(), PacerError> {
-        let now = self.now_us();
-        let by = i64::try_from(by.as_micros()).unwrap_or(i64::MAX / 2);
-        let mut state = self.state();
-        let current = state.pauses.entry(quota.key().to_string()).or_insert(0);
-        *current = (*current).max(now).saturating_add(by);
-        Ok(())
-    }
-
     async fn try_lease(&self, quota: &Quota) -> Result<LeaseAttempt, PacerError> {
         let now = self.now_us();
         // The account's cap only, as `lease.lua` takes it for the Redis pacer.

@@ -183,9 +183,11 @@ impl<P: Pacer> Limiter<P> {
         self.shared.pacer.pause(&self.shared.quota, pause).await
     }
 
-    /// See [`Pacer::stretch`].
-    pub async fn stretch(&self, by: Duration) -> Result<(), PacerError> {
-        self.shared.pacer.stretch(&self.shared.quota, by).await
+    /// Reserves a token in `other`, a quota beside this one on the same
+    /// pacer (a gate shared more widely than this quota's key, such as a
+    /// vendor's per-server allowance): the caller sleeps the wait.
+    pub async fn reserve_in(&self, other: &Quota) -> Result<crate::Reservation, PacerError> {
+        self.shared.pacer.reserve(other).await
     }
 
     /// Tells the pacer now about every lease given back and not yet

@@ -337,14 +337,7 @@ impl Pacer for RedisPacer {
 
     async fn pause(&self, quota: &Quota, pause: Duration) -> Result<(), PacerError> {
         let mut inv = self.inner.pause.prepare_invoke();
-        inv.key(self.key(quota, "pause")).arg(millis(pause)).arg("extend");
-        let _: (String, String) = self.call("pause.lua", &inv).await?;
-        Ok(())
-    }
-
-    async fn stretch(&self, quota: &Quota, by: Duration) -> Result<(), PacerError> {
-        let mut inv = self.inner.pause.prepare_invoke();
-        inv.key(self.key(quota, "pause")).arg(millis(by)).arg("stretch");
+        inv.key(self.key(quota, "pause")).arg(millis(pause));
         let _: (String, String) = self.call("pause.lua", &inv).await?;
         Ok(())
     }

@@ -35,7 +35,7 @@ impl<P: Pacer> Slots<P> {
             None => permit(stream, req).await?,
         };
         self.holding = Some(permit);
-        Ok(())
+        vault_burst(stream, req).await
     }
 
     /// Gives the held slot back (the attempt did not commit, or it did and
@@ -127,6 +127,42 @@ pub(super) async fn permit<P: Pacer>(
         Err(AcquireError::Pacer(e)) => Err(e.into()),
         // The stream's quota was formed before the run started.
         Err(AcquireError::Quota(e)) => Err(stream.rejected(e.to_string())),
+    }
+}
+
+/// With Vault's burst allowance at the floor: the vault-wide gate's token,
+/// slept for (`Stream::vendor_burst`); past `max_wait_s`, exhaustion (75).
+async fn vault_burst<P: Pacer>(stream: &mut Stream<'_, P>, req: &Request<'_>) -> Result<(), SyncError> {
+    let Some(gate) = stream.vault_burst.clone() else {
+        return Ok(());
+    };
+    let job = stream.job;
+    match job.limiter.reserve_in(&gate).await? {
+        quota_pacer::Reservation::Granted { wait, .. } => {
+            if !wait.is_zero() {
+                stream.report.waits.push(super::Wait {
+                    kind: super::WaitKind::VendorBurst,
+                    reason: "vendor burst floor".into(),
+                    seconds: wait.as_secs_f64(),
+                });
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = job.options.interrupt.wait() => {
+                        return Err(SyncError::Interrupted { stream: stream.name.clone() })
+                    }
+                }
+            }
+            Ok(())
+        }
+        quota_pacer::Reservation::Refused { wait } => {
+            let reason = format!(
+                "Vault's burst allowance is at the floor and the vault's next slot is {wait:?} away, beyond \
+                 max_wait_s"
+            );
+            stream
+                .exhausted(req.url, req.attempt, reason, req.cursor, Spent::Quota)
+                .await
+        }
     }
 }
 

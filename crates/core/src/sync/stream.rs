@@ -35,6 +35,9 @@ pub(super) struct Stream<'a, P: Pacer> {
     /// `backfill --missing-only`: the identities of the records landed
     /// already (`completeness.rs`); a record among them is not landed.
     pub landed_before: Option<std::collections::HashSet<String>>,
+    /// While Vault's burst allowance is at or below `vendor_burst_floor`:
+    /// the vault-wide gate every request passes first (`vendor_burst`).
+    pub vault_burst: Option<quota_pacer::Quota>,
 }
 
 impl<'a, P: Pacer> Stream<'a, P> {
@@ -47,6 +50,7 @@ impl<'a, P: Pacer> Stream<'a, P> {
             requests: 0,
             skew_warned: false,
             landed_before: None,
+            vault_burst: None,
         }
     }
 
@@ -259,6 +263,14 @@ impl<'a, P: Pacer> Stream<'a, P> {
     /// Vault delays responses instead of answering 429 once its burst is
     /// spent: below the floor, slow the whole quota to the pace that spends
     /// no more than the burst limit per five-minute window.
+    /// Vault's burst allowance (`X-VaultAPI-BurstLimitRemaining` of the
+    /// 5-minute window, Vault REST API reference "API Rate Limits") is the
+    /// vault's, whatever bucket_key a policy gives its streams: at or below
+    /// the floor, every request of every stream, study and process on this
+    /// vault first takes a token from one gate keyed by the vault's host,
+    /// one per `300 s / X-VaultAPI-BurstLimit` (a separate pacer call, so
+    /// it needs no hash tag in common with any quota). Above the floor the
+    /// gate is left.
     pub async fn vendor_burst(
         &mut self,
         request_id: &str,
@@ -272,32 +284,36 @@ impl<'a, P: Pacer> Stream<'a, P> {
             return Ok(());
         };
         if remaining > floor {
+            self.vault_burst = None;
             return Ok(());
         }
         let limit = parse("x-vaultapi-burstlimit");
         let window = Duration::from_secs(300);
-        let pause = window / u32::try_from(limit.unwrap_or(1).max(1)).unwrap_or(u32::MAX);
+        let spacing = window / u32::try_from(limit.unwrap_or(1).max(1)).unwrap_or(u32::MAX);
+        let host = self
+            .job
+            .client
+            .base()
+            .host_str()
+            .unwrap_or("vault")
+            .to_ascii_lowercase();
+        let rate = quota_pacer::Rate::new(1.0 / spacing.as_secs_f64(), 1);
+        let gate = rate.and_then(|r| quota_pacer::Quota::new(format!("vault-burst:{host}"), r).ok());
         let event = VendorBurstLow {
             stream: self.name.clone(),
             request_id: request_id.to_string(),
             burst_limit: limit,
             burst_remaining: remaining,
             floor,
-            pause_s: pause.as_secs_f64(),
-            reason: "X-VaultAPI-BurstLimitRemaining at or below vendor_burst_floor: each such answer costs \
-                     the quota 300 s / X-VaultAPI-BurstLimit, so every stream and process on it together is \
-                     spread over the vendor's 5-minute burst window"
-                .into(),
+            pause_s: spacing.as_secs_f64(),
+            reason: format!(
+                "X-VaultAPI-BurstLimitRemaining at or below vendor_burst_floor: every request to {host}, from \
+                 every stream and process, now passes one gate that lets one through every 300 s / \
+                 X-VaultAPI-BurstLimit"
+            ),
         };
         self.job.audit.record(event).await?;
-        // Stretched, not paused: a pause would let every waiter go at one
-        // instant, and two streams would spend the allowance twice as fast.
-        self.job.limiter.stretch(pause).await?;
-        self.report.waits.push(Wait {
-            kind: WaitKind::VendorBurst,
-            reason: "vendor burst floor".into(),
-            seconds: pause.as_secs_f64(),
-        });
+        self.vault_burst = gate.map(|g| g.with_horizon(self.job.policy.max_wait));
         Ok(())
     }
 
