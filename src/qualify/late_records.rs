@@ -49,11 +49,7 @@ async fn oq_034(ctx: &mut Ctx) -> anyhow::Result<()> {
     let sim = ctx
         .sim_with(RECORDS, &[], |c| {
             c.profile = Profile::Vault;
-            c.audit_trail = Some(Arrivals {
-                late: Some((4, Duration::from_secs(3))),
-                subsecond: true,
-                ..Arrivals::every(origin, Duration::from_millis(250))
-            });
+            c.audit_trail = Some(Arrivals::late_and_subsecond(origin));
         })
         .await?;
     let (a, b) = (ctx.dir.join("with-lookback"), ctx.dir.join("without-lookback"));
@@ -98,14 +94,9 @@ async fn oq_034(ctx: &mut Ctx) -> anyhow::Result<()> {
     let sim_b = ctx
         .sim_with(RECORDS, &[], |c| {
             c.profile = Profile::Vault;
-            c.audit_trail = Some(Arrivals {
-                late: Some((4, Duration::from_secs(3))),
-                subsecond: true,
-                ..Arrivals::every(
-                    SystemTime::now() - Duration::from_secs(30),
-                    Duration::from_millis(250),
-                )
-            });
+            c.audit_trail = Some(Arrivals::late_and_subsecond(
+                SystemTime::now() - Duration::from_secs(30),
+            ));
         })
         .await?;
     for n in 1..=3 {
@@ -150,19 +141,10 @@ async fn oq_034(ctx: &mut Ctx) -> anyhow::Result<()> {
             (&b_out, &b_state, &b_trail),
         ))
         .await?;
-        let said = text(&out);
-        ctx.check(
-            &format!(
-                "completeness check {n} without a lookback: edc-sync backfill --since {since} --missing-only"
-            ),
-            format!("exit 0, \"{expected} records missing from the landing\""),
-            format!(
-                "exit {}: {}",
-                code(&out),
-                said.lines().last().unwrap_or_default().trim()
-            ),
-            code(&out) == 0 && said.contains(&format!(" {expected} records missing from the landing")),
+        let step = format!(
+            "completeness check {n} without a lookback: edc-sync backfill --since {since} --missing-only"
         );
+        check_missing(ctx, &step, &out, expected);
     }
     let mut ids = landed(&b_out)?;
     ids.sort();
@@ -181,16 +163,25 @@ async fn oq_034(ctx: &mut Ctx) -> anyhow::Result<()> {
         (&a_out, &a_state, &a_trail),
     ))
     .await?;
-    ctx.check(
-        "completeness check with the lookback",
-        "exit 0, \"0 records missing from the landing\"",
-        format!(
-            "exit {}: {}",
-            code(&out),
-            text(&out).lines().last().unwrap_or_default().trim()
-        ),
-        code(&out) == 0 && text(&out).contains(" 0 records missing from the landing"),
-    );
+    check_missing(ctx, "completeness check with the lookback", &out, 0);
     ctx.attach_run_outputs();
     Ok(())
+}
+
+/// A completeness check's step: it exited 0 and said `expected` records
+/// were missing.
+fn check_missing(ctx: &mut Ctx, step: &str, out: &std::process::Output, expected: usize) {
+    let said = text(out);
+    let line = said
+        .lines()
+        .find(|l| l.contains("records missing from the landing"))
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    ctx.check(
+        step,
+        format!("exit 0, \"{expected} records missing from the landing\""),
+        format!("exit {}: {line}", code(out)),
+        code(out) == 0 && said.contains(&format!(" {expected} records missing from the landing")),
+    );
 }

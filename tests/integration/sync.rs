@@ -473,15 +473,10 @@ async fn a_vault_burst_at_the_floor_slows_the_quota_and_says_why() {
     assert!(low[0]["reason"].as_str().unwrap().contains("vendor_burst_floor"));
 }
 
-/// Two streams on one vault whose burst allowance is at the floor: every
-/// response at or below it costs the shared quota 300 s / the burst limit,
-/// so the two streams together send no faster than the limit allows (a
-/// pause that let both go at once sent twice that). Measured from the
-/// simulator's arrival times; only a lower bound on time is asserted, so a
-/// slow machine cannot fail it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_streams_at_the_vault_burst_floor_together_keep_to_the_announced_limit() {
-    let fx = Fixture::new();
+/// The vault_json block at Vault's burst floor (floor 2996 of the
+/// simulator's 3000 calls per 5 minutes: one call per 100 ms there) with
+/// pages of 5 and `streams`, written uncommitted; and the simulator.
+async fn at_the_burst_floor(fx: &Fixture, streams: &str) -> Simulator {
     let at = support::SIM_POLICIES.find("\nvault_json:").unwrap();
     let (before, block) = support::SIM_POLICIES.split_at(at);
     let block = block
@@ -490,62 +485,56 @@ async fn two_streams_at_the_vault_burst_floor_together_keep_to_the_announced_lim
             "  max_retry_attempts: 3\n  vendor_burst_floor: 2996\n",
             1,
         )
-        .replacen(
-            "    page_size: 40\n",
-            "    page_size: 5\n  streams:\n    first: {}\n    second: {}\n",
-            1,
-        );
+        .replacen("    page_size: 40\n", &format!("    page_size: 5\n{streams}"), 1);
     std::fs::write(fx.path("policies.yaml"), format!("{before}{block}")).unwrap();
-    // 3000 calls per 5-minute window: at the floor, one call per 100 ms.
-    let sim = start_sim_with(SimConfig {
+    start_sim_with(SimConfig {
         dataset: dataset(100),
         vault_burst: Some(3000),
         ..SimConfig::default()
     })
-    .await;
+    .await
+}
+
+/// No more than one request per 100 ms once every answer is at the floor
+/// (from the 4th request on), give or take the two in flight. Only a lower
+/// bound on time: a slow machine cannot fail it.
+#[track_caller]
+fn assert_one_per_100_ms_at_the_floor(requests: &[LogEntry], who: &str) {
+    assert_eq!(requests.len(), 2 * 20, "20 pages of 5 for each of two");
+    let slow: Vec<i64> = requests[4..].iter().map(|r| r.t_us).collect();
+    let span_s = (slow[slow.len() - 1] - slow[0]) as f64 / 1e6;
+    assert!(
+        (slow.len() - 1) as f64 <= span_s / 0.1 + 2.0,
+        "{} requests in {span_s:.2} s at the floor: more than one per 100 ms across {who}",
+        slow.len() - 1
+    );
+}
+
+/// Two streams on one vault whose burst allowance is at the floor: together
+/// they send no faster than the limit allows (a pause that let both go at
+/// once sent twice that). Measured from the simulator's arrival times.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_streams_at_the_vault_burst_floor_together_keep_to_the_announced_limit() {
+    let fx = Fixture::new();
+    let sim = at_the_burst_floor(&fx, "  streams:\n    first: {}\n    second: {}\n").await;
     let mut spec = fx.spec("vault_json", &sim);
     spec.allow_dirty = true;
     spec.streams = Streams::All;
     let result = run::execute(spec).await.unwrap();
     assert_eq!(exit_of(&result), 0, "{:?}", result.outcome);
-    let requests = sim.requests();
-    assert_eq!(requests.len(), 2 * 20, "20 pages of 5 per stream");
-    // From the 4th request on, every answer is at or below the floor.
-    let slow: Vec<i64> = requests[4..].iter().map(|r| r.t_us).collect();
-    let span_s = (slow[slow.len() - 1] - slow[0]) as f64 / 1e6;
-    let allowed = span_s / 0.1 + 2.0; // + the two streams' requests in flight
-    assert!(
-        (slow.len() - 1) as f64 <= allowed,
-        "{} requests in {span_s:.2} s at the floor: more than one per 100 ms across both streams",
-        slow.len() - 1
-    );
+    assert_one_per_100_ms_at_the_floor(&sim.requests(), "both streams");
     assert!(!fx.events("vendor_burst_low").is_empty());
 }
 
 /// Two studies of one vault, each with its own bucket_key, in two runs at
 /// once over Redis: Vault's burst allowance is the vault's, so at the floor
 /// the two together keep to it (each run pacing only its own quota sent
-/// twice as much). Only a lower bound on time is asserted.
+/// twice as much).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_studies_on_one_vault_at_the_burst_floor_together_keep_to_the_limit() {
     let redis = support::redis::start();
     let fx = Fixture::new();
-    let at = support::SIM_POLICIES.find("\nvault_json:").unwrap();
-    let (before, block) = support::SIM_POLICIES.split_at(at);
-    let block = block
-        .replacen(
-            "  max_retry_attempts: 3\n",
-            "  max_retry_attempts: 3\n  vendor_burst_floor: 2996\n",
-            1,
-        )
-        .replacen("    page_size: 40\n", "    page_size: 5\n", 1);
-    std::fs::write(fx.path("policies.yaml"), format!("{before}{block}")).unwrap();
-    let sim = start_sim_with(SimConfig {
-        dataset: dataset(100),
-        vault_burst: Some(3000),
-        ..SimConfig::default()
-    })
-    .await;
+    let sim = at_the_burst_floor(&fx, "").await;
     let run = |study: &str| {
         let mut spec = fx.spec("vault_json", &sim);
         spec.allow_dirty = true;
@@ -556,16 +545,7 @@ async fn two_studies_on_one_vault_at_the_burst_floor_together_keep_to_the_limit(
     let (a, b) = tokio::join!(run("STUDY-A"), run("STUDY-B"));
     assert_eq!(exit_of(&a.unwrap()), 0);
     assert_eq!(exit_of(&b.unwrap()), 0);
-    let requests = sim.requests();
-    assert_eq!(requests.len(), 2 * 20);
-    let slow: Vec<i64> = requests[4..].iter().map(|r| r.t_us).collect();
-    let span_s = (slow[slow.len() - 1] - slow[0]) as f64 / 1e6;
-    let allowed = span_s / 0.1 + 2.0;
-    assert!(
-        (slow.len() - 1) as f64 <= allowed,
-        "{} requests in {span_s:.2} s at the floor: more than one per 100 ms across both studies",
-        slow.len() - 1
-    );
+    assert_one_per_100_ms_at_the_floor(&sim.requests(), "both studies");
 }
 
 /// A stream's own `lookback` replaces its delta's for that stream alone.

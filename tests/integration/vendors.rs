@@ -36,6 +36,20 @@ impl Fixture {
         self.dir.path().join(p)
     }
 
+    /// The vault_audit block with `lookback: {seconds: 0}` (uncommitted:
+    /// runs need --allow-dirty).
+    fn vault_audit_without_lookback(&self) {
+        let policies = std::fs::read_to_string(self.path("policies.yaml"))
+            .unwrap()
+            .replacen(
+                "      settle_lag_s: 1\nvault_vql:",
+                "      settle_lag_s: 1\n    lookback:\n      seconds: 0\nvault_vql:",
+                1,
+            );
+        assert!(policies.contains("seconds: 0"));
+        std::fs::write(self.path("policies.yaml"), policies).unwrap();
+    }
+
     fn sync(&self, vendor: &str, sim: &Simulator, password: &str) -> Command {
         self.command("sync", vendor, sim, password)
     }
@@ -1001,22 +1015,10 @@ async fn the_vault_audit_trail_lands_every_record_once_across_runs_while_records
 async fn late_visible_records_and_sub_second_times_land_once_with_the_lookback_and_not_without() {
     const RECORDS: u32 = 120;
     let origin = std::time::SystemTime::now() - std::time::Duration::from_secs(30);
-    let arrivals = edc_sim::audit_trail::Arrivals {
-        late: Some((4, std::time::Duration::from_secs(3))),
-        subsecond: true,
-        ..edc_sim::audit_trail::Arrivals::every(origin, std::time::Duration::from_millis(250))
-    };
+    let arrivals = edc_sim::audit_trail::Arrivals::late_and_subsecond(origin);
     let with = Fixture::new();
     let without = Fixture::new();
-    let policies = std::fs::read_to_string(without.path("policies.yaml"))
-        .unwrap()
-        .replacen(
-            "      settle_lag_s: 1\nvault_vql:",
-            "      settle_lag_s: 1\n    lookback:\n      seconds: 0\nvault_vql:",
-            1,
-        );
-    assert!(policies.contains("seconds: 0"));
-    std::fs::write(without.path("policies.yaml"), policies).unwrap();
+    without.vault_audit_without_lookback();
     let sim = sim(Profile::Vault, RECORDS, &[], |c| {
         c.audit_trail = Some(arrivals.clone())
     })
@@ -1065,20 +1067,9 @@ async fn late_visible_records_and_sub_second_times_land_once_with_the_lookback_a
 async fn a_missing_only_backfill_lands_what_was_lost_and_then_proves_nothing_missing() {
     const RECORDS: u32 = 120;
     let origin = std::time::SystemTime::now() - std::time::Duration::from_secs(30);
-    let arrivals = edc_sim::audit_trail::Arrivals {
-        late: Some((4, std::time::Duration::from_secs(3))),
-        subsecond: true,
-        ..edc_sim::audit_trail::Arrivals::every(origin, std::time::Duration::from_millis(250))
-    };
+    let arrivals = edc_sim::audit_trail::Arrivals::late_and_subsecond(origin);
     let fx = Fixture::new();
-    let policies = std::fs::read_to_string(fx.path("policies.yaml"))
-        .unwrap()
-        .replacen(
-            "      settle_lag_s: 1\nvault_vql:",
-            "      settle_lag_s: 1\n    lookback:\n      seconds: 0\nvault_vql:",
-            1,
-        );
-    std::fs::write(fx.path("policies.yaml"), policies).unwrap();
+    fx.vault_audit_without_lookback();
     let sim = sim(Profile::Vault, RECORDS, &[], |c| {
         c.audit_trail = Some(arrivals.clone())
     })

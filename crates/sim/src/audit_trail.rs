@@ -56,6 +56,17 @@ impl Arrivals {
             subsecond: false,
         }
     }
+
+    /// The late-records scenario the tests and the OQ share: a record
+    /// every 250 ms from `origin`, stamped to the millisecond, every 4th
+    /// visible only 3 s after its stamp.
+    pub fn late_and_subsecond(origin: SystemTime) -> Arrivals {
+        Arrivals {
+            late: Some((4, Duration::from_secs(3))),
+            subsecond: true,
+            ..Arrivals::every(origin, Duration::from_millis(250))
+        }
+    }
 }
 
 fn secs(t: SystemTime) -> i64 {
