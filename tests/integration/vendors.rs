@@ -301,10 +301,7 @@ async fn a_rave_study_dataset_syncs_incrementally_every_record_once() {
     assert!(repeated > 0, "the boundary second was read again and recognised");
 
     // The shipped block, unchanged, against the same server: twice.
-    let dir = tempfile::tempdir().unwrap();
-    let repo = support::git_init(dir.path());
-    std::fs::write(dir.path().join("rate_limits.yaml"), support::example_config()).unwrap();
-    support::git_commit_all(&repo, "the shipped policy");
+    let dir = shipped_policy_repo();
     for _ in 0..2 {
         let out = shipped_sync(
             dir.path(),
@@ -680,6 +677,16 @@ async fn a_retry_after_date_is_measured_against_the_servers_clock_not_ours() {
 }
 
 /// `edc-sync sync` of a shipped vendor block, as an operator runs it.
+/// A directory whose git repository holds the shipped policy, committed,
+/// as `rate_limits.yaml`.
+fn shipped_policy_repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = support::git_init(dir.path());
+    std::fs::write(dir.path().join("rate_limits.yaml"), support::example_config()).unwrap();
+    support::git_commit_all(&repo, "the shipped policy");
+    dir
+}
+
 async fn shipped_sync(dir: &Path, vendor: &str, extra: &[&str], env: &[(&str, String)]) -> Output {
     let mut cmd = support::edc_sync();
     cmd.args(["sync", "--config"])
@@ -716,10 +723,7 @@ fn assert_distinct<T: Ord + Clone + std::fmt::Debug>(ids: &[T], what: &str) {
 /// each with new records arriving between them, every record exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shipped_vendor_blocks_land_every_record_once_across_three_runs_while_records_arrive() {
-    let dir = tempfile::tempdir().unwrap();
-    let repo = support::git_init(dir.path());
-    std::fs::write(dir.path().join("rate_limits.yaml"), support::example_config()).unwrap();
-    support::git_commit_all(&repo, "the shipped policy");
+    let dir = shipped_policy_repo();
 
     // Vault's audit trail: records keep arriving; the shipped settle lag is
     // 120 s, so they are stamped around two minutes ago.
