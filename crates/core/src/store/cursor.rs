@@ -246,6 +246,11 @@ pub struct PageAdvance<'a> {
     /// With a lookback: its policy and the page's records that were not
     /// landed before (the ones this page lands).
     pub lookback: Option<(&'a Lookback, &'a [RecordKey])>,
+    /// On an ascending endpoint, records before this cursor value can no
+    /// longer come in this window nor be re-read by the next one (the
+    /// high-water mark so far less the lookback): the memory forgets them
+    /// now, so it holds the lookback's span, not the whole window.
+    pub forget_before: Option<String>,
 }
 
 /// A cursor advanced past one page, not yet durable. Only
@@ -275,6 +280,9 @@ impl PendingCursor {
                 .get_or_insert_with(|| RecordMemory::starting_at(window_start));
             for key in landed {
                 memory.add(&key.at, &key.identity);
+            }
+            if let Some(before) = &page.forget_before {
+                memory.forget_before(before);
             }
             memory.bound(lookback.max_records as usize);
         } else {

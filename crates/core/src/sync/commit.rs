@@ -298,6 +298,19 @@ impl PageCommit {
             run_id: stream.run_id.as_str(),
             paging: &job.delta.paging,
             lookback: lookback.map(|lb| (lb, split.as_ref().map_or(&[][..], |s| &s.new[..]))),
+            // (A study dataset is one page a window: nothing to forget early,
+            // and its next start is the second its document was made in.)
+            forget_before: match (lookback, job.delta.order, &job.delta.paging) {
+                (_, _, crate::config::Paging::RaveDataset) => None,
+                (Some(lb), crate::config::RecordOrder::Ascending, _) => {
+                    let mark = match (cursor.high_water(), &summary.high_water) {
+                        (Some(a), Some(b)) => a.clone().max(b.clone()).ok(),
+                        (a, b) => a.cloned().or_else(|| b.clone()),
+                    };
+                    mark.and_then(|m| payload::order::earlier(&m.as_param(), lb.span.as_secs()))
+                }
+                _ => None,
+            },
         };
         let pending = crate::store::PendingCursor::advance(cursor, advance)
             .map_err(|e| stream.rejected(format!("page {url}: {e}")))?;

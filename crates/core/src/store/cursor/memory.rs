@@ -92,6 +92,19 @@ impl RecordMemory {
         }
     }
 
+    /// Forgets the identities before `at`; the memory is then complete
+    /// from `at` at most (what it forgot is never to be read again).
+    pub fn forget_before(&mut self, at: &str) {
+        self.seen.retain(|(t, _)| compare_params(t, at) != Ordering::Less);
+        let later = match &self.complete_from {
+            Some(from) => compare_params(at, from) == Ordering::Greater,
+            None => true,
+        };
+        if later {
+            self.complete_from = Some(at.to_string());
+        }
+    }
+
     /// Forgets what the window starting at `start` cannot re-read; the
     /// memory is then complete from `start`.
     pub fn keep_from(&mut self, start: &str) {
@@ -130,6 +143,18 @@ mod tests {
         m.keep_from(T[1]);
         assert_eq!(m.len(), 3);
         assert_eq!(m.complete_from(), Some(T[1]));
+    }
+
+    #[test]
+    fn forgetting_moves_where_the_memory_is_complete_only_forward() {
+        let mut m = RecordMemory::starting_at(Some(T[1].into()));
+        for t in T {
+            m.add(t, t);
+        }
+        m.forget_before(T[0]);
+        assert_eq!((m.len(), m.complete_from()), (4, Some(T[1])));
+        m.forget_before(T[2]);
+        assert_eq!((m.len(), m.complete_from()), (2, Some(T[2])));
     }
 
     #[test]
