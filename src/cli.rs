@@ -353,7 +353,9 @@ pub enum CursorCommand {
 /// Flags of `edc-sync demo`.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Where the demo writes its landing, state, audit and simulator log.
+    /// Where the demo writes its landing, state, audit and simulator log:
+    /// a new or empty directory, or one a previous demo made (it is cleared);
+    /// any other is refused (2), untouched.
     #[arg(long, default_value = "edc-sync-demo")]
     pub dir: PathBuf,
     /// Records in the simulated dataset.

@@ -27,9 +27,20 @@ const DEMO_FAULTS: [&str; 4] = [
     "8=503:seconds:1",
 ];
 
+/// Left in `--dir` by a demo: the one sign that what is there is a demo's
+/// own output, which the next demo may clear.
+const MARKER: &str = ".edc-sync-demo";
+
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     let dir = args.dir.clone();
+    refuse_foreign(&dir);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::write(
+        dir.join(MARKER),
+        "made by edc-sync demo: the next demo here clears landing/, state/, audit.jsonl and \
+         simulator-requests.jsonl\n",
+    )
+    .with_context(|| format!("writing {}", dir.join(MARKER).display()))?;
     // Start fresh each time, but only ever remove what the demo itself makes.
     for sub in ["landing", "state"] {
         let p = dir.join(sub);
@@ -151,6 +162,37 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
 
 /// `config/demo.yaml` when run from the repository (so the audit header
 /// stamps its real git ids), else the embedded copy written to `dir`.
+/// A `--dir` that exists, holds anything and was not made by a demo is
+/// someone's directory: a usage error (2), before anything is touched.
+fn refuse_foreign(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    if dir.join(MARKER).is_file() {
+        return;
+    }
+    let mut names: Vec<String> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    if names.is_empty() {
+        return;
+    }
+    names.sort();
+    use clap::CommandFactory;
+    crate::cli::Cli::command()
+        .error(
+            clap::error::ErrorKind::ValueValidation,
+            format!(
+                "--dir {} holds {} that no demo made (no {MARKER} file); the demo clears its own output \
+                 only: name an empty or new directory",
+                dir.display(),
+                names.join(", ")
+            ),
+        )
+        .exit();
+}
+
 fn demo_config(dir: &Path) -> anyhow::Result<(PathBuf, bool)> {
     let in_repo = PathBuf::from("config/demo.yaml");
     if std::fs::read_to_string(&in_repo).is_ok_and(|text| text == DEMO_POLICY) {

@@ -10,6 +10,7 @@ mod audit_trail;
 mod claims;
 mod config_provenance;
 mod config_validation;
+mod demo;
 mod durability;
 mod edc_client;
 mod hostile;
