@@ -31,9 +31,10 @@ pub fn run(cmd: ConfigCommand) -> anyhow::Result<()> {
                     p.config_git_commit.as_deref().unwrap_or("?"),
                     p.config_git_blob.as_deref().unwrap_or("?")
                 ),
-                Some(why) => {
-                    format!("NOT under change control: {why}; a run refuses it without --allow-dirty")
-                }
+                Some(why) => format!(
+                    "NOT under change control: {why}; a run refuses it ({})",
+                    p.remedy()
+                ),
             };
             let mut out = std::io::stdout().lock();
             writeln!(

@@ -182,3 +182,39 @@ fn a_repository_without_commits_is_refused() {
     assert!(loaded.provenance.dirty());
     assert!(loaded.require_committed(false).is_err());
 }
+
+/// A policy repository owned by another user (the systemd pattern: the
+/// repository belongs to its maintainers, the service runs as its own
+/// account) is refused by git's ownership check, not because anything is
+/// uncommitted: the message says so, names the repository and how to trust
+/// it, and does not advise --allow-dirty.
+#[test]
+fn a_repository_owned_by_another_user_names_git_ownership_not_a_commit() {
+    let (repo, _) = Repo::committed();
+    // Tests run as root (the README's test command installs packages);
+    // `nobody` owns the repository now.
+    let chown = std::process::Command::new("chown")
+        .args(["-R", "nobody"])
+        .arg(repo.dir.path())
+        .status()
+        .expect("chown runs");
+    assert!(
+        chown.success(),
+        "this test needs root to give the repository to another user"
+    );
+    let loaded = config::load(&repo.config_path()).unwrap();
+    let err = loaded.require_committed(false).unwrap_err().to_string();
+    let top = repo.dir.path().canonicalize().unwrap();
+    assert!(err.contains("owned by another user"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "git config --global --add safe.directory {}",
+            top.display()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("--allow-dirty"), "{err}");
+    let out = repo.validate(&["--require-committed"]);
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(out.stderr.contains("safe.directory"), "{}", out.stderr);
+}

@@ -11,6 +11,7 @@ mod claims;
 mod config_provenance;
 mod config_validation;
 mod demo;
+mod docs_examples;
 mod durability;
 mod edc_client;
 mod hostile;

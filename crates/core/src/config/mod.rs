@@ -50,8 +50,8 @@ pub enum ConfigError {
     Read { path: PathBuf, error: std::io::Error },
     #[error("{}", render_problems(path, problems))]
     Invalid { path: PathBuf, problems: Vec<Problem> },
-    #[error("{reason}; commit it, or pass --allow-dirty to run anyway (recorded in the audit header)")]
-    NotUnderChangeControl { reason: String },
+    #[error("{reason}; {remedy}")]
+    NotUnderChangeControl { reason: String, remedy: String },
     #[error(transparent)]
     MissingEnv(#[from] MissingEnv),
     #[error("vendor {vendor:?} is not defined in {}; it defines: {known}", path.display())]
@@ -123,7 +123,10 @@ impl LoadedConfig {
     /// then records).
     pub fn require_committed(&self, allow_dirty: bool) -> Result<(), ConfigError> {
         match self.provenance.why_uncontrolled() {
-            Some(reason) if !allow_dirty => Err(ConfigError::NotUnderChangeControl { reason }),
+            Some(reason) if !allow_dirty => Err(ConfigError::NotUnderChangeControl {
+                reason,
+                remedy: self.provenance.remedy(),
+            }),
             _ => Ok(()),
         }
     }

@@ -24,6 +24,10 @@ pub enum ChangeState {
     OutsideRepository,
     /// git could not answer (corrupt repository, unborn `HEAD`, ...).
     Unknown(String),
+    /// git will not read the repository at this path: it belongs to another
+    /// user than the one running (git's `safe.directory` check), which says
+    /// nothing about whether the file is committed.
+    NotOwned(String),
 }
 
 /// The provenance stamped into every run's audit header.
@@ -59,6 +63,17 @@ impl Provenance {
         self.state != ChangeState::Committed
     }
 
+    /// What to do about [`Provenance::why_uncontrolled`].
+    pub fn remedy(&self) -> String {
+        match &self.state {
+            ChangeState::NotOwned(repo) => format!(
+                "run edc-sync as the repository's owner, or, as the user that runs it: git config --global \
+                 --add safe.directory {repo}"
+            ),
+            _ => "commit it, or pass --allow-dirty to run anyway (recorded in the audit header)".into(),
+        }
+    }
+
     /// A one-line reason the config is not under change control, if it is not.
     pub fn why_uncontrolled(&self) -> Option<String> {
         let path = self.config_path.display();
@@ -72,6 +87,11 @@ impl Provenance {
             ChangeState::NotCommitted(why) => Some(format!("{path} is not committed at HEAD ({why})")),
             ChangeState::OutsideRepository => Some(format!("{path} is not inside a git repository")),
             ChangeState::Unknown(why) => Some(format!("{path}: cannot read its git state: {why}")),
+            ChangeState::NotOwned(repo) => Some(format!(
+                "{path}: git will not read the repository {repo}: it is owned by another user than the one \
+                 running edc-sync (git's safe.directory check), so whether the file is committed cannot be \
+                 proven"
+            )),
         }
     }
 }
@@ -95,6 +115,11 @@ pub fn of(path: &Path, bytes: &[u8], sha256: String) -> Provenance {
     let repo = match Repository::discover(dir) {
         Ok(r) => r,
         Err(e) if e.code() == git2::ErrorCode::NotFound => return p,
+        Err(e) if e.code() == git2::ErrorCode::Owner => {
+            let top = dir.ancestors().find(|d| d.join(".git").exists()).unwrap_or(dir);
+            p.state = ChangeState::NotOwned(top.display().to_string());
+            return p;
+        }
         Err(e) => {
             p.state = ChangeState::Unknown(e.message().to_string());
             return p;
