@@ -6,7 +6,7 @@ use anyhow::Context;
 use serde_json::json;
 
 use crate::cli::ConfigCommand;
-use edc_core::config::{self, ConfigError, LoadedConfig, Policy};
+use edc_core::config::{self, ConfigError, LoadedConfig, MissingEnv, Policy};
 
 pub fn run(cmd: ConfigCommand) -> anyhow::Result<()> {
     match cmd {
@@ -20,8 +20,10 @@ pub fn run(cmd: ConfigCommand) -> anyhow::Result<()> {
                 loaded.require_committed(false)?;
             }
             if check_env {
-                for policy in &loaded.config.vendors {
-                    check_env_vars(policy)?;
+                let missing: Vec<MissingEnv> =
+                    loaded.config.vendors.iter().flat_map(missing_env_vars).collect();
+                if !missing.is_empty() {
+                    return Err(ConfigError::MissingEnvs(missing).into());
                 }
             }
             let p = &loaded.provenance;
@@ -62,14 +64,13 @@ pub fn run(cmd: ConfigCommand) -> anyhow::Result<()> {
     }
 }
 
-/// Fails with the first variable a run of `policy` would miss.
-fn check_env_vars(policy: &Policy) -> Result<(), ConfigError> {
+/// Every variable a run of `policy` would miss.
+fn missing_env_vars(policy: &Policy) -> Vec<MissingEnv> {
     let vendor = &policy.vendor;
-    policy.base_url_env.read(&format!("{vendor}.base_url_env"))?;
-    for (key, name) in policy.auth.env_vars() {
-        name.read(&format!("{vendor}.{key}"))?;
-    }
-    Ok(())
+    std::iter::once(("base_url_env", &policy.base_url_env))
+        .chain(policy.auth.env_vars())
+        .filter_map(|(key, name)| name.read(&format!("{vendor}.{key}")).err())
+        .collect()
 }
 
 /// The effective policy as JSON: every default filled in, each `*_env`

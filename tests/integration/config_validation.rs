@@ -585,16 +585,20 @@ fn check_env_names_the_missing_variable_never_a_value() {
             .env("VAULT_USERNAME", "svc-edc")
             .env("VAULT_PASSWORD", secret)
             .env_remove("RAVE_API_BASE_URL")
-            .env_remove("RAVE_USERNAME"),
+            .env_remove("RAVE_USERNAME")
+            .env_remove("RAVE_PASSWORD"),
     );
     assert_eq!(out.code, 78, "{}", out.stderr);
-    assert!(
-        out.stderr.contains(
-            "environment variable RAVE_API_BASE_URL (named by medidata_rave.base_url_env) is not set"
-        ),
-        "{}",
-        out.stderr
-    );
+    // Every missing variable at once, each once, with every key naming it.
+    for expected in [
+        "3 environment variables a run needs are not usable: ",
+        "RAVE_API_BASE_URL (not set; named by medidata_rave.base_url_env, medidata_rave_dataset.base_url_env)",
+        "RAVE_USERNAME (not set; named by medidata_rave.auth.username_env",
+        "RAVE_PASSWORD (not set; named by medidata_rave.auth.password_env",
+    ] {
+        assert!(out.stderr.contains(expected), "{expected:?} in {}", out.stderr);
+    }
+    assert_eq!(out.stderr.trim().lines().count(), 1, "{}", out.stderr);
     assert!(!out.stderr.contains(secret) && !out.stdout.contains(secret));
 
     // The scheme's own variables are checked: Basic needs a password too.
@@ -611,7 +615,7 @@ fn check_env_names_the_missing_variable_never_a_value() {
     assert_eq!(out.code, 78, "{}", out.stderr);
     assert!(
         out.stderr.contains(
-            "environment variable RAVE_PASSWORD (named by medidata_rave.auth.password_env) is not set"
+            "an environment variable a run needs is not usable: RAVE_PASSWORD (not set; named by medidata_rave.auth.password_env"
         ),
         "{}",
         out.stderr
@@ -759,9 +763,8 @@ fn a_variable_that_is_not_utf8_is_named_as_such() {
     );
     assert_eq!(out.code, 78, "{}", out.stderr);
     assert!(
-        out.stderr.contains(
-            "environment variable VAULT_API_BASE_URL (named by veeva_vault.base_url_env) is not valid UTF-8"
-        ),
+        out.stderr
+            .contains("VAULT_API_BASE_URL (not valid UTF-8; named by veeva_vault.base_url_env"),
         "{}",
         out.stderr
     );

@@ -43,6 +43,38 @@ pub struct Problem {
     pub message: String,
 }
 
+/// Every missing variable once, with every key that names it.
+fn render_missing(missing: &[MissingEnv]) -> String {
+    let mut names: Vec<(&str, bool, Vec<&str>)> = Vec::new();
+    for m in missing {
+        match names.iter_mut().find(|(n, ..)| *n == m.name) {
+            Some((_, _, keys)) => keys.push(&m.key),
+            None => names.push((&m.name, m.not_unicode, vec![&m.key])),
+        }
+    }
+    let listed: Vec<String> = names
+        .iter()
+        .map(|(name, not_unicode, keys)| {
+            let what = if *not_unicode {
+                "not valid UTF-8"
+            } else {
+                "not set"
+            };
+            format!("{name} ({what}; named by {})", keys.join(", "))
+        })
+        .collect();
+    match names.len() {
+        1 => format!(
+            "an environment variable a run needs is not usable: {}",
+            listed.join("")
+        ),
+        n => format!(
+            "{n} environment variables a run needs are not usable: {}",
+            listed.join("; ")
+        ),
+    }
+}
+
 /// Why a policy cannot be used. Every variant maps to exit 78 (EX_CONFIG).
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -54,6 +86,9 @@ pub enum ConfigError {
     NotUnderChangeControl { reason: String, remedy: String },
     #[error(transparent)]
     MissingEnv(#[from] MissingEnv),
+    /// `config validate --check-env`: every variable missing, at once.
+    #[error("{}", render_missing(.0))]
+    MissingEnvs(Vec<MissingEnv>),
     #[error("vendor {vendor:?} is not defined in {}; it defines: {known}", path.display())]
     UnknownVendor {
         vendor: String,
