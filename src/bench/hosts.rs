@@ -295,7 +295,7 @@ pub fn render(f: &HostsFigures) -> String {
         "hosts soak: {} rounds, {} processes in working directories of their own on one PostgreSQL state \
          and one landing, SIGKILLing each other\n\
          processes killed              {}\n\
-         exits of the others           {:?}\n\
+         exits of the others           {}\n\
          runs that took the lock       {}\n\
          fencing violations            {}   (target 0)\n\
          rounds with the cursor ahead  {}   (target 0)\n\
@@ -305,15 +305,19 @@ pub fn render(f: &HostsFigures) -> String {
          duplicated records            {}   (target 0)\n\
          lost records                  {}   (target 0)\n\
          cursor at high-water          {}\n\
-         audit verify --state          exit {:?}\n\
-         edc-sync verify               exit {:?}: {}\n\
-         final run exit code           {:?}\n\
+         audit verify --state          exit {}\n\
+         edc-sync verify               exit {}: {}\n\
+         final run exit code           {}\n\
          {:.1} s\n\
          {}",
         f.rounds,
         f.hosts,
         f.killed,
-        f.exits,
+        f.exits
+            .iter()
+            .map(|(exit, n)| format!("{exit}: {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
         f.locks_taken,
         f.fence_violations,
         f.rounds_with_cursor_ahead,
@@ -323,10 +327,10 @@ pub fn render(f: &HostsFigures) -> String {
         f.duplicates,
         f.lost,
         f.cursor_at_high_water,
-        f.audit_verify_exit,
-        f.verify_exit,
+        super::harness::exit_text(f.audit_verify_exit),
+        super::harness::exit_text(f.verify_exit),
         f.verify_summary,
-        f.final_exit_code,
+        super::harness::exit_text(f.final_exit_code),
         f.seconds,
         serde_json::to_string(f).unwrap_or_default(),
     )

@@ -308,7 +308,7 @@ pub fn render(f: &SoakFigures) -> String {
          torn audit tails seen    {}   (each acknowledged by the next run)\n\
          audit verify             {}\n\
          final run exit code      {}{}\n\
-         edc-sync verify          exit {:?}: {}\n\
+         edc-sync verify          exit {}: {}\n\
          {}",
         f.rounds,
         match f.mode {
@@ -325,13 +325,12 @@ pub fn render(f: &SoakFigures) -> String {
         f.cursor_at_high_water,
         f.torn_tails_seen,
         f.audit_verify,
-        f.final_exit_code
-            .map_or_else(|| "none (killed by a signal)".into(), |c| c.to_string()),
+        super::harness::exit_text(f.final_exit_code),
         f.final_error
             .as_deref()
             .map(|e| format!(" ({e})"))
             .unwrap_or_default(),
-        f.verify_exit_code,
+        super::harness::exit_text(f.verify_exit_code),
         f.verify_summary,
         serde_json::to_string(f).unwrap_or_default()
     )

@@ -214,6 +214,7 @@ fn thirty_kills_over(server: &str) {
         "120",
     ]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(!out.stdout.contains("Some("), "no Debug text: {}", out.stdout);
     let figures: serde_json::Value = serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
     assert_eq!(figures["rounds"], 30);
     assert_eq!(figures["rounds_with_cursor_ahead"], 0);

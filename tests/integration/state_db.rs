@@ -547,6 +547,14 @@ fn hosts_taking_turns_and_killing_each_other_lose_duplicate_and_unfence_nothing(
     // instants, then a clean run (`bench hosts-soak`, by hand with 200).
     let out = support::run(&["bench", "hosts-soak", "--rounds", "30", "--records", "1000"]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let people: Vec<&str> = out.stdout.lines().filter(|l| !l.starts_with('{')).collect();
+    assert!(
+        people
+            .iter()
+            .all(|l| !l.contains("Some(") && !l.contains("{\"exit")),
+        "figures for people, not Rust's Debug text: {}",
+        out.stdout
+    );
     let figures: serde_json::Value = serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
     assert_eq!(figures["lost"], 0, "{figures}");
     assert_eq!(figures["duplicates"], 0, "{figures}");

@@ -113,7 +113,9 @@ pub fn write(
     );
     for r in reports {
         for kind in [WaitKind::Throttled, WaitKind::Retry, WaitKind::VendorBurst] {
-            let total: f64 = r.waits.iter().filter(|w| w.kind == kind).map(|w| w.seconds).sum();
+            // An empty f64 sum is -0.0: written as 0.
+            let total: f64 =
+                unsigned_zero(r.waits.iter().filter(|w| w.kind == kind).map(|w| w.seconds).sum());
             let _ = writeln!(
                 out,
                 "edc_sync_wait_seconds{{{},reason=\"{}\"}} {total}",
@@ -129,6 +131,7 @@ pub fn write(
     );
     for r in reports {
         if let Some(skew) = r.clock_skew_s {
+            let skew = unsigned_zero(skew);
             let _ = writeln!(
                 out,
                 "edc_sync_clock_skew_seconds{{{}}} {skew}",
@@ -177,6 +180,12 @@ pub fn write(
     crate::durable::replace_durably(path, &temp_of(path), out.as_bytes())
 }
 
+/// `-0` is 0 to a reader (and to Prometheus): adding +0.0 turns -0.0
+/// into 0.0 and leaves every other value as it is.
+fn unsigned_zero(x: f64) -> f64 {
+    x + 0.0
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -189,5 +198,31 @@ mod tests {
             Some("1764700000.5")
         );
         assert_eq!(super::label("a\"b\\c"), "a\\\"b\\\\c");
+    }
+
+    #[test]
+    fn no_figure_is_written_as_minus_0() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.prom");
+        let base = crate::stream::StreamIdentity {
+            vendor: "v".into(),
+            tenant: None,
+            study: Some("s".into()),
+            protocol_version: None,
+            stream: None,
+        };
+        let report = crate::sync::StreamReport {
+            stream: "default".into(),
+            clock_skew_s: Some(-0.0),
+            ..Default::default()
+        };
+        super::write(&path, &base, &[report], &["default".into()], 0, 1.0).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains(" -0"), "{text}");
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("edc_sync_clock_skew_seconds{") && l.ends_with(" 0")),
+            "{text}"
+        );
     }
 }
