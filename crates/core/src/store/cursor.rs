@@ -246,11 +246,11 @@ pub struct PageAdvance<'a> {
     /// With a lookback: its policy and the page's records that were not
     /// landed before (the ones this page lands).
     pub lookback: Option<(&'a Lookback, &'a [RecordKey])>,
-    /// On an ascending endpoint, records before this cursor value can no
-    /// longer come in this window nor be re-read by the next one (the
-    /// high-water mark so far less the lookback): the memory forgets them
-    /// now, so it holds the lookback's span, not the whole window.
-    pub forget_before: Option<String>,
+    /// On an ascending endpoint, records before the high-water mark so far
+    /// less the lookback can no longer come in this window nor be re-read
+    /// by the next one: the memory forgets them page by page, so it holds
+    /// the lookback's span, not the whole window.
+    pub forget_early: bool,
 }
 
 /// A cursor advanced past one page, not yet durable. Only
@@ -281,8 +281,13 @@ impl PendingCursor {
             for key in landed {
                 memory.add(&key.at, &key.identity);
             }
-            if let Some(before) = &page.forget_before {
-                memory.forget_before(before);
+            let forget = page
+                .forget_early
+                .then_some(high_water.as_ref())
+                .flatten()
+                .and_then(|hw| earlier(&hw.as_param(), lookback.span.as_secs()));
+            if let Some(before) = forget {
+                memory.forget_before(&before);
             }
             memory.bound(lookback.max_records as usize);
         } else {

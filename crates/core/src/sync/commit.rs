@@ -234,28 +234,6 @@ impl PageCommit {
             );
             return Err(refuse(stream, page, digest, reason));
         }
-        // A study dataset's cursor is the server's clock: one far from ours
-        // is no evidence (a year-9999 document would move the cursor past
-        // every later change), as for a Date header (clock_skew_max_s).
-        if job.delta.paging == crate::config::Paging::RaveDataset {
-            let made = summary
-                .high_water
-                .as_ref()
-                .and_then(|v| payload::order::instant(&v.as_param()));
-            if let Some(made) = made {
-                let skew = (made - time::OffsetDateTime::now_utc()).abs();
-                if skew > job.policy.clock_skew_max {
-                    temp.discard();
-                    let reason = format!(
-                        "page {url}: its CreationDateTime is {:.0} s from this host's clock, more than \
-                         clock_skew_max_s ({} s): not taken as the next start; nothing was committed",
-                        skew.as_seconds_f64(),
-                        job.policy.clock_skew_max.as_secs()
-                    );
-                    return Err(refuse(stream, page, digest, reason));
-                }
-            }
-        }
         let next_start = match window.end() {
             Some(end) => Some(window::after(end).map_err(|e| stream.rejected(e))?),
             None => None,
@@ -263,29 +241,15 @@ impl PageCommit {
         // With a lookback, the page's records already landed (read again
         // in the re-read span) are told apart from the new ones.
         let lookback = job.delta.lookback.as_ref();
-        let identify = lookback.is_some() || stream.landed_before.is_some();
-        let split = if identify && summary.records > 0 {
-            let body = temp.read_back()?;
-            let records = job.delta.records_pointer.as_deref().unwrap_or("/data");
-            let field = job.delta.cursor_field.as_deref().unwrap_or_default();
-            let record_id = lookback.and_then(|l| l.record_id.as_deref());
-            let keys = match job.delta.format {
-                PayloadFormat::Json => payload::identity::record_keys(body, records, field, record_id),
-                PayloadFormat::Odm => {
-                    let at = summary
-                        .high_water
-                        .as_ref()
-                        .map(|v| v.as_param())
-                        .unwrap_or_default();
-                    payload::identity::odm_record_keys(body, &at)
-                }
-            };
-            match keys {
-                Ok(keys) => Some(lookback::split(cursor, keys, stream.landed_before.as_ref())),
-                Err(invalid) => return Err(self.quarantine(stream, page, temp, digest, invalid)),
-            }
-        } else {
-            None
+        let split = match lookback::split_page(
+            &job.delta,
+            cursor,
+            &summary,
+            &mut temp,
+            stream.landed_before.as_ref(),
+        )? {
+            Ok(split) => split,
+            Err(invalid) => return Err(self.quarantine(stream, page, temp, digest, invalid)),
         };
         let new_records = split.as_ref().map_or(summary.records, |s| s.new.len() as u64);
         let advance = PageAdvance {
@@ -298,19 +262,11 @@ impl PageCommit {
             run_id: stream.run_id.as_str(),
             paging: &job.delta.paging,
             lookback: lookback.map(|lb| (lb, split.as_ref().map_or(&[][..], |s| &s.new[..]))),
-            // (A study dataset is one page a window: nothing to forget early,
-            // and its next start is the second its document was made in.)
-            forget_before: match (lookback, job.delta.order, &job.delta.paging) {
-                (_, _, crate::config::Paging::RaveDataset) => None,
-                (Some(lb), crate::config::RecordOrder::Ascending, _) => {
-                    let mark = match (cursor.high_water(), &summary.high_water) {
-                        (Some(a), Some(b)) => a.clone().max(b.clone()).ok(),
-                        (a, b) => a.cloned().or_else(|| b.clone()),
-                    };
-                    mark.and_then(|m| payload::order::earlier(&m.as_param(), lb.span.as_secs()))
-                }
-                _ => None,
-            },
+            // On an ascending endpoint nothing older than the high-water
+            // mark less the lookback can come again (a study dataset is one
+            // page a window: nothing to forget early).
+            forget_early: job.delta.order == crate::config::RecordOrder::Ascending
+                && job.delta.paging != crate::config::Paging::RaveDataset,
         };
         let pending = crate::store::PendingCursor::advance(cursor, advance)
             .map_err(|e| stream.rejected(format!("page {url}: {e}")))?;
@@ -576,6 +532,30 @@ impl PageCommit {
                 return Err(self.quarantine(stream, &page, temp, &digest, invalid));
             }
         };
+        // A study dataset's cursor is the server's clock in the document
+        // (`CreationDateTime`): evidence only within clock_skew_max_s, as
+        // a Date header is (75, naming both clocks, nothing committed).
+        if stream.job.delta.paging == crate::config::Paging::RaveDataset {
+            let made = summary
+                .high_water
+                .as_ref()
+                .and_then(|v| payload::order::instant(&v.as_param()));
+            if let Some(made) = made {
+                let skew = (made - time::OffsetDateTime::now_utc()).as_seconds_f64();
+                if let Err(e) = stream
+                    .trust_clock(
+                        req,
+                        Some(&meta),
+                        Some(skew),
+                        Some(std::time::SystemTime::from(made)),
+                    )
+                    .await
+                {
+                    temp.discard();
+                    return Err(e);
+                }
+            }
+        }
         let committed = self
             .commit_page(stream, window, slots, &page, cursor, temp, &digest, summary)
             .await?;

@@ -4,10 +4,12 @@
 
 use std::collections::HashSet;
 
-use crate::config::Delta;
-use crate::edc::payload::identity::RecordKey;
+use crate::config::{Delta, PayloadFormat};
+use crate::edc::payload::identity::{odm_record_keys, record_keys, RecordKey};
 use crate::edc::payload::order::earlier;
+use crate::edc::payload::{InvalidPayload, PageSummary};
 use crate::store::Cursor;
+use crate::store::{LandingTemp, StoreError};
 
 /// Where the window after one that ended at `mark` (its high-water mark,
 /// or the second after a date window's end) starts: `mark` less the
@@ -29,6 +31,43 @@ pub struct Split {
     /// Positions of the records an earlier page landed, or an earlier
     /// position of this page (a vendor listing one record twice).
     pub repeated: Vec<u32>,
+}
+
+/// A received page's records told apart, when there is anything to tell
+/// apart them from (a lookback's memory, or `backfill --missing-only`'s
+/// records landed before): read once more from the temp file, a record at
+/// a time. The inner error is a page whose records cannot be identified
+/// (quarantined like any invalid page).
+pub(super) fn split_page(
+    delta: &Delta,
+    cursor: &Cursor,
+    summary: &PageSummary,
+    temp: &mut LandingTemp,
+    landed_before: Option<&HashSet<String>>,
+) -> Result<Result<Option<Split>, InvalidPayload>, StoreError> {
+    if (delta.lookback.is_none() && landed_before.is_none()) || summary.records == 0 {
+        return Ok(Ok(None));
+    }
+    let body = temp.read_back()?;
+    let keys = match delta.format {
+        PayloadFormat::Json => record_keys(
+            body,
+            delta.records_pointer.as_deref().unwrap_or("/data"),
+            delta.cursor_field.as_deref().unwrap_or_default(),
+            delta.lookback.as_ref().and_then(|l| l.record_id.as_deref()),
+        ),
+        // A study dataset's records carry no time of their own: the
+        // document's (its mark) stands for all of them.
+        PayloadFormat::Odm => {
+            let at = summary
+                .high_water
+                .as_ref()
+                .map(|v| v.as_param())
+                .unwrap_or_default();
+            odm_record_keys(body, &at)
+        }
+    };
+    Ok(keys.map(|keys| Some(split(cursor, keys, landed_before))))
 }
 
 /// Splits a page's records by the memory of the cursor before it and,

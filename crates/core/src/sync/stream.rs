@@ -261,9 +261,7 @@ impl<'a, P: Pacer> Stream<'a, P> {
     }
 
     /// Vault delays responses instead of answering 429 once its burst is
-    /// spent: below the floor, slow the whole quota to the pace that spends
-    /// no more than the burst limit per five-minute window.
-    /// Vault's burst allowance (`X-VaultAPI-BurstLimitRemaining` of the
+    /// spent. Its burst allowance (`X-VaultAPI-BurstLimitRemaining` of the
     /// 5-minute window, Vault REST API reference "API Rate Limits") is the
     /// vault's, whatever bucket_key a policy gives its streams: at or below
     /// the floor, every request of every stream, study and process on this

@@ -28,7 +28,7 @@ fn page(high: &str, sha256: &'static str, records: u64) -> PageAdvance<'static> 
         window_end: None,
         next_start: None,
         lookback: None,
-        forget_before: None,
+        forget_early: false,
     }
 }
 
