@@ -36,6 +36,14 @@ pub fn earlier(s: &str, secs: u64) -> Option<String> {
         .split_once('.')
         .map_or(0, |(_, frac)| frac.bytes().take_while(u8::is_ascii_digit).count())
         .min(9);
+    Some(utc_text(t, digits))
+}
+
+/// `t` in UTC as `YYYY-MM-DDTHH:MM:SS[.f]Z` with `digits` (at most 9)
+/// fraction digits, cut, not rounded.
+pub fn utc_text(t: OffsetDateTime, digits: usize) -> String {
+    let t = t.to_offset(time::UtcOffset::UTC);
+    let digits = digits.min(9);
     let whole = format!(
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
         t.year(),
@@ -45,12 +53,12 @@ pub fn earlier(s: &str, secs: u64) -> Option<String> {
         t.minute(),
         t.second()
     );
-    Some(if digits == 0 {
+    if digits == 0 {
         format!("{whole}Z")
     } else {
         let nanos = format!("{:09}", t.nanosecond());
         format!("{whole}.{}Z", &nanos[..digits])
-    })
+    }
 }
 
 /// A cursor value with its instant parsed once: a page's low- and
