@@ -3,11 +3,12 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use edc_core::config::DEFAULT_PATH;
 
 mod bench;
+pub mod examples;
 mod simulate;
 
 pub use bench::BenchCommand;
@@ -28,14 +29,100 @@ pub struct Cli {
     /// Less log detail (-q errors only).
     #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "verbose")]
     pub quiet: u8,
+    /// When to colour logs, the progress line and help: auto colours a
+    /// terminal unless NO_COLOR is set to anything but the empty string.
+    #[arg(long, global = true, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
+    /// One line per event, for people.
     Text,
+    /// One JSON object per line, the final error included, for collectors.
     Json,
+}
+
+/// `--color`: as cargo and ripgrep take it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    /// Colour a terminal, unless NO_COLOR is set (and not empty).
+    Auto,
+    /// Always colour, NO_COLOR or not, terminal or not.
+    Always,
+    /// Never colour.
+    Never,
+}
+
+impl ColorChoice {
+    /// Whether to colour a stream that is (or is not) a terminal, given
+    /// the value of NO_COLOR (no-color.org: set and not empty disables).
+    pub fn colours(self, terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+        match self {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => terminal && no_color.is_none_or(|v| v.is_empty()),
+        }
+    }
+
+    /// Whether to colour stderr, as this process finds it.
+    pub fn colours_stderr(self) -> bool {
+        use std::io::IsTerminal;
+        self.colours(std::io::stderr().is_terminal(), std::env::var_os("NO_COLOR").as_deref())
+    }
+
+    /// `--color` as the raw arguments give it, before parsing: clap's own
+    /// help and errors are coloured (or not) before the parse is done.
+    fn from_raw_args(args: &[std::ffi::OsString]) -> ColorChoice {
+        let mut choice = ColorChoice::Auto;
+        let mut args = args.iter().map(|a| a.to_string_lossy());
+        while let Some(arg) = args.next() {
+            let value = match arg.strip_prefix("--color") {
+                Some("") => args.next().map(|v| v.into_owned()),
+                Some(rest) => rest.strip_prefix('=').map(str::to_string),
+                None => None,
+            };
+            if let Some(v) = value.and_then(|v| ColorChoice::from_str(&v, false).ok()) {
+                choice = v;
+            }
+        }
+        choice
+    }
+}
+
+/// The command-line definition as users meet it: the derive's, with the
+/// examples of [`examples::EXAMPLES`] after each subcommand's help. Help,
+/// completions and man pages all come from here.
+pub fn command() -> clap::Command {
+    fn with_examples(cmd: clap::Command, path: &str) -> clap::Command {
+        let names: Vec<String> = cmd.get_subcommands().map(|s| s.get_name().to_string()).collect();
+        names.into_iter().fold(cmd, |cmd, name| {
+            let sub_path = if path.is_empty() { name.clone() } else { format!("{path} {name}") };
+            cmd.mut_subcommand(&name, |sub| {
+                let sub = with_examples(sub, &sub_path);
+                match examples::of(&sub_path).next() {
+                    Some(_) => sub.after_help(examples::help(&sub_path)),
+                    None => sub,
+                }
+            })
+        })
+    }
+    with_examples(Cli::command(), "")
+}
+
+/// Parses this process's arguments (clap prints usage errors and exits 2).
+pub fn parse() -> Cli {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let color = match ColorChoice::from_raw_args(&args) {
+        // clap's auto already honours NO_COLOR and a terminal.
+        ColorChoice::Auto => clap::ColorChoice::Auto,
+        ColorChoice::Always => clap::ColorChoice::Always,
+        ColorChoice::Never => clap::ColorChoice::Never,
+    };
+    let matches = command().color(color).get_matches_from(args);
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 #[derive(Debug, Subcommand)]
@@ -47,9 +134,9 @@ pub enum Command {
     Sync(SyncArgs),
     /// Re-pull a past window with its own cursor; the incremental cursor is
     /// never touched.
-    #[command(
-        after_help = "Example:\n  edc-sync backfill --vendor veeva_vault --study S-001 --since 2026-01-01T00:00:00Z \\\n      --until 2026-02-01T00:00:00Z --out /srv/edc/landing --state /srv/edc/state \\\n      --audit-log /srv/edc/audit.jsonl --pacer local\n\nPages land under OUT/backfill/SINCE..UNTIL/ and the cursor lives under STATE/backfill/SINCE..UNTIL/,\nso a backfill can be resumed, and never moves the incremental cursor."
-    )]
+    ///
+    /// Pages land under OUT/backfill/SINCE..UNTIL/ and the cursor lives
+    /// under STATE/backfill/SINCE..UNTIL/, so a backfill can be resumed.
     Backfill(BackfillArgs),
     /// Inspect a stream's cursor.
     #[command(subcommand)]
@@ -62,6 +149,7 @@ pub enum Command {
     Qualify(QualifyCommand),
     /// Print shell completions (bash, zsh, fish, elvish, powershell).
     Completions {
+        /// The shell whose script to print.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
@@ -87,9 +175,6 @@ pub enum Command {
     ///
     /// Prints one line per discrepancy (the file and what differs), then a
     /// summary. Exit 0 when none, 65 when any, 66 when a path cannot be read.
-    #[command(
-        after_help = "Example:\n  edc-sync verify --out /srv/edc/landing --state /srv/edc/state --audit-log /srv/edc/audit.jsonl"
-    )]
     Verify(VerifyArgs),
     /// Benchmarks that print figures (see docs/benchmarks.md).
     #[command(subcommand)]
@@ -112,8 +197,6 @@ pub enum ConfigCommand {
     /// Validate the policy file; report every problem with its key and line.
     ///
     /// Exit 0 when valid, 78 when not.
-    ///
-    /// Example: edc-sync config validate --config config/rate_limits.yaml --require-committed
     Validate {
         #[command(flatten)]
         path: ConfigPath,
@@ -130,8 +213,6 @@ pub enum ConfigCommand {
     ///
     /// Secrets are never printed: only the names of the variables that hold
     /// them, and whether each is set.
-    ///
-    /// Example: edc-sync config show --vendor veeva_vault
     Show {
         #[command(flatten)]
         path: ConfigPath,
@@ -150,8 +231,6 @@ pub enum AuditCommand {
     /// removed, reordered, malformed, a torn final line left by a crash,
     /// unsigned, a checkpoint that does not verify, or diverging from an
     /// anchor).
-    ///
-    /// Example: edc-sync audit verify /var/lib/edc-sync/audit.jsonl --anchors /var/lib/edc-sync/state --key
     #[command(group(clap::ArgGroup::new("trail_source").required(true).args(["file", "state"])))]
     Verify {
         /// The audit file (JSON Lines).
@@ -183,8 +262,6 @@ pub enum AuditCommand {
     /// reviewer reads does not depend on where it was kept.
     ///
     /// Never replaces an existing file. Exit 0 when written.
-    ///
-    /// Example: edc-sync audit export --state postgres://edc_run@db.example/edc --to audit-2026-12.jsonl
     Export {
         /// The database (postgres://user@host:port/database).
         #[arg(long, env = "EDC_SYNC_STATE", value_name = "URL")]
@@ -206,8 +283,6 @@ pub enum StateCommand {
     /// Run it as the schema's owner, never as the role runs use; runs
     /// refuse (78) a database whose schema version is not theirs. Exit 0
     /// when the schema is current (prints what was applied).
-    ///
-    /// Example: edc-sync state migrate --state postgres://edc_owner@db.example:5432/edc --grant-to edc_run
     Migrate {
         /// The database (postgres://user[:password]@host:port/database).
         #[arg(long, env = "EDC_SYNC_STATE", value_name = "URL")]
@@ -274,9 +349,6 @@ pub struct VerifyArgs {
 
 /// Flags of `edc-sync sync`.
 #[derive(Debug, Args)]
-#[command(
-    after_help = "Example:\n  edc-sync sync --vendor veeva_vault --study S-001 --protocol-version 3 --all-streams \\\n      --out /srv/edc/landing --state /srv/edc/state --audit-log /srv/edc/audit.jsonl \\\n      --redis redis://127.0.0.1:6379/"
-)]
 #[command(group(clap::ArgGroup::new("pacing").required(true).args(["redis", "pacer"])))]
 pub struct SyncArgs {
     #[command(flatten)]
@@ -336,8 +408,6 @@ pub struct SyncArgs {
 #[derive(Debug, Subcommand)]
 pub enum CursorCommand {
     /// Print a stream's cursor file.
-    ///
-    /// Example: edc-sync cursor show --state /srv/edc/state --vendor veeva_vault --study S-001 --stream subjects
     Show {
         #[command(flatten)]
         stream: StreamArgs,
@@ -396,8 +466,6 @@ pub enum QualifyCommand {
     ///
     /// Exit 0 only if every executed scenario passed (70 otherwise). Without
     /// Redis the Redis scenarios are reported as not executed, never passed.
-    ///
-    /// Example: edc-sync qualify oq --evidence /srv/validation/oq-2026-12-02 --redis redis://127.0.0.1:6379/
     Oq {
         /// Directory for the evidence package (created; existing scenario
         /// directories in it are replaced).
@@ -417,13 +485,15 @@ pub enum QualifyCommand {
     },
     /// Installation qualification: executable identity, policy validity and
     /// change control, durable directories, Redis and its clock.
-    ///
-    /// Example: edc-sync qualify iq --evidence /srv/validation/iq --dir /srv/edc/state --dir /srv/edc/landing --redis redis://127.0.0.1:6379/
     Iq {
+        /// Directory for the evidence package (created).
         #[arg(long)]
         evidence: PathBuf,
         #[command(flatten)]
         path: ConfigPath,
+        /// The Redis runs will share their quotas through (without it, the
+        /// Redis check is reported as not executed: acceptable only for a
+        /// site that runs with --pacer local alone).
         #[arg(long, env = "EDC_SYNC_REDIS_URL")]
         redis: Option<String>,
         /// A directory runs will write to (audit, state, landing). Repeatable.
@@ -432,10 +502,6 @@ pub enum QualifyCommand {
     },
 }
 
-/// A backfill bound is a cursor value of one of the kinds a delta's cursor
-/// has: an RFC 3339 instant (`2026-01-01T00:00:00Z`) or a whole number (a
-/// Rave start id). Anything else would be sent to the server as the
-/// cursor parameter, so it is refused here, before anything happens.
 /// A part of a stream's identity. `-` alone is refused: state and landing
 /// paths spell an absent tenant or protocol version `-`, so `--tenant -`
 /// would share the files of the stream without a tenant.
@@ -448,6 +514,10 @@ fn identity_part(value: &str) -> Result<String, String> {
     }
 }
 
+/// A backfill bound is a cursor value of one of the kinds a delta's cursor
+/// has: an RFC 3339 instant (`2026-01-01T00:00:00Z`) or a whole number (a
+/// Rave start id). Anything else would be sent to the server as the
+/// cursor parameter, so it is refused here, before anything happens.
 fn cursor_bound(value: &str) -> Result<String, String> {
     let v = value.trim();
     let is_number =

@@ -2,12 +2,14 @@
 //!
 //! Logs are for operators, not evidence: the audit trail is the record.
 
+use edc_core::exit::Exit;
 use tracing_subscriber::EnvFilter;
 
 use crate::cli::LogFormat;
 
-/// Installs the global subscriber. `RUST_LOG`, when set, wins over -v/-q.
-pub fn init(format: LogFormat, verbose: u8, quiet: u8) {
+/// Installs the global subscriber. `RUST_LOG`, when set, wins over -v/-q;
+/// `colour` is `--color` as this stderr resolves it.
+pub fn init(format: LogFormat, colour: bool, verbose: u8, quiet: u8) {
     let default = match (verbose, quiet) {
         (_, q) if q > 0 => "error",
         (0, _) => "info",
@@ -21,9 +23,29 @@ pub fn init(format: LogFormat, verbose: u8, quiet: u8) {
         .with_writer(|| edc_core::mask::MaskedStderr);
     // A second init (tests) is harmless; the first subscriber stays.
     let _ = match format {
-        LogFormat::Text => builder
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .try_init(),
+        LogFormat::Text => builder.with_ansi(colour).try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
+}
+
+/// The last line of a failed run, in the log's format: a collector that
+/// parses every stderr line as JSON gets the error, the exit code and its
+/// meaning as one object too (in the shape of the log lines before it).
+pub fn fatal(format: LogFormat, text: &str, exit: Exit) -> String {
+    let code = exit.code();
+    match format {
+        LogFormat::Text => format!("edc-sync: error: {text}"),
+        LogFormat::Json => {
+            let label = Exit::ALL.iter().find(|d| d.code == code).map_or("", |d| d.label);
+            serde_json::json!({
+                "timestamp": edc_core::audit::now_rfc3339(),
+                "level": "ERROR",
+                "message": text,
+                "exit_code": code,
+                "exit": label,
+                "target": "edc_sync",
+            })
+            .to_string()
+        }
+    }
 }

@@ -4,15 +4,13 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Parser;
-
 use edc_core::exit::{is_broken_pipe, Exit};
-use edc_sync::cli::Cli;
 
 fn main() -> ExitCode {
     // clap prints usage errors itself and exits 2 (EX_USAGE).
-    let cli = Cli::parse();
-    edc_sync::logging::init(cli.log_format, cli.verbose, cli.quiet);
+    let cli = edc_sync::cli::parse();
+    let (format, color) = (cli.log_format, cli.color.colours_stderr());
+    edc_sync::logging::init(format, color, cli.verbose, cli.quiet);
     match edc_sync::commands::run(cli) {
         Ok(()) => ExitCode::from(Exit::Ok.code()),
         Err(err) if is_broken_pipe(&err) => ExitCode::from(Exit::Ok.code()),
@@ -21,7 +19,7 @@ fn main() -> ExitCode {
             // If stderr is gone too there is nowhere left to report to.
             // Identifiers in URLs are masked, as in the audit trail.
             let text = edc_core::mask::global_text(&format!("{err:#}"));
-            let _ = writeln!(std::io::stderr().lock(), "edc-sync: error: {text}");
+            let _ = writeln!(std::io::stderr().lock(), "{}", edc_sync::logging::fatal(format, &text, code));
             ExitCode::from(code.code())
         }
     }

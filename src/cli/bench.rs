@@ -10,8 +10,6 @@ pub enum BenchCommand {
     /// envelope violations, utilisation, acquire latency.
     ///
     /// Ends with one JSON line of the figures.
-    ///
-    /// Example: edc-sync bench pacer --redis redis://127.0.0.1:6379/ --procs 4 --tasks 4 --rate 50 --burst 20 --seconds 20
     Pacer {
         /// Redis URL.
         #[arg(long, env = "EDC_SYNC_REDIS_URL")]
@@ -40,8 +38,6 @@ pub enum BenchCommand {
     /// durable commit, and peak RSS over 1 GiB in 64 MiB pages.
     ///
     /// Ends with one JSON line of the figures.
-    ///
-    /// Example: edc-sync bench sync --pages 500 --large-pages 16
     Sync {
         /// Small pages to sync (about --page-kib each).
         #[arg(long, default_value_t = 500)]
@@ -61,18 +57,16 @@ pub enum BenchCommand {
     /// wall time and peak RSS of each (`wait4`), and their ratios.
     ///
     /// Ends with one JSON line of the figures.
-    ///
-    /// Example: edc-sync bench startup --entries 100000
     Startup {
+        /// Pages of history (manifest entries, and audit lines for each).
         #[arg(long, default_value_t = 100_000)]
         entries: u64,
     },
     /// Crash soak: start a sync, SIGKILL it at a seeded random moment (or
     /// fail its Nth fsync with EIO), resume; ROUNDS times, with faults on;
     /// then count rounds with the cursor ahead, duplicates and losses.
-    ///
-    /// Example: edc-sync bench crash-soak --rounds 200
     CrashSoak {
+        /// Rounds: each a sync killed (or failed) at a seeded instant, then resumed.
         #[arg(long, default_value_t = 200)]
         rounds: u32,
         /// Instead of SIGKILL, fail the Nth fsync-class call of each round's
@@ -85,8 +79,10 @@ pub enum BenchCommand {
         /// (conditional writes); `scripts/test` installs both.
         #[arg(long, value_name = "SERVER", value_parser = ["garage", "s3s-fs"])]
         object_store: Option<String>,
+        /// Records in the simulated study.
         #[arg(long, default_value_t = 400)]
         records: u32,
+        /// Seed of the kill instants and faults (the same seed, the same soak).
         #[arg(long, default_value_t = 0x50a4)]
         seed: u64,
     },
@@ -101,17 +97,20 @@ pub enum BenchCommand {
     /// then one clean run. Prints the figures, then one JSON line; exits
     /// non-zero when anything was lost, duplicated, ahead or unfenced.
     HostsSoak {
+        /// Rounds of processes killing each other.
         #[arg(long, default_value_t = 200)]
         rounds: u32,
         /// Processes started on the stream each round.
         #[arg(long, default_value_t = 3)]
         hosts: u32,
+        /// Records in the simulated study.
         #[arg(long, default_value_t = 3000)]
         records: u32,
         /// The simulator's latency per request: how slowly pages come, so
         /// that kills fall mid-window.
         #[arg(long, default_value_t = 20)]
         latency_ms: u64,
+        /// Seed of the kill instants (the same seed, the same soak).
         #[arg(long, default_value_t = 0x50a4)]
         seed: u64,
     },

@@ -127,7 +127,4 @@ Faults (--fault N=SPEC, N = the Nth request received, from 1):
                       (e.g. API_LIMIT_EXCEEDED, INSUFFICIENT_ACCESS, INVALID_DATA)
   rave-error:STATUS:CODE       STATUS with <Response ReasonCode=CODE ...> (e.g. 404:RWS00092)
   rave-odm-error:STATUS:CODE   STATUS with an ODM whose mdsol:ErrorDescription ends [CODE]
-
-Example:
-  edc-sync simulate --port 8080 --records 500 --fault 2=429:seconds:1 --fault 4=429:date:2 \\
-      --fault 6=429:absent --fault 8=503:seconds:1 --request-log /tmp/sim.jsonl";
+";

@@ -1,5 +1,9 @@
 //! `edc-sync qualify iq`: is the installation what it should be, on a
 //! filesystem and a Redis that can carry the invariants?
+//!
+//! The protocol's table (validation/IQ.md) is rendered from [`protocol`],
+//! the same definitions the checks below report against, so the document a
+//! reviewer approves and the checks the tool runs cannot drift apart.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -9,7 +13,85 @@ use super::evidence::{Evidence, ScenarioResult, Status, Step, Summary};
 use edc_core::audit::now_rfc3339;
 use quota_pacer::RedisPacer;
 
-fn check(id: &str, title: &str, requirements: &[&str], steps: Vec<Step>) -> ScenarioResult {
+/// The oldest Redis major version the pacer's scripts are qualified on
+/// (`TIME` in a script that writes needs effects replication, the default
+/// since 5; the OQ and the test suite run 7).
+pub const REDIS_MIN_MAJOR: u32 = 6;
+
+/// How far Redis's clock may be from this host's: pacing uses only the
+/// server's clock, but a reviewer reads audit timestamps (this host's)
+/// beside Redis-timed waits.
+pub const CLOCK_OFFSET_MAX_MS: f64 = 1000.0;
+
+/// One IQ check as the protocol states it.
+pub struct IqCheck {
+    pub id: &'static str,
+    pub title: &'static str,
+    pub requirements: &'static [&'static str],
+    /// What is checked, as the protocol's table says it.
+    pub checks: String,
+    /// What passes, as the protocol's table says it.
+    pub acceptance: String,
+}
+
+/// The IQ's checks, in order: the run reports against these and
+/// validation/IQ.md's table is their rendering ([`protocol_table`]).
+pub fn protocol() -> [IqCheck; 4] {
+    let scripts = RedisPacer::SCRIPTS.len();
+    [
+        IqCheck {
+            id: "IQ-001",
+            title: "The installed executable is identified",
+            requirements: &["URS-013"],
+            checks: "Executable path, version and SHA-256".into(),
+            acceptance: "Readable; version and hash match the release record".into(),
+        },
+        IqCheck {
+            id: "IQ-002",
+            title: "The policy validates and is under change control",
+            requirements: &["URS-013", "URS-014", "URS-018"],
+            checks: "The policy validates; it is committed, unchanged, at git HEAD; the commit and blob id runs will stamp".into(),
+            acceptance: "Valid; committed; a commit and a blob id".into(),
+        },
+        IqCheck {
+            id: "IQ-003",
+            title: "Audit, state and landing directories are writable and durable",
+            requirements: &["URS-009", "URS-011"],
+            checks: "Each `--dir` is writable and honours fsync (write, fsync, rename, directory fsync, read back)".into(),
+            acceptance: "Succeeds for every directory".into(),
+        },
+        IqCheck {
+            id: "IQ-004",
+            title: "Redis is reachable, its version known, the Lua scripts load, its clock compared",
+            requirements: &["URS-003"],
+            checks: format!(
+                "Redis reachable, its version, the {scripts} Lua scripts load ({}), server clock vs host clock",
+                RedisPacer::SCRIPTS.join(", ")
+            ),
+            acceptance: format!(
+                "Version {REDIS_MIN_MAJOR}.0 or later; {scripts} SHA-1 script hashes; |offset| < {CLOCK_OFFSET_MAX_MS} ms"
+            ),
+        },
+    ]
+}
+
+/// validation/IQ.md's table of checks, rendered from [`protocol`].
+pub fn protocol_table() -> String {
+    let mut table = String::from("| ID | Check | Acceptance | Requirements |\n|---|---|---|---|\n");
+    for c in protocol() {
+        table.push_str(&format!(
+            "| {} | {} | {} | {} |\n",
+            c.id,
+            c.checks,
+            c.acceptance,
+            c.requirements.join(", ")
+        ));
+    }
+    table
+}
+
+fn check(def: &IqCheck, steps: Vec<Step>) -> ScenarioResult {
+    let (id, title, requirements) = (def.id, def.title, def.requirements);
     let now = now_rfc3339();
     let status = if steps.iter().all(|s| s.pass) {
         Status::Passed
@@ -71,12 +153,11 @@ pub async fn iq(
     std::fs::create_dir_all(evidence_dir)?;
     let started = now_rfc3339();
     let env = super::environment(config, None);
+    let [exe, policy, durable, redis_check] = protocol();
     let mut results = Vec::new();
 
     results.push(check(
-        "IQ-001",
-        "The installed executable is identified",
-        &["URS-013"],
+        &exe,
         vec![step(
             "executable path, version and SHA-256",
             "readable, version reported",
@@ -118,12 +199,7 @@ pub async fn iq(
             p.config_git_commit.is_some() && p.config_git_blob.is_some(),
         ));
     }
-    results.push(check(
-        "IQ-002",
-        "The policy validates and is under change control",
-        &["URS-013", "URS-014", "URS-018"],
-        steps,
-    ));
+    results.push(check(&policy, steps));
 
     let dir_steps = dirs
         .iter()
@@ -138,21 +214,11 @@ pub async fn iq(
             )
         })
         .collect();
-    results.push(check(
-        "IQ-003",
-        "Audit, state and landing directories are writable and durable",
-        &["URS-009", "URS-011"],
-        dir_steps,
-    ));
+    results.push(check(&durable, dir_steps));
 
     match &redis {
         None => {
-            let mut r = check(
-                "IQ-004",
-                "Redis is reachable, its version known, the Lua scripts load, its clock compared",
-                &["URS-003"],
-                Vec::new(),
-            );
+            let mut r = check(&redis_check, Vec::new());
             r.status = Status::NotExecuted;
             r.note =
                 Some("not executed: no --redis given (runs with --pacer local do not need Redis)".into());
@@ -166,7 +232,7 @@ pub async fn iq(
                     let version = pacer.server_version().await;
                     steps.push(step(
                         "Redis version",
-                        "7.x or later",
+                        &format!("{REDIS_MIN_MAJOR}.0 or later"),
                         match &version {
                             Ok(v) => v.clone(),
                             Err(e) => format!("error: {e}"),
@@ -175,7 +241,7 @@ pub async fn iq(
                             v.split('.')
                                 .next()
                                 .and_then(|m| m.parse::<u32>().ok())
-                                .is_some_and(|m| m >= 6)
+                                .is_some_and(|m| m >= REDIS_MIN_MAJOR)
                         }),
                     ));
                     let hashes = pacer.load_scripts().await;
@@ -198,21 +264,16 @@ pub async fn iq(
                     let offset_ms = server.as_ref().map(|s| (s - local) as f64 / 1000.0);
                     steps.push(step(
                         "server clock vs this host's clock (pacing uses only the server's; audit timestamps use this host's)",
-                        "|offset| < 1000 ms",
+                        &format!("|offset| < {CLOCK_OFFSET_MAX_MS} ms"),
                         match &offset_ms {
                             Ok(o) => format!("{o:+.3} ms (server minus host)"),
                             Err(e) => format!("error: {e}"),
                         },
-                        offset_ms.as_ref().is_ok_and(|o| o.abs() < 1000.0),
+                        offset_ms.as_ref().is_ok_and(|o| o.abs() < CLOCK_OFFSET_MAX_MS),
                     ));
                 }
             }
-            results.push(check(
-                "IQ-004",
-                "Redis is reachable, its version known, the Lua scripts load, its clock compared",
-                &["URS-003"],
-                steps,
-            ));
+            results.push(check(&redis_check, steps));
         }
     }
 

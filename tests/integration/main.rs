@@ -8,6 +8,7 @@ mod support;
 mod audit_integrity;
 mod audit_trail;
 mod claims;
+mod cli_conventions;
 mod config_provenance;
 mod config_validation;
 mod demo;

@@ -95,3 +95,29 @@ fn the_cli_definitions_are_consistent() {
     use clap::CommandFactory;
     edc_sync::cli::Cli::command().debug_assert();
 }
+
+/// validation/IQ.md's table of checks is the rendering of what
+/// `qualify iq` checks: one source, so the protocol a reviewer approves is
+/// what the tool does.
+#[test]
+fn the_iq_protocol_table_is_what_qualify_iq_checks() {
+    const IQ_MD: &str = include_str!("../../validation/IQ.md");
+    let table = edc_sync::qualify::iq::protocol_table();
+    let marker = "TABLE\n";
+    if std::env::var_os("EDC_SYNC_WRITE_TRACEABILITY").is_some() {
+        let start = IQ_MD.find("| ID | Check |").or_else(|| IQ_MD.find(marker)).unwrap();
+        let rest = &IQ_MD[start..];
+        let end = rest.find("\n\n").map_or(rest.len(), |e| e + 1);
+        let end = if rest.starts_with(marker) { marker.len() } else { end };
+        let written = format!("{}{table}{}", &IQ_MD[..start], &rest[end..]);
+        std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/validation/IQ.md"), written).unwrap();
+        return;
+    }
+    assert!(
+        IQ_MD.contains(&table),
+        "validation/IQ.md's table is stale; it should read:\n{table}\n(EDC_SYNC_WRITE_TRACEABILITY=1 cargo test --test integration traceability)"
+    );
+    for check in edc_sync::qualify::iq::protocol() {
+        assert_eq!(IQ_MD.matches(&format!("| {} |", check.id)).count(), 1, "{}", check.id);
+    }
+}
