@@ -69,7 +69,7 @@ pub fn protocol() -> [IqCheck; 4] {
                 RedisPacer::SCRIPTS.join(", ")
             ),
             acceptance: format!(
-                "Version {REDIS_MIN_MAJOR}.0 or later; {scripts} SHA-1 script hashes; |offset| < {CLOCK_OFFSET_MAX_MS} ms"
+                "Version {REDIS_MIN_MAJOR}.0 or later; {scripts} SHA-1 script hashes; offset within ±{CLOCK_OFFSET_MAX_MS} ms"
             ),
         },
     ]
@@ -264,7 +264,7 @@ pub async fn iq(
                     let offset_ms = server.as_ref().map(|s| (s - local) as f64 / 1000.0);
                     steps.push(step(
                         "server clock vs this host's clock (pacing uses only the server's; audit timestamps use this host's)",
-                        &format!("|offset| < {CLOCK_OFFSET_MAX_MS} ms"),
+                        &format!("offset within ±{CLOCK_OFFSET_MAX_MS} ms"),
                         match &offset_ms {
                             Ok(o) => format!("{o:+.3} ms (server minus host)"),
                             Err(e) => format!("error: {e}"),
