@@ -310,3 +310,43 @@ fn json_logs_end_with_the_error_as_json() {
     let text = support::run_cmd(support::edc_sync().args(["config", "validate", "--config"]).arg(&missing));
     assert!(text.stderr.trim_end().lines().last().unwrap().starts_with("edc-sync: error: "), "{}", text.stderr);
 }
+
+/// At a terminal (a pseudo-terminal made by `script`), a throttled sync's
+/// progress line says it is waiting, why, and the time left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_progress_line_shows_a_wait_its_reason_and_the_time_left() {
+    use edc_sim::{Dataset, FaultSchedule, SimConfig, Simulator};
+    let dir = support::small_page_policy_repo();
+    let mut faults = FaultSchedule::default();
+    let (n, fault) = FaultSchedule::parse_entry("2=429:seconds:3").unwrap();
+    faults.insert(n, fault);
+    let config = SimConfig {
+        dataset: Dataset { subjects: 2, records: 20, seed: 3, padding: 0 },
+        token: "tty-token".into(),
+        faults,
+        ..SimConfig::default()
+    };
+    let sim = Simulator::start(config, "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let d = dir.path();
+    let line = format!(
+        "'{}' --color never sync --config '{}' --vendor vault_json --study S-1 --out '{}' --state '{}' --audit-log '{}' --pacer local",
+        env!("CARGO_BIN_EXE_edc-sync"),
+        d.join("policies.yaml").display(),
+        d.join("landing").display(),
+        d.join("state").display(),
+        d.join("audit.jsonl").display()
+    );
+    let mut cmd = Command::new("script");
+    cmd.args(["-qfec", &line, "/dev/null"])
+        .env("EDC_SYNC_TEST_BASE_URL", sim.base_url())
+        .env("EDC_SYNC_TEST_TOKEN", "tty-token")
+        .env("TERM", "xterm");
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap()).await.unwrap();
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{screen}");
+    assert!(
+        screen.contains("default: waiting 3 s: 429, Retry-After in seconds"),
+        "the wait and its reason: {screen}"
+    );
+    assert!(screen.contains("default: waiting 1 s: 429,"), "counted down: {screen}");
+}

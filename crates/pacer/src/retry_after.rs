@@ -39,6 +39,20 @@ impl fmt::Display for RetryAfterSource {
     }
 }
 
+impl RetryAfterSource {
+    /// How the wait was asked for, in words for people (a progress line,
+    /// a run's summary); the audit trail keeps the `Display` token.
+    pub fn describe(self) -> &'static str {
+        match self {
+            RetryAfterSource::Seconds => "Retry-After in seconds",
+            RetryAfterSource::Date => "Retry-After as an HTTP date",
+            RetryAfterSource::Absent => "no Retry-After, the policy's default wait",
+            RetryAfterSource::Unparseable => "an unreadable Retry-After, the policy's default wait",
+            RetryAfterSource::VendorBody => "no Retry-After, the policy's default wait",
+        }
+    }
+}
+
 /// The wait a server asked for, and how it asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetryAfter {

@@ -564,10 +564,8 @@ impl PageCommit {
         stream.report.bytes += digest.bytes;
         stream.report.replayed_pages += u64::from(committed.replayed);
         stream.report.repeated_records += committed.repeated;
-        if let Some(bar) = &stream.job.options.progress {
-            bar.inc(1);
-            bar.set_message(format!("{}: {} records", stream.name, stream.report.records));
-        }
+        let bar = stream.job.options.progress.as_ref();
+        super::progress::committed(bar, &stream.name, stream.report.records);
         stream.vendor_burst(request_id, &page.quota_headers).await?;
         // In a dry run nothing was committed: the cursor moves in memory only.
         Ok(Attempt::Committed {

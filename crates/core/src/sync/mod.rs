@@ -37,6 +37,7 @@ mod fence;
 mod lookback;
 mod open;
 mod options;
+mod progress;
 mod recover;
 mod report;
 mod request;
@@ -306,10 +307,10 @@ impl<P: Pacer> Loop<'_, P> {
             match outcome {
                 Attempt::Committed { next, cursor } => return Ok((next, *cursor)),
                 Attempt::Retry { wait, reason } => {
-                    last_reason = reason;
                     if attempt < budget {
-                        self.stream.sleep(wait).await?;
+                        self.stream.sleep(wait, &reason).await?;
                     }
+                    last_reason = reason;
                     attempt += 1;
                 }
                 Attempt::Renew { reason, .. } => {

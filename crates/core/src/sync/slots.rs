@@ -145,12 +145,7 @@ async fn vault_burst<P: Pacer>(stream: &mut Stream<'_, P>, req: &Request<'_>) ->
                     reason: "vendor burst floor".into(),
                     seconds: wait.as_secs_f64(),
                 });
-                tokio::select! {
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = job.options.interrupt.wait() => {
-                        return Err(SyncError::Interrupted { stream: stream.name.clone() })
-                    }
-                }
+                stream.sleep(wait, "Vault's burst allowance is at its floor").await?;
             }
             Ok(())
         }
@@ -168,8 +163,14 @@ async fn vault_burst<P: Pacer>(stream: &mut Stream<'_, P>, req: &Request<'_>) ->
 
 /// The booked slot's instant, unless a stop is requested first.
 async fn ready<P: Pacer>(stream: &Stream<'_, P>, booking: Booking<P>) -> Result<Permit<P>, SyncError> {
-    tokio::select! {
+    let until = tokio::time::Instant::now() + booking.ready_in();
+    let bar = stream.job.options.progress.as_ref();
+    let why = "the quota's next slot (a shared pause after a throttle, or the rate)";
+    let ready = tokio::select! {
         permit = booking.ready() => Ok(permit),
         _ = stream.job.options.interrupt.wait() => Err(SyncError::Interrupted { stream: stream.name.clone() }),
-    }
+        never = super::progress::count_down(bar, &stream.name, why, until) => match never {},
+    };
+    stream.show_progress();
+    ready
 }

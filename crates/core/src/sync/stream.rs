@@ -79,11 +79,24 @@ impl<'a, P: Pacer> Stream<'a, P> {
         }
     }
 
-    /// Sleeps `wait`, unless a stop is requested first.
-    pub async fn sleep(&self, wait: Duration) -> Result<(), SyncError> {
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => Ok(()),
+    /// Sleeps `wait`, unless a stop is requested first; a person at a
+    /// terminal sees why and the time left on the progress line.
+    pub async fn sleep(&self, wait: Duration, why: &str) -> Result<(), SyncError> {
+        let until = tokio::time::Instant::now() + wait;
+        let bar = self.job.options.progress.as_ref();
+        let slept = tokio::select! {
+            _ = tokio::time::sleep_until(until) => Ok(()),
             _ = self.job.options.interrupt.wait() => Err(SyncError::Interrupted { stream: self.name.clone() }),
+            never = super::progress::count_down(bar, &self.name, why, until) => match never {},
+        };
+        self.show_progress();
+        slept
+    }
+
+    /// The progress line back to what the stream has done, after a wait.
+    pub fn show_progress(&self) {
+        if let Some(bar) = &self.job.options.progress {
+            bar.set_message(format!("{}: {} records", self.name, self.report.records));
         }
     }
 
@@ -168,8 +181,8 @@ impl<'a, P: Pacer> Stream<'a, P> {
             "http_status"
         };
         let reason = match &vendor {
-            Some(v) => format!("{} in the body, Retry-After {source}", v.code),
-            None => format!("{} with Retry-After {source}", meta.status.as_u16()),
+            Some(v) => format!("{} in the body, {}", v.code, source.describe()),
+            None => format!("{}, {}", meta.status.as_u16(), source.describe()),
         };
         let event = RateLimited {
             stream: self.name.clone(),
