@@ -70,7 +70,10 @@ impl ColorChoice {
     /// Whether to colour stderr, as this process finds it.
     pub fn colours_stderr(self) -> bool {
         use std::io::IsTerminal;
-        self.colours(std::io::stderr().is_terminal(), std::env::var_os("NO_COLOR").as_deref())
+        self.colours(
+            std::io::stderr().is_terminal(),
+            std::env::var_os("NO_COLOR").as_deref(),
+        )
     }
 
     /// `--color` as the raw arguments give it, before parsing: clap's own
@@ -99,7 +102,11 @@ pub fn command() -> clap::Command {
     fn with_examples(cmd: clap::Command, path: &str) -> clap::Command {
         let names: Vec<String> = cmd.get_subcommands().map(|s| s.get_name().to_string()).collect();
         names.into_iter().fold(cmd, |cmd, name| {
-            let sub_path = if path.is_empty() { name.clone() } else { format!("{path} {name}") };
+            let sub_path = if path.is_empty() {
+                name.clone()
+            } else {
+                format!("{path} {name}")
+            };
             cmd.mut_subcommand(&name, |sub| {
                 let sub = with_examples(sub, &sub_path);
                 match examples::of(&sub_path).next() {

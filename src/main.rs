@@ -19,7 +19,11 @@ fn main() -> ExitCode {
             // If stderr is gone too there is nowhere left to report to.
             // Identifiers in URLs are masked, as in the audit trail.
             let text = edc_core::mask::global_text(&format!("{err:#}"));
-            let _ = writeln!(std::io::stderr().lock(), "{}", edc_sync::logging::fatal(format, &text, code));
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "{}",
+                edc_sync::logging::fatal(format, &text, code)
+            );
             ExitCode::from(code.code())
         }
     }

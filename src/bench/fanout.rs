@@ -17,12 +17,10 @@ pub async fn calls_per_request(exe: &Path, redis_url: &str, work: &Path) -> anyh
     std::fs::create_dir_all(work)?;
     let config = work.join("fanout-policy.yaml");
     std::fs::write(&config, policy(5, 1024 * 1024))?;
-    let client = redis::Client::open(redis_url)?;
-    let mut admin = client.get_multiplexed_async_connection().await?;
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(&mut admin)
-        .await?;
+    let mut admin = quota_pacer::RedisPacer::connect(redis_url, edc_core::REDIS_KEY_PREFIX)
+        .await?
+        .connection();
+    super::harness::reset_stats(&mut admin).await?;
     let trail = work.join("audit.jsonl");
     let children = (1..=4)
         .map(|n| {
@@ -49,11 +47,8 @@ pub async fn calls_per_request(exe: &Path, redis_url: &str, work: &Path) -> anyh
             bail!("a fan-out sync failed: {status}");
         }
     }
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut admin)
-        .await?;
+    let calls = super::harness::script_calls_counted(&mut admin).await?;
     let mut requests = 0;
     edc_core::audit::read::each_event(&trail, "page_committed", |_, _| requests += 1)?;
-    Ok((super::harness::script_calls(&info), requests))
+    Ok((calls, requests))
 }

@@ -135,6 +135,28 @@ pub fn large_padding(page_bytes: u64) -> usize {
     (page_bytes / 1000).saturating_sub(200) as usize
 }
 
+/// Zeroes Redis's command statistics: on the one server, or on every node
+/// of a cluster (the connection routes CONFIG RESETSTAT to all of them).
+pub async fn reset_stats(admin: &mut quota_pacer::Conn) -> anyhow::Result<()> {
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(admin).await?;
+    Ok(())
+}
+
+/// Script calls counted by Redis since [`reset_stats`]: one server's
+/// `INFO commandstats`, or the sum over a cluster's primaries (which the
+/// connection asks all, answering one text per node).
+pub async fn script_calls_counted(admin: &mut quota_pacer::Conn) -> anyhow::Result<u64> {
+    let info: redis::Value = redis::cmd("INFO").arg("commandstats").query_async(admin).await?;
+    let texts: Vec<String> = match info {
+        redis::Value::Map(nodes) => nodes
+            .into_iter()
+            .map(|(_, v)| redis::from_redis_value(v))
+            .collect::<Result<_, _>>()?,
+        one => vec![redis::from_redis_value(one)?],
+    };
+    Ok(texts.iter().map(|t| script_calls(t)).sum())
+}
+
 /// Sum of script calls (EVALSHA, EVAL, SCRIPT) in `INFO commandstats`,
 /// rejected ones included: each is a round trip.
 pub fn script_calls(info: &str) -> u64 {

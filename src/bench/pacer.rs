@@ -20,7 +20,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
-use super::harness::script_calls;
 use edc_testkit::envelope;
 use quota_pacer::Rate;
 use quota_pacer::{Ask, Limiter, Pacer, Quota, RedisPacer, Reservation};
@@ -163,18 +162,12 @@ pub async fn run(args: BenchArgs, exe: PathBuf) -> anyhow::Result<Figures> {
     rate(args.rate, args.burst)?;
     let pacer = RedisPacer::connect(&args.redis, edc_core::REDIS_KEY_PREFIX).await?;
     pacer.load_scripts().await?;
-    let client = redis::Client::open(args.redis.as_str())?;
-    let mut admin = client
-        .get_multiplexed_async_connection()
-        .await
-        .context("connecting to Redis for stats")?;
+    // The pacer's own connection: one server or a cluster, as --redis says.
+    let mut admin = pacer.connection();
     let key = format!("bench:{}", edc_core::audit::RunId::new());
     let start_us = pacer.server_time_us().await? + 1_500_000;
     let end_us = start_us + (args.seconds * 1e6) as i64;
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(&mut admin)
-        .await?;
+    super::harness::reset_stats(&mut admin).await?;
 
     let mut children = Vec::new();
     for _ in 0..args.procs {
@@ -216,11 +209,7 @@ pub async fn run(args: BenchArgs, exe: PathBuf) -> anyhow::Result<Figures> {
         Ok((grants, calls))
     });
     let (mut grants, client_calls) = gathered.await??;
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut admin)
-        .await?;
-    let redis_calls = script_calls(&info);
+    let redis_calls = super::harness::script_calls_counted(&mut admin).await?;
     grants.sort_unstable();
 
     let (acquire, raw) = free_token_latency(&pacer, &mut admin, &key).await?;
@@ -265,7 +254,7 @@ pub async fn run(args: BenchArgs, exe: PathBuf) -> anyhow::Result<Figures> {
 /// see the same machine.
 async fn free_token_latency(
     pacer: &RedisPacer,
-    raw_conn: &mut redis::aio::MultiplexedConnection,
+    raw_conn: &mut quota_pacer::Conn,
     key: &str,
 ) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
     const SAMPLES: usize = 2000;

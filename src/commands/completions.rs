@@ -6,7 +6,6 @@ use std::io::Write;
 use anyhow::Context;
 use clap_complete::Shell;
 
-
 const BIN: &str = "edc-sync";
 
 /// The name bash's script is generated under: clap_complete's bash script

@@ -19,7 +19,8 @@ pub fn run(path: &[String], out_dir: Option<&Path>) -> anyhow::Result<()> {
     root.build();
     if let Some(dir) = out_dir {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        return write_all(&root, "", dir).with_context(|| format!("writing man pages into {}", dir.display()));
+        return write_all(&root, "", dir)
+            .with_context(|| format!("writing man pages into {}", dir.display()));
     }
     let mut page = root;
     for name in path {

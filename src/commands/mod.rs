@@ -13,7 +13,6 @@ mod simulate;
 mod state;
 mod sync;
 
-
 use anyhow::Context;
 
 use crate::cli::{Cli, Command};

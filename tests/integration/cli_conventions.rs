@@ -11,7 +11,10 @@ use crate::support;
 /// Every visible subcommand of `cmd`, with its path (`"config validate"`).
 fn subcommands(cmd: &clap::Command, path: &str, out: &mut Vec<(String, clap::Command)>) {
     // clap's own `help` subcommand tree is not ours to document.
-    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set() && s.get_name() != "help") {
+    for sub in cmd
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+    {
         let p = if path.is_empty() {
             sub.get_name().to_string()
         } else {
@@ -64,9 +67,18 @@ fn every_subcommand_has_an_example_that_parses() {
         }
     }
     for e in edc_sync::cli::examples::EXAMPLES {
-        assert!(subs.iter().any(|(p, _)| p == e.command), "{}: no such subcommand", e.command);
+        assert!(
+            subs.iter().any(|(p, _)| p == e.command),
+            "{}: no such subcommand",
+            e.command
+        );
         let words = shell_words(e.line);
-        assert!(words[1..].join(" ").starts_with(e.command), "{} is not under {}", e.line, e.command);
+        assert!(
+            words[1..].join(" ").starts_with(e.command),
+            "{} is not under {}",
+            e.line,
+            e.command
+        );
         edc_sync::cli::command()
             .try_get_matches_from(&words)
             .unwrap_or_else(|err| panic!("{}: {err}", e.line));
@@ -100,14 +112,22 @@ fn man_pages_have_exit_status_and_examples() {
     let into = dir.path().join("share/man/man1");
     let out = support::run(&["man", "--out-dir", into.to_str().unwrap()]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    for page in ["edc-sync.1", "edc-sync-sync.1", "edc-sync-config-validate.1", "edc-sync-bench-pacer.1"] {
+    for page in [
+        "edc-sync.1",
+        "edc-sync-sync.1",
+        "edc-sync-config-validate.1",
+        "edc-sync-bench-pacer.1",
+    ] {
         let text = std::fs::read_to_string(into.join(page)).unwrap();
         assert!(text.contains(".SH \"EXIT STATUS\""), "{page}: {text}");
         assert!(text.contains("75 (try later)"), "{page}");
         assert!(text.contains(".SH EXAMPLES"), "{page}");
     }
     let sync = std::fs::read_to_string(into.join("edc-sync-sync.1")).unwrap();
-    assert!(sync.contains("edc\\-sync sync \\-\\-vendor medidata_rave"), "{sync}");
+    assert!(
+        sync.contains("edc\\-sync sync \\-\\-vendor medidata_rave"),
+        "{sync}"
+    );
     // Rendered as man renders it, where the OS has man.
     if Command::new("man").arg("--version").output().is_ok() {
         let shown = Command::new("man")
@@ -118,14 +138,21 @@ fn man_pages_have_exit_status_and_examples() {
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&shown.stdout);
-        assert!(text.contains("EXIT STATUS") && text.contains("EXAMPLES"), "{text}");
+        assert!(
+            text.contains("EXIT STATUS") && text.contains("EXAMPLES"),
+            "{text}"
+        );
         assert!(text.contains("edc-sync sync --vendor veeva_vault"), "{text}");
     }
 }
 
 /// Where the OS provides the shell, or the test command installed it.
 fn shell(name: &str) -> bool {
-    let found = Command::new(name).arg("-c").arg("exit 0").output().is_ok_and(|o| o.status.success());
+    let found = Command::new(name)
+        .arg("-c")
+        .arg("exit 0")
+        .output()
+        .is_ok_and(|o| o.status.success());
     assert!(
         found || std::env::var_os("CI").is_none(),
         "{name} is missing; scripts/test installs it (apt-get install -y {name})"
@@ -170,7 +197,10 @@ complete_at edc-sync sy
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3, "{text}{}", String::from_utf8_lossy(&out.stderr));
     assert!(lines[0].split(' ').any(|w| w == "--vendor"), "sync --ve: {text}");
-    assert!(lines[1].split(' ').any(|w| w == "--check-env"), "config validate --che: {text}");
+    assert!(
+        lines[1].split(' ').any(|w| w == "--check-env"),
+        "config validate --che: {text}"
+    );
     assert!(lines[2].split(' ').any(|w| w == "sync"), "sy: {text}");
 }
 
@@ -231,7 +261,12 @@ zpty -d z
 "#,
         dir = dir.path().display()
     );
-    let out = Command::new("zsh").arg("-f").arg("-c").arg(probe).output().unwrap();
+    let out = Command::new("zsh")
+        .arg("-f")
+        .arg("-c")
+        .arg(probe)
+        .output()
+        .unwrap();
     let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
     let (sync, validate) = (read("sync.out"), read("validate.out"));
     let clean = |s: &str| s.replace(|c: char| c.is_control(), " ");
@@ -256,7 +291,10 @@ fn color_follows_the_flag_and_no_color() {
     let missing = dir.path().join("nope.yaml");
     let run = |extra: &[&str], no_color: Option<&str>| {
         let mut cmd = support::edc_sync();
-        cmd.args(["config", "show", "--config"]).arg(&missing).args(extra).arg("-v");
+        cmd.args(["config", "show", "--config"])
+            .arg(&missing)
+            .args(extra)
+            .arg("-v");
         match no_color {
             Some(v) => cmd.env("NO_COLOR", v),
             None => cmd.env_remove("NO_COLOR"),
@@ -264,7 +302,10 @@ fn color_follows_the_flag_and_no_color() {
         support::run_cmd(&mut cmd)
     };
     let help_always = support::run_cmd(support::edc_sync().args(["--color", "always", "sync", "--help"]));
-    assert!(help_always.stdout.contains('\u{1b}'), "help in colour when always");
+    assert!(
+        help_always.stdout.contains('\u{1b}'),
+        "help in colour when always"
+    );
     let help_never = support::run_cmd(support::edc_sync().args(["--color=never", "sync", "--help"]));
     assert!(!help_never.stdout.contains('\u{1b}'));
     // clap's errors follow the flag too.
@@ -273,11 +314,18 @@ fn color_follows_the_flag_and_no_color() {
     assert!(err.stderr.contains('\u{1b}'), "{}", err.stderr);
     assert!(ColorChoice::Auto.colours(true, None));
     assert!(!ColorChoice::Auto.colours(true, Some(std::ffi::OsStr::new("1"))));
-    assert!(ColorChoice::Auto.colours(true, Some(std::ffi::OsStr::new(""))), "an empty NO_COLOR is unset");
+    assert!(
+        ColorChoice::Auto.colours(true, Some(std::ffi::OsStr::new(""))),
+        "an empty NO_COLOR is unset"
+    );
     assert!(!ColorChoice::Auto.colours(false, None), "a pipe");
     assert!(ColorChoice::Always.colours(false, Some(std::ffi::OsStr::new("1"))));
     assert!(!ColorChoice::Never.colours(true, None));
-    for out in [run(&["--color", "never"], None), run(&[], Some("1")), run(&[], None)] {
+    for out in [
+        run(&["--color", "never"], None),
+        run(&[], Some("1")),
+        run(&[], None),
+    ] {
         assert!(!out.stderr.contains('\u{1b}'), "{}", out.stderr);
     }
 }
@@ -307,8 +355,21 @@ fn json_logs_end_with_the_error_as_json() {
     assert_eq!(last["exit"], "no input");
     assert!(last["message"].as_str().unwrap().contains("nope.yaml"), "{last}");
     // The text form is unchanged.
-    let text = support::run_cmd(support::edc_sync().args(["config", "validate", "--config"]).arg(&missing));
-    assert!(text.stderr.trim_end().lines().last().unwrap().starts_with("edc-sync: error: "), "{}", text.stderr);
+    let text = support::run_cmd(
+        support::edc_sync()
+            .args(["config", "validate", "--config"])
+            .arg(&missing),
+    );
+    assert!(
+        text.stderr
+            .trim_end()
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with("edc-sync: error: "),
+        "{}",
+        text.stderr
+    );
 }
 
 /// At a terminal (a pseudo-terminal made by `script`), a throttled sync's
@@ -321,12 +382,19 @@ async fn the_progress_line_shows_a_wait_its_reason_and_the_time_left() {
     let (n, fault) = FaultSchedule::parse_entry("2=429:seconds:3").unwrap();
     faults.insert(n, fault);
     let config = SimConfig {
-        dataset: Dataset { subjects: 2, records: 20, seed: 3, padding: 0 },
+        dataset: Dataset {
+            subjects: 2,
+            records: 20,
+            seed: 3,
+            padding: 0,
+        },
         token: "tty-token".into(),
         faults,
         ..SimConfig::default()
     };
-    let sim = Simulator::start(config, "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let sim = Simulator::start(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
     let d = dir.path();
     let line = format!(
         "'{}' --color never sync --config '{}' --vendor vault_json --study S-1 --out '{}' --state '{}' --audit-log '{}' --pacer local",
@@ -341,12 +409,17 @@ async fn the_progress_line_shows_a_wait_its_reason_and_the_time_left() {
         .env("EDC_SYNC_TEST_BASE_URL", sim.base_url())
         .env("EDC_SYNC_TEST_TOKEN", "tty-token")
         .env("TERM", "xterm");
-    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap()).await.unwrap();
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
     let screen = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{screen}");
     assert!(
         screen.contains("default: waiting 3 s: 429, Retry-After in seconds"),
         "the wait and its reason: {screen}"
     );
-    assert!(screen.contains("default: waiting 1 s: 429,"), "counted down: {screen}");
+    assert!(
+        screen.contains("default: waiting 1 s: 429,"),
+        "counted down: {screen}"
+    );
 }

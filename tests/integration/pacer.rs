@@ -743,3 +743,68 @@ async fn a_redis_that_refuses_connections_is_reported_after_three_attempts() {
     assert!(err.contains("after 3 attempt(s)"), "{err}");
     assert_eq!(counter.join().unwrap(), 3, "connections the listener saw");
 }
+
+/// A Redis URL the pacer does not take is a configuration mistake, one
+/// exit code (78) wherever it is given: a sync and `bench pacer` alike.
+#[test]
+fn a_bad_redis_url_exits_78_wherever_it_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = "redis://127.0.0.1:notaport/";
+    let bench = support::run(&["bench", "pacer", "--redis", bad, "--seconds", "1"]);
+    assert_eq!(bench.code, 78, "{}", bench.stderr);
+    assert!(bench.stderr.contains("not a valid Redis URL"), "{}", bench.stderr);
+    let repo = support::small_page_policy_repo();
+    let sync = support::run_cmd(
+        support::edc_sync()
+            .args(["sync", "--config"])
+            .arg(repo.path().join("policies.yaml"))
+            .args([
+                "--vendor",
+                "vault_json",
+                "--study",
+                "S-1",
+                "--redis",
+                bad,
+                "--out",
+            ])
+            .arg(dir.path().join("landing"))
+            .arg("--state")
+            .arg(dir.path().join("state"))
+            .arg("--audit-log")
+            .arg(dir.path().join("audit.jsonl")),
+    );
+    assert_eq!(sync.code, 78, "{}", sync.stderr);
+    assert!(sync.stderr.contains("not a valid Redis URL"), "{}", sync.stderr);
+}
+
+/// `bench pacer` takes a cluster's seeds as `sync` does, and counts the
+/// script calls over every primary.
+#[test]
+fn bench_pacer_runs_on_a_redis_cluster() {
+    let cluster = support::redis::start_cluster();
+    let out = support::run(&[
+        "bench",
+        "pacer",
+        "--redis",
+        &cluster.url(),
+        "--procs",
+        "2",
+        "--tasks",
+        "2",
+        "--rate",
+        "40",
+        "--burst",
+        "10",
+        "--seconds",
+        "1",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let figures: serde_json::Value = serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
+    assert!(figures["grants"].as_u64().unwrap() > 0, "{figures}");
+    let rtt = figures["round_trips_per_grant"].as_f64().unwrap();
+    assert!(
+        (0.9..=1.1).contains(&rtt),
+        "Redis counted one script call a grant over the cluster: {rtt}"
+    );
+    assert_eq!(figures["envelope_violations"], 0);
+}

@@ -105,10 +105,17 @@ fn the_iq_protocol_table_is_what_qualify_iq_checks() {
     let table = edc_sync::qualify::iq::protocol_table();
     let marker = "TABLE\n";
     if std::env::var_os("EDC_SYNC_WRITE_TRACEABILITY").is_some() {
-        let start = IQ_MD.find("| ID | Check |").or_else(|| IQ_MD.find(marker)).unwrap();
+        let start = IQ_MD
+            .find("| ID | Check |")
+            .or_else(|| IQ_MD.find(marker))
+            .unwrap();
         let rest = &IQ_MD[start..];
         let end = rest.find("\n\n").map_or(rest.len(), |e| e + 1);
-        let end = if rest.starts_with(marker) { marker.len() } else { end };
+        let end = if rest.starts_with(marker) {
+            marker.len()
+        } else {
+            end
+        };
         let written = format!("{}{table}{}", &IQ_MD[..start], &rest[end..]);
         std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/validation/IQ.md"), written).unwrap();
         return;
@@ -118,6 +125,11 @@ fn the_iq_protocol_table_is_what_qualify_iq_checks() {
         "validation/IQ.md's table is stale; it should read:\n{table}\n(EDC_SYNC_WRITE_TRACEABILITY=1 cargo test --test integration traceability)"
     );
     for check in edc_sync::qualify::iq::protocol() {
-        assert_eq!(IQ_MD.matches(&format!("| {} |", check.id)).count(), 1, "{}", check.id);
+        assert_eq!(
+            IQ_MD.matches(&format!("| {} |", check.id)).count(),
+            1,
+            "{}",
+            check.id
+        );
     }
 }

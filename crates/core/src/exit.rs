@@ -171,6 +171,16 @@ impl Exit {
         }
     }
 
+    /// A pacer that cannot be used: a URL it does not take is a
+    /// configuration mistake (78) wherever it is given; anything else is
+    /// Redis unavailable or misbehaving (69).
+    fn for_pacer(e: &PacerError) -> Exit {
+        match e {
+            PacerError::InvalidUrl { .. } => Exit::Config,
+            PacerError::Unavailable { .. } | PacerError::Protocol { .. } => Exit::Unavailable,
+        }
+    }
+
     /// The code for an error: the first cause in the chain that has one.
     /// Anything unclassified is a software fault and reports as I/O (74)
     /// rather than claiming success or a retryable state.
@@ -232,7 +242,8 @@ impl Exit {
                     | SyncError::Locked(_)
                     | SyncError::LockLost { .. }
                     | SyncError::Interrupted { .. } => Exit::TempFail,
-                    SyncError::Unreachable { .. } | SyncError::Pacer(_) => Exit::Unavailable,
+                    SyncError::Unreachable { .. } => Exit::Unavailable,
+                    SyncError::Pacer(e) => Exit::for_pacer(e),
                     SyncError::Permission { .. } => Exit::NoPerm,
                     SyncError::Credential { error, .. } => match error {
                         AuthError::Refused { .. }
@@ -258,13 +269,13 @@ impl Exit {
             if let Some(e) = cause.downcast_ref::<StoreError>() {
                 return Exit::for_store(e);
             }
-            if cause.is::<PacerError>() {
-                return Exit::Unavailable;
+            if let Some(e) = cause.downcast_ref::<PacerError>() {
+                return Exit::for_pacer(e);
             }
             if let Some(e) = cause.downcast_ref::<AcquireError>() {
                 return match e {
                     AcquireError::WaitTooLong { .. } => Exit::TempFail,
-                    AcquireError::Pacer(_) => Exit::Unavailable,
+                    AcquireError::Pacer(e) => Exit::for_pacer(e),
                     AcquireError::Quota(_) => Exit::Config,
                 };
             }

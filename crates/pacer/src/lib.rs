@@ -95,6 +95,15 @@ pub enum LeaseAttempt {
 /// caller stops (edc-sync ends the run at a page boundary, exit 69).
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum PacerError {
+    #[error("{url}: not a valid Redis URL ({detail})")]
+    /// The URL is not one this pacer takes (found before connecting): a
+    /// configuration mistake, not an outage.
+    InvalidUrl {
+        /// The URL, password redacted.
+        url: String,
+        /// What is wrong with it.
+        detail: String,
+    },
     #[error("Redis at {endpoint} is unavailable after {attempts} attempt(s): {detail}")]
     /// No answer: connection refused, timed out, or lost, after retries.
     Unavailable {

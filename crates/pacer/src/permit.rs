@@ -392,7 +392,8 @@ pub struct Booking<P: Pacer> {
 impl<P: Pacer> Booking<P> {
     /// How long until the booked instant (zero once it has passed).
     pub fn ready_in(&self) -> Duration {
-        self.ready_at.saturating_duration_since(tokio::time::Instant::now())
+        self.ready_at
+            .saturating_duration_since(tokio::time::Instant::now())
     }
 
     /// Sleeps until the booked instant; then the request may go.

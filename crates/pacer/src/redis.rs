@@ -57,10 +57,13 @@ impl RedisPacer {
 
     /// Checks that `url` is a Redis URL, without connecting: a malformed
     /// `--redis` is a configuration mistake, found before a run starts.
-    pub fn check_url(url: &str) -> Result<(), String> {
+    pub fn check_url(url: &str) -> Result<(), PacerError> {
         Target::parse(url)
             .map(drop)
-            .map_err(|e| format!("{}: not a valid Redis URL ({e})", without_userinfo(url)))
+            .map_err(|detail| PacerError::InvalidUrl {
+                url: without_userinfo(url),
+                detail,
+            })
     }
 
     /// Connects to `url` (`redis://host:port/db`, or a cluster's seeds as
@@ -74,6 +77,7 @@ impl RedisPacer {
             attempts,
             detail,
         };
+        Self::check_url(url)?;
         let target = Target::parse(url).map_err(|e| unavailable(0, e))?;
         // The client retries the first connection too: ATTEMPTS in all,
         // the same bound as every call (docs/pacer.md, "Fail closed").

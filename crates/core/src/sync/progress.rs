@@ -26,7 +26,12 @@ pub(super) fn committed(bar: Option<&ProgressBar>, stream: &str, records: u64) {
 /// Shows `stream` waiting until `until` because of `why`, counting down;
 /// never returns (race it against the wait itself). Without a bar, or for
 /// a wait too short to read, it only waits to be dropped.
-pub(super) async fn count_down(bar: Option<&ProgressBar>, stream: &str, why: &str, until: Instant) -> Infallible {
+pub(super) async fn count_down(
+    bar: Option<&ProgressBar>,
+    stream: &str,
+    why: &str,
+    until: Instant,
+) -> Infallible {
     let Some(bar) = bar.filter(|_| until.saturating_duration_since(Instant::now()) >= SHOWN_FROM) else {
         return std::future::pending().await;
     };
@@ -64,13 +69,23 @@ mod tests {
         let bar = ProgressBar::hidden();
         let why = "429, Retry-After in seconds";
         let until = Instant::now() + Duration::from_millis(4_500);
-        let _ = tokio::time::timeout(Duration::from_millis(50), count_down(Some(&bar), "subjects", why, until)).await;
+        let _ = tokio::time::timeout(
+            Duration::from_millis(50),
+            count_down(Some(&bar), "subjects", why, until),
+        )
+        .await;
         assert_eq!(bar.message(), format!("subjects: waiting 5 s: {why}"));
-        let _ = tokio::time::timeout(Duration::from_millis(1_300), count_down(Some(&bar), "subjects", why, until)).await;
+        let _ = tokio::time::timeout(
+            Duration::from_millis(1_300),
+            count_down(Some(&bar), "subjects", why, until),
+        )
+        .await;
         // Counted down (by how much depends on how busy the machine is).
         let later = bar.message();
         assert!(
-            ["4 s", "3 s", "2 s"].iter().any(|s| later == format!("subjects: waiting {s}: {why}")),
+            ["4 s", "3 s", "2 s"]
+                .iter()
+                .any(|s| later == format!("subjects: waiting {s}: {why}")),
             "{later}"
         );
     }
@@ -80,7 +95,11 @@ mod tests {
         let bar = ProgressBar::hidden();
         bar.set_message("subjects: 10 records");
         let until = Instant::now() + Duration::from_millis(300);
-        let _ = tokio::time::timeout(Duration::from_millis(400), count_down(Some(&bar), "s", "slot", until)).await;
+        let _ = tokio::time::timeout(
+            Duration::from_millis(400),
+            count_down(Some(&bar), "s", "slot", until),
+        )
+        .await;
         assert_eq!(bar.message(), "subjects: 10 records");
     }
 }

@@ -145,7 +145,9 @@ async fn vault_burst<P: Pacer>(stream: &mut Stream<'_, P>, req: &Request<'_>) ->
                     reason: "vendor burst floor".into(),
                     seconds: wait.as_secs_f64(),
                 });
-                stream.sleep(wait, "Vault's burst allowance is at its floor").await?;
+                stream
+                    .sleep(wait, "Vault's burst allowance is at its floor")
+                    .await?;
             }
             Ok(())
         }
