@@ -78,8 +78,13 @@ async fn oq_016(ctx: &mut Ctx) -> anyhow::Result<()> {
     let codes: Vec<Option<i32>> = outputs.iter().map(|o| o.status.code()).collect();
     ctx.check(
         "exit codes (a 401 on request 4 ends the first run; the second completes)",
-        "[Some(77), Some(0)]",
-        format!("{codes:?}"),
+        "77, 0",
+        super::context::listed(
+            &codes
+                .iter()
+                .map(|c| super::context::exit_text(*c))
+                .collect::<Vec<_>>(),
+        ),
         codes == [Some(77), Some(0)],
     );
     // A Vault session run whose session expires every 3 requests: the
@@ -148,28 +153,33 @@ async fn oq_016(ctx: &mut Ctx) -> anyhow::Result<()> {
     ctx.check(
         "files and console output holding the token",
         "none",
-        format!("{} files searched; hits: {token_hits:?}", files.len()),
+        format!(
+            "{} files searched; hits: {}",
+            files.len(),
+            super::context::listed(&token_hits)
+        ),
         token_hits.is_empty(),
     );
     ctx.check(
         "files and console output holding the password",
         "none",
-        format!("hits: {password_hits:?}"),
+        format!("hits: {}", super::context::listed(&password_hits)),
         password_hits.is_empty(),
     );
     ctx.check(
         "files and console output holding a Vault session id",
         "none",
         format!(
-            "{} session ids searched; hits: {session_hits:?}",
-            session_ids.len()
+            "{} session ids searched; hits: {}",
+            session_ids.len(),
+            super::context::listed(&session_hits)
         ),
         session_hits.is_empty(),
     );
     ctx.check(
         "outputs holding record content (subject identifiers), landed pages aside",
         "none",
-        format!("hits: {record_hits:?}"),
+        format!("hits: {}", super::context::listed(&record_hits)),
         record_hits.is_empty(),
     );
     Ok(())
@@ -204,7 +214,7 @@ async fn oq_017(ctx: &mut Ctx) -> anyhow::Result<()> {
     ctx.check(
         "pages committed",
         "only the first page of the second run (its next link was same-origin; the page after it redirected away)",
-        format!("{keys:?}"),
+        super::context::listed(&keys),
         keys.len() == 1 && !keys[0].contains("offset="),
     );
     ctx.attach_run_outputs();

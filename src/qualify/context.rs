@@ -289,6 +289,24 @@ pub(crate) async fn output(mut cmd: std::process::Command) -> anyhow::Result<std
     Ok(tokio::task::spawn_blocking(move || cmd.output()).await??)
 }
 
+/// A list as a reviewer reads it in a step's actual result: the items
+/// comma-separated, or "none".
+pub(crate) fn listed<T: std::fmt::Display>(items: &[T]) -> String {
+    match items {
+        [] => "none".into(),
+        _ => items
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+/// An exit status in words: the code, or that a signal ended the process.
+pub(crate) fn exit_text(code: Option<i32>) -> String {
+    code.map_or_else(|| "none (killed by a signal)".into(), |c| c.to_string())
+}
+
 /// The exit code (-1 for a signal).
 pub(crate) fn code(out: &std::process::Output) -> i32 {
     out.status.code().unwrap_or(-1)

@@ -101,17 +101,22 @@ async fn oq_024(ctx: &mut Ctx) -> anyhow::Result<()> {
         "landed records are 1..N with no gap",
         format!("AT-0000001..AT-{n:07}"),
         format!(
-            "{} records, first {:?}, last {:?}",
+            "{} records, first {}, last {}",
             n,
-            sorted.first(),
-            sorted.last()
+            sorted.first().map_or("none", String::as_str),
+            sorted.last().map_or("none", String::as_str)
         ),
         sorted == expected && n > 80,
     );
     ctx.check(
         "window start after each run (the second after that run's window end, less the lookback)",
         "strictly increasing",
-        format!("{starts:?}"),
+        super::context::listed(
+            &starts
+                .iter()
+                .map(|s| s.as_str().unwrap_or("none"))
+                .collect::<Vec<_>>(),
+        ),
         starts.windows(2).all(|w| w[0].as_str() < w[1].as_str()),
     );
     let asked: Vec<String> = sim

@@ -238,7 +238,7 @@ async fn oq_031(ctx: &mut Ctx) -> anyhow::Result<()> {
         "files of the copy that name the directory the evidence was written in (apart from the command \
          line each run_started line records as typed)",
         "none",
-        format!("{naming:?}"),
+        super::context::listed(&naming),
         naming.is_empty(),
     );
     let mut verify = std::process::Command::new(&ctx.exe);

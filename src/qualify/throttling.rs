@@ -182,7 +182,7 @@ async fn oq_004(ctx: &mut Ctx) -> anyhow::Result<()> {
     ctx.check(
         "waits used",
         "1.0 s each (default_retry_after_s: 1)",
-        format!("{waits:?}"),
+        super::context::listed(&waits.iter().map(|w| format!("{w:.1} s")).collect::<Vec<_>>()),
         waits == [1.0, 1.0],
     );
     let reqs = sim.requests();

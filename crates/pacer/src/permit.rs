@@ -38,7 +38,11 @@ pub const LINGER: Duration = Duration::from_millis(50);
 pub enum AcquireError {
     /// Waiting would exceed the quota's horizon (`max_wait_s`): the run
     /// stops with progress saved (exit 75) rather than sleep for hours.
-    #[error("quota {quota}: the next slot is {wait:?} away, beyond the {horizon:?} ceiling (max_wait_s)")]
+    #[error(
+        "quota {quota}: the next slot is {:.3} s away, beyond the {} s ceiling (max_wait_s)",
+        wait.as_secs_f64(),
+        horizon.as_secs_f64()
+    )]
     WaitTooLong {
         /// The quota's key.
         quota: String,

@@ -148,6 +148,41 @@ impl FromStr for Fault {
     }
 }
 
+/// A fault as its `--fault` spec: what the request log records, so a
+/// reader sees `429:date:2`, the form they typed, not Rust's Debug text.
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fault::Throttle { status, retry_after } => match retry_after {
+                RetryAfterForm::Seconds(s) => write!(f, "{status}:seconds:{s}"),
+                RetryAfterForm::Date(s) => write!(f, "{status}:date:{s}"),
+                RetryAfterForm::Absent => write!(f, "{status}:absent"),
+                RetryAfterForm::Raw(text) => write!(f, "{status}:raw:{text}"),
+                RetryAfterForm::BadDate(text) => write!(f, "{status}:bad-date:{text}"),
+            },
+            Fault::Status(status) => write!(f, "{status}"),
+            Fault::Truncate => f.write_str("truncate"),
+            Fault::Oversize(n) => write!(f, "oversize:{n}"),
+            Fault::Latency(d) => write!(f, "latency:{}", d.as_millis()),
+            Fault::Garbage => f.write_str("garbage"),
+            Fault::Backdated => f.write_str("backdated"),
+            Fault::CursorValue(v) => write!(f, "cursor-value:{v}"),
+            Fault::ContentType(v) => write!(f, "content-type:{v}"),
+            Fault::Gzip => f.write_str("gzip"),
+            Fault::Endless => f.write_str("endless"),
+            Fault::Stall(d) => write!(f, "stall:{}", d.as_millis()),
+            Fault::CrossOriginNext(url) => write!(f, "cross-origin-next:{url}"),
+            Fault::Redirect { status: 307, url } => write!(f, "redirect-307:{url}"),
+            Fault::Redirect { url, .. } => write!(f, "redirect:{url}"),
+            Fault::VaultFailure(kind) => write!(f, "vault-failure:{kind}"),
+            Fault::RaveError { status, code, odm } => {
+                let form = if *odm { "rave-odm-error" } else { "rave-error" };
+                write!(f, "{form}:{status}:{code}")
+            }
+        }
+    }
+}
+
 /// Vendor error codes are upper-case letters, digits and `_`.
 fn is_code(s: &str) -> bool {
     !s.is_empty()
@@ -187,6 +222,38 @@ impl FaultSchedule {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_fault_is_written_as_its_spec() {
+        for spec in [
+            "429:seconds:2",
+            "503:date:3",
+            "429:absent",
+            "429:raw:soon",
+            "503:bad-date:yesterday",
+            "500",
+            "truncate",
+            "oversize:1024",
+            "latency:250",
+            "garbage",
+            "backdated",
+            "cursor-value:2026-01-01T00:00:00Z",
+            "content-type:text/html",
+            "gzip",
+            "endless",
+            "stall:100",
+            "cross-origin-next:http://evil.example/next",
+            "redirect:http://127.0.0.1:1/x",
+            "redirect-307:http://127.0.0.1:1/x",
+            "vault-failure:API_LIMIT_EXCEEDED",
+            "rave-error:404:RWS00092",
+            "rave-odm-error:500:RWS00100",
+        ] {
+            let fault: Fault = spec.parse().unwrap();
+            assert_eq!(fault.to_string(), spec);
+            assert_eq!(fault.to_string().parse::<Fault>().unwrap(), fault);
+        }
+    }
     use super::*;
 
     #[test]

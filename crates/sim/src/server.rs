@@ -362,7 +362,7 @@ async fn decide(
         return unauthenticated(state.config.profile);
     }
     let fault = state.config.faults.get(n).cloned();
-    let fault_name = fault.as_ref().map(|f| format!("{f:?}"));
+    let fault_name = fault.as_ref().map(Fault::to_string);
     let mut answer = match &fault {
         Some(Fault::Throttle { status, retry_after }) => throttle(state, *status, retry_after),
         Some(Fault::Status(code)) => {

@@ -269,7 +269,7 @@ pub mod redis_copy {
         let text: Option<String> =
             tokio::time::timeout(TIMEOUT, redis::cmd("GET").arg(&key).query_async(&mut conn))
                 .await
-                .map_err(|_| err(format!("no answer within {TIMEOUT:?}")))?
+                .map_err(|_| err(format!("no answer within {} s", TIMEOUT.as_secs_f64())))?
                 .map_err(|e| err(e.to_string()))?;
         text.map(|t| serde_json::from_str(&t))
             .transpose()
@@ -326,7 +326,7 @@ pub mod redis_copy {
         invocation.arg(json).arg(head.bytes);
         tokio::time::timeout(TIMEOUT, invocation.invoke_async::<i64>(&mut conn))
             .await
-            .map_err(|_| err(format!("no answer within {TIMEOUT:?}")))?
+            .map_err(|_| err(format!("no answer within {} s", TIMEOUT.as_secs_f64())))?
             .map(|_| ())
             .map_err(|e| err(e.to_string()))
     }

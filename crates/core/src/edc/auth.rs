@@ -378,7 +378,8 @@ pub(super) async fn run_helper(
         Err(_) => {
             kill_group();
             return Err(fail(format!(
-                "no answer within {timeout:?}; its process group was killed"
+                "no answer within {} s; its process group was killed",
+                timeout.as_secs_f64()
             )));
         }
     };

@@ -121,7 +121,11 @@ pub(super) async fn permit<P: Pacer>(
     match acquired {
         Ok(p) => Ok(p),
         Err(AcquireError::WaitTooLong { wait, horizon, .. }) => {
-            let reason = format!("the quota's next slot is {wait:?} away, beyond max_wait_s ({horizon:?})");
+            let reason = format!(
+                "the quota's next slot is {:.3} s away, beyond max_wait_s ({} s)",
+                wait.as_secs_f64(),
+                horizon.as_secs_f64()
+            );
             stream.exhausted(url, attempt, reason, cursor, Spent::Quota).await
         }
         Err(AcquireError::Pacer(e)) => Err(e.into()),
@@ -153,8 +157,9 @@ async fn vault_burst<P: Pacer>(stream: &mut Stream<'_, P>, req: &Request<'_>) ->
         }
         quota_pacer::Reservation::Refused { wait } => {
             let reason = format!(
-                "Vault's burst allowance is at the floor and the vault's next slot is {wait:?} away, beyond \
-                 max_wait_s"
+                "Vault's burst allowance is at the floor and the vault's next slot is {:.3} s away, beyond \
+                 max_wait_s",
+                wait.as_secs_f64()
             );
             stream
                 .exhausted(req.url, req.attempt, reason, req.cursor, Spent::Quota)

@@ -209,8 +209,9 @@ impl<'a, P: Pacer> Stream<'a, P> {
         self.job.audit.record(event).await?;
         if wait > policy.max_wait {
             let why = format!(
-                "Retry-After of {wait:?} exceeds max_wait_s ({:?})",
-                policy.max_wait
+                "Retry-After of {} s exceeds max_wait_s ({} s)",
+                wait.as_secs_f64(),
+                policy.max_wait.as_secs_f64()
             );
             return self.exhausted(url, attempt, why, cursor, Spent::Quota).await;
         }
