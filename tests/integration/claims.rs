@@ -262,3 +262,46 @@ fn failing_and_panicking_sends_give_every_slot_back() {
     assert_eq!(total, 0, "slots still held after the run: {held:?}");
     assert_eq!(house.stats()["in_flight_now"], 0);
 }
+
+/// With the clearinghouse down, every claim ends in the retry file: the
+/// submitter says so, exits 75 (resubmit later; nothing is lost), names
+/// the cause of the transport error, and writes no colour codes into a
+/// stderr that is not a terminal.
+#[test]
+fn claims_sent_to_the_retry_file_exit_75_naming_the_cause() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let retry = dir.path().join("retry.jsonl");
+    let out = submitter()
+        .args([
+            "submit",
+            "--endpoint",
+            &format!("http://127.0.0.1:{port}"),
+            "--retry-file",
+        ])
+        .arg(&retry)
+        .args(["--claims", "2", "--max-attempts", "2", "--backoff-ms", "5"])
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(75), "{stderr}");
+    let s: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!(s["to_retry_file"], 2, "{s}");
+    assert_eq!(std::fs::read_to_string(&retry).unwrap().lines().count(), 2);
+    assert!(stderr.contains("2 of 2 claims"), "{stderr}");
+    assert!(
+        stderr.contains(&retry.display().to_string()),
+        "the retry file is named: {stderr}"
+    );
+    assert!(
+        stderr.contains("Connection refused") || stderr.contains("connection refused"),
+        "the cause: {stderr}"
+    );
+    assert!(!stderr.contains('\u{1b}'), "no colour into a pipe: {stderr}");
+}

@@ -53,6 +53,10 @@ struct Cli {
 enum Command {
     /// Submit N synthetic claims with several worker tasks. Ends with one
     /// JSON line: claims done, sent to the retry file, 429s, elapsed.
+    ///
+    /// Exit 0 when every claim was accepted, 75 when any ran out of
+    /// attempts and is in the retry file (resubmit it later; none is
+    /// lost), 1 on any other error.
     Submit(SubmitArgs),
     /// Run the clearinghouse simulator (POST only, its own quotas, in-flight
     /// counts at GET /stats) until killed.
@@ -219,8 +223,25 @@ async fn send(http: &reqwest::Client, endpoint: &str, claim: &Claim, inject: Opt
             )
         }
         Ok(r) => Sent::Failed(format!("HTTP {}", r.status().as_u16())),
-        Err(e) => Sent::Failed(format!("transport: {}", e.without_url())),
+        Err(e) => Sent::Failed(format!("transport: {}", causes(&e.without_url()))),
     }
+}
+
+/// An error and every cause under it (`error sending request: client
+/// error (Connect): tcp connect error: Connection refused`): reqwest's own
+/// message alone does not say why.
+fn causes(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let part = cause.to_string();
+        if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 struct Worker {
@@ -244,7 +265,10 @@ impl Worker {
             let permit = match self.limiter.acquire(&[&claim.payer]).await {
                 Ok(p) => p,
                 Err(AcquireError::WaitTooLong { wait, .. }) => {
-                    last = format!("no slot within the maximum wait ({wait:?} away)");
+                    last = format!(
+                        "no slot within the maximum wait ({:.1} s away)",
+                        wait.as_secs_f64()
+                    );
                     break;
                 }
                 Err(e) => return Err(e.into()),
@@ -378,10 +402,18 @@ async fn submit(args: SubmitArgs) -> anyhow::Result<Summary> {
     Ok(summary)
 }
 
-fn main() -> anyhow::Result<()> {
+/// Exit code when claims ended in the retry file: EX_TEMPFAIL, as edc-sync
+/// uses it: nothing is lost, resubmit them later.
+const EXIT_CLAIMS_TO_RETRY: u8 = 75;
+
+fn main() -> anyhow::Result<std::process::ExitCode> {
+    use std::io::IsTerminal;
     let cli = Cli::parse();
+    // Colour only for a person at a terminal, and never under NO_COLOR.
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
@@ -389,11 +421,24 @@ fn main() -> anyhow::Result<()> {
         .init();
     let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
     match cli.command {
-        Command::Clearinghouse(args) => runtime.block_on(clearinghouse::serve(args)),
+        Command::Clearinghouse(args) => {
+            runtime.block_on(clearinghouse::serve(args))?;
+            Ok(std::process::ExitCode::SUCCESS)
+        }
         Command::Submit(args) => {
+            let retry_file = args.retry_file.clone();
             let summary = runtime.block_on(submit(args))?;
             println!("{}", serde_json::to_string(&summary)?);
-            Ok(())
+            if summary.to_retry_file == 0 {
+                return Ok(std::process::ExitCode::SUCCESS);
+            }
+            eprintln!(
+                "claim_submitter: {} of {} claims ran out of attempts and are in {}: resubmit them later",
+                summary.to_retry_file,
+                summary.claims,
+                retry_file.display()
+            );
+            Ok(std::process::ExitCode::from(EXIT_CLAIMS_TO_RETRY))
         }
     }
 }
