@@ -347,11 +347,45 @@ pub struct RunDirs {
     pub audit_log: PathBuf,
 }
 
-/// Flags of `edc-sync verify`: the directories `sync` was given.
+/// Flags of `edc-sync verify`: the directories `sync` was given, and
+/// optionally the study whose streams to verify.
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
     #[command(flatten)]
     pub dirs: RunDirs,
+    /// Verify only this vendor's streams of --study: for a landing shared
+    /// by studies that keep separate audit trails (each trail describes its
+    /// own study only).
+    #[arg(long, requires = "study")]
+    pub vendor: Option<String>,
+    /// The study to verify (with --vendor).
+    #[arg(long, requires = "vendor", value_parser = identity_part)]
+    pub study: Option<String>,
+    /// Narrow --study to this tenant.
+    #[arg(long, requires = "study", value_parser = identity_part)]
+    pub tenant: Option<String>,
+    /// Narrow --study to this protocol version.
+    #[arg(long, requires = "study", value_parser = identity_part)]
+    pub protocol_version: Option<String>,
+    /// Narrow --study to this stream.
+    #[arg(long = "stream", value_name = "NAME", requires = "study")]
+    pub stream_name: Option<String>,
+}
+
+impl VerifyArgs {
+    /// The streams to verify: a study's, or everything found.
+    pub fn scope(&self) -> edc_core::reconcile::Scope {
+        match (&self.vendor, &self.study) {
+            (Some(vendor), Some(study)) => edc_core::reconcile::Scope::Study {
+                vendor: vendor.clone(),
+                study: study.clone(),
+                tenant: self.tenant.clone(),
+                protocol_version: self.protocol_version.clone(),
+                stream: self.stream_name.clone(),
+            },
+            _ => edc_core::reconcile::Scope::All,
+        }
+    }
 }
 
 /// Flags of `edc-sync sync`.

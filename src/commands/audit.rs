@@ -84,6 +84,7 @@ pub fn run(cmd: AuditCommand) -> anyhow::Result<()> {
 /// summary; exit 65 when there is any.
 pub fn reconcile(args: crate::cli::VerifyArgs) -> anyhow::Result<()> {
     let dirs = &args.dirs;
+    let scope = args.scope();
     let state = dirs.state.to_string_lossy();
     let db = edc_core::state_db::is_db_url(&state);
     if !db {
@@ -101,10 +102,10 @@ pub fn reconcile(args: crate::cli::VerifyArgs) -> anyhow::Result<()> {
             super::runtime()?.block_on(async {
                 let db = edc_core::state_db::StateDb::connect(&url).await?;
                 let landing = edc_core::reconcile::DbLanding::Dir(&dirs.out);
-                anyhow::Ok(edc_core::reconcile::reconcile_db(landing, &db, &trail).await?)
+                anyhow::Ok(edc_core::reconcile::reconcile_db(landing, &db, &trail, &scope).await?)
             })?
         }
-        None => edc_core::reconcile::reconcile(&dirs.out, &dirs.state, &dirs.audit_log)?,
+        None => edc_core::reconcile::reconcile(&dirs.out, &dirs.state, &dirs.audit_log, &scope)?,
         Some(_) if db => {
             let url = super::state::db_url(&state)?;
             let bucket = edc_core::store::object::ObjectLanding::open(&out)
@@ -113,7 +114,7 @@ pub fn reconcile(args: crate::cli::VerifyArgs) -> anyhow::Result<()> {
             super::runtime()?.block_on(async {
                 let db = edc_core::state_db::StateDb::connect(&url).await?;
                 let landing = edc_core::reconcile::DbLanding::Bucket(&bucket);
-                anyhow::Ok(edc_core::reconcile::reconcile_db(landing, &db, &trail).await?)
+                anyhow::Ok(edc_core::reconcile::reconcile_db(landing, &db, &trail, &scope).await?)
             })?
         }
         Some(_) => {
@@ -123,6 +124,7 @@ pub fn reconcile(args: crate::cli::VerifyArgs) -> anyhow::Result<()> {
                 &landing,
                 &dirs.state,
                 &dirs.audit_log,
+                &scope,
             ));
             match verified {
                 Ok(summary) => summary,
@@ -137,11 +139,15 @@ pub fn reconcile(args: crate::cli::VerifyArgs) -> anyhow::Result<()> {
     for d in summary.discrepancies.iter().chain(&summary.behind) {
         writeln!(stdout, "{d}").context("writing the report to stdout")?;
     }
+    let line = match scope.describe() {
+        Some(scope) => format!("{scope}: {summary}"),
+        None => summary.to_string(),
+    };
     if summary.discrepancies.is_empty() {
-        writeln!(stdout, "{summary}").context("writing the report to stdout")?;
+        writeln!(stdout, "{line}").context("writing the report to stdout")?;
         return Ok(());
     }
-    Err(edc_core::reconcile::Discrepancies(summary.to_string()).into())
+    Err(edc_core::reconcile::Discrepancies(line).into())
 }
 
 /// The anchor runs left in `state_dir` for the trail at `file`, found by

@@ -637,3 +637,56 @@ async fn verify_names_a_landing_that_belongs_to_another_state_directory() {
         out.stdout
     );
 }
+
+/// Two studies share one landing and one state directory, each with its
+/// own audit trail: verified against one trail, the other study's pages
+/// are (rightly) unexplained; scoped to its study, each verifies clean, and
+/// damage inside the scope is still found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_landing_shared_by_studies_with_separate_trails_verifies_clean_per_study() {
+    let fx = Fixture::new();
+    let sim = sim_with(RECORDS).await;
+    for (study, trail) in [("S1", "s1-audit.jsonl"), ("S2", "s2-audit.jsonl")] {
+        let mut spec = fx.spec(&sim, AuditOptions::default());
+        spec.study = study.into();
+        spec.audit_log = fx.path(trail);
+        assert_eq!(fx.run_spec(spec).await.0, 0, "{study}");
+    }
+    let verify = |trail: &str, scope: &[&str]| {
+        let mut args = vec![
+            "verify".to_string(),
+            "--out".into(),
+            fx.path("landing").display().to_string(),
+            "--state".into(),
+            fx.path("state").display().to_string(),
+            "--audit-log".into(),
+            fx.path(trail).display().to_string(),
+        ];
+        args.extend(scope.iter().map(|s| s.to_string()));
+        support::run(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    // What users met before scoping: every other study's page reported.
+    let unscoped = verify("s1-audit.jsonl", &[]);
+    assert_eq!(unscoped.code, 65, "{}", unscoped.stdout);
+    assert!(unscoped.stdout.contains("/S2/"), "the other study's pages: {}", unscoped.stdout);
+    for (study, trail) in [("S1", "s1-audit.jsonl"), ("S2", "s2-audit.jsonl")] {
+        let scoped = verify(trail, &["--vendor", "vault_json", "--study", study]);
+        assert_eq!(scoped.code, 0, "{study}: {}{}", scoped.stdout, scoped.stderr);
+        assert!(
+            scoped.stdout.contains(&format!("vendor vault_json, study {study}: 1 landing directories")),
+            "{}",
+            scoped.stdout
+        );
+        let stream = verify(trail, &["--vendor", "vault_json", "--study", study, "--stream", "default"]);
+        assert_eq!(stream.code, 0, "{}", stream.stdout);
+    }
+    // Damage within the scope is found; the other study stays clean.
+    let page = pages(&fx)[0].clone();
+    std::fs::write(&page, b"[]").unwrap();
+    let s1 = verify("s1-audit.jsonl", &["--vendor", "vault_json", "--study", "S1"]);
+    assert_eq!(s1.code, 65, "{}", s1.stdout);
+    assert!(s1.stdout.contains("modified after landing"), "{}", s1.stdout);
+    assert_eq!(verify("s2-audit.jsonl", &["--vendor", "vault_json", "--study", "S2"]).code, 0);
+    // A scope needs its study.
+    assert_eq!(verify("s1-audit.jsonl", &["--vendor", "vault_json"]).code, 2);
+}

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{local_views, note_links, reconcile_views, Discrepancy, Summary, Unreadable};
+use super::{local_views, note_links, reconcile_views, Discrepancy, Scope, Summary, Unreadable};
 use crate::state_db::{DbError, ExportError, StateDb};
 
 /// The database or the landing could not be read.
@@ -40,6 +40,7 @@ pub async fn reconcile_db(
     landing: DbLanding<'_>,
     db: &StateDb,
     trail: &str,
+    scope: &Scope,
 ) -> Result<Summary, DbUnreadable> {
     let scratch = tempfile::tempdir().map_err(|e| Unreadable {
         path: std::env::temp_dir(),
@@ -72,7 +73,7 @@ pub async fn reconcile_db(
     for view in &mut views {
         view.manifest = manifests.remove(&view.rel).unwrap_or_default();
     }
-    let mut summary = reconcile_views(&out, &views, &state, &trail_file)?;
+    let mut summary = reconcile_views(&out, &views, &state, &trail_file, scope)?;
     note_links(&mut summary, links);
     let shown = db.url().shown().to_string();
     let name = |d: &mut Discrepancy| {

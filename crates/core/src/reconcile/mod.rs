@@ -22,9 +22,11 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 mod db;
+mod scope;
 mod view;
 
 pub use db::{reconcile_db, DbLanding, DbUnreadable};
+pub use scope::Scope;
 use view::LandingView;
 
 /// One way two ledgers disagree, naming the file.
@@ -122,10 +124,10 @@ fn lookback_digest(memory: &Value) -> String {
 }
 
 /// Reconciles the landing under `out`, the cursors under `state` and the
-/// audit trail at `audit`.
-pub fn reconcile(out: &Path, state: &Path, audit: &Path) -> Result<Summary, Unreadable> {
+/// audit trail at `audit`, within `scope`.
+pub fn reconcile(out: &Path, state: &Path, audit: &Path, scope: &Scope) -> Result<Summary, Unreadable> {
     let (out, views, links) = local_views(out)?;
-    let mut summary = reconcile_views(&out, &views, state, audit)?;
+    let mut summary = reconcile_views(&out, &views, state, audit, scope)?;
     note_links(&mut summary, links);
     Ok(summary)
 }
@@ -164,9 +166,10 @@ pub async fn reconcile_object(
     landing: &crate::store::object::ObjectLanding,
     state: &Path,
     audit: &Path,
+    scope: &Scope,
 ) -> Result<Summary, ObjectUnreadable> {
     let (root, views) = LandingView::of_bucket(landing).await?;
-    Ok(reconcile_views(&root, &views, state, audit)?)
+    Ok(reconcile_views(&root, &views, state, audit, scope)?)
 }
 
 /// An object-store landing that could not be read, or a local file.
@@ -179,13 +182,16 @@ pub enum ObjectUnreadable {
 }
 
 /// Reconciles the landing directories `views` (of the landing at `out`),
-/// the cursors under `state` and the audit trail at `audit`.
+/// the cursors under `state` and the audit trail at `audit`: those of
+/// them `scope` covers (the trail's chain is always verified whole).
 fn reconcile_views(
     out: &Path,
     views: &[LandingView],
     state: &Path,
     audit: &Path,
+    scope: &Scope,
 ) -> Result<Summary, Unreadable> {
+    let views: Vec<&LandingView> = views.iter().filter(|v| scope.covers(&v.rel)).collect();
     let mut summary = Summary::default();
     let chain = crate::audit::verify(audit).map_err(|e| Unreadable {
         path: e.path,
@@ -201,14 +207,15 @@ fn reconcile_views(
         });
     }
     std::fs::metadata(state).map_err(unreadable(state))?;
-    let commits = read_commits(audit, out, &mut summary)?;
+    let mut commits = read_commits(audit, out, &mut summary)?;
+    commits.retain(|rel, _| scope.covers(rel));
     summary.commits = commits.values().map(|(list, _)| list.len()).sum();
     summary.landing_dirs = views.len();
     let state_id = crate::store::owner::existing_state_id(state).map_err(|e| Unreadable {
         path: state.join(".state-id"),
         error: std::io::Error::other(e.to_string()),
     })?;
-    for view in views {
+    for view in views.iter().copied() {
         if let (Some(owner), Some(id)) = (&view.owner, &state_id) {
             if owner != id {
                 summary.discrepancies.push(Discrepancy {
@@ -238,6 +245,7 @@ fn reconcile_views(
     }
     let mut cursors = Vec::new();
     find_cursors(state, &mut cursors).map_err(unreadable(state))?;
+    cursors.retain(|c| scope.covers(&cursor_rel(state, c)));
     summary.cursors = cursors.len();
     for cursor in &cursors {
         check_cursor(state, out, cursor, &commits, &mut summary);
@@ -460,6 +468,15 @@ fn find_cursors(dir: &Path, found: &mut Vec<PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
+/// A cursor file's stream directory, relative to the state directory (the
+/// landing directory's name under the landing root).
+fn cursor_rel(state: &Path, cursor: &Path) -> String {
+    cursor
+        .strip_prefix(state)
+        .map(|r| r.to_string_lossy().trim_end_matches(".cursor.json").to_string())
+        .unwrap_or_default()
+}
+
 fn check_cursor(state: &Path, out: &Path, cursor: &Path, commits: &ByDir, summary: &mut Summary) {
     let mut problem = |what: String| {
         summary.discrepancies.push(Discrepancy {
@@ -467,10 +484,7 @@ fn check_cursor(state: &Path, out: &Path, cursor: &Path, commits: &ByDir, summar
             what,
         })
     };
-    let rel = cursor
-        .strip_prefix(state)
-        .map(|r| r.to_string_lossy().trim_end_matches(".cursor.json").to_string())
-        .unwrap_or_default();
+    let rel = cursor_rel(state, cursor);
     let landing = out.join(&rel);
     let list = commits
         .get(&rel)

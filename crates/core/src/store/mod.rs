@@ -29,7 +29,7 @@ pub fn stream_dir_name(id: &StreamIdentity) -> String {
 }
 
 /// How many path components [`stream_dir_name`] has.
-const DIR_DEPTH: usize = 5;
+pub(crate) const DIR_DEPTH: usize = 5;
 
 /// A landing directory as an audit line records it, read relative to the
 /// landing root. Lines written before paths were recorded relative name it
