@@ -4,6 +4,7 @@
 mod audit_chain;
 mod boundaries;
 mod change_control;
+mod chart;
 pub mod context;
 mod deltas;
 pub mod evidence;
@@ -11,6 +12,7 @@ mod integrity;
 pub mod iq;
 mod late_records;
 mod pacing;
+pub mod printed;
 mod report;
 mod resilience;
 pub mod scenario;
@@ -132,6 +134,14 @@ pub fn write_evidence(dir: &Path, evidence: &Evidence) -> anyhow::Result<()> {
     std::fs::write(dir.join(format!("{kind}-results.json")), json + "\n")?;
     std::fs::write(dir.join(format!("{kind}-report.md")), report::markdown(evidence))?;
     std::fs::write(dir.join(format!("{kind}-report.html")), report::html(evidence))?;
+    match printed::print(dir, kind) {
+        Ok(Some(_)) => {}
+        Ok(None) => tracing::warn!(
+            "no Chromium found (EDC_SYNC_CHROMIUM or chromium on the PATH): the package has no {kind}-report.pdf; \
+             print {kind}-report.html from a browser"
+        ),
+        Err(e) => tracing::warn!("the package has no {kind}-report.pdf: {e:#}; print {kind}-report.html from a browser"),
+    }
     let mut files = Vec::new();
     context_files(dir, &mut files);
     let mut sums = String::new();

@@ -3,7 +3,8 @@
 
 use std::fmt::Write;
 
-use super::evidence::{Evidence, Pacing, ScenarioResult, Status};
+use super::chart::chart;
+use super::evidence::{Evidence, ScenarioResult, Status};
 
 fn status_text(s: Status) -> &'static str {
     match s {
@@ -164,111 +165,38 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// Requests over time against the allowed envelope `burst + rate * t`,
-/// and the waits with their reasons underneath.
-pub fn chart(p: &Pacing) -> String {
-    let (w, h, left, top, plot_h) = (680.0, 300.0, 50.0, 20.0, 200.0);
-    let plot_w = w - left - 20.0;
-    let t_max = p
-        .arrivals_s
-        .iter()
-        .copied()
-        .chain(p.waits.iter().map(|(at, len, _)| at + len))
-        .fold(1.0f64, f64::max)
-        * 1.05;
-    let n = p.arrivals_s.len().max(1) as f64;
-    let y_max = n.max(f64::from(p.burst) + 1.0) * 1.1;
-    let x = |t: f64| left + t / t_max * plot_w;
-    let y = |c: f64| top + plot_h - c / y_max * plot_h;
-    let mut svg = String::new();
-    let _ = write!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" aria-label="requests over time against the allowed envelope">"#
-    );
-    let _ = write!(
-        svg,
-        r##"<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="#fafafa" stroke="#999"/>"##
-    );
-    // Envelope: burst + rate * t, clipped at the top.
-    let t_top = ((y_max - f64::from(p.burst)) / p.rate_per_sec).min(t_max);
-    let _ = write!(
-        svg,
-        r##"<polyline fill="none" stroke="#c0392b" stroke-width="2" stroke-dasharray="6 3" points="{:.1},{:.1} {:.1},{:.1}"/>"##,
-        x(0.0),
-        y(f64::from(p.burst)),
-        x(t_top),
-        y(f64::from(p.burst) + p.rate_per_sec * t_top)
-    );
-    // Cumulative requests as a step line.
-    let mut pts = format!("{:.1},{:.1}", x(0.0), y(0.0));
-    for (i, t) in p.arrivals_s.iter().enumerate() {
-        let _ = write!(
-            pts,
-            " {:.1},{:.1} {:.1},{:.1}",
-            x(*t),
-            y(i as f64),
-            x(*t),
-            y(i as f64 + 1.0)
-        );
-    }
-    let _ = write!(
-        svg,
-        r##"<polyline fill="none" stroke="#2c3e50" stroke-width="1.5" points="{pts}"/>"##
-    );
-    // Axes labels.
-    let _ = write!(
-        svg,
-        r##"<text x="{left}" y="{}" font-size="11">0</text><text x="{:.1}" y="{}" font-size="11" text-anchor="end">{t_max:.1} s</text>"##,
-        top + plot_h + 14.0,
-        left + plot_w,
-        top + plot_h + 14.0
-    );
-    let _ = write!(
-        svg,
-        r##"<text x="{}" y="{}" font-size="11" text-anchor="end">{}</text>"##,
-        left - 4.0,
-        top + 10.0,
-        y_max.round()
-    );
-    // Waits: bars under the plot.
-    let bar_y = top + plot_h + 26.0;
-    for (at, len, reason) in &p.waits {
-        let _ = write!(
-            svg,
-            r##"<rect x="{:.1}" y="{bar_y}" width="{:.1}" height="12" fill="#f39c12"><title>{} s wait: {}</title></rect>"##,
-            x(*at),
-            (len / t_max * plot_w).max(2.0),
-            len,
-            esc(reason)
-        );
-        let _ = write!(
-            svg,
-            r##"<text x="{:.1}" y="{}" font-size="10">{}</text>"##,
-            x(*at),
-            bar_y + 24.0,
-            esc(reason)
-        );
-    }
-    let _ = write!(
-        svg,
-        r##"<text x="{left}" y="{}" font-size="11"><tspan fill="#2c3e50">— requests received (cumulative)</tspan>  <tspan fill="#c0392b">- - allowed: {} + {} × t</tspan>  <tspan fill="#f39c12">■ waits</tspan></text>"##,
-        h - 4.0,
-        p.burst,
-        p.rate_per_sec
-    );
-    svg.push_str("</svg>");
-    svg
-}
+/// Why an OQ scenario's policy is not the one in the header.
+const FIXTURE_NOTE: &str =
+    "The policy file above is the site's: validated and identified here, not used by the \
+     scenarios. Each scenario runs under its own fixture policy, committed in a git repository the scenario \
+     creates, so the OQ never changes site data; it is listed among the scenario's artifacts as \
+     OQ-nnn/policy/rate_limits.yaml (fixture policy).";
+
+/// The page's style: tables that fit the page (fixed layout, long values
+/// wrapped), charts scaled to the column, and a print style that keeps
+/// every column, the signature blocks and each step row whole on paper.
+const STYLE: &str = "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.35}\
+table{border-collapse:collapse;margin:.5em 0 1em;width:100%}\
+td,th{border:1px solid #999;padding:4px 6px;vertical-align:top;font-size:13px;text-align:left;overflow-wrap:anywhere}\
+th{background:#eee}table.steps{table-layout:fixed}\
+col.n{width:2.5em}col.step{width:26%}col.expected{width:24%}col.actual{width:auto}col.result{width:4.5em}\
+code{font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere;word-break:break-word}\
+.PASS{color:#1e7e34;font-weight:bold}.FAIL{color:#b21f2d;font-weight:bold}.NOT{color:#8a6d3b;font-weight:bold}\
+.note{background:#f4f4f4;border-left:4px solid #888;padding:.5em .8em;font-size:14px}\
+.chart svg{width:100%;height:auto;max-width:900px;display:block}\
+.legend{font-size:14px;color:#222}.legend>span{white-space:nowrap}.key{display:inline-block;width:28px;margin:0 .4em 0 1em;vertical-align:middle}\
+.waits{font-size:13px;margin-top:0}figure{margin:1em 0}figcaption{font-size:14px;color:#333}\
+.artifacts{font-size:13px;overflow-wrap:anywhere}.sig{margin:2.5em 0;break-inside:avoid}\
+@page{size:A4;margin:14mm}\
+@media print{body{max-width:none;margin:0;padding:0;font-size:12px}td,th{font-size:11px}code{font-size:10px}\
+a{color:inherit;text-decoration:none}tr,figure,.sig{break-inside:avoid}thead{display:table-header-group}\
+h2{break-after:avoid}.chart svg{max-width:100%}}";
 
 pub fn html(e: &Evidence) -> String {
     let mut h = String::new();
     let _ = write!(
         h,
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>\
-         body{{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}}\
-         table{{border-collapse:collapse;margin:.5em 0 1em}}td,th{{border:1px solid #bbb;padding:4px 8px;vertical-align:top;font-size:13px}}\
-         th{{background:#eee}}.PASS{{color:#1e7e34;font-weight:bold}}.FAIL{{color:#b21f2d;font-weight:bold}}\
-         .NOT{{color:#8a6d3b;font-weight:bold}}.sig{{margin:2em 0}}code{{font-size:12px}}</style></head><body>",
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{STYLE}</style></head><body>",
         esc(&title(e))
     );
     let _ = write!(h, "<h1>{}</h1><table>", esc(&title(e)));
@@ -276,9 +204,13 @@ pub fn html(e: &Evidence) -> String {
         let _ = write!(h, "<tr><th>{k}</th><td><code>{}</code></td></tr>", esc(&v));
     }
     let s = &e.summary;
+    h.push_str("</table>");
+    if e.kind == "oq" {
+        let _ = write!(h, "<p class=\"note\">{}</p>", esc(FIXTURE_NOTE));
+    }
     let _ = write!(
         h,
-        "</table><p><strong>Result: {} of {} passed, {} failed, {} not executed.</strong></p>",
+        "<p><strong>Result: {} of {} passed, {} failed, {} not executed.</strong></p>",
         s.passed, s.total, s.failed, s.not_executed
     );
     let _ = write!(
@@ -318,7 +250,9 @@ pub fn html(e: &Evidence) -> String {
         }
         if !r.steps.is_empty() {
             h.push_str(
-                "<table><tr><th>#</th><th>Step</th><th>Expected</th><th>Actual</th><th>Result</th></tr>",
+                "<table class=\"steps\"><colgroup><col class=\"n\"><col class=\"step\"><col class=\"expected\">\
+                 <col class=\"actual\"><col class=\"result\"></colgroup><thead><tr><th>#</th><th>Step</th>\
+                 <th>Expected</th><th>Actual</th><th>Result</th></tr></thead><tbody>",
             );
             for (i, st) in r.steps.iter().enumerate() {
                 let _ = write!(
@@ -332,18 +266,31 @@ pub fn html(e: &Evidence) -> String {
                     if st.pass { "pass" } else { "FAIL" }
                 );
             }
-            h.push_str("</table>");
+            h.push_str("</tbody></table>");
         }
         if let Some(p) = &r.pacing {
-            let _ = write!(h, "<figure>{}<figcaption>Requests received by the simulator over time, against the allowed envelope, and the waits with their reasons.</figcaption></figure>", chart(p));
+            let _ = write!(
+                h,
+                "<figure>{}<figcaption>{}: requests the simulator received over time, against the most the \
+                 scenario's fixture policy allows, and the waits with their reasons.</figcaption></figure>",
+                chart(p),
+                r.id
+            );
         }
         if !r.artifacts.is_empty() {
             let _ = write!(
                 h,
-                "<p>Artifacts: {}</p>",
+                "<p class=\"artifacts\">Artifacts (relative to this report): {}</p>",
                 r.artifacts
                     .iter()
-                    .map(|a| format!("<code>{}</code>", esc(a)))
+                    .map(|a| {
+                        let what = if a.ends_with("policy/rate_limits.yaml") {
+                            " (fixture policy)"
+                        } else {
+                            ""
+                        };
+                        format!("<a href=\"{0}\"><code>{0}</code></a>{what}", esc(a))
+                    })
                     .collect::<Vec<_>>()
                     .join(", ")
             );

@@ -138,15 +138,21 @@ pub(super) fn pacing(ctx: &Ctx, sim: &Simulator, rate: f64, burst: u32) -> Pacin
                 at,
                 line["retry_after_s"].as_f64().unwrap_or_default(),
                 format!(
-                    "{} Retry-After {}",
+                    "{}, {}",
                     line["status"],
-                    line["retry_after_source"].as_str().unwrap_or("?")
+                    line["retry_after_source"]
+                        .as_str()
+                        .and_then(quota_pacer::RetryAfterSource::from_token)
+                        .map_or("Retry-After not recorded", |s| s.describe())
                 ),
             )),
             Some("retry_scheduled") => waits.push((
                 at,
                 line["backoff_s"].as_f64().unwrap_or_default(),
-                "retry backoff".to_string(),
+                format!(
+                    "retry backoff after {}",
+                    line["reason"].as_str().unwrap_or("a failed request")
+                ),
             )),
             _ => {}
         }

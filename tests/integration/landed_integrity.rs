@@ -668,16 +668,25 @@ async fn a_landing_shared_by_studies_with_separate_trails_verifies_clean_per_stu
     // What users met before scoping: every other study's page reported.
     let unscoped = verify("s1-audit.jsonl", &[]);
     assert_eq!(unscoped.code, 65, "{}", unscoped.stdout);
-    assert!(unscoped.stdout.contains("/S2/"), "the other study's pages: {}", unscoped.stdout);
+    assert!(
+        unscoped.stdout.contains("/S2/"),
+        "the other study's pages: {}",
+        unscoped.stdout
+    );
     for (study, trail) in [("S1", "s1-audit.jsonl"), ("S2", "s2-audit.jsonl")] {
         let scoped = verify(trail, &["--vendor", "vault_json", "--study", study]);
         assert_eq!(scoped.code, 0, "{study}: {}{}", scoped.stdout, scoped.stderr);
         assert!(
-            scoped.stdout.contains(&format!("vendor vault_json, study {study}: 1 landing directories")),
+            scoped.stdout.contains(&format!(
+                "vendor vault_json, study {study}: 1 landing directories"
+            )),
             "{}",
             scoped.stdout
         );
-        let stream = verify(trail, &["--vendor", "vault_json", "--study", study, "--stream", "default"]);
+        let stream = verify(
+            trail,
+            &["--vendor", "vault_json", "--study", study, "--stream", "default"],
+        );
         assert_eq!(stream.code, 0, "{}", stream.stdout);
     }
     // Damage within the scope is found; the other study stays clean.
@@ -686,7 +695,10 @@ async fn a_landing_shared_by_studies_with_separate_trails_verifies_clean_per_stu
     let s1 = verify("s1-audit.jsonl", &["--vendor", "vault_json", "--study", "S1"]);
     assert_eq!(s1.code, 65, "{}", s1.stdout);
     assert!(s1.stdout.contains("modified after landing"), "{}", s1.stdout);
-    assert_eq!(verify("s2-audit.jsonl", &["--vendor", "vault_json", "--study", "S2"]).code, 0);
+    assert_eq!(
+        verify("s2-audit.jsonl", &["--vendor", "vault_json", "--study", "S2"]).code,
+        0
+    );
     // A scope needs its study.
     assert_eq!(verify("s1-audit.jsonl", &["--vendor", "vault_json"]).code, 2);
 }

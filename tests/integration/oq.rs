@@ -131,6 +131,50 @@ fn every_scenario_has_a_test_here() {
     }
 }
 
+/// Reads the PDF as a person would see it (`pdftotext -bbox-layout`: the
+/// words on each page and where) and checks that `steps` Result cells,
+/// `pass` or `FAIL` in the rightmost column, are on the page.
+fn results_on_the_printed_page(pdf: &Path, steps: usize) {
+    assert!(
+        edc_sync::qualify::printed::chromium().is_some(),
+        "Chromium is needed to print the OQ report: apt-get install -y chromium (scripts/test installs it)"
+    );
+    assert!(pdf.is_file(), "{} was not printed", pdf.display());
+    let out = std::process::Command::new("pdftotext")
+        .args(["-bbox-layout"])
+        .arg(pdf)
+        .arg("-")
+        .output()
+        .expect(
+            "pdftotext reads the printed report: apt-get install -y poppler-utils (scripts/test installs it)",
+        );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let attr = |tag: &str, name: &str| -> f64 {
+        let start = tag.find(&format!("{name}=\"")).unwrap() + name.len() + 2;
+        tag[start..].split('"').next().unwrap().parse().unwrap()
+    };
+    let (mut width, mut results, mut pages) = (0.0, 0, 0);
+    for tag in text.split('<').skip(1) {
+        if tag.starts_with("page ") {
+            width = attr(tag, "width");
+            pages += 1;
+        } else if tag.starts_with("word ") {
+            let word = tag.split('>').nth(1).unwrap_or_default().trim();
+            let (x_min, x_max) = (attr(tag, "xMin"), attr(tag, "xMax"));
+            if (word == "pass" || word == "FAIL") && x_min > 0.75 * width {
+                assert!(x_max <= width, "a Result cell runs off the page: {tag}");
+                results += 1;
+            }
+        }
+    }
+    assert!(pages > 0, "an empty PDF");
+    assert!(
+        results >= steps,
+        "{results} Result cells on the printed pages, {steps} steps in the report"
+    );
+}
+
 /// `qualify oq` writes the whole package, and two runs agree.
 #[test]
 fn qualify_oq_writes_a_complete_package_and_runs_agree() {
@@ -139,7 +183,13 @@ fn qualify_oq_writes_a_complete_package_and_runs_agree() {
     for dir in &dirs {
         let out = support::run_cmd(
             support::edc_sync()
-                .args(["qualify", "oq", "--only", "OQ-001,OQ-007,OQ-018", "--evidence"])
+                .args([
+                    "qualify",
+                    "oq",
+                    "--only",
+                    "OQ-001,OQ-007,OQ-018,OQ-029",
+                    "--evidence",
+                ])
                 .arg(dir.path())
                 .args([
                     "--config",
@@ -207,6 +257,14 @@ fn qualify_oq_writes_a_complete_package_and_runs_agree() {
             .iter()
             .map(|s| s["steps"].as_array().unwrap().len())
             .collect();
+        // The printed copy, the one that gets signed: every step's Result
+        // cell is on the page (OQ-029's long values once pushed it off).
+        let total_steps = steps.iter().sum();
+        results_on_the_printed_page(&dir.path().join("oq-report.pdf"), total_steps);
+        assert!(
+            sums.contains("oq-report.pdf") && sums.contains("oq-report.png"),
+            "{sums}"
+        );
         summaries.push((statuses, steps));
     }
     assert_eq!(

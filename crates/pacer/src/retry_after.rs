@@ -40,6 +40,20 @@ impl fmt::Display for RetryAfterSource {
 }
 
 impl RetryAfterSource {
+    /// The source its `Display` token names (`seconds`, `date`, ...), as
+    /// an audit line records it.
+    pub fn from_token(token: &str) -> Option<RetryAfterSource> {
+        [
+            RetryAfterSource::Seconds,
+            RetryAfterSource::Date,
+            RetryAfterSource::Absent,
+            RetryAfterSource::Unparseable,
+            RetryAfterSource::VendorBody,
+        ]
+        .into_iter()
+        .find(|s| s.to_string() == token)
+    }
+
     /// How the wait was asked for, in words for people (a progress line,
     /// a run's summary); the audit trail keeps the `Display` token.
     pub fn describe(self) -> &'static str {

@@ -41,7 +41,11 @@ impl Scope {
             return true;
         };
         let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
-        let Some(tail) = parts.len().checked_sub(crate::store::DIR_DEPTH).map(|start| &parts[start..]) else {
+        let Some(tail) = parts
+            .len()
+            .checked_sub(crate::store::DIR_DEPTH)
+            .map(|start| &parts[start..])
+        else {
             return false;
         };
         let is = |part: &str, want: &str| part == crate::store::sanitize(want);
@@ -65,7 +69,11 @@ impl Scope {
                 stream,
             } => {
                 let mut text = format!("vendor {vendor}, study {study}");
-                for (name, value) in [("tenant", tenant), ("protocol version", protocol_version), ("stream", stream)] {
+                for (name, value) in [
+                    ("tenant", tenant),
+                    ("protocol version", protocol_version),
+                    ("stream", stream),
+                ] {
                     if let Some(v) = value {
                         text.push_str(&format!(", {name} {v}"));
                     }
