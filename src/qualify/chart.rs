@@ -251,7 +251,7 @@ mod tests {
     fn ticks_start_at_zero_and_end_past_the_data() {
         let (end, t) = ticks(0.0347, 6.0);
         assert_eq!(t[0], 0.0);
-        assert!(end >= 0.0347 && end < 0.06, "{end}");
+        assert!((0.0347..0.06).contains(&end), "{end}");
         assert_eq!(label(t[1], t[1]), "0.005");
         let (end, t) = ticks(121.0, 5.0);
         assert_eq!((end, t.len()), (140.0, 8));
