@@ -44,13 +44,15 @@ fn page(padding: usize, page_bytes: usize) -> (Vec<u8>, u64) {
         padding,
     };
     let mut body = br#"{"responseStatus":"SUCCESS","responseDetails":{"next_page":null},"data":["#.to_vec();
+    // Records are numbered from 1, as the simulator serves them (record 0
+    // underflowed its subject number: a panic in a debug build).
     let mut n = 0u32;
     while body.len() < page_bytes {
         if n > 0 {
             body.push(b',');
         }
-        body.extend_from_slice(dataset.json_record(&dataset.record(n)).as_bytes());
         n += 1;
+        body.extend_from_slice(dataset.json_record(&dataset.record(n)).as_bytes());
     }
     body.extend_from_slice(b"]}");
     (body, u64::from(n))

@@ -93,6 +93,7 @@ pub fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
                 );
             }
         }
+        spec.options.landing_root = Some(format!("backfill/{label}"));
         spec.out = spec.out.join("backfill").join(&label);
         // The trail is the syncs' trail: its anchor stays where theirs is.
         spec.audit.anchor_root = Some(spec.state.clone());

@@ -12,6 +12,7 @@ mod cli_conventions;
 mod config_provenance;
 mod config_validation;
 mod demo;
+mod docs_commands;
 mod docs_examples;
 mod durability;
 mod edc_client;

@@ -732,6 +732,16 @@ async fn backfill_has_its_own_cursor_and_never_moves_the_incremental_one() {
             "state/backfill/{label}/vault_json/-/Mediflex(Prod)/-/default.cursor.json"
         ))
         .exists());
+    // `verify` from the roots the runs were given proves the incremental
+    // stream and the backfill together, from the one trail.
+    let verified =
+        support::runs::verify_roots(&fx.path("landing"), &fx.path("state"), &fx.path("audit.jsonl"));
+    assert_eq!(verified.code, 0, "{}{}", verified.stdout, verified.stderr);
+    assert!(
+        verified.stdout.contains("2 landing directories"),
+        "{}",
+        verified.stdout
+    );
 }
 
 // ---- several processes, one quota -----------------------------------------

@@ -211,11 +211,20 @@ fn reconcile_views(
     commits.retain(|rel, _| scope.covers(rel));
     summary.commits = commits.values().map(|(list, _)| list.len()).sum();
     summary.landing_dirs = views.len();
-    let state_id = crate::store::owner::existing_state_id(state).map_err(|e| Unreadable {
-        path: state.join(".state-id"),
-        error: std::io::Error::other(e.to_string()),
-    })?;
     for view in views.iter().copied() {
+        // A backfill's landing belongs to the state directory nested at the
+        // same place (STATE/backfill/SINCE..UNTIL), which has its own id.
+        // (A state database keeps one id for both: then the root's.)
+        let state_dir = match view.rel.strip_prefix("backfill/").and_then(|r| r.split_once('/')) {
+            Some((label, _)) if state.join("backfill").join(label).join(".state-id").exists() => {
+                state.join("backfill").join(label)
+            }
+            _ => state.to_path_buf(),
+        };
+        let state_id = crate::store::owner::existing_state_id(&state_dir).map_err(|e| Unreadable {
+            path: state_dir.join(".state-id"),
+            error: std::io::Error::other(e.to_string()),
+        })?;
         if let (Some(owner), Some(id)) = (&view.owner, &state_id) {
             if owner != id {
                 summary.discrepancies.push(Discrepancy {
@@ -280,6 +289,11 @@ fn read_commits(audit: &Path, out: &Path, summary: &mut Summary) -> Result<ByDir
         let Some(dir) = crate::store::relative_landing_dir(recorded) else {
             unplaced += 1;
             return;
+        };
+        // A backfill with a state directory landed below its own root.
+        let dir = match v["landing_root"].as_str() {
+            Some(root) => std::borrow::Cow::Owned(format!("{root}/{dir}")),
+            None => dir,
         };
         let elsewhere = Path::new(recorded).is_absolute() && !Path::new(recorded).starts_with(out);
         let (list, all_elsewhere) = by_dir.entry(dir.into_owned()).or_insert((Vec::new(), true));

@@ -314,6 +314,7 @@ impl PageCommit {
             landed: landed.is_some(),
             landing_file: landed.as_ref().map(|l| l.file().to_string()),
             landing_dir: self.landing.recorded_dir().to_string(),
+            landing_root: job.options.landing_root.clone(),
             replayed,
             replaced_damaged_file: landed.as_ref().is_some_and(|l| l.replaced_damaged()),
             dry_run: job.options.dry_run,

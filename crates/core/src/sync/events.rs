@@ -96,6 +96,10 @@ pub struct PageCommitted {
     /// stream's directory name): with `landing_file`,
     /// where `edc-sync verify` finds the page.
     pub landing_dir: String,
+    /// A backfill with a state directory: its landing root below --out
+    /// (`backfill/SINCE..UNTIL`); `landing_dir` is relative to it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub landing_root: Option<String>,
     /// The same bytes were already landed (a replay after a crash).
     pub replayed: bool,
     /// The landed file of that name no longer hashed to its name (modified

@@ -23,6 +23,12 @@ pub struct SyncOptions {
     /// kept apart from the incremental ones (`backfill/SINCE..UNTIL`, the
     /// directory a state directory would nest them in).
     pub state_namespace: Option<String>,
+    /// With a state directory: the backfill's own landing root below the
+    /// one --out names (`backfill/SINCE..UNTIL`), recorded in each
+    /// `page_committed` line as `landing_root` so `verify` from --out finds
+    /// the page there and not in the incremental stream's directory (a
+    /// state database records it in `landing_dir` itself).
+    pub landing_root: Option<String>,
     /// `backfill --missing-only`: the landing root whose records (the
     /// incremental stream's and every earlier backfill's under it) are
     /// landed already; only records missing from all of them are landed.
