@@ -72,7 +72,7 @@ fn every_subcommand_has_an_example_that_parses() {
             "{}: no such subcommand",
             e.command
         );
-        let words = shell_words(e.line);
+        let words = support::shell_words(e.line);
         assert!(
             words[1..].join(" ").starts_with(e.command),
             "{} is not under {}",
@@ -83,27 +83,6 @@ fn every_subcommand_has_an_example_that_parses() {
             .try_get_matches_from(&words)
             .unwrap_or_else(|err| panic!("{}: {err}", e.line));
     }
-}
-
-/// Splits a command line the way sh would for the quoting the examples use.
-fn shell_words(line: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut quote = None;
-    for c in line.chars() {
-        match (quote, c) {
-            (None, '\'' | '"') => quote = Some(c),
-            (Some(q), c) if c == q => quote = None,
-            (None, ' ') => {
-                if !word.is_empty() {
-                    words.push(std::mem::take(&mut word));
-                }
-            }
-            (_, c) => word.push(c),
-        }
-    }
-    words.push(word);
-    words
 }
 
 #[test]

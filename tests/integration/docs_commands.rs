@@ -131,37 +131,6 @@ fn every_document_is_read() {
     }
 }
 
-/// Splits a command line as sh would for the quoting the docs use.
-fn words(line: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut quote = None;
-    let mut started = false;
-    for c in line.chars() {
-        match (quote, c) {
-            (None, '\'' | '"') => {
-                quote = Some(c);
-                started = true;
-            }
-            (Some(q), c) if c == q => quote = None,
-            (None, c) if c.is_whitespace() => {
-                if started {
-                    words.push(std::mem::take(&mut word));
-                    started = false;
-                }
-            }
-            (_, c) => {
-                word.push(c);
-                started = true;
-            }
-        }
-    }
-    if started {
-        words.push(word);
-    }
-    words
-}
-
 /// The `edc-sync` command lines in a block: shell lines (continuations
 /// joined, up to a redirection, `;`, `|` or `&`), a unit's ExecStart, a
 /// cron entry's command, a manifest's `args`.
@@ -198,7 +167,7 @@ fn edc_sync_lines(block: &Block) -> Vec<Vec<String>> {
         let rest = &line[at..];
         let end = rest.find([';', '|', '&']).unwrap_or(rest.len());
         let end = rest[..end].find(" 2>").unwrap_or(end);
-        let mut w = words(&rest[..end]);
+        let mut w = support::shell_words(&rest[..end]);
         w.retain(|x| !x.starts_with('#'));
         if let Some(comment) = w.iter().position(|x| x == "#") {
             w.truncate(comment);
@@ -223,7 +192,7 @@ fn every_edc_sync_command_in_the_docs_parses() {
         }
     }
     for e in edc_sync::cli::examples::EXAMPLES {
-        lines.push(("--help examples".into(), words(e.line)));
+        lines.push(("--help examples".into(), support::shell_words(e.line)));
     }
     for (file, w) in lines {
         if w.iter().any(|x| x == "..." || x.contains('…')) {

@@ -110,3 +110,34 @@ pub fn sim_policies() -> edc_core::config::Config {
     edc_core::config::parse(Path::new("sim_policies.yaml"), SIM_POLICIES)
         .expect("the test policies are valid")
 }
+
+/// Splits a command line as sh would for the quoting the docs and examples use.
+pub fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quote = None;
+    let mut started = false;
+    for c in line.chars() {
+        match (quote, c) {
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                started = true;
+            }
+            (Some(q), c) if c == q => quote = None,
+            (None, c) if c.is_whitespace() => {
+                if started {
+                    words.push(std::mem::take(&mut word));
+                    started = false;
+                }
+            }
+            (_, c) => {
+                word.push(c);
+                started = true;
+            }
+        }
+    }
+    if started {
+        words.push(word);
+    }
+    words
+}
