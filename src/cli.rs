@@ -75,24 +75,25 @@ impl ColorChoice {
             std::env::var_os("NO_COLOR").as_deref(),
         )
     }
+}
 
-    /// `--color` as the raw arguments give it, before parsing: clap's own
-    /// help and errors are coloured (or not) before the parse is done.
-    fn from_raw_args(args: &[std::ffi::OsString]) -> ColorChoice {
-        let mut choice = ColorChoice::Auto;
-        let mut args = args.iter().map(|a| a.to_string_lossy());
-        while let Some(arg) = args.next() {
-            let value = match arg.strip_prefix("--color") {
-                Some("") => args.next().map(|v| v.into_owned()),
-                Some(rest) => rest.strip_prefix('=').map(str::to_string),
-                None => None,
-            };
-            if let Some(v) = value.and_then(|v| ColorChoice::from_str(&v, false).ok()) {
-                choice = v;
-            }
+/// The last value of `flag` in the raw arguments, read before parsing:
+/// clap's own help and errors come out before the parse is done, and must
+/// already follow `--color` and `--log-format`.
+fn raw_value<T: ValueEnum>(args: &[std::ffi::OsString], flag: &str) -> Option<T> {
+    let mut found = None;
+    let mut args = args.iter().map(|a| a.to_string_lossy());
+    while let Some(arg) = args.next() {
+        let value = match arg.strip_prefix(flag) {
+            Some("") => args.next().map(|v| v.into_owned()),
+            Some(rest) => rest.strip_prefix('=').map(str::to_string),
+            None => None,
+        };
+        if let Some(v) = value.and_then(|v| T::from_str(&v, false).ok()) {
+            found = Some(v);
         }
-        choice
     }
+    found
 }
 
 /// The command-line definition as users meet it: the derive's, with the
@@ -119,17 +120,28 @@ pub fn command() -> clap::Command {
     with_examples(Cli::command(), "")
 }
 
-/// Parses this process's arguments (clap prints usage errors and exits 2).
-pub fn parse() -> Cli {
+/// A command line clap refused (or help or the version asked for), and the
+/// log format it asked for, which the refusal is written in.
+pub struct Refused {
+    pub error: clap::Error,
+    pub log_format: LogFormat,
+}
+
+/// Parses this process's arguments.
+pub fn parse() -> Result<Cli, Refused> {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let color = match ColorChoice::from_raw_args(&args) {
+    let color = match raw_value(&args, "--color").unwrap_or(ColorChoice::Auto) {
         // clap's auto already honours NO_COLOR and a terminal.
         ColorChoice::Auto => clap::ColorChoice::Auto,
         ColorChoice::Always => clap::ColorChoice::Always,
         ColorChoice::Never => clap::ColorChoice::Never,
     };
-    let matches = command().color(color).get_matches_from(args);
-    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    let log_format = raw_value(&args, "--log-format").unwrap_or(LogFormat::Text);
+    command()
+        .color(color)
+        .try_get_matches_from(args)
+        .and_then(|m| Cli::from_arg_matches(&m))
+        .map_err(|error| Refused { error, log_format })
 }
 
 #[derive(Debug, Subcommand)]

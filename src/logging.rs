@@ -2,6 +2,8 @@
 //!
 //! Logs are for operators, not evidence: the audit trail is the record.
 
+use std::io::Write;
+
 use edc_core::exit::Exit;
 use tracing_subscriber::EnvFilter;
 
@@ -26,6 +28,28 @@ pub fn init(format: LogFormat, colour: bool, verbose: u8, quiet: u8) {
         LogFormat::Text => builder.with_ansi(colour).try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
+}
+
+/// A command line clap refused: clap's own text (or help, or the version,
+/// on stdout with 0), or under `--log-format json` one JSON line with the
+/// error's first line and exit 2.
+pub fn refused(refused: crate::cli::Refused) -> std::process::ExitCode {
+    let crate::cli::Refused { error, log_format } = refused;
+    if log_format == LogFormat::Text || !error.use_stderr() {
+        error.exit();
+    }
+    let text = error.to_string();
+    let first = text
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches("error: ");
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "{}",
+        fatal(LogFormat::Json, first, Exit::Usage)
+    );
+    std::process::ExitCode::from(Exit::Usage.code())
 }
 
 /// The last line of a failed run, in the log's format: a collector that

@@ -7,8 +7,11 @@ use std::process::ExitCode;
 use edc_core::exit::{is_broken_pipe, Exit};
 
 fn main() -> ExitCode {
-    // clap prints usage errors itself and exits 2 (EX_USAGE).
-    let cli = edc_sync::cli::parse();
+    // A usage error exits 2 (EX_USAGE), in the log's format.
+    let cli = match edc_sync::cli::parse() {
+        Ok(cli) => cli,
+        Err(refused) => return edc_sync::logging::refused(refused),
+    };
     let (format, color) = (cli.log_format, cli.color.colours_stderr());
     edc_sync::logging::init(format, color, cli.verbose, cli.quiet);
     match edc_sync::commands::run(cli) {

@@ -402,3 +402,24 @@ async fn the_progress_line_shows_a_wait_its_reason_and_the_time_left() {
         "counted down: {screen}"
     );
 }
+
+/// A usage error is a JSON line too under `--log-format json` (exit 2);
+/// help is still help.
+#[test]
+fn a_usage_error_under_json_logs_is_one_json_line() {
+    let out = support::run(&["--log-format", "json", "sync", "--vendor", "v", "--bogus"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{}", out.stderr);
+    let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("{e}: {}", lines[0]));
+    assert_eq!(
+        (v["level"].as_str(), v["exit_code"].as_u64()),
+        (Some("ERROR"), Some(2))
+    );
+    assert!(v["message"].as_str().unwrap().contains("--bogus"), "{v}");
+    let help = support::run(&["--log-format=json", "sync", "--help"]);
+    assert_eq!(help.code, 0);
+    assert!(help.stdout.contains("Usage:"));
+    let text = support::run(&["sync", "--bogus"]);
+    assert!(text.stderr.starts_with("error:"), "{}", text.stderr);
+}
