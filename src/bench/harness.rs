@@ -26,12 +26,6 @@ pub fn cpu_time() -> Duration {
     user + sys
 }
 
-/// A child's exit code as people read it: the number, or that a signal
-/// ended it.
-pub fn exit_text(code: Option<i32>) -> String {
-    code.map_or_else(|| "none (killed by a signal)".into(), |c| c.to_string())
-}
-
 /// Where a stream whose last record is `high_water` must have its cursor
 /// once all is landed: the high-water mark, less the policy's lookback
 /// (`delta.lookback`: the next window re-reads that span).

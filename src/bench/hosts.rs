@@ -327,10 +327,10 @@ pub fn render(f: &HostsFigures) -> String {
         f.duplicates,
         f.lost,
         f.cursor_at_high_water,
-        super::harness::exit_text(f.audit_verify_exit),
-        super::harness::exit_text(f.verify_exit),
+        edc_core::exit::status_text(f.audit_verify_exit),
+        edc_core::exit::status_text(f.verify_exit),
         f.verify_summary,
-        super::harness::exit_text(f.final_exit_code),
+        edc_core::exit::status_text(f.final_exit_code),
         f.seconds,
         serde_json::to_string(f).unwrap_or_default(),
     )

@@ -325,12 +325,12 @@ pub fn render(f: &SoakFigures) -> String {
         f.cursor_at_high_water,
         f.torn_tails_seen,
         f.audit_verify,
-        super::harness::exit_text(f.final_exit_code),
+        edc_core::exit::status_text(f.final_exit_code),
         f.final_error
             .as_deref()
             .map(|e| format!(" ({e})"))
             .unwrap_or_default(),
-        super::harness::exit_text(f.verify_exit_code),
+        edc_core::exit::status_text(f.verify_exit_code),
         f.verify_summary,
         serde_json::to_string(f).unwrap_or_default()
     )

@@ -82,7 +82,7 @@ async fn oq_016(ctx: &mut Ctx) -> anyhow::Result<()> {
         super::context::listed(
             &codes
                 .iter()
-                .map(|c| super::context::exit_text(*c))
+                .map(|c| edc_core::exit::status_text(*c))
                 .collect::<Vec<_>>(),
         ),
         codes == [Some(77), Some(0)],

@@ -156,7 +156,10 @@ async fn oq_018(ctx: &mut Ctx) -> anyhow::Result<()> {
         ctx.check(
             &format!("config validate of invalid-{}.yaml ({to:?})", i + 1),
             format!("exit 78, message contains {expected:?}"),
-            format!("exit {}: {stderr}", super::context::exit_text(out.status.code())),
+            format!(
+                "exit {}: {stderr}",
+                edc_core::exit::status_text(out.status.code())
+            ),
             out.status.code() == Some(78) && stderr.contains(expected),
         );
     }

@@ -302,11 +302,6 @@ pub(crate) fn listed<T: std::fmt::Display>(items: &[T]) -> String {
     }
 }
 
-/// An exit status in words: the code, or that a signal ended the process.
-pub(crate) fn exit_text(code: Option<i32>) -> String {
-    code.map_or_else(|| "none (killed by a signal)".into(), |c| c.to_string())
-}
-
 /// The exit code (-1 for a signal).
 pub(crate) fn code(out: &std::process::Output) -> i32 {
     out.status.code().unwrap_or(-1)

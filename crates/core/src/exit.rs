@@ -284,6 +284,12 @@ impl Exit {
     }
 }
 
+/// A child process's exit status as people read it (in a soak's figures,
+/// an OQ step's result): the code, or that a signal ended it.
+pub fn status_text(code: Option<i32>) -> String {
+    code.map_or_else(|| "none (killed by a signal)".into(), |c| c.to_string())
+}
+
 /// True when the error is only that stdout's reader went away (`| head`),
 /// which ends the program quietly, as other Unix tools do.
 pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
