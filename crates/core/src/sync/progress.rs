@@ -19,22 +19,38 @@ const TICK: Duration = Duration::from_millis(250);
 pub(super) fn committed(bar: Option<&ProgressBar>, stream: &str, records: u64) {
     if let Some(bar) = bar {
         bar.inc(1);
-        bar.set_message(format!("{stream}: {records} records"));
+        show_records(bar, stream, records);
     }
 }
 
-/// Shows `stream` waiting until `until` because of `why`, counting down;
-/// never returns (race it against the wait itself). Without a bar, or for
-/// a wait too short to read, it only waits to be dropped.
-pub(super) async fn count_down(
+fn show_records(bar: &ProgressBar, stream: &str, records: u64) {
+    bar.set_message(format!("{stream}: {records} records"));
+}
+
+/// Runs `wait`, which ends by `until`. A wait long enough to read is shown
+/// meanwhile (why, and the time left, counted down), and the stream's
+/// records again once it is over; a shorter one leaves the line alone.
+pub(super) async fn showing_wait<F: std::future::Future>(
     bar: Option<&ProgressBar>,
     stream: &str,
+    records: u64,
     why: &str,
     until: Instant,
-) -> Infallible {
+    wait: F,
+) -> F::Output {
     let Some(bar) = bar.filter(|_| until.saturating_duration_since(Instant::now()) >= SHOWN_FROM) else {
-        return std::future::pending().await;
+        return wait.await;
     };
+    let out = tokio::select! {
+        out = wait => out,
+        never = count_down(bar, stream, why, until) => match never {},
+    };
+    show_records(bar, stream, records);
+    out
+}
+
+/// Shows `stream` waiting until `until` because of `why`; never returns.
+async fn count_down(bar: &ProgressBar, stream: &str, why: &str, until: Instant) -> Infallible {
     loop {
         let left = until.saturating_duration_since(Instant::now());
         bar.set_message(format!("{stream}: waiting {}: {why}", left_text(left)));
@@ -71,13 +87,13 @@ mod tests {
         let until = Instant::now() + Duration::from_millis(4_500);
         let _ = tokio::time::timeout(
             Duration::from_millis(50),
-            count_down(Some(&bar), "subjects", why, until),
+            count_down(&bar, "subjects", why, until),
         )
         .await;
         assert_eq!(bar.message(), format!("subjects: waiting 5 s: {why}"));
         let _ = tokio::time::timeout(
             Duration::from_millis(1_300),
-            count_down(Some(&bar), "subjects", why, until),
+            count_down(&bar, "subjects", why, until),
         )
         .await;
         // Counted down (by how much depends on how busy the machine is).
@@ -91,15 +107,25 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn after_a_wait_the_line_shows_the_records_again() {
+        let bar = ProgressBar::hidden();
+        let until = Instant::now() + Duration::from_millis(1_100);
+        let seen = showing_wait(Some(&bar), "s", 7, "slot", until, async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            bar.message()
+        })
+        .await;
+        assert_eq!(seen, "s: waiting 1 s: slot");
+        assert_eq!(bar.message(), "s: 7 records");
+    }
+
+    #[tokio::test]
     async fn a_short_wait_leaves_the_line_alone() {
         let bar = ProgressBar::hidden();
         bar.set_message("subjects: 10 records");
         let until = Instant::now() + Duration::from_millis(300);
-        let _ = tokio::time::timeout(
-            Duration::from_millis(400),
-            count_down(Some(&bar), "s", "slot", until),
-        )
-        .await;
+        let waited = tokio::time::sleep_until(until);
+        showing_wait(Some(&bar), "s", 99, "slot", until, waited).await;
         assert_eq!(bar.message(), "subjects: 10 records");
     }
 }

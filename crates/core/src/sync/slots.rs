@@ -171,13 +171,12 @@ async fn vault_burst<P: Pacer>(stream: &mut Stream<'_, P>, req: &Request<'_>) ->
 /// The booked slot's instant, unless a stop is requested first.
 async fn ready<P: Pacer>(stream: &Stream<'_, P>, booking: Booking<P>) -> Result<Permit<P>, SyncError> {
     let until = tokio::time::Instant::now() + booking.ready_in();
-    let bar = stream.job.options.progress.as_ref();
     let why = "the quota's next slot (a shared pause after a throttle, or the rate)";
-    let ready = tokio::select! {
-        permit = booking.ready() => Ok(permit),
-        _ = stream.job.options.interrupt.wait() => Err(SyncError::Interrupted { stream: stream.name.clone() }),
-        never = super::progress::count_down(bar, &stream.name, why, until) => match never {},
+    let ready = async {
+        tokio::select! {
+            permit = booking.ready() => Ok(permit),
+            _ = stream.job.options.interrupt.wait() => Err(SyncError::Interrupted { stream: stream.name.clone() }),
+        }
     };
-    stream.show_progress();
-    ready
+    stream.showing_wait(why, until, ready).await
 }

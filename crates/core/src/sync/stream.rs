@@ -83,21 +83,24 @@ impl<'a, P: Pacer> Stream<'a, P> {
     /// terminal sees why and the time left on the progress line.
     pub async fn sleep(&self, wait: Duration, why: &str) -> Result<(), SyncError> {
         let until = tokio::time::Instant::now() + wait;
-        let bar = self.job.options.progress.as_ref();
-        let slept = tokio::select! {
-            _ = tokio::time::sleep_until(until) => Ok(()),
-            _ = self.job.options.interrupt.wait() => Err(SyncError::Interrupted { stream: self.name.clone() }),
-            never = super::progress::count_down(bar, &self.name, why, until) => match never {},
+        let slept = async {
+            tokio::select! {
+                _ = tokio::time::sleep_until(until) => Ok(()),
+                _ = self.job.options.interrupt.wait() => Err(SyncError::Interrupted { stream: self.name.clone() }),
+            }
         };
-        self.show_progress();
-        slept
+        self.showing_wait(why, until, slept).await
     }
 
-    /// The progress line back to what the stream has done, after a wait.
-    pub fn show_progress(&self) {
-        if let Some(bar) = &self.job.options.progress {
-            bar.set_message(format!("{}: {} records", self.name, self.report.records));
-        }
+    /// Runs `wait` (over by `until`) with the progress line showing it.
+    pub async fn showing_wait<F: std::future::Future>(
+        &self,
+        why: &str,
+        until: tokio::time::Instant,
+        wait: F,
+    ) -> F::Output {
+        let bar = self.job.options.progress.as_ref();
+        super::progress::showing_wait(bar, &self.name, self.report.records, why, until, wait).await
     }
 
     /// Deterministic backoff: the rate's interval doubled per attempt.
