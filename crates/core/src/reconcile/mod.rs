@@ -211,9 +211,10 @@ fn reconcile_views(
     commits.retain(|rel, _| scope.covers(rel));
     summary.commits = commits.values().map(|(list, _)| list.len()).sum();
     summary.landing_dirs = views.len();
+    // Each state directory's id, read once: the root's, and a backfill's
+    // nested at the place its landing is (STATE/backfill/SINCE..UNTIL).
+    let mut ids: BTreeMap<PathBuf, Option<String>> = BTreeMap::new();
     for view in views.iter().copied() {
-        // A backfill's landing belongs to the state directory nested at the
-        // same place (STATE/backfill/SINCE..UNTIL), which has its own id.
         // (A state database keeps one id for both: then the root's.)
         let state_dir = match view.rel.strip_prefix("backfill/").and_then(|r| r.split_once('/')) {
             Some((label, _)) if state.join("backfill").join(label).join(".state-id").exists() => {
@@ -221,10 +222,17 @@ fn reconcile_views(
             }
             _ => state.to_path_buf(),
         };
-        let state_id = crate::store::owner::existing_state_id(&state_dir).map_err(|e| Unreadable {
-            path: state_dir.join(".state-id"),
-            error: std::io::Error::other(e.to_string()),
-        })?;
+        let state_id = match ids.get(&state_dir) {
+            Some(id) => id.clone(),
+            None => {
+                let id = crate::store::owner::existing_state_id(&state_dir).map_err(|e| Unreadable {
+                    path: state_dir.join(".state-id"),
+                    error: std::io::Error::other(e.to_string()),
+                })?;
+                ids.insert(state_dir, id.clone());
+                id
+            }
+        };
         if let (Some(owner), Some(id)) = (&view.owner, &state_id) {
             if owner != id {
                 summary.discrepancies.push(Discrepancy {
