@@ -289,6 +289,7 @@ mod tests {
                 rave_error_description: page.error_description.clone(),
                 ..Envelope::default()
             },
+            keys: None,
         };
         match judge(Dialect::Rave, PayloadFormat::Odm, "", summary.clone()) {
             Err(NotAPage::Vendor(e)) => assert_eq!(

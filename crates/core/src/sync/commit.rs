@@ -196,7 +196,7 @@ impl PageCommit {
         cursor: &Cursor,
         mut temp: crate::store::LandingTemp,
         digest: &crate::edc::BodyDigest,
-        summary: PageSummary,
+        mut summary: PageSummary,
     ) -> Result<CommittedPage, SyncError> {
         let job = stream.job;
         let url = &page.url;
@@ -244,7 +244,7 @@ impl PageCommit {
         let split = match lookback::split_page(
             &job.delta,
             cursor,
-            &summary,
+            &mut summary,
             &mut temp,
             stream.landed_before.as_ref(),
         )? {
@@ -489,7 +489,8 @@ impl PageCommit {
             request_id: request_id.to_string(),
             attempt,
         };
-        let mut check = payload::PageCheck::new(&stream.job.delta).map_err(|e| {
+        let identify = lookback::identifies(&stream.job.delta, stream.landed_before.as_ref());
+        let mut check = payload::PageCheck::new(&stream.job.delta, identify).map_err(|e| {
             crate::store::StoreError::io(self.landing.dir(), "start the ODM validator's thread", e)
         })?;
         let mut temp = self

@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 
 use crate::config::{Delta, PayloadFormat};
-use crate::edc::payload::identity::{odm_record_keys, record_keys, RecordKey};
+use crate::edc::payload::identity::{odm_record_keys, RecordKey};
 use crate::edc::payload::order::earlier;
 use crate::edc::payload::{InvalidPayload, PageSummary};
 use crate::store::Cursor;
@@ -35,39 +35,43 @@ pub struct Split {
 
 /// A received page's records told apart, when there is anything to tell
 /// apart them from (a lookback's memory, or `backfill --missing-only`'s
-/// records landed before): read once more from the temp file, a record at
-/// a time. The inner error is a page whose records cannot be identified
-/// (quarantined like any invalid page).
+/// records landed before). A JSON page's keys were learned while it
+/// streamed in (`summary.keys`); an ODM page's are read once more from the
+/// temp file, a record at a time. The inner error is a page whose records
+/// cannot be identified (quarantined like any invalid page).
 pub(super) fn split_page(
     delta: &Delta,
     cursor: &Cursor,
-    summary: &PageSummary,
+    summary: &mut PageSummary,
     temp: &mut LandingTemp,
     landed_before: Option<&HashSet<String>>,
 ) -> Result<Result<Option<Split>, InvalidPayload>, StoreError> {
-    if (delta.lookback.is_none() && landed_before.is_none()) || summary.records == 0 {
+    if !identifies(delta, landed_before) || summary.records == 0 {
         return Ok(Ok(None));
     }
-    let body = temp.read_back()?;
-    let keys = match delta.format {
-        PayloadFormat::Json => record_keys(
-            body,
-            delta.records_pointer.as_deref().unwrap_or("/data"),
-            delta.cursor_field.as_deref().unwrap_or_default(),
-            delta.lookback.as_ref().and_then(|l| l.record_id.as_deref()),
-        ),
+    let keys = match (summary.keys.take(), delta.format) {
+        (Some(keys), _) => keys,
+        (None, PayloadFormat::Json) => Err(InvalidPayload::json(
+            "the page was checked without its records' identities",
+        )),
         // A study dataset's records carry no time of their own: the
         // document's (its mark) stands for all of them.
-        PayloadFormat::Odm => {
+        (None, PayloadFormat::Odm) => {
             let at = summary
                 .high_water
                 .as_ref()
                 .map(|v| v.as_param())
                 .unwrap_or_default();
-            odm_record_keys(body, &at)
+            odm_record_keys(temp.read_back()?, &at)
         }
     };
     Ok(keys.map(|keys| Some(split(cursor, keys, landed_before))))
+}
+
+/// Whether a page's check must learn its records' identities (JSON; an
+/// ODM page is read again instead).
+pub(super) fn identifies(delta: &Delta, landed_before: Option<&HashSet<String>>) -> bool {
+    delta.lookback.is_some() || landed_before.is_some()
 }
 
 /// Splits a page's records by the memory of the cursor before it and,

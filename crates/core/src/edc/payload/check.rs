@@ -31,9 +31,11 @@ enum Format {
 }
 
 impl PageCheck {
-    /// Fails only when the ODM validator's thread cannot be started (an
-    /// OS resource error, not a fault of the page).
-    pub fn new(delta: &Delta) -> std::io::Result<PageCheck> {
+    /// With `identify`, a JSON page's check learns every record's
+    /// identity too (`identity.rs`; a delta with a lookback). Fails only
+    /// when the ODM validator's thread cannot be started (an OS resource
+    /// error, not a fault of the page).
+    pub fn new(delta: &Delta, identify: bool) -> std::io::Result<PageCheck> {
         let format = match delta.format {
             PayloadFormat::Json => {
                 let next = match &delta.paging {
@@ -42,12 +44,13 @@ impl PageCheck {
                 };
                 let records = delta.records_pointer.as_deref().unwrap_or("/data");
                 let field = delta.cursor_field.as_deref().unwrap_or_default();
-                Format::Json(Box::new(JsonCheck::of_kind(
-                    records,
-                    next,
-                    field,
-                    delta.cursor_kind,
-                )))
+                let check = JsonCheck::of_kind(records, next, field, delta.cursor_kind);
+                let record_id = delta.lookback.as_ref().and_then(|l| l.record_id.as_deref());
+                Format::Json(Box::new(if identify {
+                    check.identifying(record_id)
+                } else {
+                    check
+                }))
             }
             PayloadFormat::Odm => Format::Odm(OdmCheck::start()?, delta.paging == Paging::RaveDataset),
         };
@@ -112,12 +115,13 @@ fn odm_summary(odm: OdmSummary) -> PageSummary {
             rave_error_description: odm.error_description,
             ..Envelope::default()
         },
+        keys: None,
     }
 }
 
 /// Validates a whole page held in memory.
 pub fn validate(delta: &Delta, body: &[u8]) -> Result<PageSummary, InvalidPayload> {
-    let mut check = PageCheck::new(delta)
+    let mut check = PageCheck::new(delta, false)
         .map_err(|e| InvalidPayload::odm(format!("the ODM validator could not be started: {e}")))?;
     check.feed(body);
     check.finish()
@@ -266,7 +270,7 @@ mod tests {
 
     #[test]
     fn an_odm_page_fed_in_chunks_is_summarised_as_a_whole_one() {
-        let mut check = PageCheck::new(&delta("rave")).unwrap();
+        let mut check = PageCheck::new(&delta("rave"), false).unwrap();
         for chunk in ODM.as_bytes().chunks(7) {
             check.feed(chunk);
         }
@@ -280,7 +284,7 @@ mod tests {
     /// thread that no longer reads.
     #[test]
     fn an_odm_parser_that_stopped_early_does_not_block_the_rest_of_the_body() {
-        let mut check = PageCheck::new(&delta("rave")).unwrap();
+        let mut check = PageCheck::new(&delta("rave"), false).unwrap();
         check.feed(b"<ODM><unclosed></ODM>");
         for _ in 0..(ODM_QUEUE * 8) {
             check.feed(&[b' '; 64 * 1024]);
@@ -293,7 +297,7 @@ mod tests {
     /// way: the parser thread sees the end of its input and is joined.
     #[test]
     fn an_abandoned_odm_check_ends_its_thread() {
-        let mut check = PageCheck::new(&delta("rave")).unwrap();
+        let mut check = PageCheck::new(&delta("rave"), false).unwrap();
         check.feed(&ODM.as_bytes()[..100]);
         drop(check);
     }
@@ -301,7 +305,7 @@ mod tests {
     #[test]
     fn a_json_page_is_checked_by_the_lexer() {
         let body = br#"{"responseDetails":{"next_page":"/n?o=2"},"data":[{"modified_date__v":"2026-01-01T00:00:00Z"}]}"#;
-        let mut check = PageCheck::new(&delta("vault_json")).unwrap();
+        let mut check = PageCheck::new(&delta("vault_json"), false).unwrap();
         let mut sink = Vec::new();
         let mut checked = Checked::new(&mut sink, &mut check);
         std::io::Write::write_all(&mut checked, body).unwrap();

@@ -4,6 +4,7 @@
 //! cursor field, the next-page link) and Vault's envelope members, and
 //! skips everything else without materialising it.
 
+use super::identity::Identities;
 use super::lexer::{Handler, Kind, Lexer, Want};
 use super::order::Mark;
 use super::{CursorValue, Envelope, InvalidPayload, PageSummary, VendorMessage};
@@ -91,13 +92,19 @@ enum Frame {
 struct Slot {
     mask: u8,
     member: Option<Member>,
+    /// A record's cursor field, its `record_id` field (or both).
     cursor: bool,
+    id: bool,
 }
 
 /// A value asked for whole.
 #[derive(Clone, Copy)]
 enum Captured {
-    Cursor,
+    /// A record's cursor field, its `record_id` field, or one that is both.
+    Field {
+        cursor: bool,
+        id: bool,
+    },
     Next,
     Envelope(Member),
 }
@@ -129,6 +136,7 @@ impl Found {
             high_water: self.high_water.map(Mark::into_value),
             low_water: self.low_water.map(Mark::into_value),
             envelope: self.envelope,
+            keys: None,
         })
     }
 }
@@ -158,9 +166,24 @@ struct PageScan {
     slot: Slot,
     capturing: Option<Captured>,
     found: Found,
+    /// Asked for by a lookback: every record's identity.
+    identities: Option<Identities>,
 }
 
 impl PageScan {
+    /// The position of the record being read (or just ended).
+    fn record_position(&self) -> usize {
+        self.frames
+            .iter()
+            .rev()
+            .find_map(|f| match f {
+                Frame::Records { count } => Some(*count as usize),
+                _ => None,
+            })
+            .unwrap_or_default()
+            .saturating_sub(1)
+    }
+
     fn target(&self, bit: u8) -> Option<&[Token]> {
         match bit {
             RECORDS => Some(&self.records),
@@ -238,15 +261,8 @@ impl PageScan {
             CursorValue::Number(_) => "a number".to_string(),
             CursorValue::Text(s) => format!("text of {} characters", s.chars().count()),
         };
-        let position = self
-            .frames
-            .iter()
-            .rev()
-            .find_map(|f| match f {
-                Frame::Records { count } => Some(*count),
-                _ => None,
-            })
-            .unwrap_or_default();
+        // Counted from 1 here, as this message always has.
+        let position = self.record_position() + 1;
         Err(format!(
             "record {position} of {}: the cursor field {:?} holds {held}, not {expected} (delta.cursor_kind: {})",
             self.records_pointer,
@@ -272,6 +288,9 @@ impl PageScan {
             serde_json::Value::String(s) => CursorValue::Text(s),
             other => return Err(not_a_cursor(&String::from_utf8_lossy(&self.cursor_field), &other)),
         };
+        if let Some(ids) = &mut self.identities {
+            ids.cursor(value.as_param());
+        }
         // One parse per record; a clone only when a mark moves.
         let mark = Mark::new(value);
         if let Some(kind) = self.cursor_kind {
@@ -313,10 +332,23 @@ impl Handler for PageScan {
                 }
                 *count += 1;
                 self.frames.push(Frame::Record);
-                Ok(Want::Enter)
+                match &mut self.identities {
+                    Some(ids) => {
+                        ids.begin_record();
+                        Ok(if ids.by_content() {
+                            Want::EnterKept
+                        } else {
+                            Want::Enter
+                        })
+                    }
+                    None => Ok(Want::Enter),
+                }
             }
-            Some(Frame::Record) if slot.cursor => {
-                self.capturing = Some(Captured::Cursor);
+            Some(Frame::Record) if slot.cursor || slot.id => {
+                self.capturing = Some(Captured::Field {
+                    cursor: slot.cursor,
+                    id: slot.id,
+                });
                 Ok(Want::Capture)
             }
             Some(Frame::Record) => Ok(Want::Skip),
@@ -343,12 +375,13 @@ impl Handler for PageScan {
         self.slot = match self.frames.last() {
             Some(Frame::Record) => Slot {
                 cursor: key == self.cursor_field.as_slice(),
+                id: self.identities.as_ref().is_some_and(|ids| ids.is_id(key)),
                 ..Slot::default()
             },
             Some(&Frame::Path { mask, depth, .. }) => Slot {
                 mask: self.narrow(mask, depth, |t| t.name == key),
                 member: if depth == 0 { Member::of(key) } else { None },
-                cursor: false,
+                ..Slot::default()
             },
             _ => Slot::default(),
         };
@@ -356,15 +389,40 @@ impl Handler for PageScan {
     }
 
     fn end(&mut self) -> Result<(), String> {
-        if let Some(Frame::Records { count }) = self.frames.pop() {
-            self.found.records = Some(count);
+        match self.frames.pop() {
+            Some(Frame::Records { count }) => self.found.records = Some(count),
+            // By `record_id`, a record's key is known at its end; by
+            // content, once its bytes are handed over (`kept`).
+            Some(Frame::Record) => {
+                let position = self.record_position();
+                if let Some(ids) = self.identities.as_mut().filter(|ids| !ids.by_content()) {
+                    ids.end_record(position, None);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn kept(&mut self, raw: &[u8]) -> Result<(), String> {
+        let position = self.record_position();
+        if let Some(ids) = &mut self.identities {
+            ids.end_record(position, Some(raw));
         }
         Ok(())
     }
 
     fn captured(&mut self, raw: &[u8]) -> Result<(), String> {
         match self.capturing.take() {
-            Some(Captured::Cursor) => self.cursor_value(raw),
+            Some(Captured::Field { cursor, id }) => {
+                if let (true, Some(ids)) = (id, &mut self.identities) {
+                    ids.id_value(raw);
+                }
+                if cursor {
+                    self.cursor_value(raw)?;
+                }
+                Ok(())
+            }
             Some(Captured::Next) => {
                 let next: Option<String> = serde_json::from_slice(raw)
                     .map_err(|_| "the next-page value must be a string or null".to_string())?;
@@ -427,8 +485,21 @@ impl JsonCheck {
                 slot: Slot::default(),
                 capturing: None,
                 found: Found::default(),
+                identities: None,
             }),
         }
+    }
+
+    /// The same check, learning every record's identity as it goes (a
+    /// delta with a lookback): by its `record_id` field and cursor value,
+    /// or by its content when `record_id` is `None` (`identity.rs`).
+    pub fn identifying(mut self, record_id: Option<&str>) -> JsonCheck {
+        let scan = self.lexer.handler_mut();
+        scan.identities = Some(Identities::new(
+            record_id,
+            &String::from_utf8_lossy(&scan.cursor_field),
+        ));
+        self
     }
 
     /// The next chunk of the body. An error is kept for [`JsonCheck::finish`].
@@ -439,7 +510,10 @@ impl JsonCheck {
     /// The whole body was fed: the page's summary, or why it is not one.
     pub fn finish(self) -> Result<PageSummary, InvalidPayload> {
         let scan = self.lexer.finish().map_err(InvalidPayload::json)?;
-        scan.found.into_summary(&scan.records_pointer)
+        let keys = scan.identities.map(Identities::finish);
+        let mut summary = scan.found.into_summary(&scan.records_pointer)?;
+        summary.keys = keys;
+        Ok(summary)
     }
 }
 

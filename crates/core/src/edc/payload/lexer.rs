@@ -49,6 +49,9 @@ pub(super) enum Want {
     Enter,
     /// Hand over its raw bytes once it is complete.
     Capture,
+    /// Enter it, and hand over its raw bytes too once it is complete
+    /// (containers only: a record whose identity is its content).
+    EnterKept,
 }
 
 /// Receives the structure of the document. Errors stop the scan.
@@ -61,6 +64,9 @@ pub(super) trait Handler {
     fn end(&mut self) -> Result<(), String>;
     /// The raw bytes of a value asked for with [`Want::Capture`].
     fn captured(&mut self, raw: &[u8]) -> Result<(), String>;
+    /// The raw bytes of a container asked for with [`Want::EnterKept`],
+    /// right after its [`Handler::end`].
+    fn kept(&mut self, raw: &[u8]) -> Result<(), String>;
 }
 
 /// Containers nested deeper than this are refused, as serde_json does
@@ -148,6 +154,10 @@ pub(super) struct Lexer<H> {
     number: Vec<u8>,
     number_from: usize,
     capture: Option<Capture>,
+    /// A container kept whole while it is entered (one at a time), and
+    /// the buffer it is kept in between two of them.
+    tape: Option<Capture>,
+    tape_buf: Vec<u8>,
     /// Bytes before this chunk, for error positions.
     offset: u64,
     seen_any: bool,
@@ -168,10 +178,16 @@ impl<H: Handler> Lexer<H> {
             number: Vec::new(),
             number_from: 0,
             capture: None,
+            tape: None,
+            tape_buf: Vec::new(),
             offset: 0,
             seen_any: false,
             failed: None,
         }
+    }
+
+    pub(super) fn handler_mut(&mut self) -> &mut H {
+        &mut self.handler
     }
 
     /// Scans the next chunk. After an error every later call returns it.
@@ -223,6 +239,10 @@ impl<H: Handler> Lexer<H> {
         if let Some(c) = &mut self.capture {
             c.bytes.extend_from_slice(&chunk[c.from..]);
             c.from = 0;
+        }
+        if let Some(t) = &mut self.tape {
+            t.bytes.extend_from_slice(&chunk[t.from..]);
+            t.from = 0;
         }
         if let Some(c) = &self.capture {
             if c.bytes.len() > CAPTURE_MAX {
@@ -316,13 +336,23 @@ impl<H: Handler> Lexer<H> {
                 from: i,
             });
         }
+        let kept = want == Want::EnterKept && matches!(kind, Kind::Object | Kind::Array);
+        if kept && self.tape.is_none() {
+            let mut bytes = std::mem::take(&mut self.tape_buf);
+            bytes.clear();
+            self.tape = Some(Capture {
+                depth: self.stack.len(),
+                bytes,
+                from: i,
+            });
+        }
         match kind {
             Kind::Object | Kind::Array => {
                 if self.stack.len() >= MAX_DEPTH {
                     return self.error(i, "nesting deeper than 127 levels");
                 }
                 let object = kind == Kind::Object;
-                let entered = want == Want::Enter && self.quiet == 0;
+                let entered = matches!(want, Want::Enter | Want::EnterKept) && self.quiet == 0;
                 if !entered {
                     self.quiet += 1;
                 }
@@ -369,6 +399,14 @@ impl<H: Handler> Lexer<H> {
             self.handler.end()?;
         } else {
             self.quiet -= 1;
+        }
+        if self.tape.as_ref().is_some_and(|t| t.depth == self.stack.len()) {
+            if let Some(mut tape) = self.tape.take() {
+                tape.bytes.extend_from_slice(&c[tape.from..=i]);
+                let kept = self.handler.kept(&tape.bytes);
+                self.tape_buf = tape.bytes;
+                kept?;
+            }
         }
         self.after_value(c, i + 1)?;
         Ok(i + 1)

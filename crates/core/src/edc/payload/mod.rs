@@ -7,6 +7,8 @@
 
 mod check;
 pub mod identity;
+#[cfg(test)]
+mod identity_oracle;
 mod json;
 #[cfg(test)]
 mod json_oracle;
@@ -123,4 +125,9 @@ pub struct PageSummary {
     /// What the vendor said besides the data.
     #[serde(skip)]
     pub envelope: Envelope,
+    /// A JSON page checked for a lookback: every record's identity,
+    /// learned in the same pass, or why a record has none (`None`: not
+    /// asked for, or an ODM page).
+    #[serde(skip)]
+    pub keys: Option<Result<Vec<identity::RecordKey>, InvalidPayload>>,
 }
