@@ -61,25 +61,28 @@ pub struct Parsed {
 }
 
 /// Parses and shape-checks one line; the error says what is wrong.
+///
+/// Only the line's own fields are made values; an event's fields (a
+/// page's cursor state holds a lookback's identities: kilobytes) are
+/// checked as JSON and skipped, since every append reads the trail's last
+/// line back through here.
 pub fn parse(bytes: &[u8]) -> Result<Parsed, String> {
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| format!("not valid JSON ({e})"))?;
-    let Value::Object(obj) = value else {
-        return Err("not a JSON object".into());
-    };
-    let keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+    let own = own_fields(bytes)?;
+    let keys: Vec<&str> = own.keys.iter().map(String::as_str).collect();
     if keys.len() < LEADING.len() + 1 || keys[..LEADING.len()] != LEADING || keys.last() != Some(&TRAILING) {
         return Err(format!(
             "keys out of the published order (must start with {} and end with {TRAILING})",
             LEADING.join(", ")
         ));
     }
-    let seq = obj["seq"]
-        .as_u64()
+    let get = |k: &str| own.values.iter().find(|(name, _)| *name == k).map(|(_, v)| v);
+    let seq = get("seq")
+        .and_then(Value::as_u64)
         .filter(|s| *s >= 1)
         .ok_or("seq is not an integer >= 1")?;
     let text = |k: &str| {
-        obj[k]
-            .as_str()
+        get(k)
+            .and_then(Value::as_str)
             .map(str::to_string)
             .ok_or(format!("{k} is not a string"))
     };
@@ -92,11 +95,10 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, String> {
     {
         return Err("prev_sha256 is not 64 lowercase hex digits".into());
     }
-    let acknowledges = obj
-        .get("torn_line_sha256")
+    let acknowledges = get("torn_line_sha256")
         .and_then(Value::as_str)
         .map(str::to_string);
-    let checkpoint = obj.get("checkpoint").cloned();
+    let checkpoint = get("checkpoint").cloned();
     Ok(Parsed {
         seq,
         run_id,
@@ -107,9 +109,162 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, String> {
     })
 }
 
+/// The fields [`parse`] reads; every other value is skipped.
+const OWN: [&str; 7] = [
+    "seq",
+    "ts",
+    "run_id",
+    "event",
+    "prev_sha256",
+    "torn_line_sha256",
+    "checkpoint",
+];
+
+/// A line's keys in order (a key given twice keeps its first place and
+/// its last value, as a JSON object read into a map does) and its own
+/// fields' values.
+struct OwnFields {
+    keys: Vec<String>,
+    values: Vec<(&'static str, Value)>,
+}
+
+fn own_fields(bytes: &[u8]) -> Result<OwnFields, String> {
+    let invalid = |e: serde_json::Error| format!("not valid JSON ({e})");
+    // Strings are skipped unread below: their UTF-8 is checked here.
+    let text = std::str::from_utf8(bytes).map_err(|_| match serde_json::from_slice::<Value>(bytes) {
+        Err(e) => invalid(e),
+        Ok(_) => "not valid UTF-8".to_string(),
+    })?;
+    if !text.trim_start().starts_with('{') {
+        return match serde_json::from_str::<Value>(text) {
+            Err(e) => Err(invalid(e)),
+            Ok(_) => Err("not a JSON object".into()),
+        };
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let own = serde::Deserializer::deserialize_map(&mut de, OwnVisitor).map_err(invalid)?;
+    de.end().map_err(invalid)?;
+    Ok(own)
+}
+
+struct OwnVisitor;
+
+impl<'de> serde::de::Visitor<'de> for OwnVisitor {
+    type Value = OwnFields;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<OwnFields, A::Error> {
+        let mut own = OwnFields {
+            keys: Vec::new(),
+            values: Vec::new(),
+        };
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match OWN.iter().find(|k| **k == key) {
+                Some(&name) => {
+                    let value = map.next_value::<Value>()?;
+                    own.values.retain(|(n, _)| *n != name);
+                    own.values.push((name, value));
+                }
+                None => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+            if !own.keys.iter().any(|k| *k == key) {
+                own.keys.push(key.into_owned());
+            }
+        }
+        Ok(own)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// How lines were parsed before the event's fields were skipped: the
+    /// oracle [`parse`] is held to.
+    fn parse_by_value(bytes: &[u8]) -> Result<Parsed, String> {
+        let value: Value = serde_json::from_slice(bytes).map_err(|e| format!("not valid JSON ({e})"))?;
+        let Value::Object(obj) = value else {
+            return Err("not a JSON object".into());
+        };
+        let keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+        if keys.len() < LEADING.len() + 1
+            || keys[..LEADING.len()] != LEADING
+            || keys.last() != Some(&TRAILING)
+        {
+            return Err(format!(
+                "keys out of the published order (must start with {} and end with {TRAILING})",
+                LEADING.join(", ")
+            ));
+        }
+        let seq = obj["seq"]
+            .as_u64()
+            .filter(|s| *s >= 1)
+            .ok_or("seq is not an integer >= 1")?;
+        let text = |k: &str| {
+            obj[k]
+                .as_str()
+                .map(str::to_string)
+                .ok_or(format!("{k} is not a string"))
+        };
+        let (run_id, event, prev_sha256) = (text("run_id")?, text("event")?, text(TRAILING)?);
+        text("ts")?;
+        if prev_sha256.len() != 64
+            || !prev_sha256
+                .bytes()
+                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        {
+            return Err("prev_sha256 is not 64 lowercase hex digits".into());
+        }
+        let acknowledges = obj
+            .get("torn_line_sha256")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let checkpoint = obj.get("checkpoint").cloned();
+        Ok(Parsed {
+            seq,
+            run_id,
+            event,
+            prev_sha256,
+            acknowledges,
+            checkpoint,
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(500))]
+
+        /// Edited lines get the same verdict and the same parts as when
+        /// the whole line was read into a value.
+        #[test]
+        fn skipping_the_events_fields_changes_no_verdict(
+            edits in proptest::collection::vec((0usize..400, proptest::prelude::any::<u8>(), 0u8..3), 0..3),
+        ) {
+            let mut f = Map::new();
+            f.insert("cursor_state".into(), serde_json::json!({"seen": [["2026-01-01T00:00:00Z", ["ab", "c\u{e9}\n"]]], "n": 1.5}));
+            f.insert("torn_line_sha256".into(), "x".into());
+            f.insert("checkpoint".into(), serde_json::json!({"mac": "00"}));
+            let line = compose(7, "2026-12-02T17:00:00.000Z", "r1", "page_committed", f, ZERO_SHA256).unwrap();
+            let mut bytes = line.into_bytes();
+            for (at, byte, how) in edits {
+                let at = at % (bytes.len() + 1);
+                match how {
+                    0 if at < bytes.len() => bytes[at] = byte,
+                    1 if at < bytes.len() => { bytes.remove(at); }
+                    _ => bytes.insert(at, byte),
+                }
+            }
+            let (new, old) = (parse(&bytes), parse_by_value(&bytes));
+            proptest::prop_assert_eq!(new.is_ok(), old.is_ok(), "{:?}: {:?} / {:?}", String::from_utf8_lossy(&bytes), new, old);
+            if let (Ok(a), Ok(b)) = (new, old) {
+                proptest::prop_assert_eq!(a, b);
+            }
+        }
+    }
     use crate::digest::ZERO_SHA256;
 
     #[test]
