@@ -24,15 +24,23 @@ pub struct Peers {
 }
 
 /// Runs the peers on pages like the small phase's (`page_size` records of
-/// `padding` extra bytes), against a simulator of their own.
-pub fn measure(exe: &Path, work: &Path, pages: u64, page_bytes: u64) -> anyhow::Result<Peers> {
+/// `padding` extra bytes), against a simulator of their own; the floor
+/// writes what the small phase's commits wrote (`commit`).
+pub fn measure(
+    exe: &Path,
+    work: &Path,
+    pages: u64,
+    page_bytes: u64,
+    commit: super::sync::CommitBytes,
+) -> anyhow::Result<Peers> {
     let (page_size, padding) = (100u64, (page_bytes / 100).saturating_sub(200) as usize);
     let sim = super::harness::SimProcess::start(exe, pages * page_size, padding)?;
     std::fs::create_dir_all(work)?;
     let config = work.join("bench-policy.yaml");
     std::fs::write(&config, super::harness::policy(page_size, page_bytes * 2))?;
     let python = python(&sim.url, &work.join("python"), page_size, pages)?;
-    let (floor_wall_ms_per_page, floor_cpu_ms_per_page) = floor(&work.join("floor"), pages, page_bytes)?;
+    let (floor_wall_ms_per_page, floor_cpu_ms_per_page) =
+        floor(&work.join("floor"), pages, page_bytes, commit)?;
     let syncs_per_page = syncs_per_page(exe, &config, work, &sim.url)?;
     Ok(Peers {
         python,
@@ -92,8 +100,15 @@ pub fn python(url: &str, work: &Path, page_size: u64, pages: u64) -> anyhow::Res
 }
 
 /// The floor: per page, the syscalls edc-sync's commit still makes, with
-/// `page_bytes` of data and nothing else. Wall and CPU milliseconds per page.
-pub fn floor(work: &Path, pages: u64, page_bytes: u64) -> anyhow::Result<(f64, f64)> {
+/// `page_bytes` of data and the commit's own records at their sizes
+/// (`commit`: the audit line, the manifest line, the cursor file), and
+/// nothing else. Wall and CPU milliseconds per page.
+pub fn floor(
+    work: &Path,
+    pages: u64,
+    page_bytes: u64,
+    commit: super::sync::CommitBytes,
+) -> anyhow::Result<(f64, f64)> {
     let landing = work.join("pages");
     std::fs::create_dir_all(&landing)?;
     let dir = std::fs::File::open(&landing)?;
@@ -106,7 +121,12 @@ pub fn floor(work: &Path, pages: u64, page_bytes: u64) -> anyhow::Result<(f64, f
         .append(true)
         .open(work.join("manifest.jsonl"))?;
     let body = vec![b'x'; page_bytes as usize];
-    let line = [b'y'; 600];
+    let line = |n: u64| vec![b'y'; n as usize];
+    let (audit_line, manifest_line, cursor_file) = (
+        line(commit.audit_line),
+        line(commit.manifest_line),
+        line(commit.cursor),
+    );
     let cpu0 = super::harness::cpu_time();
     let t0 = Instant::now();
     for n in 0..pages {
@@ -116,11 +136,11 @@ pub fn floor(work: &Path, pages: u64, page_bytes: u64) -> anyhow::Result<(f64, f
         f.sync_all()?;
         std::fs::rename(&part, landing.join(format!("{n}.json")))?;
         dir.sync_all()?;
-        manifest.write_all(&line[..300])?;
-        audit.write_all(&line)?;
+        manifest.write_all(&manifest_line)?;
+        audit.write_all(&audit_line)?;
         audit.sync_data()?;
         let cursor = work.join("cursor.json");
-        std::fs::write(cursor.with_extension("tmp"), &line[..400])?;
+        std::fs::write(cursor.with_extension("tmp"), &cursor_file)?;
         std::fs::rename(cursor.with_extension("tmp"), &cursor)?;
     }
     let wall = t0.elapsed().as_secs_f64() * 1000.0 / pages.max(1) as f64;

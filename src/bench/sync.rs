@@ -32,6 +32,64 @@ pub struct Phase {
     pub user_ms_per_page: f64,
     pub durable_commit_ms_per_page: f64,
     pub peak_rss_mib: f64,
+    /// What each commit wrote besides the page, for the floor to write too.
+    pub commit_bytes: CommitBytes,
+}
+
+/// The bytes a committed page's records take, averaged over the phase: the
+/// `page_committed` line (with a lookback, the cursor's memory of the
+/// re-read span rides in it), the manifest line and the cursor file.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct CommitBytes {
+    pub audit_line: u64,
+    pub manifest_line: u64,
+    pub cursor: u64,
+}
+
+impl CommitBytes {
+    /// Read off a finished phase's trail, landing and state under `work`.
+    fn of(work: &Path) -> anyhow::Result<CommitBytes> {
+        let average = |text: &str, wanted: &dyn Fn(&str) -> bool| {
+            let lines: Vec<&str> = text.lines().filter(|l| wanted(l)).collect();
+            lines.iter().map(|l| l.len() as u64).sum::<u64>() / (lines.len() as u64).max(1)
+        };
+        let trail = std::fs::read_to_string(work.join("audit.jsonl")).context("reading the phase's trail")?;
+        let mut manifest = 0;
+        let mut cursor = 0;
+        for file in files_under(&work.join("landing"))?
+            .into_iter()
+            .chain(files_under(&work.join("state"))?)
+        {
+            let name = file.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if name == "manifest.jsonl" {
+                manifest = average(&std::fs::read_to_string(&file)?, &|_| true);
+            } else if name.ends_with(".cursor.json") {
+                cursor = std::fs::metadata(&file)?.len();
+            }
+        }
+        Ok(CommitBytes {
+            audit_line: average(&trail, &|l| l.contains("\"event\":\"page_committed\"")),
+            manifest_line: manifest,
+            cursor,
+        })
+    }
+}
+
+/// Every file under `dir`, however deep.
+fn files_under(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).with_context(|| format!("listing {}", d.display()))? {
+            let path = entry?.path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Syncs `pages` pages of about `page_bytes` bytes each and measures.
@@ -82,6 +140,7 @@ pub async fn phase(exe: &Path, work: &Path, pages: u64, page_bytes: u64) -> anyh
         user_ms_per_page: (user1 - user0).as_secs_f64() * 1000.0 / committed,
         durable_commit_ms_per_page: report.durable_commit.as_secs_f64() * 1000.0 / committed,
         peak_rss_mib: peak_kib as f64 / 1024.0,
+        commit_bytes: CommitBytes::of(work)?,
     })
 }
 
@@ -155,6 +214,9 @@ pub fn render(f: &Figures) -> String {
         "python_cpu_ms_per_page": f.peers.python.as_ref().map(|p| p.cpu_ms_per_page),
         "cpu_vs_python": f.peers.python.as_ref().map(|p| f.small.cpu_ms_per_page / p.cpu_ms_per_page),
         "floor_wall_ms_per_page": f.peers.floor_wall_ms_per_page,
+        "floor_audit_line_bytes": f.small.commit_bytes.audit_line,
+        "floor_manifest_line_bytes": f.small.commit_bytes.manifest_line,
+        "floor_cursor_bytes": f.small.commit_bytes.cursor,
         "floor_cpu_ms_per_page": f.peers.floor_cpu_ms_per_page,
         "durable_commit_vs_floor": f.small.durable_commit_ms_per_page / f.peers.floor_wall_ms_per_page,
         "cpu_vs_floor": f.small.cpu_ms_per_page / f.peers.floor_cpu_ms_per_page,
@@ -168,6 +230,7 @@ pub fn render(f: &Figures) -> String {
          \x20 fsync-class calls per page  {}   (strace -c, target <= 3)\n\
          \x20 Python loop, same work and durability: {} ms CPU per page ({} of it)\n\
          \x20 floor (the syscalls alone)  {:.3} ms wall, {:.3} ms CPU per page; ours is {:.2}x in CPU (target <= 1.3x)\n\
+         \x20   the same commit's bytes: a {} B page_committed line, a {} B manifest line, a {} B cursor\n\
          large pages: {} pages of {:.1} MiB ({:.2} GiB)\n\
          \x20 peak RSS                    {:.1} MiB   (target < 48 MiB)\n\
          \x20 CPU per committed page      {:.1} ms (user {:.1} ms)\n\
@@ -188,6 +251,9 @@ pub fn render(f: &Figures) -> String {
         f.peers.floor_wall_ms_per_page,
         f.peers.floor_cpu_ms_per_page,
         f.small.cpu_ms_per_page / f.peers.floor_cpu_ms_per_page,
+        f.small.commit_bytes.audit_line,
+        f.small.commit_bytes.manifest_line,
+        f.small.commit_bytes.cursor,
         f.large.pages,
         f.large.page_bytes as f64 / 1048576.0,
         f.large.bytes as f64 / 1073741824.0,

@@ -44,7 +44,13 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             let (_scratch, work) = sync::scratch()?;
             let small = rt.block_on(sync::phase(&exe, &work.join("small"), pages, page_kib * 1024))?;
             let large = sync::rss_phase_in_child(&exe, &work.join("large"), large_pages, large_page_mib)?;
-            let peers = crate::bench::peers::measure(&exe, &work.join("peers"), pages, page_kib * 1024)?;
+            let peers = crate::bench::peers::measure(
+                &exe,
+                &work.join("peers"),
+                pages,
+                page_kib * 1024,
+                small.commit_bytes,
+            )?;
             let one_pass = crate::bench::one_pass::measure(
                 large.page_bytes as usize,
                 crate::bench::harness::large_padding(large_page_mib * 1024 * 1024),
