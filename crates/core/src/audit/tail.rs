@@ -96,6 +96,9 @@ pub(super) fn inspect(file: &File) -> std::io::Result<Result<Tail, Corrupt>> {
             torn: None,
         }));
     }
+    if let Some(tail) = whole_and_linked(file, len)? {
+        return Ok(Ok(tail));
+    }
     let mut lines = match last_lines(file, len, MAX_TORN + 3)? {
         Some(lines) => lines,
         None => {
@@ -180,6 +183,36 @@ pub(super) fn inspect(file: &File) -> std::io::Result<Result<Tail, Corrupt>> {
     }))
 }
 
+/// The common end, read from the last two lines only: a complete audit
+/// line that links to the line before it (or is the first). `None` for
+/// anything else, which [`inspect`] then reads further back to judge.
+fn whole_and_linked(file: &File, len: u64) -> std::io::Result<Option<Tail>> {
+    let Some(lines) = last_lines(file, len, 2)? else {
+        return Ok(None);
+    };
+    let (before, last) = match lines.as_slice() {
+        [before, last] => (Some(before), last),
+        [last] => (None, last),
+        _ => return Ok(None),
+    };
+    if !last.terminated {
+        return Ok(None);
+    }
+    let Ok(parsed) = line::parse(&last.bytes) else {
+        return Ok(None);
+    };
+    let expected = match before {
+        Some(before) => sha256_hex(&before.bytes),
+        None if last.offset == 0 => ZERO_SHA256.to_string(),
+        None => return Ok(None),
+    };
+    Ok((parsed.prev_sha256 == expected).then(|| Tail {
+        prev_sha256: sha256_hex(&last.bytes),
+        needs_newline: false,
+        torn: None,
+    }))
+}
+
 /// Up to `n` last lines, oldest first; `None` when a line is too long.
 /// The end of the file is read in one block (grown only when a line is
 /// longer than it), not line by line: an append reads the tail once.
@@ -195,7 +228,7 @@ fn last_lines(file: &File, len: u64, n: usize) -> std::io::Result<Option<Vec<Raw
         while end > 0 && lines.len() < n {
             let terminated = buf[end - 1] == b'\n';
             let content_end = if terminated { end - 1 } else { end };
-            let start = match buf[..content_end].iter().rposition(|b| *b == b'\n') {
+            let start = match memchr::memrchr(b'\n', &buf[..content_end]) {
                 Some(i) => i + 1,
                 None if from == 0 => 0,
                 None => {
