@@ -31,7 +31,7 @@ pub fn measure(
     work: &Path,
     pages: u64,
     page_bytes: u64,
-    commit: super::sync::CommitBytes,
+    commit: super::commit_bytes::CommitBytes,
 ) -> anyhow::Result<Peers> {
     let (page_size, padding) = (100u64, (page_bytes / 100).saturating_sub(200) as usize);
     let sim = super::harness::SimProcess::start(exe, pages * page_size, padding)?;
@@ -107,7 +107,7 @@ pub fn floor(
     work: &Path,
     pages: u64,
     page_bytes: u64,
-    commit: super::sync::CommitBytes,
+    commit: super::commit_bytes::CommitBytes,
 ) -> anyhow::Result<(f64, f64)> {
     let landing = work.join("pages");
     std::fs::create_dir_all(&landing)?;

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use edc_core::run::{self, Endpoint, PacerChoice, RunSpec, Streams};
 use edc_core::sync::SyncOptions;
 
+use super::commit_bytes::CommitBytes;
 use super::harness::{large_padding, policy, usage_split, SimProcess};
 
 /// One measured sync.
@@ -34,62 +35,6 @@ pub struct Phase {
     pub peak_rss_mib: f64,
     /// What each commit wrote besides the page, for the floor to write too.
     pub commit_bytes: CommitBytes,
-}
-
-/// The bytes a committed page's records take, averaged over the phase: the
-/// `page_committed` line (with a lookback, the cursor's memory of the
-/// re-read span rides in it), the manifest line and the cursor file.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
-pub struct CommitBytes {
-    pub audit_line: u64,
-    pub manifest_line: u64,
-    pub cursor: u64,
-}
-
-impl CommitBytes {
-    /// Read off a finished phase's trail, landing and state under `work`.
-    fn of(work: &Path) -> anyhow::Result<CommitBytes> {
-        let average = |text: &str, wanted: &dyn Fn(&str) -> bool| {
-            let lines: Vec<&str> = text.lines().filter(|l| wanted(l)).collect();
-            lines.iter().map(|l| l.len() as u64).sum::<u64>() / (lines.len() as u64).max(1)
-        };
-        let trail = std::fs::read_to_string(work.join("audit.jsonl")).context("reading the phase's trail")?;
-        let mut manifest = 0;
-        let mut cursor = 0;
-        for file in files_under(&work.join("landing"))?
-            .into_iter()
-            .chain(files_under(&work.join("state"))?)
-        {
-            let name = file.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            if name == "manifest.jsonl" {
-                manifest = average(&std::fs::read_to_string(&file)?, &|_| true);
-            } else if name.ends_with(".cursor.json") {
-                cursor = std::fs::metadata(&file)?.len();
-            }
-        }
-        Ok(CommitBytes {
-            audit_line: average(&trail, &|l| l.contains("\"event\":\"page_committed\"")),
-            manifest_line: manifest,
-            cursor,
-        })
-    }
-}
-
-/// Every file under `dir`, however deep.
-fn files_under(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for entry in std::fs::read_dir(&d).with_context(|| format!("listing {}", d.display()))? {
-            let path = entry?.path();
-            if path.is_dir() {
-                todo.push(path);
-            } else {
-                out.push(path);
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// Syncs `pages` pages of about `page_bytes` bytes each and measures.

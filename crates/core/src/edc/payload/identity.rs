@@ -36,25 +36,6 @@ pub struct RecordKey {
     pub at: String,
 }
 
-/// The keys of every record of a JSON page held in memory (a landed page,
-/// read for `backfill --missing-only`), in page order.
-pub fn record_keys(
-    page: &[u8],
-    records_pointer: &str,
-    cursor_field: &str,
-    record_id: Option<&str>,
-) -> Result<Vec<RecordKey>, InvalidPayload> {
-    let mut check = super::JsonCheck::new(records_pointer, None, cursor_field).identifying(record_id);
-    check.feed(page);
-    let summary = check.finish()?;
-    if !summary.records_found {
-        return Err(InvalidPayload::json(format!(
-            "no records array at {records_pointer}"
-        )));
-    }
-    summary.keys.unwrap_or_else(|| Ok(Vec::new()))
-}
-
 /// Whether `raw`, a JSON value the lexer found valid, is already what
 /// serde_json writes back for it: no whitespace between tokens, no escape
 /// in any string (serde_json writes back only `\"`, `\\` and control
@@ -274,6 +255,7 @@ pub fn odm_record_keys<R: std::io::Read>(page: R, at: &str) -> Result<Vec<Record
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::edc::payload::record_keys;
 
     #[test]
     fn an_identity_is_the_id_with_its_cursor_value_or_the_content() {

@@ -529,6 +529,25 @@ pub fn scan(
     check.finish()
 }
 
+/// The keys of every record of a JSON page held in memory (a landed page,
+/// read for `backfill --missing-only`), in page order.
+pub fn record_keys(
+    page: &[u8],
+    records_pointer: &str,
+    cursor_field: &str,
+    record_id: Option<&str>,
+) -> Result<Vec<super::identity::RecordKey>, InvalidPayload> {
+    let mut check = JsonCheck::new(records_pointer, None, cursor_field).identifying(record_id);
+    check.feed(page);
+    let summary = check.finish()?;
+    if !summary.records_found {
+        return Err(InvalidPayload::json(format!(
+            "no records array at {records_pointer}"
+        )));
+    }
+    summary.keys.unwrap_or_else(|| Ok(Vec::new()))
+}
+
 /// The envelope of a small error document (an HTTP 4xx/5xx body, already
 /// capped in size); `None` when it is not a JSON object.
 pub fn envelope_of(bytes: &[u8]) -> Option<Envelope> {

@@ -22,7 +22,7 @@ pub mod xml_text;
 use serde::{Deserialize, Serialize};
 
 pub use check::{validate, Checked, PageCheck};
-pub use json::{envelope_of as json_envelope_of, scan as scan_json, JsonCheck};
+pub use json::{envelope_of as json_envelope_of, record_keys, scan as scan_json, JsonCheck};
 pub use odm::scan as scan_odm;
 
 /// Why a page is not a valid payload.
