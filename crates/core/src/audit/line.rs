@@ -67,46 +67,7 @@ pub struct Parsed {
 /// checked as JSON and skipped, since every append reads the trail's last
 /// line back through here.
 pub fn parse(bytes: &[u8]) -> Result<Parsed, String> {
-    let own = own_fields(bytes)?;
-    let keys: Vec<&str> = own.keys.iter().map(String::as_str).collect();
-    if keys.len() < LEADING.len() + 1 || keys[..LEADING.len()] != LEADING || keys.last() != Some(&TRAILING) {
-        return Err(format!(
-            "keys out of the published order (must start with {} and end with {TRAILING})",
-            LEADING.join(", ")
-        ));
-    }
-    let get = |k: &str| own.values.iter().find(|(name, _)| *name == k).map(|(_, v)| v);
-    let seq = get("seq")
-        .and_then(Value::as_u64)
-        .filter(|s| *s >= 1)
-        .ok_or("seq is not an integer >= 1")?;
-    let text = |k: &str| {
-        get(k)
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .ok_or(format!("{k} is not a string"))
-    };
-    let (run_id, event, prev_sha256) = (text("run_id")?, text("event")?, text(TRAILING)?);
-    text("ts")?;
-    if prev_sha256.len() != 64
-        || !prev_sha256
-            .bytes()
-            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-    {
-        return Err("prev_sha256 is not 64 lowercase hex digits".into());
-    }
-    let acknowledges = get("torn_line_sha256")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    let checkpoint = get("checkpoint").cloned();
-    Ok(Parsed {
-        seq,
-        run_id,
-        event,
-        prev_sha256,
-        acknowledges,
-        checkpoint,
-    })
+    own_fields(bytes)?.checked()
 }
 
 /// The fields [`parse`] reads; every other value is skipped.
@@ -126,6 +87,55 @@ const OWN: [&str; 7] = [
 struct OwnFields {
     keys: Vec<String>,
     values: Vec<(&'static str, Value)>,
+}
+
+impl OwnFields {
+    /// The line's shape, checked: its keys in the published order, its
+    /// own fields of the right kinds.
+    fn checked(&self) -> Result<Parsed, String> {
+        let keys: Vec<&str> = self.keys.iter().map(String::as_str).collect();
+        if keys.len() < LEADING.len() + 1
+            || keys[..LEADING.len()] != LEADING
+            || keys.last() != Some(&TRAILING)
+        {
+            return Err(format!(
+                "keys out of the published order (must start with {} and end with {TRAILING})",
+                LEADING.join(", ")
+            ));
+        }
+        let get = |k: &str| self.values.iter().find(|(name, _)| *name == k).map(|(_, v)| v);
+        let seq = get("seq")
+            .and_then(Value::as_u64)
+            .filter(|s| *s >= 1)
+            .ok_or("seq is not an integer >= 1")?;
+        let text = |k: &str| {
+            get(k)
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .ok_or(format!("{k} is not a string"))
+        };
+        let (run_id, event, prev_sha256) = (text("run_id")?, text("event")?, text(TRAILING)?);
+        text("ts")?;
+        if prev_sha256.len() != 64
+            || !prev_sha256
+                .bytes()
+                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        {
+            return Err("prev_sha256 is not 64 lowercase hex digits".into());
+        }
+        let acknowledges = get("torn_line_sha256")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let checkpoint = get("checkpoint").cloned();
+        Ok(Parsed {
+            seq,
+            run_id,
+            event,
+            prev_sha256,
+            acknowledges,
+            checkpoint,
+        })
+    }
 }
 
 fn own_fields(bytes: &[u8]) -> Result<OwnFields, String> {
@@ -184,55 +194,22 @@ impl<'de> serde::de::Visitor<'de> for OwnVisitor {
 mod tests {
     use super::*;
 
-    /// How lines were parsed before the event's fields were skipped: the
-    /// oracle [`parse`] is held to.
+    /// The fields of a line read whole into a value, as lines were read
+    /// before the event's fields were skipped: the oracle [`own_fields`]
+    /// is held to (both then go through the same shape checks).
     fn parse_by_value(bytes: &[u8]) -> Result<Parsed, String> {
         let value: Value = serde_json::from_slice(bytes).map_err(|e| format!("not valid JSON ({e})"))?;
         let Value::Object(obj) = value else {
             return Err("not a JSON object".into());
         };
-        let keys: Vec<&str> = obj.keys().map(String::as_str).collect();
-        if keys.len() < LEADING.len() + 1
-            || keys[..LEADING.len()] != LEADING
-            || keys.last() != Some(&TRAILING)
-        {
-            return Err(format!(
-                "keys out of the published order (must start with {} and end with {TRAILING})",
-                LEADING.join(", ")
-            ));
+        OwnFields {
+            keys: obj.keys().cloned().collect(),
+            values: OWN
+                .iter()
+                .filter_map(|name| obj.get(*name).map(|v| (*name, v.clone())))
+                .collect(),
         }
-        let seq = obj["seq"]
-            .as_u64()
-            .filter(|s| *s >= 1)
-            .ok_or("seq is not an integer >= 1")?;
-        let text = |k: &str| {
-            obj[k]
-                .as_str()
-                .map(str::to_string)
-                .ok_or(format!("{k} is not a string"))
-        };
-        let (run_id, event, prev_sha256) = (text("run_id")?, text("event")?, text(TRAILING)?);
-        text("ts")?;
-        if prev_sha256.len() != 64
-            || !prev_sha256
-                .bytes()
-                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-        {
-            return Err("prev_sha256 is not 64 lowercase hex digits".into());
-        }
-        let acknowledges = obj
-            .get("torn_line_sha256")
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        let checkpoint = obj.get("checkpoint").cloned();
-        Ok(Parsed {
-            seq,
-            run_id,
-            event,
-            prev_sha256,
-            acknowledges,
-            checkpoint,
-        })
+        .checked()
     }
 
     proptest::proptest! {
