@@ -24,7 +24,17 @@ pub const COMMIT_EVENT: &str = "page_committed";
 /// An event that commits a page: written as a `page_committed` line by
 /// [`super::AuditLog::record_commit`], which answers with the receipt the
 /// cursor store asks for.
-pub trait CommitRecord: Serialize {}
+pub trait CommitRecord: Serialize {
+    /// The line's fields, the record given up: a record holding a large
+    /// value (a page's cursor state, with a lookback's memory) moves it
+    /// into the line instead of having it copied.
+    fn into_fields(self) -> Result<Value, serde_json::Error>
+    where
+        Self: Sized,
+    {
+        serde_json::to_value(&self)
+    }
+}
 
 /// Where a `page_committed` line is: its trail, the byte it starts at, and
 /// its SHA-256 (the next line's `prev_sha256`).
@@ -224,8 +234,8 @@ mod tests {
             landing_dir: "v/-/S/-/s",
             cursor_state: n,
         };
-        let first = log.record_commit(&page(1)).unwrap();
-        log.record_commit(&page(2)).unwrap();
+        let first = log.record_commit(page(1)).unwrap();
+        log.record_commit(page(2)).unwrap();
         let trail = first.audit_log().to_path_buf();
         let text = std::fs::read(&trail).unwrap();
         let at = first.offset() as usize;
@@ -254,7 +264,7 @@ mod tests {
         let trail = dir.path().join("audit.jsonl");
         let mut log = AuditLog::open(&trail, RunId::new()).unwrap();
         let old = log
-            .record_commit(&Page {
+            .record_commit(Page {
                 stream: "s",
                 landing_dir: "/srv/moved-away/landing/v/-/S/-/s",
                 cursor_state: 1,

@@ -354,8 +354,8 @@ impl AuditLog {
 
     /// Appends a page's commit record as a `page_committed` line and
     /// returns, once it is fsynced, the receipt the cursor store asks for.
-    pub fn record_commit<C: CommitRecord>(&mut self, record: &C) -> Result<CommitReceipt, AuditError> {
-        let appended = self.append_event(COMMIT_EVENT, false, record)?;
+    pub fn record_commit<C: CommitRecord>(&mut self, record: C) -> Result<CommitReceipt, AuditError> {
+        let appended = self.append_value(COMMIT_EVENT, false, record.into_fields())?;
         Ok(CommitReceipt::written(
             appended.audit_log,
             appended.offset,
@@ -369,7 +369,17 @@ impl AuditLog {
         checkpoint: bool,
         event: &impl Serialize,
     ) -> Result<Appended, AuditError> {
-        let value = serde_json::to_value(event).map(|mut v| {
+        self.append_value(name, checkpoint, serde_json::to_value(event))
+    }
+
+    /// Appends an event already made a value (masked here, like every line).
+    fn append_value(
+        &mut self,
+        name: &'static str,
+        checkpoint: bool,
+        value: Result<Value, serde_json::Error>,
+    ) -> Result<Appended, AuditError> {
+        let value = value.map(|mut v| {
             if let Some(m) = &self.masker {
                 m.json(&mut v);
             }

@@ -104,7 +104,7 @@ impl SharedAudit {
     /// receipt once the line is fsynced. A database's trail commits a page
     /// with its manifest row and cursor in one transaction instead
     /// ([`DbTrail::commit_page`]), never through here.
-    pub fn record_commit_blocking<C: CommitRecord>(&self, record: &C) -> Result<CommitReceipt, AuditError> {
+    pub fn record_commit_blocking<C: CommitRecord>(&self, record: C) -> Result<CommitReceipt, AuditError> {
         match &self.writer {
             Writer::File(inner) => inner
                 .lock()

@@ -339,7 +339,7 @@ impl PageCommit {
                 .is_none_or(|max| stream.report.pages + 1 < max);
         let after = match &self.cursors {
             Cursors::Files(cursors) => {
-                let audited = job.audit.record_commit_blocking(&record)?;
+                let audited = job.audit.record_commit_blocking(record)?;
                 if job.options.dry_run {
                     pending.dry_run()
                 } else {

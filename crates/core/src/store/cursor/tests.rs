@@ -68,7 +68,7 @@ fn a_commit_needs_the_receipts_of_its_page() {
     let dir = tempfile::tempdir().unwrap();
     let store = store(dir.path());
     let mut log = AuditLog::open(&dir.path().join("audit.jsonl"), RunId::new()).unwrap();
-    let audited = log.record_commit(&Committed {}).unwrap();
+    let audited = log.record_commit(Committed {}).unwrap();
     let landing = store.open_landing(&dir.path().join("out"), "json").unwrap();
     let landed_other = {
         let mut temp = landing.begin("x").unwrap();
