@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-/// User and system CPU time of this process, and its peak RSS in KiB.
+/// User and system CPU time of this process, and its peak RSS in KiB
+/// ([`peak_rss_kib`]).
 pub fn usage_split() -> (Duration, Duration, u64) {
     // SAFETY: getrusage only writes into the struct we pass it.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -17,7 +18,24 @@ pub fn usage_split() -> (Duration, Duration, u64) {
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     let tv =
         |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
-    (tv(ru.ru_utime), tv(ru.ru_stime), ru.ru_maxrss as u64)
+    (
+        tv(ru.ru_utime),
+        tv(ru.ru_stime),
+        peak_rss_kib().unwrap_or(ru.ru_maxrss as u64),
+    )
+}
+
+/// This process's own peak RSS in KiB: `VmHWM` of `/proc/self/status`, the
+/// high-water mark of its address space since its `exec`. Not `ru_maxrss`,
+/// which Linux carries across `exec`: a child started by a process holding
+/// hundreds of MiB reports its parent's mark (`bench sync`'s large phase
+/// reported the small phase's). `None` where there is no such file.
+pub fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
 /// CPU time (user + system) of this process so far.

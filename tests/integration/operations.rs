@@ -664,6 +664,41 @@ fn bench_startup_prints_its_figures() {
     assert_eq!(last["manifest_entries"], 300);
 }
 
+/// The peak RSS `bench sync` prints for its large pages is the syncing
+/// child's own: a child started by a process holding hundreds of MiB
+/// used to report its parent's high-water mark (`ru_maxrss` survives the
+/// exec), which is how the benchmark's small phase inflated the figure.
+#[test]
+fn a_bench_phase_reports_its_own_peak_rss_not_its_parents() {
+    let mut held = vec![0u8; 300 * 1024 * 1024];
+    for page in held.chunks_mut(4096) {
+        page[0] = 1;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let out = support::edc_sync()
+        .args([
+            "bench",
+            "sync-phase",
+            "--pages",
+            "2",
+            "--page-bytes",
+            "262144",
+            "--work",
+        ])
+        .arg(work.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let figures: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let peak = figures["peak_rss_mib"].as_f64().unwrap();
+    assert!(!std::hint::black_box(&held).is_empty());
+    assert!(
+        peak > 1.0 && peak < 150.0,
+        "a sync of two 256 KiB pages reports {peak} MiB while its parent holds 300 MiB"
+    );
+}
+
 /// A metrics file that cannot be written is found before the run, not
 /// after a successful sync: 74 naming it, nothing fetched, no audit line.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
