@@ -10,5 +10,6 @@
 pub mod bench;
 pub mod cli;
 pub mod commands;
+pub mod files;
 pub mod logging;
 pub mod qualify;

@@ -2,7 +2,7 @@
 //! finished `bench sync` phase: the floor it is compared with writes the
 //! same bytes (`peers.rs`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -27,10 +27,8 @@ impl CommitBytes {
         let trail = std::fs::read_to_string(work.join("audit.jsonl")).context("reading the phase's trail")?;
         let mut manifest = 0;
         let mut cursor = 0;
-        for file in files_under(&work.join("landing"))?
-            .into_iter()
-            .chain(files_under(&work.join("state"))?)
-        {
+        let written = [work.join("landing"), work.join("state")].map(|d| crate::files::under(&d));
+        for file in written.into_iter().flatten() {
             let name = file.file_name().and_then(|n| n.to_str()).unwrap_or_default();
             if name == "manifest.jsonl" {
                 manifest = average(&std::fs::read_to_string(&file)?, &|_| true);
@@ -44,21 +42,4 @@ impl CommitBytes {
             cursor,
         })
     }
-}
-
-/// Every file under `dir`, however deep.
-fn files_under(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for entry in std::fs::read_dir(&d).with_context(|| format!("listing {}", d.display()))? {
-            let path = entry?.path();
-            if path.is_dir() {
-                todo.push(path);
-            } else {
-                out.push(path);
-            }
-        }
-    }
-    Ok(out)
 }

@@ -124,8 +124,7 @@ async fn oq_016(ctx: &mut Ctx) -> anyhow::Result<()> {
     std::fs::write(&console, &text)?;
     ctx.attach(&console);
     ctx.attach_run_outputs();
-    let mut files = Vec::new();
-    super::context_files(&ctx.dir, &mut files);
+    let files = crate::files::under(&ctx.dir);
     let mut token_hits = Vec::new();
     let mut password_hits = Vec::new();
     let mut session_hits = Vec::new();

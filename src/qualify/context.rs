@@ -242,9 +242,7 @@ impl Ctx {
 
     /// Attaches what a run leaves behind: audit trail, manifests, cursors.
     pub fn attach_run_outputs(&mut self) {
-        let mut found = Vec::new();
-        collect(&self.dir, &mut found);
-        for path in found {
+        for path in crate::files::under(&self.dir) {
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
             if name == "audit.jsonl" || name == "manifest.jsonl" || name.ends_with(".cursor.json") {
                 self.attach(&path);
@@ -259,19 +257,6 @@ pub struct Roots<'a> {
     pub out: &'a Path,
     pub state: &'a Path,
     pub audit_log: &'a Path,
-}
-
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                collect(&p, out);
-            } else {
-                out.push(p);
-            }
-        }
-    }
 }
 
 /// The OQ dataset: deterministic, so two runs observe the same values.

@@ -22,7 +22,7 @@ mod throttling;
 pub mod trace;
 mod vendors;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::Context as _;
 
@@ -83,21 +83,6 @@ pub async fn run_scenario(s: &Scenario, evidence: &Path, redis: Option<&str>, ex
     result
 }
 
-/// Every file under `dir`.
-pub(crate) fn context_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        let mut entries: Vec<_> = entries.flatten().map(|e| e.path()).collect();
-        entries.sort();
-        for p in entries {
-            if p.is_dir() {
-                context_files(&p, out);
-            } else {
-                out.push(p);
-            }
-        }
-    }
-}
-
 /// The environment section of the evidence.
 pub fn environment(config: &Path, redis: Option<(&str, &str)>) -> Environment {
     let exe = std::env::current_exe().unwrap_or_default();
@@ -142,8 +127,7 @@ pub fn write_evidence(dir: &Path, evidence: &Evidence) -> anyhow::Result<()> {
         ),
         Err(e) => tracing::warn!("the package has no {kind}-report.pdf: {e:#}; print {kind}-report.html from a browser"),
     }
-    let mut files = Vec::new();
-    context_files(dir, &mut files);
+    let files = crate::files::under(dir);
     let mut sums = String::new();
     for f in files {
         let rel = f.strip_prefix(dir).unwrap_or(&f);

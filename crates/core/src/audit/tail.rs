@@ -154,15 +154,11 @@ pub(super) fn inspect(file: &File) -> std::io::Result<Result<Tail, Corrupt>> {
             continue;
         };
         // The last complete audit line must link to the line before it.
-        let expected = match lines.last() {
-            Some(before) => sha256_hex(&before.bytes),
-            None if last.offset == 0 => ZERO_SHA256.to_string(),
-            None => {
-                return corrupt(format!(
-                    "the lines before byte {} could not be read back",
-                    last.offset
-                ))
-            }
+        let Some(expected) = link_to(lines.last(), &last) else {
+            return corrupt(format!(
+                "the lines before byte {} could not be read back",
+                last.offset
+            ));
         };
         if parsed.prev_sha256 != expected {
             return corrupt(format!(
@@ -201,16 +197,25 @@ fn whole_and_linked(file: &File, len: u64) -> std::io::Result<Option<Tail>> {
     let Ok(parsed) = line::parse(&last.bytes) else {
         return Ok(None);
     };
-    let expected = match before {
-        Some(before) => sha256_hex(&before.bytes),
-        None if last.offset == 0 => ZERO_SHA256.to_string(),
-        None => return Ok(None),
+    let Some(expected) = link_to(before, last) else {
+        return Ok(None);
     };
     Ok((parsed.prev_sha256 == expected).then(|| Tail {
         prev_sha256: sha256_hex(&last.bytes),
         needs_newline: false,
         torn: None,
     }))
+}
+
+/// The `prev_sha256` the complete line `last` must carry: the hash of the
+/// line `before` it, or zeros when it starts the file; `None` when the
+/// line before it was not read.
+fn link_to(before: Option<&Raw>, last: &Raw) -> Option<String> {
+    match before {
+        Some(before) => Some(sha256_hex(&before.bytes)),
+        None if last.offset == 0 => Some(ZERO_SHA256.to_string()),
+        None => None,
+    }
 }
 
 /// Up to `n` last lines, oldest first; `None` when a line is too long.

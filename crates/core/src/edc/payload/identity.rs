@@ -83,6 +83,7 @@ fn canonical(raw: &[u8]) -> Result<Cow<'_, [u8]>, String> {
     Ok(Cow::Owned(value.to_string().into_bytes()))
 }
 
+/// A record's key from its hash: the identity is its first 128 bits.
 fn key(position: usize, hash: Sha256, at: String) -> RecordKey {
     RecordKey {
         position: u32::try_from(position).unwrap_or(u32::MAX),
@@ -229,11 +230,7 @@ pub fn odm_record_keys<R: std::io::Read>(page: R, at: &str) -> Result<Vec<Record
                 }
                 if closing {
                     if let Some((_, hash)) = open.take() {
-                        keys.push(RecordKey {
-                            position: u32::try_from(keys.len()).unwrap_or(u32::MAX),
-                            identity: hex::encode(&hash.finalize()[..16]),
-                            at: at.to_string(),
-                        });
+                        keys.push(key(keys.len(), hash, at.to_string()));
                     }
                 }
                 buf.clear();

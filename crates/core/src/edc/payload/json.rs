@@ -393,9 +393,9 @@ impl Handler for PageScan {
             Some(Frame::Records { count }) => self.found.records = Some(count),
             // By `record_id`, a record's key is known at its end; by
             // content, once its bytes are handed over (`kept`).
-            Some(Frame::Record) => {
+            Some(Frame::Record) if self.identities.as_ref().is_some_and(|ids| !ids.by_content()) => {
                 let position = self.record_position();
-                if let Some(ids) = self.identities.as_mut().filter(|ids| !ids.by_content()) {
+                if let Some(ids) = &mut self.identities {
                     ids.end_record(position, None);
                 }
             }

@@ -236,13 +236,9 @@ impl<H: Handler> Lexer<H> {
             self.number.extend_from_slice(&chunk[self.number_from..]);
             self.number_from = 0;
         }
-        if let Some(c) = &mut self.capture {
-            c.bytes.extend_from_slice(&chunk[c.from..]);
-            c.from = 0;
-        }
-        if let Some(t) = &mut self.tape {
-            t.bytes.extend_from_slice(&chunk[t.from..]);
-            t.from = 0;
+        for kept in [&mut self.capture, &mut self.tape].into_iter().flatten() {
+            kept.bytes.extend_from_slice(&chunk[kept.from..]);
+            kept.from = 0;
         }
         if let Some(c) = &self.capture {
             if c.bytes.len() > CAPTURE_MAX {
