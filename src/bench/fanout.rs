@@ -49,6 +49,6 @@ pub async fn calls_per_request(exe: &Path, redis_url: &str, work: &Path) -> anyh
     }
     let calls = super::harness::script_calls_counted(&mut admin).await?;
     let mut requests = 0;
-    edc_core::audit::read::each_event(&trail, "page_committed", |_, _| requests += 1)?;
+    edc_core::audit::each_event(&trail, "page_committed", |_, _| requests += 1)?;
     Ok((calls, requests))
 }

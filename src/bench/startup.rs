@@ -109,7 +109,7 @@ fn write_history_trail(path: &Path, entries: u64) -> anyhow::Result<()> {
     for n in 1..=entries {
         let mut fields = serde_json::Map::new();
         fields.insert("n".into(), n.into());
-        let line = edc_core::audit::line::compose(
+        let line = edc_core::audit::compose(
             n,
             "2026-01-01T00:00:00.000Z",
             "history",

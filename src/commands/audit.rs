@@ -5,9 +5,9 @@ use std::io::Write;
 use anyhow::Context;
 
 use crate::cli::AuditCommand;
-use edc_core::audit::checkpoint::{KeyError, KEY_ENV};
-use edc_core::audit::verify::{verify_with, Checks};
+use edc_core::audit::{verify_with, Checks};
 use edc_core::audit::{Anchors, AuditKey, ChainHead, NotIntact};
+use edc_core::audit::{KeyError, KEY_ENV};
 
 pub fn run(cmd: AuditCommand) -> anyhow::Result<()> {
     match cmd {
@@ -94,7 +94,7 @@ pub fn reconcile(args: crate::cli::VerifyArgs) -> anyhow::Result<()> {
     edc_core::paths::require_local("--audit-log", &dirs.audit_log)
         .map_err(edc_core::config::ConfigError::Identity)?;
     let out = dirs.out.to_string_lossy();
-    let scheme = edc_core::store::object::scheme_of(&out).map_err(edc_core::config::ConfigError::Identity)?;
+    let scheme = edc_core::store::scheme_of(&out).map_err(edc_core::config::ConfigError::Identity)?;
     let summary = match scheme {
         None if db => {
             let url = super::state::db_url(&state)?;
@@ -108,8 +108,8 @@ pub fn reconcile(args: crate::cli::VerifyArgs) -> anyhow::Result<()> {
         None => edc_core::reconcile::reconcile(&dirs.out, &dirs.state, &dirs.audit_log, &scope)?,
         Some(_) if db => {
             let url = super::state::db_url(&state)?;
-            let bucket = edc_core::store::object::ObjectLanding::open(&out)
-                .map_err(edc_core::store::StoreError::Object)?;
+            let bucket =
+                edc_core::store::ObjectLanding::open(&out).map_err(edc_core::store::StoreError::Object)?;
             let trail = trail_name(&dirs.audit_log);
             super::runtime()?.block_on(async {
                 let db = edc_core::state_db::StateDb::connect(&url).await?;
@@ -118,8 +118,8 @@ pub fn reconcile(args: crate::cli::VerifyArgs) -> anyhow::Result<()> {
             })?
         }
         Some(_) => {
-            let landing = edc_core::store::object::ObjectLanding::open(&out)
-                .map_err(edc_core::store::StoreError::Object)?;
+            let landing =
+                edc_core::store::ObjectLanding::open(&out).map_err(edc_core::store::StoreError::Object)?;
             let verified = super::runtime()?.block_on(edc_core::reconcile::reconcile_object(
                 &landing,
                 &dirs.state,
@@ -155,18 +155,18 @@ pub fn reconcile(args: crate::cli::VerifyArgs) -> anyhow::Result<()> {
 /// path). None there is an error: `--anchors` asks to prove the trail
 /// against one.
 fn anchor_for(file: &std::path::Path, state_dir: &std::path::Path) -> anyhow::Result<ChainHead> {
-    let read_error = |error| edc_core::audit::verify::ReadError {
+    let read_error = |error| edc_core::audit::ReadError {
         path: file.to_path_buf(),
         error,
     };
     let canonical = std::fs::canonicalize(file).map_err(read_error)?;
-    let first = edc_core::audit::anchor::first_line_sha256(file).map_err(read_error)?;
+    let first = edc_core::audit::first_line_sha256(file).map_err(read_error)?;
     let anchors = Anchors::of(state_dir, file, &canonical, first);
     let unreadable = |detail: String| {
-        anyhow::Error::new(edc_core::audit::verify::ReadError {
+        anyhow::Error::new(edc_core::audit::ReadError {
             path: anchors
                 .file()
-                .unwrap_or_else(|| state_dir.join(edc_core::audit::anchor::DIR)),
+                .unwrap_or_else(|| state_dir.join(edc_core::audit::ANCHOR_DIR)),
             error: std::io::Error::other(detail),
         })
     };

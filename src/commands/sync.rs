@@ -25,7 +25,7 @@ pub fn run(args: SyncArgs) -> anyhow::Result<()> {
 /// `edc-sync backfill`: a sync whose state and landing live apart.
 pub fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
     if let Some(until) = &args.until {
-        if edc_core::edc::payload::order::compare_params(&args.since, until) == std::cmp::Ordering::Greater {
+        if edc_core::edc::payload::compare_params(&args.since, until) == std::cmp::Ordering::Greater {
             // A usage error, before anything happens: clap prints it and exits 2.
             use clap::CommandFactory;
             crate::cli::Cli::command()
@@ -73,10 +73,10 @@ pub fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
     } else {
         let legacy = format!(
             "{}..{}",
-            edc_core::store::migrate::legacy_sanitize(&args.since),
+            edc_core::store::legacy_sanitize(&args.since),
             args.until
                 .as_deref()
-                .map_or("open".into(), edc_core::store::migrate::legacy_sanitize)
+                .map_or("open".into(), edc_core::store::legacy_sanitize)
         );
         for root in [&spec.state, &spec.out] {
             let (old, new) = (

@@ -6,7 +6,7 @@
 
 use super::context::{code, output, text, Ctx, Roots, OQ_PASSWORD};
 use super::scenario::{scenario, stream_dir, Scenario};
-use edc_core::audit::checkpoint::KEY_ENV;
+use edc_core::audit::KEY_ENV;
 
 /// The scenarios of this file, in id order.
 pub fn all() -> Vec<Scenario> {
@@ -277,7 +277,7 @@ async fn oq_031(ctx: &mut Ctx) -> anyhow::Result<()> {
     );
     let landed = |trail: &std::path::Path| -> anyhow::Result<usize> {
         let mut n = 0;
-        edc_core::audit::read::each_event(trail, "page_committed", |_, l| {
+        edc_core::audit::each_event(trail, "page_committed", |_, l| {
             n += usize::from(l["landed"] == true)
         })?;
         Ok(n)

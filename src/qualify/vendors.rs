@@ -342,9 +342,9 @@ async fn oq_023(ctx: &mut Ctx) -> anyhow::Result<()> {
             if from.exists() {
                 let aside = ctx.dir.join(format!("{dir}-server-clock{skew:+}s"));
                 std::fs::rename(&from, &aside)?;
-                let anchors = aside.join(edc_core::audit::anchor::DIR);
+                let anchors = aside.join(edc_core::audit::ANCHOR_DIR);
                 if anchors.is_dir() {
-                    let keep = from.join(edc_core::audit::anchor::DIR);
+                    let keep = from.join(edc_core::audit::ANCHOR_DIR);
                     std::fs::create_dir_all(&keep)?;
                     for entry in std::fs::read_dir(&anchors)? {
                         let entry = entry?;

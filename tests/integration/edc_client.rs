@@ -7,8 +7,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use edc_core::config::Policy;
-use edc_core::edc::paging::{first_page, next_page, next_window_start};
 use edc_core::edc::payload::{self, CursorValue};
+use edc_core::edc::{first_page, next_page, next_window_start};
 use edc_core::edc::{Credentials, FetchError, OriginError, ReadOnlyClient};
 use edc_core::stream::StreamIdentity;
 use edc_sim::{Dataset, FaultSchedule, SimConfig, Simulator};

@@ -241,7 +241,7 @@ async fn state_under_the_old_names_is_migrated_and_resumed() {
     // Put the state where the previous version kept it.
     let (new, old) = (
         edc_core::store::sanitize(study),
-        edc_core::store::migrate::legacy_sanitize(study),
+        edc_core::store::legacy_sanitize(study),
     );
     assert_ne!(new, old);
     for root in ["state/vault_json/-", "landing/vault_json/-"] {

@@ -7,9 +7,9 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use edc_core::config::DateWindow;
-use edc_core::edc::link;
+use edc_core::edc::next_target;
 use edc_core::edc::payload::{scan_json, scan_odm, CursorValue};
-use edc_core::edc::vql::{tokens, Token, VqlSelect};
+use edc_core::edc::{tokens, Token, VqlSelect};
 use edc_core::sync::window::{after, plan, Plan};
 use proptest::prelude::*;
 use quota_pacer::retry_after::{self, RetryAfterSource};
@@ -121,14 +121,14 @@ proptest! {
 
     #[test]
     fn link_parser_never_panics(value in ".{0,120}") {
-        let _ = link::next_target(&[value.as_str()]);
+        let _ = next_target(&[value.as_str()]);
     }
 
     #[test]
     fn generated_next_links_are_found(path in "/[a-z0-9/_.-]{0,30}(\\?[a-z]{1,5}=[0-9]{1,5}(&[a-z]{1,5}=[0-9]{1,5}){0,3})?",
                                       other in "/[a-z]{1,10}") {
         let value = format!("<{other}>; rel=\"prev\", <{path}>; rel=\"next\"; title=\"x, y\"");
-        prop_assert_eq!(link::next_target(&[value.as_str()]).unwrap(), Some(path));
+        prop_assert_eq!(next_target(&[value.as_str()]).unwrap(), Some(path));
     }
 
     #[test]

@@ -570,11 +570,11 @@ async fn a_streams_own_lookback_overrides_the_deltas() {
     assert_eq!(start("exact"), hw.as_str());
     assert_eq!(
         start("wide"),
-        edc_core::edc::payload::order::earlier(&hw, 600).unwrap().as_str()
+        edc_core::edc::payload::earlier(&hw, 600).unwrap().as_str()
     );
     assert_eq!(
         start("inherited"),
-        edc_core::edc::payload::order::earlier(&hw, 300).unwrap().as_str()
+        edc_core::edc::payload::earlier(&hw, 300).unwrap().as_str()
     );
 }
 
@@ -817,9 +817,7 @@ async fn four_processes_spend_about_one_script_call_per_request() {
         .unwrap();
     pacer.load_scripts().await.unwrap();
     edc_core::store::load_run_lock_script(&pacer).await.unwrap();
-    edc_core::audit::anchor::redis_copy::load_script(&pacer)
-        .await
-        .unwrap();
+    edc_core::audit::load_anchor_script(&pacer).await.unwrap();
     let _: () = redis::cmd("CONFIG")
         .arg("RESETSTAT")
         .query_async(&mut admin)

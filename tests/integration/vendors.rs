@@ -216,7 +216,7 @@ async fn basic_auth_syncs_the_rave_profile_and_lands_every_record_once() {
         requests.iter().all(|r| r.auth == "ok" && r.method == "GET"),
         "{requests:?}"
     );
-    assert!(verify::verify(&fx.path("audit.jsonl")).unwrap().intact());
+    assert!(verify(&fx.path("audit.jsonl")).unwrap().intact());
     // Basic carries the password base64-encoded: neither form leaks.
     use base64::Engine;
     let pair = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"));
@@ -377,7 +377,7 @@ async fn a_vault_session_that_expires_every_7_requests_is_renewed_and_every_reco
             .unwrap()
             .starts_with("sim-exec-"));
     }
-    assert!(verify::verify(&fx.path("audit.jsonl")).unwrap().intact());
+    assert!(verify(&fx.path("audit.jsonl")).unwrap().intact());
     // Neither the password nor any session id the simulator issued leaks
     // (a fresh registry with the same seed issues the same six ids).
     let issued = edc_sim::profile::Sessions::default();

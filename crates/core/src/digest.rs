@@ -12,7 +12,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// Lowercase hex SHA-256 of a file's bytes, streamed.
-pub fn sha256_file(path: &std::path::Path) -> std::io::Result<String> {
+pub(crate) fn sha256_file(path: &std::path::Path) -> std::io::Result<String> {
     use std::io::Read;
     let mut hasher = Sha256::new();
     let mut file = std::fs::File::open(path)?;

@@ -6,7 +6,7 @@ use std::path::Path;
 
 /// Whether byte `at` of `file` starts a line (0 does; otherwise the byte
 /// before it is a newline).
-pub fn is_line_start(file: &File, at: u64) -> io::Result<bool> {
+pub(crate) fn is_line_start(file: &File, at: u64) -> io::Result<bool> {
     use std::os::unix::fs::FileExt;
     if at == 0 {
         return Ok(true);
@@ -20,7 +20,7 @@ pub fn is_line_start(file: &File, at: u64) -> io::Result<bool> {
 /// newline before it, or 0. `None` when that line is longer than `max`
 /// bytes. Reads backwards in chunks, so the cost is the line's, never the
 /// file's (the audit tail check and the torn-manifest check both use it).
-pub fn line_start(file: &File, end: u64, max: u64) -> io::Result<Option<u64>> {
+pub(crate) fn line_start(file: &File, end: u64, max: u64) -> io::Result<Option<u64>> {
     use std::os::unix::fs::FileExt;
     let mut start = end;
     let mut chunk = vec![0u8; 8192];
@@ -43,7 +43,7 @@ pub fn line_start(file: &File, end: u64, max: u64) -> io::Result<Option<u64>> {
 /// a regular file: run as root, a link planted in a state or landing
 /// directory would otherwise let a run truncate or overwrite any file
 /// (the audit trail, say). A link is refused with an error that says so.
-pub fn open_no_follow(options: &mut std::fs::OpenOptions, path: &Path) -> io::Result<File> {
+pub(crate) fn open_no_follow(options: &mut std::fs::OpenOptions, path: &Path) -> io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = match options.custom_flags(libc::O_NOFOLLOW).open(path) {
         Ok(f) => f,
@@ -63,7 +63,7 @@ pub fn open_no_follow(options: &mut std::fs::OpenOptions, path: &Path) -> io::Re
 /// directory would send a run's writes anywhere (as root, over the audit
 /// trail). `root` itself is the operator's choice and may be a link (a
 /// mount point, say); it is created when missing.
-pub fn dirs_below(root: &Path, rel: &Path) -> io::Result<std::path::PathBuf> {
+pub(crate) fn dirs_below(root: &Path, rel: &Path) -> io::Result<std::path::PathBuf> {
     std::fs::create_dir_all(root)?;
     let mut at = root.to_path_buf();
     for part in rel.components() {
@@ -95,7 +95,7 @@ pub fn dirs_below(root: &Path, rel: &Path) -> io::Result<std::path::PathBuf> {
 
 /// Creates or truncates `path` for writing, never through a symbolic link
 /// (see [`open_no_follow`]): how every temp file of the tool is made.
-pub fn create_no_follow(path: &Path) -> io::Result<File> {
+pub(crate) fn create_no_follow(path: &Path) -> io::Result<File> {
     open_no_follow(
         std::fs::OpenOptions::new()
             .write(true)
@@ -106,7 +106,7 @@ pub fn create_no_follow(path: &Path) -> io::Result<File> {
 }
 
 /// `bytes` in a new file at `path` (never through a link), fsynced.
-pub fn write_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
     use std::io::Write;
     let mut file = create_no_follow(path)?;
     file.write_all(bytes)?;
@@ -117,14 +117,14 @@ pub fn write_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// new one, never a mix: written to `tmp` and fsynced, renamed over
 /// `path` (a link there is replaced, never followed), the directory
 /// fsynced. How every small state file of the tool is rewritten.
-pub fn replace_durably(path: &Path, tmp: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn replace_durably(path: &Path, tmp: &Path, bytes: &[u8]) -> io::Result<()> {
     write_synced(tmp, bytes)?;
     std::fs::rename(tmp, path)?;
     sync_parent_dir(path)
 }
 
 /// Opens `path` for reading, never through a symbolic link.
-pub fn read_no_follow(path: &Path) -> io::Result<File> {
+pub(crate) fn read_no_follow(path: &Path) -> io::Result<File> {
     open_no_follow(std::fs::OpenOptions::new().read(true), path)
 }
 

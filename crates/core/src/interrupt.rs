@@ -13,7 +13,7 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 
 /// Exit code of the second signal (128 + SIGINT, as shells report it).
-pub const ABORT_EXIT_CODE: i32 = 130;
+pub(crate) const ABORT_EXIT_CODE: i32 = 130;
 
 #[derive(Clone, Default)]
 pub struct Interrupt {

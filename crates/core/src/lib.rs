@@ -6,8 +6,21 @@
 //! (`store`, `sync`), audit first (`audit`, `sync`), one quota on server
 //! time (the `quota-pacer` crate, shared through `quota`), policy under
 //! change control (`config`), evidence that proves itself (`audit`,
-//! `reconcile`). The binary reaches it through [`run`] and the few
-//! modules below that a command needs; everything else is private.
+//! `reconcile`).
+//!
+//! The public surface is deliberate: what the binary and the test suite
+//! name, and nothing else. Each public module exposes only what its
+//! `mod.rs` re-exports with `pub use` (a run: [`run::execute`]; the
+//! policy: `config::load`; the trail's verification and reading:
+//! `audit`; the reconciler, the state database's export, the exit codes;
+//! the read-only client and its page checks, which the suite drives
+//! against the simulator). The modules inside are `pub(crate)`, and
+//! `unreachable_pub` below makes the build (clippy with `-D warnings`)
+//! refuse a `pub` item nothing outside can reach, so an internal item says
+//! `pub(crate)`. Nothing outside this crate can make a commit receipt,
+//! move a cursor, open a landing store or start a stream's page loop.
+
+#![warn(unreachable_pub)]
 
 pub mod audit;
 pub mod config;

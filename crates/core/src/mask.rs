@@ -16,7 +16,7 @@
 use sha2::{Digest, Sha256};
 
 /// Query parameters masked when the policy does not list its own.
-pub const DEFAULT_PARAMS: [&str; 10] = [
+pub(crate) const DEFAULT_PARAMS: [&str; 10] = [
     "subject",
     "subjectkey",
     "subject_key",
@@ -30,7 +30,7 @@ pub const DEFAULT_PARAMS: [&str; 10] = [
 ];
 
 #[derive(Clone, Default)]
-pub struct Masker {
+pub(crate) struct Masker {
     key: [u8; 32],
     params: Vec<String>,
 }
@@ -46,7 +46,7 @@ impl std::fmt::Debug for Masker {
 impl Masker {
     /// A masker keyed by `key_material` for the given parameter names
     /// (compared case-insensitively).
-    pub fn new(key_material: &[u8], params: &[String]) -> Masker {
+    pub(crate) fn new(key_material: &[u8], params: &[String]) -> Masker {
         let mut h = Sha256::new();
         h.update(b"edc-sync mask v1\0");
         h.update(key_material);
@@ -57,7 +57,7 @@ impl Masker {
     }
 
     /// The key for a run: `$EDC_SYNC_MASK_KEY`, else policy hash + token.
-    pub fn for_run(config_sha256: &str, secret: &str, params: &[String]) -> Masker {
+    pub(crate) fn for_run(config_sha256: &str, secret: &str, params: &[String]) -> Masker {
         match std::env::var("EDC_SYNC_MASK_KEY") {
             Ok(k) if !k.is_empty() => Masker::new(k.as_bytes(), params),
             _ => Masker::new(format!("{config_sha256}\0{secret}").as_bytes(), params),
@@ -65,7 +65,7 @@ impl Masker {
     }
 
     /// `masked-` and 12 hex digits of the keyed hash of `value`.
-    pub fn mask(&self, value: &str) -> String {
+    pub(crate) fn mask(&self, value: &str) -> String {
         let mut h = Sha256::new();
         h.update(self.key);
         h.update([0u8]);
@@ -76,7 +76,7 @@ impl Masker {
     /// `text` with the value of every `name=value` whose name is an
     /// identifier parameter (after `?`, `&` or at the start) replaced by its
     /// mask. Idempotent: a value already masked is left alone.
-    pub fn text(&self, text: &str) -> String {
+    pub(crate) fn text(&self, text: &str) -> String {
         self.params_in(&crate::redact::scrub(text))
     }
 
@@ -127,7 +127,7 @@ impl Masker {
     /// back (a hash, a path, a cursor, an id): scrubbing a short password
     /// out of a SHA-256 would make `verify` report false discrepancies and
     /// a cursor unrebuildable, so its values are left whole.
-    pub fn json(&self, value: &mut serde_json::Value) {
+    pub(crate) fn json(&self, value: &mut serde_json::Value) {
         self.json_in(value, false);
     }
 
@@ -184,7 +184,7 @@ fn is_structured(key: &str) -> bool {
 static GLOBAL: std::sync::RwLock<Option<Masker>> = std::sync::RwLock::new(None);
 
 /// Makes `masker` the one stderr output goes through.
-pub fn set_global(masker: Masker) {
+pub(crate) fn set_global(masker: Masker) {
     *GLOBAL.write().unwrap_or_else(|p| p.into_inner()) = Some(masker);
 }
 

@@ -48,7 +48,7 @@ fn temp_of(path: &Path) -> std::path::PathBuf {
 /// Proves before a run that its metrics can be written where asked (the
 /// temp file created and removed), so a wrong `--metrics-file` stops the
 /// run before anything is fetched rather than after a successful sync.
-pub fn check_writable(path: &Path) -> std::io::Result<()> {
+pub(crate) fn check_writable(path: &Path) -> std::io::Result<()> {
     if path.is_dir() {
         return Err(std::io::Error::other("it is a directory"));
     }
@@ -58,7 +58,7 @@ pub fn check_writable(path: &Path) -> std::io::Result<()> {
 }
 
 /// Writes the metrics of one run to `path` (temp file, fsync, rename).
-pub fn write(
+pub(crate) fn write(
     path: &Path,
     base: &StreamIdentity,
     reports: &[StreamReport],

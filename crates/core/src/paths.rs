@@ -9,7 +9,7 @@ use std::path::Path;
 /// The scheme of `text` when it is a URL (`s3` of `s3://bucket/x`);
 /// `None` for a path, even one holding `://` after something that cannot
 /// be a scheme (`./a://b`).
-pub fn url_scheme(text: &str) -> Option<&str> {
+pub(crate) fn url_scheme(text: &str) -> Option<&str> {
     let (scheme, _) = text.split_once("://")?;
     let is_scheme = scheme.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
         && scheme

@@ -15,7 +15,7 @@ const LEASE_MARGIN: Duration = Duration::from_secs(30);
 
 /// Why a stream's quota cannot be formed.
 #[derive(Debug, thiserror::Error)]
-pub enum StreamQuotaError {
+pub(crate) enum StreamQuotaError {
     /// The bucket key names a value the stream does not have.
     #[error(transparent)]
     Missing(#[from] MissingValue),
@@ -25,7 +25,7 @@ pub enum StreamQuotaError {
 }
 
 /// The quota a stream of `policy` with identity `id` spends.
-pub fn for_stream(policy: &Policy, id: &StreamIdentity) -> Result<Quota, StreamQuotaError> {
+pub(crate) fn for_stream(policy: &Policy, id: &StreamIdentity) -> Result<Quota, StreamQuotaError> {
     let mut quota = Quota::new(policy.bucket_key.fill(id)?, policy.rate)?
         .with_concurrency(policy.max_concurrency, policy.http.request_timeout + LEASE_MARGIN)
         .with_horizon(policy.max_wait)

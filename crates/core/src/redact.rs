@@ -5,7 +5,7 @@
 //!
 //! Every secret value a run reads or obtains (token, password, the Basic
 //! pair, a Vault session id, a credential helper's output) is registered
-//! here the moment it is known; [`scrub`] replaces each occurrence with
+//! here the moment it is known; `scrub` replaces each occurrence with
 //! `***`. The identifier masker runs every audit line and every stderr line
 //! through it, so a secret echoed back by a vendor is removed too.
 
@@ -22,7 +22,7 @@ const MIN_ANYWHERE_LEN: usize = 4;
 static SECRETS: RwLock<Vec<String>> = RwLock::new(Vec::new());
 
 /// Makes `secret` one of the values [`scrub`] removes, whatever its length.
-pub fn register_secret(secret: &str) {
+pub(crate) fn register_secret(secret: &str) {
     if secret.is_empty() {
         return;
     }
@@ -37,7 +37,7 @@ pub fn register_secret(secret: &str) {
 /// Whether `text` holds a registered secret of at least
 /// [`MIN_ANYWHERE_LEN`] bytes: the check on a vendor's next link, where a
 /// short secret would refuse any URL that happens to hold its letters.
-pub fn contains_secret(text: &str) -> bool {
+pub(crate) fn contains_secret(text: &str) -> bool {
     let all = SECRETS.read().unwrap_or_else(|p| p.into_inner());
     all.iter()
         .any(|s| s.len() >= MIN_ANYWHERE_LEN && text.contains(s.as_str()))
@@ -46,7 +46,7 @@ pub fn contains_secret(text: &str) -> bool {
 /// `text` with every registered secret replaced by `***` (a short one
 /// where it stands alone). Free text only: structured values (hashes,
 /// paths, cursors, ids) are never passed here (see `mask::Masker::json`).
-pub fn scrub(text: &str) -> Cow<'_, str> {
+pub(crate) fn scrub(text: &str) -> Cow<'_, str> {
     let all = SECRETS.read().unwrap_or_else(|p| p.into_inner());
     if !all.iter().any(|s| text.contains(s.as_str())) {
         return Cow::Borrowed(text);
@@ -93,7 +93,7 @@ fn replace_standing_alone(text: &str, word: &str) -> String {
 
 /// Redacts the userinfo of any `scheme://user:password@host` in `arg`,
 /// whether the argument is the URL itself or `--flag=URL`: everything from
-/// `://` to the last `@` (see [`without_userinfo`]), user name included,
+/// `://` to the last `@` (see `without_userinfo`), user name included,
 /// since a token is often passed as the user.
 pub fn redact_arg(arg: &str) -> String {
     without_userinfo(arg)
@@ -103,7 +103,7 @@ pub fn redact_arg(arg: &str) -> String {
 /// `***`: for a URL that may not even parse (a secret with `/`, `\` or a
 /// control character in it breaks the parser before it finds the
 /// userinfo), so the whole userinfo goes, whatever its bytes.
-pub fn without_userinfo(text: &str) -> String {
+pub(crate) fn without_userinfo(text: &str) -> String {
     match (text.find("://"), text.rfind('@')) {
         (Some(scheme_end), Some(at)) if at > scheme_end => {
             format!("{}***{}", &text[..scheme_end + 3], &text[at..])
@@ -113,7 +113,7 @@ pub fn without_userinfo(text: &str) -> String {
 }
 
 /// The process arguments with credentials in URLs redacted.
-pub fn redact_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
+pub(crate) fn redact_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
     args.into_iter().map(|a| redact_arg(&a)).collect()
 }
 

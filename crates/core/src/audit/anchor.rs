@@ -242,7 +242,7 @@ fn first_line_of(file: &File) -> std::io::Result<Option<String>> {
 
 /// The anchor kept in Redis, beside the pacing keys: a second copy that an
 /// insider who can rewrite the state directory may still not reach.
-pub mod redis_copy {
+pub(crate) mod redis_copy {
     use std::time::Duration;
 
     use super::ChainHead;
@@ -259,7 +259,7 @@ pub mod redis_copy {
     }
 
     /// The anchor Redis keeps under `key`, if any.
-    pub async fn load(redis: &RedisPacer, key: &str) -> Result<Option<ChainHead>, RedisAnchorError> {
+    pub(crate) async fn load(redis: &RedisPacer, key: &str) -> Result<Option<ChainHead>, RedisAnchorError> {
         let key = key.to_string();
         let err = |detail: String| RedisAnchorError {
             key: key.clone(),
@@ -307,7 +307,7 @@ pub mod redis_copy {
     /// Stores `head` under each of `keys` unless the anchor there is
     /// already further along, in one script (one round trip however many
     /// keys), so that two runs finishing together keep the later head.
-    pub async fn store(
+    pub(crate) async fn store(
         redis: &RedisPacer,
         keys: &[String],
         head: &ChainHead,

@@ -25,10 +25,10 @@ use crate::digest::sha256_hex;
 pub const KEY_ENV: &str = "EDC_SYNC_AUDIT_KEY";
 
 /// Shorter keys are refused: the MAC is only as strong as the key.
-pub const MIN_KEY_BYTES: usize = 32;
+pub(crate) const MIN_KEY_BYTES: usize = 32;
 
 /// The algorithm name written into every checkpoint.
-pub const ALGORITHM: &str = "HMAC-SHA256";
+pub(crate) const ALGORITHM: &str = "HMAC-SHA256";
 
 const DOMAIN: &str = "edc-sync-audit-checkpoint-v1";
 
@@ -50,7 +50,7 @@ impl std::fmt::Debug for AuditKey {
 pub struct KeyError(pub String);
 
 impl AuditKey {
-    /// A key from its bytes (at least [`MIN_KEY_BYTES`]); `source` names
+    /// A key from its bytes (at least `MIN_KEY_BYTES`); `source` names
     /// where it came from for the error.
     pub fn new(bytes: Vec<u8>, source: &str) -> Result<AuditKey, KeyError> {
         if bytes.len() < MIN_KEY_BYTES {

@@ -19,7 +19,7 @@ use crate::digest::sha256_hex;
 
 /// The `event` of a commit record. [`super::AuditLog::record`] refuses an
 /// event of this name: only [`super::AuditLog::record_commit`] writes one.
-pub const COMMIT_EVENT: &str = "page_committed";
+pub(crate) const COMMIT_EVENT: &str = "page_committed";
 
 /// An event that commits a page: written as a `page_committed` line by
 /// [`super::AuditLog::record_commit`], which answers with the receipt the
@@ -80,31 +80,31 @@ impl CommitReceipt {
 /// A `page_committed` line read back from the trail: its receipt and what
 /// it records.
 #[derive(Debug, Clone)]
-pub struct CommitLine {
+pub(crate) struct CommitLine {
     receipt: CommitReceipt,
     line: Value,
 }
 
 impl CommitLine {
     /// Where the line is.
-    pub fn receipt(&self) -> &CommitReceipt {
+    pub(crate) fn receipt(&self) -> &CommitReceipt {
         &self.receipt
     }
 
     /// A field of the line (`cursor_state`, `landing_file`, ...); `Null`
     /// when absent.
-    pub fn get(&self, field: &str) -> &Value {
+    pub(crate) fn get(&self, field: &str) -> &Value {
         &self.line[field]
     }
 
     /// The whole line.
-    pub fn line(&self) -> &Value {
+    pub(crate) fn line(&self) -> &Value {
         &self.line
     }
 
     /// A commit of `stream` into the landing directory `dir` (relative to
     /// the landing root; a dry run commits nothing).
-    pub fn is_commit_of(&self, stream: &str, dir: &str) -> bool {
+    pub(crate) fn is_commit_of(&self, stream: &str, dir: &str) -> bool {
         self.line["stream"] == stream
             && self.landing_dir().as_deref() == Some(dir)
             && self.line["dry_run"] != true
@@ -112,13 +112,13 @@ impl CommitLine {
 
     /// The landing directory the line names, relative to the landing root
     /// (a line of an older version names it absolutely: read relative).
-    pub fn landing_dir(&self) -> Option<std::borrow::Cow<'_, str>> {
+    pub(crate) fn landing_dir(&self) -> Option<std::borrow::Cow<'_, str>> {
         crate::store::relative_landing_dir(self.line["landing_dir"].as_str()?)
     }
 
     /// The line names its landing directory by an absolute path (written
     /// before paths were recorded relative), which is read relative.
-    pub fn names_landing_absolutely(&self) -> bool {
+    pub(crate) fn names_landing_absolutely(&self) -> bool {
         self.line["landing_dir"]
             .as_str()
             .is_some_and(|d| Path::new(d).is_absolute())
@@ -139,7 +139,7 @@ impl CommitLine {
 
 /// The last `page_committed` line of `trail` that `wanted` accepts, found
 /// by reading backwards from the end: the cost is the lines after it.
-pub fn last_commit(
+pub(crate) fn last_commit(
     trail: &Path,
     wanted: impl Fn(&CommitLine) -> bool,
 ) -> std::io::Result<Option<CommitLine>> {
@@ -151,7 +151,7 @@ pub fn last_commit(
 /// Whether the line starting at `offset` of `trail` hashes to `sha256`:
 /// the proof that a receipt recorded elsewhere (a cursor file) names a
 /// line of this trail, wherever the trail has been moved or renamed since.
-pub fn holds_line(trail: &Path, offset: u64, sha256: &str) -> std::io::Result<bool> {
+pub(crate) fn holds_line(trail: &Path, offset: u64, sha256: &str) -> std::io::Result<bool> {
     let mut file = std::fs::File::open(trail)?;
     file.seek(SeekFrom::Start(offset))?;
     let mut line = Vec::new();
@@ -163,7 +163,7 @@ pub fn holds_line(trail: &Path, offset: u64, sha256: &str) -> std::io::Result<bo
 /// `page_committed` line, and the `page_committed` lines written after it,
 /// in file order; `None` when it does not (the trail was repaired or
 /// replaced since). A torn last line is not a commit and is skipped.
-pub fn commits_after(
+pub(crate) fn commits_after(
     trail: &Path,
     offset: u64,
     sha256: &str,

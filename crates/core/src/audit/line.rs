@@ -7,11 +7,11 @@
 use serde_json::{Map, Value};
 
 /// Keys every line carries, which an event's fields may not reuse.
-pub const RESERVED: [&str; 5] = ["seq", "ts", "run_id", "event", "prev_sha256"];
+pub(crate) const RESERVED: [&str; 5] = ["seq", "ts", "run_id", "event", "prev_sha256"];
 /// The keys a line starts with, in order.
-pub const LEADING: [&str; 4] = ["seq", "ts", "run_id", "event"];
+pub(crate) const LEADING: [&str; 4] = ["seq", "ts", "run_id", "event"];
 /// The key a line ends with.
-pub const TRAILING: &str = "prev_sha256";
+pub(crate) const TRAILING: &str = "prev_sha256";
 
 /// A field name clashes with one of the line's own keys: a programming
 /// error, caught before anything is written.
@@ -49,7 +49,7 @@ pub fn compose(
 
 /// The parts of a line the verifier checks.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Parsed {
+pub(crate) struct Parsed {
     pub seq: u64,
     pub run_id: String,
     pub event: String,
@@ -66,7 +66,7 @@ pub struct Parsed {
 /// page's cursor state holds a lookback's identities: kilobytes) are
 /// checked as JSON and skipped, since every append reads the trail's last
 /// line back through here.
-pub fn parse(bytes: &[u8]) -> Result<Parsed, String> {
+pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, String> {
     own_fields(bytes)?.checked()
 }
 

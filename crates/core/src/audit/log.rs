@@ -41,7 +41,7 @@ pub trait AuditEvent: Serialize {
 /// acknowledges them and the chain continues from their hash, so nothing is
 /// silently dropped and `audit verify` can report exactly what happened.
 #[derive(Debug, Serialize)]
-pub struct TailRepaired {
+pub(crate) struct TailRepaired {
     pub torn_line_bytes: u64,
     pub torn_line_sha256: String,
 }
@@ -55,7 +55,7 @@ impl AuditEvent for TailRepaired {
 /// as they are; this line says what was wrong and chains on from the hash
 /// of the final bytes, so `audit verify` still reports the damage.
 #[derive(Debug, Serialize)]
-pub struct AuditRepaired {
+pub(super) struct AuditRepaired {
     /// What did not verify, as the refusal would have said it.
     pub problems: Vec<String>,
     /// SHA-256 of the final bytes this line chains to.
@@ -317,7 +317,7 @@ impl AuditLog {
     }
 
     /// Masks identifiers in every line this log writes.
-    pub fn with_masker(mut self, masker: crate::mask::Masker) -> Self {
+    pub(crate) fn with_masker(mut self, masker: crate::mask::Masker) -> Self {
         self.masker = Some(masker);
         self
     }

@@ -1,28 +1,32 @@
 //! The hash-chained, append-only audit trail (invariant 3: audit first,
 //! then act). `docs/audit-trail.md` is the normative description.
 
-pub mod anchor;
-pub mod anchors;
-pub mod checkpoint;
-pub mod commit;
+pub(crate) mod anchor;
+pub(crate) mod anchors;
+pub(crate) mod checkpoint;
+pub(crate) mod commit;
 mod header;
-pub mod line;
+pub(crate) mod line;
 mod log;
-pub mod read;
+pub(crate) mod read;
 mod run_id;
 mod shared;
-pub mod tail;
-pub mod verify;
+pub(crate) mod tail;
+pub(crate) mod verify;
 
 pub use crate::stream::StreamIdentity;
-pub use anchor::ChainHead;
-pub use anchors::{Anchors, PathsReinterpreted};
-pub use checkpoint::{AuditKey, Checkpoint};
-pub use commit::{CommitLine, CommitReceipt, CommitRecord};
+pub use anchor::redis_copy::load_script as load_anchor_script;
+pub use anchor::{first_line_sha256, ChainHead, DIR as ANCHOR_DIR};
+pub use anchors::Anchors;
+pub use checkpoint::{AuditKey, KeyError, KEY_ENV};
 pub use header::RunStarted;
-pub use log::{
-    now_rfc3339, Appended, AuditError, AuditEvent, AuditLog, AuditRepaired, EncodeError, TailRepaired,
-};
+pub use line::compose;
+pub use log::{now_rfc3339, AuditEvent, AuditLog};
+pub use read::each_event;
 pub use run_id::RunId;
-pub use shared::SharedAudit;
-pub use verify::{verify, Damage, NotIntact, Report};
+pub use verify::{verify, verify_with, Checks, Damage, NotIntact, ReadError};
+
+pub(crate) use anchors::PathsReinterpreted;
+pub(crate) use commit::{CommitLine, CommitReceipt, CommitRecord};
+pub(crate) use log::{Appended, AuditError, EncodeError, TailRepaired};
+pub(crate) use shared::SharedAudit;

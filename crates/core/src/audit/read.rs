@@ -38,7 +38,7 @@ pub fn each_event(path: &Path, event: &str, mut f: impl FnMut(u64, Value)) -> st
 /// newline, with the byte it starts at) until `f` answers `Some`: the cost
 /// is the lines after the one found, never the trail's history. A line
 /// longer than 1 MiB (none this tool writes) ends the walk.
-pub fn find_backwards<T>(
+pub(crate) fn find_backwards<T>(
     path: &Path,
     mut f: impl FnMut(u64, &[u8]) -> Option<T>,
 ) -> std::io::Result<Option<T>> {
@@ -63,7 +63,7 @@ pub fn find_backwards<T>(
 
 /// The last complete line of `path` whose `event` is `event`, with the
 /// byte it starts at. Lines that are not JSON are passed over.
-pub fn last_event(path: &Path, event: &str) -> std::io::Result<Option<(u64, Value)>> {
+pub(crate) fn last_event(path: &Path, event: &str) -> std::io::Result<Option<(u64, Value)>> {
     find_backwards(path, |start, bytes| {
         serde_json::from_slice::<Value>(bytes)
             .ok()

@@ -11,7 +11,7 @@ use super::run_id::RunId;
 use crate::state_db::DbTrail;
 
 #[derive(Clone)]
-pub struct SharedAudit {
+pub(crate) struct SharedAudit {
     writer: Writer,
     run_id: RunId,
     path: std::path::PathBuf,
@@ -26,7 +26,7 @@ enum Writer {
 }
 
 impl SharedAudit {
-    pub fn new(log: AuditLog) -> SharedAudit {
+    pub(crate) fn new(log: AuditLog) -> SharedAudit {
         let run_id = log.run_id().clone();
         let path = log.path().to_path_buf();
         let canonical = log.canonical_path().to_path_buf();
@@ -39,7 +39,7 @@ impl SharedAudit {
     }
 
     /// The trail kept in a state database.
-    pub fn in_db(trail: DbTrail) -> SharedAudit {
+    pub(crate) fn in_db(trail: DbTrail) -> SharedAudit {
         let run_id = trail.run_id().clone();
         let path = trail.label();
         let canonical = std::path::PathBuf::from(trail.name());
@@ -52,30 +52,33 @@ impl SharedAudit {
     }
 
     /// The state database's trail, when the trail is kept there.
-    pub fn db(&self) -> Option<&Arc<DbTrail>> {
+    pub(crate) fn db(&self) -> Option<&Arc<DbTrail>> {
         match &self.writer {
             Writer::Db(t) => Some(t),
             Writer::File(_) => None,
         }
     }
 
-    pub fn run_id(&self) -> &RunId {
+    pub(crate) fn run_id(&self) -> &RunId {
         &self.run_id
     }
 
     /// The trail's path (in a state database: the database and the
     /// trail's name), for messages.
-    pub fn path(&self) -> &std::path::Path {
+    pub(crate) fn path(&self) -> &std::path::Path {
         &self.path
     }
 
     /// The path anchors know the trail by (in a database: its name).
-    pub fn canonical_path(&self) -> &std::path::Path {
+    pub(crate) fn canonical_path(&self) -> &std::path::Path {
         &self.canonical
     }
 
     /// Appends `event`; returns once the line is durable.
-    pub async fn record<E: AuditEvent + Send + 'static>(&self, event: E) -> Result<Appended, AuditError> {
+    pub(crate) async fn record<E: AuditEvent + Send + 'static>(
+        &self,
+        event: E,
+    ) -> Result<Appended, AuditError> {
         let inner = match &self.writer {
             Writer::Db(trail) => return trail.record(&event).await,
             Writer::File(inner) => inner.clone(),
@@ -93,7 +96,7 @@ impl SharedAudit {
     }
 
     /// Appends from synchronous code (set-up and tear-down).
-    pub fn record_blocking<E: AuditEvent>(&self, event: &E) -> Result<Appended, AuditError> {
+    pub(crate) fn record_blocking<E: AuditEvent>(&self, event: &E) -> Result<Appended, AuditError> {
         match &self.writer {
             Writer::File(inner) => inner.lock().unwrap_or_else(|p| p.into_inner()).record(event),
             Writer::Db(trail) => crate::state_db::block_on(trail.record(event)),
@@ -104,7 +107,10 @@ impl SharedAudit {
     /// receipt once the line is fsynced. A database's trail commits a page
     /// with its manifest row and cursor in one transaction instead
     /// ([`DbTrail::commit_page`]), never through here.
-    pub fn record_commit_blocking<C: CommitRecord>(&self, record: C) -> Result<CommitReceipt, AuditError> {
+    pub(crate) fn record_commit_blocking<C: CommitRecord>(
+        &self,
+        record: C,
+    ) -> Result<CommitReceipt, AuditError> {
         match &self.writer {
             Writer::File(inner) => inner
                 .lock()
@@ -123,7 +129,7 @@ impl SharedAudit {
     }
 
     /// `value` as a line of this trail would record it (identifiers masked).
-    pub fn as_recorded(&self, value: serde_json::Value) -> serde_json::Value {
+    pub(crate) fn as_recorded(&self, value: serde_json::Value) -> serde_json::Value {
         match &self.writer {
             Writer::File(inner) => inner.lock().unwrap_or_else(|p| p.into_inner()).as_recorded(value),
             Writer::Db(trail) => trail.as_recorded(value),
@@ -132,7 +138,7 @@ impl SharedAudit {
 
     /// The chain head now, to anchor outside the file (`None` for a
     /// database's trail, which anchors itself: [`DbTrail::anchor`]).
-    pub fn head(&self) -> Result<Option<super::ChainHead>, AuditError> {
+    pub(crate) fn head(&self) -> Result<Option<super::ChainHead>, AuditError> {
         match &self.writer {
             Writer::File(inner) => inner.lock().unwrap_or_else(|p| p.into_inner()).head().map(Some),
             Writer::Db(_) => Ok(None),
@@ -141,7 +147,7 @@ impl SharedAudit {
 
     /// Checks an anchor found after the header was written (see
     /// [`AuditLog::check_anchor`]); a database's trail has no file anchors.
-    pub fn check_anchor(&self, source: &str, head: &super::ChainHead) -> Result<(), AuditError> {
+    pub(crate) fn check_anchor(&self, source: &str, head: &super::ChainHead) -> Result<(), AuditError> {
         match &self.writer {
             Writer::File(inner) => inner
                 .lock()

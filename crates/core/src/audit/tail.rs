@@ -32,7 +32,7 @@ const TAIL_BLOCK: u64 = 32 * 1024;
 /// of a compact JSON object that starts as every audit line does. Such a
 /// prefix is valid UTF-8 except for a character cut at the very end, and a
 /// JSON parser reading it runs out of input rather than meeting an error.
-pub fn is_torn_prefix(bytes: &[u8]) -> bool {
+pub(crate) fn is_torn_prefix(bytes: &[u8]) -> bool {
     if bytes.len() <= LINE_START.len() {
         return !bytes.is_empty() && LINE_START.starts_with(bytes);
     }
@@ -70,7 +70,7 @@ pub(super) struct TornLine {
 
 /// The end of the file does not verify.
 #[derive(Debug, Clone)]
-pub struct Corrupt {
+pub(crate) struct Corrupt {
     /// What is wrong, in words that name the bytes.
     pub detail: String,
     /// The hash of the final bytes, which a forced repair chains to.

@@ -50,7 +50,7 @@ fn split_key(body: &str) -> Option<&str> {
 }
 
 /// The 1-based line of `path` in `text`, or of its deepest present ancestor.
-pub fn line_of(text: &str, path: &[&str]) -> Option<usize> {
+pub(super) fn line_of(text: &str, path: &[&str]) -> Option<usize> {
     let lines = key_lines(text);
     let mut scope = 0..lines.len();
     let mut parent_indent: Option<usize> = None;
@@ -83,7 +83,7 @@ pub fn line_of(text: &str, path: &[&str]) -> Option<usize> {
 
 /// The line of the second `key:` at 1-based `column` from line `from` on,
 /// within that one map: where a duplicate key was written.
-pub fn duplicate_line(text: &str, from: usize, column: usize, key: &str) -> Option<usize> {
+pub(super) fn duplicate_line(text: &str, from: usize, column: usize, key: &str) -> Option<usize> {
     let indent = column.saturating_sub(1);
     key_lines(text)
         .into_iter()

@@ -19,18 +19,18 @@ const LOOKBACK_KEYS: [&str; 3] = ["seconds", "record_id", "max_records"];
 
 /// The lookback of a date window (Vault's audit trail) when the policy
 /// names none: an hour of lateness past the settle lag.
-pub const DEFAULT_WINDOW_LOOKBACK_S: u64 = 3600;
+pub(crate) const DEFAULT_WINDOW_LOOKBACK_S: u64 = 3600;
 
 /// The lookback of a modified-since cursor (a VQL or JSON timestamp
 /// cursor) when the policy names none: five minutes.
-pub const DEFAULT_CURSOR_LOOKBACK_S: u64 = 300;
+pub(crate) const DEFAULT_CURSOR_LOOKBACK_S: u64 = 300;
 
 /// A Rave study dataset re-reads nothing beyond its boundary second unless
 /// told to (its `start` has whole seconds; that second is always re-read).
-pub const DEFAULT_DATASET_LOOKBACK_S: u64 = 0;
+pub(crate) const DEFAULT_DATASET_LOOKBACK_S: u64 = 0;
 
 /// Record identities kept per stream when the policy names no bound.
-pub const DEFAULT_MAX_RECORDS: u32 = 20_000;
+pub(crate) const DEFAULT_MAX_RECORDS: u32 = 20_000;
 
 /// The longest lookback: Vault serves its audit trail 30 days back.
 const MAX_SECONDS: i64 = 30 * 86_400;

@@ -8,24 +8,26 @@ mod auth;
 mod check;
 mod delta;
 mod locate;
-pub mod lookback;
+pub(crate) mod lookback;
 mod policy;
-pub mod provenance;
+pub(crate) mod provenance;
 mod template;
 mod validate;
-pub mod vql;
+pub(crate) mod vql;
 mod window;
 pub mod yaml;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-pub use policy::{
-    Auth, Config, CursorKind, DateWindow, Delta, Dialect, EnvVarName, HttpLimits, Lookback, MissingEnv,
-    Paging, PayloadFormat, Policy, Rate, RecordOrder, StreamSpec, Vql, DEFAULT_VAULT_CLIENT_ID,
-};
+pub use policy::{Config, DateWindow, MissingEnv, Policy, DEFAULT_VAULT_CLIENT_ID};
 pub use provenance::{ChangeState, Provenance};
-pub use template::{MissingValue, Placeholder, PlaceholderValues, Template};
+
+pub(crate) use policy::{
+    Auth, CursorKind, Delta, Dialect, EnvVarName, HttpLimits, Lookback, Paging, PayloadFormat, RecordOrder,
+    StreamSpec,
+};
+pub(crate) use template::{MissingValue, Placeholder, PlaceholderValues};
 
 use crate::digest::sha256_hex;
 

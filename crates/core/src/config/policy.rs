@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::template::Template;
-pub use quota_pacer::Rate;
+pub(super) use quota_pacer::Rate;
 
 /// The name of an environment variable that supplies a URL or a secret.
 ///

@@ -101,7 +101,7 @@ fn short(id: Option<&str>) -> &str {
 }
 
 /// Works out the provenance of `bytes`, which were read from `path`.
-pub fn of(path: &Path, bytes: &[u8], sha256: String) -> Provenance {
+pub(crate) fn of(path: &Path, bytes: &[u8], sha256: String) -> Provenance {
     let config_path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
     let mut p = Provenance {
         config_path,

@@ -424,7 +424,7 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
 }
 
 /// Validates a whole document. `text` is the source, for line numbers.
-pub fn config(text: &str, root: &Node) -> Result<Config, Vec<Problem>> {
+pub(super) fn config(text: &str, root: &Node) -> Result<Config, Vec<Problem>> {
     let mut report = Report::new(text);
     let vendors = match root {
         Node::Null => {

@@ -186,7 +186,7 @@ fn header(value: &str, what: &str) -> Result<HeaderValue, AuthError> {
 
 /// The credential a request carries, and which generation it is.
 #[derive(Clone)]
-pub struct Credential {
+pub(super) struct Credential {
     pub(super) header: HeaderValue,
     pub generation: u64,
 }
@@ -238,7 +238,7 @@ pub struct Obtained {
 }
 
 /// Holds the credential in use and serialises obtaining a new one.
-pub struct Authenticator {
+pub(super) struct Authenticator {
     pub(super) credentials: Credentials,
     current: RwLock<Option<Credential>>,
     obtaining: tokio::sync::Mutex<()>,

@@ -23,7 +23,7 @@ use super::reply::{Reply, ResponseMeta};
 use crate::config::HttpLimits;
 
 /// Vendor quota headers recorded in the audit trail when present.
-pub const QUOTA_HEADERS: [&str; 4] = [
+pub(super) const QUOTA_HEADERS: [&str; 4] = [
     "x-ratelimit-remaining",
     "x-vaultapi-burstlimit",
     "x-vaultapi-burstlimitremaining",
@@ -33,13 +33,13 @@ pub const QUOTA_HEADERS: [&str; 4] = [
 /// Vault's id of one request, which its support asks for (Vault REST API
 /// reference, "Response headers"); recorded on every audit line about a
 /// Vault response.
-pub const EXECUTION_ID_HEADER: &str = "x-vaultapi-executionid";
+pub(super) const EXECUTION_ID_HEADER: &str = "x-vaultapi-executionid";
 
 const MAX_REDIRECTS: usize = 5;
 
 /// How much of an error body is read to find the vendor's reason: vendor
 /// error documents are a few hundred bytes.
-pub const ERROR_BODY_CAP: usize = 64 * 1024;
+pub(crate) const ERROR_BODY_CAP: usize = 64 * 1024;
 
 /// A client that can only read, and only from one origin.
 #[derive(Clone)]
@@ -61,7 +61,7 @@ pub struct ReadOnlyClient {
 
 /// The header that names the integration to Vault (Vault REST API
 /// reference, "Client ID"; VAPIL's `VaultClientId`).
-pub const CLIENT_ID_HEADER: &str = "x-vaultapi-clientid";
+pub(super) const CLIENT_ID_HEADER: &str = "x-vaultapi-clientid";
 
 impl std::fmt::Debug for ReadOnlyClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -271,7 +271,7 @@ impl ReadOnlyClient {
     }
 
     /// `GET url`. Returns once the headers are in; read the body with
-    /// [`Reply::stream_into`].
+    /// `Reply::stream_into`.
     pub async fn get(&self, url: &Url) -> Result<Reply, FetchError> {
         self.send(reqwest::Method::GET, url, None).await
     }
@@ -284,7 +284,7 @@ impl ReadOnlyClient {
     /// A VQL page: `POST url` with the form field `q` for a query's first
     /// page, or with no body for a `next_page` URL (Vault REST API
     /// reference, "Submitting a Query"). The body can only be a
-    /// [`VqlSelect`], which can only be a SELECT.
+    /// `VqlSelect`, which can only be a SELECT.
     pub async fn query(
         &self,
         url: &Url,

@@ -56,7 +56,7 @@ impl fmt::Display for VendorError {
 
 /// Why a 2xx body is not a page.
 #[derive(Debug, Clone, PartialEq)]
-pub enum NotAPage {
+pub(crate) enum NotAPage {
     Vendor(VendorError),
     Invalid(InvalidPayload),
 }
@@ -77,7 +77,7 @@ const VAULT_PERMISSION: [&str; 6] = [
 const RAVE_BAD_LOGIN: &str = "RWS00008";
 
 /// Judges a scanned 2xx body under `dialect`.
-pub fn judge(
+pub(crate) fn judge(
     dialect: Dialect,
     format: PayloadFormat,
     records_pointer: &str,
@@ -120,7 +120,7 @@ pub fn judge(
 
 /// The vendor error in a non-2xx body (at most [`super::ERROR_BODY_CAP`]
 /// bytes), if the dialect finds one.
-pub fn in_error_body(dialect: Dialect, body: &[u8]) -> Option<VendorError> {
+pub(crate) fn in_error_body(dialect: Dialect, body: &[u8]) -> Option<VendorError> {
     match dialect {
         Dialect::Generic => None,
         Dialect::Vault => {

@@ -4,20 +4,25 @@
 
 mod auth;
 mod client;
-pub mod dialect;
+pub(crate) mod dialect;
 mod fetch_error;
-pub mod link;
+pub(crate) mod link;
 mod login;
 mod origin;
-pub mod paging;
+pub(crate) mod paging;
 pub mod payload;
 mod reply;
 mod secret;
-pub mod vql;
+pub(crate) mod vql;
 
-pub use auth::{AuthError, Credentials, Obtained};
-pub use client::{ReadOnlyClient, ERROR_BODY_CAP, EXECUTION_ID_HEADER, QUOTA_HEADERS};
+pub use auth::Credentials;
+pub use client::ReadOnlyClient;
 pub use fetch_error::FetchError;
-pub use origin::{Origin, OriginError};
-pub use reply::{BodyDigest, Reply, ResponseMeta};
-pub use secret::Secret;
+pub use link::next_target;
+pub use origin::OriginError;
+pub use paging::{first_page, next_page, next_window_start};
+pub use vql::{tokens, Token, VqlSelect};
+
+pub(crate) use auth::AuthError;
+pub(crate) use client::ERROR_BODY_CAP;
+pub(crate) use reply::{BodyDigest, Reply, ResponseMeta};

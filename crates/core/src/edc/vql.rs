@@ -12,7 +12,7 @@ pub use crate::config::vql::{tokens, Token};
 
 /// `value` as a VQL string literal: quoted, `\` and `'` escaped. Control
 /// characters have no business in a cursor and are refused.
-pub fn literal(value: &str) -> Result<String, String> {
+pub(crate) fn literal(value: &str) -> Result<String, String> {
     if value.chars().any(char::is_control) {
         return Err(format!(
             "the cursor value ({} characters) holds a control character; it is not put in a query",

@@ -105,7 +105,7 @@ pub struct RunResult {
 /// runtime starts and before the audit header is written, so a usage or
 /// configuration mistake (a policy key, a variable, the base URL, the Redis
 /// URL) exits 78 and leaves no audit line.
-pub struct RunPlan {
+pub(crate) struct RunPlan {
     /// `--state postgres://…`: state and trail in that database.
     db_url: Option<crate::state_db::DbUrl>,
     loaded: LoadedConfig,
@@ -118,7 +118,7 @@ pub struct RunPlan {
 
 /// Plans `spec`: policy loaded, validated and committed, streams and
 /// quotas resolved, environment read, the client built for its origin.
-pub fn plan(spec: &RunSpec) -> Result<RunPlan, ConfigError> {
+pub(crate) fn plan(spec: &RunSpec) -> Result<RunPlan, ConfigError> {
     crate::store::object::scheme_of(&spec.out.to_string_lossy()).map_err(ConfigError::Identity)?;
     let state = spec.state.to_string_lossy();
     let db_url = if crate::state_db::is_db_url(&state) {
@@ -207,7 +207,7 @@ pub async fn execute(spec: RunSpec) -> anyhow::Result<RunResult> {
 }
 
 /// Runs a planned `spec` to the end.
-pub async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> anyhow::Result<RunResult> {
+pub(crate) async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> anyhow::Result<RunResult> {
     let started = Instant::now();
     if let Some(path) = &spec.metrics_file {
         crate::metrics::check_writable(path).with_context(|| {

@@ -74,7 +74,7 @@ pub async fn export(db: &StateDb, name: &str, to: &Path) -> Result<Exported, Exp
 }
 
 /// Writes trail `name`'s lines into `out`, checking each row's offset.
-pub async fn write(db: &StateDb, name: &str, out: &mut impl Write) -> Result<Exported, ExportError> {
+pub(super) async fn write(db: &StateDb, name: &str, out: &mut impl Write) -> Result<Exported, ExportError> {
     let mut written = Exported {
         lines: 0,
         bytes: 0,

@@ -27,11 +27,14 @@ use tokio::sync::Mutex;
 
 pub use error::DbError;
 pub use export::{export, ExportError, Exported};
-pub use stream::{all_cursors, all_manifests, cursor_of, DbStream, StartProof};
-pub use trail::{check_anchors, DbTrail, PageRows, TrailLine};
+pub use stream::cursor_of;
+pub use trail::check_anchors;
+
+pub(crate) use stream::{all_cursors, all_manifests, DbStream};
+pub(crate) use trail::{DbTrail, PageRows};
 
 /// The schemes `--state` takes as a database.
-pub const SCHEMES: [&str; 2] = ["postgres", "postgresql"];
+pub(crate) const SCHEMES: [&str; 2] = ["postgres", "postgresql"];
 
 /// Whether `text` (a `--state` value) names a PostgreSQL database.
 pub fn is_db_url(text: &str) -> bool {

@@ -52,7 +52,7 @@ fn damaged(db: &StateDb, detail: String) -> StoreError {
 }
 
 /// Every stream's cursor row (key, the cursor's JSON), for `verify`.
-pub async fn all_cursors(db: &StateDb) -> Result<Vec<(String, String)>, DbError> {
+pub(crate) async fn all_cursors(db: &StateDb) -> Result<Vec<(String, String)>, DbError> {
     let client = db.client().await;
     let rows = client
         .query("SELECT stream, state FROM edc_sync_cursor ORDER BY stream", &[])
@@ -63,7 +63,9 @@ pub async fn all_cursors(db: &StateDb) -> Result<Vec<(String, String)>, DbError>
 
 /// Every stream's manifest, as the lines a manifest file would hold (each
 /// ending in a newline), by stream key, for `verify`.
-pub async fn all_manifests(db: &StateDb) -> Result<std::collections::BTreeMap<String, Vec<u8>>, DbError> {
+pub(crate) async fn all_manifests(
+    db: &StateDb,
+) -> Result<std::collections::BTreeMap<String, Vec<u8>>, DbError> {
     let client = db.client().await;
     let rows = client
         .query(
@@ -83,7 +85,7 @@ pub async fn all_manifests(db: &StateDb) -> Result<std::collections::BTreeMap<St
 
 /// A stream held by this run in the state database.
 #[derive(Debug)]
-pub struct DbStream {
+pub(crate) struct DbStream {
     db: StateDb,
     key: String,
     identity: StreamIdentity,
@@ -94,11 +96,11 @@ pub struct DbStream {
     initial_start: Option<String>,
 }
 
-/// What the start proved: the cursor to resume from, and the last
-/// manifest row's landed file (to check it is still there).
+/// What the start proved: the last manifest row's landed file (to check
+/// it is still there) and how many pages the manifest lists. The cursor
+/// row itself is read again by the page loop under the same held lock.
 #[derive(Debug)]
-pub struct StartProof {
-    pub cursor: Cursor,
+pub(crate) struct StartProof {
     pub last_landed: Option<(String, u64)>,
     pub pages_listed: i64,
 }
@@ -107,7 +109,7 @@ impl DbStream {
     /// Takes `identity`'s run lock for the run appending to `trail`, or
     /// says who holds it (75). `namespace` keeps a backfill's cursor and
     /// manifest apart from the incremental ones.
-    pub async fn lock(
+    pub(crate) async fn lock(
         db: &StateDb,
         identity: &StreamIdentity,
         namespace: Option<&str>,
@@ -163,28 +165,28 @@ impl DbStream {
     }
 
     /// A stream never synced starts at `start` (`backfill --since`).
-    pub fn starting_at(mut self, start: Option<String>) -> DbStream {
+    pub(crate) fn starting_at(mut self, start: Option<String>) -> DbStream {
         self.initial_start = start;
         self
     }
 
     /// The stream's key in the database: its landing directory's name,
     /// under the run's namespace (a backfill's) if any.
-    pub fn key(&self) -> &str {
+    pub(crate) fn key(&self) -> &str {
         &self.key
     }
 
-    pub fn identity(&self) -> &StreamIdentity {
+    pub(crate) fn identity(&self) -> &StreamIdentity {
         &self.identity
     }
 
     /// This run's fencing token.
-    pub fn fence(&self) -> i64 {
+    pub(crate) fn fence(&self) -> i64 {
         self.fence
     }
 
     /// Who held the lock before (a finished or killed run).
-    pub fn previous_holder(&self) -> Option<&str> {
+    pub(crate) fn previous_holder(&self) -> Option<&str> {
         self.previous.as_deref()
     }
 
@@ -192,7 +194,7 @@ impl DbStream {
     /// held lock: only its pages are written there. Its directory is the
     /// key (under a backfill's namespace), so the trail, the manifest rows
     /// and the directory name the same place below one landing root.
-    pub fn open_landing(
+    pub(crate) fn open_landing(
         &self,
         out_dir: &std::path::Path,
         ext: &'static str,
@@ -201,12 +203,12 @@ impl DbStream {
     }
 
     /// Where the cursor is kept, as audit lines and messages name it.
-    pub fn recorded_cursor(&self) -> String {
+    pub(crate) fn recorded_cursor(&self) -> String {
         format!("edc_sync_cursor row {:?}", self.key)
     }
 
     /// The cursor now (the initial one for a stream never synced).
-    pub async fn load(&self) -> Result<Cursor, StoreError> {
+    pub(crate) async fn load(&self) -> Result<Cursor, StoreError> {
         let text = cursor_row(&*self.db.client().await, &self.db, &self.key).await?;
         Cursor::from_row(text.as_deref(), &self.identity, self.initial_start.clone())
             .map_err(|detail| self.damaged(format!("{}: {detail}", self.recorded_cursor())))
@@ -214,7 +216,7 @@ impl DbStream {
 
     /// Whether the manifest lists the page `page_key` with these bytes
     /// (a replay of a page already landed).
-    pub async fn is_listed(&self, page_key: &str, sha256: &str) -> Result<bool, StoreError> {
+    pub(crate) async fn is_listed(&self, page_key: &str, sha256: &str) -> Result<bool, StoreError> {
         let client = self.db.client().await;
         client
             .query_opt(&self.db.statements().is_listed, &[&self.key, &page_key, &sha256])
@@ -228,7 +230,7 @@ impl DbStream {
     /// transaction commits all three, so a disagreement is a row changed
     /// outside edc-sync (or a trail given another name): refused (65),
     /// naming the row, and nothing is written on top of it.
-    pub async fn prove(&self) -> Result<StartProof, StoreError> {
+    pub(crate) async fn prove(&self) -> Result<StartProof, StoreError> {
         let client = self.db.client().await;
         let fail = |op| move |e| self.db_error(op, e);
         let row = client
@@ -259,9 +261,11 @@ impl DbStream {
             .map(|r| r.get(0));
         drop(client);
         let cursor_row = self.recorded_cursor();
-        let cursor = match (row, last) {
-            (None, None) => Cursor::from_row(None, &self.identity, self.initial_start.clone())
-                .map_err(|d| self.damaged(d))?,
+        match (row, last) {
+            (None, None) => {
+                Cursor::from_row(None, &self.identity, self.initial_start.clone())
+                    .map_err(|d| self.damaged(d))?;
+            }
             (None, Some(line)) => {
                 let n: i64 = line.get(0);
                 return Err(self.damaged(format!(
@@ -296,9 +300,8 @@ impl DbStream {
                         said["cursor_after"]
                     )));
                 }
-                cursor
             }
-        };
+        }
         let (pages, listed_at, last_line): (i64, Option<i64>, Option<String>) =
             (manifest.get(0), manifest.get(1), manifest.get(2));
         if listed_at != last_landed_commit {
@@ -314,7 +317,6 @@ impl DbStream {
             .and_then(|l| serde_json::from_str::<Value>(&l).ok())
             .and_then(|v| Some((v["file"].as_str()?.to_string(), v["bytes"].as_u64()?)));
         Ok(StartProof {
-            cursor,
             last_landed,
             pages_listed: pages,
         })
@@ -325,7 +327,7 @@ impl DbStream {
     /// Returns the line's byte offset and what the row said before (`None`:
     /// there is no commit to take, and nothing was changed). The manifest
     /// is never repaired: its rows are evidence, append-only.
-    pub async fn repair_cursor(&self) -> Result<Option<(u64, Value)>, StoreError> {
+    pub(crate) async fn repair_cursor(&self) -> Result<Option<(u64, Value)>, StoreError> {
         let client = self.db.client().await;
         let Some(line) = self.last_commit(&client).await? else {
             return Ok(None);
@@ -361,7 +363,7 @@ impl DbStream {
 
     /// Releases the run lock (the end of the stream's run; a killed
     /// process releases it with its connection).
-    pub async fn unlock(&self) {
+    pub(crate) async fn unlock(&self) {
         let client = self.db.client().await;
         let _ = client
             .execute(

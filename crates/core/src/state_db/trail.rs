@@ -25,7 +25,7 @@ use crate::store::Cursor;
 const ATTEMPTS: u32 = 5;
 
 /// The rows a page commit adds beside its `page_committed` line.
-pub struct PageRows {
+pub(crate) struct PageRows {
     /// The stream's key ([`crate::store::stream_dir_name`]).
     pub stream: String,
     /// The run's fencing token: the commit happens only while it is the
@@ -45,7 +45,7 @@ type PageCommit<'a> = (
 
 /// One line of a trail as stored.
 #[derive(Debug, Clone)]
-pub struct TrailLine {
+pub(crate) struct TrailLine {
     pub n: i64,
     pub byte_offset: i64,
     pub line: String,
@@ -53,7 +53,7 @@ pub struct TrailLine {
 }
 
 /// The audit trail of one run, in the state database.
-pub struct DbTrail {
+pub(crate) struct DbTrail {
     db: StateDb,
     name: String,
     run_id: RunId,
@@ -70,7 +70,7 @@ impl std::fmt::Debug for DbTrail {
 
 impl DbTrail {
     /// The trail `name` of `db`, for the run `run_id`.
-    pub fn new(db: StateDb, name: String, run_id: RunId) -> DbTrail {
+    pub(crate) fn new(db: StateDb, name: String, run_id: RunId) -> DbTrail {
         DbTrail {
             db,
             name,
@@ -82,31 +82,27 @@ impl DbTrail {
     }
 
     /// Masks identifiers in every line (before it is hashed).
-    pub fn with_masker(mut self, masker: Option<crate::mask::Masker>) -> Self {
+    pub(crate) fn with_masker(mut self, masker: Option<crate::mask::Masker>) -> Self {
         self.masker = masker;
         self
     }
 
     /// Signs every `run_finished` line with `key`.
-    pub fn with_key(mut self, key: Option<AuditKey>) -> Self {
+    pub(crate) fn with_key(mut self, key: Option<AuditKey>) -> Self {
         self.key = key;
         self
     }
 
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
-    pub fn db(&self) -> &StateDb {
-        &self.db
-    }
-
-    pub fn run_id(&self) -> &RunId {
+    pub(crate) fn run_id(&self) -> &RunId {
         &self.run_id
     }
 
     /// `value` as a line of this trail would record it.
-    pub fn as_recorded(&self, mut value: Value) -> Value {
+    pub(crate) fn as_recorded(&self, mut value: Value) -> Value {
         if let Some(m) = &self.masker {
             m.json(&mut value);
         }
@@ -114,7 +110,7 @@ impl DbTrail {
     }
 
     /// Appends `event` once its transaction committed.
-    pub async fn record<E: AuditEvent>(&self, event: &E) -> Result<Appended, AuditError> {
+    pub(crate) async fn record<E: AuditEvent>(&self, event: &E) -> Result<Appended, AuditError> {
         let fields = self.fields(E::NAME, event)?;
         self.append(E::NAME, fields, E::CHECKPOINT, None, None)
             .await
@@ -123,7 +119,7 @@ impl DbTrail {
 
     /// A dry run's `page_committed` line: recorded, and the commit of no
     /// stream (its `stream` column stays empty, the cursor unmoved).
-    pub async fn record_dry_commit<C: crate::audit::CommitRecord>(
+    pub(crate) async fn record_dry_commit<C: crate::audit::CommitRecord>(
         &self,
         record: &C,
     ) -> Result<Appended, AuditError> {
@@ -137,7 +133,7 @@ impl DbTrail {
     /// cursor in one transaction, with the run's fence checked inside it.
     /// `cursor` makes the new cursor from the line's receipt (the proof
     /// it asks for); the cursor committed is returned.
-    pub async fn commit_page<C: crate::audit::CommitRecord>(
+    pub(crate) async fn commit_page<C: crate::audit::CommitRecord>(
         &self,
         record: &C,
         rows: PageRows,
@@ -163,7 +159,7 @@ impl DbTrail {
     }
 
     /// The last line, for an anchor (`None`: an empty trail).
-    pub async fn head(&self) -> Result<Option<TrailLine>, AuditError> {
+    pub(crate) async fn head(&self) -> Result<Option<TrailLine>, AuditError> {
         let client = self.db.client().await;
         let row = client
             .query_opt(
@@ -183,7 +179,7 @@ impl DbTrail {
     /// Records the head in `edc_sync_anchor` (insert-only for the run
     /// role): a later rewrite of any line up to it by someone who can
     /// bypass the triggers shows as a row that no longer matches.
-    pub async fn anchor(&self) -> Result<Option<TrailLine>, AuditError> {
+    pub(crate) async fn anchor(&self) -> Result<Option<TrailLine>, AuditError> {
         let Some(head) = self.head().await? else {
             return Ok(None);
         };
@@ -200,7 +196,7 @@ impl DbTrail {
 
     /// Checks the trail's latest anchor against its line: the run refuses
     /// (65) a trail rewritten below it.
-    pub async fn check_anchors(&self) -> Result<(), AuditError> {
+    pub(crate) async fn check_anchors(&self) -> Result<(), AuditError> {
         check_anchors(&self.db, &self.name).await
     }
 
@@ -208,7 +204,7 @@ impl DbTrail {
     /// exported file's line count, length, last line and first line (the
     /// trail's identity, the same as its export's). For the copy kept in
     /// Redis, outside the reach of whoever can write the database.
-    pub async fn chain_head(&self) -> Result<Option<crate::audit::ChainHead>, AuditError> {
+    pub(crate) async fn chain_head(&self) -> Result<Option<crate::audit::ChainHead>, AuditError> {
         let Some(last) = self.head().await? else {
             return Ok(None);
         };
@@ -241,7 +237,11 @@ impl DbTrail {
     /// Checks the trail against `head` (an anchor kept outside the
     /// database): its line `head.lines` must still be the anchored one, at
     /// its offset. 65 naming `source` when it is not.
-    pub async fn check_head(&self, source: &str, head: &crate::audit::ChainHead) -> Result<(), AuditError> {
+    pub(crate) async fn check_head(
+        &self,
+        source: &str,
+        head: &crate::audit::ChainHead,
+    ) -> Result<(), AuditError> {
         let client = self.db.client().await;
         let row = client
             .query_opt(
@@ -272,7 +272,7 @@ impl DbTrail {
     }
 
     /// A label for messages: the database and the trail's name.
-    pub fn label(&self) -> PathBuf {
+    pub(crate) fn label(&self) -> PathBuf {
         PathBuf::from(format!("{} (trail {})", self.db.url(), self.name))
     }
 

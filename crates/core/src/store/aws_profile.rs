@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 /// What a profile gives, for the keys the environment does not set.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Profile {
+pub(super) struct Profile {
     pub access_key_id: Option<String>,
     pub secret_access_key: Option<String>,
     pub session_token: Option<String>,
@@ -25,7 +25,7 @@ pub struct Profile {
 }
 
 /// The profile `AWS_PROFILE` (or `default`) names, minus what `env` sets.
-pub fn load(env: &dyn Fn(&str) -> Option<String>) -> Result<Profile, String> {
+pub(super) fn load(env: &dyn Fn(&str) -> Option<String>) -> Result<Profile, String> {
     let home = env("HOME").map(PathBuf::from);
     let file = |var: &str, default: &str| {
         env(var)

@@ -235,7 +235,7 @@ impl Cursor {
 
 /// One page's effect on the cursor.
 #[derive(Debug, Clone)]
-pub struct PageAdvance<'a> {
+pub(crate) struct PageAdvance<'a> {
     /// The next page (path and query), or `None` at the end of the window.
     pub next_page: Option<String>,
     pub high_water: Option<CursorValue>,
@@ -262,7 +262,7 @@ pub struct PageAdvance<'a> {
 /// [`CursorStore::commit`] makes it the stream's cursor, and only with the
 /// receipts of the page's audit line and landed file.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PendingCursor {
+pub(crate) struct PendingCursor {
     cursor: Cursor,
     page_sha256: String,
     records: u64,
@@ -270,7 +270,7 @@ pub struct PendingCursor {
 
 impl PendingCursor {
     /// The cursor after one page past `before`. Pure: nothing is written.
-    pub fn advance(before: &Cursor, page: PageAdvance<'_>) -> Result<PendingCursor, String> {
+    pub(crate) fn advance(before: &Cursor, page: PageAdvance<'_>) -> Result<PendingCursor, String> {
         let high_water = match (before.state.high_water.clone(), page.high_water) {
             (Some(a), Some(b)) => Some(a.max(b)?),
             (a, b) => a.or(b),
@@ -386,13 +386,13 @@ impl PendingCursor {
     }
 
     /// The cursor it would become, for the manifest and the audit line.
-    pub fn cursor(&self) -> &Cursor {
+    pub(crate) fn cursor(&self) -> &Cursor {
         &self.cursor
     }
 
     /// A dry run moves its cursor in memory only: the cursor it would
     /// have become, never persisted.
-    pub fn dry_run(self) -> Cursor {
+    pub(crate) fn dry_run(self) -> Cursor {
         self.cursor
     }
 }
@@ -423,7 +423,7 @@ impl CursorFile {
 }
 
 /// The cursor file of one stream, written only under its run lock.
-pub struct CursorStore {
+pub(crate) struct CursorStore {
     /// Held for as long as the store exists: the capability to write.
     _lock: RunLock,
     path: PathBuf,
@@ -436,7 +436,7 @@ pub struct CursorStore {
 
 impl CursorStore {
     /// The cursor store of the stream `lock` holds: the only way to one.
-    pub fn new(lock: RunLock) -> CursorStore {
+    pub(crate) fn new(lock: RunLock) -> CursorStore {
         let (state_dir, stream) = lock.held();
         let path = state_dir.join(format!("{}.cursor.json", super::stream_dir_name(stream)));
         let stream = stream.clone();
@@ -452,7 +452,7 @@ impl CursorStore {
     /// The stream's landing store under `out_dir`, reachable only through
     /// the run lock this store holds; its manifest is read from the length
     /// the cursor recorded.
-    pub fn open_landing(&self, out_dir: &Path, ext: &'static str) -> Result<LandingStore, StoreError> {
+    pub(crate) fn open_landing(&self, out_dir: &Path, ext: &'static str) -> Result<LandingStore, StoreError> {
         let from = self.load().ok().and_then(|c| c.manifest_bytes());
         let rel = super::stream_dir_name(&self.stream);
         let dir = crate::durable::dirs_below(out_dir, Path::new(&rel))
@@ -461,22 +461,22 @@ impl CursorStore {
     }
 
     /// A store whose first window starts at `start` instead of the beginning.
-    pub fn starting_at(mut self, start: Option<String>) -> CursorStore {
+    pub(crate) fn starting_at(mut self, start: Option<String>) -> CursorStore {
         self.initial_start = start;
         self
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// The cursor file relative to the state root, as audit lines name it.
-    pub fn recorded_file(&self) -> String {
+    pub(crate) fn recorded_file(&self) -> String {
         format!("{}.cursor.json", super::stream_dir_name(&self.stream))
     }
 
     /// The stream's cursor; a stream never synced starts from the beginning.
-    pub fn load(&self) -> Result<Cursor, StoreError> {
+    pub(crate) fn load(&self) -> Result<Cursor, StoreError> {
         load(&self.path, &self.stream, self.initial_start.clone())
     }
 
@@ -484,7 +484,7 @@ impl CursorStore {
     /// cut short): what a power loss can leave of a write that was not
     /// fsynced. Any other unreadable file (a newer format, another
     /// stream's) is not torn and is never replaced.
-    pub fn is_torn(&self) -> bool {
+    pub(crate) fn is_torn(&self) -> bool {
         std::fs::read(&self.path)
             .is_ok_and(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).is_err())
     }
@@ -493,7 +493,7 @@ impl CursorStore {
     /// `page_committed` audit line (the commit record) and, for a page with
     /// records, of its landed file; `manifest_bytes` is the manifest's
     /// length now. Returns the committed cursor.
-    pub fn commit(
+    pub(crate) fn commit(
         &self,
         pending: PendingCursor,
         audited: &CommitReceipt,
@@ -566,7 +566,7 @@ impl CursorStore {
     }
 }
 
-pub mod memory;
+pub(super) mod memory;
 mod read;
 use read::load;
 

@@ -84,7 +84,7 @@ fn page_key(url: &str) -> String {
 }
 
 /// Where one stream's pages land.
-pub struct LandingStore {
+pub(crate) struct LandingStore {
     dir: PathBuf,
     /// `dir` relative to the landing root (the stream's directory name):
     /// how the audit trail names it, so that a landing moved elsewhere is
@@ -115,7 +115,7 @@ pub struct LandingStore {
 /// A page being received. It is validated as it streams in
 /// (`payload::PageCheck`); only a delta with a lookback reads it back
 /// once, to tell its records apart ([`LandingTemp::read_back`]).
-pub struct LandingTemp {
+pub(crate) struct LandingTemp {
     path: PathBuf,
     writer: BufWriter<File>,
 }
@@ -133,7 +133,7 @@ impl Write for LandingTemp {
 impl LandingTemp {
     /// The bytes received so far, to be read again from the start of the
     /// temp file as a stream (opened read-only; the writer is flushed).
-    pub fn read_back(&mut self) -> Result<File, StoreError> {
+    pub(crate) fn read_back(&mut self) -> Result<File, StoreError> {
         self.writer
             .flush()
             .map_err(|e| StoreError::io(&self.path, "flush", e))?;
@@ -141,13 +141,13 @@ impl LandingTemp {
     }
 
     /// Removes the temp file (a page that will not be committed).
-    pub fn discard(self) {
+    pub(crate) fn discard(self) {
         // The next run's `begin` clears leftovers anyway.
         let _ = std::fs::remove_file(&self.path);
     }
 
     /// Moves an invalid page aside for investigation, never as data.
-    pub fn quarantine(mut self, dir: &Path, name: &str) -> Result<PathBuf, StoreError> {
+    pub(crate) fn quarantine(mut self, dir: &Path, name: &str) -> Result<PathBuf, StoreError> {
         self.writer
             .flush()
             .map_err(|e| StoreError::io(&self.path, "flush", e))?;
@@ -162,11 +162,9 @@ impl LandingTemp {
 /// makes, which the cursor store asks for before it moves a cursor past a
 /// page with records.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LandedPage {
+pub(crate) struct LandedPage {
     file: String,
     sha256: String,
-    /// False when the same bytes were already landed (a replay).
-    new_file: bool,
     /// A file of that name was there but its bytes no longer hashed to
     /// its name: it was replaced by the page just received.
     replaced_damaged: bool,
@@ -174,31 +172,17 @@ pub struct LandedPage {
 
 impl LandedPage {
     /// Relative to the stream's landing directory: `pages/<sha256>.<ext>`.
-    pub fn file(&self) -> &str {
+    pub(crate) fn file(&self) -> &str {
         &self.file
     }
 
     /// The SHA-256 of the landed bytes (the file's name).
-    pub fn sha256(&self) -> &str {
+    pub(crate) fn sha256(&self) -> &str {
         &self.sha256
     }
 
-    /// False when the same bytes were already landed (a replay).
-    pub fn new_file(&self) -> bool {
-        self.new_file
-    }
-
-    /// The page as the object store took it: `created` false when an
-    /// object of its name was already there (a replay).
-    pub fn stored(self, created: bool) -> LandedPage {
-        LandedPage {
-            new_file: created,
-            ..self
-        }
-    }
-
     /// The file was there but modified, and was replaced.
-    pub fn replaced_damaged(&self) -> bool {
+    pub(crate) fn replaced_damaged(&self) -> bool {
         self.replaced_damaged
     }
 }
@@ -280,13 +264,13 @@ impl LandingStore {
     }
 
     /// Pages land in `remote` (an object store) instead of this directory.
-    pub fn with_remote(mut self, remote: Option<Arc<ObjectLanding>>) -> LandingStore {
+    pub(crate) fn with_remote(mut self, remote: Option<Arc<ObjectLanding>>) -> LandingStore {
         self.remote = remote;
         self
     }
 
     /// The object store pages land in, if any.
-    pub fn remote(&self) -> Option<&Arc<ObjectLanding>> {
+    pub(crate) fn remote(&self) -> Option<&Arc<ObjectLanding>> {
         self.remote.as_ref()
     }
 
@@ -294,7 +278,7 @@ impl LandingStore {
     /// directory), `None` when it is missing. For an object store the
     /// object is read whole, blocking this thread for the request (a
     /// start-up check, on a multi-threaded runtime).
-    pub fn landed_sha256(&self, file: &str) -> Result<Option<(String, u64)>, StoreError> {
+    pub(crate) fn landed_sha256(&self, file: &str) -> Result<Option<(String, u64)>, StoreError> {
         if let Some(remote) = &self.remote {
             let rel = self.recorded(file);
             return block_on(remote.sha256(&rel)).map_err(StoreError::Object);
@@ -314,7 +298,7 @@ impl LandingStore {
     /// What is wrong with the landed page `file` of `bytes` bytes, if
     /// anything: missing, not a regular file, or another size. For an
     /// object store, one HEAD (blocking this thread, as above).
-    pub fn landed_problem(&self, file: &str, bytes: u64) -> Result<Option<&'static str>, StoreError> {
+    pub(crate) fn landed_problem(&self, file: &str, bytes: u64) -> Result<Option<&'static str>, StoreError> {
         let size = match &self.remote {
             Some(remote) => block_on(remote.size(&self.recorded(file))).map_err(StoreError::Object)?,
             None => match std::fs::symlink_metadata(self.dir.join(file)) {
@@ -331,58 +315,58 @@ impl LandingStore {
     }
 
     /// The manifest's length in bytes.
-    pub fn manifest_len(&self) -> u64 {
+    pub(crate) fn manifest_len(&self) -> u64 {
         self.manifest_len
     }
 
     /// Bytes of the torn manifest line dropped at open, if there was one.
-    pub fn torn_tail(&self) -> Option<u64> {
+    pub(crate) fn torn_tail(&self) -> Option<u64> {
         self.torn_tail
     }
 
     /// Whether a page is listed already.
-    pub fn is_listed(&self, page_key: &str, sha256: &str) -> bool {
+    pub(crate) fn is_listed(&self, page_key: &str, sha256: &str) -> bool {
         self.listed.contains(&(page_key.to_string(), sha256.to_string()))
     }
 
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 
     /// The directory relative to the landing root, as audit lines name it.
-    pub fn recorded_dir(&self) -> &str {
+    pub(crate) fn recorded_dir(&self) -> &str {
         &self.rel
     }
 
     /// `file` (relative to this directory) as audit lines name it:
     /// relative to the landing root.
-    pub fn recorded(&self, file: &str) -> String {
+    pub(crate) fn recorded(&self, file: &str) -> String {
         format!("{}/{file}", self.rel)
     }
 
     /// For an object-store landing: the length of the manifest index whose
     /// every line has its object in the bucket, as last recorded; `None`
     /// when none is (or it cannot be read: the whole index is checked).
-    pub fn published_watermark(&self) -> Option<u64> {
+    pub(crate) fn published_watermark(&self) -> Option<u64> {
         std::fs::read_to_string(self.dir.join(PUBLISHED))
             .ok()
             .and_then(|t| t.trim().parse().ok())
     }
 
     /// Records that every line of the index up to byte `len` has its object.
-    pub fn set_published_watermark(&self, len: u64) -> Result<(), StoreError> {
+    pub(crate) fn set_published_watermark(&self, len: u64) -> Result<(), StoreError> {
         let path = self.dir.join(PUBLISHED);
         let tmp = self.dir.join(".tmp").join(PUBLISHED);
         crate::durable::replace_durably(&path, &tmp, format!("{len}\n").as_bytes())
             .map_err(|e| StoreError::io(&path, "replace", e))
     }
 
-    pub fn manifest_path(&self) -> PathBuf {
+    pub(crate) fn manifest_path(&self) -> PathBuf {
         self.dir.join("manifest.jsonl")
     }
 
     /// Starts receiving a page.
-    pub fn begin(&self, name: &str) -> Result<LandingTemp, StoreError> {
+    pub(crate) fn begin(&self, name: &str) -> Result<LandingTemp, StoreError> {
         let path = self.dir.join(".tmp").join(format!("{name}.part"));
         let file = crate::durable::create_no_follow(&path).map_err(|e| StoreError::io(&path, "create", e))?;
         Ok(LandingTemp {
@@ -392,7 +376,7 @@ impl LandingStore {
     }
 
     /// Makes a received page durable under its content address.
-    pub fn commit(&self, temp: LandingTemp, sha256: &str) -> Result<LandedPage, StoreError> {
+    pub(crate) fn commit(&self, temp: LandingTemp, sha256: &str) -> Result<LandedPage, StoreError> {
         let LandingTemp { path, writer, .. } = temp;
         let file = writer
             .into_inner()
@@ -410,7 +394,6 @@ impl LandingStore {
                     return Ok(LandedPage {
                         file: name,
                         sha256: sha256.to_string(),
-                        new_file: false,
                         replaced_damaged: false,
                     });
                 }
@@ -424,7 +407,6 @@ impl LandingStore {
         Ok(LandedPage {
             file: name,
             sha256: sha256.to_string(),
-            new_file: !replaced_damaged,
             replaced_damaged,
         })
     }
@@ -434,7 +416,7 @@ impl LandingStore {
     /// renamed here: the page is durable once the store acknowledges it,
     /// and a crash before that leaves nothing committed (the page is
     /// fetched again).
-    pub fn take(&self, temp: LandingTemp, sha256: &str) -> Result<(LandedPage, Vec<u8>), StoreError> {
+    pub(crate) fn take(&self, temp: LandingTemp, sha256: &str) -> Result<(LandedPage, Vec<u8>), StoreError> {
         let LandingTemp { path, writer, .. } = temp;
         drop(
             writer
@@ -446,7 +428,6 @@ impl LandingStore {
         let page = LandedPage {
             file: format!("pages/{sha256}.{}", self.ext),
             sha256: sha256.to_string(),
-            new_file: true,
             replaced_damaged: false,
         };
         Ok((page, bytes))
@@ -456,7 +437,7 @@ impl LandingStore {
     /// the audit trail): written to a temp file, fsynced, renamed over the
     /// old one (a link there is replaced, never followed), the directory
     /// fsynced. Returns the new manifest's length.
-    pub fn replace_manifest(&mut self, entries: &[ManifestEntry]) -> Result<u64, StoreError> {
+    pub(crate) fn replace_manifest(&mut self, entries: &[ManifestEntry]) -> Result<u64, StoreError> {
         let path = self.manifest_path();
         let tmp = self.dir.join(".tmp").join("manifest.jsonl.rebuilt");
         let mut text = Vec::new();
@@ -484,12 +465,12 @@ impl LandingStore {
 
     /// Lists a landed page in the manifest, unless it is listed already.
     /// Returns whether a line was written.
-    pub fn list(&mut self, entry: &ManifestEntry) -> Result<bool, StoreError> {
+    pub(crate) fn list(&mut self, entry: &ManifestEntry) -> Result<bool, StoreError> {
         self.list_line(entry).map(|line| line.is_some())
     }
 
     /// [`Self::list`], returning the line written and where it starts.
-    pub fn list_line(&mut self, entry: &ManifestEntry) -> Result<Option<(u64, String)>, StoreError> {
+    pub(crate) fn list_line(&mut self, entry: &ManifestEntry) -> Result<Option<(u64, String)>, StoreError> {
         let key = (entry.page_key.clone(), entry.sha256.clone());
         if self.listed.contains(&key) {
             return Ok(None);

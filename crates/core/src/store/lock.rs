@@ -15,23 +15,26 @@ use crate::stream::StreamIdentity;
 /// Another run holds the stream. Maps to exit 75: try again later.
 #[derive(Debug, thiserror::Error)]
 #[error("stream {stream} is locked by another run ({holder}); nothing was fetched")]
-pub struct StreamLocked {
+pub(crate) struct StreamLocked {
     pub stream: String,
     pub holder: String,
 }
 
 /// A held run lock; released on drop.
 #[derive(Debug)]
-pub struct RunLock {
+pub(crate) struct RunLock {
     _file: File,
-    path: PathBuf,
     state_dir: PathBuf,
     stream: StreamIdentity,
 }
 
 impl RunLock {
     /// Takes the lock of `stream` under `state_dir`, or says who has it.
-    pub fn acquire(state_dir: &Path, stream: &StreamIdentity, run_id: &str) -> Result<RunLock, LockError> {
+    pub(crate) fn acquire(
+        state_dir: &Path,
+        stream: &StreamIdentity,
+        run_id: &str,
+    ) -> Result<RunLock, LockError> {
         let name = format!("{}.lock", super::stream_dir_name(stream));
         let rel = Path::new(&name).parent().unwrap_or(Path::new(""));
         crate::durable::dirs_below(state_dir, rel)
@@ -69,14 +72,9 @@ impl RunLock {
         written.map_err(|e| LockError::Store(StoreError::io(&path, "record the holder in", e)))?;
         Ok(RunLock {
             _file: file,
-            path,
             state_dir: state_dir.to_path_buf(),
             stream: stream.clone(),
         })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// The state directory and stream this lock holds.
@@ -86,7 +84,7 @@ impl RunLock {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum LockError {
+pub(crate) enum LockError {
     #[error(transparent)]
     Locked(#[from] StreamLocked),
     #[error(transparent)]

@@ -35,7 +35,7 @@ fn legacy_stream_dir_name(id: &StreamIdentity) -> String {
 
 /// What was moved.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Moved {
+pub(crate) struct Moved {
     pub from: PathBuf,
     pub to: PathBuf,
 }
@@ -43,7 +43,11 @@ pub struct Moved {
 /// Moves the stream's cursor file and landing directory from their old
 /// names, when the old cursor is this stream's and nothing is at the new
 /// names yet. Call with the stream's run lock held.
-pub fn stream(state_dir: &Path, out_dir: &Path, id: &StreamIdentity) -> Result<Vec<Moved>, StoreError> {
+pub(crate) fn stream(
+    state_dir: &Path,
+    out_dir: &Path,
+    id: &StreamIdentity,
+) -> Result<Vec<Moved>, StoreError> {
     let (old, new) = (legacy_stream_dir_name(id), stream_dir_name(id));
     if old == new {
         return Ok(Vec::new());

@@ -6,20 +6,24 @@ mod cursor;
 mod error;
 mod landing;
 mod lock;
-pub mod migrate;
-pub mod object;
-pub mod owner;
-pub mod roll_forward;
+pub(crate) mod migrate;
+pub(crate) mod object;
+pub(crate) mod owner;
+pub(crate) mod roll_forward;
 mod run_lock;
-pub mod tail;
+pub(crate) mod tail;
 
-pub use cursor::{Cursor, CursorFile, CursorStore, PageAdvance, PendingCursor, Receipt};
+pub use cursor::CursorFile;
 pub use error::StoreError;
-pub use landing::{LandedPage, LandingStore, LandingTemp, ManifestEntry};
-pub use lock::{LockError, RunLock, StreamLocked};
-pub use run_lock::{
-    load_script as load_run_lock_script, LockState, RunLockName, SCRIPT_NAME as RUN_LOCK_SCRIPT,
-};
+pub use landing::ManifestEntry;
+pub use migrate::legacy_sanitize;
+pub use object::{scheme_of, ObjectLanding};
+pub use run_lock::{load_script as load_run_lock_script, RunLockName};
+
+pub(crate) use cursor::{Cursor, CursorStore, PageAdvance, PendingCursor, Receipt};
+pub(crate) use landing::{LandedPage, LandingStore, LandingTemp};
+pub(crate) use lock::{LockError, RunLock, StreamLocked};
+pub(crate) use run_lock::LockState;
 
 use crate::stream::StreamIdentity;
 
@@ -36,7 +40,7 @@ pub(crate) const DIR_DEPTH: usize = 5;
 /// absolutely (`/old/root/vault/-/S1/-/default`): its last
 /// [`stream_dir_name`] components are the same directory under whatever
 /// root the landing has now. `None` for a value that is neither.
-pub fn relative_landing_dir(recorded: &str) -> Option<std::borrow::Cow<'_, str>> {
+pub(crate) fn relative_landing_dir(recorded: &str) -> Option<std::borrow::Cow<'_, str>> {
     let path = std::path::Path::new(recorded);
     if !path.is_absolute() {
         return (!recorded.is_empty()).then_some(std::borrow::Cow::Borrowed(recorded));

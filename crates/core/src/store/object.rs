@@ -32,7 +32,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 
 /// The state directory's subdirectory that keeps, for an object-store
 /// landing, each stream's manifest index and the page being received.
-pub const INDEX_DIR: &str = ".landing";
+pub(crate) const INDEX_DIR: &str = ".landing";
 
 /// How a failed object-store request ended, which decides the exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -426,7 +426,7 @@ fn s3_from_env() -> Result<object_store::aws::AmazonS3Builder, String> {
 
 /// The object name of the manifest line that starts at byte `offset` of
 /// the stream's manifest: zero padded, so that listing gives file order.
-pub fn manifest_line_name(dir: &str, offset: u64) -> String {
+pub(crate) fn manifest_line_name(dir: &str, offset: u64) -> String {
     format!("{dir}/manifest/{offset:015}.json")
 }
 

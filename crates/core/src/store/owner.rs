@@ -20,17 +20,17 @@ use crate::durable::{read_no_follow, replace_durably, sync_parent_dir, write_syn
 
 const STATE_ID_FILE: &str = ".state-id";
 /// The file in each stream's landing directory naming the state directory it belongs to.
-pub const OWNER_FILE: &str = ".owner";
+pub(crate) const OWNER_FILE: &str = ".owner";
 
 /// A landing directory that changed owner on request.
 #[derive(Debug)]
-pub struct OwnerChanged {
+pub(crate) struct OwnerChanged {
     pub from: String,
     pub to: String,
 }
 
 /// The id of the state directory at `state_root`, made on first use.
-pub fn state_id(state_root: &Path) -> Result<String, StoreError> {
+pub(crate) fn state_id(state_root: &Path) -> Result<String, StoreError> {
     let path = state_root.join(STATE_ID_FILE);
     if let Some(id) = read_id(&path)? {
         return Ok(id);
@@ -68,14 +68,18 @@ pub fn state_id(state_root: &Path) -> Result<String, StoreError> {
 
 /// The id of the state directory at `state_root`, if it has one yet
 /// (nothing is created: `verify` reads, never writes).
-pub fn existing_state_id(state_root: &Path) -> Result<Option<String>, StoreError> {
+pub(crate) fn existing_state_id(state_root: &Path) -> Result<Option<String>, StoreError> {
     read_id(&state_root.join(STATE_ID_FILE))
 }
 
 /// Claims `landing_dir` for the state directory `state_id`: the first
 /// claim is recorded, the same owner passes, another is refused unless
 /// `repair`, which makes `state_id` the owner.
-pub fn claim(landing_dir: &Path, state_id: &str, repair: bool) -> Result<Option<OwnerChanged>, StoreError> {
+pub(crate) fn claim(
+    landing_dir: &Path,
+    state_id: &str,
+    repair: bool,
+) -> Result<Option<OwnerChanged>, StoreError> {
     let path = landing_dir.join(OWNER_FILE);
     let owner = match read_id(&path)? {
         None => {
@@ -97,7 +101,7 @@ pub fn claim(landing_dir: &Path, state_id: &str, repair: bool) -> Result<Option<
 
 /// [`claim`] for a landing in an object store: the owner is the object
 /// `<stream dir>/.owner` beside the pages.
-pub async fn claim_remote(
+pub(crate) async fn claim_remote(
     remote: &super::object::ObjectLanding,
     dir: &str,
     state_id: &str,

@@ -32,7 +32,7 @@ use crate::audit::commit::{commits_after, last_commit, CommitLine};
 
 /// A torn cursor file rebuilt from the stream's last commit line.
 #[derive(Debug)]
-pub struct Rebuilt {
+pub(crate) struct Rebuilt {
     /// Where that line starts in the trail.
     pub from_offset: u64,
     /// The cursor it holds now.
@@ -42,7 +42,7 @@ pub struct Rebuilt {
 /// A cursor file that disagreed with the line its receipt names, replaced
 /// by the trail's cursor on request.
 #[derive(Debug)]
-pub struct Repaired {
+pub(crate) struct Repaired {
     /// Where the line starts in the trail.
     pub audit_offset: u64,
     /// The state the file held (as the trail records states).
@@ -53,7 +53,7 @@ pub struct Repaired {
 
 /// What the start-up check and catch-up did.
 #[derive(Debug, Default)]
-pub struct CaughtUp {
+pub(crate) struct CaughtUp {
     /// The file disagreed with its line and was repaired.
     pub repaired: Option<Repaired>,
     /// Commits the file had missed, rolled over.
@@ -62,7 +62,7 @@ pub struct CaughtUp {
 
 /// A cursor file caught up with commits it had missed.
 #[derive(Debug)]
-pub struct RolledForward {
+pub(crate) struct RolledForward {
     /// How many commits it had missed.
     pub pages: u64,
     /// The cursor it holds now.
@@ -74,7 +74,7 @@ pub struct RolledForward {
 /// record, found by reading the trail backwards from its end. With no
 /// commit of the stream in the trail the file is left as it is (and the
 /// run stops with 74 when it loads it).
-pub fn rebuild_if_torn(
+pub(crate) fn rebuild_if_torn(
     cursors: &CursorStore,
     landing: &LandingStore,
     trail: &Path,
@@ -100,7 +100,7 @@ pub fn rebuild_if_torn(
 /// not, relisting pages the manifest lost. `as_recorded` turns a state
 /// into what an audit line of this trail records of it (identifiers
 /// masked); `repair` takes the trail's cursor when they disagree.
-pub fn catch_up(
+pub(crate) fn catch_up(
     cursors: &CursorStore,
     landing: &mut LandingStore,
     trail: &Path,

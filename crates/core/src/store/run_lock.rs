@@ -13,7 +13,7 @@ use redis::Script;
 use crate::REDIS_KEY_PREFIX;
 
 /// The script, as the IQ lists it beside the pacer's.
-pub const SCRIPT_NAME: &str = "runlock.lua";
+pub(super) const SCRIPT_NAME: &str = "runlock.lua";
 
 static SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("runlock.lua")));
 

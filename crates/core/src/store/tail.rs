@@ -31,7 +31,7 @@ use crate::audit::commit::{commits_after, last_commit, CommitLine};
 
 /// What the start-up proof found beyond agreement.
 #[derive(Debug, Default)]
-pub struct Proven {
+pub(crate) struct Proven {
     /// The manifest disagreed and was rebuilt (`--repair-state`).
     pub rebuilt: Option<ManifestRebuilt>,
     /// The stream's last landed `page_committed` line names its landing
@@ -45,7 +45,7 @@ pub struct Proven {
 
 /// A manifest that disagreed with the trail, rebuilt from it on request.
 #[derive(Debug)]
-pub struct ManifestRebuilt {
+pub(crate) struct ManifestRebuilt {
     /// Where the stream's last landed `page_committed` line starts.
     pub audit_offset: u64,
     /// What the manifest held at the cursor's point.
@@ -58,7 +58,7 @@ pub struct ManifestRebuilt {
 
 /// Proves the manifest's tail and the last landed page of `stream` against
 /// `trail`; with `repair`, rebuilds a manifest that disagrees.
-pub fn prove(
+pub(crate) fn prove(
     cursors: &CursorStore,
     landing: &mut LandingStore,
     trail: &Path,

@@ -91,7 +91,7 @@ enum Cursors {
 }
 
 impl PageCommit {
-    pub fn new(cursors: CursorStore, landing: LandingStore) -> PageCommit {
+    pub(super) fn new(cursors: CursorStore, landing: LandingStore) -> PageCommit {
         PageCommit {
             cursors: Cursors::Files(Box::new(cursors)),
             landing,
@@ -99,7 +99,7 @@ impl PageCommit {
     }
 
     /// A stream whose state is in a database.
-    pub fn in_db(stream: crate::state_db::DbStream, landing: LandingStore) -> PageCommit {
+    pub(super) fn in_db(stream: crate::state_db::DbStream, landing: LandingStore) -> PageCommit {
         PageCommit {
             cursors: Cursors::Db(Box::new(stream)),
             landing,
@@ -107,7 +107,7 @@ impl PageCommit {
     }
 
     /// The stream's cursor now.
-    pub async fn load_cursor(&self) -> Result<Cursor, crate::store::StoreError> {
+    pub(super) async fn load_cursor(&self) -> Result<Cursor, crate::store::StoreError> {
         match &self.cursors {
             Cursors::Files(c) => c.load(),
             Cursors::Db(d) => d.load().await,
@@ -116,7 +116,7 @@ impl PageCommit {
 
     /// The end of the stream's run: a database's run lock is released at
     /// once (a file lock goes with its store).
-    pub async fn release(&self) {
+    pub(super) async fn release(&self) {
         if let Cursors::Db(d) = &self.cursors {
             d.unlock().await;
         }
@@ -125,7 +125,7 @@ impl PageCommit {
     /// An object-store landing whose run ended cleanly: every line of the
     /// manifest index has its object (each was acknowledged before its
     /// commit line), which the publication watermark records.
-    pub fn published_to_end(&self) -> Result<(), crate::store::StoreError> {
+    pub(super) fn published_to_end(&self) -> Result<(), crate::store::StoreError> {
         // A state database's manifest is its rows: nothing is published.
         match (&self.cursors, self.landing.remote()) {
             (Cursors::Files(_), Some(_)) => self.landing.set_published_watermark(self.landing.manifest_len()),
@@ -403,7 +403,8 @@ impl PageCommit {
                 let (page, bytes) = self.landing.take(temp, &digest.sha256)?;
                 let rel = self.landing.recorded(page.file());
                 let put = remote.put_page(&rel, bytes::Bytes::from(bytes)).await;
-                page.stored(put.map_err(crate::store::StoreError::Object)?.created)
+                put.map_err(crate::store::StoreError::Object)?;
+                page
             }
             None => self.landing.commit(temp, &digest.sha256)?,
         };
@@ -442,7 +443,7 @@ impl PageCommit {
 
     /// 2xx: stream into SHA-256, the payload check and a temp file at once,
     /// then land, list, audit and commit the cursor, in that order.
-    pub async fn land<P: Pacer>(
+    pub(super) async fn land<P: Pacer>(
         &mut self,
         stream: &mut Stream<'_, P>,
         slots: &mut Slots<P>,

@@ -9,7 +9,7 @@ use quota_pacer::PacerError;
 
 /// Why a stream stopped early. Each variant has one exit code.
 #[derive(Debug, thiserror::Error)]
-pub enum SyncError {
+pub(crate) enum SyncError {
     /// Retry budget or max wait spent (exit 75, progress saved).
     #[error("{stream}: {reason}; the cursor is unchanged and the next run resumes there")]
     Exhausted { stream: String, reason: String },

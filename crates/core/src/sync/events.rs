@@ -14,7 +14,7 @@ use quota_pacer::retry_after::RetryAfterSource;
 /// `API_LIMIT_EXCEEDED`): written and fsynced before the shared pause and
 /// the sleep.
 #[derive(Debug, Serialize)]
-pub struct RateLimited {
+pub(crate) struct RateLimited {
     pub stream: String,
     pub request_id: String,
     pub attempt: u32,
@@ -52,7 +52,7 @@ impl AuditEvent for RateLimited {
 /// A 5xx, timeout, reset or truncated body: retried after a deterministic
 /// backoff derived from the rate.
 #[derive(Debug, Serialize)]
-pub struct RetryScheduled {
+pub(crate) struct RetryScheduled {
     pub stream: String,
     pub request_id: String,
     pub attempt: u32,
@@ -69,7 +69,7 @@ impl AuditEvent for RetryScheduled {
 
 /// A page is landed and listed; the cursor is committed right after.
 #[derive(Debug, Default, Serialize)]
-pub struct PageCommitted {
+pub(crate) struct PageCommitted {
     pub stream: String,
     pub request_id: String,
     pub attempt: u32,
@@ -143,7 +143,7 @@ impl CommitRecord for PageCommitted {
 /// crash): it was moved to the state the stream's last committed page
 /// records, before anything was fetched.
 #[derive(Debug, Serialize)]
-pub struct CursorRolledForward {
+pub(crate) struct CursorRolledForward {
     pub stream: String,
     /// Commits the cursor file had missed.
     pub pages: u64,
@@ -158,7 +158,7 @@ impl AuditEvent for CursorRolledForward {
 /// `--repair-state`: the cursor file disagreed with the `page_committed`
 /// line its receipt names and now holds the trail's cursor.
 #[derive(Debug, Serialize)]
-pub struct StateRepaired {
+pub(crate) struct StateRepaired {
     pub stream: String,
     pub cursor_file: String,
     /// Where the line the cursor named starts in the trail.
@@ -176,7 +176,7 @@ impl AuditEvent for StateRepaired {
 /// `--repair-state`: the stream's landing directory belonged to another
 /// state directory and now belongs to this run's.
 #[derive(Debug, Serialize)]
-pub struct LandingOwnerChanged {
+pub(crate) struct LandingOwnerChanged {
     pub stream: String,
     pub owner_file: String,
     /// The id of the state directory that owned the landing.
@@ -193,7 +193,7 @@ impl AuditEvent for LandingOwnerChanged {
 /// cursor's point (deleted, truncated, another stream's) and was rebuilt
 /// from the stream's `page_committed` lines.
 #[derive(Debug, Serialize)]
-pub struct ManifestRepaired {
+pub(crate) struct ManifestRepaired {
     pub stream: String,
     pub manifest: String,
     /// Where the stream's last landed `page_committed` line starts.
@@ -213,7 +213,7 @@ impl AuditEvent for ManifestRepaired {
 /// The cursor file was torn (not JSON: a write lost to a power loss) and
 /// was rebuilt from the stream's last `page_committed` line.
 #[derive(Debug, Serialize)]
-pub struct CursorRebuilt {
+pub(crate) struct CursorRebuilt {
     pub stream: String,
     pub cursor_file: String,
     /// Where the commit line it was rebuilt from starts in the trail.
@@ -228,7 +228,7 @@ impl AuditEvent for CursorRebuilt {
 /// State written under the old, non-injective directory names was moved to
 /// the new ones (see `store::migrate`): before anything else of the stream.
 #[derive(Debug, Serialize)]
-pub struct StateMigrated {
+pub(crate) struct StateMigrated {
     pub stream: String,
     pub from: String,
     pub to: String,
@@ -242,7 +242,7 @@ impl AuditEvent for StateMigrated {
 /// pages the audit trail says were committed there but the manifest no
 /// longer lists were listed again from their `page_committed` lines.
 #[derive(Debug, Serialize)]
-pub struct ManifestRebuilt {
+pub(crate) struct ManifestRebuilt {
     pub stream: String,
     pub manifest: String,
     pub torn_bytes: u64,
@@ -255,7 +255,7 @@ impl AuditEvent for ManifestRebuilt {
 
 /// A response that ends the stream without a commit.
 #[derive(Debug, Default, Serialize)]
-pub struct RequestFailed {
+pub(crate) struct RequestFailed {
     pub stream: String,
     pub request_id: String,
     pub attempt: u32,
@@ -276,7 +276,7 @@ impl AuditEvent for RequestFailed {
 /// A credential was obtained for the run: a Vault login or a credential
 /// helper's token. Never the credential itself.
 #[derive(Debug, Serialize)]
-pub struct SessionStarted {
+pub(crate) struct SessionStarted {
     pub stream: String,
     pub request_id: String,
     pub scheme: &'static str,
@@ -295,7 +295,7 @@ impl AuditEvent for SessionStarted {
 /// `INVALID_SESSION_ID`); a new one was obtained and the same request is
 /// repeated once.
 #[derive(Debug, Serialize)]
-pub struct SessionRenewed {
+pub(crate) struct SessionRenewed {
     pub stream: String,
     pub request_id: String,
     pub scheme: &'static str,
@@ -314,7 +314,7 @@ impl AuditEvent for SessionRenewed {
 /// longer runs (a run killed with SIGKILL): taken over at once instead of
 /// waiting out its TTL.
 #[derive(Debug, Serialize)]
-pub struct RunLockTakenOver {
+pub(crate) struct RunLockTakenOver {
     pub stream: String,
     pub previous_holder: String,
     pub fence: u64,
@@ -328,7 +328,7 @@ impl AuditEvent for RunLockTakenOver {
 /// A stream whose state is in a database was taken for this run: its run
 /// lock there, with the fencing token every commit of the run checks.
 #[derive(Debug, Serialize)]
-pub struct StreamLockTaken {
+pub(crate) struct StreamLockTaken {
     pub stream: String,
     pub state_db: String,
     pub fence: i64,
@@ -342,7 +342,7 @@ impl AuditEvent for StreamLockTaken {
 
 /// The retry budget or the maximum wait is spent: exit 75, cursor unchanged.
 #[derive(Debug, Serialize)]
-pub struct QuotaExhausted {
+pub(crate) struct QuotaExhausted {
     pub stream: String,
     pub request_id: String,
     pub attempts: u32,
@@ -358,7 +358,7 @@ impl AuditEvent for QuotaExhausted {
 /// The vendor reported its burst allowance at or below the floor: the whole
 /// quota is slowed (Vault delays responses instead of answering 429).
 #[derive(Debug, Serialize)]
-pub struct VendorBurstLow {
+pub(crate) struct VendorBurstLow {
     pub stream: String,
     pub request_id: String,
     pub burst_limit: Option<u64>,
@@ -374,7 +374,7 @@ impl AuditEvent for VendorBurstLow {
 
 /// A stream's part of the run is over.
 #[derive(Debug, Serialize)]
-pub struct StreamFinished {
+pub(crate) struct StreamFinished {
     pub stream: String,
     pub outcome: String,
     pub pages: u64,
@@ -395,7 +395,7 @@ impl AuditEvent for StreamFinished {
 
 /// The last line of a run.
 #[derive(Debug, Serialize)]
-pub struct RunFinished {
+pub(crate) struct RunFinished {
     pub exit_code: u8,
     pub outcome: String,
     pub streams: usize,
@@ -416,7 +416,7 @@ impl AuditEvent for RunFinished {
 /// to the EDC: where pages go, and how a page is kept from being written
 /// over.
 #[derive(Debug, Serialize)]
-pub struct ObjectLandingReady {
+pub(crate) struct ObjectLandingReady {
     /// The `--out` URL (no credentials).
     pub landing: String,
     /// The store refused a second conditional write of one name
@@ -431,7 +431,7 @@ impl AuditEvent for ObjectLandingReady {
 
 /// SIGINT / SIGTERM stopped the run at a safe point.
 #[derive(Debug, Serialize)]
-pub struct RunInterrupted {
+pub(crate) struct RunInterrupted {
     pub reason: String,
     pub pages: u64,
 }

@@ -24,7 +24,7 @@ const TTL: Duration = Duration::from_secs(60);
 
 /// Why the fenced lock stopped a run.
 #[derive(Debug, thiserror::Error)]
-pub enum FenceError {
+pub(crate) enum FenceError {
     #[error(transparent)]
     Locked(#[from] StreamLocked),
     #[error(transparent)]
@@ -32,7 +32,7 @@ pub enum FenceError {
 }
 
 /// A held cross-host run lock.
-pub struct FencedLock {
+pub(crate) struct FencedLock {
     pacer: RedisPacer,
     name: RunLockName,
     fence: u64,
@@ -74,7 +74,7 @@ fn dead_on_this_host(holder: &str) -> bool {
 
 impl FencedLock {
     /// Takes the lock of `stream`, paced by the quota `quota_key`.
-    pub async fn acquire(
+    pub(crate) async fn acquire(
         pacer: &RedisPacer,
         quota_key: &str,
         stream: &str,
@@ -125,17 +125,17 @@ impl FencedLock {
         })
     }
 
-    pub fn fence(&self) -> u64 {
+    pub(crate) fn fence(&self) -> u64 {
         self.fence
     }
 
     /// The previous holder, when this lock was taken over from a dead pid.
-    pub fn taken_over_from(&self) -> Option<&str> {
+    pub(crate) fn taken_over_from(&self) -> Option<&str> {
         self.taken_over_from.as_deref()
     }
 
     /// What a call must prove for this run to keep the lock.
-    pub fn run_fence(&self) -> Fence {
+    pub(crate) fn run_fence(&self) -> Fence {
         Fence {
             lock_key: self.name.lock_key().to_string(),
             fence: self.fence,
@@ -145,12 +145,12 @@ impl FencedLock {
 
     /// True once the renewer or a proof found the lock taken: no call can
     /// make it ours again.
-    pub fn is_lost(&self) -> bool {
+    pub(crate) fn is_lost(&self) -> bool {
         self.lost.load(Ordering::SeqCst)
     }
 
     /// Who holds the lock now, for the message of a run that lost it.
-    pub async fn now_held(&self) -> String {
+    pub(crate) async fn now_held(&self) -> String {
         match self.name.check(&self.pacer, self.fence, TTL).await {
             Ok(state) => state.to_string(),
             Err(e) => format!("who holds it now could not be read ({e})"),
@@ -158,11 +158,11 @@ impl FencedLock {
     }
 
     /// Records that a proof failed.
-    pub fn mark_lost(&self) {
+    pub(crate) fn mark_lost(&self) {
         self.lost.store(true, Ordering::SeqCst);
     }
 
-    pub async fn release(self) {
+    pub(crate) async fn release(self) {
         self.renewer.abort();
         if let Err(e) = self.name.release(&self.pacer, self.fence).await {
             tracing::warn!(stream = %self.name.stream(), error = %e, "run lock release failed; it expires by its TTL");

@@ -25,7 +25,7 @@ pub fn restart_at(delta: &Delta, mark: &str) -> String {
 
 /// A page's records, told apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Split {
+pub(super) struct Split {
     /// Records no earlier page landed: this page lands them.
     pub new: Vec<RecordKey>,
     /// Positions of the records an earlier page landed, or an earlier
@@ -76,7 +76,7 @@ pub(super) fn identifies(delta: &Delta, landed_before: Option<&HashSet<String>>)
 
 /// Splits a page's records by the memory of the cursor before it and,
 /// for `backfill --missing-only`, the records landed before elsewhere.
-pub fn split(cursor: &Cursor, keys: Vec<RecordKey>, landed_before: Option<&HashSet<String>>) -> Split {
+pub(super) fn split(cursor: &Cursor, keys: Vec<RecordKey>, landed_before: Option<&HashSet<String>>) -> Split {
     let known = cursor
         .lookback_memory()
         .map(|m| m.identities())

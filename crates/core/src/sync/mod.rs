@@ -15,12 +15,12 @@
 //!
 //! This file only sequences a stream: windows, pages, attempts. The loop
 //! holds four owners, each with one job and its own state, one file each:
-//! [`stream::Stream`] (`stream.rs`: who the stream is, its report, and
+//! `stream::Stream` (`stream.rs`: who the stream is, its report, and
 //! every audited way an attempt ends without a commit: waits, budgets,
-//! failures, vendor errors), [`slots::Slots`] (`slots.rs`: the permit in
+//! failures, vendor errors), `slots::Slots` (`slots.rs`: the permit in
 //! flight, the next page's booking, the fenced run lock),
-//! [`window::Window`] (`window.rs`: where the window starts and ends), and
-//! [`commit::PageCommit`] (`commit.rs`: the cursor and landing stores, and
+//! `window::Window` (`window.rs`: where the window starts and ends), and
+//! `commit::PageCommit` (`commit.rs`: the cursor and landing stores, and
 //! the page commit in the order invariant 2 requires). Beside them:
 //! `open.rs` (locks, migration, stores, the roll-forward), `session.rs`
 //! (login and renewal), `request.rs` (one attempt's context),
@@ -32,7 +32,7 @@ mod classify;
 mod commit;
 mod completeness;
 mod error;
-pub mod events;
+pub(crate) mod events;
 mod fence;
 mod lookback;
 mod open;
@@ -47,12 +47,12 @@ mod stream;
 pub mod window;
 
 use classify::{classify, Verdict};
-pub use error::SyncError;
-pub use fence::{FenceError, FencedLock};
+pub(crate) use error::SyncError;
+pub(crate) use fence::FencedLock;
 pub use lookback::restart_at;
 use options::beyond;
 pub use options::SyncOptions;
-pub use report::{StreamOutcome, StreamReport, Wait, WaitKind};
+pub(crate) use report::{StreamOutcome, StreamReport, Wait, WaitKind};
 use request::Request;
 
 use std::collections::HashSet;
@@ -79,7 +79,7 @@ use window::Window;
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
 /// Everything one stream's loop needs.
-pub struct StreamJob<P: Pacer> {
+pub(crate) struct StreamJob<P: Pacer> {
     pub policy: Arc<Policy>,
     /// The policy's delta endpoint (a run refuses a policy without one).
     pub delta: Arc<Delta>,
@@ -123,7 +123,7 @@ struct Loop<'a, P: Pacer> {
 
 /// Runs one stream until its window is complete, `max_pages` is reached, or
 /// something stops it. The run lock is held throughout.
-pub async fn run_stream<P: Pacer>(job: &StreamJob<P>) -> StreamOutcome {
+pub(crate) async fn run_stream<P: Pacer>(job: &StreamJob<P>) -> StreamOutcome {
     let name = job
         .identity
         .stream

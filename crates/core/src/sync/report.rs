@@ -58,7 +58,7 @@ pub struct StreamReport {
 
 /// What a stream did, and why it stopped when it did not finish: the
 /// report is kept either way, so a failed run still says what it committed.
-pub struct StreamOutcome {
+pub(crate) struct StreamOutcome {
     pub report: StreamReport,
     pub result: Result<(), SyncError>,
 }

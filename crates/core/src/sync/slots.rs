@@ -19,7 +19,7 @@ pub(super) struct Slots<P: Pacer> {
 }
 
 impl<P: Pacer> Slots<P> {
-    pub fn new(fenced: Option<FencedLock>) -> Slots<P> {
+    pub(super) fn new(fenced: Option<FencedLock>) -> Slots<P> {
         Slots {
             holding: None,
             booked: None,
@@ -29,7 +29,11 @@ impl<P: Pacer> Slots<P> {
 
     /// Holds a slot for the request `req`: the one booked by the previous
     /// page's commit, or one asked for now.
-    pub async fn hold(&mut self, stream: &mut Stream<'_, P>, req: &Request<'_>) -> Result<(), SyncError> {
+    pub(super) async fn hold(
+        &mut self,
+        stream: &mut Stream<'_, P>,
+        req: &Request<'_>,
+    ) -> Result<(), SyncError> {
         let permit = match self.booked.take() {
             Some(booking) => ready(stream, booking).await?,
             None => permit(stream, req).await?,
@@ -40,7 +44,7 @@ impl<P: Pacer> Slots<P> {
 
     /// Gives the held slot back (the attempt did not commit, or it did and
     /// the commit already handed the slot on).
-    pub fn release_held(&mut self) {
+    pub(super) fn release_held(&mut self) {
         if let Some(permit) = self.holding.take() {
             permit.release();
         }
@@ -48,14 +52,14 @@ impl<P: Pacer> Slots<P> {
 
     /// Gives a slot booked ahead back: a login must not wait for a slot
     /// this stream itself holds.
-    pub fn drop_booking(&mut self) {
+    pub(super) fn drop_booking(&mut self) {
         self.booked = None;
     }
 
     /// With a cross-host run lock: proves it is still this run's, right
     /// before the cursor moves, in the call that gives the page's slot
     /// back and (with `book_next`) books the next page.
-    pub async fn prove_lock(
+    pub(super) async fn prove_lock(
         &mut self,
         job: &StreamJob<P>,
         stream: &str,
@@ -92,7 +96,7 @@ impl<P: Pacer> Slots<P> {
     /// The end of the stream: a booking the loop did not use goes back with
     /// any other lease this stream gave back, in one call, before the run
     /// lock is let go.
-    pub async fn finish(mut self, job: &StreamJob<P>, stream: &str) {
+    pub(super) async fn finish(mut self, job: &StreamJob<P>, stream: &str) {
         self.booked = None;
         self.holding = None;
         if let Err(e) = job.limiter.flush().await {

@@ -41,7 +41,7 @@ pub(super) struct Stream<'a, P: Pacer> {
 }
 
 impl<'a, P: Pacer> Stream<'a, P> {
-    pub fn new(job: &'a StreamJob<P>, name: String, report: StreamReport) -> Stream<'a, P> {
+    pub(super) fn new(job: &'a StreamJob<P>, name: String, report: StreamReport) -> Stream<'a, P> {
         Stream {
             job,
             name,
@@ -56,23 +56,23 @@ impl<'a, P: Pacer> Stream<'a, P> {
 
     /// Numbers the next request: `<run_id>:<stream>:<n>`, on every audit
     /// line about it.
-    pub fn next_request_id(&mut self) -> String {
+    pub(super) fn next_request_id(&mut self) -> String {
         self.requests += 1;
         self.request_id()
     }
 
     /// The id of the last request numbered.
-    pub fn request_id(&self) -> String {
+    pub(super) fn request_id(&self) -> String {
         format!("{}:{}:{}", self.run_id, self.name, self.requests)
     }
 
     /// How many requests have been numbered (temp file names use it).
-    pub fn requests(&self) -> u64 {
+    pub(super) fn requests(&self) -> u64 {
         self.requests
     }
 
     /// The stream stops on a request it must not retry (65).
-    pub fn rejected(&self, reason: String) -> SyncError {
+    pub(super) fn rejected(&self, reason: String) -> SyncError {
         SyncError::Rejected {
             stream: self.name.clone(),
             reason,
@@ -81,7 +81,7 @@ impl<'a, P: Pacer> Stream<'a, P> {
 
     /// Sleeps `wait`, unless a stop is requested first; a person at a
     /// terminal sees why and the time left on the progress line.
-    pub async fn sleep(&self, wait: Duration, why: &str) -> Result<(), SyncError> {
+    pub(super) async fn sleep(&self, wait: Duration, why: &str) -> Result<(), SyncError> {
         let until = tokio::time::Instant::now() + wait;
         let slept = async {
             tokio::select! {
@@ -93,7 +93,7 @@ impl<'a, P: Pacer> Stream<'a, P> {
     }
 
     /// Runs `wait` (over by `until`) with the progress line showing it.
-    pub async fn showing_wait<F: std::future::Future>(
+    pub(super) async fn showing_wait<F: std::future::Future>(
         &self,
         why: &str,
         until: tokio::time::Instant,
@@ -104,14 +104,14 @@ impl<'a, P: Pacer> Stream<'a, P> {
     }
 
     /// Deterministic backoff: the rate's interval doubled per attempt.
-    pub fn backoff(&self, attempt: u32) -> Duration {
+    pub(super) fn backoff(&self, attempt: u32) -> Duration {
         let base = self.job.policy.rate.interval();
         let cap = MAX_BACKOFF.min(self.job.policy.max_wait);
         base.saturating_mul(1u32 << (attempt - 1).min(16)).min(cap)
     }
 
     /// 5xx, transport error, truncated body: audit, then back off.
-    pub async fn retry_later(
+    pub(super) async fn retry_later(
         &mut self,
         req: &Request<'_>,
         reason: String,
@@ -149,7 +149,7 @@ impl<'a, P: Pacer> Stream<'a, P> {
     /// An HTTP-date `Retry-After` is measured against the response's own
     /// `Date` when it has one, so a host whose clock is minutes off still
     /// waits exactly the interval the server asked for.
-    pub async fn throttled(
+    pub(super) async fn throttled(
         &mut self,
         req: &Request<'_>,
         meta: &ResponseMeta,
@@ -230,7 +230,7 @@ impl<'a, P: Pacer> Stream<'a, P> {
     /// Keeps the server-vs-local clock difference for metrics, and warns
     /// once per stream when it exceeds `clock_skew_warn_s`: a pacer on a
     /// drifting clock trips the remote limit while looking compliant.
-    pub fn note_clock(&mut self, meta: &ResponseMeta) {
+    pub(super) fn note_clock(&mut self, meta: &ResponseMeta) {
         let Some(skew) = meta.clock_skew_s() else { return };
         self.report.clock_skew_s = Some(skew);
         let bound = self.job.policy.clock_skew_warn.as_secs_f64();
@@ -251,7 +251,7 @@ impl<'a, P: Pacer> Stream<'a, P> {
     /// `Date` further from ours (a server at 9999, or two days ahead) would
     /// move a date window past all data. Beyond the bound the stream stops
     /// (75, audited, naming both clocks) before anything is derived from it.
-    pub async fn trust_clock(
+    pub(super) async fn trust_clock(
         &mut self,
         req: &Request<'_>,
         meta: Option<&ResponseMeta>,
@@ -286,7 +286,7 @@ impl<'a, P: Pacer> Stream<'a, P> {
     /// one per `300 s / X-VaultAPI-BurstLimit` (a separate pacer call, so
     /// it needs no hash tag in common with any quota). Above the floor the
     /// gate is left.
-    pub async fn vendor_burst(
+    pub(super) async fn vendor_burst(
         &mut self,
         request_id: &str,
         headers: &std::collections::BTreeMap<String, String>,
@@ -332,7 +332,7 @@ impl<'a, P: Pacer> Stream<'a, P> {
         Ok(())
     }
 
-    pub async fn exhausted<T>(
+    pub(super) async fn exhausted<T>(
         &mut self,
         url: &Url,
         attempts: u32,
@@ -362,7 +362,11 @@ impl<'a, P: Pacer> Stream<'a, P> {
         })
     }
 
-    pub async fn fetch_failed(&mut self, req: &Request<'_>, e: FetchError) -> Result<Attempt, SyncError> {
+    pub(super) async fn fetch_failed(
+        &mut self,
+        req: &Request<'_>,
+        e: FetchError,
+    ) -> Result<Attempt, SyncError> {
         let Request {
             url,
             cursor,
@@ -394,7 +398,7 @@ impl<'a, P: Pacer> Stream<'a, P> {
 
     /// A `request_failed` line for a request that ends the stream; `meta`
     /// when a response came back (its status and Vault execution id).
-    pub async fn failed(
+    pub(super) async fn failed(
         &mut self,
         req: &Request<'_>,
         meta: Option<&ResponseMeta>,
@@ -423,7 +427,7 @@ impl<'a, P: Pacer> Stream<'a, P> {
     }
 
     /// Acts on `error`, which came with the response `meta`.
-    pub async fn vendor_error(
+    pub(super) async fn vendor_error(
         &mut self,
         req: &Request<'_>,
         meta: &ResponseMeta,
@@ -453,7 +457,7 @@ impl<'a, P: Pacer> Stream<'a, P> {
 
     /// The EDC refused the credential or its privileges: audit, exit 77
     /// naming the variables of the scheme in use.
-    pub async fn refused(
+    pub(super) async fn refused(
         &mut self,
         req: &Request<'_>,
         meta: &ResponseMeta,

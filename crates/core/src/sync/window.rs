@@ -44,7 +44,7 @@ pub enum Plan {
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ`: the form Vault documents for its dates.
-pub fn format(t: SystemTime) -> String {
+pub(crate) fn format(t: SystemTime) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
@@ -112,19 +112,19 @@ pub(super) struct Window {
 
 impl Window {
     /// The fixed end of the date window in progress, if any.
-    pub fn end(&self) -> Option<&str> {
+    pub(crate) fn end(&self) -> Option<&str> {
         self.end.as_deref()
     }
 
     /// The query to POST to `url`: the VQL delta's, on its first page only.
-    pub fn query_for(&self, url: &Url) -> Option<&VqlSelect> {
+    pub(crate) fn query_for(&self, url: &Url) -> Option<&VqlSelect> {
         self.vql_first.as_ref().filter(|(u, _)| u == url).map(|(_, q)| q)
     }
 
     /// The URL to fetch first: the page a previous run was on, or the first
     /// page of a new window from the cursor; `None` when a date window has
     /// nothing to ask for yet.
-    pub async fn start_url<P: Pacer>(
+    pub(crate) async fn start_url<P: Pacer>(
         &mut self,
         stream: &mut Stream<'_, P>,
         slots: &mut Slots<P>,

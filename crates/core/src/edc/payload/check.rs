@@ -20,7 +20,7 @@ use crate::config::{Delta, Paging, PayloadFormat};
 const ODM_QUEUE: usize = 16;
 
 /// A page of one delta's format, being validated as it arrives.
-pub struct PageCheck {
+pub(crate) struct PageCheck {
     format: Format,
 }
 
@@ -35,7 +35,7 @@ impl PageCheck {
     /// identity too (`identity.rs`; a delta with a lookback). Fails only
     /// when the ODM validator's thread cannot be started (an OS resource
     /// error, not a fault of the page).
-    pub fn new(delta: &Delta, identify: bool) -> std::io::Result<PageCheck> {
+    pub(crate) fn new(delta: &Delta, identify: bool) -> std::io::Result<PageCheck> {
         let format = match delta.format {
             PayloadFormat::Json => {
                 let next = match &delta.paging {
@@ -58,7 +58,7 @@ impl PageCheck {
     }
 
     /// The next chunk of the body.
-    pub fn feed(&mut self, chunk: &[u8]) {
+    pub(crate) fn feed(&mut self, chunk: &[u8]) {
         match &mut self.format {
             Format::Json(json) => json.feed(chunk),
             Format::Odm(odm, _) => odm.feed(chunk),
@@ -66,7 +66,7 @@ impl PageCheck {
     }
 
     /// The whole body was fed: what the page holds, or why it is not a page.
-    pub fn finish(self) -> Result<PageSummary, InvalidPayload> {
+    pub(crate) fn finish(self) -> Result<PageSummary, InvalidPayload> {
         match self.format {
             Format::Json(json) => json.finish(),
             Format::Odm(odm, false) => odm.finish().map(odm_summary),
@@ -228,13 +228,13 @@ impl BufRead for Chunks {
 
 /// A sink that also feeds what it is given to a [`PageCheck`]: the
 /// one pass over the body.
-pub struct Checked<'a, W> {
+pub(crate) struct Checked<'a, W> {
     sink: &'a mut W,
     check: &'a mut PageCheck,
 }
 
 impl<'a, W: std::io::Write> Checked<'a, W> {
-    pub fn new(sink: &'a mut W, check: &'a mut PageCheck) -> Self {
+    pub(crate) fn new(sink: &'a mut W, check: &'a mut PageCheck) -> Self {
         Checked { sink, check }
     }
 }

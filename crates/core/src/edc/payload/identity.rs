@@ -197,7 +197,7 @@ impl Identities {
 /// as a stream: each identity is the SHA-256 of the element's markup and
 /// text as the server wrote them; `at` is the same for all (the page's
 /// `CreationDateTime`, a study dataset's mark).
-pub fn odm_record_keys<R: std::io::Read>(page: R, at: &str) -> Result<Vec<RecordKey>, InvalidPayload> {
+pub(crate) fn odm_record_keys<R: std::io::Read>(page: R, at: &str) -> Result<Vec<RecordKey>, InvalidPayload> {
     use quick_xml::events::Event;
     let text = super::xml_text::XmlText::new(page)
         .map_err(|e| InvalidPayload::odm(format!("not well-formed XML: {e}")))?;

@@ -531,7 +531,7 @@ pub fn scan(
 
 /// The keys of every record of a JSON page held in memory (a landed page,
 /// read for `backfill --missing-only`), in page order.
-pub fn record_keys(
+pub(crate) fn record_keys(
     page: &[u8],
     records_pointer: &str,
     cursor_field: &str,
@@ -550,7 +550,7 @@ pub fn record_keys(
 
 /// The envelope of a small error document (an HTTP 4xx/5xx body, already
 /// capped in size); `None` when it is not a JSON object.
-pub fn envelope_of(bytes: &[u8]) -> Option<Envelope> {
+pub(crate) fn envelope_of(bytes: &[u8]) -> Option<Envelope> {
     let serde_json::Value::Object(mut map) = serde_json::from_slice(bytes).ok()? else {
         return None;
     };

@@ -2,11 +2,11 @@
 //! policy says it is, or it is not landed as data (exit 65).
 //!
 //! Both validators take the body chunk by chunk as it streams in
-//! ([`PageCheck`]), so a 64 MiB page is checked in one pass and in a few
+//! (`PageCheck`), so a 64 MiB page is checked in one pass and in a few
 //! hundred kilobytes of memory.
 
 mod check;
-pub mod identity;
+pub(crate) mod identity;
 #[cfg(test)]
 mod identity_oracle;
 mod json;
@@ -14,16 +14,20 @@ mod json;
 mod json_oracle;
 mod lexer;
 mod odm;
-pub mod order;
+pub(crate) mod order;
 #[cfg(test)]
 mod strict_json;
-pub mod xml_text;
+pub(crate) mod xml_text;
 
 use serde::{Deserialize, Serialize};
 
-pub use check::{validate, Checked, PageCheck};
-pub use json::{envelope_of as json_envelope_of, record_keys, scan as scan_json, JsonCheck};
+pub use check::validate;
+pub use json::{scan as scan_json, JsonCheck};
 pub use odm::scan as scan_odm;
+pub use order::{compare_params, earlier};
+
+pub(crate) use check::{Checked, PageCheck};
+pub(crate) use json::{envelope_of as json_envelope_of, record_keys};
 
 /// Why a page is not a valid payload.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -11,7 +11,7 @@ use time::OffsetDateTime;
 use super::CursorValue;
 
 /// The instant an RFC 3339 timestamp names, if `s` is one.
-pub fn instant(s: &str) -> Option<OffsetDateTime> {
+pub(crate) fn instant(s: &str) -> Option<OffsetDateTime> {
     OffsetDateTime::parse(s.trim(), &Rfc3339).ok()
 }
 
@@ -62,7 +62,7 @@ pub fn earlier(s: &str, secs: u64) -> Option<String> {
 
 /// `t` in UTC as `YYYY-MM-DDTHH:MM:SS[.f]Z` with `digits` (at most 9)
 /// fraction digits, cut, not rounded.
-pub fn utc_text(t: OffsetDateTime, digits: usize) -> String {
+pub(crate) fn utc_text(t: OffsetDateTime, digits: usize) -> String {
     let t = t.to_offset(time::UtcOffset::UTC);
     let digits = digits.min(9);
     let whole = format!(
@@ -86,13 +86,13 @@ pub fn utc_text(t: OffsetDateTime, digits: usize) -> String {
 /// high-water marks are compared against every record, and parsing both
 /// sides of every comparison would cost more than the rest of the scan.
 #[derive(Debug, Clone)]
-pub struct Mark {
+pub(crate) struct Mark {
     value: CursorValue,
     instant: Option<OffsetDateTime>,
 }
 
 impl Mark {
-    pub fn new(value: CursorValue) -> Mark {
+    pub(crate) fn new(value: CursorValue) -> Mark {
         let instant = match &value {
             CursorValue::Text(s) => instant(s),
             CursorValue::Number(_) => None,
@@ -101,7 +101,7 @@ impl Mark {
     }
 
     /// The same order as [`CursorValue::compare`].
-    pub fn compare(&self, other: &Mark) -> Result<Ordering, String> {
+    pub(crate) fn compare(&self, other: &Mark) -> Result<Ordering, String> {
         match (&self.value, &other.value, self.instant, other.instant) {
             (CursorValue::Text(_), CursorValue::Text(_), Some(a), Some(b)) => Ok(a.cmp(&b)),
             _ => self.value.compare(&other.value),
@@ -109,16 +109,16 @@ impl Mark {
     }
 
     /// The value this mark holds.
-    pub fn value(&self) -> &CursorValue {
+    pub(crate) fn value(&self) -> &CursorValue {
         &self.value
     }
 
     /// Whether the value is text that reads as an instant.
-    pub fn is_instant(&self) -> bool {
+    pub(crate) fn is_instant(&self) -> bool {
         self.instant.is_some()
     }
 
-    pub fn into_value(self) -> CursorValue {
+    pub(crate) fn into_value(self) -> CursorValue {
         self.value
     }
 }

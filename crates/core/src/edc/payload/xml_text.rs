@@ -14,7 +14,7 @@ use std::io::Read;
 
 /// How the bytes are encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Encoding {
+pub(crate) enum Encoding {
     Utf8,
     Utf16Le,
     Utf16Be,
@@ -22,7 +22,7 @@ pub enum Encoding {
 }
 
 impl Encoding {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Encoding::Utf8 => "UTF-8",
             Encoding::Utf16Le => "UTF-16LE",
@@ -33,12 +33,12 @@ impl Encoding {
 }
 
 /// XML 1.0 `Char`: what a document may contain, literally or by reference.
-pub fn is_xml_char(c: char) -> bool {
+pub(crate) fn is_xml_char(c: char) -> bool {
     matches!(c, '\u{9}' | '\u{A}' | '\u{D}' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
 }
 
 /// Reads a document's bytes and yields them as checked UTF-8.
-pub struct XmlText<R> {
+pub(crate) struct XmlText<R> {
     inner: R,
     encoding: Encoding,
     /// Raw bytes read but not yet decoded (an incomplete sequence).
@@ -57,7 +57,7 @@ fn invalid(detail: String) -> std::io::Error {
 
 impl<R: Read> XmlText<R> {
     /// Sniffs the encoding and checks the declaration against it.
-    pub fn new(mut inner: R) -> std::io::Result<XmlText<R>> {
+    pub(crate) fn new(mut inner: R) -> std::io::Result<XmlText<R>> {
         // Enough for a BOM and any reasonable XML declaration.
         let mut head = vec![0u8; 512];
         let mut n = 0;
@@ -108,10 +108,6 @@ impl<R: Read> XmlText<R> {
         };
         text.decode()?;
         Ok(text)
-    }
-
-    pub fn encoding(&self) -> Encoding {
-        self.encoding
     }
 
     /// Decodes as much of `raw` as forms whole characters into `out`.
