@@ -13,13 +13,17 @@ pub(crate) const LEADING: [&str; 4] = ["seq", "ts", "run_id", "event"];
 /// The key a line ends with.
 pub(crate) const TRAILING: &str = "prev_sha256";
 
-/// A field name clashes with one of the line's own keys: a programming
-/// error, caught before anything is written.
+/// Why a line cannot be composed: a programming error, caught before
+/// anything is written.
 #[derive(Debug, thiserror::Error)]
-#[error("event {event} has a field named {field:?}, which is reserved for the line itself")]
-pub struct ReservedField {
-    pub event: &'static str,
-    pub field: String,
+pub enum ComposeError {
+    /// A field name clashes with one of the line's own keys.
+    #[error("event {event} has a field named {field:?}, which is reserved for the line itself")]
+    Reserved { event: &'static str, field: String },
+    /// The serialiser refused the fields (a `Map` of JSON values never
+    /// is refused; said rather than assumed).
+    #[error("event {event} does not serialise: {detail}")]
+    Unserialisable { event: &'static str, detail: String },
 }
 
 /// Builds the bytes of one line (without the newline).
@@ -30,7 +34,7 @@ pub fn compose(
     event: &'static str,
     fields: Map<String, Value>,
     prev_sha256: &str,
-) -> Result<String, ReservedField> {
+) -> Result<String, ComposeError> {
     let mut obj = Map::with_capacity(fields.len() + RESERVED.len());
     obj.insert("seq".into(), seq.into());
     obj.insert("ts".into(), ts.into());
@@ -38,13 +42,17 @@ pub fn compose(
     obj.insert("event".into(), event.into());
     for (k, v) in fields {
         if RESERVED.contains(&k.as_str()) {
-            return Err(ReservedField { event, field: k });
+            return Err(ComposeError::Reserved { event, field: k });
         }
         obj.insert(k, v);
     }
     obj.insert(TRAILING.into(), prev_sha256.into());
-    // A `Map` of plain JSON values always serialises.
-    Ok(Value::Object(obj).to_string())
+    // Straight into a buffer (a value's `Display` goes through the
+    // formatter token by token): the same compact bytes.
+    serde_json::to_string(&Value::Object(obj)).map_err(|e| ComposeError::Unserialisable {
+        event,
+        detail: e.to_string(),
+    })
 }
 
 /// The parts of a line the verifier checks.
@@ -259,6 +267,31 @@ mod tests {
         );
         let parsed = parse(line.as_bytes()).unwrap();
         assert_eq!((parsed.seq, parsed.event.as_str()), (1, "run_started"));
+    }
+
+    /// The bytes are those of the value's `Display`, which every line
+    /// written before was: escapes, non-ASCII text, floats and nesting.
+    #[test]
+    fn a_line_is_the_bytes_its_value_displays_as() {
+        let mut f = Map::new();
+        f.insert("text".into(), "tab\t quote\" back\\ \u{1} é 𝄞 </script>".into());
+        f.insert(
+            "n".into(),
+            serde_json::json!([1.5, -0.0, 1e300, 12345678901234567890u64, -7, null, true]),
+        );
+        f.insert(
+            "cursor_state".into(),
+            serde_json::json!({"z": {"a": []}, "a": [{}]}),
+        );
+        let line = compose(3, "t", "r", "x", f.clone(), ZERO_SHA256).unwrap();
+        let mut whole = Map::new();
+        whole.insert("seq".into(), 3.into());
+        whole.insert("ts".into(), "t".into());
+        whole.insert("run_id".into(), "r".into());
+        whole.insert("event".into(), "x".into());
+        whole.extend(f);
+        whole.insert("prev_sha256".into(), ZERO_SHA256.into());
+        assert_eq!(line, Value::Object(whole).to_string());
     }
 
     #[test]

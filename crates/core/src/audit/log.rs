@@ -103,7 +103,7 @@ impl AuditError {
 #[derive(Debug, thiserror::Error)]
 pub enum EncodeError {
     #[error(transparent)]
-    Reserved(#[from] line::ReservedField),
+    Line(#[from] line::ComposeError),
     #[error("event {event} does not serialise to a JSON object: {detail}")]
     NotAnObject { event: &'static str, detail: String },
 }
