@@ -163,7 +163,7 @@ impl Cursor {
 
     /// The text a state database's cursor row keeps (the file's JSON).
     pub(crate) fn to_row(&self) -> String {
-        self.to_file_json().to_string()
+        serde_json::to_string(&self.state).unwrap_or_default()
     }
 
     pub fn window_start(&self) -> Option<&str> {
@@ -284,7 +284,7 @@ impl PendingCursor {
                 .lookback
                 .get_or_insert_with(|| RecordMemory::starting_at(window_start));
             for key in landed {
-                memory.add(&key.at, &key.identity);
+                memory.add(&key.at, key.identity);
             }
             let forget = page
                 .forget_early
@@ -546,8 +546,12 @@ impl CursorStore {
             self.dir_ready.store(true, Ordering::Relaxed);
         }
         let tmp = self.path.with_extension("json.tmp");
+        // Compact, as the state database's row and the trail's
+        // `cursor_state` hold it: a lookback memory of thousands of
+        // identities is written at every commit, and `cursor show` is the
+        // reader's view.
         let mut text =
-            serde_json::to_vec_pretty(&cursor.state).map_err(|e| StoreError::io(&tmp, "encode", e.into()))?;
+            serde_json::to_vec(&cursor.state).map_err(|e| StoreError::io(&tmp, "encode", e.into()))?;
         text.push(b'\n');
         let mut file =
             crate::durable::create_no_follow(&tmp).map_err(|e| StoreError::io(&tmp, "create", e))?;

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use super::SyncError;
 use crate::config::Delta;
 use crate::digest::sha256_hex;
+use crate::edc::payload::identity::RecordIdentity;
 use crate::edc::payload::record_keys;
 use crate::store::ManifestEntry;
 
@@ -28,7 +29,7 @@ pub(super) fn landed_identities(
     stream_dir: &str,
     stream: &str,
     delta: &Delta,
-) -> Result<HashSet<String>, SyncError> {
+) -> Result<HashSet<RecordIdentity>, SyncError> {
     let mut dirs = vec![root.join(stream_dir)];
     if let Ok(backfills) = std::fs::read_dir(root.join("backfill")) {
         let mut more: Vec<PathBuf> = backfills
@@ -50,7 +51,7 @@ fn read_landing(
     dir: &Path,
     stream: &str,
     delta: &Delta,
-    known: &mut HashSet<String>,
+    known: &mut HashSet<RecordIdentity>,
 ) -> Result<(), SyncError> {
     let manifest = dir.join("manifest.jsonl");
     let file = match crate::durable::open_no_follow(std::fs::OpenOptions::new().read(true), &manifest) {

@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 
 use crate::config::{Delta, PayloadFormat};
-use crate::edc::payload::identity::{odm_record_keys, RecordKey};
+use crate::edc::payload::identity::{odm_record_keys, RecordIdentity, RecordKey};
 use crate::edc::payload::order::earlier;
 use crate::edc::payload::{InvalidPayload, PageSummary};
 use crate::store::Cursor;
@@ -44,7 +44,7 @@ pub(super) fn split_page(
     cursor: &Cursor,
     summary: &mut PageSummary,
     temp: &mut LandingTemp,
-    landed_before: Option<&HashSet<String>>,
+    landed_before: Option<&HashSet<RecordIdentity>>,
 ) -> Result<Result<Option<Split>, InvalidPayload>, StoreError> {
     if !identifies(delta, landed_before) || summary.records == 0 {
         return Ok(Ok(None));
@@ -70,28 +70,29 @@ pub(super) fn split_page(
 
 /// Whether a page's check must learn its records' identities (JSON; an
 /// ODM page is read again instead).
-pub(super) fn identifies(delta: &Delta, landed_before: Option<&HashSet<String>>) -> bool {
+pub(super) fn identifies(delta: &Delta, landed_before: Option<&HashSet<RecordIdentity>>) -> bool {
     delta.lookback.is_some() || landed_before.is_some()
 }
 
 /// Splits a page's records by the memory of the cursor before it and,
 /// for `backfill --missing-only`, the records landed before elsewhere.
-pub(super) fn split(cursor: &Cursor, keys: Vec<RecordKey>, landed_before: Option<&HashSet<String>>) -> Split {
+pub(super) fn split(
+    cursor: &Cursor,
+    keys: Vec<RecordKey>,
+    landed_before: Option<&HashSet<RecordIdentity>>,
+) -> Split {
     let known = cursor
         .lookback_memory()
         .map(|m| m.identities())
         .unwrap_or_default();
-    let elsewhere = |id: &str| landed_before.is_some_and(|l| l.contains(id));
-    let mut on_page: HashSet<String> = HashSet::new();
+    let elsewhere = |id: &RecordIdentity| landed_before.is_some_and(|l| l.contains(id));
+    let mut on_page: HashSet<RecordIdentity> = HashSet::new();
     let mut out = Split {
         new: Vec::new(),
         repeated: Vec::new(),
     };
     for key in keys {
-        if known.contains(key.identity.as_str())
-            || elsewhere(&key.identity)
-            || !on_page.insert(key.identity.clone())
-        {
+        if known.contains(&key.identity) || elsewhere(&key.identity) || !on_page.insert(key.identity) {
             out.repeated.push(key.position);
         } else {
             out.new.push(key);

@@ -30,10 +30,96 @@ use super::InvalidPayload;
 pub struct RecordKey {
     /// Its position in the page's records array, from 0.
     pub position: u32,
-    /// 32 lowercase hex digits.
-    pub identity: String,
+    pub identity: RecordIdentity,
     /// Its cursor value, as a query parameter would carry it.
     pub at: String,
+}
+
+/// A record's identity: the first 128 bits of its SHA-256, written as 32
+/// lowercase hex digits wherever it is recorded (a cursor's lookback
+/// memory). Kept as a number in memory: a memory of thousands of
+/// identities is copied, looked up and written at every commit, and a
+/// number is one word pair where a string is an allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RecordIdentity(u128);
+
+impl RecordIdentity {
+    /// The identity a finished hash gives.
+    pub(crate) fn of(hash: Sha256) -> RecordIdentity {
+        let digest = hash.finalize();
+        let mut first = [0u8; 16];
+        first.copy_from_slice(&digest[..16]);
+        RecordIdentity(u128::from_be_bytes(first))
+    }
+
+    /// Its 32 lowercase hex digits, without allocating.
+    fn hex(self) -> [u8; 32] {
+        let mut out = [0u8; 32];
+        for (pair, byte) in out.chunks_exact_mut(2).zip(self.0.to_be_bytes()) {
+            pair[0] = HEX[usize::from(byte >> 4)];
+            pair[1] = HEX[usize::from(byte & 0xf)];
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+impl RecordIdentity {
+    /// An identity for a test, from its number.
+    pub(crate) const fn test(n: u128) -> RecordIdentity {
+        RecordIdentity(n)
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+impl std::fmt::Display for RecordIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hex = self.hex();
+        // Only ASCII hex digits were written.
+        f.write_str(std::str::from_utf8(&hex).map_err(|_| std::fmt::Error)?)
+    }
+}
+
+impl std::str::FromStr for RecordIdentity {
+    type Err = String;
+
+    /// Exactly 32 lowercase hex digits, as written: anything else is not
+    /// an identity this tool recorded.
+    fn from_str(text: &str) -> Result<RecordIdentity, String> {
+        let lower_hex = |b: &u8| b.is_ascii_digit() || (b'a'..=b'f').contains(b);
+        if text.len() != 32 || !text.bytes().all(|b| lower_hex(&b)) {
+            return Err(format!(
+                "{text:?} is not a record identity (32 lowercase hex digits)"
+            ));
+        }
+        u128::from_str_radix(text, 16)
+            .map(RecordIdentity)
+            .map_err(|e| format!("{text:?} is not a record identity ({e})"))
+    }
+}
+
+impl serde::Serialize for RecordIdentity {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let hex = self.hex();
+        serializer.serialize_str(std::str::from_utf8(&hex).map_err(serde::ser::Error::custom)?)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for RecordIdentity {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<RecordIdentity, D::Error> {
+        struct Hex;
+        impl serde::de::Visitor<'_> for Hex {
+            type Value = RecordIdentity;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a record identity (32 lowercase hex digits)")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<RecordIdentity, E> {
+                text.parse().map_err(E::custom)
+            }
+        }
+        deserializer.deserialize_str(Hex)
+    }
 }
 
 /// Whether `raw`, a JSON value the lexer found valid, is already what
@@ -87,7 +173,7 @@ fn canonical(raw: &[u8]) -> Result<Cow<'_, [u8]>, String> {
 fn key(position: usize, hash: Sha256, at: String) -> RecordKey {
     RecordKey {
         position: u32::try_from(position).unwrap_or(u32::MAX),
-        identity: hex::encode(&hash.finalize()[..16]),
+        identity: RecordIdentity::of(hash),
         at,
     }
 }
@@ -254,6 +340,45 @@ mod tests {
     use super::*;
     use crate::edc::payload::record_keys;
 
+    /// An identity is written as the hex of the hash's first 16 bytes, as
+    /// every cursor memory written before holds it, and read back only
+    /// from exactly that.
+    #[test]
+    fn an_identity_is_written_and_read_as_the_hex_of_its_hash_prefix() {
+        for input in [&b""[..], b"record_id\0\"a\"\0t", &[0xff; 300]] {
+            let hash = Sha256::new_with_prefix(input);
+            let written = hex::encode(&hash.clone().finalize()[..16]);
+            let id = RecordIdentity::of(hash);
+            assert_eq!(id.to_string(), written);
+            let json = serde_json::to_string(&id).unwrap();
+            assert_eq!(json, format!("\"{written}\""));
+            assert_eq!(serde_json::from_str::<RecordIdentity>(&json).unwrap(), id);
+            assert_eq!(
+                serde_json::from_value::<RecordIdentity>(serde_json::json!(written)).unwrap(),
+                id
+            );
+        }
+        let small = RecordIdentity::test(1).to_string();
+        assert_eq!(
+            small, "00000000000000000000000000000001",
+            "leading zeros are kept"
+        );
+        for bad in [
+            "",
+            "ab",
+            &"A".repeat(32),
+            &"0".repeat(33),
+            &"g".repeat(32),
+            &format!("+{}", "0".repeat(31)),
+        ] {
+            assert!(
+                bad.parse::<RecordIdentity>().is_err(),
+                "{bad:?} read as an identity"
+            );
+            assert!(serde_json::from_value::<RecordIdentity>(serde_json::json!(bad)).is_err());
+        }
+    }
+
     #[test]
     fn an_identity_is_the_id_with_its_cursor_value_or_the_content() {
         let page = br#"{"data":[{"id":"A","t":"2026-01-01T00:00:00Z","v":1},
@@ -274,7 +399,7 @@ mod tests {
             "whitespace is not content"
         );
         assert_ne!(by_content[0].identity, by_id[0].identity);
-        assert_eq!(by_content[0].identity.len(), 32);
+        assert_eq!(by_content[0].identity.to_string().len(), 32);
     }
 
     #[test]

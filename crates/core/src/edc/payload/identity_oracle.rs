@@ -100,7 +100,10 @@ fn key_of(
     }
     Ok(RecordKey {
         position: u32::try_from(i).unwrap_or(u32::MAX),
-        identity: hex::encode(&hash.finalize()[..16]),
+        // The rule as first written: the hex of the first 16 bytes.
+        identity: hex::encode(&hash.finalize()[..16])
+            .parse()
+            .expect("32 hex digits"),
         at,
     })
 }

@@ -14,6 +14,7 @@ use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
+use crate::edc::payload::identity::RecordIdentity;
 use crate::edc::payload::order::compare_params;
 
 /// Identities of landed records grouped by cursor value, oldest first.
@@ -24,7 +25,7 @@ pub struct RecordMemory {
     /// remembered (`None`: every landed record since the stream began).
     complete_from: Option<String>,
     /// `[cursor value, [identity, ...]]`, ascending by cursor value.
-    seen: Vec<(String, Vec<String>)>,
+    seen: Vec<(String, Vec<RecordIdentity>)>,
 }
 
 impl RecordMemory {
@@ -52,18 +53,18 @@ impl RecordMemory {
     }
 
     /// Every identity kept, for looking a page's records up at once.
-    pub fn identities(&self) -> HashSet<&str> {
+    pub fn identities(&self) -> HashSet<RecordIdentity> {
         self.seen
             .iter()
-            .flat_map(|(_, ids)| ids.iter().map(String::as_str))
+            .flat_map(|(_, ids)| ids.iter().copied())
             .collect()
     }
 
     /// Remembers a landed record.
-    pub fn add(&mut self, at: &str, identity: &str) {
+    pub fn add(&mut self, at: &str, identity: RecordIdentity) {
         match self.seen.binary_search_by(|(t, _)| compare_params(t, at)) {
-            Ok(i) => self.seen[i].1.push(identity.to_string()),
-            Err(i) => self.seen.insert(i, (at.to_string(), vec![identity.to_string()])),
+            Ok(i) => self.seen[i].1.push(identity),
+            Err(i) => self.seen.insert(i, (at.to_string(), vec![identity])),
         }
     }
 
@@ -128,10 +129,11 @@ mod tests {
     #[test]
     fn identities_are_kept_in_order_of_their_instants() {
         let mut m = RecordMemory::starting_at(None);
-        m.add(T[2], "c");
-        m.add(T[0], "a");
-        m.add(T[1], "b");
-        m.add(T[2], "d");
+        let id = RecordIdentity::test;
+        m.add(T[2], id(0xc));
+        m.add(T[0], id(0xa));
+        m.add(T[1], id(0xb));
+        m.add(T[2], id(0xd));
         assert_eq!(m.len(), 4);
         let order: Vec<&str> = m.seen.iter().map(|(t, _)| t.as_str()).collect();
         assert_eq!(
@@ -139,7 +141,7 @@ mod tests {
             [T[0], T[1], T[2]],
             "'.' sorts before 'Z' as text; instants decide"
         );
-        assert!(m.identities().contains("d"));
+        assert!(m.identities().contains(&id(0xd)));
         m.keep_from(T[1]);
         assert_eq!(m.len(), 3);
         assert_eq!(m.complete_from(), Some(T[1]));
@@ -148,8 +150,8 @@ mod tests {
     #[test]
     fn forgetting_moves_where_the_memory_is_complete_only_forward() {
         let mut m = RecordMemory::starting_at(Some(T[1].into()));
-        for t in T {
-            m.add(t, t);
+        for (i, t) in T.into_iter().enumerate() {
+            m.add(t, RecordIdentity::test(i as u128));
         }
         m.forget_before(T[0]);
         assert_eq!((m.len(), m.complete_from()), (4, Some(T[1])));
@@ -162,7 +164,7 @@ mod tests {
         let mut m = RecordMemory::starting_at(None);
         for (i, t) in T.iter().enumerate() {
             for k in 0..=i {
-                m.add(t, &format!("{i}-{k}"));
+                m.add(t, RecordIdentity::test((i * 10 + k) as u128));
             }
         }
         assert_eq!(m.len(), 10);

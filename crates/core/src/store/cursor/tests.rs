@@ -117,15 +117,21 @@ fn a_lookback_starts_the_next_window_that_much_earlier_and_remembers_that_span()
         record_id: None,
         max_records: 100,
     };
-    let key = |at: &str, identity: &str| RecordKey {
+    use crate::edc::payload::identity::RecordIdentity;
+    let (old, recent, newest) = (
+        RecordIdentity::test(1),
+        RecordIdentity::test(2),
+        RecordIdentity::test(3),
+    );
+    let key = |at: &str, identity: RecordIdentity| RecordKey {
         position: 0,
-        identity: identity.into(),
+        identity,
         at: at.into(),
     };
     let landed = [
-        key("2026-01-01T00:00:00Z", "old"),
-        key("2026-01-01T00:09:30Z", "recent"),
-        key("2026-01-01T00:10:00Z", "newest"),
+        key("2026-01-01T00:00:00Z", old),
+        key("2026-01-01T00:09:30Z", recent),
+        key("2026-01-01T00:10:00Z", newest),
     ];
     let start = read::initial(&id(), Some("2025-12-31T00:00:00Z".into()));
     let mut advance = page("2026-01-01T00:10:00Z", "0", 3);
@@ -138,7 +144,7 @@ fn a_lookback_starts_the_next_window_that_much_earlier_and_remembers_that_span()
         2,
         "only the span the next window re-reads is remembered"
     );
-    assert!(memory.identities().contains("recent") && !memory.identities().contains("old"));
+    assert!(memory.identities().contains(&recent) && !memory.identities().contains(&old));
 
     // A re-read with nothing new: the start stays, it never moves back.
     let mut again = page("2026-01-01T00:10:00Z", "1", 0);
@@ -146,4 +152,37 @@ fn a_lookback_starts_the_next_window_that_much_earlier_and_remembers_that_span()
     let after = PendingCursor::advance(&after, again).unwrap().cursor().clone();
     assert_eq!(after.window_start(), Some("2026-01-01T00:09:00Z"));
     assert_eq!(after.lookback_memory().unwrap().len(), 2);
+}
+
+/// The state database's row and the cursor file are written straight from
+/// the state, with no `Value` between: the same bytes the `Value` gave
+/// (what rows and files written before hold), the lookback memory too.
+#[test]
+fn a_cursor_is_written_as_its_value_would_be() {
+    use crate::config::Lookback;
+    use crate::edc::payload::identity::{RecordIdentity, RecordKey};
+    let lookback = Lookback {
+        span: std::time::Duration::from_secs(60),
+        record_id: None,
+        max_records: 100,
+    };
+    let landed: Vec<RecordKey> = (0..5u32)
+        .map(|i| RecordKey {
+            position: i,
+            identity: RecordIdentity::test(u128::from(i) << 100 | 7),
+            at: format!("2026-01-01T00:09:{:02}Z", 50 + i),
+        })
+        .collect();
+    let start = read::initial(&id(), Some("2025-12-31T00:00:00Z".into()));
+    let mut advance = page("2026-01-01T00:10:00Z", "0", 5);
+    advance.lookback = Some((&lookback, &landed));
+    let after = PendingCursor::advance(&start, advance).unwrap().cursor().clone();
+    assert_eq!(after.lookback_memory().unwrap().len(), 5);
+    let row = after.to_row();
+    assert_eq!(row, after.to_file_json().to_string());
+    assert_eq!(
+        Cursor::from_row(Some(&row), &id(), None).unwrap(),
+        after,
+        "read back whole"
+    );
 }
