@@ -349,9 +349,11 @@ impl Site {
                 format!("--port {}", self.clearinghouse_port),
             ),
             ("/usr/local/share/man/".into(), self.path("man/")),
+            // A port free now, not one next to another: a parallel test's
+            // server may hold that one (seen: "Address already in use").
             (
                 "--port 8080".into(),
-                format!("--port {}", self.clearinghouse_port + 1),
+                format!("--port {}", edc_testkit::redis_server::free_port().unwrap()),
             ),
             (
                 "/path/to/config/rate_limits.yaml".into(),
