@@ -13,6 +13,7 @@ use std::io::{BufRead, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::digest::sha256_hex;
@@ -26,14 +27,26 @@ pub(crate) const COMMIT_EVENT: &str = "page_committed";
 /// cursor store asks for.
 pub trait CommitRecord: Serialize {
     /// The line's fields, the record given up: a record holding a large
-    /// value (a page's cursor state, with a lookback's memory) moves it
-    /// into the line instead of having it copied.
-    fn into_fields(self) -> Result<Value, serde_json::Error>
+    /// value already written as JSON (a page's cursor state, with a
+    /// lookback's memory) hands it over as it is, its key holding a
+    /// placeholder among the values.
+    fn into_fields(self) -> Result<CommitFields, serde_json::Error>
     where
         Self: Sized,
     {
-        serde_json::to_value(&self)
+        Ok(CommitFields {
+            values: serde_json::to_value(&self)?,
+            written: None,
+        })
     }
+}
+
+/// A commit record's fields for its line: values, and at most one field
+/// whose JSON is written already (`line::Written`).
+#[derive(Debug)]
+pub struct CommitFields {
+    pub(crate) values: Value,
+    pub(crate) written: Option<(&'static str, Box<RawValue>)>,
 }
 
 /// Where a `page_committed` line is: its trail, the byte it starts at, and

@@ -4,6 +4,7 @@
 //! the event's own fields in their declared order, then `prev_sha256`, the
 //! lowercase hex SHA-256 of the previous line's bytes (without its newline).
 
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 /// Keys every line carries, which an event's fields may not reuse.
@@ -35,21 +36,68 @@ pub fn compose(
     fields: Map<String, Value>,
     prev_sha256: &str,
 ) -> Result<String, ComposeError> {
-    let mut obj = Map::with_capacity(fields.len() + RESERVED.len());
-    obj.insert("seq".into(), seq.into());
-    obj.insert("ts".into(), ts.into());
-    obj.insert("run_id".into(), run_id.into());
-    obj.insert("event".into(), event.into());
-    for (k, v) in fields {
-        if RESERVED.contains(&k.as_str()) {
-            return Err(ComposeError::Reserved { event, field: k });
-        }
-        obj.insert(k, v);
+    compose_with(seq, ts, run_id, event, fields, None, prev_sha256)
+}
+
+/// A field whose JSON is already written: a page's cursor state, whose
+/// lookback memory (thousands of identities) is serialised once from the
+/// cursor rather than made a value, copied into the line and freed. Its
+/// key keeps a placeholder in the fields, so the line's order is theirs.
+#[derive(Debug)]
+pub(crate) struct Written<'a> {
+    pub key: &'a str,
+    pub json: &'a RawValue,
+}
+
+/// [`compose`], with `written` in its key's place: the bytes serde_json
+/// gives the same line with that JSON parsed into the field (tested).
+pub(crate) fn compose_with(
+    seq: u64,
+    ts: &str,
+    run_id: &str,
+    event: &'static str,
+    fields: Map<String, Value>,
+    written: Option<Written<'_>>,
+    prev_sha256: &str,
+) -> Result<String, ComposeError> {
+    if let Some(k) = fields.keys().find(|k| RESERVED.contains(&k.as_str())) {
+        return Err(ComposeError::Reserved {
+            event,
+            field: k.clone(),
+        });
     }
-    obj.insert(TRAILING.into(), prev_sha256.into());
-    // Straight into a buffer (a value's `Display` goes through the
-    // formatter token by token): the same compact bytes.
-    serde_json::to_string(&Value::Object(obj)).map_err(|e| ComposeError::Unserialisable {
+    let unserialisable = |e: serde_json::Error| ComposeError::Unserialisable {
+        event,
+        detail: e.to_string(),
+    };
+    let size = 256 + written.as_ref().map_or(0, |w| w.json.get().len());
+    let mut out = Vec::with_capacity(size);
+    let entry = |out: &mut Vec<u8>, key: &str, value: &Value| -> Result<(), serde_json::Error> {
+        out.push(if out.is_empty() { b'{' } else { b',' });
+        serde_json::to_writer(&mut *out, key)?;
+        out.push(b':');
+        match &written {
+            Some(w) if w.key == key => out.extend_from_slice(w.json.get().as_bytes()),
+            _ => serde_json::to_writer(&mut *out, value)?,
+        }
+        Ok(())
+    };
+    let own = [
+        ("seq", Value::from(seq)),
+        ("ts", Value::from(ts)),
+        ("run_id", Value::from(run_id)),
+        ("event", Value::from(event)),
+    ];
+    for (key, value) in &own {
+        entry(&mut out, key, value).map_err(unserialisable)?;
+    }
+    for (key, value) in &fields {
+        entry(&mut out, key, value).map_err(unserialisable)?;
+    }
+    entry(&mut out, TRAILING, &Value::from(prev_sha256)).map_err(unserialisable)?;
+    out.push(b'}');
+    // serde_json wrote only UTF-8, and the written field is a `str`.
+    String::from_utf8(out).map_err(|e| ComposeError::Unserialisable {
         event,
         detail: e.to_string(),
     })

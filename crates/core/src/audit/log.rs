@@ -355,7 +355,23 @@ impl AuditLog {
     /// Appends a page's commit record as a `page_committed` line and
     /// returns, once it is fsynced, the receipt the cursor store asks for.
     pub fn record_commit<C: CommitRecord>(&mut self, record: C) -> Result<CommitReceipt, AuditError> {
-        let appended = self.append_value(COMMIT_EVENT, false, record.into_fields())?;
+        let (values, written) = match record.into_fields() {
+            Ok(f) => (Ok(f.values), f.written),
+            Err(e) => (Err(e), None),
+        };
+        // A written field the masker would change is made a value and
+        // masked like the rest (its text tells: `Masker::leaves_alone`).
+        let (values, written) = match (written, &self.masker) {
+            (Some((key, json)), Some(m)) if !m.leaves_alone(json.get()) => {
+                let values = values.and_then(|mut v| {
+                    v[key] = serde_json::from_str(json.get())?;
+                    Ok(v)
+                });
+                (values, None)
+            }
+            (written, _) => (values, written),
+        };
+        let appended = self.append_value(COMMIT_EVENT, false, values, written)?;
         Ok(CommitReceipt::written(
             appended.audit_log,
             appended.offset,
@@ -369,7 +385,7 @@ impl AuditLog {
         checkpoint: bool,
         event: &impl Serialize,
     ) -> Result<Appended, AuditError> {
-        self.append_value(name, checkpoint, serde_json::to_value(event))
+        self.append_value(name, checkpoint, serde_json::to_value(event), None)
     }
 
     /// Appends an event already made a value (masked here, like every line).
@@ -378,6 +394,7 @@ impl AuditLog {
         name: &'static str,
         checkpoint: bool,
         value: Result<Value, serde_json::Error>,
+        written: Option<(&'static str, Box<serde_json::value::RawValue>)>,
     ) -> Result<Appended, AuditError> {
         let value = value.map(|mut v| {
             if let Some(m) = &self.masker {
@@ -392,7 +409,8 @@ impl AuditLog {
             Err(e) => return Err(self.encode_error(name, e.to_string())),
         };
         self.file.lock().map_err(io_error(&self.path, "lock"))?;
-        let result = self.append_locked(name, fields, checkpoint);
+        let written = written.as_ref().map(|(key, json)| line::Written { key, json });
+        let result = self.append_locked(name, fields, checkpoint, written);
         // Closing the descriptor would release the lock too; unlocking
         // explicitly lets other processes in as soon as the fsync is done.
         let unlocked = self.file.unlock().map_err(io_error(&self.path, "unlock"));
@@ -413,6 +431,7 @@ impl AuditLog {
         event: &'static str,
         mut fields: serde_json::Map<String, Value>,
         checkpoint: bool,
+        written: Option<line::Written<'_>>,
     ) -> Result<Appended, AuditError> {
         let seq_before = self.next_seq;
         let inspected = tail::inspect(&self.file).map_err(io_error(&self.path, "read its last lines"))?;
@@ -459,7 +478,7 @@ impl AuditLog {
                 serde_json::to_value(mark).unwrap_or(Value::Null),
             );
         }
-        let (text, mut appended) = self.compose_next(event, fields, &prev)?;
+        let (text, mut appended) = self.compose_next(event, fields, written, &prev)?;
         buf.push_str(&text);
         buf.push('\n');
         let before = self.file.metadata().map_err(io_error(&self.path, "stat"))?.len();
@@ -498,7 +517,7 @@ impl AuditLog {
             Ok(Value::Object(map)) => map,
             _ => serde_json::Map::new(),
         };
-        let (text, _) = self.compose_next(name, fields, prev)?;
+        let (text, _) = self.compose_next(name, fields, None, prev)?;
         buf.push_str(&text);
         buf.push('\n');
         Ok(sha256_hex(text.as_bytes()))
@@ -581,16 +600,23 @@ impl AuditLog {
         &mut self,
         event: &'static str,
         fields: serde_json::Map<String, Value>,
+        written: Option<line::Written<'_>>,
         prev: &str,
     ) -> Result<(String, Appended), AuditError> {
         let ts = now_rfc3339();
-        let text =
-            line::compose(self.next_seq, &ts, self.run_id.as_str(), event, fields, prev).map_err(|e| {
-                AuditError::Encode {
-                    path: self.path.clone(),
-                    error: e.into(),
-                }
-            })?;
+        let text = line::compose_with(
+            self.next_seq,
+            &ts,
+            self.run_id.as_str(),
+            event,
+            fields,
+            written,
+            prev,
+        )
+        .map_err(|e| AuditError::Encode {
+            path: self.path.clone(),
+            error: e.into(),
+        })?;
         let appended = Appended {
             seq: self.next_seq,
             offset: 0,

@@ -27,6 +27,6 @@ pub use run_id::RunId;
 pub use verify::{verify, verify_with, Checks, Damage, NotIntact, ReadError};
 
 pub(crate) use anchors::PathsReinterpreted;
-pub(crate) use commit::{CommitLine, CommitReceipt, CommitRecord};
+pub(crate) use commit::{CommitFields, CommitLine, CommitReceipt, CommitRecord};
 pub(crate) use log::{Appended, AuditError, EncodeError, TailRepaired};
 pub(crate) use shared::SharedAudit;

@@ -216,6 +216,19 @@ impl Cursor {
         serde_json::to_value(&state).unwrap_or_default()
     }
 
+    /// [`Self::to_state_json`] written as JSON straight from the state (a
+    /// pending cursor's, every commit's: neither receipt nor manifest
+    /// length), with no value between: the same bytes (tested).
+    pub(crate) fn to_state_raw(&self) -> Result<Box<serde_json::value::RawValue>, serde_json::Error> {
+        if self.state.receipt.is_none() && self.state.manifest_bytes.is_none() {
+            return serde_json::value::to_raw_value(&self.state);
+        }
+        let mut state = self.state.clone();
+        state.receipt = None;
+        state.manifest_bytes = None;
+        serde_json::value::to_raw_value(&state)
+    }
+
     /// The audit line this cursor reflects, if it was written with one.
     pub fn receipt(&self) -> Option<&Receipt> {
         self.state.receipt.as_ref()

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::audit::{AuditEvent, CommitRecord};
+use serde_json::value::RawValue;
+
+use crate::audit::{AuditEvent, CommitFields, CommitRecord};
 use crate::edc::dialect::VendorError;
 use crate::edc::payload::VendorMessage;
 use quota_pacer::retry_after::RetryAfterSource;
@@ -110,7 +112,7 @@ pub(crate) struct PageCommitted {
     pub cursor_after: serde_json::Value,
     /// The whole cursor after this page: this line is the commit record,
     /// and a run rolls its cursor file forward from it (docs/commit.md).
-    pub cursor_state: serde_json::Value,
+    pub cursor_state: StateJson,
     pub quota_headers: BTreeMap<String, String>,
     /// The page holds records older than the window's start (out of
     /// order, or a vendor clock set back): landed, never moving the cursor back.
@@ -128,14 +130,26 @@ fn is_zero(n: &u64) -> bool {
 /// receipt lets the cursor move.
 impl CommitRecord for PageCommitted {
     /// `cursor_state` (with a lookback, its memory: hundreds of values) is
-    /// moved into the line's fields, not serialised into a copy.
-    fn into_fields(mut self) -> Result<serde_json::Value, serde_json::Error> {
+    /// handed over as the JSON the cursor was written to, never made a
+    /// value.
+    fn into_fields(mut self) -> Result<CommitFields, serde_json::Error> {
         let state = std::mem::take(&mut self.cursor_state);
-        let mut fields = serde_json::to_value(&self)?;
-        if let Some(slot) = fields.get_mut("cursor_state") {
-            *slot = state;
-        }
-        Ok(fields)
+        Ok(CommitFields {
+            values: serde_json::to_value(&self)?,
+            written: Some(("cursor_state", state.0)),
+        })
+    }
+}
+
+/// A cursor's state as the JSON it was written to once
+/// (`Cursor::to_state_raw`); `null` until then.
+#[derive(Debug, Serialize)]
+#[serde(transparent)]
+pub(crate) struct StateJson(pub Box<RawValue>);
+
+impl Default for StateJson {
+    fn default() -> StateJson {
+        StateJson(RawValue::NULL.to_owned())
     }
 }
 
@@ -444,19 +458,64 @@ impl AuditEvent for RunInterrupted {
 mod tests {
     use super::*;
 
-    /// Moving the cursor state into the line changes no byte of it.
-    #[test]
-    fn a_commit_records_fields_are_its_serialisation() {
-        let record = PageCommitted {
+    fn record(next_page: &str) -> PageCommitted {
+        let state = serde_json::json!({
+            "next_page": next_page,
+            "lookback": {"seen": [["2026-01-01T00:00:00Z", ["00000000000000000000000000000001"]]]},
+        });
+        PageCommitted {
             stream: "s".into(),
             cursor_before: serde_json::json!({"window_start": null}),
             cursor_after: serde_json::json!({"window_start": "2026-01-01T00:00:00Z"}),
-            cursor_state: serde_json::json!({"lookback": {"seen": [["2026-01-01T00:00:00Z", ["ab"]]]}}),
+            cursor_state: StateJson(serde_json::value::to_raw_value(&state).unwrap()),
             quota_headers: [("x-ratelimit".to_string(), "1".to_string())].into(),
             ..PageCommitted::default()
+        }
+    }
+
+    /// Handing the cursor state over as written JSON changes no byte of
+    /// the line: it is the line of the record made a value whole.
+    #[test]
+    fn a_commit_records_line_is_its_serialisation() {
+        use crate::audit::line::{compose, compose_with, Written};
+        let record = record("https://h/p?page=2");
+        let serde_json::Value::Object(whole) = serde_json::to_value(&record).unwrap() else {
+            panic!("not an object")
         };
-        let copied = serde_json::to_value(&record).unwrap();
-        let moved = record.into_fields().unwrap();
-        assert_eq!(moved.to_string(), copied.to_string());
+        let fields = record.into_fields().unwrap();
+        let serde_json::Value::Object(values) = fields.values else {
+            panic!("not an object")
+        };
+        let (key, json) = fields.written.as_ref().unwrap();
+        let written = Some(Written { key, json });
+        let zero = crate::digest::ZERO_SHA256;
+        assert_eq!(
+            compose_with(3, "t", "r", "page_committed", values, written, zero).unwrap(),
+            compose(3, "t", "r", "page_committed", whole, zero).unwrap()
+        );
+    }
+
+    /// A written cursor state the masker would change is masked like any
+    /// value; one it would not is written as it came.
+    #[test]
+    fn a_commit_records_written_state_is_masked_like_a_value() {
+        use crate::audit::{AuditLog, RunId};
+        use crate::mask::{Masker, DEFAULT_PARAMS};
+        let dir = tempfile::tempdir().unwrap();
+        let trail = dir.path().join("audit.jsonl");
+        let masker = Masker::new(b"k", &DEFAULT_PARAMS.map(String::from));
+        let mut log = AuditLog::open(&trail, RunId::new())
+            .unwrap()
+            .with_masker(masker.clone());
+        for url in ["https://h/p?page=2", "https://h/p?page=2&subject=S-001"] {
+            let mut expected = serde_json::to_value(record(url)).unwrap();
+            masker.json(&mut expected);
+            log.record_commit(record(url)).unwrap();
+            let text = std::fs::read_to_string(&trail).unwrap();
+            let line: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+            assert_eq!(line["cursor_state"], expected["cursor_state"], "{url}");
+        }
+        let text = std::fs::read_to_string(&trail).unwrap();
+        assert!(!text.contains("S-001"), "the subject reached the trail: {text}");
     }
 }
