@@ -364,7 +364,11 @@ impl AuditLog {
         let (values, written) = match (written, &self.masker) {
             (Some((key, json)), Some(m)) if !m.leaves_alone(json.get()) => {
                 let values = values.and_then(|mut v| {
-                    v[key] = serde_json::from_str(json.get())?;
+                    let parsed: Value = serde_json::from_str(json.get())?;
+                    // A record is an object (refused below otherwise).
+                    if let Some(fields) = v.as_object_mut() {
+                        fields.insert(key.into(), parsed);
+                    }
                     Ok(v)
                 });
                 (values, None)
