@@ -662,6 +662,18 @@ fn bench_startup_prints_its_figures() {
         assert!(last.get(key).is_some(), "{key} missing in {last}");
     }
     assert_eq!(last["manifest_entries"], 300);
+    // Each child's peak RSS says whether it is its own: above the mark of
+    // the process that started it, which wait4's figure cannot go below.
+    for run in ["empty", "history"] {
+        let (peak, floor) = (&last[run]["peak_rss_mib"], &last[run]["spawner_peak_rss_mib"]);
+        let (peak, floor) = (peak.as_f64().unwrap(), floor.as_f64().unwrap());
+        assert!(floor > 0.0, "{run}: no spawner peak in {last}");
+        assert_eq!(last[run]["peak_rss_exact"], peak > floor, "{run}: {last}");
+        assert!(
+            peak >= floor,
+            "{run}: wait4 reported below the spawner's mark: {last}"
+        );
+    }
 }
 
 /// The peak RSS `bench sync` prints for its large pages is the syncing
