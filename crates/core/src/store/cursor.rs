@@ -205,28 +205,26 @@ impl Cursor {
     /// The state a `page_committed` line records (`cursor_state`): the
     /// file's content without its receipt, which names that line.
     pub fn to_state_json(&self) -> serde_json::Value {
-        // A pending cursor (every commit's) has neither: no copy of its
-        // lookback memory is needed to leave them out.
-        if self.state.receipt.is_none() && self.state.manifest_bytes.is_none() {
-            return serde_json::to_value(&self.state).unwrap_or_default();
-        }
-        let mut state = self.state.clone();
-        state.receipt = None;
-        state.manifest_bytes = None;
-        serde_json::to_value(&state).unwrap_or_default()
+        serde_json::to_value(&*self.line_state()).unwrap_or_default()
     }
 
-    /// [`Self::to_state_json`] written as JSON straight from the state (a
-    /// pending cursor's, every commit's: neither receipt nor manifest
-    /// length), with no value between: the same bytes (tested).
+    /// [`Self::to_state_json`] written as JSON straight from the state,
+    /// with no value between: the same bytes (tested).
     pub(crate) fn to_state_raw(&self) -> Result<Box<serde_json::value::RawValue>, serde_json::Error> {
+        serde_json::value::to_raw_value(&*self.line_state())
+    }
+
+    /// The state without its receipt and manifest length. A pending
+    /// cursor (every commit's) has neither: it is lent as it is, with no
+    /// copy of its lookback memory.
+    fn line_state(&self) -> std::borrow::Cow<'_, State> {
         if self.state.receipt.is_none() && self.state.manifest_bytes.is_none() {
-            return serde_json::value::to_raw_value(&self.state);
+            return std::borrow::Cow::Borrowed(&self.state);
         }
         let mut state = self.state.clone();
         state.receipt = None;
         state.manifest_bytes = None;
-        serde_json::value::to_raw_value(&state)
+        std::borrow::Cow::Owned(state)
     }
 
     /// The audit line this cursor reflects, if it was written with one.

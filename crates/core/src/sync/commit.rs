@@ -296,44 +296,45 @@ impl PageCommit {
             (Some(landed), listed)
         };
         let replayed = landed.is_some() && listed.is_none();
-        let record =
-            PageCommitted {
-                stream: stream.name.clone(),
-                request_id: page.request_id.clone(),
-                attempt: page.attempt,
-                url: url.to_string(),
-                status: page.status,
-                payload_sha256: digest.sha256.clone(),
-                bytes: digest.bytes,
-                records: summary.records,
-                repeated_records: repeated.len() as u64,
-                repeated: if landed.is_some() {
-                    repeated.clone()
-                } else {
-                    Vec::new()
-                },
-                landed: landed.is_some(),
-                landing_file: landed.as_ref().map(|l| l.file().to_string()),
-                landing_dir: self.landing.recorded_dir().to_string(),
-                landing_root: job.options.landing_root.clone(),
-                replayed,
-                replaced_damaged_file: landed.as_ref().is_some_and(|l| l.replaced_damaged()),
-                dry_run: job.options.dry_run,
-                cursor_before: cursor.to_json(),
-                cursor_after: after_json,
-                cursor_state: StateJson(pending.cursor().to_state_raw().map_err(|e| {
-                    stream.rejected(format!("page {url}: its cursor does not serialise ({e})"))
-                })?),
-                quota_headers: page.quota_headers.clone(),
-                older_than_cursor: match (&summary.low_water, cursor.window_start()) {
-                    (Some(low), Some(start)) => {
-                        payload::order::compare_params(&low.as_param(), start) == std::cmp::Ordering::Less
-                    }
-                    _ => false,
-                },
-                vendor_warnings: summary.envelope.warnings.clone(),
-                vendor_execution_id: page.execution_id.clone(),
-            };
+        let cursor_state = pending
+            .cursor()
+            .to_state_raw()
+            .map_err(|e| stream.rejected(format!("page {url}: its cursor does not serialise ({e})")))?;
+        let record = PageCommitted {
+            stream: stream.name.clone(),
+            request_id: page.request_id.clone(),
+            attempt: page.attempt,
+            url: url.to_string(),
+            status: page.status,
+            payload_sha256: digest.sha256.clone(),
+            bytes: digest.bytes,
+            records: summary.records,
+            repeated_records: repeated.len() as u64,
+            repeated: if landed.is_some() {
+                repeated.clone()
+            } else {
+                Vec::new()
+            },
+            landed: landed.is_some(),
+            landing_file: landed.as_ref().map(|l| l.file().to_string()),
+            landing_dir: self.landing.recorded_dir().to_string(),
+            landing_root: job.options.landing_root.clone(),
+            replayed,
+            replaced_damaged_file: landed.as_ref().is_some_and(|l| l.replaced_damaged()),
+            dry_run: job.options.dry_run,
+            cursor_before: cursor.to_json(),
+            cursor_after: after_json,
+            cursor_state: StateJson(cursor_state),
+            quota_headers: page.quota_headers.clone(),
+            older_than_cursor: match (&summary.low_water, cursor.window_start()) {
+                (Some(low), Some(start)) => {
+                    payload::order::compare_params(&low.as_param(), start) == std::cmp::Ordering::Less
+                }
+                _ => false,
+            },
+            vendor_warnings: summary.envelope.warnings.clone(),
+            vendor_execution_id: page.execution_id.clone(),
+        };
         let book_next = next.is_some()
             && !job.options.interrupt.requested()
             && job
