@@ -52,14 +52,12 @@ impl RecordIdentity {
         RecordIdentity(u128::from_be_bytes(first))
     }
 
-    /// Its 32 lowercase hex digits, without allocating.
-    fn hex(self) -> [u8; 32] {
+    /// Its 32 lowercase hex digits, without allocating (16 bytes always
+    /// fit; `hex` says so rather than assumes it).
+    fn hex(self) -> Result<[u8; 32], hex::FromHexError> {
         let mut out = [0u8; 32];
-        for (pair, byte) in out.chunks_exact_mut(2).zip(self.0.to_be_bytes()) {
-            pair[0] = HEX[usize::from(byte >> 4)];
-            pair[1] = HEX[usize::from(byte & 0xf)];
-        }
-        out
+        hex::encode_to_slice(self.0.to_be_bytes(), &mut out)?;
+        Ok(out)
     }
 }
 
@@ -71,12 +69,9 @@ impl RecordIdentity {
     }
 }
 
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
 impl std::fmt::Display for RecordIdentity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let hex = self.hex();
-        // Only ASCII hex digits were written.
+        let hex = self.hex().map_err(|_| std::fmt::Error)?;
         f.write_str(std::str::from_utf8(&hex).map_err(|_| std::fmt::Error)?)
     }
 }
@@ -101,7 +96,7 @@ impl std::str::FromStr for RecordIdentity {
 
 impl serde::Serialize for RecordIdentity {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let hex = self.hex();
+        let hex = self.hex().map_err(serde::ser::Error::custom)?;
         serializer.serialize_str(std::str::from_utf8(&hex).map_err(serde::ser::Error::custom)?)
     }
 }
