@@ -92,13 +92,7 @@ impl Masker {
         let mut i = 0;
         while i < text.len() {
             let at_boundary = i == 0 || matches!(bytes[i - 1], b'?' | b'&');
-            let hit = at_boundary
-                .then(|| {
-                    self.params
-                        .iter()
-                        .find(|p| lower[i..].starts_with(p.as_str()) && lower[i + p.len()..].starts_with('='))
-                })
-                .flatten();
+            let hit = at_boundary.then(|| self.param_at(&lower, i)).flatten();
             let Some(param) = hit else {
                 let ch = text[i..].chars().next().map_or(1, char::len_utf8);
                 out.push_str(&text[i..i + ch]);
@@ -135,12 +129,18 @@ impl Masker {
         }
         let lower = json.to_ascii_lowercase();
         let bytes = lower.as_bytes();
-        !self.params.iter().any(|p| {
-            lower.match_indices(p.as_str()).any(|(i, _)| {
-                bytes.get(i + p.len()) == Some(&b'=')
-                    && (i == 0 || matches!(bytes[i - 1], b'?' | b'&' | b'"'))
-            })
+        // [`Self::params_in`]'s boundaries, and a quote: a string's start.
+        !(0..bytes.len()).any(|i| {
+            (i == 0 || matches!(bytes[i - 1], b'?' | b'&' | b'"')) && self.param_at(&lower, i).is_some()
         })
+    }
+
+    /// The identifier parameter `lower` (a text in ASCII lowercase) names
+    /// at byte `i`: its name, then `=`. `i` is a character boundary.
+    fn param_at(&self, lower: &str, i: usize) -> Option<&String> {
+        self.params
+            .iter()
+            .find(|p| lower[i..].starts_with(p.as_str()) && lower[i + p.len()..].starts_with('='))
     }
 
     /// Masks every string inside a JSON value (for audit lines): identifier
