@@ -66,6 +66,12 @@ pub(crate) fn compose_with(
             field: k.clone(),
         });
     }
+    if let Some(w) = written.as_ref().filter(|w| !fields.contains_key(w.key)) {
+        return Err(ComposeError::Unserialisable {
+            event,
+            detail: format!("the written field {:?} has no place among the fields", w.key),
+        });
+    }
     let unserialisable = |e: serde_json::Error| ComposeError::Unserialisable {
         event,
         detail: e.to_string(),
@@ -340,6 +346,27 @@ mod tests {
         whole.extend(f);
         whole.insert("prev_sha256".into(), ZERO_SHA256.into());
         assert_eq!(line, Value::Object(whole).to_string());
+    }
+
+    /// A written field without its placeholder among the fields would be
+    /// dropped from the line: refused instead.
+    #[test]
+    fn a_written_field_without_its_place_is_refused() {
+        let json = RawValue::from_string("{\"a\":1}".into()).unwrap();
+        let mut f = Map::new();
+        f.insert("other".into(), 1.into());
+        let written = Some(Written {
+            key: "cursor_state",
+            json: &json,
+        });
+        assert!(compose_with(1, "t", "r", "x", f.clone(), written, ZERO_SHA256).is_err());
+        f.insert("cursor_state".into(), Value::Null);
+        let written = Some(Written {
+            key: "cursor_state",
+            json: &json,
+        });
+        let line = compose_with(1, "t", "r", "x", f, written, ZERO_SHA256).unwrap();
+        assert!(line.contains(r#""cursor_state":{"a":1}"#), "{line}");
     }
 
     #[test]

@@ -359,22 +359,6 @@ impl AuditLog {
             Ok(f) => (Ok(f.values), f.written),
             Err(e) => (Err(e), None),
         };
-        // A written field the masker would change is made a value and
-        // masked like the rest (its text tells: `Masker::leaves_alone`).
-        let (values, written) = match (written, &self.masker) {
-            (Some((key, json)), Some(m)) if !m.leaves_alone(json.get()) => {
-                let values = values.and_then(|mut v| {
-                    let parsed: Value = serde_json::from_str(json.get())?;
-                    // A record is an object (refused below otherwise).
-                    if let Some(fields) = v.as_object_mut() {
-                        fields.insert(key.into(), parsed);
-                    }
-                    Ok(v)
-                });
-                (values, None)
-            }
-            (written, _) => (values, written),
-        };
         let appended = self.append_value(COMMIT_EVENT, false, values, written)?;
         Ok(CommitReceipt::written(
             appended.audit_log,
@@ -392,19 +376,29 @@ impl AuditLog {
         self.append_value(name, checkpoint, serde_json::to_value(event), None)
     }
 
-    /// Appends an event already made a value (masked here, like every line).
+    /// Appends an event already made a value, with at most one field
+    /// already written as JSON (masked here, like every line).
     fn append_value(
         &mut self,
         name: &'static str,
         checkpoint: bool,
         value: Result<Value, serde_json::Error>,
-        written: Option<(&'static str, Box<serde_json::value::RawValue>)>,
+        mut written: Option<(&'static str, Box<serde_json::value::RawValue>)>,
     ) -> Result<Appended, AuditError> {
-        let value = value.map(|mut v| {
+        let value = value.and_then(|mut v| {
             if let Some(m) = &self.masker {
+                // A written field the masker would change is made a value
+                // and masked with the rest (its text tells).
+                if let Some((key, json)) = written.take_if(|(_, json)| !m.leaves_alone(json.get())) {
+                    let parsed: Value = serde_json::from_str(json.get())?;
+                    // An event is an object (refused below otherwise).
+                    if let Some(fields) = v.as_object_mut() {
+                        fields.insert(key.into(), parsed);
+                    }
+                }
                 m.json(&mut v);
             }
-            v
+            Ok(v)
         });
         let fields = match value {
             Ok(Value::Object(map)) => map,
