@@ -86,13 +86,12 @@ impl Masker {
         if self.params.is_empty() || !text.contains('=') {
             return text.to_string();
         }
-        let lower = text.to_ascii_lowercase();
         let bytes = text.as_bytes();
         let mut out = String::with_capacity(text.len());
         let mut i = 0;
         while i < text.len() {
             let at_boundary = i == 0 || matches!(bytes[i - 1], b'?' | b'&');
-            let hit = at_boundary.then(|| self.param_at(&lower, i)).flatten();
+            let hit = at_boundary.then(|| self.param_at(bytes, i)).flatten();
             let Some(param) = hit else {
                 let ch = text[i..].chars().next().map_or(1, char::len_utf8);
                 out.push_str(&text[i..i + ch]);
@@ -123,24 +122,32 @@ impl Masker {
     /// after a quote; `?`, `&`, `=` and parameter names are never escaped.
     /// A `false` may be needless (a key, an escaped quote); it is never
     /// wrong.
+    ///
+    /// A parameter ends at an `=`, so only the few places before an `=`
+    /// are looked at: the text of a lookback's memory (thousands of quoted
+    /// identities, one `=` in a next-page link) costs a `memchr`, not a
+    /// comparison with every parameter at every quote.
     pub(crate) fn leaves_alone(&self, json: &str) -> bool {
-        if self.params.is_empty() || !json.contains('=') {
-            return true;
-        }
-        let lower = json.to_ascii_lowercase();
-        let bytes = lower.as_bytes();
-        // [`Self::params_in`]'s boundaries, and a quote: a string's start.
-        !(0..bytes.len()).any(|i| {
-            (i == 0 || matches!(bytes[i - 1], b'?' | b'&' | b'"')) && self.param_at(&lower, i).is_some()
+        let bytes = json.as_bytes();
+        !memchr::memchr_iter(b'=', bytes).any(|equals| {
+            self.params.iter().any(|p| {
+                // [`Self::params_in`]'s boundaries, and a quote: a string's start.
+                equals.checked_sub(p.len()).is_some_and(|i| {
+                    (i == 0 || matches!(bytes[i - 1], b'?' | b'&' | b'"'))
+                        && self.param_at(bytes, i).is_some()
+                })
+            })
         })
     }
 
-    /// The identifier parameter `lower` (a text in ASCII lowercase) names
-    /// at byte `i`: its name, then `=`. `i` is a character boundary.
-    fn param_at(&self, lower: &str, i: usize) -> Option<&String> {
-        self.params
-            .iter()
-            .find(|p| lower[i..].starts_with(p.as_str()) && lower[i + p.len()..].starts_with('='))
+    /// The identifier parameter `text` names at byte `i`: its name in any
+    /// ASCII case, then `=`.
+    fn param_at(&self, text: &[u8], i: usize) -> Option<&String> {
+        self.params.iter().find(|p| {
+            text.get(i..i + p.len())
+                .is_some_and(|name| name.eq_ignore_ascii_case(p.as_bytes()))
+                && text.get(i + p.len()) == Some(&b'=')
+        })
     }
 
     /// Masks every string inside a JSON value (for audit lines): identifier
