@@ -329,6 +329,85 @@ fn four_processes_appending_at_once_keep_the_chain() {
 
 /// An empty file proves nothing: every line of a trail can be removed by
 /// truncating it, so verify must not call that intact.
+/// Flips one byte of line `index` (0-based) of the trail at `path`,
+/// keeping its length: an edit a length check alone would not see.
+fn flip_a_byte_of_line(path: &Path, index: usize) {
+    let mut lines = lines_of(path);
+    let at = lines[index].find("note ").expect("a note line") + 5;
+    let digit = lines[index].as_bytes()[at];
+    let other = if digit == b'9' { '8' } else { '9' };
+    lines[index].replace_range(at..at + 1, &other.to_string());
+    write_lines(path, &lines);
+}
+
+fn note(n: u64) -> Note {
+    Note {
+        n,
+        text: format!("note {n} of this run"),
+    }
+}
+
+/// An append chains to the end as the writer's own previous append left
+/// it only while the file still ends in exactly those bytes: an edit of
+/// either of the last two lines between two appends of one run stops the
+/// run, the last line's too, which no link shows (nothing links to it yet).
+#[test]
+fn an_edit_of_the_last_two_lines_between_two_appends_of_one_run_is_refused() {
+    for edited in [1usize, 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let mut log = AuditLog::open(&path, RunId::new()).unwrap();
+        for n in 1..=3 {
+            log.record(&note(n)).unwrap();
+        }
+        flip_a_byte_of_line(&path, edited);
+        let refused = log.record(&note(4)).expect_err("the edited end must be refused");
+        assert!(refused.is_damage(), "line {edited}: {refused}");
+        assert_eq!(lines_of(&path).len(), 3, "nothing was appended");
+    }
+}
+
+/// Another writer's lines between two appends of one run are chained to,
+/// not mistaken for damage, and the trail verifies.
+#[test]
+fn another_writers_lines_between_two_appends_are_chained_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let mut first = AuditLog::open(&path, RunId::new()).unwrap();
+    first.record(&note(1)).unwrap();
+    first.record(&note(2)).unwrap();
+    let mut second = AuditLog::open(&path, RunId::new()).unwrap();
+    second.record(&note(3)).unwrap();
+    first.record(&note(4)).unwrap();
+    second.record(&note(5)).unwrap();
+    first.record(&note(6)).unwrap();
+    assert_eq!(lines_of(&path).len(), 6);
+    assert!(verify_by_published_rule(&std::fs::read(&path).unwrap()));
+}
+
+/// Lines cut from the end between two appends of one run are refused,
+/// the last one too, though what remains is a chain that links: the
+/// trail is shorter than the run left it.
+#[test]
+fn a_trail_cut_between_two_appends_of_one_run_is_refused() {
+    for removed in [1usize, 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let mut log = AuditLog::open(&path, RunId::new()).unwrap();
+        for n in 1..=3 {
+            log.record(&note(n)).unwrap();
+        }
+        let mut lines = lines_of(&path);
+        lines.remove(removed);
+        write_lines(&path, &lines);
+        let refused = log
+            .record(&note(4))
+            .expect_err("a line removed from the end must be refused");
+        assert!(refused.is_damage(), "line {removed}: {refused}");
+        assert!(refused.to_string().contains("short of where"), "{refused}");
+    }
+}
+
 #[test]
 fn an_empty_audit_file_is_not_intact() {
     let dir = tempfile::tempdir().unwrap();

@@ -188,6 +188,8 @@ pub struct AuditLog {
     known: Option<ChainHead>,
     /// Signs `run_finished` lines.
     key: Option<AuditKey>,
+    /// The end this writer's last append left, while it knows it.
+    left: Option<tail::LeftEnd>,
 }
 
 impl AuditLog {
@@ -239,6 +241,7 @@ impl AuditLog {
             missing_anchor: None,
             known: None,
             key: None,
+            left: None,
         })
     }
 
@@ -432,7 +435,9 @@ impl AuditLog {
         written: Option<line::Written<'_>>,
     ) -> Result<Appended, AuditError> {
         let seq_before = self.next_seq;
-        let inspected = tail::inspect(&self.file).map_err(io_error(&self.path, "read its last lines"))?;
+        let mut left = self.left.take();
+        let inspected =
+            tail::inspect(&self.file, left.as_mut()).map_err(io_error(&self.path, "read its last lines"))?;
         let mut problems = Vec::new();
         if self.first {
             problems = self.check_anchors()?;
@@ -499,6 +504,18 @@ impl AuditLog {
         }
         appended.offset = before + (buf.len() - text.len() - 1) as u64;
         self.first = false;
+        // The next append may trust this end while the file still ends in
+        // it; only a plain append (no torn line, no repair) is remembered.
+        if let Ok(tail::Tail {
+            linked_line: Some(chained_to),
+            ..
+        }) = &inspected
+        {
+            if buf.len() == text.len() + 1 {
+                let end = before + buf.len() as u64;
+                self.left = Some(tail::LeftEnd::after(chained_to, &text, &appended.sha256, end));
+            }
+        }
         Ok(appended)
     }
 

@@ -60,6 +60,108 @@ pub(super) struct Tail {
     pub needs_newline: bool,
     /// The hash of the last torn line to acknowledge, when there is one.
     pub torn: Option<TornLine>,
+    /// The file ends in a complete audit line linked to the one before it
+    /// (or in nothing), and this is that line's bytes (empty for an empty
+    /// file): what an append that chains to it will have left behind it.
+    pub linked_line: Option<Vec<u8>>,
+}
+
+/// The end of the trail as this writer's last append left it: the last
+/// two lines (the last its own), where they end, and the last one's hash.
+///
+/// An append that finds the file ending in exactly these bytes knows what
+/// reading the end would conclude (both lines were read or written, and
+/// linked, when they were the end) without parsing or hashing 40 KB of
+/// lines again; a commit line carries a lookback's memory, and that work
+/// was a tenth of a small page's CPU. Anything else (another writer's
+/// line, an edit, a cut) is read in full, as at the first append.
+#[derive(Debug, Default)]
+pub(super) struct LeftEnd {
+    /// The file's length after the append.
+    end: u64,
+    /// The line before the appended one and the appended one, each with
+    /// its newline; only the appended one when it starts the file.
+    lines: Vec<u8>,
+    /// SHA-256 of the appended line.
+    last_sha256: String,
+    /// Where the appended line starts in `lines`.
+    last_start: usize,
+    /// Reused for reading the end back.
+    scratch: Vec<u8>,
+}
+
+impl LeftEnd {
+    /// What an append of `line` (no newline, hashing to `sha256`) left,
+    /// when it was the only line written and chained to `before`, the
+    /// file's final line (empty when the file was empty); the file is then
+    /// `end` bytes long.
+    pub(super) fn after(before: &[u8], line: &str, sha256: &str, end: u64) -> LeftEnd {
+        let mut lines = Vec::with_capacity(before.len() + line.len() + 2);
+        if !before.is_empty() {
+            lines.extend_from_slice(before);
+            lines.push(b'\n');
+        }
+        let last_start = lines.len();
+        lines.extend_from_slice(line.as_bytes());
+        lines.push(b'\n');
+        LeftEnd {
+            end,
+            lines,
+            last_sha256: sha256.to_string(),
+            last_start,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The appended line, without its newline.
+    fn last_line(&self) -> &[u8] {
+        &self.lines[self.last_start..self.lines.len() - 1]
+    }
+
+    /// How `file` (`len` bytes) compares with what this append left: the
+    /// two lines must still be there, byte for byte, after a line
+    /// boundary; after them the file may have grown (another writer).
+    fn compare(&mut self, file: &File, len: u64) -> std::io::Result<Since> {
+        let Some(start) = self.end.checked_sub(self.lines.len() as u64) else {
+            return Ok(Since::Grown);
+        };
+        if len < self.end {
+            return Ok(Since::Changed(format!(
+                "it ends {} bytes short of where this run's last append left it (byte {}): lines were \
+                 removed from its end",
+                self.end - len,
+                self.end
+            )));
+        }
+        // The byte before the two lines must end a line: otherwise the
+        // line before the appended one is longer than remembered.
+        let from = start.saturating_sub(1);
+        self.scratch.resize((self.end - from) as usize, 0);
+        file.read_exact_at(&mut self.scratch, from)?;
+        let (boundary, bytes) = self.scratch.split_at(usize::from(start > 0));
+        if !(boundary.iter().all(|&b| b == b'\n') && bytes == self.lines.as_slice()) {
+            return Ok(Since::Changed(format!(
+                "the lines at bytes {start}..{} changed since this run appended there: the end of the trail \
+                 was edited",
+                self.end
+            )));
+        }
+        Ok(if len == self.end {
+            Since::Same
+        } else {
+            Since::Grown
+        })
+    }
+}
+
+/// What became of the end a writer left, by its next append.
+enum Since {
+    /// The file ends as it was left.
+    Same,
+    /// What was left is intact and more follows: another writer's lines.
+    Grown,
+    /// What was left was edited or cut, in these words.
+    Changed(String),
 }
 
 #[derive(Debug, Clone)]
@@ -86,14 +188,50 @@ struct Raw {
     terminated: bool,
 }
 
-/// Inspects the end of `file`. `Err(io)` only when it cannot be read.
-pub(super) fn inspect(file: &File) -> std::io::Result<Result<Tail, Corrupt>> {
+/// Inspects the end of `file`, knowing what this writer's last append
+/// `left` there, if anything. `Err(io)` only when it cannot be read.
+pub(super) fn inspect(file: &File, left: Option<&mut LeftEnd>) -> std::io::Result<Result<Tail, Corrupt>> {
     let len = file.metadata()?.len();
+    let changed = match left {
+        None => None,
+        Some(left) => match left.compare(file, len)? {
+            Since::Same => {
+                return Ok(Ok(Tail {
+                    prev_sha256: left.last_sha256.clone(),
+                    needs_newline: false,
+                    torn: None,
+                    linked_line: Some(left.last_line().to_vec()),
+                }))
+            }
+            Since::Grown => None,
+            Since::Changed(detail) => Some(detail),
+        },
+    };
+    let read = read_end(file, len)?;
+    // An edit the chain cannot show (the last line, or lines cut off the
+    // end) is still damage: the trail is not what this run left.
+    Ok(match (changed, read) {
+        (None, read) => read,
+        (Some(detail), Ok(tail)) => Err(Corrupt {
+            detail,
+            prev_sha256: tail.prev_sha256,
+            needs_newline: tail.needs_newline,
+        }),
+        (Some(detail), Err(corrupt)) => Err(Corrupt {
+            detail: format!("{detail}; {}", corrupt.detail),
+            ..corrupt
+        }),
+    })
+}
+
+/// [`inspect`] by reading the end, with nothing known.
+fn read_end(file: &File, len: u64) -> std::io::Result<Result<Tail, Corrupt>> {
     if len == 0 {
         return Ok(Ok(Tail {
             prev_sha256: ZERO_SHA256.to_string(),
             needs_newline: false,
             torn: None,
+            linked_line: Some(Vec::new()),
         }));
     }
     if let Some(tail) = whole_and_linked(file, len)? {
@@ -114,6 +252,7 @@ pub(super) fn inspect(file: &File) -> std::io::Result<Result<Tail, Corrupt>> {
             prev_sha256: ZERO_SHA256.to_string(),
             needs_newline: false,
             torn: None,
+            linked_line: None,
         }));
     };
     let prev_sha256 = sha256_hex(&final_line.bytes);
@@ -176,6 +315,7 @@ pub(super) fn inspect(file: &File) -> std::io::Result<Result<Tail, Corrupt>> {
             bytes: t.bytes.len() as u64,
             sha256: prev_sha256.clone(),
         }),
+        linked_line: None,
     }))
 }
 
@@ -186,9 +326,10 @@ fn whole_and_linked(file: &File, len: u64) -> std::io::Result<Option<Tail>> {
     let Some(lines) = last_lines(file, len, 2)? else {
         return Ok(None);
     };
-    let (before, last) = match lines.as_slice() {
-        [before, last] => (Some(before), last),
-        [last] => (None, last),
+    let mut lines = lines.into_iter();
+    let (before, last) = match (lines.next(), lines.next()) {
+        (Some(before), Some(last)) => (Some(before), last),
+        (Some(last), None) => (None, last),
         _ => return Ok(None),
     };
     if !last.terminated {
@@ -197,13 +338,15 @@ fn whole_and_linked(file: &File, len: u64) -> std::io::Result<Option<Tail>> {
     let Ok(parsed) = line::parse(&last.bytes) else {
         return Ok(None);
     };
-    let Some(expected) = link_to(before, last) else {
+    let Some(expected) = link_to(before.as_ref(), &last) else {
         return Ok(None);
     };
-    Ok((parsed.prev_sha256 == expected).then(|| Tail {
+    let linked = parsed.prev_sha256 == expected;
+    Ok(linked.then(|| Tail {
         prev_sha256: sha256_hex(&last.bytes),
         needs_newline: false,
         torn: None,
+        linked_line: Some(last.bytes),
     }))
 }
 
