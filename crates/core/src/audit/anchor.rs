@@ -134,12 +134,10 @@ impl ChainHead {
         while from < len {
             let n = chunk.len().min((len - from) as usize);
             file.read_exact_at(&mut chunk[..n], from)?;
-            for (i, b) in chunk[..n].iter().enumerate() {
-                if *b == b'\n' {
-                    last_line_offset = end;
-                    end = from + i as u64 + 1;
-                    lines += 1;
-                }
+            for i in memchr::memchr_iter(b'\n', &chunk[..n]) {
+                last_line_offset = end;
+                end = from + i as u64 + 1;
+                lines += 1;
             }
             from += n as u64;
         }
