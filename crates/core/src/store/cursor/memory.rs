@@ -62,6 +62,14 @@ impl RecordMemory {
 
     /// Remembers a landed record.
     pub fn add(&mut self, at: &str, identity: RecordIdentity) {
+        // Records mostly come in cursor order: the newest value first, one
+        // comparison instead of a search.
+        let newest = self.seen.last_mut().map(|(t, ids)| (compare_params(t, at), ids));
+        match newest {
+            Some((Ordering::Equal, ids)) => return ids.push(identity),
+            Some((Ordering::Less, _)) | None => return self.seen.push((at.to_string(), vec![identity])),
+            Some((Ordering::Greater, _)) => {}
+        }
         match self.seen.binary_search_by(|(t, _)| compare_params(t, at)) {
             Ok(i) => self.seen[i].1.push(identity),
             Err(i) => self.seen.insert(i, (at.to_string(), vec![identity])),
@@ -125,6 +133,37 @@ mod tests {
         "2026-01-01T00:00:01Z",
         "2026-01-01T00:00:02Z",
     ];
+
+    proptest::proptest! {
+        /// Whatever order records come in, the memory is what inserting
+        /// each in its place by a plain scan makes: the newest-first
+        /// shortcut changes nothing (instants written two ways included).
+        #[test]
+        fn any_order_of_records_is_remembered_as_a_scan_places_them(
+            adds in proptest::collection::vec((0usize..6, 0u128..1000), 0..40)
+        ) {
+            const AT: [&str; 6] = [
+                "2026-01-01T00:00:00Z",
+                "2026-01-01T00:00:00.000Z",
+                "2026-01-01T00:00:00.500Z",
+                "2026-01-01T00:00:01Z",
+                "2026-01-01T01:00:01+01:00",
+                "2026-01-01T00:00:02Z",
+            ];
+            let mut m = RecordMemory::starting_at(None);
+            let mut scanned: Vec<(String, Vec<RecordIdentity>)> = Vec::new();
+            for (at, n) in adds {
+                let (at, id) = (AT[at], RecordIdentity::test(n));
+                m.add(at, id);
+                match scanned.iter().position(|(t, _)| compare_params(t, at) != Ordering::Less) {
+                    Some(i) if compare_params(&scanned[i].0, at) == Ordering::Equal => scanned[i].1.push(id),
+                    Some(i) => scanned.insert(i, (at.to_string(), vec![id])),
+                    None => scanned.push((at.to_string(), vec![id])),
+                }
+            }
+            proptest::prop_assert_eq!(m.seen, scanned);
+        }
+    }
 
     #[test]
     fn identities_are_kept_in_order_of_their_instants() {
