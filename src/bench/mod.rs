@@ -1,5 +1,6 @@
 //! Benchmark programs: they measure and print figures; tests never time.
 
+pub mod bare_get;
 pub mod commit_bytes;
 pub mod fanout;
 pub mod harness;

@@ -2,8 +2,9 @@
 //!: a straightforward Python loop doing the same work at
 //! the same durability (`peer/python_sync.py`), the bare floor of the
 //! syscalls a page still needs (write, fsync, rename, directory fsync,
-//! appends, one fdatasync; no network, no parsing), and the fsync-class
-//! calls a committed page costs, counted by `strace -c`.
+//! appends, one fdatasync; no parsing), without the network and with a
+//! bare GET of the page, and the fsync-class calls a committed page
+//! costs, counted by `strace -c`.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -20,6 +21,10 @@ pub struct Peers {
     pub python: Option<PythonPeer>,
     pub floor_wall_ms_per_page: f64,
     pub floor_cpu_ms_per_page: f64,
+    /// The same floor with each page first received from the simulator by
+    /// a bare GET ([`super::bare_get`]): the syscalls of the whole page.
+    pub floor_received_wall_ms_per_page: f64,
+    pub floor_received_cpu_ms_per_page: f64,
     pub syncs_per_page: Option<f64>,
 }
 
@@ -40,12 +45,23 @@ pub fn measure(
     std::fs::write(&config, super::harness::policy(page_size, page_bytes * 2))?;
     let python = python(&sim.url, &work.join("python"), page_size, pages)?;
     let (floor_wall_ms_per_page, floor_cpu_ms_per_page) =
-        floor(&work.join("floor"), pages, page_bytes, commit)?;
+        floor(&work.join("floor"), pages, page_bytes, commit, None)?;
+    let first_page = format!("/api/v24.1/query/audit_trail?limit={page_size}");
+    let mut receive = super::bare_get::BareGet::connect(&sim.url, &first_page, "bench-token")?;
+    let (floor_received_wall_ms_per_page, floor_received_cpu_ms_per_page) = floor(
+        &work.join("floor-received"),
+        pages,
+        page_bytes,
+        commit,
+        Some(&mut receive),
+    )?;
     let syncs_per_page = syncs_per_page(exe, &config, work, &sim.url)?;
     Ok(Peers {
         python,
         floor_wall_ms_per_page,
         floor_cpu_ms_per_page,
+        floor_received_wall_ms_per_page,
+        floor_received_cpu_ms_per_page,
         syncs_per_page,
     })
 }
@@ -102,12 +118,15 @@ pub fn python(url: &str, work: &Path, page_size: u64, pages: u64) -> anyhow::Res
 /// The floor: per page, the syscalls edc-sync's commit still makes, with
 /// `page_bytes` of data and the commit's own records at their sizes
 /// (`commit`: the audit line, the manifest line, the cursor file), and
-/// nothing else. Wall and CPU milliseconds per page.
+/// nothing else; with `receive`, each page is first received by a bare
+/// GET and its bytes are the ones written. Wall and CPU milliseconds per
+/// page.
 pub fn floor(
     work: &Path,
     pages: u64,
     page_bytes: u64,
     commit: super::commit_bytes::CommitBytes,
+    mut receive: Option<&mut super::bare_get::BareGet>,
 ) -> anyhow::Result<(f64, f64)> {
     let landing = work.join("pages");
     std::fs::create_dir_all(&landing)?;
@@ -132,7 +151,10 @@ pub fn floor(
     for n in 0..pages {
         let part = work.join(format!("{n}.part"));
         let mut f = std::fs::File::create(&part)?;
-        f.write_all(&body)?;
+        match receive.as_deref_mut() {
+            Some(get) => f.write_all(get.page()?)?,
+            None => f.write_all(&body)?,
+        }
         f.sync_all()?;
         std::fs::rename(&part, landing.join(format!("{n}.json")))?;
         dir.sync_all()?;

@@ -165,6 +165,9 @@ pub fn render(f: &Figures) -> String {
         "floor_cpu_ms_per_page": f.peers.floor_cpu_ms_per_page,
         "durable_commit_vs_floor": f.small.durable_commit_ms_per_page / f.peers.floor_wall_ms_per_page,
         "cpu_vs_floor": f.small.cpu_ms_per_page / f.peers.floor_cpu_ms_per_page,
+        "floor_received_wall_ms_per_page": f.peers.floor_received_wall_ms_per_page,
+        "floor_received_cpu_ms_per_page": f.peers.floor_received_cpu_ms_per_page,
+        "cpu_vs_floor_received": f.small.cpu_ms_per_page / f.peers.floor_received_cpu_ms_per_page,
     });
     format!(
         "sync benchmark (simulator in its own process, in-process pacer, unthrottled)\n\
@@ -176,6 +179,7 @@ pub fn render(f: &Figures) -> String {
          \x20 Python loop, same work and durability: {} ms CPU per page ({} of it)\n\
          \x20 floor (the syscalls alone)  {:.3} ms wall, {:.3} ms CPU per page; ours is {:.2}x in CPU (target <= 1.3x)\n\
          \x20   the same commit's bytes: a {} B page_committed line, a {} B manifest line, a {} B cursor\n\
+         \x20 the floor, each page first received by a bare GET  {:.3} ms wall, {:.3} ms CPU per page; ours is {:.2}x\n\
          large pages: {} pages of {:.1} MiB ({:.2} GiB)\n\
          \x20 peak RSS                    {:.1} MiB   (target < 48 MiB)\n\
          \x20 CPU per committed page      {:.1} ms (user {:.1} ms)\n\
@@ -199,6 +203,9 @@ pub fn render(f: &Figures) -> String {
         f.small.commit_bytes.audit_line,
         f.small.commit_bytes.manifest_line,
         f.small.commit_bytes.cursor,
+        f.peers.floor_received_wall_ms_per_page,
+        f.peers.floor_received_cpu_ms_per_page,
+        f.small.cpu_ms_per_page / f.peers.floor_received_cpu_ms_per_page,
         f.large.pages,
         f.large.page_bytes as f64 / 1048576.0,
         f.large.bytes as f64 / 1073741824.0,
