@@ -367,6 +367,31 @@ fn an_edit_of_the_last_two_lines_between_two_appends_of_one_run_is_refused() {
     }
 }
 
+/// Lines longer than the block the end is compared in (a commit line with
+/// a long lookback memory) are compared whole: an edit far into the last
+/// line is refused, and an untouched end is chained to.
+#[test]
+fn lines_longer_than_a_compare_block_are_compared_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let mut log = AuditLog::open(&path, RunId::new()).unwrap();
+    let long = |n: u64| Note {
+        n,
+        text: format!("note {n} {}", "x".repeat(150_000)),
+    };
+    for n in 1..=3 {
+        log.record(&long(n)).unwrap();
+    }
+    assert!(verify_by_published_rule(&std::fs::read(&path).unwrap()));
+    let mut lines = lines_of(&path);
+    let last = lines.last_mut().unwrap();
+    let at = last.rfind('x').unwrap();
+    last.replace_range(at..at + 1, "y");
+    write_lines(&path, &lines);
+    let refused = log.record(&long(4)).expect_err("an edit 150 KB into the last line must be refused");
+    assert!(refused.is_damage(), "{refused}");
+}
+
 /// Another writer's lines between two appends of one run are chained to,
 /// not mistaken for damage, and the trail verifies.
 #[test]

@@ -506,15 +506,24 @@ impl AuditLog {
         self.first = false;
         // The next append may trust this end while the file still ends in
         // it; only a plain append (no torn line, no repair) is remembered.
-        if let Ok(tail::Tail {
-            linked_line: Some(chained_to),
-            ..
-        }) = &inspected
+        let end = before + buf.len() as u64;
+        if let (
+            Ok(tail::Tail {
+                linked: Some(linked), ..
+            }),
+            true,
+        ) = (&inspected, buf.len() == text.len() + 1)
         {
-            if buf.len() == text.len() + 1 {
-                let end = before + buf.len() as u64;
-                self.left = Some(tail::LeftEnd::after(chained_to, &text, &appended.sha256, end));
-            }
+            self.left = match (linked, left) {
+                (tail::Linked::Left, Some(mut left)) => {
+                    left.advance(&text, &appended.sha256, end);
+                    Some(left)
+                }
+                (tail::Linked::Read(chained_to), _) => {
+                    Some(tail::LeftEnd::after(chained_to, &text, &appended.sha256, end))
+                }
+                (tail::Linked::Left, None) => None,
+            };
         }
         Ok(appended)
     }

@@ -61,10 +61,22 @@ pub(super) struct Tail {
     /// The hash of the last torn line to acknowledge, when there is one.
     pub torn: Option<TornLine>,
     /// The file ends in a complete audit line linked to the one before it
-    /// (or in nothing), and this is that line's bytes (empty for an empty
-    /// file): what an append that chains to it will have left behind it.
-    pub linked_line: Option<Vec<u8>>,
+    /// (or in nothing): what an append that chains to it leaves behind it.
+    pub linked: Option<Linked>,
 }
+
+/// The final line an append chains to, when it is a linked audit line.
+#[derive(Debug)]
+pub(super) enum Linked {
+    /// The line this writer's last append wrote ([`LeftEnd`] holds it).
+    Left,
+    /// The line as read from the file (empty for an empty file).
+    Read(Vec<u8>),
+}
+
+/// The end is read back and compared in blocks of this size: the memory a
+/// comparison needs, whatever the lines' length.
+const COMPARE_BLOCK: usize = 64 * 1024;
 
 /// The end of the trail as this writer's last append left it: the last
 /// two lines (the last its own), where they end, and the last one's hash.
@@ -93,29 +105,38 @@ pub(super) struct LeftEnd {
 impl LeftEnd {
     /// What an append of `line` (no newline, hashing to `sha256`) left,
     /// when it was the only line written and chained to `before`, the
-    /// file's final line (empty when the file was empty); the file is then
-    /// `end` bytes long.
+    /// file's final line as read (empty when the file was empty); the file
+    /// is then `end` bytes long.
     pub(super) fn after(before: &[u8], line: &str, sha256: &str, end: u64) -> LeftEnd {
         let mut lines = Vec::with_capacity(before.len() + line.len() + 2);
         if !before.is_empty() {
             lines.extend_from_slice(before);
             lines.push(b'\n');
         }
-        let last_start = lines.len();
-        lines.extend_from_slice(line.as_bytes());
-        lines.push(b'\n');
-        LeftEnd {
+        let mut left = LeftEnd {
             end,
             lines,
-            last_sha256: sha256.to_string(),
-            last_start,
+            last_sha256: String::new(),
+            last_start: 0,
             scratch: Vec::new(),
-        }
+        };
+        left.push(line, sha256, end);
+        left
     }
 
-    /// The appended line, without its newline.
-    fn last_line(&self) -> &[u8] {
-        &self.lines[self.last_start..self.lines.len() - 1]
+    /// What the next plain append of `line` left after this end: its own
+    /// line becomes the one before, in place.
+    pub(super) fn advance(&mut self, line: &str, sha256: &str, end: u64) {
+        self.lines.drain(..self.last_start);
+        self.push(line, sha256, end);
+    }
+
+    fn push(&mut self, line: &str, sha256: &str, end: u64) {
+        self.last_start = self.lines.len();
+        self.lines.extend_from_slice(line.as_bytes());
+        self.lines.push(b'\n');
+        sha256.clone_into(&mut self.last_sha256);
+        self.end = end;
     }
 
     /// How `file` (`len` bytes) compares with what this append left: the
@@ -135,11 +156,26 @@ impl LeftEnd {
         }
         // The byte before the two lines must end a line: otherwise the
         // line before the appended one is longer than remembered.
-        let from = start.saturating_sub(1);
-        self.scratch.resize((self.end - from) as usize, 0);
-        file.read_exact_at(&mut self.scratch, from)?;
-        let (boundary, bytes) = self.scratch.split_at(usize::from(start > 0));
-        if !(boundary.iter().all(|&b| b == b'\n') && bytes == self.lines.as_slice()) {
+        let mut boundary = start > 0;
+        let mut at = start - u64::from(boundary);
+        let mut expected = self.lines.as_slice();
+        let mut same = true;
+        self.scratch.resize(COMPARE_BLOCK, 0);
+        while same && at < self.end {
+            let block = &mut self.scratch[..(self.end - at).min(COMPARE_BLOCK as u64) as usize];
+            file.read_exact_at(block, at)?;
+            at += block.len() as u64;
+            let mut got: &[u8] = block;
+            if boundary {
+                same = got.first() == Some(&b'\n');
+                got = &got[1..];
+                boundary = false;
+            }
+            let (want, rest) = expected.split_at(got.len());
+            same &= got == want;
+            expected = rest;
+        }
+        if !same {
             return Ok(Since::Changed(format!(
                 "the lines at bytes {start}..{} changed since this run appended there: the end of the trail \
                  was edited",
@@ -200,7 +236,7 @@ pub(super) fn inspect(file: &File, left: Option<&mut LeftEnd>) -> std::io::Resul
                     prev_sha256: left.last_sha256.clone(),
                     needs_newline: false,
                     torn: None,
-                    linked_line: Some(left.last_line().to_vec()),
+                    linked: Some(Linked::Left),
                 }))
             }
             Since::Grown => None,
@@ -231,7 +267,7 @@ fn read_end(file: &File, len: u64) -> std::io::Result<Result<Tail, Corrupt>> {
             prev_sha256: ZERO_SHA256.to_string(),
             needs_newline: false,
             torn: None,
-            linked_line: Some(Vec::new()),
+            linked: Some(Linked::Read(Vec::new())),
         }));
     }
     if let Some(tail) = whole_and_linked(file, len)? {
@@ -252,7 +288,7 @@ fn read_end(file: &File, len: u64) -> std::io::Result<Result<Tail, Corrupt>> {
             prev_sha256: ZERO_SHA256.to_string(),
             needs_newline: false,
             torn: None,
-            linked_line: None,
+            linked: None,
         }));
     };
     let prev_sha256 = sha256_hex(&final_line.bytes);
@@ -315,7 +351,7 @@ fn read_end(file: &File, len: u64) -> std::io::Result<Result<Tail, Corrupt>> {
             bytes: t.bytes.len() as u64,
             sha256: prev_sha256.clone(),
         }),
-        linked_line: None,
+        linked: None,
     }))
 }
 
@@ -346,7 +382,7 @@ fn whole_and_linked(file: &File, len: u64) -> std::io::Result<Option<Tail>> {
         prev_sha256: sha256_hex(&last.bytes),
         needs_newline: false,
         torn: None,
-        linked_line: Some(last.bytes),
+        linked: Some(Linked::Read(last.bytes)),
     }))
 }
 
