@@ -388,7 +388,9 @@ fn lines_longer_than_a_compare_block_are_compared_whole() {
     let at = last.rfind('x').unwrap();
     last.replace_range(at..at + 1, "y");
     write_lines(&path, &lines);
-    let refused = log.record(&long(4)).expect_err("an edit 150 KB into the last line must be refused");
+    let refused = log
+        .record(&long(4))
+        .expect_err("an edit 150 KB into the last line must be refused");
     assert!(refused.is_damage(), "{refused}");
 }
 
