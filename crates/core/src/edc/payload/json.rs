@@ -6,7 +6,7 @@
 
 use super::identity::Identities;
 use super::lexer::{Handler, Kind, Lexer, Want};
-use super::order::Mark;
+use super::order::{Mark, Seen};
 use super::{CursorValue, Envelope, InvalidPayload, PageSummary, VendorMessage};
 use crate::config::CursorKind;
 
@@ -248,41 +248,51 @@ impl PageScan {
     /// naming the record's position and never the value (record content
     /// must not reach the audit trail).
     fn check_kind(&self, kind: CursorKind, mark: &Mark) -> Result<(), String> {
-        let (fits, expected) = match (kind, mark.value()) {
-            (CursorKind::Timestamp, CursorValue::Text(_)) => (mark.is_instant(), "an RFC 3339 timestamp"),
-            (CursorKind::Timestamp, CursorValue::Number(_)) => (false, "an RFC 3339 timestamp"),
-            (CursorKind::Number, value) => (matches!(value, CursorValue::Number(_)), "a number"),
-            (CursorKind::Text, value) => (matches!(value, CursorValue::Text(_)), "a string"),
+        let fits = match (kind, mark.value()) {
+            (CursorKind::Timestamp, CursorValue::Text(_)) => mark.is_instant(),
+            (CursorKind::Timestamp, CursorValue::Number(_)) => false,
+            (CursorKind::Number, value) => matches!(value, CursorValue::Number(_)),
+            (CursorKind::Text, value) => matches!(value, CursorValue::Text(_)),
         };
         if fits {
             return Ok(());
         }
-        let held = match mark.value() {
+        Err(self.kind_error(kind, mark.value()))
+    }
+
+    /// The refusal of a cursor `value` that is not of the declared `kind`.
+    fn kind_error(&self, kind: CursorKind, value: &CursorValue) -> String {
+        let expected = match kind {
+            CursorKind::Timestamp => "an RFC 3339 timestamp",
+            CursorKind::Number => "a number",
+            CursorKind::Text => "a string",
+        };
+        let held = match value {
             CursorValue::Number(_) => "a number".to_string(),
             CursorValue::Text(s) => format!("text of {} characters", s.chars().count()),
         };
         // Counted from 1 here, as this message always has.
         let position = self.record_position() + 1;
-        Err(format!(
+        format!(
             "record {position} of {}: the cursor field {:?} holds {held}, not {expected} (delta.cursor_kind: {})",
             self.records_pointer,
             String::from_utf8_lossy(&self.cursor_field),
             kind.as_str()
-        ))
+        )
     }
 
     fn cursor_value(&mut self, raw: &[u8]) -> Result<(), String> {
-        // The common case, a string without escapes, needs no parser: the
-        // lexer has checked it already.
+        // The common case, a string without escapes, needs no parser (the
+        // lexer has checked it already) and no copy unless it moves a mark.
         let plain = raw
             .strip_prefix(b"\"")
             .and_then(|r| r.strip_suffix(b"\""))
             .filter(|text| !text.contains(&b'\\'))
             .and_then(|text| std::str::from_utf8(text).ok());
-        let parsed = match plain {
-            Some(text) => serde_json::Value::String(text.to_string()),
-            None => serde_json::from_slice(raw).map_err(|e| e.to_string())?,
-        };
+        if let Some(text) = plain {
+            return self.cursor_text(text);
+        }
+        let parsed: serde_json::Value = serde_json::from_slice(raw).map_err(|e| e.to_string())?;
         let value = match parsed {
             serde_json::Value::Number(n) => CursorValue::Number(n),
             serde_json::Value::String(s) => CursorValue::Text(s),
@@ -313,6 +323,43 @@ impl PageScan {
         }
         if higher {
             found.high_water = Some(mark);
+        }
+        Ok(())
+    }
+
+    /// [`Self::cursor_value`] for plain text: the same checks and marks,
+    /// with the value borrowed from the page.
+    fn cursor_text(&mut self, text: &str) -> Result<(), String> {
+        if let Some(ids) = &mut self.identities {
+            ids.cursor(text.to_string());
+        }
+        let seen = Seen::new(text);
+        if let Some(kind) = self.cursor_kind {
+            let fits = match kind {
+                CursorKind::Timestamp => seen.is_instant(),
+                CursorKind::Number => false,
+                CursorKind::Text => true,
+            };
+            if !fits {
+                return Err(self.kind_error(kind, &CursorValue::Text(text.to_string())));
+            }
+        }
+        let found = &mut self.found;
+        let higher = match &found.high_water {
+            None => true,
+            Some(hw) => seen.against(hw)? == std::cmp::Ordering::Greater,
+        };
+        let lower = match &found.low_water {
+            None => true,
+            Some(_) if higher => false,
+            Some(lw) => seen.against(lw)? == std::cmp::Ordering::Less,
+        };
+        for (moves, mark) in [(lower, &mut found.low_water), (higher, &mut found.high_water)] {
+            match mark {
+                Some(mark) if moves => mark.set(&seen),
+                None if moves => *mark = Some(seen.to_mark()),
+                _ => {}
+            }
         }
         Ok(())
     }

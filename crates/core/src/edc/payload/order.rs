@@ -121,6 +121,56 @@ impl Mark {
     pub(crate) fn into_value(self) -> CursorValue {
         self.value
     }
+
+    /// Takes `seen`'s value, reusing this mark's text where it has one: a
+    /// page in cursor order moves its high-water mark at every record.
+    pub(crate) fn set(&mut self, seen: &Seen<'_>) {
+        match &mut self.value {
+            CursorValue::Text(text) => seen.text.clone_into(text),
+            CursorValue::Number(_) => self.value = CursorValue::Text(seen.text.to_string()),
+        }
+        self.instant = seen.instant;
+    }
+}
+
+/// A record's cursor value that is text, borrowed from the page with its
+/// instant parsed once: compared with the marks before anything is
+/// copied, and copied only into a mark it moves.
+pub(crate) struct Seen<'a> {
+    text: &'a str,
+    instant: Option<OffsetDateTime>,
+}
+
+impl<'a> Seen<'a> {
+    pub(crate) fn new(text: &'a str) -> Seen<'a> {
+        Seen {
+            text,
+            instant: instant(text),
+        }
+    }
+
+    /// Whether the text reads as an instant.
+    pub(crate) fn is_instant(&self) -> bool {
+        self.instant.is_some()
+    }
+
+    /// How this value orders against `mark`: the order of
+    /// [`Mark::compare`], without a mark made of it.
+    pub(crate) fn against(&self, mark: &Mark) -> Result<Ordering, String> {
+        match (&mark.value, mark.instant, self.instant) {
+            (CursorValue::Text(_), Some(m), Some(s)) => Ok(s.cmp(&m)),
+            (CursorValue::Text(m), _, _) => Ok(self.text.cmp(m.as_str())),
+            (CursorValue::Number(_), _, _) => Err("cursor values mix numbers and strings".into()),
+        }
+    }
+
+    /// A mark holding this value.
+    pub(crate) fn to_mark(&self) -> Mark {
+        Mark {
+            value: CursorValue::Text(self.text.to_string()),
+            instant: self.instant,
+        }
+    }
 }
 
 impl CursorValue {
@@ -234,6 +284,42 @@ mod tests {
                     Mark::new(a.clone()).compare(&Mark::new(b.clone())).unwrap(),
                     a.compare(b).unwrap(),
                     "{a:?} {b:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_seen_value_orders_as_its_mark_would_and_a_mark_set_to_it_holds_it() {
+        let texts = [
+            "2026-01-01T00:00:00.500Z",
+            "2026-01-01T00:00:00Z",
+            "2026-01-01T10:00:00+02:00",
+            "2026-01-01T09:00:00Z",
+            "b",
+            "a",
+        ];
+        let number = Mark::new(CursorValue::Number(7.into()));
+        for a in texts {
+            let seen = Seen::new(a);
+            assert!(seen.against(&number).is_err(), "text against a number");
+            let mut moved = number.clone();
+            moved.set(&seen);
+            assert_eq!(moved.value(), &text(a));
+            for b in texts {
+                let mark = Mark::new(text(b));
+                assert_eq!(
+                    seen.against(&mark).unwrap(),
+                    Mark::new(text(a)).compare(&mark).unwrap(),
+                    "{a} {b}"
+                );
+                let mut reused = Mark::new(text(b));
+                reused.set(&seen);
+                assert_eq!(reused.value(), &text(a));
+                assert_eq!(reused.is_instant(), seen.is_instant());
+                assert_eq!(
+                    seen.to_mark().compare(&mark).unwrap(),
+                    seen.against(&mark).unwrap()
                 );
             }
         }
