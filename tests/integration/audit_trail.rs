@@ -347,6 +347,17 @@ fn note(n: u64) -> Note {
     }
 }
 
+/// A trail of three notes and the writer that appended them, still open.
+fn three_notes() -> (tempfile::TempDir, PathBuf, AuditLog) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let mut log = AuditLog::open(&path, RunId::new()).unwrap();
+    for n in 1..=3 {
+        log.record(&note(n)).unwrap();
+    }
+    (dir, path, log)
+}
+
 /// An append chains to the end as the writer's own previous append left
 /// it only while the file still ends in exactly those bytes: an edit of
 /// either of the last two lines between two appends of one run stops the
@@ -354,12 +365,7 @@ fn note(n: u64) -> Note {
 #[test]
 fn an_edit_of_the_last_two_lines_between_two_appends_of_one_run_is_refused() {
     for edited in [1usize, 2] {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.jsonl");
-        let mut log = AuditLog::open(&path, RunId::new()).unwrap();
-        for n in 1..=3 {
-            log.record(&note(n)).unwrap();
-        }
+        let (_dir, path, mut log) = three_notes();
         flip_a_byte_of_line(&path, edited);
         let refused = log.record(&note(4)).expect_err("the edited end must be refused");
         assert!(refused.is_damage(), "line {edited}: {refused}");
@@ -418,12 +424,7 @@ fn another_writers_lines_between_two_appends_are_chained_to() {
 #[test]
 fn a_trail_cut_between_two_appends_of_one_run_is_refused() {
     for removed in [1usize, 2] {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.jsonl");
-        let mut log = AuditLog::open(&path, RunId::new()).unwrap();
-        for n in 1..=3 {
-            log.record(&note(n)).unwrap();
-        }
+        let (_dir, path, mut log) = three_notes();
         let mut lines = lines_of(&path);
         lines.remove(removed);
         write_lines(&path, &lines);

@@ -7,7 +7,7 @@
 use super::identity::Identities;
 use super::lexer::{Handler, Kind, Lexer, Want};
 use super::order::{Mark, Seen};
-use super::{CursorValue, Envelope, InvalidPayload, PageSummary, VendorMessage};
+use super::{Envelope, InvalidPayload, PageSummary, VendorMessage};
 use crate::config::CursorKind;
 
 /// Splits an RFC 6901 pointer into unescaped tokens.
@@ -244,32 +244,18 @@ impl PageScan {
         Ok(Want::Skip)
     }
 
-    /// Refuses a cursor value of another kind than the policy declares,
-    /// naming the record's position and never the value (record content
-    /// must not reach the audit trail).
-    fn check_kind(&self, kind: CursorKind, mark: &Mark) -> Result<(), String> {
-        let fits = match (kind, mark.value()) {
-            (CursorKind::Timestamp, CursorValue::Text(_)) => mark.is_instant(),
-            (CursorKind::Timestamp, CursorValue::Number(_)) => false,
-            (CursorKind::Number, value) => matches!(value, CursorValue::Number(_)),
-            (CursorKind::Text, value) => matches!(value, CursorValue::Text(_)),
-        };
-        if fits {
-            return Ok(());
-        }
-        Err(self.kind_error(kind, mark.value()))
-    }
-
-    /// The refusal of a cursor `value` that is not of the declared `kind`.
-    fn kind_error(&self, kind: CursorKind, value: &CursorValue) -> String {
+    /// The refusal of a cursor value (`seen`) of another kind than the
+    /// policy declares, naming the record's position and never the value
+    /// (record content must not reach the audit trail).
+    fn kind_error(&self, kind: CursorKind, seen: &Seen<'_>) -> String {
         let expected = match kind {
             CursorKind::Timestamp => "an RFC 3339 timestamp",
             CursorKind::Number => "a number",
             CursorKind::Text => "a string",
         };
-        let held = match value {
-            CursorValue::Number(_) => "a number".to_string(),
-            CursorValue::Text(s) => format!("text of {} characters", s.chars().count()),
+        let held = match seen.text_value() {
+            None => "a number".to_string(),
+            Some(s) => format!("text of {} characters", s.chars().count()),
         };
         // Counted from 1 here, as this message always has.
         let position = self.record_position() + 1;
@@ -290,58 +276,30 @@ impl PageScan {
             .filter(|text| !text.contains(&b'\\'))
             .and_then(|text| std::str::from_utf8(text).ok());
         if let Some(text) = plain {
-            return self.cursor_text(text);
+            return self.observe(&Seen::text(text));
         }
         let parsed: serde_json::Value = serde_json::from_slice(raw).map_err(|e| e.to_string())?;
-        let value = match parsed {
-            serde_json::Value::Number(n) => CursorValue::Number(n),
-            serde_json::Value::String(s) => CursorValue::Text(s),
-            other => return Err(not_a_cursor(&String::from_utf8_lossy(&self.cursor_field), &other)),
-        };
-        if let Some(ids) = &mut self.identities {
-            ids.cursor(value.as_param());
+        match &parsed {
+            serde_json::Value::Number(n) => self.observe(&Seen::number(n)),
+            serde_json::Value::String(s) => self.observe(&Seen::text(s)),
+            other => Err(not_a_cursor(&String::from_utf8_lossy(&self.cursor_field), other)),
         }
-        // One parse per record; a clone only when a mark moves.
-        let mark = Mark::new(value);
-        if let Some(kind) = self.cursor_kind {
-            self.check_kind(kind, &mark)?;
-        }
-        let found = &mut self.found;
-        let higher = match &found.high_water {
-            None => true,
-            Some(hw) => mark.compare(hw)? == std::cmp::Ordering::Greater,
-        };
-        // Records mostly come in order: above the high-water mark is never
-        // below the low one (once there is one).
-        let lower = match &found.low_water {
-            None => true,
-            Some(_) if higher => false,
-            Some(lw) => mark.compare(lw)? == std::cmp::Ordering::Less,
-        };
-        if lower {
-            found.low_water = Some(mark.clone());
-        }
-        if higher {
-            found.high_water = Some(mark);
-        }
-        Ok(())
     }
 
-    /// [`Self::cursor_value`] for plain text: the same checks and marks,
-    /// with the value borrowed from the page.
-    fn cursor_text(&mut self, text: &str) -> Result<(), String> {
+    /// A record's cursor value: its kind checked, then compared with the
+    /// page's marks where it lies, and copied only into a mark it moves.
+    fn observe(&mut self, seen: &Seen<'_>) -> Result<(), String> {
         if let Some(ids) = &mut self.identities {
-            ids.cursor(text.to_string());
+            ids.cursor(seen.as_param());
         }
-        let seen = Seen::new(text);
         if let Some(kind) = self.cursor_kind {
             let fits = match kind {
                 CursorKind::Timestamp => seen.is_instant(),
-                CursorKind::Number => false,
-                CursorKind::Text => true,
+                CursorKind::Number => seen.text_value().is_none(),
+                CursorKind::Text => seen.text_value().is_some(),
             };
             if !fits {
-                return Err(self.kind_error(kind, &CursorValue::Text(text.to_string())));
+                return Err(self.kind_error(kind, seen));
             }
         }
         let found = &mut self.found;
@@ -349,6 +307,8 @@ impl PageScan {
             None => true,
             Some(hw) => seen.against(hw)? == std::cmp::Ordering::Greater,
         };
+        // Records mostly come in order: above the high-water mark is never
+        // below the low one (once there is one).
         let lower = match &found.low_water {
             None => true,
             Some(_) if higher => false,
@@ -356,7 +316,7 @@ impl PageScan {
         };
         for (moves, mark) in [(lower, &mut found.low_water), (higher, &mut found.high_water)] {
             match mark {
-                Some(mark) if moves => mark.set(&seen),
+                Some(mark) if moves => mark.set(seen),
                 None if moves => *mark = Some(seen.to_mark()),
                 _ => {}
             }

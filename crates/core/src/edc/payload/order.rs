@@ -92,6 +92,9 @@ pub(crate) struct Mark {
 }
 
 impl Mark {
+    /// A mark made whole from a value: the test oracle's way, and the
+    /// reference [`Seen`] is held to.
+    #[cfg(test)]
     pub(crate) fn new(value: CursorValue) -> Mark {
         let instant = match &value {
             CursorValue::Text(s) => instant(s),
@@ -101,6 +104,7 @@ impl Mark {
     }
 
     /// The same order as [`CursorValue::compare`].
+    #[cfg(test)]
     pub(crate) fn compare(&self, other: &Mark) -> Result<Ordering, String> {
         match (&self.value, &other.value, self.instant, other.instant) {
             (CursorValue::Text(_), CursorValue::Text(_), Some(a), Some(b)) => Ok(a.cmp(&b)),
@@ -109,11 +113,13 @@ impl Mark {
     }
 
     /// The value this mark holds.
+    #[cfg(test)]
     pub(crate) fn value(&self) -> &CursorValue {
         &self.value
     }
 
     /// Whether the value is text that reads as an instant.
+    #[cfg(test)]
     pub(crate) fn is_instant(&self) -> bool {
         self.instant.is_some()
     }
@@ -122,52 +128,97 @@ impl Mark {
         self.value
     }
 
-    /// Takes `seen`'s value, reusing this mark's text where it has one: a
-    /// page in cursor order moves its high-water mark at every record.
+    /// Takes `seen`'s value, reusing this mark's text where both are
+    /// text: a page in cursor order moves its high-water mark at every
+    /// record.
     pub(crate) fn set(&mut self, seen: &Seen<'_>) {
-        match &mut self.value {
-            CursorValue::Text(text) => seen.text.clone_into(text),
-            CursorValue::Number(_) => self.value = CursorValue::Text(seen.text.to_string()),
+        match (&mut self.value, seen.value) {
+            (CursorValue::Text(text), SeenValue::Text(new)) => new.clone_into(text),
+            _ => self.value = seen.value.to_owned(),
         }
         self.instant = seen.instant;
     }
 }
 
-/// A record's cursor value that is text, borrowed from the page with its
-/// instant parsed once: compared with the marks before anything is
-/// copied, and copied only into a mark it moves.
+/// A record's cursor value, borrowed from the page with its instant parsed
+/// once: compared with the marks before anything is copied, and copied
+/// only into a mark it moves.
 pub(crate) struct Seen<'a> {
-    text: &'a str,
+    value: SeenValue<'a>,
     instant: Option<OffsetDateTime>,
 }
 
+#[derive(Clone, Copy)]
+enum SeenValue<'a> {
+    Text(&'a str),
+    Number(&'a serde_json::Number),
+}
+
+impl SeenValue<'_> {
+    fn to_owned(self) -> CursorValue {
+        match self {
+            SeenValue::Text(s) => CursorValue::Text(s.to_string()),
+            SeenValue::Number(n) => CursorValue::Number(n.clone()),
+        }
+    }
+}
+
 impl<'a> Seen<'a> {
-    pub(crate) fn new(text: &'a str) -> Seen<'a> {
+    pub(crate) fn text(text: &'a str) -> Seen<'a> {
         Seen {
-            text,
+            value: SeenValue::Text(text),
             instant: instant(text),
         }
     }
 
-    /// Whether the text reads as an instant.
+    pub(crate) fn number(n: &'a serde_json::Number) -> Seen<'a> {
+        Seen {
+            value: SeenValue::Number(n),
+            instant: None,
+        }
+    }
+
+    /// The text, when the value is text.
+    pub(crate) fn text_value(&self) -> Option<&'a str> {
+        match self.value {
+            SeenValue::Text(s) => Some(s),
+            SeenValue::Number(_) => None,
+        }
+    }
+
+    /// Whether the value is text that reads as an instant.
     pub(crate) fn is_instant(&self) -> bool {
         self.instant.is_some()
+    }
+
+    /// As a query-parameter value ([`CursorValue::as_param`]).
+    pub(crate) fn as_param(&self) -> String {
+        match self.value {
+            SeenValue::Text(s) => s.to_string(),
+            SeenValue::Number(n) => n.to_string(),
+        }
     }
 
     /// How this value orders against `mark`: the order of
     /// [`Mark::compare`], without a mark made of it.
     pub(crate) fn against(&self, mark: &Mark) -> Result<Ordering, String> {
-        match (&mark.value, mark.instant, self.instant) {
-            (CursorValue::Text(_), Some(m), Some(s)) => Ok(s.cmp(&m)),
-            (CursorValue::Text(m), _, _) => Ok(self.text.cmp(m.as_str())),
-            (CursorValue::Number(_), _, _) => Err("cursor values mix numbers and strings".into()),
+        match (&mark.value, self.value) {
+            (CursorValue::Text(m), SeenValue::Text(s)) => Ok(match (mark.instant, self.instant) {
+                (Some(m), Some(s)) => s.cmp(&m),
+                _ => s.cmp(m.as_str()),
+            }),
+            (CursorValue::Number(m), SeenValue::Number(s)) => {
+                let (x, y) = (s.as_f64().unwrap_or(f64::NAN), m.as_f64().unwrap_or(f64::NAN));
+                Ok(x.partial_cmp(&y).unwrap_or(Ordering::Equal))
+            }
+            _ => Err("cursor values mix numbers and strings".into()),
         }
     }
 
     /// A mark holding this value.
     pub(crate) fn to_mark(&self) -> Mark {
         Mark {
-            value: CursorValue::Text(self.text.to_string()),
+            value: self.value.to_owned(),
             instant: self.instant,
         }
     }
@@ -301,7 +352,7 @@ mod tests {
         ];
         let number = Mark::new(CursorValue::Number(7.into()));
         for a in texts {
-            let seen = Seen::new(a);
+            let seen = Seen::text(a);
             assert!(seen.against(&number).is_err(), "text against a number");
             let mut moved = number.clone();
             moved.set(&seen);
@@ -321,6 +372,31 @@ mod tests {
                     seen.to_mark().compare(&mark).unwrap(),
                     seen.against(&mark).unwrap()
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn a_seen_number_orders_as_its_mark_would() {
+        let numbers: Vec<serde_json::Number> =
+            vec![9.into(), 10.into(), serde_json::Number::from_f64(9.5).unwrap()];
+        for a in &numbers {
+            let seen = Seen::number(a);
+            assert!(
+                seen.against(&Mark::new(text("x"))).is_err(),
+                "a number against text"
+            );
+            for b in &numbers {
+                let mark = Mark::new(CursorValue::Number(b.clone()));
+                let own = Mark::new(CursorValue::Number(a.clone()));
+                assert_eq!(
+                    seen.against(&mark).unwrap(),
+                    own.compare(&mark).unwrap(),
+                    "{a} {b}"
+                );
+                let mut moved = Mark::new(text("x"));
+                moved.set(&seen);
+                assert_eq!(moved.value(), &CursorValue::Number(a.clone()));
             }
         }
     }

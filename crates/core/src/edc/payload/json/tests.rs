@@ -1,4 +1,5 @@
 use super::*;
+use crate::edc::payload::CursorValue;
 
 fn run(doc: &str) -> Result<PageSummary, InvalidPayload> {
     scan(
