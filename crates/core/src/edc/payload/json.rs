@@ -3,6 +3,9 @@
 //! to the configured pointers (the records array with each record's
 //! cursor field, the next-page link) and Vault's envelope members, and
 //! skips everything else without materialising it.
+//!
+//! One concept: the page scan that the lexer drives, with the checks it
+//! makes of what it finds on the way (a record's cursor value, the marks).
 
 use super::identity::Identities;
 use super::lexer::{Handler, Kind, Lexer, Want};
