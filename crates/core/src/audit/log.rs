@@ -507,24 +507,21 @@ impl AuditLog {
         // The next append may trust this end while the file still ends in
         // it; only a plain append (no torn line, no repair) is remembered.
         let end = before + buf.len() as u64;
-        if let (
+        let plain = buf.len() == text.len() + 1;
+        self.left = match &inspected {
             Ok(tail::Tail {
-                linked: Some(linked), ..
+                linked: Some(tail::Linked::Left),
+                ..
+            }) if plain => left.map(|mut left| {
+                left.advance(&text, &appended.sha256, end);
+                left
             }),
-            true,
-        ) = (&inspected, buf.len() == text.len() + 1)
-        {
-            self.left = match (linked, left) {
-                (tail::Linked::Left, Some(mut left)) => {
-                    left.advance(&text, &appended.sha256, end);
-                    Some(left)
-                }
-                (tail::Linked::Read(chained_to), _) => {
-                    Some(tail::LeftEnd::after(chained_to, &text, &appended.sha256, end))
-                }
-                (tail::Linked::Left, None) => None,
-            };
-        }
+            Ok(tail::Tail {
+                linked: Some(tail::Linked::Read(chained_to)),
+                ..
+            }) if plain => Some(tail::LeftEnd::after(chained_to, &text, &appended.sha256, end)),
+            _ => None,
+        };
         Ok(appended)
     }
 
