@@ -154,12 +154,47 @@ enum SeenValue<'a> {
     Number(&'a serde_json::Number),
 }
 
-impl SeenValue<'_> {
+impl<'a> SeenValue<'a> {
+    fn of(value: &'a CursorValue) -> SeenValue<'a> {
+        match value {
+            CursorValue::Text(s) => SeenValue::Text(s),
+            CursorValue::Number(n) => SeenValue::Number(n),
+        }
+    }
+
+    /// The instant the value names, parsed.
+    fn instant(self) -> Option<OffsetDateTime> {
+        match self {
+            SeenValue::Text(s) => instant(s),
+            SeenValue::Number(_) => None,
+        }
+    }
+
     fn to_owned(self) -> CursorValue {
         match self {
             SeenValue::Text(s) => CursorValue::Text(s.to_string()),
             SeenValue::Number(n) => CursorValue::Number(n.clone()),
         }
+    }
+}
+
+/// The one order of cursor values, each with its instant when it names
+/// one: numbers as numbers, two instants as instants, other text as text;
+/// numbers and text do not mix.
+fn order(
+    (a, a_instant): (SeenValue<'_>, Option<OffsetDateTime>),
+    (b, b_instant): (SeenValue<'_>, Option<OffsetDateTime>),
+) -> Result<Ordering, String> {
+    match (a, b) {
+        (SeenValue::Text(x), SeenValue::Text(y)) => Ok(match (a_instant, b_instant) {
+            (Some(p), Some(q)) => p.cmp(&q),
+            _ => x.cmp(y),
+        }),
+        (SeenValue::Number(x), SeenValue::Number(y)) => {
+            let (x, y) = (x.as_f64().unwrap_or(f64::NAN), y.as_f64().unwrap_or(f64::NAN));
+            Ok(x.partial_cmp(&y).unwrap_or(Ordering::Equal))
+        }
+        _ => Err("cursor values mix numbers and strings".into()),
     }
 }
 
@@ -202,17 +237,10 @@ impl<'a> Seen<'a> {
     /// How this value orders against `mark`: the order of
     /// [`Mark::compare`], without a mark made of it.
     pub(crate) fn against(&self, mark: &Mark) -> Result<Ordering, String> {
-        match (&mark.value, self.value) {
-            (CursorValue::Text(m), SeenValue::Text(s)) => Ok(match (mark.instant, self.instant) {
-                (Some(m), Some(s)) => s.cmp(&m),
-                _ => s.cmp(m.as_str()),
-            }),
-            (CursorValue::Number(m), SeenValue::Number(s)) => {
-                let (x, y) = (s.as_f64().unwrap_or(f64::NAN), m.as_f64().unwrap_or(f64::NAN));
-                Ok(x.partial_cmp(&y).unwrap_or(Ordering::Equal))
-            }
-            _ => Err("cursor values mix numbers and strings".into()),
-        }
+        order(
+            (self.value, self.instant),
+            (SeenValue::of(&mark.value), mark.instant),
+        )
     }
 
     /// A mark holding this value.
@@ -227,17 +255,8 @@ impl<'a> Seen<'a> {
 impl CursorValue {
     /// Orders two values of one field; numbers and strings do not mix.
     pub fn compare(&self, other: &CursorValue) -> Result<Ordering, String> {
-        match (self, other) {
-            (CursorValue::Number(a), CursorValue::Number(b)) => {
-                let (x, y) = (a.as_f64().unwrap_or(f64::NAN), b.as_f64().unwrap_or(f64::NAN));
-                Ok(x.partial_cmp(&y).unwrap_or(Ordering::Equal))
-            }
-            (CursorValue::Text(a), CursorValue::Text(b)) => Ok(match (instant(a), instant(b)) {
-                (Some(x), Some(y)) => x.cmp(&y),
-                _ => a.cmp(b),
-            }),
-            _ => Err("cursor values mix numbers and strings".into()),
-        }
+        let (a, b) = (SeenValue::of(self), SeenValue::of(other));
+        order((a, a.instant()), (b, b.instant()))
     }
 
     /// The larger of two values (the first when they are equal).
