@@ -42,26 +42,36 @@ impl BareGet {
     /// Sends the request and reads the whole response; returns its body.
     pub fn page(&mut self) -> anyhow::Result<&[u8]> {
         self.stream.write_all(&self.request)?;
-        self.buf.clear();
-        let mut chunk = [0u8; 64 * 1024];
+        let mut filled: usize = 0;
         let (head_end, body_len) = loop {
-            let n = self.stream.read(&mut chunk)?;
-            if n == 0 {
-                bail!("the simulator closed the connection before the response's head");
-            }
-            self.buf.extend_from_slice(&chunk[..n]);
-            if let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let searched = filled.saturating_sub(3);
+            filled = self.read_more(filled, "before the response's head")?;
+            if let Some(end) = self.buf[searched..filled]
+                .windows(4)
+                .position(|w| w == b"\r\n\r\n")
+            {
+                let end = searched + end;
                 break (end + 4, content_length(&self.buf[..end])?);
             }
         };
-        while self.buf.len() < head_end + body_len {
-            let n = self.stream.read(&mut chunk)?;
-            if n == 0 {
-                bail!("the simulator closed the connection inside the body");
-            }
-            self.buf.extend_from_slice(&chunk[..n]);
+        while filled < head_end + body_len {
+            filled = self.read_more(filled, "inside the body")?;
         }
         Ok(&self.buf[head_end..head_end + body_len])
+    }
+
+    /// Reads what the socket has straight after the `filled` bytes of the
+    /// buffer (no copy between); returns the new length.
+    fn read_more(&mut self, filled: usize, when: &str) -> anyhow::Result<usize> {
+        const READ: usize = 64 * 1024;
+        if self.buf.len() < filled + READ {
+            self.buf.resize(filled + READ, 0);
+        }
+        let n = self.stream.read(&mut self.buf[filled..])?;
+        if n == 0 {
+            bail!("the simulator closed the connection {when}");
+        }
+        Ok(filled + n)
     }
 }
 
