@@ -8,6 +8,8 @@ pub mod hosts;
 pub mod one_pass;
 pub mod pacer;
 pub mod peers;
+pub mod phase;
+pub mod side_by_side;
 pub mod soak;
 pub mod startup;
 pub mod state;

@@ -3,8 +3,9 @@
 //! the same durability (`peer/python_sync.py`), the bare floor of the
 //! syscalls a page still needs (write, fsync, rename, directory fsync,
 //! appends, one fdatasync; no parsing), without the network and with a
-//! bare GET of the page, and the fsync-class calls a committed page
-//! costs, counted by `strace -c`.
+//! bare GET of the page (measured beside each sync, `side_by_side.rs`),
+//! and the fsync-class calls a committed page costs, counted by
+//! `strace -c`.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -15,53 +16,37 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
-/// Everything the page is compared with, from one invocation.
+/// The peers of the small pages, from one invocation.
 #[derive(Debug, Clone, Serialize)]
 pub struct Peers {
     pub python: Option<PythonPeer>,
-    pub floor_wall_ms_per_page: f64,
-    pub floor_cpu_ms_per_page: f64,
-    /// The same floor with each page first received from the simulator by
-    /// a bare GET ([`super::bare_get`]): the syscalls of the whole page.
-    pub floor_received_wall_ms_per_page: f64,
-    pub floor_received_cpu_ms_per_page: f64,
     pub syncs_per_page: Option<f64>,
 }
 
-/// Runs the peers on pages like the small phase's (`page_size` records of
-/// `padding` extra bytes), against a simulator of their own; the floor
-/// writes what the small phase's commits wrote (`commit`).
-pub fn measure(
-    exe: &Path,
-    work: &Path,
-    pages: u64,
-    page_bytes: u64,
-    commit: super::commit_bytes::CommitBytes,
-) -> anyhow::Result<Peers> {
-    let (page_size, padding) = (100u64, (page_bytes / 100).saturating_sub(200) as usize);
-    let sim = super::harness::SimProcess::start(exe, pages * page_size, padding)?;
+/// The padding of a small page's records (100 of them) for a page of
+/// about `page_bytes`.
+pub fn small_padding(page_bytes: u64) -> usize {
+    (page_bytes / 100).saturating_sub(200) as usize
+}
+
+/// The path and query of the bench policy's first page of `page_size`
+/// records.
+pub fn first_page(page_size: u64) -> String {
+    format!("/api/v24.1/query/audit_trail?limit={page_size}")
+}
+
+/// Runs the peers on pages like the small phase's (100 records of
+/// [`small_padding`] extra bytes), against a simulator of their own.
+pub fn measure(exe: &Path, work: &Path, pages: u64, page_bytes: u64) -> anyhow::Result<Peers> {
+    let page_size = 100u64;
+    let sim = super::harness::SimProcess::start(exe, pages * page_size, small_padding(page_bytes))?;
     std::fs::create_dir_all(work)?;
     let config = work.join("bench-policy.yaml");
     std::fs::write(&config, super::harness::policy(page_size, page_bytes * 2))?;
     let python = python(&sim.url, &work.join("python"), page_size, pages)?;
-    let (floor_wall_ms_per_page, floor_cpu_ms_per_page) =
-        floor(&work.join("floor"), pages, page_bytes, commit, None)?;
-    let first_page = format!("/api/v24.1/query/audit_trail?limit={page_size}");
-    let mut receive = super::bare_get::BareGet::connect(&sim.url, &first_page, "bench-token")?;
-    let (floor_received_wall_ms_per_page, floor_received_cpu_ms_per_page) = floor(
-        &work.join("floor-received"),
-        pages,
-        page_bytes,
-        commit,
-        Some(&mut receive),
-    )?;
     let syncs_per_page = syncs_per_page(exe, &config, work, &sim.url)?;
     Ok(Peers {
         python,
-        floor_wall_ms_per_page,
-        floor_cpu_ms_per_page,
-        floor_received_wall_ms_per_page,
-        floor_received_cpu_ms_per_page,
         syncs_per_page,
     })
 }
@@ -115,19 +100,25 @@ pub fn python(url: &str, work: &Path, page_size: u64, pages: u64) -> anyhow::Res
     ))
 }
 
+/// One floor: wall and CPU milliseconds per page.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Floor {
+    pub wall_ms_per_page: f64,
+    pub cpu_ms_per_page: f64,
+}
+
 /// The floor: per page, the syscalls edc-sync's commit still makes, with
 /// `page_bytes` of data and the commit's own records at their sizes
 /// (`commit`: the audit line, the manifest line, the cursor file), and
 /// nothing else; with `receive`, each page is first received by a bare
-/// GET and its bytes are the ones written. Wall and CPU milliseconds per
-/// page.
+/// GET and its bytes are the ones written.
 pub fn floor(
     work: &Path,
     pages: u64,
     page_bytes: u64,
     commit: super::commit_bytes::CommitBytes,
     mut receive: Option<&mut super::bare_get::BareGet>,
-) -> anyhow::Result<(f64, f64)> {
+) -> anyhow::Result<Floor> {
     let landing = work.join("pages");
     std::fs::create_dir_all(&landing)?;
     let dir = std::fs::File::open(&landing)?;
@@ -165,9 +156,10 @@ pub fn floor(
         std::fs::write(cursor.with_extension("tmp"), &cursor_file)?;
         std::fs::rename(cursor.with_extension("tmp"), &cursor)?;
     }
-    let wall = t0.elapsed().as_secs_f64() * 1000.0 / pages.max(1) as f64;
-    let cpu = (super::harness::cpu_time() - cpu0).as_secs_f64() * 1000.0 / pages.max(1) as f64;
-    Ok((wall, cpu))
+    Ok(Floor {
+        wall_ms_per_page: t0.elapsed().as_secs_f64() * 1000.0 / pages.max(1) as f64,
+        cpu_ms_per_page: (super::harness::cpu_time() - cpu0).as_secs_f64() * 1000.0 / pages.max(1) as f64,
+    })
 }
 
 /// The fsync-class syscalls `strace -c` counted, from its summary table

@@ -1,116 +1,21 @@
-//! `edc-sync bench sync`: what one committed page costs.
-//!
-//! The simulator runs as a separate process (so its CPU is not counted);
-//! the sync runs in this process with an unthrottled in-process pacer.
-//! Figures: pages per second, CPU milliseconds per committed page, the
-//! wall time of the durable commit per page, and (in a child process of
-//! its own, so nothing else inflates it) the peak RSS while syncing large
-//! pages.
+//! `edc-sync bench sync`: what one committed page costs, and what it is
+//! compared with. Figures: pages per second, CPU milliseconds per
+//! committed page beside the floor of its syscalls (`side_by_side.rs`),
+//! the wall time of the durable commit per page, and the peak RSS while
+//! syncing large pages (`phase.rs`).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::path::PathBuf;
 
-use anyhow::{bail, Context};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use edc_core::run::{self, Endpoint, PacerChoice, RunSpec, Streams};
-use edc_core::sync::SyncOptions;
-
-use super::commit_bytes::CommitBytes;
-use super::harness::{large_padding, policy, usage_split, SimProcess};
-
-/// One measured sync.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Phase {
-    pub pages: u64,
-    pub records: u64,
-    pub bytes: u64,
-    pub page_bytes: u64,
-    pub wall_s: f64,
-    pub pages_per_s: f64,
-    pub cpu_ms_per_page: f64,
-    pub user_ms_per_page: f64,
-    pub durable_commit_ms_per_page: f64,
-    pub peak_rss_mib: f64,
-    /// What each commit wrote besides the page, for the floor to write too.
-    pub commit_bytes: CommitBytes,
-}
-
-/// Syncs `pages` pages of about `page_bytes` bytes each and measures.
-pub async fn phase(exe: &Path, work: &Path, pages: u64, page_bytes: u64) -> anyhow::Result<Phase> {
-    let (page_size, padding) = if page_bytes <= 256 * 1024 {
-        (100u64, (page_bytes / 100).saturating_sub(200) as usize)
-    } else {
-        (1000u64, large_padding(page_bytes))
-    };
-    let sim = SimProcess::start(exe, pages * page_size, padding)?;
-    std::fs::create_dir_all(work)?;
-    let config = work.join("bench-policy.yaml");
-    std::fs::write(&config, policy(page_size, page_bytes * 2))?;
-    let spec = RunSpec {
-        config,
-        allow_dirty: true,
-        vendor: "bench".into(),
-        tenant: None,
-        study: "BENCH".into(),
-        protocol_version: None,
-        streams: Streams::One("default".into()),
-        out: work.join("landing"),
-        state: work.join("state"),
-        audit_log: work.join("audit.jsonl"),
-        pacer: PacerChoice::Local,
-        options: SyncOptions::default(),
-        metrics_file: None,
-        audit: Default::default(),
-        endpoint: Some(Endpoint::bearer(sim.url.clone(), "bench-token")),
-    };
-    let (user0, sys0, _) = usage_split();
-    let t0 = Instant::now();
-    let result = run::execute(spec).await?;
-    let wall = t0.elapsed();
-    let (user1, sys1, peak_kib) = usage_split();
-    let (cpu0, cpu1) = (user0 + sys0, user1 + sys1);
-    result.outcome?;
-    let report = result.reports.first().context("no stream report")?;
-    let committed = report.pages.max(1) as f64;
-    Ok(Phase {
-        pages: report.pages,
-        records: report.records,
-        bytes: report.bytes,
-        page_bytes: report.bytes / report.pages.max(1),
-        wall_s: wall.as_secs_f64(),
-        pages_per_s: report.pages as f64 / wall.as_secs_f64(),
-        cpu_ms_per_page: (cpu1 - cpu0).as_secs_f64() * 1000.0 / committed,
-        user_ms_per_page: (user1 - user0).as_secs_f64() * 1000.0 / committed,
-        durable_commit_ms_per_page: report.durable_commit.as_secs_f64() * 1000.0 / committed,
-        peak_rss_mib: peak_kib as f64 / 1024.0,
-        commit_bytes: CommitBytes::of(work)?,
-    })
-}
-
-/// Runs the large-page phase in a child process and reads its figures.
-pub fn rss_phase_in_child(exe: &Path, work: &Path, pages: u64, page_mib: u64) -> anyhow::Result<Phase> {
-    let out = Command::new(exe)
-        .args(["bench", "sync-phase", "--pages", &pages.to_string()])
-        .args(["--page-bytes", &(page_mib * 1024 * 1024).to_string()])
-        .arg("--work")
-        .arg(work)
-        .stderr(Stdio::inherit())
-        .output()
-        .context("running the large-page phase")?;
-    if !out.status.success() {
-        bail!("the large-page phase failed with {}", out.status);
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(text.lines().last().unwrap_or_default())
-        .context("reading the large-page phase's figures")
-}
+use super::phase::Phase;
+use super::side_by_side::SideBySide;
 
 /// Both phases' figures, and the single JSON line scripts read.
 #[derive(Debug, Clone, Serialize)]
 pub struct Figures {
-    pub small: Phase,
+    /// The small pages, each round beside its floors.
+    pub small: SideBySide,
     pub large: Phase,
     pub peers: super::peers::Peers,
     /// SHA-256 alone and the payload check alone, over a page padded like
@@ -133,13 +38,15 @@ impl Figures {
 }
 
 pub fn render(f: &Figures) -> String {
+    let median = f.small.median();
+    let (small, floor, received) = (&median.sync, median.floor, median.floor_received);
     let json = serde_json::json!({
-        "pages_per_s": f.small.pages_per_s,
-        "cpu_ms_per_page": f.small.cpu_ms_per_page,
-        "user_cpu_ms_per_page": f.small.user_ms_per_page,
-        "durable_commit_ms_per_page": f.small.durable_commit_ms_per_page,
-        "small_page_bytes": f.small.page_bytes,
-        "small_pages": f.small.pages,
+        "pages_per_s": small.pages_per_s,
+        "cpu_ms_per_page": small.cpu_ms_per_page,
+        "user_cpu_ms_per_page": small.user_ms_per_page,
+        "durable_commit_ms_per_page": small.durable_commit_ms_per_page,
+        "small_page_bytes": small.page_bytes,
+        "small_pages": small.pages,
         "large_peak_rss_mib": f.large.peak_rss_mib,
         "large_bytes": f.large.bytes,
         "large_page_bytes": f.large.page_bytes,
@@ -157,21 +64,22 @@ pub fn render(f: &Figures) -> String {
         "dense_one_pass_vs_sha256": f.shape("dense").map(|s| s.one_pass_vs_sha256),
         "syncs_per_page": f.peers.syncs_per_page,
         "python_cpu_ms_per_page": f.peers.python.as_ref().map(|p| p.cpu_ms_per_page),
-        "cpu_vs_python": f.peers.python.as_ref().map(|p| f.small.cpu_ms_per_page / p.cpu_ms_per_page),
-        "floor_wall_ms_per_page": f.peers.floor_wall_ms_per_page,
-        "floor_audit_line_bytes": f.small.commit_bytes.audit_line,
-        "floor_manifest_line_bytes": f.small.commit_bytes.manifest_line,
-        "floor_cursor_bytes": f.small.commit_bytes.cursor,
-        "floor_cpu_ms_per_page": f.peers.floor_cpu_ms_per_page,
-        "durable_commit_vs_floor": f.small.durable_commit_ms_per_page / f.peers.floor_wall_ms_per_page,
-        "cpu_vs_floor": f.small.cpu_ms_per_page / f.peers.floor_cpu_ms_per_page,
-        "floor_received_wall_ms_per_page": f.peers.floor_received_wall_ms_per_page,
-        "floor_received_cpu_ms_per_page": f.peers.floor_received_cpu_ms_per_page,
-        "cpu_vs_floor_received": f.small.cpu_ms_per_page / f.peers.floor_received_cpu_ms_per_page,
+        "cpu_vs_python": f.peers.python.as_ref().map(|p| small.cpu_ms_per_page / p.cpu_ms_per_page),
+        "floor_wall_ms_per_page": floor.wall_ms_per_page,
+        "floor_audit_line_bytes": small.commit_bytes.audit_line,
+        "floor_manifest_line_bytes": small.commit_bytes.manifest_line,
+        "floor_cursor_bytes": small.commit_bytes.cursor,
+        "floor_cpu_ms_per_page": floor.cpu_ms_per_page,
+        "durable_commit_vs_floor": small.durable_commit_ms_per_page / floor.wall_ms_per_page,
+        "cpu_vs_floor": median.cpu_vs_floor(),
+        "floor_received_wall_ms_per_page": received.wall_ms_per_page,
+        "floor_received_cpu_ms_per_page": received.cpu_ms_per_page,
+        "cpu_vs_floor_received": median.cpu_vs_floor_received(),
+        "rounds": f.small.rounds.iter().map(super::side_by_side::Round::json).collect::<Vec<_>>(),
     });
     format!(
         "sync benchmark (simulator in its own process, in-process pacer, unthrottled)\n\
-         small pages: {} pages of {} bytes\n\
+         small pages: {} pages of {} bytes (the median of {} rounds, each a sync and at once its floors)\n\
          \x20 pages per second            {:.1}\n\
          \x20 CPU per committed page      {:.3} ms   (user {:.3} ms; target < 0.47 ms: 10x under the Python loop's 4.7 ms)\n\
          \x20 durable commit per page     {:.3} ms wall (fsync page + rename + dir, audit line; manifest and cursor unsynced)\n\
@@ -180,6 +88,7 @@ pub fn render(f: &Figures) -> String {
          \x20 floor (the syscalls alone)  {:.3} ms wall, {:.3} ms CPU per page; ours is {:.2}x in CPU (target <= 1.3x)\n\
          \x20   the same commit's bytes: a {} B page_committed line, a {} B manifest line, a {} B cursor\n\
          \x20 the floor, each page first received by a bare GET  {:.3} ms wall, {:.3} ms CPU per page; ours is {:.2}x\n\
+         \x20 every round's CPU / floor: {}; with the received floor: {}\n\
          large pages: {} pages of {:.1} MiB ({:.2} GiB)\n\
          \x20 peak RSS                    {:.1} MiB   (target < 48 MiB)\n\
          \x20 CPU per committed page      {:.1} ms (user {:.1} ms)\n\
@@ -188,24 +97,27 @@ pub fn render(f: &Figures) -> String {
          one pass (SHA-256 + streaming check on each 64 KiB chunk in cache, as the sync sees it):\n\
          {}\
          {json}",
-        f.small.pages,
-        f.small.page_bytes,
-        f.small.pages_per_s,
-        f.small.cpu_ms_per_page,
-        f.small.user_ms_per_page,
-        f.small.durable_commit_ms_per_page,
+        small.pages,
+        small.page_bytes,
+        f.small.rounds.len(),
+        small.pages_per_s,
+        small.cpu_ms_per_page,
+        small.user_ms_per_page,
+        small.durable_commit_ms_per_page,
         f.peers.syncs_per_page.map_or("not counted (no strace)".into(), |s| format!("{s:.2}")),
         f.peers.python.as_ref().map_or("not run (no python3)".into(), |p| format!("{:.3}", p.cpu_ms_per_page)),
-        f.peers.python.as_ref().map_or("-".into(), |p| format!("ours is {:.2}x", f.small.cpu_ms_per_page / p.cpu_ms_per_page)),
-        f.peers.floor_wall_ms_per_page,
-        f.peers.floor_cpu_ms_per_page,
-        f.small.cpu_ms_per_page / f.peers.floor_cpu_ms_per_page,
-        f.small.commit_bytes.audit_line,
-        f.small.commit_bytes.manifest_line,
-        f.small.commit_bytes.cursor,
-        f.peers.floor_received_wall_ms_per_page,
-        f.peers.floor_received_cpu_ms_per_page,
-        f.small.cpu_ms_per_page / f.peers.floor_received_cpu_ms_per_page,
+        f.peers.python.as_ref().map_or("-".into(), |p| format!("ours is {:.2}x", small.cpu_ms_per_page / p.cpu_ms_per_page)),
+        floor.wall_ms_per_page,
+        floor.cpu_ms_per_page,
+        median.cpu_vs_floor(),
+        small.commit_bytes.audit_line,
+        small.commit_bytes.manifest_line,
+        small.commit_bytes.cursor,
+        received.wall_ms_per_page,
+        received.cpu_ms_per_page,
+        median.cpu_vs_floor_received(),
+        ratios(f, super::side_by_side::Round::cpu_vs_floor),
+        ratios(f, super::side_by_side::Round::cpu_vs_floor_received),
         f.large.pages,
         f.large.page_bytes as f64 / 1048576.0,
         f.large.bytes as f64 / 1073741824.0,
@@ -232,6 +144,17 @@ pub fn render(f: &Figures) -> String {
             ))
             .collect::<String>(),
     )
+}
+
+/// Every round's ratio, in the order the rounds ran.
+fn ratios(f: &Figures, ratio: fn(&super::side_by_side::Round) -> f64) -> String {
+    let each: Vec<String> = f
+        .small
+        .rounds
+        .iter()
+        .map(|r| format!("{:.2}x", ratio(r)))
+        .collect();
+    each.join(", ")
 }
 
 /// A scratch directory for the benchmark, removed afterwards.

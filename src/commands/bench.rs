@@ -42,15 +42,15 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         } => {
             let exe = std::env::current_exe().context("locating the edc-sync executable")?;
             let (_scratch, work) = sync::scratch()?;
-            let small = rt.block_on(sync::phase(&exe, &work.join("small"), pages, page_kib * 1024))?;
-            let large = sync::rss_phase_in_child(&exe, &work.join("large"), large_pages, large_page_mib)?;
-            let peers = crate::bench::peers::measure(
+            let small =
+                crate::bench::side_by_side::measure(&rt, &exe, &work.join("small"), pages, page_kib * 1024)?;
+            let large = crate::bench::phase::rss_phase_in_child(
                 &exe,
-                &work.join("peers"),
-                pages,
-                page_kib * 1024,
-                small.commit_bytes,
+                &work.join("large"),
+                large_pages,
+                large_page_mib,
             )?;
+            let peers = crate::bench::peers::measure(&exe, &work.join("peers"), pages, page_kib * 1024)?;
             let one_pass = crate::bench::one_pass::measure(
                 large.page_bytes as usize,
                 crate::bench::harness::large_padding(large_page_mib * 1024 * 1024),
@@ -167,7 +167,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             work,
         } => {
             let exe = std::env::current_exe().context("locating the edc-sync executable")?;
-            let phase = rt.block_on(sync::phase(&exe, &work, pages, page_bytes))?;
+            let phase = rt.block_on(crate::bench::phase::phase(&exe, &work, pages, page_bytes))?;
             writeln!(std::io::stdout().lock(), "{}", serde_json::to_string(&phase)?)
                 .context("writing to stdout")?;
             Ok(())

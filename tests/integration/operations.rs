@@ -676,6 +676,66 @@ fn bench_startup_prints_its_figures() {
     }
 }
 
+/// `bench sync` measures the small pages beside their floor, round by
+/// round (a sync, then the floor of the bytes its commits wrote, then the
+/// same floor with each page received by a bare GET), and reports the
+/// round with the median ratio: a floor measured minutes apart, on a file
+/// system in another state, moved the printed ratio between 1.1x and 2.6x
+/// from one run of one build to the next. Every round's ratios are in the
+/// JSON line, and the printed ones are the median round's own.
+#[test]
+fn bench_sync_reports_its_small_pages_beside_their_floor_round_by_round() {
+    let out = support::run(&[
+        "bench",
+        "sync",
+        "--pages",
+        "6",
+        "--page-kib",
+        "16",
+        "--large-pages",
+        "1",
+        "--large-page-mib",
+        "1",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let last: serde_json::Value = serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
+    let rounds = last["rounds"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no rounds in {last}"));
+    assert_eq!(rounds.len(), 3, "{last}");
+    let ratio = |r: &serde_json::Value, key: &str| r[key].as_f64().unwrap_or_else(|| panic!("{key} in {r}"));
+    for round in rounds {
+        let (sync, floor) = (
+            ratio(round, "cpu_ms_per_page"),
+            ratio(round, "floor_cpu_ms_per_page"),
+        );
+        assert!(sync > 0.0 && floor > 0.0, "{round}");
+        assert_eq!(round["pages"], 6, "every round syncs every page: {round}");
+        assert!(ratio(round, "floor_received_cpu_ms_per_page") > 0.0, "{round}");
+    }
+    let mut ratios: Vec<f64> = rounds.iter().map(|r| ratio(r, "cpu_vs_floor")).collect();
+    ratios.sort_by(f64::total_cmp);
+    assert_eq!(
+        last["cpu_vs_floor"].as_f64(),
+        Some(ratios[1]),
+        "the median round's: {last}"
+    );
+    let median = rounds
+        .iter()
+        .find(|r| r["cpu_vs_floor"] == last["cpu_vs_floor"])
+        .unwrap();
+    for key in [
+        "cpu_ms_per_page",
+        "floor_cpu_ms_per_page",
+        "floor_received_cpu_ms_per_page",
+    ] {
+        assert_eq!(
+            last[key], median[key],
+            "{key}: the printed figure is the median round's"
+        );
+    }
+}
+
 /// The peak RSS `bench sync` prints for its large pages is the syncing
 /// child's own: a child started by a process holding hundreds of MiB
 /// used to report its parent's high-water mark (`ru_maxrss` survives the
