@@ -1,14 +1,18 @@
 //! The one-pass figures of `bench sync`: what SHA-256
-//! alone costs over a large page's bytes (the floor a landed page cannot
-//! go under), and what the streaming payload check adds, fed the same
-//! chunks the HTTP client hands over. Both are timed on each chunk as the
+//! alone costs over a page's bytes (the floor a landed page cannot
+//! go under), what the streaming payload check adds, fed the same
+//! chunks the HTTP client hands over, and what the check costs when it
+//! also learns every record's identity by content (a JSON timestamp
+//! cursor's lookback asks for it: a second SHA-256 pass, over each
+//! record). All are timed on each chunk as the
 //! sync sees it: just copied into a fresh 64 KiB buffer, so in cache (a
 //! floor measured over a 64 MiB buffer read from main memory would be
 //! about 1.4 times slower and flatter the ratio). Measured in this process, on pages
-//! built by the simulator's own record generator, in two shapes: the
-//! large phase's (records padded to about 64 KiB, mostly one long string)
-//! and a dense one (about 200-byte records, the worst case for a
-//! validator: a key or a value every dozen bytes).
+//! built by the simulator's own record generator, in three shapes: the
+//! large phase's (records padded to about 64 KiB, mostly one long string),
+//! a dense one (about 200-byte records, the worst case for a
+//! validator: a key or a value every dozen bytes), and the small phase's
+//! page (100 records), over as many of them as make the large page's bytes.
 
 use std::time::Duration;
 
@@ -29,10 +33,17 @@ pub struct Shape {
     pub name: String,
     pub page_bytes: u64,
     pub records: u64,
+    /// Pages of this shape measured (their bytes add up to about the
+    /// large page's); the times are for all of them together.
+    pub pages: u64,
     pub sha256_ms: f64,
     pub check_ms: f64,
     /// (SHA-256 + check) / SHA-256 alone: what one pass costs over the floor.
     pub one_pass_vs_sha256: f64,
+    /// The check learning every record's identity by its content.
+    pub identified_check_ms: f64,
+    /// (SHA-256 + that check) / SHA-256 alone.
+    pub identified_vs_sha256: f64,
 }
 
 /// A Vault-style page of `page_bytes` or a little more.
@@ -95,43 +106,90 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// Measures one shape.
-pub fn shape(name: &str, padding: usize, page_bytes: usize) -> anyhow::Result<Shape> {
+/// The check of one page, from its first chunk to its verdict: its CPU
+/// time, and the records it counted.
+fn checked(name: &str, body: &[u8], identify: bool) -> anyhow::Result<(Duration, u64)> {
+    let mut check = JsonCheck::new("/data", Some("/responseDetails/next_page"), "modified_date__v");
+    if identify {
+        check = check.identifying(None);
+    }
+    let spent = per_cached_chunk(body, |chunk| check.feed(chunk));
+    let t = thread_cpu();
+    let summary = check.finish();
+    let spent = spent + thread_cpu().saturating_sub(t);
+    let summary = summary.map_err(|e| anyhow::anyhow!("the {name} page was refused: {e}"))?;
+    if identify {
+        anyhow::ensure!(
+            summary
+                .keys
+                .as_ref()
+                .is_some_and(|k| k.as_ref().is_ok_and(|k| k.len() as u64 == summary.records)),
+            "the {name} page's records were not all identified"
+        );
+    }
+    Ok((spent, summary.records))
+}
+
+/// Measures one shape: `pages` pages of about `page_bytes` each, with
+/// `padding` bytes a record.
+pub fn shape(name: &str, padding: usize, page_bytes: usize, pages: u64) -> anyhow::Result<Shape> {
     let (body, records) = page(padding, page_bytes);
     let sha = best(|| {
-        let mut hasher = Sha256::new();
-        let spent = per_cached_chunk(&body, |chunk| hasher.update(chunk));
-        std::hint::black_box(hasher.finalize());
-        spent
+        (0..pages)
+            .map(|_| {
+                let mut hasher = Sha256::new();
+                let spent = per_cached_chunk(&body, |chunk| hasher.update(chunk));
+                std::hint::black_box(hasher.finalize());
+                spent
+            })
+            .sum()
     });
-    let mut verdict = Ok(0);
-    let check = best(|| {
-        let mut check = JsonCheck::new("/data", Some("/responseDetails/next_page"), "modified_date__v");
-        let spent = per_cached_chunk(&body, |chunk| check.feed(chunk));
-        let t = thread_cpu();
-        verdict = check.finish().map(|s| s.records);
-        spent + thread_cpu().saturating_sub(t)
-    });
-    let counted = verdict.map_err(|e| anyhow::anyhow!("the {name} page was refused: {e}"))?;
+    let mut counted = Vec::new();
+    let mut check = |identify: bool| -> anyhow::Result<Duration> {
+        let mut each = || -> anyhow::Result<Duration> {
+            let mut spent = Duration::ZERO;
+            for _ in 0..pages {
+                let (took, records) = checked(name, &body, identify)?;
+                counted.push(records);
+                spent += took;
+            }
+            Ok(spent)
+        };
+        let passes = (0..PASSES).map(|_| each()).collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(passes.into_iter().min().unwrap_or_default())
+    };
+    let (plain, identified) = (check(false)?, check(true)?);
     anyhow::ensure!(
-        counted == records,
-        "the {name} page: {counted} records counted of {records}"
+        counted.iter().all(|&n| n == records),
+        "the {name} page: {counted:?} records counted of {records}"
     );
     Ok(Shape {
         name: name.into(),
         page_bytes: body.len() as u64,
         records,
+        pages,
         sha256_ms: ms(sha),
-        check_ms: ms(check),
-        one_pass_vs_sha256: (ms(sha) + ms(check)) / ms(sha),
+        check_ms: ms(plain),
+        one_pass_vs_sha256: (ms(sha) + ms(plain)) / ms(sha),
+        identified_check_ms: ms(identified),
+        identified_vs_sha256: (ms(sha) + ms(identified)) / ms(sha),
     })
 }
 
-/// Both shapes, for pages of `page_bytes` padded like the large phase's
-/// (`padding` bytes a record).
-pub fn measure(page_bytes: usize, padding: usize) -> anyhow::Result<Vec<Shape>> {
+/// The three shapes: a page of `page_bytes` padded like the large
+/// phase's (`padding` bytes a record), a dense one of the same size, and
+/// small pages like the small phase's (`small_page_bytes`), as many as
+/// make `page_bytes`.
+pub fn measure(page_bytes: usize, padding: usize, small_page_bytes: u64) -> anyhow::Result<Vec<Shape>> {
+    let small_pages = (page_bytes as u64 / small_page_bytes.max(1)).max(1);
     Ok(vec![
-        shape("padded", padding, page_bytes)?,
-        shape("dense", 0, page_bytes)?,
+        shape("padded", padding, page_bytes, 1)?,
+        shape("dense", 0, page_bytes, 1)?,
+        shape(
+            "small",
+            super::peers::small_padding(small_page_bytes),
+            small_page_bytes as usize,
+            small_pages,
+        )?,
     ])
 }

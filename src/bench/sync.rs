@@ -30,6 +30,13 @@ impl Figures {
         self.one_pass.iter().find(|s| s.name == name)
     }
 
+    /// SHA-256 and the check with identities over one small page in
+    /// cache, in ms: the computing a small page cannot do without.
+    fn small_compute_ms_per_page(&self) -> Option<f64> {
+        self.shape("small")
+            .map(|s| (s.sha256_ms + s.identified_check_ms) / s.pages.max(1) as f64)
+    }
+
     /// SHA-256 alone over one large page's bytes, in ms.
     fn sha256_ms_per_large_page(&self) -> Option<f64> {
         self.shape("padded")
@@ -62,6 +69,10 @@ pub fn render(f: &Figures) -> String {
         "dense_sha256_ms": f.shape("dense").map(|s| s.sha256_ms),
         "dense_check_ms": f.shape("dense").map(|s| s.check_ms),
         "dense_one_pass_vs_sha256": f.shape("dense").map(|s| s.one_pass_vs_sha256),
+        "padded_identified_vs_sha256": f.shape("padded").map(|s| s.identified_vs_sha256),
+        "dense_identified_vs_sha256": f.shape("dense").map(|s| s.identified_vs_sha256),
+        "small_compute_ms_per_page": f.small_compute_ms_per_page(),
+        "floor_cpu_ms_per_page_times_0_3": floor.cpu_ms_per_page * 0.3,
         "syncs_per_page": f.peers.syncs_per_page,
         "python_cpu_ms_per_page": f.peers.python.as_ref().map(|p| p.cpu_ms_per_page),
         "cpu_vs_python": f.peers.python.as_ref().map(|p| small.cpu_ms_per_page / p.cpu_ms_per_page),
@@ -89,6 +100,7 @@ pub fn render(f: &Figures) -> String {
          \x20   the same commit's bytes: a {} B page_committed line, a {} B manifest line, a {} B cursor\n\
          \x20 the floor, each page first received by a bare GET  {:.3} ms wall, {:.3} ms CPU per page; ours is {:.2}x\n\
          \x20 every round's CPU / floor: {}; with the received floor: {}\n\
+         \x20 1.3x the floor leaves {:.3} ms a page above its syscalls; SHA-256 and the check with identities alone take {} ms a page (in cache)\n\
          large pages: {} pages of {:.1} MiB ({:.2} GiB)\n\
          \x20 peak RSS                    {:.1} MiB   (target < 48 MiB)\n\
          \x20 CPU per committed page      {:.1} ms (user {:.1} ms)\n\
@@ -118,6 +130,8 @@ pub fn render(f: &Figures) -> String {
         median.cpu_vs_floor_received(),
         ratios(f, super::side_by_side::Round::cpu_vs_floor),
         ratios(f, super::side_by_side::Round::cpu_vs_floor_received),
+        floor.cpu_ms_per_page * 0.3,
+        f.small_compute_ms_per_page().map_or("-".into(), |ms| format!("{ms:.3}")),
         f.large.pages,
         f.large.page_bytes as f64 / 1048576.0,
         f.large.bytes as f64 / 1073741824.0,
@@ -133,14 +147,22 @@ pub fn render(f: &Figures) -> String {
         f.one_pass
             .iter()
             .map(|s| format!(
-                "  {:<6} {:.1} MiB, {} records: SHA-256 {:.1} ms, check {:.1} ms, together {:.2}x SHA-256 (target <= {})\n",
+                "  {:<6} {} x {:.1} MiB, {} records each: SHA-256 {:.1} ms, check {:.1} ms, together {:.2}x SHA-256{}; \
+                 with identities {:.1} ms, {:.2}x\n",
                 s.name,
+                s.pages,
                 s.page_bytes as f64 / 1048576.0,
                 s.records,
                 s.sha256_ms,
                 s.check_ms,
                 s.one_pass_vs_sha256,
-                if s.name == "dense" { "2.5x" } else { "1.5x" }
+                match s.name.as_str() {
+                    "dense" => " (target <= 2.5x)",
+                    "padded" => " (target <= 1.5x)",
+                    _ => "",
+                },
+                s.identified_check_ms,
+                s.identified_vs_sha256,
             ))
             .collect::<String>(),
     )

@@ -54,6 +54,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             let one_pass = crate::bench::one_pass::measure(
                 large.page_bytes as usize,
                 crate::bench::harness::large_padding(large_page_mib * 1024 * 1024),
+                page_kib * 1024,
             )?;
             let large_python = crate::bench::peers::python_on_large_pages(
                 &exe,
