@@ -398,8 +398,15 @@ impl<H: Handler> Lexer<H> {
         }
         if self.tape.as_ref().is_some_and(|t| t.depth == self.stack.len()) {
             if let Some(mut tape) = self.tape.take() {
-                tape.bytes.extend_from_slice(&c[tape.from..=i]);
-                let kept = self.handler.kept(&tape.bytes);
+                // A container that began in this chunk is handed over
+                // where it lies; one that began in an earlier chunk is
+                // completed in the buffer its start was carried in.
+                let kept = if tape.bytes.is_empty() {
+                    self.handler.kept(&c[tape.from..=i])
+                } else {
+                    tape.bytes.extend_from_slice(&c[tape.from..=i]);
+                    self.handler.kept(&tape.bytes)
+                };
                 self.tape_buf = tape.bytes;
                 kept?;
             }
