@@ -326,11 +326,10 @@ impl PageScan {
         }
         Ok(())
     }
-}
 
-impl Handler for PageScan {
-    fn begin(&mut self, kind: Kind) -> Result<Want, String> {
-        let slot = std::mem::take(&mut self.slot);
+    /// [`Handler::begin`] for everything but a plain member of a record.
+    #[inline(never)]
+    fn begin_elsewhere(&mut self, kind: Kind, slot: Slot) -> Result<Want, String> {
         match self.frames.last_mut() {
             None => {
                 let all = RECORDS | if self.next.is_some() { NEXT } else { 0 };
@@ -381,13 +380,10 @@ impl Handler for PageScan {
         }
     }
 
-    fn key(&mut self, key: &[u8]) -> Result<(), String> {
+    /// [`Handler::key`] for a key that is not a record's.
+    #[inline(never)]
+    fn key_elsewhere(&mut self, key: &[u8]) -> Result<(), String> {
         self.slot = match self.frames.last() {
-            Some(Frame::Record) => Slot {
-                cursor: key == self.cursor_field.as_slice(),
-                id: self.identities.as_ref().is_some_and(|ids| ids.is_id(key)),
-                ..Slot::default()
-            },
             Some(&Frame::Path { mask, depth, .. }) => Slot {
                 mask: self.narrow(mask, depth, |t| t.name == key),
                 member: if depth == 0 { Member::of(key) } else { None },
@@ -396,6 +392,34 @@ impl Handler for PageScan {
             _ => Slot::default(),
         };
         Ok(())
+    }
+}
+
+impl Handler for PageScan {
+    // A member of a record that is neither its cursor nor its `record_id`
+    // field is most of a page's values: answered here, inline in the
+    // lexer's loop; everything else in `begin_elsewhere`.
+    #[inline]
+    fn begin(&mut self, kind: Kind) -> Result<Want, String> {
+        let slot = std::mem::take(&mut self.slot);
+        if !(slot.cursor || slot.id) && matches!(self.frames.last(), Some(Frame::Record)) {
+            return Ok(Want::Skip);
+        }
+        self.begin_elsewhere(kind, slot)
+    }
+
+    // A record's key is most of a page's keys: two comparisons, inline.
+    #[inline]
+    fn key(&mut self, key: &[u8]) -> Result<(), String> {
+        if let Some(Frame::Record) = self.frames.last() {
+            self.slot = Slot {
+                cursor: key == self.cursor_field.as_slice(),
+                id: self.identities.as_ref().is_some_and(|ids| ids.is_id(key)),
+                ..Slot::default()
+            };
+            return Ok(());
+        }
+        self.key_elsewhere(key)
     }
 
     fn end(&mut self) -> Result<(), String> {
