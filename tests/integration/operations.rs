@@ -736,17 +736,19 @@ fn bench_sync_reports_its_small_pages_beside_their_floor_round_by_round() {
     }
     // What a page cannot do without, beside what the floor leaves for it:
     // SHA-256 and the check learning the records' identities (a JSON
-    // timestamp cursor's lookback asks for them), in each shape.
+    // timestamp cursor's lookback asks for them), by id and by content.
     for key in [
         "small_compute_ms_per_page",
-        "padded_identified_vs_sha256",
-        "dense_identified_vs_sha256",
+        "padded_by_id_vs_sha256",
+        "dense_by_id_vs_sha256",
+        "padded_by_content_vs_sha256",
+        "dense_by_content_vs_sha256",
     ] {
         assert!(last[key].as_f64().is_some_and(|v| v > 0.0), "{key} in {last}");
     }
     assert!(
-        last["dense_identified_vs_sha256"].as_f64() > last["dense_one_pass_vs_sha256"].as_f64(),
-        "learning identities costs more than not: {last}"
+        last["dense_by_content_vs_sha256"].as_f64() > last["dense_one_pass_vs_sha256"].as_f64(),
+        "learning identities by content costs more than not: {last}"
     );
 }
 
