@@ -11,6 +11,7 @@
 
 use std::cmp::Ordering;
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -25,7 +26,73 @@ pub struct RecordMemory {
     /// remembered (`None`: every landed record since the stream began).
     complete_from: Option<String>,
     /// `[cursor value, [identity, ...]]`, ascending by cursor value.
-    seen: Vec<(String, Vec<RecordIdentity>)>,
+    seen: Vec<Group>,
+}
+
+/// One cursor value and the identities of the records landed with it,
+/// written `[cursor value, [identity, ...]]`. Every commit copies the
+/// memory (the pending cursor is the committed one advanced, and the
+/// committed one is kept until the commit is proven), so a copy must not
+/// cost an allocation a value: the value's text is shared between copies,
+/// and a value's one identity (the common case) is held in place.
+#[derive(Debug, Clone)]
+struct Group {
+    at: Arc<str>,
+    ids: Ids,
+}
+
+#[derive(Debug, Clone)]
+enum Ids {
+    One(RecordIdentity),
+    Many(Vec<RecordIdentity>),
+}
+
+impl Group {
+    fn new(at: &str, identity: RecordIdentity) -> Group {
+        Group {
+            at: at.into(),
+            ids: Ids::One(identity),
+        }
+    }
+
+    fn ids(&self) -> &[RecordIdentity] {
+        match &self.ids {
+            Ids::One(id) => std::slice::from_ref(id),
+            Ids::Many(ids) => ids,
+        }
+    }
+
+    fn push(&mut self, identity: RecordIdentity) {
+        match &mut self.ids {
+            Ids::One(first) => self.ids = Ids::Many(vec![*first, identity]),
+            Ids::Many(ids) => ids.push(identity),
+        }
+    }
+}
+
+impl PartialEq for Group {
+    fn eq(&self, other: &Group) -> bool {
+        self.at == other.at && self.ids() == other.ids()
+    }
+}
+
+impl Serialize for Group {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        (&*self.at, self.ids()).serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Group {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Group, D::Error> {
+        let (at, ids) = <(String, Vec<RecordIdentity>)>::deserialize(deserializer)?;
+        Ok(Group {
+            at: at.into(),
+            ids: match ids.as_slice() {
+                [one] => Ids::One(*one),
+                _ => Ids::Many(ids),
+            },
+        })
+    }
 }
 
 impl RecordMemory {
@@ -40,7 +107,7 @@ impl RecordMemory {
 
     /// How many identities are kept.
     pub fn len(&self) -> usize {
-        self.seen.iter().map(|(_, ids)| ids.len()).sum()
+        self.seen.iter().map(|g| g.ids().len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -54,25 +121,22 @@ impl RecordMemory {
 
     /// Every identity kept, for looking a page's records up at once.
     pub fn identities(&self) -> HashSet<RecordIdentity> {
-        self.seen
-            .iter()
-            .flat_map(|(_, ids)| ids.iter().copied())
-            .collect()
+        self.seen.iter().flat_map(|g| g.ids().iter().copied()).collect()
     }
 
     /// Remembers a landed record.
     pub fn add(&mut self, at: &str, identity: RecordIdentity) {
         // Records mostly come in cursor order: the newest value first, one
         // comparison instead of a search.
-        let newest = self.seen.last_mut().map(|(t, ids)| (compare_params(t, at), ids));
+        let newest = self.seen.last_mut().map(|g| (compare_params(&g.at, at), g));
         match newest {
-            Some((Ordering::Equal, ids)) => return ids.push(identity),
-            Some((Ordering::Less, _)) | None => return self.seen.push((at.to_string(), vec![identity])),
+            Some((Ordering::Equal, group)) => return group.push(identity),
+            Some((Ordering::Less, _)) | None => return self.seen.push(Group::new(at, identity)),
             Some((Ordering::Greater, _)) => {}
         }
-        match self.seen.binary_search_by(|(t, _)| compare_params(t, at)) {
-            Ok(i) => self.seen[i].1.push(identity),
-            Err(i) => self.seen.insert(i, (at.to_string(), vec![identity])),
+        match self.seen.binary_search_by(|g| compare_params(&g.at, at)) {
+            Ok(i) => self.seen[i].push(identity),
+            Err(i) => self.seen.insert(i, Group::new(at, identity)),
         }
     }
 
@@ -83,12 +147,12 @@ impl RecordMemory {
         let mut len = self.len();
         let mut dropped = 0;
         while len > max && self.seen.len() - dropped > 1 {
-            len -= self.seen[dropped].1.len();
+            len -= self.seen[dropped].ids().len();
             dropped += 1;
         }
         if dropped > 0 {
             self.seen.drain(..dropped);
-            self.complete_from = self.seen.first().map(|(at, _)| at.clone());
+            self.complete_from = self.seen.first().map(|g| g.at.to_string());
         }
     }
 
@@ -104,7 +168,7 @@ impl RecordMemory {
     /// Forgets the identities before `at`; the memory is then complete
     /// from `at` at most (what it forgot is never to be read again).
     pub fn forget_before(&mut self, at: &str) {
-        self.seen.retain(|(t, _)| compare_params(t, at) != Ordering::Less);
+        self.seen.retain(|g| compare_params(&g.at, at) != Ordering::Less);
         let later = match &self.complete_from {
             Some(from) => compare_params(at, from) == Ordering::Greater,
             None => true,
@@ -118,7 +182,7 @@ impl RecordMemory {
     /// memory is then complete from `start`.
     pub fn keep_from(&mut self, start: &str) {
         self.seen
-            .retain(|(at, _)| compare_params(at, start) != Ordering::Less);
+            .retain(|g| compare_params(&g.at, start) != Ordering::Less);
         self.complete_from = Some(start.to_string());
     }
 }
@@ -134,7 +198,41 @@ mod tests {
         "2026-01-01T00:00:02Z",
     ];
 
+    /// The memory as plain pairs, the form it is written in.
+    fn plain(m: &RecordMemory) -> Vec<(String, Vec<RecordIdentity>)> {
+        m.seen
+            .iter()
+            .map(|g| (g.at.to_string(), g.ids().to_vec()))
+            .collect()
+    }
+
     proptest::proptest! {
+        /// Whatever is added and forgotten, the memory is written as the
+        /// plain pairs it holds (`[cursor value, [identity, ...]]`, the
+        /// form every earlier version wrote and reads), is read back
+        /// equal, and a copy of it is equal and independent.
+        #[test]
+        fn the_memory_is_written_and_read_as_plain_pairs(
+            steps in proptest::collection::vec((0usize..4, 0usize..4, 0u128..6), 0..40)
+        ) {
+            let mut m = RecordMemory::starting_at(None);
+            for (what, at, n) in steps {
+                match what {
+                    0 | 1 => m.add(T[at], RecordIdentity::test(n)),
+                    2 => m.forget_before(T[at]),
+                    _ => m.bound(n as usize + 1),
+                }
+                let copy = m.clone();
+                let written = serde_json::to_string(&m).unwrap();
+                let expected = serde_json::json!({"complete_from": m.complete_from, "seen": plain(&m)});
+                proptest::prop_assert_eq!(&written, &expected.to_string());
+                let read: RecordMemory = serde_json::from_str(&written).unwrap();
+                proptest::prop_assert_eq!(&read, &m);
+                m.add(T[3], RecordIdentity::test(99));
+                proptest::prop_assert_ne!(copy.len(), m.len());
+            }
+        }
+
         /// Whatever order records come in, the memory is what inserting
         /// each in its place by a plain scan makes: the newest-first
         /// shortcut changes nothing (instants written two ways included).
@@ -161,7 +259,7 @@ mod tests {
                     None => scanned.push((at.to_string(), vec![id])),
                 }
             }
-            proptest::prop_assert_eq!(m.seen, scanned);
+            proptest::prop_assert_eq!(plain(&m), scanned);
         }
     }
 
@@ -174,7 +272,7 @@ mod tests {
         m.add(T[1], id(0xb));
         m.add(T[2], id(0xd));
         assert_eq!(m.len(), 4);
-        let order: Vec<&str> = m.seen.iter().map(|(t, _)| t.as_str()).collect();
+        let order: Vec<&str> = m.seen.iter().map(|g| &*g.at).collect();
         assert_eq!(
             order,
             [T[0], T[1], T[2]],
