@@ -19,14 +19,59 @@ use crate::edc::payload::identity::RecordIdentity;
 use crate::edc::payload::order::compare_params;
 
 /// Identities of landed records grouped by cursor value, oldest first.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecordMemory {
+    held: Held,
+    written: Written,
+}
+
+/// What the memory holds, as it is written.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RecordMemory {
+struct Held {
     /// Every landed record with a cursor value at or after this one is
     /// remembered (`None`: every landed record since the stream began).
     complete_from: Option<String>,
     /// `[cursor value, [identity, ...]]`, ascending by cursor value.
     seen: Vec<Group>,
+}
+
+/// The memory as JSON, once written since its last change: a commit
+/// writes it twice (into its `page_committed` line and into the cursor
+/// file), and a memory of hundreds of identities is most of both. Shared
+/// by copies; emptied by every change ([`RecordMemory::change`]).
+#[derive(Debug, Clone, Default)]
+struct Written(std::sync::OnceLock<Arc<serde_json::value::RawValue>>);
+
+impl PartialEq for Written {
+    /// The text written is the memory's: two memories holding the same
+    /// are equal whether or not either was written yet.
+    fn eq(&self, _: &Written) -> bool {
+        true
+    }
+}
+
+impl Serialize for RecordMemory {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if let Some(text) = self.written.0.get() {
+            return text.serialize(serializer);
+        }
+        let text: Arc<serde_json::value::RawValue> = serde_json::value::to_raw_value(&self.held)
+            .map_err(serde::ser::Error::custom)?
+            .into();
+        // Another thread may have written it meanwhile: the same text.
+        let _ = self.written.0.set(text.clone());
+        text.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for RecordMemory {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<RecordMemory, D::Error> {
+        Ok(RecordMemory {
+            held: Held::deserialize(deserializer)?,
+            written: Written::default(),
+        })
+    }
 }
 
 /// One cursor value and the identities of the records landed with it,
@@ -100,43 +145,58 @@ impl RecordMemory {
     /// when a stream first keeps one (nothing before it was remembered).
     pub fn starting_at(from: Option<String>) -> RecordMemory {
         RecordMemory {
-            complete_from: from,
-            seen: Vec::new(),
+            held: Held {
+                complete_from: from,
+                seen: Vec::new(),
+            },
+            written: Written::default(),
         }
+    }
+
+    /// What the memory holds, to be changed: its written text is
+    /// forgotten first, so no change can be written with an old text.
+    fn change(&mut self) -> &mut Held {
+        self.written.0.take();
+        &mut self.held
     }
 
     /// How many identities are kept.
     pub fn len(&self) -> usize {
-        self.seen.iter().map(|g| g.ids().len()).sum()
+        self.held.seen.iter().map(|g| g.ids().len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.seen.is_empty()
+        self.held.seen.is_empty()
     }
 
     /// Where the memory is complete from.
     pub fn complete_from(&self) -> Option<&str> {
-        self.complete_from.as_deref()
+        self.held.complete_from.as_deref()
     }
 
     /// Every identity kept, for looking a page's records up at once.
     pub fn identities(&self) -> HashSet<RecordIdentity> {
-        self.seen.iter().flat_map(|g| g.ids().iter().copied()).collect()
+        self.held
+            .seen
+            .iter()
+            .flat_map(|g| g.ids().iter().copied())
+            .collect()
     }
 
     /// Remembers a landed record.
     pub fn add(&mut self, at: &str, identity: RecordIdentity) {
+        let seen = &mut self.change().seen;
         // Records mostly come in cursor order: the newest value first, one
         // comparison instead of a search.
-        let newest = self.seen.last_mut().map(|g| (compare_params(&g.at, at), g));
+        let newest = seen.last_mut().map(|g| (compare_params(&g.at, at), g));
         match newest {
             Some((Ordering::Equal, group)) => return group.push(identity),
-            Some((Ordering::Less, _)) | None => return self.seen.push(Group::new(at, identity)),
+            Some((Ordering::Less, _)) | None => return seen.push(Group::new(at, identity)),
             Some((Ordering::Greater, _)) => {}
         }
-        match self.seen.binary_search_by(|g| compare_params(&g.at, at)) {
-            Ok(i) => self.seen[i].push(identity),
-            Err(i) => self.seen.insert(i, Group::new(at, identity)),
+        match seen.binary_search_by(|g| compare_params(&g.at, at)) {
+            Ok(i) => seen[i].push(identity),
+            Err(i) => seen.insert(i, Group::new(at, identity)),
         }
     }
 
@@ -146,20 +206,21 @@ impl RecordMemory {
     pub fn bound(&mut self, max: usize) {
         let mut len = self.len();
         let mut dropped = 0;
-        while len > max && self.seen.len() - dropped > 1 {
-            len -= self.seen[dropped].ids().len();
+        while len > max && self.held.seen.len() - dropped > 1 {
+            len -= self.held.seen[dropped].ids().len();
             dropped += 1;
         }
         if dropped > 0 {
-            self.seen.drain(..dropped);
-            self.complete_from = self.seen.first().map(|g| g.at.to_string());
+            let held = self.change();
+            held.seen.drain(..dropped);
+            held.complete_from = held.seen.first().map(|g| g.at.to_string());
         }
     }
 
     /// The start of the next window: `wanted` (the end of this one less
     /// the lookback), but never before where the memory is complete.
     pub fn next_start(&self, wanted: String) -> String {
-        match &self.complete_from {
+        match &self.held.complete_from {
             Some(from) if compare_params(from, &wanted) == Ordering::Greater => from.clone(),
             _ => wanted,
         }
@@ -168,22 +229,24 @@ impl RecordMemory {
     /// Forgets the identities before `at`; the memory is then complete
     /// from `at` at most (what it forgot is never to be read again).
     pub fn forget_before(&mut self, at: &str) {
-        self.seen.retain(|g| compare_params(&g.at, at) != Ordering::Less);
-        let later = match &self.complete_from {
+        let held = self.change();
+        held.seen.retain(|g| compare_params(&g.at, at) != Ordering::Less);
+        let later = match &held.complete_from {
             Some(from) => compare_params(at, from) == Ordering::Greater,
             None => true,
         };
         if later {
-            self.complete_from = Some(at.to_string());
+            held.complete_from = Some(at.to_string());
         }
     }
 
     /// Forgets what the window starting at `start` cannot re-read; the
     /// memory is then complete from `start`.
     pub fn keep_from(&mut self, start: &str) {
-        self.seen
+        let held = self.change();
+        held.seen
             .retain(|g| compare_params(&g.at, start) != Ordering::Less);
-        self.complete_from = Some(start.to_string());
+        held.complete_from = Some(start.to_string());
     }
 }
 
@@ -200,7 +263,8 @@ mod tests {
 
     /// The memory as plain pairs, the form it is written in.
     fn plain(m: &RecordMemory) -> Vec<(String, Vec<RecordIdentity>)> {
-        m.seen
+        m.held
+            .seen
             .iter()
             .map(|g| (g.at.to_string(), g.ids().to_vec()))
             .collect()
@@ -224,7 +288,7 @@ mod tests {
                 }
                 let copy = m.clone();
                 let written = serde_json::to_string(&m).unwrap();
-                let expected = serde_json::json!({"complete_from": m.complete_from, "seen": plain(&m)});
+                let expected = serde_json::json!({"complete_from": m.held.complete_from, "seen": plain(&m)});
                 proptest::prop_assert_eq!(&written, &expected.to_string());
                 let read: RecordMemory = serde_json::from_str(&written).unwrap();
                 proptest::prop_assert_eq!(&read, &m);
@@ -272,7 +336,7 @@ mod tests {
         m.add(T[1], id(0xb));
         m.add(T[2], id(0xd));
         assert_eq!(m.len(), 4);
-        let order: Vec<&str> = m.seen.iter().map(|g| &*g.at).collect();
+        let order: Vec<&str> = m.held.seen.iter().map(|g| &*g.at).collect();
         assert_eq!(
             order,
             [T[0], T[1], T[2]],
