@@ -10,14 +10,13 @@
 //! hashed and must match its manifest line before its records count as
 //! landed.
 
-use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use super::SyncError;
 use crate::config::Delta;
 use crate::digest::sha256_hex;
-use crate::edc::payload::identity::RecordIdentity;
+use crate::edc::payload::identity::IdentitySet;
 use crate::edc::payload::record_keys;
 use crate::store::ManifestEntry;
 
@@ -29,7 +28,7 @@ pub(super) fn landed_identities(
     stream_dir: &str,
     stream: &str,
     delta: &Delta,
-) -> Result<HashSet<RecordIdentity>, SyncError> {
+) -> Result<IdentitySet, SyncError> {
     let mut dirs = vec![root.join(stream_dir)];
     if let Ok(backfills) = std::fs::read_dir(root.join("backfill")) {
         let mut more: Vec<PathBuf> = backfills
@@ -39,7 +38,7 @@ pub(super) fn landed_identities(
         more.sort();
         dirs.extend(more);
     }
-    let mut known = HashSet::new();
+    let mut known = IdentitySet::default();
     for dir in dirs {
         read_landing(&dir, stream, delta, &mut known)?;
     }
@@ -47,12 +46,7 @@ pub(super) fn landed_identities(
 }
 
 /// Adds the identities of every record in the pages `dir`'s manifest lists.
-fn read_landing(
-    dir: &Path,
-    stream: &str,
-    delta: &Delta,
-    known: &mut HashSet<RecordIdentity>,
-) -> Result<(), SyncError> {
+fn read_landing(dir: &Path, stream: &str, delta: &Delta, known: &mut IdentitySet) -> Result<(), SyncError> {
     let manifest = dir.join("manifest.jsonl");
     let file = match crate::durable::open_no_follow(std::fs::OpenOptions::new().read(true), &manifest) {
         Ok(f) => f,

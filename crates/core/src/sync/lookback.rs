@@ -2,10 +2,8 @@
 //! landed before (the cursor's memory of them, `store::cursor::memory`)
 //! and which are new. Pure, so the rule is tested without a server.
 
-use std::collections::HashSet;
-
 use crate::config::{Delta, PayloadFormat};
-use crate::edc::payload::identity::{odm_record_keys, RecordIdentity, RecordKey};
+use crate::edc::payload::identity::{odm_record_keys, IdentitySet, RecordIdentity, RecordKey};
 use crate::edc::payload::order::earlier;
 use crate::edc::payload::{InvalidPayload, PageSummary};
 use crate::store::Cursor;
@@ -44,7 +42,7 @@ pub(super) fn split_page(
     cursor: &Cursor,
     summary: &mut PageSummary,
     temp: &mut LandingTemp,
-    landed_before: Option<&HashSet<RecordIdentity>>,
+    landed_before: Option<&IdentitySet>,
 ) -> Result<Result<Option<Split>, InvalidPayload>, StoreError> {
     if !identifies(delta, landed_before) || summary.records == 0 {
         return Ok(Ok(None));
@@ -70,23 +68,19 @@ pub(super) fn split_page(
 
 /// Whether a page's check must learn its records' identities (JSON; an
 /// ODM page is read again instead).
-pub(super) fn identifies(delta: &Delta, landed_before: Option<&HashSet<RecordIdentity>>) -> bool {
+pub(super) fn identifies(delta: &Delta, landed_before: Option<&IdentitySet>) -> bool {
     delta.lookback.is_some() || landed_before.is_some()
 }
 
 /// Splits a page's records by the memory of the cursor before it and,
 /// for `backfill --missing-only`, the records landed before elsewhere.
-pub(super) fn split(
-    cursor: &Cursor,
-    keys: Vec<RecordKey>,
-    landed_before: Option<&HashSet<RecordIdentity>>,
-) -> Split {
+pub(super) fn split(cursor: &Cursor, keys: Vec<RecordKey>, landed_before: Option<&IdentitySet>) -> Split {
     let known = cursor
         .lookback_memory()
         .map(|m| m.identities())
         .unwrap_or_default();
     let elsewhere = |id: &RecordIdentity| landed_before.is_some_and(|l| l.contains(id));
-    let mut on_page: HashSet<RecordIdentity> = HashSet::new();
+    let mut on_page = IdentitySet::with_capacity_and_hasher(keys.len(), Default::default());
     let mut out = Split {
         new: Vec::new(),
         repeated: Vec::new(),

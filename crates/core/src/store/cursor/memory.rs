@@ -10,12 +10,11 @@
 //! instead, and the `page_committed` line's cursor shows by how much).
 
 use std::cmp::Ordering;
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::edc::payload::identity::RecordIdentity;
+use crate::edc::payload::identity::{IdentitySet, RecordIdentity};
 use crate::edc::payload::order::compare_params;
 
 /// Identities of landed records grouped by cursor value, oldest first.
@@ -175,12 +174,10 @@ impl RecordMemory {
     }
 
     /// Every identity kept, for looking a page's records up at once.
-    pub fn identities(&self) -> HashSet<RecordIdentity> {
-        self.held
-            .seen
-            .iter()
-            .flat_map(|g| g.ids().iter().copied())
-            .collect()
+    pub(crate) fn identities(&self) -> IdentitySet {
+        let mut set = IdentitySet::with_capacity_and_hasher(self.len(), Default::default());
+        set.extend(self.held.seen.iter().flat_map(|g| g.ids().iter().copied()));
+        set
     }
 
     /// Remembers a landed record.
