@@ -18,6 +18,12 @@
 //! cursor's lookback memory holds these identities); the tests hold it to
 //! the serde_json round trip it was first written as (`identity_oracle.rs`).
 //! An ODM page is read a second time from its temp file.
+//!
+//! One concept: a record's identity, the rule that makes it (for a JSON
+//! record by id or by content, for an ODM record by its markup) and the
+//! set it is looked up in, kept in one file because the rule must never
+//! change between versions and is reviewed in one place; most of the
+//! length is the tests that hold it to its first form.
 
 use std::borrow::Cow;
 

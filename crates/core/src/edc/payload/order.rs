@@ -397,39 +397,27 @@ mod tests {
 
     #[test]
     fn the_plain_form_is_read_without_the_general_parser_and_the_rest_with_it() {
-        for plain in [
-            "2026-01-01T00:00:00Z",
-            "2024-02-29T23:59:59.123456789Z",
-            "0000-01-01T00:00:00.5Z",
+        let verdict = |text: &str| match utc_written_plainly(text.as_bytes()) {
+            Plain::Instant(_) => "an instant",
+            Plain::NotAnInstant => "no instant",
+            Plain::OtherForm => "for the general parser",
+        };
+        for (text, expected) in [
+            ("2026-01-01T00:00:00Z", "an instant"),
+            ("2024-02-29T23:59:59.123456789Z", "an instant"),
+            ("0000-01-01T00:00:00.5Z", "an instant"),
+            ("2026-02-29T00:00:00Z", "no instant"),
+            ("2026-13-01T00:00:00Z", "no instant"),
+            ("2026-01-01T24:00:00Z", "no instant"),
+            ("2026-06-30T23:59:60Z", "for the general parser"),
+            ("2026-01-01t00:00:00Z", "for the general parser"),
+            ("2026-01-01T00:00:00.1234567890Z", "for the general parser"),
+            ("2026-01-01T00:00:00+00:00", "for the general parser"),
+            ("2026-01-01T00:00:00Z ", "for the general parser"),
+            ("x", "for the general parser"),
+            ("", "for the general parser"),
         ] {
-            assert!(
-                matches!(utc_written_plainly(plain.as_bytes()), Plain::Instant(_)),
-                "{plain}"
-            );
-        }
-        for not in [
-            "2026-02-29T00:00:00Z",
-            "2026-13-01T00:00:00Z",
-            "2026-01-01T24:00:00Z",
-        ] {
-            assert!(
-                matches!(utc_written_plainly(not.as_bytes()), Plain::NotAnInstant),
-                "{not}"
-            );
-        }
-        for other in [
-            "2026-06-30T23:59:60Z",
-            "2026-01-01t00:00:00Z",
-            "2026-01-01T00:00:00.1234567890Z",
-            "2026-01-01T00:00:00+00:00",
-            "2026-01-01T00:00:00Z ",
-            "x",
-            "",
-        ] {
-            assert!(
-                matches!(utc_written_plainly(other.as_bytes()), Plain::OtherForm),
-                "{other:?}"
-            );
+            assert_eq!(verdict(text), expected, "{text:?}");
         }
         // A leap second is an instant only as the last second of a month
         // (read as the nanosecond before the next): the general parser's
