@@ -96,6 +96,10 @@ impl Drop for SimProcess {
     }
 }
 
+/// The benchmark stream's path: the policy's `delta.path`, and what a
+/// bare GET of its first page asks for.
+pub const DELTA_PATH: &str = "/api/v24.1/query/audit_trail";
+
 /// The benchmarks' policy: a Vault-style modified-since stream with the
 /// lookback the shipped `config/rate_limits.yaml` gives one (300 s, each
 /// record known by its `id` with its cursor value), so that a page costs
@@ -115,7 +119,7 @@ pub fn policy(page_size: u64, max_body: u64) -> String {
     max_body_bytes: {max_body}
     request_timeout_s: 600
   delta:
-    path: /api/v24.1/query/audit_trail
+    path: {DELTA_PATH}
     format: json
     paging: json_next
     records_pointer: /data

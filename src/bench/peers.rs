@@ -23,22 +23,25 @@ pub struct Peers {
     pub syncs_per_page: Option<f64>,
 }
 
-/// The padding of a small page's records (100 of them) for a page of
-/// about `page_bytes`.
+/// Records on a small page: the small phase's, its floors' and peers'.
+pub const SMALL_PAGE_RECORDS: u64 = 100;
+
+/// The padding of a small page's records for a page of about
+/// `page_bytes`.
 pub fn small_padding(page_bytes: u64) -> usize {
-    (page_bytes / 100).saturating_sub(200) as usize
+    (page_bytes / SMALL_PAGE_RECORDS).saturating_sub(200) as usize
 }
 
-/// The path and query of the bench policy's first page of `page_size`
-/// records.
-pub fn first_page(page_size: u64) -> String {
-    format!("/api/v24.1/query/audit_trail?limit={page_size}")
+/// The path and query of the bench policy's first small page.
+pub fn first_small_page() -> String {
+    format!("{}?limit={SMALL_PAGE_RECORDS}", super::harness::DELTA_PATH)
 }
 
-/// Runs the peers on pages like the small phase's (100 records of
-/// [`small_padding`] extra bytes), against a simulator of their own.
+/// Runs the peers on pages like the small phase's ([`SMALL_PAGE_RECORDS`]
+/// records of [`small_padding`] extra bytes), against a simulator of
+/// their own.
 pub fn measure(exe: &Path, work: &Path, pages: u64, page_bytes: u64) -> anyhow::Result<Peers> {
-    let page_size = 100u64;
+    let page_size = SMALL_PAGE_RECORDS;
     let sim = super::harness::SimProcess::start(exe, pages * page_size, small_padding(page_bytes))?;
     std::fs::create_dir_all(work)?;
     let config = work.join("bench-policy.yaml");

@@ -37,7 +37,10 @@ pub struct Phase {
 /// Syncs `pages` pages of about `page_bytes` bytes each and measures.
 pub async fn phase(exe: &Path, work: &Path, pages: u64, page_bytes: u64) -> anyhow::Result<Phase> {
     let (page_size, padding) = if page_bytes <= 256 * 1024 {
-        (100u64, super::peers::small_padding(page_bytes))
+        (
+            super::peers::SMALL_PAGE_RECORDS,
+            super::peers::small_padding(page_bytes),
+        )
     } else {
         (1000u64, large_padding(page_bytes))
     };

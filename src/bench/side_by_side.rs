@@ -88,8 +88,12 @@ pub fn measure(
         let dir = work.join(format!("round-{n}"));
         // Started first, so that nothing but the floor runs between the
         // sync and its floors.
-        let sim = SimProcess::start(exe, pages * 100, super::peers::small_padding(page_bytes))?;
-        let mut receive = BareGet::connect(&sim.url, &super::peers::first_page(100), "bench-token")?;
+        let sim = SimProcess::start(
+            exe,
+            pages * super::peers::SMALL_PAGE_RECORDS,
+            super::peers::small_padding(page_bytes),
+        )?;
+        let mut receive = BareGet::connect(&sim.url, &super::peers::first_small_page(), "bench-token")?;
         let sync = rt.block_on(super::phase::phase(exe, &dir.join("sync"), pages, page_bytes))?;
         let floor = super::peers::floor(&dir.join("floor"), pages, page_bytes, sync.commit_bytes, None)?;
         let floor_received = super::peers::floor(
