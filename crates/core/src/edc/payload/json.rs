@@ -438,6 +438,13 @@ impl Handler for PageScan {
         Ok(())
     }
 
+    // Records are alike: a member is captured for its key alone (the
+    // cursor field, the `record_id` field), and a skipped one leaves
+    // nothing behind (`begin` takes the slot its key set).
+    fn alike(&self) -> bool {
+        matches!(self.frames.last(), Some(Frame::Record))
+    }
+
     fn kept(&mut self, raw: &[u8]) -> Result<(), String> {
         let position = self.record_position();
         if let Some(ids) = &mut self.identities {

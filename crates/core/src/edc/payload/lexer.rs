@@ -17,17 +17,20 @@
 //! general path, fast path, strings and numbers are sections of one `impl`
 //! because each hands the others its position and state mid-token. The
 //! pure pieces they share live beside it (`fast.rs`: scanning a plain
-//! member; `numbers.rs`: the number grammar; `text.rs`: byte runs and
-//! UTF-8; `keys.rs`: duplicate-key sets).
+//! member; `numbers.rs`: the number grammar; `stops.rs`: where a chunk's
+//! plain string content stops; `text.rs`: other text and UTF-8;
+//! `keys.rs`: duplicate keys, and the members an alike object skips).
 
 mod fast;
 mod keys;
 mod numbers;
+mod stops;
 mod text;
 
 use fast::{plain_string, scalar, skip_ws};
 use keys::Keys;
 use numbers::{fits_binary64, step, Num, Step};
+use stops::Stops;
 use text::{Completed, Utf8Tail};
 
 /// What kind of value begins.
@@ -67,6 +70,17 @@ pub(super) trait Handler {
     /// The raw bytes of a container asked for with [`Want::EnterKept`],
     /// right after its [`Handler::end`].
     fn kept(&mut self, raw: &[u8]) -> Result<(), String>;
+    /// Asked when an object was just entered: whether it is alike, one of
+    /// the objects (a page's records) in which the handler wants of a
+    /// member what it wants of that key in every other alike object, and
+    /// nothing else changes when it skips one. The lexer then skips,
+    /// without reporting its key or its value, a scalar member whose key
+    /// the handler skipped at the same position of the previous alike
+    /// object at the same depth: most of a page's members, each spared two
+    /// calls.
+    fn alike(&self) -> bool {
+        false
+    }
 }
 
 /// Containers nested deeper than this are refused, as serde_json does
@@ -127,6 +141,8 @@ struct Frame {
     object: bool,
     /// The handler entered it (it gets its keys and end).
     entered: bool,
+    /// An entered object the handler called alike ([`Handler::alike`]).
+    alike: bool,
 }
 
 /// A value whose bytes the handler asked for.
@@ -146,6 +162,8 @@ pub(super) struct Lexer<H> {
     /// Open containers below the innermost entered one.
     quiet: usize,
     keys: Keys,
+    /// Where the chunk being scanned has string content stop.
+    stops: Stops,
     key: Vec<u8>,
     esc: Esc,
     utf8: Utf8Tail,
@@ -172,6 +190,7 @@ impl<H: Handler> Lexer<H> {
             stack: Vec::new(),
             quiet: 0,
             keys: Keys::default(),
+            stops: Stops::default(),
             key: Vec::new(),
             esc: Esc::None,
             utf8: Utf8Tail::default(),
@@ -251,6 +270,7 @@ impl<H: Handler> Lexer<H> {
     }
 
     fn scan(&mut self, c: &[u8]) -> Result<(), String> {
+        self.stops.index(c);
         let mut i = 0;
         while i < c.len() {
             i = match self.at {
@@ -352,7 +372,12 @@ impl<H: Handler> Lexer<H> {
                 if !entered {
                     self.quiet += 1;
                 }
-                self.stack.push(Frame { object, entered });
+                let alike = entered && object && self.handler.alike();
+                self.stack.push(Frame {
+                    object,
+                    entered,
+                    alike,
+                });
                 if object {
                     self.keys.open(self.stack.len());
                     self.at = At::KeyOrClose;
@@ -471,57 +496,30 @@ impl<H: Handler> Lexer<H> {
 // stored between its tokens; anything else (an escape, non-ASCII text, a
 // container, a chunk boundary, an error) stops the fast path before the
 // member's key, and the general path takes it from there, byte by byte.
-// Both paths make the same calls to the handler in the same order, and
-// the lexer tests cut every document at every point to prove it.
+// Both paths make the same calls to the handler in the same order (but
+// for the members of an alike object the handler skipped in the one
+// before, which the fast path reads without a call), and the lexer tests
+// cut every document at every point to prove they reach one verdict.
 
 impl<H: Handler> Lexer<H> {
     /// Members of the innermost object, from `c[i]` where a key (or `}`)
     /// is expected. Returns where the general path takes over.
     fn members(&mut self, c: &[u8], mut i: usize) -> Result<usize, String> {
         let depth = self.stack.len();
+        let alike = self.stack.last().is_some_and(|f| f.alike);
         loop {
             i = skip_ws(c, i);
-            // Read the member first, commit it only if it is all here.
-            if c.get(i) != Some(&b'"') {
-                return Ok(i);
-            }
-            let Some(key_end) = plain_string(c, i) else {
-                return Ok(i);
+            let skipped = match alike {
+                true => self.skipped_member(c, i, depth)?,
+                false => None,
             };
-            let colon = skip_ws(c, key_end);
-            if c.get(colon) != Some(&b':') {
-                return Ok(i);
-            }
-            let value = skip_ws(c, colon + 1);
-            let Some((value_end, kind)) = scalar(c, value) else {
-                return Ok(i);
+            let value_end = match skipped {
+                Some(end) => end,
+                None => match self.member(c, i, depth, alike)? {
+                    Some(end) => end,
+                    None => return Ok(i),
+                },
             };
-            let key = &c[i + 1..key_end - 1];
-            if key.len() > KEY_MAX {
-                return Ok(i);
-            }
-            if !self.keys.insert(depth, key) {
-                return Err(format!(
-                    "the key {:?} appears twice in one object",
-                    String::from_utf8_lossy(key)
-                ));
-            }
-            let raw = &c[value..value_end];
-            if kind == Kind::Number && !numbers::fits_binary64(raw) {
-                return self.error(value_end, "a number out of binary64 range");
-            }
-            if self.quiet == 0 {
-                self.handler.key(key)?;
-                if self.handler.begin(kind)? == Want::Capture {
-                    if raw.len() > CAPTURE_MAX {
-                        return Err(format!(
-                            "a value the page is read for is larger than {} KiB",
-                            CAPTURE_MAX / 1024
-                        ));
-                    }
-                    self.handler.captured(raw)?;
-                }
-            }
             self.seen_any = true;
             self.at = At::CommaOrClose;
             i = skip_ws(c, value_end);
@@ -534,6 +532,88 @@ impl<H: Handler> Lexer<H> {
                 _ => return Ok(i),
             }
         }
+    }
+
+    /// One member from `c[i]`, reported to the handler (unless the
+    /// object is quiet): where its value ends, or `None` when the general
+    /// path is to take it. Read first, committed only if it is all here.
+    #[inline]
+    fn member(&mut self, c: &[u8], i: usize, depth: usize, alike: bool) -> Result<Option<usize>, String> {
+        if c.get(i) != Some(&b'"') {
+            return Ok(None);
+        }
+        let Some(key_end) = plain_string(&self.stops, c, i) else {
+            return Ok(None);
+        };
+        let colon = skip_ws(c, key_end);
+        if c.get(colon) != Some(&b':') {
+            return Ok(None);
+        }
+        let value = skip_ws(c, colon + 1);
+        let Some((value_end, kind)) = scalar(&self.stops, c, value) else {
+            return Ok(None);
+        };
+        let key = &c[i + 1..key_end - 1];
+        if key.len() > KEY_MAX {
+            return Ok(None);
+        }
+        let Some(position) = self.keys.insert(depth, key) else {
+            return Err(format!(
+                "the key {:?} appears twice in one object",
+                String::from_utf8_lossy(key)
+            ));
+        };
+        let raw = &c[value..value_end];
+        if kind == Kind::Number && !numbers::fits_binary64(raw) {
+            return self.error(value_end, "a number out of binary64 range");
+        }
+        if self.quiet == 0 {
+            self.handler.key(key)?;
+            let want = self.handler.begin(kind)?;
+            if alike {
+                self.keys.learn(depth, position, want == Want::Skip);
+            }
+            if want == Want::Capture {
+                if raw.len() > CAPTURE_MAX {
+                    return Err(format!(
+                        "a value the page is read for is larger than {} KiB",
+                        CAPTURE_MAX / 1024
+                    ));
+                }
+                self.handler.captured(raw)?;
+            }
+        }
+        Ok(Some(value_end))
+    }
+
+    /// A member of an alike object whose key, written plainly, is the one
+    /// the handler skipped at this position of the previous alike object
+    /// (`Keys::skipped_next`), with a scalar value: its key read by one
+    /// comparison, neither reported. Where its value ends, or `None` when
+    /// [`Lexer::member`] is to read it.
+    #[inline]
+    fn skipped_member(&mut self, c: &[u8], i: usize, depth: usize) -> Result<Option<usize>, String> {
+        let Some(key) = self.keys.skipped_next(depth) else {
+            return Ok(None);
+        };
+        let close = i + 1 + key.len();
+        let same = c.get(i) == Some(&b'"') && c.get(i + 1..close) == Some(key) && c.get(close) == Some(&b'"');
+        if !same {
+            return Ok(None);
+        }
+        let colon = skip_ws(c, close + 1);
+        if c.get(colon) != Some(&b':') {
+            return Ok(None);
+        }
+        let value = skip_ws(c, colon + 1);
+        let Some((value_end, kind)) = scalar(&self.stops, c, value) else {
+            return Ok(None);
+        };
+        if kind == Kind::Number && !numbers::fits_binary64(&c[value..value_end]) {
+            return self.error(value_end, "a number out of binary64 range");
+        }
+        self.keys.follow(depth);
+        Ok(Some(value_end))
     }
 }
 
@@ -568,7 +648,7 @@ impl<H: Handler> Lexer<H> {
                     }
                 }
             }
-            let run = text::plain_run(&c[i..]);
+            let run = self.stops.next(i) - i;
             if key {
                 self.key_bytes(&c[i..i + run], i)?;
             }
@@ -620,7 +700,7 @@ impl<H: Handler> Lexer<H> {
         if !key {
             return self.after_value(c, end);
         }
-        if !self.keys.insert(self.stack.len(), &self.key) {
+        if self.keys.insert(self.stack.len(), &self.key).is_none() {
             return Err(format!(
                 "the key {:?} appears twice in one object",
                 String::from_utf8_lossy(&self.key)

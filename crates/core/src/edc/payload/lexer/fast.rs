@@ -8,7 +8,7 @@
 //! the lexer tests cut every document at every point to prove it.
 
 use super::numbers::{self, Step};
-use super::text;
+use super::stops::Stops;
 use super::Kind;
 
 #[inline]
@@ -21,9 +21,10 @@ pub(super) fn skip_ws(c: &[u8], mut i: usize) -> usize {
 
 /// The end of the plain string starting at `c[i] == '"'`, past its
 /// closing quote; `None` if it is not plain or not complete here.
+/// `stops` is the chunk's index.
 #[inline]
-pub(super) fn plain_string(c: &[u8], i: usize) -> Option<usize> {
-    let end = i + 1 + text::plain_run(c.get(i + 1..)?);
+pub(super) fn plain_string(stops: &Stops, c: &[u8], i: usize) -> Option<usize> {
+    let end = stops.next(i + 1);
     (c.get(end) == Some(&b'"')).then_some(end + 1)
 }
 
@@ -45,10 +46,10 @@ pub(super) fn number(c: &[u8], i: usize) -> Option<usize> {
 
 /// A complete scalar starting at `c[i]`: its end and kind.
 #[inline]
-pub(super) fn scalar(c: &[u8], i: usize) -> Option<(usize, Kind)> {
+pub(super) fn scalar(stops: &Stops, c: &[u8], i: usize) -> Option<(usize, Kind)> {
     let word = |w: &[u8]| c.get(i..i + w.len()).is_some_and(|s| s == w);
     match *c.get(i)? {
-        b'"' => plain_string(c, i).map(|end| (end, Kind::String)),
+        b'"' => plain_string(stops, c, i).map(|end| (end, Kind::String)),
         b'-' | b'0'..=b'9' => number(c, i).map(|end| (end, Kind::Number)),
         b't' if word(b"true") => Some((i + 4, Kind::Literal)),
         b'f' if word(b"false") => Some((i + 5, Kind::Literal)),

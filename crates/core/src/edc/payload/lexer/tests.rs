@@ -226,6 +226,18 @@ fn records_of_one_shape_and_of_many() {
     twice.push(r#""k7":0"#.into());
     agrees(page(&format!("{{{}}},{{{}}}", wide.join(","), wide.join(","))).as_bytes());
     agrees(page(&format!("{{{}}},{{{}}}", wide.join(","), twice.join(","))).as_bytes());
+    // A record's member is read by comparing its bytes with the key the
+    // records before it had there, only where that key is written plainly:
+    // a key that came escaped (a quote, a newline, a backslash) is never
+    // matched by its decoded bytes written raw, which is no JSON.
+    for (escaped, raw) in [(r#"x\"y"#, "x\"y"), (r#"x\ny"#, "x\ny"), (r#"x\\y"#, "x\\y")] {
+        let record = |key: &str, second: u32| {
+            format!(r#"{{"id":1,"{key}":0,"modified_date__v":"2026-01-01T00:00:{second:02}Z"}}"#)
+        };
+        let records = [record(escaped, 1), record(escaped, 2), record(raw, 3)];
+        agrees(page(&records.join(",")).as_bytes());
+        agrees(page(&records[..2].join(",")).as_bytes());
+    }
 }
 
 #[test]

@@ -1,19 +1,11 @@
-//! The bytes inside JSON strings: most of a page is string content, so
-//! this is where validation spends its time. Plain safe code: short runs
-//! a 64-bit word at a time (about 6 ns a string), long ones in 64-byte
-//! blocks the compiler vectorises (about 13 GB/s on the development
-//! machine, against 1.7 GB/s for SHA-256 over the same bytes).
+//! The bytes inside JSON strings that are not plain ASCII (plain runs
+//! end where the chunk's index says, `stops.rs`): text that may hold
+//! UTF-8 scanned in 64-byte blocks the compiler vectorises, and a
+//! character cut by the end of a chunk carried to the next.
 
 /// Bytes compared per step; the loop over one block compiles to vector
 /// compares.
 const BLOCK: usize = 64;
-
-/// A byte that ends a run of plain ASCII string content: a quote, a
-/// backslash, a control character (RFC 8259 §7) or a non-ASCII byte.
-#[inline]
-fn ends_plain(b: u8) -> bool {
-    (b == b'"') | (b == b'\\') | (b.wrapping_sub(0x20) >= 0x60)
-}
 
 /// A byte that ends a run of string content that may hold UTF-8.
 #[inline]
@@ -35,39 +27,6 @@ fn run(s: &[u8], ends: impl Fn(u8) -> bool) -> usize {
         i += 1;
     }
     i
-}
-
-/// The length of the leading run of `s` that is plain ASCII string content.
-/// Most strings in a page are short (ids, codes, dates), and for them the
-/// position matters more than the width: the first 16 bytes are tested a
-/// word at a time, with the position read off the word's mask; longer
-/// runs go on a block at a time.
-#[inline]
-pub(super) fn plain_run(s: &[u8]) -> usize {
-    const LO: u64 = 0x0101_0101_0101_0101;
-    const HI: u64 = 0x8080_8080_8080_8080;
-    let mut i = 0;
-    while i < 16 {
-        let Some(word) = s.get(i..i + 8).and_then(|w| <[u8; 8]>::try_from(w).ok()) else {
-            break;
-        };
-        let x = u64::from_le_bytes(word);
-        let quote = x ^ (LO * u64::from(b'"'));
-        let backslash = x ^ (LO * u64::from(b'\\'));
-        // The high bit of each byte that is zero after the xor (a quote or
-        // a backslash), below 0x20, or 0x80 and above. A borrow can set
-        // bits above the first true one, never below it.
-        let stops = ((quote.wrapping_sub(LO) & !quote)
-            | (backslash.wrapping_sub(LO) & !backslash)
-            | (x.wrapping_sub(LO * 0x20) & !x)
-            | x)
-            & HI;
-        if stops != 0 {
-            return i + (stops.trailing_zeros() / 8) as usize;
-        }
-        i += 8;
-    }
-    i + run(&s[i..], ends_plain)
 }
 
 /// The length of the leading run of `s` up to a quote, backslash or
@@ -146,29 +105,14 @@ mod tests {
                 for &special in &specials {
                     let mut s = vec![b'x'; len];
                     s[pos] = special;
-                    let plain = s.iter().position(|&b| ends_plain(b)).unwrap_or(len);
                     let text = s.iter().position(|&b| ends_text(b)).unwrap_or(len);
-                    assert_eq!(
-                        plain_run(&s),
-                        plain,
-                        "plain: len {len} pos {pos} byte {special:#x}"
-                    );
                     assert_eq!(text_run(&s), text, "text: len {len} pos {pos} byte {special:#x}");
                 }
             }
         }
-        // Every byte value at every position of the word-at-a-time part.
-        for pos in 0..20 {
-            for special in 0..=255u8 {
-                let mut s = vec![b'x'; 20];
-                s[pos] = special;
-                let plain = s.iter().position(|&b| ends_plain(b)).unwrap_or(20);
-                assert_eq!(plain_run(&s), plain, "pos {pos} byte {special:#x}");
-            }
-        }
         // DEL (0x7f) is allowed unescaped in JSON strings, like any other
         // character from U+0020 on.
-        assert!(!ends_plain(0x7f) && !ends_text(0x7f));
+        assert!(!ends_text(0x7f));
     }
 
     #[test]
