@@ -20,6 +20,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use edc_core::config::CursorKind;
 use edc_core::edc::payload::JsonCheck;
 use edc_sim::Dataset;
 
@@ -123,7 +124,14 @@ fn ms(d: Duration) -> f64 {
 /// The check of one page, from its first chunk to its verdict: its CPU
 /// time, and the records it counted.
 fn checked(name: &str, body: &[u8], identify: Identify) -> anyhow::Result<(Duration, u64)> {
-    let mut check = JsonCheck::new("/data", Some("/responseDetails/next_page"), "modified_date__v");
+    // As the sync checks them: every cursor value must be a timestamp (the
+    // shipped policy's `cursor_kind`, and its default).
+    let mut check = JsonCheck::of_kind(
+        "/data",
+        Some("/responseDetails/next_page"),
+        "modified_date__v",
+        CursorKind::Timestamp,
+    );
     match identify {
         Identify::No => {}
         Identify::ById => check = check.identifying(Some("id")),

@@ -20,12 +20,11 @@ pub mod yaml;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-pub use policy::{Config, DateWindow, MissingEnv, Policy, DEFAULT_VAULT_CLIENT_ID};
+pub use policy::{Config, CursorKind, DateWindow, MissingEnv, Policy, DEFAULT_VAULT_CLIENT_ID};
 pub use provenance::{ChangeState, Provenance};
 
 pub(crate) use policy::{
-    Auth, CursorKind, Delta, Dialect, EnvVarName, HttpLimits, Lookback, Paging, PayloadFormat, RecordOrder,
-    StreamSpec,
+    Auth, Delta, Dialect, EnvVarName, HttpLimits, Lookback, Paging, PayloadFormat, RecordOrder, StreamSpec,
 };
 pub(crate) use template::{MissingValue, Placeholder, PlaceholderValues};
 
