@@ -307,3 +307,26 @@ proptest::proptest! {
         }
     }
 }
+
+/// A cursor value is read without a parser only when it is ASCII without
+/// escapes; escaped or non-ASCII ones reach the marks as serde_json reads
+/// them.
+#[test]
+fn cursor_values_escaped_or_not_ascii_are_read_as_serde_json_reads_them() {
+    let sets = [
+        [
+            "2026-01-01T00:00:01Z",
+            r"2026-01-01T00:00:0\u0039Z",
+            "2026-01-01T00:00:03Z",
+        ],
+        ["é", "a", r"\u00e9z"],
+        [r"a\\b", "a", "ab"],
+    ];
+    for values in sets {
+        let records: Vec<String> = values
+            .iter()
+            .map(|v| format!(r#"{{"id":1,"modified_date__v":"{v}"}}"#))
+            .collect();
+        agrees(page(&records.join(",")).as_bytes());
+    }
+}
