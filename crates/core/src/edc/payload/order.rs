@@ -407,6 +407,15 @@ mod tests {
             ("2024-02-29T23:59:59.123456789Z", "an instant"),
             ("0000-01-01T00:00:00.5Z", "an instant"),
             ("2026-02-29T00:00:00Z", "no instant"),
+            ("2000-02-29T00:00:00Z", "an instant"),
+            ("1900-02-29T00:00:00Z", "no instant"),
+            ("2100-02-29T00:00:00Z", "no instant"),
+            ("0000-02-29T00:00:00Z", "an instant"),
+            ("2026-04-31T00:00:00Z", "no instant"),
+            ("2026-12-31T23:59:59.999999999Z", "an instant"),
+            ("2026-01-00T00:00:00Z", "no instant"),
+            ("2026-00-01T00:00:00Z", "no instant"),
+            ("2026-01-01T00:60:00Z", "no instant"),
             ("2026-13-01T00:00:00Z", "no instant"),
             ("2026-01-01T24:00:00Z", "no instant"),
             ("2026-06-30T23:59:60Z", "for the general parser"),
@@ -418,6 +427,8 @@ mod tests {
             ("", "for the general parser"),
         ] {
             assert_eq!(verdict(text), expected, "{text:?}");
+            let general = OffsetDateTime::parse(text.trim(), &Rfc3339).ok();
+            assert_eq!(instant(text), general, "{text:?}");
         }
         // A leap second is an instant only as the last second of a month
         // (read as the nanosecond before the next): the general parser's
