@@ -6,22 +6,72 @@
 use std::cmp::Ordering;
 
 use time::format_description::well_known::Rfc3339;
-use time::OffsetDateTime;
+use time::{OffsetDateTime, UtcDateTime};
 
 use super::CursorValue;
 
 /// The instant an RFC 3339 timestamp names, if `s` is one.
 pub(crate) fn instant(s: &str) -> Option<OffsetDateTime> {
+    parsed(s).map(Instant::offset)
+}
+
+/// The same instant as the order keeps it.
+fn parsed(s: &str) -> Option<Instant> {
     match utc_written_plainly(s.as_bytes()) {
-        Plain::Instant(t) => Some(t),
+        Plain::Instant(t) => Some(Instant::Utc(t)),
         Plain::NotAnInstant => None,
-        Plain::OtherForm => OffsetDateTime::parse(s.trim(), &Rfc3339).ok(),
+        Plain::OtherForm => OffsetDateTime::parse(s.trim(), &Rfc3339)
+            .ok()
+            .map(Instant::Offset),
+    }
+}
+
+/// An instant as it was written: in UTC, the form nearly every vendor
+/// sends, or with an offset. Two in UTC compare as they are; any other
+/// pair as `OffsetDateTime`s, which converts both to UTC first (a page's
+/// cursor values are compared with its marks at every record, and that
+/// conversion was a tenth of a dense page's check).
+#[derive(Debug, Clone, Copy)]
+enum Instant {
+    Utc(UtcDateTime),
+    Offset(OffsetDateTime),
+}
+
+impl Instant {
+    fn offset(self) -> OffsetDateTime {
+        match self {
+            Instant::Utc(t) => t.into(),
+            Instant::Offset(t) => t,
+        }
+    }
+}
+
+impl PartialEq for Instant {
+    fn eq(&self, other: &Instant) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Instant {}
+
+impl PartialOrd for Instant {
+    fn partial_cmp(&self, other: &Instant) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Instant {
+    fn cmp(&self, other: &Instant) -> Ordering {
+        match (self, other) {
+            (Instant::Utc(a), Instant::Utc(b)) => a.cmp(b),
+            _ => self.offset().cmp(&other.offset()),
+        }
     }
 }
 
 /// What [`utc_written_plainly`] made of a text.
 enum Plain {
-    Instant(OffsetDateTime),
+    Instant(UtcDateTime),
     /// Of the plain form, but no instant (`2026-02-30T...`, hour 24).
     NotAnInstant,
     /// Anything else: the general parser decides.
@@ -75,7 +125,7 @@ fn utc_written_plainly(s: &[u8]) -> Plain {
         .and_then(|m| time::Date::from_calendar_date(year as i32, m, day as u8).ok());
     let time = time::Time::from_hms_nano(hour as u8, minute as u8, second as u8, nanos).ok();
     match (date, time) {
-        (Some(date), Some(time)) => Plain::Instant(time::PrimitiveDateTime::new(date, time).assume_utc()),
+        (Some(date), Some(time)) => Plain::Instant(time::PrimitiveDateTime::new(date, time).as_utc()),
         _ => Plain::NotAnInstant,
     }
 }
@@ -153,7 +203,7 @@ pub(crate) fn utc_text(t: OffsetDateTime, digits: usize) -> String {
 #[derive(Debug, Clone)]
 pub(crate) struct Mark {
     value: CursorValue,
-    instant: Option<OffsetDateTime>,
+    instant: Option<Instant>,
 }
 
 impl Mark {
@@ -162,7 +212,7 @@ impl Mark {
     #[cfg(test)]
     pub(crate) fn new(value: CursorValue) -> Mark {
         let instant = match &value {
-            CursorValue::Text(s) => instant(s),
+            CursorValue::Text(s) => parsed(s),
             CursorValue::Number(_) => None,
         };
         Mark { value, instant }
@@ -210,7 +260,7 @@ impl Mark {
 /// only into a mark it moves.
 pub(crate) struct Seen<'a> {
     value: SeenValue<'a>,
-    instant: Option<OffsetDateTime>,
+    instant: Option<Instant>,
 }
 
 #[derive(Clone, Copy)]
@@ -228,9 +278,9 @@ impl<'a> SeenValue<'a> {
     }
 
     /// The instant the value names, parsed.
-    fn instant(self) -> Option<OffsetDateTime> {
+    fn instant(self) -> Option<Instant> {
         match self {
-            SeenValue::Text(s) => instant(s),
+            SeenValue::Text(s) => parsed(s),
             SeenValue::Number(_) => None,
         }
     }
@@ -247,8 +297,8 @@ impl<'a> SeenValue<'a> {
 /// one: numbers as numbers, two instants as instants, other text as text;
 /// numbers and text do not mix.
 fn order(
-    (a, a_instant): (SeenValue<'_>, Option<OffsetDateTime>),
-    (b, b_instant): (SeenValue<'_>, Option<OffsetDateTime>),
+    (a, a_instant): (SeenValue<'_>, Option<Instant>),
+    (b, b_instant): (SeenValue<'_>, Option<Instant>),
 ) -> Result<Ordering, String> {
     match (a, b) {
         (SeenValue::Text(x), SeenValue::Text(y)) => Ok(match (a_instant, b_instant) {
@@ -267,7 +317,7 @@ impl<'a> Seen<'a> {
     pub(crate) fn text(text: &'a str) -> Seen<'a> {
         Seen {
             value: SeenValue::Text(text),
-            instant: instant(text),
+            instant: parsed(text),
         }
     }
 
@@ -392,6 +442,35 @@ mod tests {
             };
             let general = OffsetDateTime::parse(text.trim(), &Rfc3339).ok();
             proptest::prop_assert_eq!(instant(&text), general, "{}", text);
+        }
+    }
+
+    proptest::proptest! {
+        /// Instants written in UTC and with offsets order as the instants
+        /// they name, whichever forms meet (two in UTC compare without a
+        /// conversion, any other pair after one), equal ones included.
+        #[test]
+        fn instants_in_any_form_order_as_the_instants_they_name(
+            at in 0i64..4_000_000_000,
+            nanos in 0u32..1_000_000_000,
+            apart in -2i64..3,
+            nanos_apart in 0u32..3,
+            forms in (0usize..3, 0usize..3),
+        ) {
+            let write = |secs: i64, nanos: u32, form: usize| {
+                let t = OffsetDateTime::from_unix_timestamp(secs).unwrap() + time::Duration::nanoseconds(i64::from(nanos));
+                let t = match form {
+                    0 => return (utc_text(t, 9), t),
+                    1 => t.to_offset(time::UtcOffset::from_hms(2, 0, 0).unwrap()),
+                    _ => t.to_offset(time::UtcOffset::from_hms(-5, -30, 0).unwrap()),
+                };
+                (t.format(&Rfc3339).unwrap(), t)
+            };
+            let (x, tx) = write(at, nanos, forms.0);
+            let (y, ty) = write(at + apart, nanos.saturating_sub(nanos_apart), forms.1);
+            let expected = tx.cmp(&ty);
+            proptest::prop_assert_eq!(Mark::new(text(&x)).compare(&Mark::new(text(&y))), Ok(expected), "{} {}", x, y);
+            proptest::prop_assert_eq!(Seen::text(&x).against(&Mark::new(text(&y))), Ok(expected), "{} {}", x, y);
         }
     }
 
