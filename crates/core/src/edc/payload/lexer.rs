@@ -528,7 +528,21 @@ impl<H: Handler> Lexer<H> {
                     self.at = At::Key;
                     i += 1;
                 }
-                Some(b'}') => return self.close(c, i),
+                Some(b'}') => {
+                    i = self.close(c, i)?;
+                    // A page's next record, `,{` at once in the records
+                    // array: opened here, its members read on.
+                    let next =
+                        alike && c.get(i) == Some(&b',') && c.get(i + 1) == Some(&b'{') && self.top_is(false);
+                    if !next {
+                        return Ok(i);
+                    }
+                    self.at = At::Value;
+                    i = self.value(i + 1, b'{')?;
+                    if !(self.stack.len() == depth && self.stack.last().is_some_and(|f| f.alike)) {
+                        return Ok(i);
+                    }
+                }
                 _ => return Ok(i),
             }
         }
