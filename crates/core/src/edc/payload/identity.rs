@@ -432,6 +432,13 @@ mod tests {
             "a new version of A is a new record"
         );
         assert_eq!(by_id[0].identity, by_id[2].identity);
+        // The id and the cursor value in either order, the id as any JSON
+        // value written canonically or not: the same identity.
+        let reordered = br#"{"data":[{"t":"2026-01-01T00:00:00Z","v":1,"id":"A"},
+                                     {"t":"2026-01-01T00:00:00Z","id":"\u0041"}]}"#;
+        let again = record_keys(&reordered[..], "/data", "t", Some("id")).unwrap();
+        assert_eq!(again[0].identity, by_id[0].identity, "cursor before id");
+        assert_eq!(again[1].identity, by_id[0].identity, "an escaped id");
         assert_eq!(by_id[1].at, "2026-01-01T00:00:09Z");
         assert_eq!(by_id[2].position, 2);
         let by_content = record_keys(&page[..], "/data", "t", None).unwrap();
