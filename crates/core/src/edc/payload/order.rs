@@ -2,6 +2,12 @@
 //! maximum is only as good as its order: numbers compare as numbers, RFC
 //! 3339 timestamps as the instants they name (so `...:00.500Z` is after
 //! `...:00Z`, and `10:00+02:00` is before `09:00Z`), anything else as text.
+//!
+//! One concept: the order of cursor values, with the readings of a
+//! timestamp it rests on (the plain UTC form read without the general
+//! parser, an instant kept in the form it was written) and the marks and
+//! seen values that carry it through a page; past 600 lines for the
+//! property tests that hold every reading to the general parser.
 
 use std::cmp::Ordering;
 
