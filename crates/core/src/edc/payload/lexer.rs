@@ -27,7 +27,7 @@ mod numbers;
 mod stops;
 mod text;
 
-use fast::{plain_string, scalar, skip_ws};
+use fast::{plain_string, scalar_after_key, skip_ws};
 use keys::Keys;
 use numbers::{fits_binary64, step, Num, Step};
 use stops::Stops;
@@ -559,12 +559,7 @@ impl<H: Handler> Lexer<H> {
         let Some(key_end) = plain_string(&self.stops, c, i) else {
             return Ok(None);
         };
-        let colon = skip_ws(c, key_end);
-        if c.get(colon) != Some(&b':') {
-            return Ok(None);
-        }
-        let value = skip_ws(c, colon + 1);
-        let Some((value_end, kind)) = scalar(&self.stops, c, value) else {
+        let Some((value, value_end, kind)) = scalar_after_key(&self.stops, c, key_end) else {
             return Ok(None);
         };
         let key = &c[i + 1..key_end - 1];
@@ -615,12 +610,7 @@ impl<H: Handler> Lexer<H> {
         if !same {
             return Ok(None);
         }
-        let colon = skip_ws(c, close + 1);
-        if c.get(colon) != Some(&b':') {
-            return Ok(None);
-        }
-        let value = skip_ws(c, colon + 1);
-        let Some((value_end, kind)) = scalar(&self.stops, c, value) else {
+        let Some((value, value_end, kind)) = scalar_after_key(&self.stops, c, close + 1) else {
             return Ok(None);
         };
         if kind == Kind::Number && !numbers::fits_binary64(&c[value..value_end]) {

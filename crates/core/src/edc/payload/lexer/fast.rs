@@ -44,9 +44,23 @@ pub(super) fn number(c: &[u8], i: usize) -> Option<usize> {
     }
 }
 
+/// What follows a member's key that ends before `c[key_end]`: a colon and
+/// a complete scalar, each after optional whitespace. The scalar's start,
+/// end and kind.
+#[inline]
+pub(super) fn scalar_after_key(stops: &Stops, c: &[u8], key_end: usize) -> Option<(usize, usize, Kind)> {
+    let colon = skip_ws(c, key_end);
+    if c.get(colon) != Some(&b':') {
+        return None;
+    }
+    let value = skip_ws(c, colon + 1);
+    let (value_end, kind) = scalar(stops, c, value)?;
+    Some((value, value_end, kind))
+}
+
 /// A complete scalar starting at `c[i]`: its end and kind.
 #[inline]
-pub(super) fn scalar(stops: &Stops, c: &[u8], i: usize) -> Option<(usize, Kind)> {
+fn scalar(stops: &Stops, c: &[u8], i: usize) -> Option<(usize, Kind)> {
     let word = |w: &[u8]| c.get(i..i + w.len()).is_some_and(|s| s == w);
     match *c.get(i)? {
         b'"' => plain_string(stops, c, i).map(|end| (end, Kind::String)),
