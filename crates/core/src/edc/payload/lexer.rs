@@ -90,6 +90,14 @@ pub(super) const MAX_DEPTH: usize = 127;
 pub(super) const KEY_MAX: usize = 64 * 1024;
 pub(super) const CAPTURE_MAX: usize = 1024 * 1024;
 
+/// The refusal of a value asked for whole that is over [`CAPTURE_MAX`].
+fn too_large() -> String {
+    format!(
+        "a value the page is read for is larger than {} KiB",
+        CAPTURE_MAX / 1024
+    )
+}
+
 /// Where in the grammar the next byte falls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum At {
@@ -261,10 +269,7 @@ impl<H: Handler> Lexer<H> {
         }
         if let Some(c) = &self.capture {
             if c.bytes.len() > CAPTURE_MAX {
-                self.failed = Some(format!(
-                    "a value the page is read for is larger than {} KiB",
-                    CAPTURE_MAX / 1024
-                ));
+                self.failed = Some(too_large());
             }
         }
     }
@@ -450,10 +455,7 @@ impl<H: Handler> Lexer<H> {
             if let Some(mut cap) = self.capture.take() {
                 cap.bytes.extend_from_slice(&c[cap.from..end]);
                 if cap.bytes.len() > CAPTURE_MAX {
-                    return Err(format!(
-                        "a value the page is read for is larger than {} KiB",
-                        CAPTURE_MAX / 1024
-                    ));
+                    return Err(too_large());
                 }
                 self.handler.captured(&cap.bytes)?;
             }
@@ -584,10 +586,7 @@ impl<H: Handler> Lexer<H> {
             }
             if want == Want::Capture {
                 if raw.len() > CAPTURE_MAX {
-                    return Err(format!(
-                        "a value the page is read for is larger than {} KiB",
-                        CAPTURE_MAX / 1024
-                    ));
+                    return Err(too_large());
                 }
                 self.handler.captured(raw)?;
             }
