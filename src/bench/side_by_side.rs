@@ -54,6 +54,7 @@ impl Round {
             "floor_received_cpu_ms_per_page": self.floor_received.cpu_ms_per_page,
             "cpu_vs_floor": self.cpu_vs_floor(),
             "cpu_vs_floor_received": self.cpu_vs_floor_received(),
+            "audit_line_bytes": self.sync.commit_bytes.audit_line,
         })
     }
 }

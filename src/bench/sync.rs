@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::phase::Phase;
-use super::side_by_side::SideBySide;
+use super::side_by_side::{Round, SideBySide};
 
 /// Both phases' figures, and the single JSON line scripts read.
 #[derive(Debug, Clone, Serialize)]
@@ -38,6 +38,39 @@ impl Figures {
             .map(|s| (s.sha256_ms + s.by_id_check_ms) / s.pages.max(1) as f64)
     }
 
+    /// SHA-256 over a small page in cache, in ms a byte: the rate the
+    /// commit line's own hash is priced at.
+    fn small_sha256_ms_per_byte(&self) -> Option<f64> {
+        self.shape("small")
+            .map(|s| s.sha256_ms / (s.page_bytes * s.pages).max(1) as f64)
+    }
+
+    /// The least CPU a small page of `round` could cost on this machine,
+    /// in ms: the floor with the page received by a bare GET, SHA-256 and
+    /// the check by id over it, and SHA-256 over its `page_committed` line
+    /// (the trail's chain hashes every line). Nothing is counted for the
+    /// HTTP client, the runtime, composing the commit's records or the
+    /// trail's own checks, so no sync of that page can cost less; when
+    /// this is above 1.3x the floor, so is every sync of it.
+    fn least_ms_per_page(&self, round: &Round) -> Option<f64> {
+        let line = round.sync.commit_bytes.audit_line as f64 * self.small_sha256_ms_per_byte()?;
+        Some(round.floor_received.cpu_ms_per_page + self.small_compute_ms_per_page()? + line)
+    }
+
+    /// [`Figures::least_ms_per_page`] over the round's floor.
+    fn least_vs_floor(&self, round: &Round) -> Option<f64> {
+        self.least_ms_per_page(round)
+            .map(|least| least / round.floor.cpu_ms_per_page)
+    }
+
+    /// A round's JSON with its least cost beside it.
+    fn round_json(&self, round: &Round) -> serde_json::Value {
+        let mut json = round.json();
+        json["least_ms_per_page"] = serde_json::json!(self.least_ms_per_page(round));
+        json["least_vs_floor"] = serde_json::json!(self.least_vs_floor(round));
+        json
+    }
+
     /// SHA-256 alone over one large page's bytes, in ms.
     fn sha256_ms_per_large_page(&self) -> Option<f64> {
         self.shape("padded")
@@ -48,7 +81,7 @@ impl Figures {
 pub fn render(f: &Figures) -> String {
     let median = f.small.median();
     let (small, floor, received) = (&median.sync, median.floor, median.floor_received);
-    let json = serde_json::json!({
+    let mut json = serde_json::json!({
         "pages_per_s": small.pages_per_s,
         "cpu_ms_per_page": small.cpu_ms_per_page,
         "user_cpu_ms_per_page": small.user_ms_per_page,
@@ -89,8 +122,12 @@ pub fn render(f: &Figures) -> String {
         "floor_received_wall_ms_per_page": received.wall_ms_per_page,
         "floor_received_cpu_ms_per_page": received.cpu_ms_per_page,
         "cpu_vs_floor_received": median.cpu_vs_floor_received(),
-        "rounds": f.small.rounds.iter().map(super::side_by_side::Round::json).collect::<Vec<_>>(),
+        "rounds": f.small.rounds.iter().map(|r| f.round_json(r)).collect::<Vec<_>>(),
     });
+    // Beside the rest, not in it: the macro's recursion limit.
+    json["small_sha256_ms_per_byte"] = serde_json::json!(f.small_sha256_ms_per_byte());
+    json["least_ms_per_page"] = serde_json::json!(f.least_ms_per_page(median));
+    json["least_vs_floor"] = serde_json::json!(f.least_vs_floor(median));
     format!(
         "sync benchmark (simulator in its own process, in-process pacer, unthrottled)\n\
          small pages: {} pages of {} bytes (the median of {} rounds, each a sync and at once its floors)\n\
@@ -104,6 +141,7 @@ pub fn render(f: &Figures) -> String {
          \x20 the floor, each page first received by a bare GET  {:.3} ms wall, {:.3} ms CPU per page; ours is {:.2}x\n\
          \x20 every round's CPU / floor: {}; with the received floor: {}\n\
          \x20 1.3x the floor leaves {:.3} ms a page above its syscalls; SHA-256 and the check learning identities (by id) alone take {} ms a page (in cache)\n\
+         \x20 the least a page could cost: the received floor, SHA-256 and the check, SHA-256 of its {} B line: {} ms, {} the floor (every round: {})\n\
          large pages: {} pages of {:.1} MiB ({:.2} GiB)\n\
          \x20 peak RSS                    {:.1} MiB   (target < 48 MiB)\n\
          \x20 CPU per committed page      {:.1} ms (user {:.1} ms)\n\
@@ -131,10 +169,19 @@ pub fn render(f: &Figures) -> String {
         received.wall_ms_per_page,
         received.cpu_ms_per_page,
         median.cpu_vs_floor_received(),
-        ratios(f, super::side_by_side::Round::cpu_vs_floor),
-        ratios(f, super::side_by_side::Round::cpu_vs_floor_received),
+        ratios(f, Round::cpu_vs_floor),
+        ratios(f, Round::cpu_vs_floor_received),
         floor.cpu_ms_per_page * 0.3,
         f.small_compute_ms_per_page().map_or("-".into(), |ms| format!("{ms:.3}")),
+        small.commit_bytes.audit_line,
+        f.least_ms_per_page(median).map_or("-".into(), |ms| format!("{ms:.3}")),
+        f.least_vs_floor(median).map_or("-".into(), |r| format!("{r:.2}x")),
+        f.small
+            .rounds
+            .iter()
+            .map(|r| f.least_vs_floor(r).map_or("-".into(), |x| format!("{x:.2}x")))
+            .collect::<Vec<String>>()
+            .join(", "),
         f.large.pages,
         f.large.page_bytes as f64 / 1048576.0,
         f.large.bytes as f64 / 1073741824.0,
@@ -174,7 +221,7 @@ pub fn render(f: &Figures) -> String {
 }
 
 /// Every round's ratio, in the order the rounds ran.
-fn ratios(f: &Figures, ratio: fn(&super::side_by_side::Round) -> f64) -> String {
+fn ratios(f: &Figures, ratio: fn(&Round) -> f64) -> String {
     let each: Vec<String> = f
         .small
         .rounds
