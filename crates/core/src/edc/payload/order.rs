@@ -67,6 +67,7 @@ impl PartialOrd for Instant {
 }
 
 impl Ord for Instant {
+    #[inline]
     fn cmp(&self, other: &Instant) -> Ordering {
         match (self, other) {
             (Instant::Utc(a), Instant::Utc(b)) => a.cmp(b),
@@ -302,6 +303,7 @@ impl<'a> SeenValue<'a> {
 /// The one order of cursor values, each with its instant when it names
 /// one: numbers as numbers, two instants as instants, other text as text;
 /// numbers and text do not mix.
+#[inline]
 fn order(
     (a, a_instant): (SeenValue<'_>, Option<Instant>),
     (b, b_instant): (SeenValue<'_>, Option<Instant>),
@@ -357,6 +359,7 @@ impl<'a> Seen<'a> {
 
     /// How this value orders against `mark`: the order of
     /// [`Mark::compare`], without a mark made of it.
+    #[inline]
     pub(crate) fn against(&self, mark: &Mark) -> Result<Ordering, String> {
         order(
             (self.value, self.instant),
