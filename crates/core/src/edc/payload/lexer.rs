@@ -65,8 +65,11 @@ pub(super) trait Handler {
     fn key(&mut self, key: &[u8]) -> Result<(), String>;
     /// An entered container ends.
     fn end(&mut self) -> Result<(), String>;
-    /// The raw bytes of a value asked for with [`Want::Capture`].
-    fn captured(&mut self, raw: &[u8]) -> Result<(), String>;
+    /// The raw bytes of a value asked for with [`Want::Capture`]; with
+    /// `plain`, the text of a string the lexer read plainly (printable
+    /// ASCII, no escape), which therefore needs no decoding and no UTF-8
+    /// check: a page's cursor value arrives so in nearly every record.
+    fn captured(&mut self, raw: &[u8], plain: Option<&str>) -> Result<(), String>;
     /// The raw bytes of a container asked for with [`Want::EnterKept`],
     /// right after its [`Handler::end`].
     fn kept(&mut self, raw: &[u8]) -> Result<(), String>;
@@ -457,7 +460,7 @@ impl<H: Handler> Lexer<H> {
                 if cap.bytes.len() > CAPTURE_MAX {
                     return Err(too_large());
                 }
-                self.handler.captured(&cap.bytes)?;
+                self.handler.captured(&cap.bytes, None)?;
             }
         }
         self.at = if self.stack.is_empty() {
@@ -588,7 +591,17 @@ impl<H: Handler> Lexer<H> {
                 if raw.len() > CAPTURE_MAX {
                     return Err(too_large());
                 }
-                self.handler.captured(raw)?;
+                let plain = (kind == Kind::String).then(|| {
+                    let text = &raw[1..raw.len() - 1];
+                    // SAFETY: `scalar_after_key` read this string with
+                    // `plain_string`, which ends it at the first stop of the
+                    // chunk's index after its opening quote, and requires that
+                    // stop to be its closing quote: no byte between is a
+                    // stop, so none is a backslash, a control character or
+                    // of 0x80 and above (`stops.rs`). Printable ASCII is UTF-8.
+                    unsafe { std::str::from_utf8_unchecked(text) }
+                });
+                self.handler.captured(raw, plain)?;
             }
         }
         Ok(Some(value_end))
