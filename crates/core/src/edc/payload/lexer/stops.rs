@@ -111,26 +111,20 @@ mod tests {
 
     #[test]
     fn the_next_stop_is_where_a_byte_by_byte_scan_finds_it() {
-        let specials = [b'"', b'\\', 0x00, 0x1f, 0x7f, 0x80, 0xc3, 0xff, b' ', b'a'];
-        for len in [0usize, 1, 63, 64, 65, 130, 200] {
-            for pos in 0..len {
-                for &special in &specials {
-                    let mut chunk = vec![b'x'; len];
-                    chunk[pos] = special;
-                    let mut stops = Stops::default();
-                    stops.index(&chunk);
-                    for from in 0..=len {
-                        let expected = chunk[from..]
-                            .iter()
-                            .position(|&b| ends_plain(b))
-                            .map_or(len, |p| from + p);
-                        assert_eq!(
-                            stops.next(from),
-                            expected,
-                            "len {len} pos {pos} byte {special:#x} from {from}"
-                        );
-                    }
-                }
+        for (chunk, pos, special) in super::super::tests::one_special_byte(&[0, 1, 63, 64, 65, 130, 200]) {
+            let len = chunk.len();
+            let mut stops = Stops::default();
+            stops.index(&chunk);
+            for from in 0..=len {
+                let expected = chunk[from..]
+                    .iter()
+                    .position(|&b| ends_plain(b))
+                    .map_or(len, |p| from + p);
+                assert_eq!(
+                    stops.next(from),
+                    expected,
+                    "len {len} pos {pos} byte {special:#x} from {from}"
+                );
             }
         }
         // Every byte value at every lane of a block and past it: the

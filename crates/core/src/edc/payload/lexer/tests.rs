@@ -9,6 +9,24 @@ const RECORDS: &str = "/data";
 const NEXT: Option<&str> = Some("/responseDetails/next_page");
 const FIELD: &str = "modified_date__v";
 
+/// Runs of `x` of each length in `lens`, each with one byte at one place
+/// replaced by one that ends plain text or nearly does (a quote, a
+/// backslash, control characters, DEL, non-ASCII, a blank, a letter):
+/// every such run, with the place and the byte. The scans that read many
+/// bytes at a time are held with it to a byte-at-a-time scan.
+pub(super) fn one_special_byte(lens: &[usize]) -> impl Iterator<Item = (Vec<u8>, usize, u8)> + '_ {
+    const SPECIALS: [u8; 10] = [b'"', b'\\', 0x00, 0x1f, 0x7f, 0x80, 0xc3, 0xff, b' ', b'a'];
+    lens.iter().flat_map(|&len| {
+        (0..len).flat_map(move |pos| {
+            SPECIALS.iter().map(move |&special| {
+                let mut run = vec![b'x'; len];
+                run[pos] = special;
+                (run, pos, special)
+            })
+        })
+    })
+}
+
 fn pushed(doc: &[u8], cuts: &[usize]) -> Result<PageSummary, InvalidPayload> {
     let mut check = JsonCheck::new(RECORDS, NEXT, FIELD);
     let mut from = 0;

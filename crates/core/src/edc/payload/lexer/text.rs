@@ -99,16 +99,10 @@ mod tests {
 
     #[test]
     fn runs_stop_exactly_where_a_byte_by_byte_scan_does() {
-        let specials = [b'"', b'\\', 0x00, 0x1f, 0x7f, 0x80, 0xc3, 0xff, b' ', b'a'];
-        for len in [0usize, 1, 31, 32, 33, 64, 100] {
-            for pos in 0..len {
-                for &special in &specials {
-                    let mut s = vec![b'x'; len];
-                    s[pos] = special;
-                    let text = s.iter().position(|&b| ends_text(b)).unwrap_or(len);
-                    assert_eq!(text_run(&s), text, "text: len {len} pos {pos} byte {special:#x}");
-                }
-            }
+        for (s, pos, special) in super::super::tests::one_special_byte(&[0, 1, 31, 32, 33, 64, 100]) {
+            let len = s.len();
+            let text = s.iter().position(|&b| ends_text(b)).unwrap_or(len);
+            assert_eq!(text_run(&s), text, "text: len {len} pos {pos} byte {special:#x}");
         }
         // DEL (0x7f) is allowed unescaped in JSON strings, like any other
         // character from U+0020 on.
