@@ -169,19 +169,14 @@ pub fn render(f: &Figures) -> String {
         received.wall_ms_per_page,
         received.cpu_ms_per_page,
         median.cpu_vs_floor_received(),
-        ratios(f, Round::cpu_vs_floor),
-        ratios(f, Round::cpu_vs_floor_received),
+        ratios(f, |r| Some(r.cpu_vs_floor())),
+        ratios(f, |r| Some(r.cpu_vs_floor_received())),
         floor.cpu_ms_per_page * 0.3,
         f.small_compute_ms_per_page().map_or("-".into(), |ms| format!("{ms:.3}")),
         small.commit_bytes.audit_line,
         f.least_ms_per_page(median).map_or("-".into(), |ms| format!("{ms:.3}")),
         f.least_vs_floor(median).map_or("-".into(), |r| format!("{r:.2}x")),
-        f.small
-            .rounds
-            .iter()
-            .map(|r| f.least_vs_floor(r).map_or("-".into(), |x| format!("{x:.2}x")))
-            .collect::<Vec<String>>()
-            .join(", "),
+        ratios(f, |r| f.least_vs_floor(r)),
         f.large.pages,
         f.large.page_bytes as f64 / 1048576.0,
         f.large.bytes as f64 / 1073741824.0,
@@ -220,13 +215,14 @@ pub fn render(f: &Figures) -> String {
     )
 }
 
-/// Every round's ratio, in the order the rounds ran.
-fn ratios(f: &Figures, ratio: fn(&Round) -> f64) -> String {
+/// Every round's ratio, in the order the rounds ran (`-` where a round
+/// has none).
+fn ratios(f: &Figures, ratio: impl Fn(&Round) -> Option<f64>) -> String {
     let each: Vec<String> = f
         .small
         .rounds
         .iter()
-        .map(|r| format!("{:.2}x", ratio(r)))
+        .map(|r| ratio(r).map_or("-".into(), |x| format!("{x:.2}x")))
         .collect();
     each.join(", ")
 }
