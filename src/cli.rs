@@ -7,11 +7,9 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use edc_core::config::DEFAULT_PATH;
 
-mod bench;
 pub mod examples;
 mod simulate;
 
-pub use bench::BenchCommand;
 pub use simulate::{SimProfile, SimulateArgs};
 
 /// Pulls clinical-trial data deltas out of EDC systems, paced, audited and
@@ -195,9 +193,6 @@ pub enum Command {
     /// Prints one line per discrepancy (the file and what differs), then a
     /// summary. Exit 0 when none, 65 when any, 66 when a path cannot be read.
     Verify(VerifyArgs),
-    /// Benchmarks that print figures (see docs/benchmarks.md).
-    #[command(subcommand)]
-    Bench(BenchCommand),
     /// Run the EDC simulator on loopback (Vault-style JSON and Rave-style ODM,
     /// with injectable faults) until interrupted.
     Simulate(SimulateArgs),

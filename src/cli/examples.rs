@@ -112,36 +112,6 @@ pub const EXAMPLES: &[Example] = &[
         "edc-sync man --out-dir /usr/local/share/man/man1",
         "every manual page, one per subcommand",
     ),
-    ex(
-        "bench pacer",
-        "edc-sync bench pacer --redis redis://127.0.0.1:6379/ --procs 2 --tasks 2 --rate 50 --burst 20 --seconds 2",
-        "four workers in two processes on one Redis bucket: round trips per grant, envelope violations",
-    ),
-    ex(
-        "bench sync",
-        "edc-sync bench sync --pages 50 --large-pages 1 --large-page-mib 8",
-        "CPU per committed page against its syscall floor, and peak RSS over large pages",
-    ),
-    ex(
-        "bench startup",
-        "edc-sync bench startup --entries 1000",
-        "start-up time and memory against a history of 1000 pages",
-    ),
-    ex(
-        "bench crash-soak",
-        "edc-sync bench crash-soak --rounds 3",
-        "kill a sync at random instants and resume, three times; count anything lost, duplicated or ahead",
-    ),
-    ex(
-        "bench state",
-        "edc-sync bench state",
-        "a committed page with the state in files and in PostgreSQL, side by side",
-    ),
-    ex(
-        "bench hosts-soak",
-        "edc-sync bench hosts-soak --rounds 2 --hosts 2",
-        "processes sharing one PostgreSQL state and landing kill each other; then one clean run",
-    ),
 ];
 
 /// The examples of `command` and of every subcommand under it.

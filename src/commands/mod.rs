@@ -2,7 +2,6 @@
 //! arguments and returns one `Result`; `main` turns it into an exit code.
 
 mod audit;
-mod bench;
 mod completions;
 mod config;
 mod cursor;
@@ -31,7 +30,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Audit(cmd) => audit::run(cmd),
         Command::State(cmd) => state::run(cmd),
         Command::Verify(args) => audit::reconcile(args),
-        Command::Bench(cmd) => bench::run(cmd),
         Command::Simulate(args) => simulate::run(args),
     }
 }

@@ -5,9 +5,8 @@ use std::io::Write;
 use anyhow::Context;
 
 use crate::cli::QualifyCommand;
-use crate::qualify::evidence::Evidence;
-use crate::qualify::{self, NotQualified};
-use edc_testkit::redis_server::{self, PrivateRedis};
+use edc_qualify::evidence::Evidence;
+use edc_qualify::{self as qualify, NotQualified};
 
 pub fn run(cmd: QualifyCommand) -> anyhow::Result<()> {
     let rt = super::runtime()?;
@@ -19,18 +18,9 @@ pub fn run(cmd: QualifyCommand) -> anyhow::Result<()> {
             only,
         } => {
             let exe = std::env::current_exe().context("locating the edc-sync executable")?;
-            // Given, else a local server, else a private one if redis-server
-            // is installed; else the Redis scenarios are not executed.
-            let mut private = None;
-            let redis = redis.or_else(local_redis).or_else(|| {
-                private = PrivateRedis::start().ok();
-                private.as_ref().map(|p| p.url())
-            });
-            if let Some(p) = &private {
-                tracing::info!(url = %p.url(), "started a private redis-server for the OQ; it is stopped at the end");
-            }
-            let result = rt.block_on(qualify::oq(&evidence, &path.config, redis, &exe, &only))?;
-            drop(private);
+            let redis = edc_qualify::OqRedis::choose(redis);
+            let result = rt.block_on(qualify::oq(&evidence, &path.config, redis.url(), &exe, &only))?;
+            drop(redis);
             (result, evidence)
         }
         QualifyCommand::Iq {
@@ -44,11 +34,6 @@ pub fn run(cmd: QualifyCommand) -> anyhow::Result<()> {
         }
     };
     report(&evidence, &dir)
-}
-
-/// A Redis on the default local port, if one answers PING at once.
-fn local_redis() -> Option<String> {
-    redis_server::ping(6379).then(|| "redis://127.0.0.1:6379/".to_string())
 }
 
 fn report(evidence: &Evidence, dir: &std::path::Path) -> anyhow::Result<()> {

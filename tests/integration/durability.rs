@@ -77,7 +77,7 @@ impl Fixture {
     }
 
     fn landed(&self) -> Vec<String> {
-        edc_testkit::landed::landed_json_record_ids(&self.path("landing/vault_json/-/S-1/-/default")).unwrap()
+        edc_qualify::landed::landed_json_record_ids(&self.path("landing/vault_json/-/S-1/-/default")).unwrap()
     }
 
     fn cursor(&self) -> serde_json::Value {
@@ -146,7 +146,7 @@ fn syncs_of_a_run(pages: u32) -> u64 {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    edc_sync::bench::peers::sync_calls(&std::fs::read_to_string(&summary).unwrap())
+    edc_sync_bench::peers::sync_calls(&std::fs::read_to_string(&summary).unwrap())
 }
 
 /// The marginal cost of a page: two runs of different length, so the

@@ -2,8 +2,10 @@
 //!
 //! The crate graph is the compiler's business once it is declared: these
 //! tests check that the declaration (`cargo tree`) is the one the document
-//! draws, that no two files of a crate import each other in a
-//! circle, and that files are sized by their concept.
+//! draws, that no two files of a crate import each other in a circle, nor
+//! two modules at any depth (a circle through three folders is a circle
+//! even when no two of their files meet), and that files are sized by
+//! their concept.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -17,7 +19,15 @@ const FLOOR_PLAN: &[(&str, &[&str])] = &[
     ("edc-core", &["quota-pacer"]),
     ("edc-sim", &[]),
     ("edc-testkit", &[]),
-    ("edc-sync", &["edc-core", "edc-sim", "edc-testkit", "quota-pacer"]),
+    (
+        "edc-qualify",
+        &["edc-core", "edc-sim", "edc-testkit", "quota-pacer"],
+    ),
+    ("edc-sync", &["edc-core", "edc-qualify", "edc-sim"]),
+    (
+        "edc-sync-bench",
+        &["edc-core", "edc-qualify", "edc-sim", "edc-testkit", "quota-pacer"],
+    ),
 ];
 
 /// `cargo tree`, as docs/architecture.md tells the reader to run it, prints
@@ -357,6 +367,109 @@ fn no_import_circle_between_files() {
         "import circles between files:\n{}",
         circles.join("\n")
     );
+}
+
+/// No two modules of one crate use each other, directly or around a
+/// circle, at any depth: every file counts as the module that holds it at
+/// that depth (at depth 1, `store/cursor.rs` is `store`), so `store` ->
+/// `audit` -> `state_db` -> `store` is a circle even when no file of one
+/// is used by the file it uses back.
+#[test]
+fn no_import_circle_between_modules_at_any_depth() {
+    let mut circles = Vec::new();
+    for src in crate_sources() {
+        let krate = Crate::read(&src);
+        circles.extend(module_circles(&krate, &src));
+    }
+    assert!(
+        circles.is_empty(),
+        "import circles between modules:\n{}",
+        circles.join("\n")
+    );
+}
+
+/// The circles between modules of `krate` at every depth, each written as
+/// its modules joined by `<->`.
+fn module_circles(krate: &Crate, src: &Path) -> Vec<String> {
+    let deepest = krate.files.keys().map(Vec::len).max().unwrap_or(0);
+    let mut circles = Vec::new();
+    for depth in 1..deepest {
+        let node = |file: &PathBuf| -> PathBuf {
+            let module = module_of(src, file);
+            src.join(module[..module.len().min(depth)].join("/"))
+        };
+        let mut folded: BTreeMap<PathBuf, BTreeSet<PathBuf>> = BTreeMap::new();
+        for (from, tos) in krate.edges() {
+            for to in tos {
+                let (a, b) = (node(from), node(to));
+                if a != b {
+                    folded.entry(a).or_default().insert(b);
+                }
+            }
+        }
+        let edges: BTreeMap<&PathBuf, BTreeSet<&PathBuf>> =
+            folded.iter().map(|(k, v)| (k, v.iter().collect())).collect();
+        for scc in strongly_connected(&edges) {
+            if scc.len() > 1 {
+                let mut names: Vec<String> = scc
+                    .iter()
+                    .map(|p| p.strip_prefix(src).unwrap_or(p).display().to_string())
+                    .collect();
+                names.sort();
+                let circle = format!("{} (depth {depth}): {}", src.display(), names.join(" <-> "));
+                if !circles.contains(&circle) {
+                    circles.push(circle);
+                }
+            }
+        }
+    }
+    circles
+}
+
+/// The module checker finds a circle of three folders none of whose files
+/// use each other back, and none in a chain.
+#[test]
+fn the_module_circle_checker_sees_a_circle_of_three_folders() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::write(src.join("lib.rs"), "mod a;\nmod b;\nmod c;\n").unwrap();
+    for (m, uses) in [
+        ("a", "crate::b::y::Y"),
+        ("b", "crate::c::z::Z"),
+        ("c", "crate::a::x::X"),
+    ] {
+        std::fs::create_dir(src.join(m)).unwrap();
+        let child = match m {
+            "a" => "x",
+            "b" => "y",
+            _ => "z",
+        };
+        std::fs::write(
+            src.join(m).join("mod.rs"),
+            format!("pub mod {child};\npub mod w;\n"),
+        )
+        .unwrap();
+        std::fs::write(
+            src.join(m).join(format!("{child}.rs")),
+            format!("pub struct {};\n", child.to_uppercase()),
+        )
+        .unwrap();
+        std::fs::write(
+            src.join(m).join("w.rs"),
+            format!("fn f() -> {uses} {{ todo!() }}\n"),
+        )
+        .unwrap();
+    }
+    let krate = Crate::read(src);
+    assert!(
+        strongly_connected(&krate.edges()).iter().all(|s| s.len() == 1),
+        "no circle between files"
+    );
+    let circles = module_circles(&krate, src);
+    assert_eq!(circles.len(), 1, "{circles:?}");
+    assert!(circles[0].contains("a <-> b <-> c"), "{circles:?}");
+    std::fs::write(src.join("c").join("w.rs"), "pub struct W;\n").unwrap();
+    assert!(module_circles(&Crate::read(src), src).is_empty());
 }
 
 /// Tarjan's algorithm over the file graph.

@@ -354,7 +354,7 @@ async fn a_hand_edited_cursor_is_refused_and_repaired_only_on_request() {
     assert_eq!(repaired.len(), 1);
     assert_eq!(repaired[0]["file_said"]["next_page"], edited.as_str());
     assert_eq!(repaired[0]["trail_says"]["next_page"], next.as_str());
-    let mut ids = edc_testkit::landed::landed_json_record_ids(&stream_dir(&fx)).unwrap();
+    let mut ids = edc_qualify::landed::landed_json_record_ids(&stream_dir(&fx)).unwrap();
     let landed = ids.len();
     ids.sort();
     ids.dedup();
@@ -395,7 +395,7 @@ async fn two_pages_landed(fx: &Fixture, sim: &edc_sim::Simulator) {
 
 /// Every record of the simulator landed exactly once, and `verify` agrees.
 fn assert_landed_once(fx: &Fixture) {
-    let mut ids = edc_testkit::landed::landed_json_record_ids(&stream_dir(fx)).unwrap();
+    let mut ids = edc_qualify::landed::landed_json_record_ids(&stream_dir(fx)).unwrap();
     let landed = ids.len();
     ids.sort();
     ids.dedup();
@@ -596,7 +596,7 @@ async fn a_landing_refuses_a_second_state_directory() {
     let (code, message) = fx.run_spec(other).await;
     assert_eq!(code, 0, "{message}");
     assert_eq!(events(&fx.trail(), "landing_owner_changed").len(), 1);
-    let mut ids = edc_testkit::landed::landed_json_record_ids(&stream_dir(&fx)).unwrap();
+    let mut ids = edc_qualify::landed::landed_json_record_ids(&stream_dir(&fx)).unwrap();
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), RECORDS as usize);

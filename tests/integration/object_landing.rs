@@ -106,7 +106,7 @@ async fn sim(records: u32) -> edc_sim::Simulator {
 }
 
 fn ids_once(dir: &std::path::Path, n: usize) {
-    let ids = edc_testkit::landed::landed_json_record_ids(&dir.join("vault_json/-/S-1/-/default")).unwrap();
+    let ids = edc_qualify::landed::landed_json_record_ids(&dir.join("vault_json/-/S-1/-/default")).unwrap();
     let mut unique = ids.clone();
     unique.sort();
     unique.dedup();
@@ -203,8 +203,7 @@ async fn an_unsupported_scheme_or_an_unreachable_bucket_is_refused_before_any_re
 /// command exits non-zero on any loss, duplicate, cursor ahead or
 /// discrepancy; the figures are checked here too.
 fn thirty_kills_over(server: &str) {
-    let out = support::run(&[
-        "bench",
+    let out = support::bench(&[
         "crash-soak",
         "--object-store",
         server,

@@ -54,7 +54,7 @@ impl Fixture {
     }
 
     fn landed_records(&self) -> Vec<String> {
-        edc_testkit::landed::landed_json_record_ids(&self.path("landing/vault_json/-/S-1/-/default")).unwrap()
+        edc_qualify::landed::landed_json_record_ids(&self.path("landing/vault_json/-/S-1/-/default")).unwrap()
     }
 
     /// Every one of the dataset's `n` records is landed, exactly once.
@@ -655,7 +655,7 @@ async fn a_redis_run_lock_held_by_a_dead_local_pid_is_taken_over_at_once() {
 /// (the benchmark itself is run by hand; tests never time anything).
 #[test]
 fn bench_startup_prints_its_figures() {
-    let out = support::run(&["bench", "startup", "--entries", "300"]);
+    let out = support::bench(&["startup", "--entries", "300"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let last: serde_json::Value = serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
     for key in ["time_ratio", "rss_ratio", "manifest_entries", "audit_lines"] {
@@ -685,8 +685,7 @@ fn bench_startup_prints_its_figures() {
 /// JSON line, and the printed ones are the median round's own.
 #[test]
 fn bench_sync_reports_its_small_pages_beside_their_floor_round_by_round() {
-    let out = support::run(&[
-        "bench",
+    let out = support::bench(&[
         "sync",
         "--pages",
         "6",
@@ -783,16 +782,8 @@ fn a_bench_phase_reports_its_own_peak_rss_not_its_parents() {
         page[0] = 1;
     }
     let work = tempfile::tempdir().unwrap();
-    let out = support::edc_sync()
-        .args([
-            "bench",
-            "sync-phase",
-            "--pages",
-            "2",
-            "--page-bytes",
-            "262144",
-            "--work",
-        ])
+    let out = support::edc_sync_bench()
+        .args(["sync-phase", "--pages", "2", "--page-bytes", "262144", "--work"])
         .arg(work.path())
         .output()
         .unwrap();

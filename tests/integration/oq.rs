@@ -6,9 +6,9 @@ use crate::support;
 
 use std::path::Path;
 
-use edc_sync::qualify::context::{OQ_PASSWORD, OQ_TOKEN};
-use edc_sync::qualify::evidence::Status;
-use edc_sync::qualify::{run_scenario, scenarios};
+use edc_qualify::context::{OQ_PASSWORD, OQ_TOKEN};
+use edc_qualify::evidence::Status;
+use edc_qualify::{run_scenario, scenarios};
 
 fn exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_edc-sync"))
@@ -136,7 +136,7 @@ fn every_scenario_has_a_test_here() {
 /// `pass` or `FAIL` in the rightmost column, are on the page.
 fn results_on_the_printed_page(pdf: &Path, steps: usize) {
     assert!(
-        edc_sync::qualify::printed::chromium().is_some(),
+        edc_qualify::printed::chromium().is_some(),
         "Chromium is needed to print the OQ report: apt-get install -y chromium (scripts/test installs it)"
     );
     assert!(pdf.is_file(), "{} was not printed", pdf.display());

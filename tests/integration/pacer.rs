@@ -648,8 +648,7 @@ fn eight_processes_of_four_tasks_never_exceed_the_envelope() {
     let dir = tempfile::tempdir().unwrap();
     let grants_file = dir.path().join("grants.txt");
     let (rate_per_sec, burst, seconds) = (40.0, 10u32, 3.0);
-    let out = support::run(&[
-        "bench",
+    let out = support::bench(&[
         "pacer",
         "--redis",
         &server.url(),
@@ -672,7 +671,7 @@ fn eight_processes_of_four_tasks_never_exceed_the_envelope() {
         .lines()
         .map(|l| l.parse().unwrap())
         .collect();
-    let check = edc_testkit::envelope::check(&grants, rate_per_sec, burst);
+    let check = edc_qualify::envelope::check(&grants, rate_per_sec, burst);
     assert_eq!(check.violations, 0, "grants above burst + rate * t: {check:?}");
     // No grant lost: the window's capacity was used (allowing for the
     // start-up of 32 tasks and the last interval).
@@ -750,7 +749,7 @@ async fn a_redis_that_refuses_connections_is_reported_after_three_attempts() {
 fn a_bad_redis_url_exits_78_wherever_it_is_given() {
     let dir = tempfile::tempdir().unwrap();
     let bad = "redis://127.0.0.1:notaport/";
-    let bench = support::run(&["bench", "pacer", "--redis", bad, "--seconds", "1"]);
+    let bench = support::bench(&["pacer", "--redis", bad, "--seconds", "1"]);
     assert_eq!(bench.code, 78, "{}", bench.stderr);
     assert!(bench.stderr.contains("not a valid Redis URL"), "{}", bench.stderr);
     let repo = support::small_page_policy_repo();
@@ -782,8 +781,7 @@ fn a_bad_redis_url_exits_78_wherever_it_is_given() {
 #[test]
 fn bench_pacer_runs_on_a_redis_cluster() {
     let cluster = support::redis::start_cluster();
-    let out = support::run(&[
-        "bench",
+    let out = support::bench(&[
         "pacer",
         "--redis",
         &cluster.url(),

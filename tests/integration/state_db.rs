@@ -23,7 +23,7 @@ fn landed_ids(pg: &postgres::Postgres, stream_dir: &std::path::Path) -> Vec<Stri
     let lines = pg
         .psql("edc", "SELECT line FROM edc_sync_manifest ORDER BY stream, n")
         .unwrap();
-    let mut ids = edc_testkit::landed::listed_json_record_ids(stream_dir, &lines).unwrap();
+    let mut ids = edc_qualify::landed::listed_json_record_ids(stream_dir, &lines).unwrap();
     ids.sort();
     ids
 }
@@ -545,7 +545,7 @@ fn hosts_taking_turns_and_killing_each_other_lose_duplicate_and_unfence_nothing(
     // Three processes in working directories of their own (as hosts), one
     // PostgreSQL state, one landing; 30 rounds of SIGKILLs at seeded
     // instants, then a clean run (`bench hosts-soak`, by hand with 200).
-    let out = support::run(&["bench", "hosts-soak", "--rounds", "30", "--records", "1000"]);
+    let out = support::bench(&["hosts-soak", "--rounds", "30", "--records", "1000"]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     let people: Vec<&str> = out.stdout.lines().filter(|l| !l.starts_with('{')).collect();
     assert!(
@@ -576,7 +576,7 @@ fn hosts_taking_turns_and_killing_each_other_lose_duplicate_and_unfence_nothing(
 
 #[test]
 fn bench_state_prints_commit_cost_for_files_and_postgres_and_throughput_side_by_side() {
-    let out = support::run(&["bench", "state"]);
+    let out = support::bench(&["state"]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     let lines: Vec<serde_json::Value> = out
         .stdout
@@ -637,7 +637,7 @@ async fn a_backfill_keeps_its_cursor_and_manifest_apart_in_the_database() {
         )
         .unwrap();
     assert_eq!(after, incremental, "the incremental cursor was not touched");
-    let ids = edc_testkit::landed::listed_json_record_ids(
+    let ids = edc_qualify::landed::listed_json_record_ids(
         &landing.join(keys[0]),
         &pg.psql(
             "edc",

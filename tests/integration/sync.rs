@@ -38,8 +38,7 @@ impl Fixture {
     /// Where `vendor`'s cursor stands once everything up to `high_water`
     /// is landed: the high-water mark less the policy's lookback.
     fn settled(&self, vendor: &str, high_water: &str) -> String {
-        edc_sync::bench::harness::settled_window_start(&self.path("policies.yaml"), vendor, high_water)
-            .unwrap()
+        edc_core::sync::settled_window_start(&self.path("policies.yaml"), vendor, high_water).unwrap()
     }
 
     fn spec(&self, vendor: &str, sim: &Simulator) -> RunSpec {
@@ -140,7 +139,7 @@ fn ts_us(line: &serde_json::Value) -> i64 {
 
 /// Record ids in the landed pages the manifest lists, each hash-checked.
 fn landed_record_ids(fx: &Fixture, vendor: &str, stream: &str) -> Vec<String> {
-    edc_testkit::landed::landed_json_record_ids(&fx.stream_dir(vendor, stream)).unwrap()
+    edc_qualify::landed::landed_json_record_ids(&fx.stream_dir(vendor, stream)).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -847,7 +846,7 @@ async fn four_processes_spend_about_one_script_call_per_request() {
         .query_async(&mut admin)
         .await
         .unwrap();
-    let calls = edc_sync::bench::harness::script_calls(&info);
+    let calls = edc_sync_bench::harness::script_calls(&info);
     let requests = sim.requests().len();
     assert_eq!(requests, 4 * 60, "four streams of 300 records in pages of 5");
     let per_request = calls as f64 / requests as f64;
@@ -975,7 +974,7 @@ async fn backfill_on_a_newest_first_endpoint_lands_every_record_inside_the_windo
     let dir = fx.path(&format!(
         "landing/backfill/{label}/vault_newest/-/Mediflex(Prod)/-/default"
     ));
-    let ids = edc_testkit::landed::landed_json_record_ids(&dir).unwrap();
+    let ids = edc_qualify::landed::landed_json_record_ids(&dir).unwrap();
     for n in 11..=233u32 {
         assert!(
             ids.contains(&format!("AT-{n:07}")),

@@ -278,7 +278,7 @@ async fn one_case(seed: u64, expected: &[String]) -> Result<Ending, String> {
         }
         return Ok(Ending::VerifierRefused);
     }
-    let mut ids = match edc_testkit::landed::landed_json_record_ids(&stream_dir(&fx, "S1")) {
+    let mut ids = match edc_qualify::landed::landed_json_record_ids(&stream_dir(&fx, "S1")) {
         Ok(ids) => ids,
         Err(e) => {
             return Err(format!(
@@ -309,7 +309,7 @@ async fn no_tampering_between_runs_ends_in_exit_0_with_a_record_lost_or_duplicat
     let reference = Fixture::new();
     let sim = simulator(0).await;
     assert_eq!(run(&reference, &sim, "S1", None).await.0, 0);
-    let mut expected = edc_testkit::landed::landed_json_record_ids(&stream_dir(&reference, "S1")).unwrap();
+    let mut expected = edc_qualify::landed::landed_json_record_ids(&stream_dir(&reference, "S1")).unwrap();
     expected.sort();
     assert_eq!(expected.len(), RECORDS as usize);
 

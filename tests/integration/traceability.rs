@@ -2,7 +2,7 @@
 //! OQ test, every traced OQ id is a scenario, every scenario's requirement
 //! exists, and traceability.md is the rendering of traceability.yaml.
 
-use edc_sync::qualify::{scenarios, trace};
+use edc_qualify::{scenarios, trace};
 
 const URS: &str = include_str!("../../validation/URS.md");
 const YAML: &str = include_str!("../../validation/traceability.yaml");
@@ -102,7 +102,7 @@ fn the_cli_definitions_are_consistent() {
 #[test]
 fn the_iq_protocol_table_is_what_qualify_iq_checks() {
     const IQ_MD: &str = include_str!("../../validation/IQ.md");
-    let table = edc_sync::qualify::iq::protocol_table();
+    let table = edc_qualify::iq::protocol_table();
     let marker = "TABLE\n";
     if std::env::var_os("EDC_SYNC_WRITE_TRACEABILITY").is_some() {
         let start = IQ_MD
@@ -124,7 +124,7 @@ fn the_iq_protocol_table_is_what_qualify_iq_checks() {
         IQ_MD.contains(&table),
         "validation/IQ.md's table is stale; it should read:\n{table}\n(EDC_SYNC_WRITE_TRACEABILITY=1 cargo test --test integration traceability)"
     );
-    for check in edc_sync::qualify::iq::protocol() {
+    for check in edc_qualify::iq::protocol() {
         assert_eq!(
             IQ_MD.matches(&format!("| {} |", check.id)).count(),
             1,

@@ -207,7 +207,7 @@ async fn basic_auth_syncs_the_rave_profile_and_lands_every_record_once() {
     let sim = sim(Profile::Rave, 130, &[], |_| {}).await;
     let out = fx.run("rave_basic", &sim, PASSWORD).await;
     assert_exit(&out, 0);
-    let mut ids = edc_testkit::landed::landed_odm_source_ids(&fx.stream_dir("rave_basic")).unwrap();
+    let mut ids = edc_qualify::landed::landed_odm_source_ids(&fx.stream_dir("rave_basic")).unwrap();
     assert_eq!(ids.len(), 130);
     ids.dedup();
     assert_eq!(ids.len(), 130, "a record landed twice");
@@ -288,7 +288,7 @@ async fn a_rave_study_dataset_syncs_incrementally_every_record_once() {
         let sent = start.as_str().unwrap().trim_end_matches('Z').replace(':', "%3A");
         assert!(r.contains(&format!("start={sent}")), "{r} asks from {start}");
     }
-    let mut ids = edc_testkit::landed::landed_dataset_record_ids(&fx.stream_dir("rave_dataset")).unwrap();
+    let mut ids = edc_qualify::landed::landed_dataset_record_ids(&fx.stream_dir("rave_dataset")).unwrap();
     assert_distinct(&ids, "dataset records");
     ids.sort();
     let every: Vec<String> = (1..=RECORDS).map(|n| format!("DS-{n:07}")).collect();
@@ -312,7 +312,7 @@ async fn a_rave_study_dataset_syncs_incrementally_every_record_once() {
         .await;
         assert_exit(&out, 0);
     }
-    let shipped = edc_testkit::landed::landed_dataset_record_ids(
+    let shipped = edc_qualify::landed::landed_dataset_record_ids(
         &dir.path()
             .join(format!("landing/medidata_rave_dataset/acme/{STUDY}/-/default")),
     )
@@ -348,7 +348,7 @@ async fn a_vault_session_that_expires_every_7_requests_is_renewed_and_every_reco
     let sim = sim(Profile::Vault, 200, &[], |c| c.session_ttl_requests = Some(7)).await;
     let out = fx.run("vault_session", &sim, PASSWORD).await;
     assert_exit(&out, 0);
-    let mut ids = edc_testkit::landed::landed_json_record_ids(&fx.stream_dir("vault_session")).unwrap();
+    let mut ids = edc_qualify::landed::landed_json_record_ids(&fx.stream_dir("vault_session")).unwrap();
     assert_eq!(ids.len(), 200);
     ids.sort();
     ids.dedup();
@@ -525,7 +525,7 @@ async fn a_credential_helper_supplies_the_bearer_token_and_a_failing_one_exits_7
     let out = fx.run("helper", &sim, PASSWORD).await;
     assert_exit(&out, 0);
     assert_eq!(
-        edc_testkit::landed::landed_json_record_ids(&fx.stream_dir("helper"))
+        edc_qualify::landed::landed_json_record_ids(&fx.stream_dir("helper"))
             .unwrap()
             .len(),
         60
@@ -594,7 +594,7 @@ async fn api_limit_exceeded_in_a_body_waits_like_a_429_and_the_same_page_is_fetc
         "no request went out early"
     );
     assert_eq!(
-        edc_testkit::landed::landed_json_record_ids(&fx.stream_dir("vault_session"))
+        edc_qualify::landed::landed_json_record_ids(&fx.stream_dir("vault_session"))
             .unwrap()
             .len(),
         30
@@ -753,7 +753,7 @@ async fn the_shipped_vendor_blocks_land_every_record_once_across_three_runs_whil
         let landed = dir
             .path()
             .join(format!("landing/veeva_vault/-/{STUDY}/3/{stream}"));
-        let ids = edc_testkit::landed::landed_json_record_ids(&landed).unwrap();
+        let ids = edc_qualify::landed::landed_json_record_ids(&landed).unwrap();
         assert_distinct(&ids, stream);
         let n = ids.len() as u32;
         let mut sorted = ids.clone();
@@ -792,14 +792,14 @@ async fn the_shipped_vendor_blocks_land_every_record_once_across_three_runs_whil
         .await;
         assert_exit(&out, 0);
     }
-    let vql = edc_testkit::landed::landed_json_record_ids(
+    let vql = edc_qualify::landed::landed_json_record_ids(
         &dir.path()
             .join(format!("landing/veeva_vault_vql/-/{STUDY}/3/default")),
     )
     .unwrap();
     assert_distinct(&vql, "vql");
     assert_eq!(vql.len(), 200);
-    let rave = edc_testkit::landed::landed_odm_source_ids(
+    let rave = edc_qualify::landed::landed_odm_source_ids(
         &dir.path()
             .join(format!("landing/medidata_rave/acme/{STUDY}/-/default")),
     )
@@ -981,7 +981,7 @@ async fn the_vault_audit_trail_lands_every_record_once_across_runs_while_records
                 .to_string(),
         );
     }
-    let mut ids = edc_testkit::landed::landed_json_record_ids(&fx.stream_dir("vault_audit")).unwrap();
+    let mut ids = edc_qualify::landed::landed_json_record_ids(&fx.stream_dir("vault_audit")).unwrap();
     let landed = ids.len();
     ids.sort();
     ids.dedup();
@@ -1040,7 +1040,7 @@ async fn late_visible_records_and_sub_second_times_land_once_with_the_lookback_a
         );
     }
     let landed =
-        |fx: &Fixture| edc_testkit::landed::landed_json_record_ids(&fx.stream_dir("vault_audit")).unwrap();
+        |fx: &Fixture| edc_qualify::landed::landed_json_record_ids(&fx.stream_dir("vault_audit")).unwrap();
     let ids = landed(&with);
     assert_distinct(&ids, "records landed with the lookback");
     let every: Vec<String> = (1..=RECORDS).map(|n| format!("AT-{n:07}")).collect();
@@ -1091,7 +1091,7 @@ async fn a_missing_only_backfill_lands_what_was_lost_and_then_proves_nothing_mis
     let cursor = fx.cursor("vault_audit");
     // Distinct: without identities, a late record that shows up mid-window
     // shifts the newest-first offsets and can be served on two pages.
-    let mut before = edc_testkit::landed::landed_json_record_ids(&fx.stream_dir("vault_audit")).unwrap();
+    let mut before = edc_qualify::landed::landed_json_record_ids(&fx.stream_dir("vault_audit")).unwrap();
     before.sort();
     before.dedup();
     let lost = RECORDS as usize - before.len();
@@ -1117,13 +1117,13 @@ async fn a_missing_only_backfill_lands_what_was_lost_and_then_proves_nothing_mis
         "{second}"
     );
     // Every record once over the incremental landing and the checks'.
-    let mut ids = edc_testkit::landed::landed_json_record_ids(&fx.stream_dir("vault_audit")).unwrap();
+    let mut ids = edc_qualify::landed::landed_json_record_ids(&fx.stream_dir("vault_audit")).unwrap();
     for check in std::fs::read_dir(fx.path("landing/backfill")).unwrap() {
         let dir = check
             .unwrap()
             .path()
             .join(format!("vault_audit/-/{STUDY}/-/default"));
-        ids.extend(edc_testkit::landed::landed_json_record_ids(&dir).unwrap());
+        ids.extend(edc_qualify::landed::landed_json_record_ids(&dir).unwrap());
     }
     ids.sort();
     ids.dedup();
@@ -1185,7 +1185,7 @@ async fn a_vql_delta_posts_its_query_and_its_next_pages_and_lands_every_record_o
     let fx = Fixture::new();
     let sim = sim(Profile::Vault, 60, &[], |_| {}).await;
     assert_exit(&fx.run("vault_vql", &sim, PASSWORD).await, 0);
-    let mut ids = edc_testkit::landed::landed_json_record_ids(&fx.stream_dir("vault_vql")).unwrap();
+    let mut ids = edc_qualify::landed::landed_json_record_ids(&fx.stream_dir("vault_vql")).unwrap();
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), 60);
@@ -1757,7 +1757,7 @@ async fn a_rave_500_with_an_error_document_is_retried_within_the_budget() {
     let rave = sim(Profile::Rave, 130, &["3=rave-error:500:RWS00100"], |_| {}).await;
     let out = fx.run("rave_basic", &rave, PASSWORD).await;
     assert_exit(&out, 0);
-    let mut ids = edc_testkit::landed::landed_odm_source_ids(&fx.stream_dir("rave_basic")).unwrap();
+    let mut ids = edc_qualify::landed::landed_odm_source_ids(&fx.stream_dir("rave_basic")).unwrap();
     assert_eq!(ids.len(), 130);
     ids.dedup();
     assert_eq!(ids.len(), 130, "a record landed twice");

@@ -1,13 +1,14 @@
-//! Real parts for edc-sync's tests and on-site OQ: a private Redis (plain
-//! or a three-master cluster), private S3 object stores and an Azure
-//! Storage emulator on loopback, and readers of a landing that
-//! share no code with the product, so a test that checks what landed is an
-//! independent witness.
+//! Real parts for edc-sync's tests and on-site OQ: a private Redis (plain,
+//! TLS, or a three-master cluster), a throwaway PostgreSQL, private S3
+//! object stores and an Azure Storage emulator on loopback, TLS
+//! certificates made for them, and a fault proxy in front of them.
+//!
+//! Launchers only: nothing here judges the product. The independent
+//! witnesses that do (a landing's reader, the rate envelope) belong to the
+//! qualification (`edc-qualify`), which judges the tool with them on site.
 
 pub mod azurite;
-pub mod envelope;
 pub mod fault_proxy;
-pub mod landed;
 pub mod postgres_server;
 pub mod redis_cluster;
 pub mod redis_server;

@@ -22,6 +22,24 @@ pub fn edc_sync() -> Command {
     Command::new(env!("CARGO_BIN_EXE_edc-sync"))
 }
 
+/// The benchmark program, `edc-sync-bench`, built beside `edc-sync` (its
+/// crate's own test makes `cargo test --workspace` build it; the test
+/// command builds every binary first).
+pub fn edc_sync_bench() -> Command {
+    let exe = Path::new(env!("CARGO_BIN_EXE_edc-sync")).with_file_name("edc-sync-bench");
+    assert!(
+        exe.is_file(),
+        "{} is missing: build it with `cargo build --workspace --bins`",
+        exe.display()
+    );
+    Command::new(exe)
+}
+
+/// Runs the benchmark program with `args` and collects what it did.
+pub fn bench(args: &[&str]) -> Outcome {
+    run_cmd(edc_sync_bench().args(args))
+}
+
 /// Runs the binary with `args` and collects what it did.
 pub fn run(args: &[&str]) -> Outcome {
     run_cmd(edc_sync().args(args))

@@ -21,6 +21,22 @@ pub fn restart_at(delta: &Delta, mark: &str) -> String {
         .unwrap_or_else(|| mark.to_string())
 }
 
+/// Where a stream of `vendor` in the policy file `config` whose last
+/// record is `high_water` has its cursor once everything is landed: the
+/// high-water mark less the policy's lookback ([`restart_at`]). The OQ,
+/// the benchmarks and the tests judge a finished sync's cursor by it.
+pub fn settled_window_start(
+    config: &std::path::Path,
+    vendor: &str,
+    high_water: &str,
+) -> Result<String, crate::config::ConfigError> {
+    let loaded = crate::config::load(config)?;
+    Ok(match &loaded.vendor(vendor)?.delta {
+        Some(delta) => restart_at(delta, high_water),
+        None => high_water.to_string(),
+    })
+}
+
 /// A page's records, told apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Split {

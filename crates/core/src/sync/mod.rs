@@ -49,7 +49,7 @@ pub mod window;
 use classify::{classify, Verdict};
 pub(crate) use error::SyncError;
 pub(crate) use fence::FencedLock;
-pub use lookback::restart_at;
+pub use lookback::{restart_at, settled_window_start};
 use options::beyond;
 pub use options::SyncOptions;
 pub(crate) use report::{StreamOutcome, StreamReport, Wait, WaitKind};

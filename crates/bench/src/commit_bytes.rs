@@ -27,7 +27,7 @@ impl CommitBytes {
         let trail = std::fs::read_to_string(work.join("audit.jsonl")).context("reading the phase's trail")?;
         let mut manifest = 0;
         let mut cursor = 0;
-        let written = [work.join("landing"), work.join("state")].map(|d| crate::files::under(&d));
+        let written = [work.join("landing"), work.join("state")].map(|d| edc_qualify::files::under(&d));
         for file in written.into_iter().flatten() {
             let name = file.file_name().and_then(|n| n.to_str()).unwrap_or_default();
             if name == "manifest.jsonl" {

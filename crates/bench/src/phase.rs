@@ -89,10 +89,11 @@ pub async fn phase(exe: &Path, work: &Path, pages: u64, page_bytes: u64) -> anyh
     })
 }
 
-/// Runs the large-page phase in a child process and reads its figures.
-pub fn rss_phase_in_child(exe: &Path, work: &Path, pages: u64, page_mib: u64) -> anyhow::Result<Phase> {
-    let out = Command::new(exe)
-        .args(["bench", "sync-phase", "--pages", &pages.to_string()])
+/// Runs the large-page phase in a child process (`bench`, this program,
+/// whose `sync-phase` runs the sync in process) and reads its figures.
+pub fn rss_phase_in_child(bench: &Path, work: &Path, pages: u64, page_mib: u64) -> anyhow::Result<Phase> {
+    let out = Command::new(bench)
+        .args(["sync-phase", "--pages", &pages.to_string()])
         .args(["--page-bytes", &(page_mib * 1024 * 1024).to_string()])
         .arg("--work")
         .arg(work)

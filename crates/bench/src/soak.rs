@@ -53,7 +53,7 @@ pub struct SoakFigures {
     pub verify_summary: String,
 }
 
-const POLICY: &str = include_str!("../../config/fixtures/simulator-policies.yaml");
+const POLICY: &str = include_str!("../../../config/fixtures/simulator-policies.yaml");
 
 /// Runs the soak in `work` and returns the figures.
 pub async fn run(
@@ -214,7 +214,7 @@ pub async fn run(
         .map(str::to_string);
     refresh(garage.as_ref(), &landed_root).await?;
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    for id in edc_testkit::landed::landed_json_record_ids(&landing)? {
+    for id in edc_qualify::landed::landed_json_record_ids(&landing)? {
         *counts.entry(id).or_default() += 1;
     }
     let cursor: serde_json::Value =
@@ -250,7 +250,7 @@ pub async fn run(
         duplicates: counts.values().filter(|n| **n > 1).count(),
         lost: (records as usize).saturating_sub(counts.len()),
         cursor_at_high_water: cursor["window_start"]
-            == super::harness::settled_window_start(&config, "soak", &ds.record(records).modified)?,
+            == edc_core::sync::settled_window_start(&config, "soak", &ds.record(records).modified)?,
         torn_tails_seen: torn,
         audit_intact: report.intact(),
         audit_verify: report.to_string(),
@@ -284,7 +284,7 @@ fn cursor_ahead(cursor: &Path, landing: &Path, ds: &Dataset) -> anyhow::Result<b
         return Ok(false);
     };
     let landed: std::collections::BTreeSet<String> = match landing.exists() {
-        true => edc_testkit::landed::landed_json_record_ids(landing)?
+        true => edc_qualify::landed::landed_json_record_ids(landing)?
             .into_iter()
             .collect(),
         false => Default::default(),

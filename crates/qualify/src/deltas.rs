@@ -86,7 +86,7 @@ async fn oq_024(ctx: &mut Ctx) -> anyhow::Result<()> {
         ctx.check_eq(&format!("exit code of run {run}"), 0, code(&out));
         starts.push(cursor(ctx, "oq_audit_trail", "default")["window_start"].clone());
     }
-    let ids = edc_testkit::landed::landed_json_record_ids(&stream_dir(ctx, "oq_audit_trail", "default"))?;
+    let ids = crate::landed::landed_json_record_ids(&stream_dir(ctx, "oq_audit_trail", "default"))?;
     let n = ids.len();
     ctx.check(
         "records landed / distinct",
@@ -242,7 +242,7 @@ async fn oq_027(ctx: &mut Ctx) -> anyhow::Result<()> {
         .join("landing/backfill")
         .join(&label)
         .join(format!("oq_newest/-/{}/-/default", super::context::OQ_STUDY));
-    let ids = edc_testkit::landed::landed_json_record_ids(&dir)?;
+    let ids = crate::landed::landed_json_record_ids(&dir)?;
     let missing: Vec<u32> = (11..=233u32)
         .filter(|n| !ids.contains(&format!("AT-{n:07}")))
         .collect();
@@ -295,7 +295,7 @@ async fn oq_028(ctx: &mut Ctx) -> anyhow::Result<()> {
     ctx.check_eq(
         "records landed over both runs",
         75,
-        edc_testkit::landed::landed_json_record_ids(&stream_dir(ctx, "oq_vault", "default"))?.len(),
+        crate::landed::landed_json_record_ids(&stream_dir(ctx, "oq_vault", "default"))?.len(),
     );
     ctx.check_eq(
         "window start after the backdated page",

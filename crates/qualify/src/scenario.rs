@@ -76,7 +76,7 @@ pub(super) fn cursor(ctx: &Ctx, vendor: &str, stream: &str) -> Value {
 
 /// Record ids in the pages the manifest lists, each file hash-checked.
 pub(super) fn landed_ids(ctx: &Ctx, vendor: &str, stream: &str) -> anyhow::Result<Vec<String>> {
-    edc_testkit::landed::landed_json_record_ids(&stream_dir(ctx, vendor, stream))
+    crate::landed::landed_json_record_ids(&stream_dir(ctx, vendor, stream))
 }
 
 /// "landed / distinct" of `ids`, as one observed value.

@@ -143,7 +143,7 @@ async fn oq_015(ctx: &mut Ctx) -> anyhow::Result<()> {
     let c = cursor(ctx, "oq_vault", "default");
     ctx.check_eq(
         "cursor = high-water mark less the lookback (delta.lookback)",
-        crate::bench::harness::settled_window_start(
+        edc_core::sync::settled_window_start(
             &config,
             "oq_vault",
             &dataset(records).record(records).modified,

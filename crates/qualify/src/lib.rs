@@ -1,5 +1,10 @@
 //! Qualification: `edc-sync qualify iq|oq` writes evidence a QA reviewer
 //! can sign without reading source code (validation/OQ.md is the protocol).
+//!
+//! The scenarios judge the tool with witnesses of their own that share no
+//! code with `edc-core`: a reader of what landed (`landed`) and the rate
+//! envelope of a token bucket (`envelope`). The test suite uses the same
+//! witnesses.
 
 mod audit_chain;
 mod boundaries;
@@ -7,10 +12,14 @@ mod change_control;
 mod chart;
 pub mod context;
 mod deltas;
+pub mod envelope;
 pub mod evidence;
+pub mod files;
 mod integrity;
 pub mod iq;
+pub mod landed;
 mod late_records;
+mod oq_redis;
 mod pacing;
 pub mod printed;
 mod report;
@@ -33,6 +42,7 @@ use evidence::{Environment, Evidence, ScenarioResult, Status, Summary};
 use scenarios::Scenario;
 
 pub use edc_core::exit::NotQualified;
+pub use oq_redis::OqRedis;
 
 /// Runs one scenario and returns its evidence. Never fails: an error inside
 /// the scenario is a failed scenario with the error as its note.

@@ -1,15 +1,52 @@
-//! `edc-sync bench ...`
+//! `edc-sync-bench`: the benchmark programs. Each runs the shipped
+//! `edc-sync` binary found beside this one (or `EDC_SYNC_BIN`) and prints
+//! its figures against their floor, ending with one JSON line. Not part of
+//! the shipped binary: nothing of the product depends on this crate.
 
 use std::io::Write;
+use std::process::ExitCode;
 
 use anyhow::Context;
+use clap::Parser;
 
-use crate::bench::pacer::{self, BenchArgs, WorkerArgs};
-use crate::bench::sync;
-use crate::cli::BenchCommand;
+use edc_sync_bench::cli::{BenchCli, BenchCommand};
+use edc_sync_bench::harness::edc_sync_exe;
+use edc_sync_bench::pacer::{self, BenchArgs, WorkerArgs};
+use edc_sync_bench::sync;
 
-pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
-    let rt = super::runtime()?;
+fn main() -> ExitCode {
+    let cli = BenchCli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr().lock(), "edc-sync-bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// This program itself, for the worker processes of its own subcommands.
+fn this_exe() -> anyhow::Result<std::path::PathBuf> {
+    std::env::current_exe().context("locating the edc-sync-bench executable for its workers")
+}
+
+/// A small multi-threaded runtime, as the product's.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+fn run(cmd: BenchCommand) -> anyhow::Result<()> {
+    let rt = runtime()?;
     match cmd {
         BenchCommand::Pacer {
             redis,
@@ -20,7 +57,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             seconds,
             grants_out,
         } => {
-            let exe = std::env::current_exe().context("locating the edc-sync executable for the workers")?;
+            let exe = this_exe()?;
             let args = BenchArgs {
                 redis,
                 procs,
@@ -40,23 +77,28 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             large_pages,
             large_page_mib,
         } => {
-            let exe = std::env::current_exe().context("locating the edc-sync executable")?;
+            let exe = edc_sync_exe()?;
             let (_scratch, work) = sync::scratch()?;
-            let small =
-                crate::bench::side_by_side::measure(&rt, &exe, &work.join("small"), pages, page_kib * 1024)?;
-            let large = crate::bench::phase::rss_phase_in_child(
+            let small = edc_sync_bench::side_by_side::measure(
+                &rt,
                 &exe,
+                &work.join("small"),
+                pages,
+                page_kib * 1024,
+            )?;
+            let large = edc_sync_bench::phase::rss_phase_in_child(
+                &this_exe()?,
                 &work.join("large"),
                 large_pages,
                 large_page_mib,
             )?;
-            let peers = crate::bench::peers::measure(&exe, &work.join("peers"), pages, page_kib * 1024)?;
-            let one_pass = crate::bench::one_pass::measure(
+            let peers = edc_sync_bench::peers::measure(&exe, &work.join("peers"), pages, page_kib * 1024)?;
+            let one_pass = edc_sync_bench::one_pass::measure(
                 large.page_bytes as usize,
-                crate::bench::harness::large_padding(large_page_mib * 1024 * 1024),
+                edc_sync_bench::harness::large_padding(large_page_mib * 1024 * 1024),
                 page_kib * 1024,
             )?;
-            let large_python = crate::bench::peers::python_on_large_pages(
+            let large_python = edc_sync_bench::peers::python_on_large_pages(
                 &exe,
                 &work.join("peers-large"),
                 large_pages,
@@ -73,13 +115,13 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             Ok(())
         }
         BenchCommand::Startup { entries } => {
-            let exe = std::env::current_exe().context("locating the edc-sync executable")?;
+            let exe = edc_sync_exe()?;
             let (_scratch, work) = sync::scratch()?;
-            let figures = crate::bench::startup::run(&exe, &work, entries)?;
+            let figures = edc_sync_bench::startup::run(&exe, &work, entries)?;
             writeln!(
                 std::io::stdout().lock(),
                 "{}",
-                crate::bench::startup::render(&figures)
+                edc_sync_bench::startup::render(&figures)
             )
             .context("writing to stdout")?;
             Ok(())
@@ -91,13 +133,13 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             records,
             seed,
         } => {
-            let exe = std::env::current_exe().context("locating the edc-sync executable")?;
+            let exe = edc_sync_exe()?;
             let (_scratch, work) = sync::scratch()?;
             let mode = match fsync_faults {
-                true => crate::bench::soak::Mode::FsyncFaults,
-                false => crate::bench::soak::Mode::Kill,
+                true => edc_sync_bench::soak::Mode::FsyncFaults,
+                false => edc_sync_bench::soak::Mode::Kill,
             };
-            let figures = rt.block_on(crate::bench::soak::run(
+            let figures = rt.block_on(edc_sync_bench::soak::run(
                 &exe,
                 &work,
                 mode,
@@ -109,7 +151,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             writeln!(
                 std::io::stdout().lock(),
                 "{}",
-                crate::bench::soak::render(&figures)
+                edc_sync_bench::soak::render(&figures)
             )
             .context("writing to stdout")?;
             if figures.duplicates > 0
@@ -124,10 +166,10 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             Ok(())
         }
         BenchCommand::State => {
-            let exe = std::env::current_exe().context("locating the edc-sync executable")?;
+            let exe = edc_sync_exe()?;
             let (_scratch, work) = sync::scratch()?;
             let mut out = std::io::stdout().lock();
-            for line in crate::bench::state::run(&exe, &work)? {
+            for line in edc_sync_bench::state::run(&exe, &work)? {
                 writeln!(out, "{line}").context("writing to stdout")?;
             }
             Ok(())
@@ -139,15 +181,15 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             latency_ms,
             seed,
         } => {
-            let exe = std::env::current_exe().context("locating the edc-sync executable")?;
+            let exe = edc_sync_exe()?;
             let (_scratch, work) = sync::scratch()?;
-            let figures = rt.block_on(crate::bench::hosts::run(
+            let figures = rt.block_on(edc_sync_bench::hosts::run(
                 &exe, &work, rounds, hosts, records, latency_ms, seed,
             ))?;
             writeln!(
                 std::io::stdout().lock(),
                 "{}",
-                crate::bench::hosts::render(&figures)
+                edc_sync_bench::hosts::render(&figures)
             )
             .context("writing to stdout")?;
             if figures.duplicates > 0
@@ -167,8 +209,8 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             page_bytes,
             work,
         } => {
-            let exe = std::env::current_exe().context("locating the edc-sync executable")?;
-            let phase = rt.block_on(crate::bench::phase::phase(&exe, &work, pages, page_bytes))?;
+            let exe = edc_sync_exe()?;
+            let phase = rt.block_on(edc_sync_bench::phase::phase(&exe, &work, pages, page_bytes))?;
             writeln!(std::io::stdout().lock(), "{}", serde_json::to_string(&phase)?)
                 .context("writing to stdout")?;
             Ok(())

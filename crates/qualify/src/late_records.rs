@@ -30,12 +30,10 @@ const VENDOR: &str = "oq_audit_trail";
 /// Every record of the stream landed under `out`, its checks' included.
 fn landed(out: &Path) -> anyhow::Result<Vec<String>> {
     let dir = format!("{VENDOR}/-/{OQ_STUDY}/-/default");
-    let mut ids = edc_testkit::landed::landed_json_record_ids(&out.join(&dir))?;
+    let mut ids = crate::landed::landed_json_record_ids(&out.join(&dir))?;
     if let Ok(checks) = std::fs::read_dir(out.join("backfill")) {
         for check in checks {
-            ids.extend(edc_testkit::landed::landed_json_record_ids(
-                &check?.path().join(&dir),
-            )?);
+            ids.extend(crate::landed::landed_json_record_ids(&check?.path().join(&dir))?);
         }
     }
     Ok(ids)

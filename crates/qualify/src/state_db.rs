@@ -91,7 +91,7 @@ async fn oq_033(ctx: &mut Ctx) -> anyhow::Result<()> {
         .psql("edc", "SELECT line FROM edc_sync_manifest ORDER BY n")
         .map_err(anyhow::Error::msg)?;
     let stream = landing.join(format!("oq_vault/-/{OQ_STUDY}/-/default"));
-    let ids = edc_testkit::landed::listed_json_record_ids(&stream, &manifest)?;
+    let ids = crate::landed::listed_json_record_ids(&stream, &manifest)?;
     let distinct: std::collections::BTreeSet<_> = ids.iter().collect();
     ctx.check(
         "records the database's manifest lists, read with psql and an independent reader",

@@ -1,8 +1,18 @@
-//! Flags of `edc-sync bench ...`.
+//! Flags of `edc-sync-bench ...`.
 
 use std::path::PathBuf;
 
-use clap::Subcommand;
+use clap::{Parser, Subcommand};
+
+/// edc-sync's benchmarks: each runs the `edc-sync` binary beside this one
+/// (or `EDC_SYNC_BIN`) and prints its figures against their floor, ending
+/// with one JSON line.
+#[derive(Debug, Parser)]
+#[command(name = "edc-sync-bench", version, about, long_about = None)]
+pub struct BenchCli {
+    #[command(subcommand)]
+    pub command: BenchCommand,
+}
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {

@@ -105,7 +105,7 @@ async fn oq_019(ctx: &mut Ctx) -> anyhow::Result<()> {
     );
     let ok = run(ctx, &config, &sim, "oq_rave_basic", OQ_PASSWORD).await?;
     ctx.check_eq("exit code with the right password", 0, code(&ok));
-    let ids = edc_testkit::landed::landed_odm_source_ids(&stream_dir(ctx, "oq_rave_basic", "default"))?;
+    let ids = crate::landed::landed_odm_source_ids(&stream_dir(ctx, "oq_rave_basic", "default"))?;
     ctx.check_eq(
         "audit records landed / distinct",
         "60 / 60".to_string(),
@@ -134,7 +134,7 @@ async fn oq_020(ctx: &mut Ctx) -> anyhow::Result<()> {
         .await?;
     let out = run(ctx, &config, &sim, "oq_vault_session", OQ_PASSWORD).await?;
     ctx.check_eq("exit code", 0, code(&out));
-    let ids = edc_testkit::landed::landed_json_record_ids(&stream_dir(ctx, "oq_vault_session", "default"))?;
+    let ids = crate::landed::landed_json_record_ids(&stream_dir(ctx, "oq_vault_session", "default"))?;
     ctx.check_eq(
         "records landed / distinct",
         "100 / 100".to_string(),
@@ -246,7 +246,7 @@ async fn oq_021(ctx: &mut Ctx) -> anyhow::Result<()> {
         format!("{:.3} s", gap as f64 / 1e6),
         gap >= 1_000_000 && requests.get(3).map(|r| &r.path) == requests.get(2).map(|r| &r.path),
     );
-    let ids = edc_testkit::landed::landed_json_record_ids(&stream_dir(ctx, "oq_vault_session", "default"))?;
+    let ids = crate::landed::landed_json_record_ids(&stream_dir(ctx, "oq_vault_session", "default"))?;
     ctx.check_eq("records landed over both runs", 40, ids.len());
     ctx.attach_run_outputs();
     Ok(())

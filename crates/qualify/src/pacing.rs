@@ -90,7 +90,7 @@ async fn oq_008(ctx: &mut Ctx) -> anyhow::Result<()> {
         quota_429,
     );
     let arrivals: Vec<i64> = reqs.iter().map(|r| r.t_us).collect();
-    let env = edc_testkit::envelope::check(&arrivals, 10.0, 3);
+    let env = crate::envelope::check(&arrivals, 10.0, 3);
     ctx.check_eq("windows with more arrivals than 3 + 10 x t", 0, env.violations);
     ctx.check_eq("requests (3 workers x 10 pages)", 30, reqs.len());
     ctx.set_pacing(pacing(ctx, &sim, 10.0, 3));

@@ -321,7 +321,7 @@ async fn oq_032(ctx: &mut Ctx) -> anyhow::Result<()> {
     let copy = ctx.dir.join("bucket-as-landed");
     garage.download("oq", &copy).await?;
     let stream = copy.join(format!("oq_vault/-/{}/-/default", super::context::OQ_STUDY));
-    let ids = edc_testkit::landed::landed_json_record_ids(&stream)?;
+    let ids = crate::landed::landed_json_record_ids(&stream)?;
     let distinct: std::collections::BTreeSet<_> = ids.iter().collect();
     ctx.check(
         "records in the bucket, read back with an independent S3 client",

@@ -44,16 +44,23 @@ pub fn cpu_time() -> Duration {
     user + sys
 }
 
-/// Where a stream whose last record is `high_water` must have its cursor
-/// once all is landed: the high-water mark, less the policy's lookback
-/// (`delta.lookback`: the next window re-reads that span).
-pub fn settled_window_start(config: &Path, vendor: &str, high_water: &str) -> anyhow::Result<String> {
-    let loaded = edc_core::config::load(config).with_context(|| format!("loading {}", config.display()))?;
-    let policy = loaded.vendor(vendor)?;
-    Ok(match &policy.delta {
-        Some(delta) => edc_core::sync::restart_at(delta, high_water),
-        None => high_water.to_string(),
-    })
+/// The shipped `edc-sync` binary the benchmarks run: `EDC_SYNC_BIN`, or
+/// the one beside this program (`cargo build --release --workspace`
+/// builds both into `target/release/`).
+pub fn edc_sync_exe() -> anyhow::Result<std::path::PathBuf> {
+    if let Some(path) = std::env::var_os("EDC_SYNC_BIN") {
+        return Ok(path.into());
+    }
+    let me = std::env::current_exe().context("locating the edc-sync-bench executable")?;
+    let exe = me.with_file_name("edc-sync");
+    if !exe.is_file() {
+        bail!(
+            "{} is missing: the benchmarks run the edc-sync binary beside them; build both with \
+             `cargo build --release --workspace`, or set EDC_SYNC_BIN",
+            exe.display()
+        );
+    }
+    Ok(exe)
 }
 
 /// The simulator in a child process; killed on drop.

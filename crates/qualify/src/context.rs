@@ -22,7 +22,7 @@ pub const OQ_USER: &str = "oq.user@edc-sync.invalid";
 pub const OQ_PASSWORD: &str = "oq-pw-5d1e8b40-do-not-log";
 
 /// The policies the scenarios run with (committed in each scenario's repo).
-pub const OQ_POLICY: &str = include_str!("../../config/fixtures/simulator-policies.yaml");
+pub const OQ_POLICY: &str = include_str!("../../../config/fixtures/simulator-policies.yaml");
 
 pub const OQ_STUDY: &str = "OQ-STUDY(Val)";
 

@@ -1,6 +1,9 @@
-//! Benchmark programs: they measure and print figures; tests never time.
+//! edc-sync's benchmark programs (the `edc-sync-bench` binary): they run
+//! the shipped `edc-sync` and print figures against their floors; tests
+//! never time. Nothing of the product depends on this crate.
 
 pub mod bare_get;
+pub mod cli;
 pub mod commit_bytes;
 pub mod fanout;
 pub mod harness;

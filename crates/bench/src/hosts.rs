@@ -51,7 +51,7 @@ pub struct HostsFigures {
     pub seconds: f64,
 }
 
-const POLICY: &str = include_str!("../../config/fixtures/simulator-policies.yaml");
+const POLICY: &str = include_str!("../../../config/fixtures/simulator-policies.yaml");
 const STREAM_DIR: &str = "soak/-/SOAK/-/default";
 
 /// Runs the soak in `work` with a private PostgreSQL, and returns the figures.
@@ -187,7 +187,7 @@ pub async fn run(
         .status()
         .context("starting the final edc-sync sync")?;
     let lines = psql_lines(&pg, "SELECT line FROM edc_sync_manifest ORDER BY stream, n")?;
-    let ids = edc_testkit::landed::listed_json_record_ids(&landing.join(STREAM_DIR), &lines)?;
+    let ids = edc_qualify::landed::listed_json_record_ids(&landing.join(STREAM_DIR), &lines)?;
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for id in ids {
         *counts.entry(id).or_default() += 1;
@@ -229,7 +229,7 @@ pub async fn run(
             .to_string(),
         final_exit_code: last.code(),
         cursor_at_high_water: cursor["window_start"]
-            == super::harness::settled_window_start(&config, "soak", &ds.record(records).modified)?,
+            == edc_core::sync::settled_window_start(&config, "soak", &ds.record(records).modified)?,
         seconds: started.elapsed().as_secs_f64(),
     })
 }
@@ -239,7 +239,7 @@ pub async fn run(
 fn cursor_ahead(pg: &PrivatePostgres, landing: &Path, ds: &Dataset) -> anyhow::Result<(bool, usize)> {
     let lines = psql_lines(pg, "SELECT line FROM edc_sync_manifest ORDER BY stream, n")?;
     let landed: std::collections::BTreeSet<String> =
-        edc_testkit::landed::listed_json_record_ids(&landing.join(STREAM_DIR), &lines)?
+        edc_qualify::landed::listed_json_record_ids(&landing.join(STREAM_DIR), &lines)?
             .into_iter()
             .collect();
     let cursor = psql_lines(pg, "SELECT state FROM edc_sync_cursor")?;

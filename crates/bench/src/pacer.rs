@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
-use edc_testkit::envelope;
+use edc_qualify::envelope;
 use quota_pacer::Rate;
 use quota_pacer::{Ask, Limiter, Pacer, Quota, RedisPacer, Reservation};
 
@@ -172,7 +172,7 @@ pub async fn run(args: BenchArgs, exe: PathBuf) -> anyhow::Result<Figures> {
     let mut children = Vec::new();
     for _ in 0..args.procs {
         let child = std::process::Command::new(&exe)
-            .args(["bench", "pacer-worker", "--redis", &args.redis, "--key", &key])
+            .args(["pacer-worker", "--redis", &args.redis, "--key", &key])
             .args([
                 "--tasks",
                 &args.tasks.to_string(),
@@ -332,6 +332,6 @@ mod tests {
     fn script_calls_are_summed_from_commandstats() {
         let info = "# Commandstats\r\ncmdstat_evalsha:calls=1020,usec=9000,usec_per_call=8.8,rejected_calls=2,failed_calls=0\r\n\
                     cmdstat_time:calls=4,usec=1\r\ncmdstat_script|load:calls=3,usec=100\r\n";
-        assert_eq!(crate::bench::harness::script_calls(info), 1025);
+        assert_eq!(crate::harness::script_calls(info), 1025);
     }
 }

@@ -78,7 +78,7 @@ async fn oq_001(ctx: &mut Ctx) -> anyhow::Result<()> {
     let c = cursor(ctx, "oq_vault", "default");
     ctx.check_eq(
         "cursor window_start = high-water mark less the lookback (delta.lookback)",
-        crate::bench::harness::settled_window_start(&config, "oq_vault", &hw)?,
+        edc_core::sync::settled_window_start(&config, "oq_vault", &hw)?,
         c["window_start"].as_str().unwrap_or("none").to_string(),
     );
     let committed = events(ctx, "page_committed");

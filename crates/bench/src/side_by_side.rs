@@ -116,7 +116,7 @@ pub fn measure(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::commit_bytes::CommitBytes;
+    use crate::commit_bytes::CommitBytes;
 
     fn round(sync_cpu: f64, floor_cpu: f64) -> Round {
         let floor = Floor {
