@@ -1,10 +1,11 @@
-//! The `edc-sync` binary: parse, set up logging, run, map the result to an
-//! exit code. Everything else lives in the library.
+//! The `edc-sync` binary: parse, set up logging, run, turn the result into
+//! an exit code (the error's type decides which). Everything else lives in
+//! the library.
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use edc_core::exit::{is_broken_pipe, Exit};
+use edc_core::exit::Exit;
 
 fn main() -> ExitCode {
     // A usage error exits 2 (EX_USAGE), in the log's format.
@@ -16,9 +17,9 @@ fn main() -> ExitCode {
     edc_sync::logging::init(format, color, cli.verbose, cli.quiet);
     match edc_sync::commands::run(cli) {
         Ok(()) => ExitCode::from(Exit::Ok.code()),
-        Err(err) if is_broken_pipe(&err) => ExitCode::from(Exit::Ok.code()),
+        Err(err) if err.is_broken_pipe() => ExitCode::from(Exit::Ok.code()),
         Err(err) => {
-            let code = Exit::for_error(&err);
+            let code = err.exit();
             // If stderr is gone too there is nowhere left to report to.
             // Identifiers in URLs are masked, as in the audit trail.
             let text = edc_core::mask::global_text(&format!("{err:#}"));

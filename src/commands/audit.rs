@@ -2,20 +2,20 @@
 
 use std::io::Write;
 
-use anyhow::Context;
-
 use crate::cli::AuditCommand;
 use edc_core::audit::{verify_with, Checks};
 use edc_core::audit::{Anchors, AuditKey, ChainHead, NotIntact};
 use edc_core::audit::{KeyError, KEY_ENV};
+use edc_core::error::IoContext;
+use edc_core::Error;
 
-pub fn run(cmd: AuditCommand) -> anyhow::Result<()> {
+pub fn run(cmd: AuditCommand) -> Result<(), Error> {
     match cmd {
         AuditCommand::Export { state, trail, to } => {
             let url = super::state::db_url(&state)?;
             let exported = super::runtime()?.block_on(async {
                 let db = edc_core::state_db::StateDb::connect(&url).await?;
-                anyhow::Ok(edc_core::state_db::export(&db, &trail, &to).await?)
+                Ok::<_, Error>(edc_core::state_db::export(&db, &trail, &to).await?)
             })?;
             writeln!(
                 std::io::stdout().lock(),
@@ -25,7 +25,7 @@ pub fn run(cmd: AuditCommand) -> anyhow::Result<()> {
                 exported.bytes,
                 exported.head_sha256.as_deref().unwrap_or("-"),
             )
-            .context("writing to stdout")?;
+            .io(|| "writing to stdout".into())?;
             Ok(())
         }
         AuditCommand::Verify {
@@ -55,12 +55,12 @@ pub fn run(cmd: AuditCommand) -> anyhow::Result<()> {
                 (Some(file), _) => file,
                 (None, Some(state)) => {
                     let url = super::state::db_url(&state)?;
-                    let dir = tempfile::tempdir().context("creating a temporary directory")?;
+                    let dir = tempfile::tempdir().io(|| "creating a temporary directory".into())?;
                     let path = dir.path().join(&trail);
                     super::runtime()?.block_on(async {
                         let db = edc_core::state_db::StateDb::connect(&url).await?;
                         edc_core::state_db::check_anchors(&db, &trail).await?;
-                        anyhow::Ok(edc_core::state_db::export(&db, &trail, &path).await?)
+                        Ok::<_, Error>(edc_core::state_db::export(&db, &trail, &path).await?)
                     })?;
                     exported = dir;
                     exported.path().join(&trail)
@@ -74,7 +74,7 @@ pub fn run(cmd: AuditCommand) -> anyhow::Result<()> {
             if !report.intact() {
                 return Err(NotIntact(report).into());
             }
-            writeln!(std::io::stdout().lock(), "{report}").context("writing the report to stdout")?;
+            writeln!(std::io::stdout().lock(), "{report}").io(|| "writing the report to stdout".into())?;
             Ok(())
         }
     }
@@ -82,7 +82,7 @@ pub fn run(cmd: AuditCommand) -> anyhow::Result<()> {
 
 /// `edc-sync verify`: every discrepancy on stdout, one line each, then the
 /// summary; exit 65 when there is any.
-pub fn reconcile(args: crate::cli::VerifyArgs) -> anyhow::Result<()> {
+pub fn reconcile(args: crate::cli::VerifyArgs) -> Result<(), Error> {
     let dirs = &args.dirs;
     let scope = args.scope();
     let state = dirs.state.to_string_lossy();
@@ -102,7 +102,7 @@ pub fn reconcile(args: crate::cli::VerifyArgs) -> anyhow::Result<()> {
             super::runtime()?.block_on(async {
                 let db = edc_core::state_db::StateDb::connect(&url).await?;
                 let landing = edc_core::reconcile::DbLanding::Dir(&dirs.out);
-                anyhow::Ok(edc_core::reconcile::reconcile_db(landing, &db, &trail, &scope).await?)
+                Ok::<_, Error>(edc_core::reconcile::reconcile_db(landing, &db, &trail, &scope).await?)
             })?
         }
         None => edc_core::reconcile::reconcile(&dirs.out, &dirs.state, &dirs.audit_log, &scope)?,
@@ -114,7 +114,7 @@ pub fn reconcile(args: crate::cli::VerifyArgs) -> anyhow::Result<()> {
             super::runtime()?.block_on(async {
                 let db = edc_core::state_db::StateDb::connect(&url).await?;
                 let landing = edc_core::reconcile::DbLanding::Bucket(&bucket);
-                anyhow::Ok(edc_core::reconcile::reconcile_db(landing, &db, &trail, &scope).await?)
+                Ok::<_, Error>(edc_core::reconcile::reconcile_db(landing, &db, &trail, &scope).await?)
             })?
         }
         Some(_) => {
@@ -137,14 +137,14 @@ pub fn reconcile(args: crate::cli::VerifyArgs) -> anyhow::Result<()> {
     };
     let mut stdout = std::io::stdout().lock();
     for d in summary.discrepancies.iter().chain(&summary.behind) {
-        writeln!(stdout, "{d}").context("writing the report to stdout")?;
+        writeln!(stdout, "{d}").io(|| "writing the report to stdout".into())?;
     }
     let line = match scope.describe() {
         Some(scope) => format!("{scope}: {summary}"),
         None => summary.to_string(),
     };
     if summary.discrepancies.is_empty() {
-        writeln!(stdout, "{line}").context("writing the report to stdout")?;
+        writeln!(stdout, "{line}").io(|| "writing the report to stdout".into())?;
         return Ok(());
     }
     Err(edc_core::reconcile::Discrepancies(line).into())
@@ -154,7 +154,7 @@ pub fn reconcile(args: crate::cli::VerifyArgs) -> anyhow::Result<()> {
 /// the trail's name (or, as an older version kept it, by its absolute
 /// path). None there is an error: `--anchors` asks to prove the trail
 /// against one.
-fn anchor_for(file: &std::path::Path, state_dir: &std::path::Path) -> anyhow::Result<ChainHead> {
+fn anchor_for(file: &std::path::Path, state_dir: &std::path::Path) -> Result<ChainHead, Error> {
     let read_error = |error| edc_core::audit::ReadError {
         path: file.to_path_buf(),
         error,
@@ -163,7 +163,7 @@ fn anchor_for(file: &std::path::Path, state_dir: &std::path::Path) -> anyhow::Re
     let first = edc_core::audit::first_line_sha256(file).map_err(read_error)?;
     let anchors = Anchors::of(state_dir, file, &canonical, first);
     let unreadable = |detail: String| {
-        anyhow::Error::new(edc_core::audit::ReadError {
+        Error::AuditUnreadable(edc_core::audit::ReadError {
             path: anchors
                 .file()
                 .unwrap_or_else(|| state_dir.join(edc_core::audit::ANCHOR_DIR)),

@@ -1,9 +1,10 @@
 //! `edc-sync completions SHELL`: the shell's completion script, from the
 //! same definitions as `--help`.
 
+use edc_core::error::IoContext;
+use edc_core::Error;
 use std::io::Write;
 
-use anyhow::Context;
 use clap_complete::Shell;
 
 const BIN: &str = "edc-sync";
@@ -37,9 +38,9 @@ pub fn script(shell: Shell) -> String {
 
 /// Prints [`script`]; rendered into memory first, since clap_complete
 /// panics on a write error and `| head` must end quietly.
-pub fn run(shell: Shell) -> anyhow::Result<()> {
+pub fn run(shell: Shell) -> Result<(), Error> {
     std::io::stdout()
         .lock()
         .write_all(script(shell).as_bytes())
-        .context("writing the completions")
+        .io(|| "writing the completions".into())
 }

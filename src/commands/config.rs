@@ -2,13 +2,14 @@
 
 use std::io::Write;
 
-use anyhow::Context;
 use serde_json::json;
 
 use crate::cli::ConfigCommand;
 use edc_core::config::{self, ConfigError, LoadedConfig, MissingEnv, Policy};
+use edc_core::error::IoContext;
+use edc_core::Error;
 
-pub fn run(cmd: ConfigCommand) -> anyhow::Result<()> {
+pub fn run(cmd: ConfigCommand) -> Result<(), Error> {
     match cmd {
         ConfigCommand::Validate {
             path,
@@ -47,7 +48,7 @@ pub fn run(cmd: ConfigCommand) -> anyhow::Result<()> {
                 loaded.config.vendor_names().join(", "),
                 p.config_sha256,
             )
-            .context("writing to stdout")?;
+            .io(|| "writing to stdout".into())?;
             Ok(())
         }
         ConfigCommand::Show { path, vendor } => {
@@ -57,8 +58,9 @@ pub fn run(cmd: ConfigCommand) -> anyhow::Result<()> {
                 None => loaded.config.vendors.iter().collect(),
             };
             let shown = show(&loaded, &vendors);
-            let text = serde_json::to_string_pretty(&shown).context("rendering the policy")?;
-            writeln!(std::io::stdout().lock(), "{text}").context("writing to stdout")?;
+            let text = serde_json::to_string_pretty(&shown)
+                .map_err(|e| Error::io("rendering the policy", e.into()))?;
+            writeln!(std::io::stdout().lock(), "{text}").io(|| "writing to stdout".into())?;
             Ok(())
         }
     }

@@ -2,13 +2,13 @@
 
 use std::io::Write;
 
-use anyhow::Context;
-
 use crate::cli::CursorCommand;
+use edc_core::error::IoContext;
 use edc_core::store::CursorFile;
 use edc_core::stream::StreamIdentity;
+use edc_core::Error;
 
-pub fn run(cmd: CursorCommand) -> anyhow::Result<()> {
+pub fn run(cmd: CursorCommand) -> Result<(), Error> {
     match cmd {
         CursorCommand::Show {
             stream,
@@ -28,19 +28,20 @@ pub fn run(cmd: CursorCommand) -> anyhow::Result<()> {
                 let url = super::state::db_url(&text)?;
                 let cursor = super::runtime()?.block_on(async {
                     let db = edc_core::state_db::StateDb::connect(&url).await?;
-                    anyhow::Ok(edc_core::state_db::cursor_of(&db, &id).await?)
+                    Ok::<_, Error>(edc_core::state_db::cursor_of(&db, &id).await?)
                 })?;
                 let Some(cursor) = cursor else {
                     writeln!(
                         out,
                         "no cursor for {} in {url} yet: the next sync starts from the beginning",
                         edc_core::store::stream_dir_name(&id)
-                    )?;
+                    )
+                    .io(|| "writing to stdout".into())?;
                     return Ok(());
                 };
-                let text =
-                    serde_json::to_string_pretty(&cursor.to_file_json()).context("rendering the cursor")?;
-                writeln!(out, "{text}").context("writing to stdout")?;
+                let text = serde_json::to_string_pretty(&cursor.to_file_json())
+                    .map_err(|e| Error::io("rendering the cursor", e.into()))?;
+                writeln!(out, "{text}").io(|| "writing to stdout".into())?;
                 return Ok(());
             }
             let store = CursorFile::new(&state, &id);
@@ -49,13 +50,14 @@ pub fn run(cmd: CursorCommand) -> anyhow::Result<()> {
                     out,
                     "no cursor at {} yet: the next sync starts from the beginning",
                     store.path().display()
-                )?;
+                )
+                .io(|| "writing to stdout".into())?;
                 return Ok(());
             }
             let cursor = store.load()?;
-            let text =
-                serde_json::to_string_pretty(&cursor.to_file_json()).context("rendering the cursor")?;
-            writeln!(out, "{text}").context("writing to stdout")?;
+            let text = serde_json::to_string_pretty(&cursor.to_file_json())
+                .map_err(|e| Error::io("rendering the cursor", e.into()))?;
+            writeln!(out, "{text}").io(|| "writing to stdout".into())?;
             Ok(())
         }
     }

@@ -6,12 +6,12 @@ use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
-
 use crate::cli::DemoArgs;
 use edc_core::audit::verify;
+use edc_core::error::IoContext;
 use edc_core::run::{self, Endpoint, PacerChoice, RunSpec, Streams};
 use edc_core::sync::SyncOptions;
+use edc_core::Error;
 use edc_sim::{Dataset, FaultSchedule, SimConfig, Simulator};
 
 /// The demo policy, committed as `config/demo.yaml`; this copy is used when
@@ -31,33 +31,34 @@ const DEMO_FAULTS: [&str; 4] = [
 /// own output, which the next demo may clear.
 const MARKER: &str = ".edc-sync-demo";
 
-pub fn run(args: DemoArgs) -> anyhow::Result<()> {
+pub fn run(args: DemoArgs) -> Result<(), Error> {
     let dir = args.dir.clone();
     refuse_foreign(&dir);
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::create_dir_all(&dir).io(|| format!("creating {}", dir.display()))?;
     std::fs::write(
         dir.join(MARKER),
         "made by edc-sync demo: the next demo here clears landing/, state/, audit.jsonl and \
          simulator-requests.jsonl\n",
     )
-    .with_context(|| format!("writing {}", dir.join(MARKER).display()))?;
+    .io(|| format!("writing {}", dir.join(MARKER).display()))?;
     // Start fresh each time, but only ever remove what the demo itself makes.
     for sub in ["landing", "state"] {
         let p = dir.join(sub);
         if p.exists() {
-            std::fs::remove_dir_all(&p).with_context(|| format!("clearing {}", p.display()))?;
+            std::fs::remove_dir_all(&p).io(|| format!("clearing {}", p.display()))?;
         }
     }
     for file in ["audit.jsonl", "simulator-requests.jsonl"] {
         let p = dir.join(file);
         if p.exists() {
-            std::fs::remove_file(&p).with_context(|| format!("clearing {}", p.display()))?;
+            std::fs::remove_file(&p).io(|| format!("clearing {}", p.display()))?;
         }
     }
     let (config, from_repo) = demo_config(&dir)?;
     let mut faults = FaultSchedule::default();
     for f in DEMO_FAULTS {
-        let (n, fault) = FaultSchedule::parse_entry(f).map_err(anyhow::Error::msg)?;
+        let (n, fault) = FaultSchedule::parse_entry(f)
+            .map_err(|e| Error::io(format!("the demo's fault {f}"), std::io::Error::other(e)))?;
         faults.insert(n, fault);
     }
     let sim_config = SimConfig {
@@ -76,7 +77,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     let result = rt.block_on(async {
         let sim = Simulator::start(sim_config, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
             .await
-            .context("starting the simulator on 127.0.0.1")?;
+            .io(|| "starting the simulator on 127.0.0.1".into())?;
         let spec = RunSpec {
             config: config.clone(),
             // The demo records that it may run with an uncommitted policy.
@@ -102,12 +103,31 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     })?;
     let (result, requests) = result;
     let report = verify(&result.audit_log)?;
+    let provenance = edc_core::config::load(&config)?.provenance;
+    print(&dir, &config, from_repo, &provenance, &result, &requests, &report)
+        .io(|| "writing the demo's summary to stdout".into())?;
+    result.outcome?;
+    if !report.intact() {
+        return Err(edc_core::audit::NotIntact(report).into());
+    }
+    Ok(())
+}
+
+/// What the demo did, for the person who ran it.
+fn print(
+    dir: &Path,
+    config: &Path,
+    from_repo: bool,
+    provenance: &edc_core::config::Provenance,
+    result: &run::RunResult,
+    requests: &[edc_sim::LogEntry],
+    report: &edc_core::audit::Report,
+) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
         "edc-sync demo: a sync against the built-in EDC simulator (no network, no Redis)\n"
     )?;
-    let provenance = edc_core::config::load(&config)?.provenance;
     let git = match provenance.why_uncontrolled() {
         None => format!(
             "git commit {}",
@@ -152,11 +172,6 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     )?;
     writeln!(out, "audit       {}", result.audit_log.display())?;
     writeln!(out, "verify      {report}")?;
-    drop(out);
-    result.outcome?;
-    if !report.intact() {
-        return Err(edc_core::audit::NotIntact(report).into());
-    }
     Ok(())
 }
 
@@ -193,12 +208,12 @@ fn refuse_foreign(dir: &Path) {
         .exit();
 }
 
-fn demo_config(dir: &Path) -> anyhow::Result<(PathBuf, bool)> {
+fn demo_config(dir: &Path) -> Result<(PathBuf, bool), Error> {
     let in_repo = PathBuf::from("config/demo.yaml");
     if std::fs::read_to_string(&in_repo).is_ok_and(|text| text == DEMO_POLICY) {
         return Ok((in_repo, true));
     }
     let copy = dir.join("demo-policy.yaml");
-    std::fs::write(&copy, DEMO_POLICY).with_context(|| format!("writing {}", copy.display()))?;
+    std::fs::write(&copy, DEMO_POLICY).io(|| format!("writing {}", copy.display()))?;
     Ok((copy, false))
 }

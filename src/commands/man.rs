@@ -6,21 +6,22 @@
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::Context;
 use clap_mangen::roff::{roman, Roff};
 use clap_mangen::Man;
 
 use crate::cli::examples;
+use edc_core::error::IoContext;
 use edc_core::exit::Exit;
+use edc_core::Error;
 
 /// Prints one page, or writes every page into `out_dir` (created).
-pub fn run(path: &[String], out_dir: Option<&Path>) -> anyhow::Result<()> {
+pub fn run(path: &[String], out_dir: Option<&Path>) -> Result<(), Error> {
     let mut root = crate::cli::command().disable_help_subcommand(true);
     root.build();
     if let Some(dir) = out_dir {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::create_dir_all(dir).io(|| format!("creating {}", dir.display()))?;
         return write_all(&root, "", dir)
-            .with_context(|| format!("writing man pages into {}", dir.display()));
+            .map_err(|e| e.context(format!("writing man pages into {}", dir.display())));
     }
     let mut page = root;
     for name in path {
@@ -37,12 +38,12 @@ pub fn run(path: &[String], out_dir: Option<&Path>) -> anyhow::Result<()> {
     }
     std::io::stdout()
         .lock()
-        .write_all(&render(page, &path.join(" "))?)
-        .context("writing the man page")
+        .write_all(&render(page, &path.join(" ")).io(|| "rendering the man page".into())?)
+        .io(|| "writing the man page".into())
 }
 
 /// `cmd`'s page and every visible subcommand's, as `edc-sync-sync.1` and so on.
-fn write_all(cmd: &clap::Command, path: &str, dir: &Path) -> anyhow::Result<()> {
+fn write_all(cmd: &clap::Command, path: &str, dir: &Path) -> Result<(), Error> {
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         let sub_path = match path {
             "" => sub.get_name().to_string(),
@@ -51,13 +52,14 @@ fn write_all(cmd: &clap::Command, path: &str, dir: &Path) -> anyhow::Result<()> 
         write_all(sub, &sub_path, dir)?;
     }
     let file = dir.join(Man::new(cmd.clone()).get_filename());
-    std::fs::write(&file, render(cmd.clone(), path)?).with_context(|| format!("writing {}", file.display()))
+    let page = render(cmd.clone(), path).io(|| format!("rendering {}", file.display()))?;
+    std::fs::write(&file, page).io(|| format!("writing {}", file.display()))
 }
 
 /// clap_mangen's sections, then EXAMPLES and EXIT STATUS (in the order
 /// man-pages(7) gives them), then what `--help` says after the options
 /// when that is more than the examples and codes.
-fn render(cmd: clap::Command, path: &str) -> anyhow::Result<Vec<u8>> {
+fn render(cmd: clap::Command, path: &str) -> std::io::Result<Vec<u8>> {
     let own_notes = cmd.get_after_long_help().is_some();
     let has_args = cmd.get_arguments().any(|a| !a.is_hide_set());
     let has_subs = cmd.has_subcommands();

@@ -12,12 +12,12 @@ mod simulate;
 mod state;
 mod sync;
 
-use anyhow::Context;
-
 use crate::cli::{Cli, Command};
+use edc_core::error::IoContext;
+use edc_core::Error;
 
 /// Runs the command the user asked for.
-pub fn run(cli: Cli) -> anyhow::Result<()> {
+pub fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Demo(args) => demo::run(args),
         Command::Sync(args) => sync::run(args),
@@ -36,10 +36,10 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 
 /// A small multi-threaded runtime: the machines have two cores, and the
 /// work is waiting on the network, not computing.
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+fn runtime() -> Result<tokio::runtime::Runtime, Error> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .context("starting the async runtime")
+        .io(|| "starting the async runtime".into())
 }

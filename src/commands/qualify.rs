@@ -2,13 +2,13 @@
 
 use std::io::Write;
 
-use anyhow::Context;
-
 use crate::cli::QualifyCommand;
+use edc_core::error::IoContext;
+use edc_core::Error;
 use edc_qualify::evidence::Evidence;
 use edc_qualify::{self as qualify, NotQualified};
 
-pub fn run(cmd: QualifyCommand) -> anyhow::Result<()> {
+pub fn run(cmd: QualifyCommand) -> Result<(), Error> {
     let rt = super::runtime()?;
     let (evidence, dir) = match cmd {
         QualifyCommand::Oq {
@@ -17,7 +17,7 @@ pub fn run(cmd: QualifyCommand) -> anyhow::Result<()> {
             redis,
             only,
         } => {
-            let exe = std::env::current_exe().context("locating the edc-sync executable")?;
+            let exe = std::env::current_exe().io(|| "locating the edc-sync executable".into())?;
             let redis = edc_qualify::OqRedis::choose(redis);
             let result = rt.block_on(qualify::oq(&evidence, &path.config, redis.url(), &exe, &only))?;
             drop(redis);
@@ -36,27 +36,10 @@ pub fn run(cmd: QualifyCommand) -> anyhow::Result<()> {
     report(&evidence, &dir)
 }
 
-fn report(evidence: &Evidence, dir: &std::path::Path) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    for s in &evidence.scenarios {
-        let status = match s.status {
-            qualify::evidence::Status::Passed => "PASS",
-            qualify::evidence::Status::Failed => "FAIL",
-            qualify::evidence::Status::NotExecuted => "NOT EXECUTED",
-        };
-        writeln!(out, "{:<7} {:<13} {}", s.id, status, s.title)?;
-    }
-    let sum = &evidence.summary;
+fn report(evidence: &Evidence, dir: &std::path::Path) -> Result<(), Error> {
     let html = dir.join(format!("{}-report.html", evidence.kind));
-    writeln!(
-        out,
-        "\n{} passed, {} failed, {} not executed; evidence in {}",
-        sum.passed,
-        sum.failed,
-        sum.not_executed,
-        dir.display()
-    )?;
-    writeln!(out, "report: {}", html.display())?;
+    print(evidence, dir, &html).io(|| "writing the results to stdout".into())?;
+    let sum = &evidence.summary;
     if sum.failed > 0 {
         return Err(NotQualified {
             kind: evidence.kind.to_uppercase(),
@@ -67,4 +50,27 @@ fn report(evidence: &Evidence, dir: &std::path::Path) -> anyhow::Result<()> {
         .into());
     }
     Ok(())
+}
+
+/// One line a scenario, then the summary and where the report is.
+fn print(evidence: &Evidence, dir: &std::path::Path, html: &std::path::Path) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    for s in &evidence.scenarios {
+        let status = match s.status {
+            qualify::evidence::Status::Passed => "PASS",
+            qualify::evidence::Status::Failed => "FAIL",
+            qualify::evidence::Status::NotExecuted => "NOT EXECUTED",
+        };
+        writeln!(out, "{:<7} {:<13} {}", s.id, status, s.title)?;
+    }
+    let sum = &evidence.summary;
+    writeln!(
+        out,
+        "\n{} passed, {} failed, {} not executed; evidence in {}",
+        sum.passed,
+        sum.failed,
+        sum.not_executed,
+        dir.display()
+    )?;
+    writeln!(out, "report: {}", html.display())
 }

@@ -4,28 +4,37 @@ use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use anyhow::{bail, Context};
-
 use crate::cli::{SimProfile, SimulateArgs};
+use edc_core::error::IoContext;
+use edc_core::Error;
 use edc_sim::{Dataset, FaultSchedule, Profile, SimConfig, Simulator};
 
+/// A flag value clap's own checks cannot refuse: a usage error (2), as
+/// clap reports it, before the simulator starts.
+fn usage(message: String) -> ! {
+    use clap::CommandFactory;
+    crate::cli::Cli::command()
+        .error(clap::error::ErrorKind::ValueValidation, message)
+        .exit()
+}
+
 /// Builds the simulator's configuration from the flags.
-pub fn config(args: &SimulateArgs) -> anyhow::Result<SimConfig> {
+fn config(args: &SimulateArgs) -> SimConfig {
     let mut faults = FaultSchedule::default();
     for (n, fault) in &args.faults {
         faults.insert(*n, fault.clone());
     }
     if args.subjects == 0 {
-        bail!("--subjects must be at least 1");
+        usage("--subjects must be at least 1".into());
     }
     let quota = match (args.quota_rate, args.quota_burst) {
         (Some(rate), Some(burst)) if rate.is_finite() && rate > 0.0 && burst >= 1 => Some((rate, burst)),
-        (Some(rate), Some(burst)) => {
-            bail!("--quota-rate must be > 0 and --quota-burst >= 1 (got {rate}, {burst})")
-        }
+        (Some(rate), Some(burst)) => usage(format!(
+            "--quota-rate must be > 0 and --quota-burst >= 1 (got {rate}, {burst})"
+        )),
         _ => None,
     };
-    Ok(SimConfig {
+    SimConfig {
         dataset: Dataset {
             subjects: args.subjects,
             records: args.records,
@@ -49,20 +58,21 @@ pub fn config(args: &SimulateArgs) -> anyhow::Result<SimConfig> {
         vault_burst: args.vault_burst,
         request_log: args.request_log.clone(),
         ..SimConfig::default()
-    })
+    }
 }
 
-pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
-    let config = config(&args)?;
+pub fn run(args: SimulateArgs) -> Result<(), Error> {
+    let config = config(&args);
     let rt = super::runtime()?;
     rt.block_on(async {
         let bind = SocketAddr::from((Ipv4Addr::LOCALHOST, args.port));
         let sim = Simulator::start(config, bind)
             .await
-            .with_context(|| format!("binding {bind}"))?;
+            .io(|| format!("binding {bind}"))?;
         let mut out = std::io::stdout().lock();
-        writeln!(out, "edc-sync simulator listening on {}", sim.base_url())?;
-        out.flush()?;
+        writeln!(out, "edc-sync simulator listening on {}", sim.base_url())
+            .and_then(|()| out.flush())
+            .io(|| "writing to stdout".into())?;
         drop(out);
         shutdown_signal().await?;
         sim.stop().await;
@@ -71,11 +81,11 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
 }
 
 /// SIGINT or SIGTERM.
-async fn shutdown_signal() -> anyhow::Result<()> {
+async fn shutdown_signal() -> Result<(), Error> {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut term = signal(SignalKind::terminate()).io(|| "installing the SIGTERM handler".into())?;
     tokio::select! {
-        r = tokio::signal::ctrl_c() => r.context("waiting for SIGINT")?,
+        r = tokio::signal::ctrl_c() => r.io(|| "waiting for SIGINT".into())?,
         _ = term.recv() => {}
     }
     Ok(())

@@ -2,13 +2,13 @@
 
 use std::io::Write;
 
-use anyhow::Context;
-
 use crate::cli::StateCommand;
 use edc_core::config::ConfigError;
+use edc_core::error::IoContext;
 use edc_core::state_db::{schema, DbUrl, StateDb};
+use edc_core::Error;
 
-pub fn run(cmd: StateCommand) -> anyhow::Result<()> {
+pub fn run(cmd: StateCommand) -> Result<(), Error> {
     match cmd {
         StateCommand::Migrate { state, grant_to } => {
             let url = db_url(&state)?;
@@ -19,24 +19,24 @@ pub fn run(cmd: StateCommand) -> anyhow::Result<()> {
             let mut out = std::io::stdout().lock();
             for m in &applied {
                 writeln!(out, "applied schema version {}: {}", m.version, m.description)
-                    .context("writing to stdout")?;
+                    .io(|| "writing to stdout".into())?;
             }
             if let Some(role) = &grant_to {
                 writeln!(
                     out,
                     "granted role {role:?} what runs need (no UPDATE or DELETE on evidence)"
                 )
-                .context("writing to stdout")?;
+                .io(|| "writing to stdout".into())?;
             }
             writeln!(out, "{url}: schema version {} (current)", schema::CURRENT)
-                .context("writing to stdout")?;
+                .io(|| "writing to stdout".into())?;
             Ok(())
         }
     }
 }
 
 /// `--state`'s value as a database URL; anything else is 78 naming it.
-pub(super) fn db_url(text: &str) -> anyhow::Result<DbUrl> {
+pub(super) fn db_url(text: &str) -> Result<DbUrl, Error> {
     if !edc_core::state_db::is_db_url(text) {
         return Err(ConfigError::Identity(format!(
             "--state {}: not a postgres:// URL; this command works on a PostgreSQL state database",

@@ -2,15 +2,16 @@
 
 use std::io::Write;
 
-use anyhow::Context;
-
 use crate::cli::{BackfillArgs, SyncArgs};
 use edc_core::audit::AuditKey;
+use edc_core::config::ConfigError;
+use edc_core::error::IoContext;
 use edc_core::run::{self, AuditOptions, PacerChoice, RunResult, RunSpec, Streams};
 use edc_core::store::sanitize;
 use edc_core::sync::SyncOptions;
+use edc_core::Error;
 
-pub fn run(args: SyncArgs) -> anyhow::Result<()> {
+pub fn run(args: SyncArgs) -> Result<(), Error> {
     let mut spec = spec(args)?;
     spec.options.progress = progress("sync");
     let bar = spec.options.progress.clone();
@@ -18,12 +19,12 @@ pub fn run(args: SyncArgs) -> anyhow::Result<()> {
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    print_summary(&result).context("writing the summary to stdout")?;
+    print_summary(&result).io(|| "writing the summary to stdout".into())?;
     result.outcome
 }
 
 /// `edc-sync backfill`: a sync whose state and landing live apart.
-pub fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
+pub fn backfill(args: BackfillArgs) -> Result<(), Error> {
     if let Some(until) = &args.until {
         if edc_core::edc::payload::compare_params(&args.since, until) == std::cmp::Ordering::Greater {
             // A usage error, before anything happens: clap prints it and exits 2.
@@ -83,14 +84,18 @@ pub fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
                 root.join("backfill").join(&legacy),
                 root.join("backfill").join(&label),
             );
+            // Found outside any run lock and before the trail is open,
+            // so it is not moved here (unaudited, racing another run):
+            // the operator moves it, and the next run proves it.
             if old != new && old.is_dir() && !new.exists() {
-                std::fs::rename(&old, &new)
-                    .with_context(|| format!("moving {} to its new name {}", old.display(), new.display()))?;
-                eprintln!(
-                    "moved {} to {} (directory names are now injective)",
+                return Err(ConfigError::Identity(format!(
+                    "backfill: {} holds this window under the name an earlier version gave it; move it to {} \
+                     (`mv` the directory, with no run of this window going) and run again; nothing was \
+                     fetched or moved",
                     old.display(),
                     new.display()
-                );
+                ))
+                .into());
             }
         }
         spec.options.landing_root = Some(format!("backfill/{label}"));
@@ -107,7 +112,7 @@ pub fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    print_summary(&result).context("writing the summary to stdout")?;
+    print_summary(&result).io(|| "writing the summary to stdout".into())?;
     if missing_only {
         let mut out = std::io::stdout().lock();
         for r in &result.reports {
@@ -116,13 +121,13 @@ pub fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
                 "  stream {}: {} records missing from the landing (landed now), {} already landed",
                 r.stream, r.records, r.repeated_records
             )
-            .context("writing the summary to stdout")?;
+            .io(|| "writing the summary to stdout".into())?;
         }
     }
     result.outcome
 }
 
-fn spec(args: SyncArgs) -> anyhow::Result<RunSpec> {
+fn spec(args: SyncArgs) -> Result<RunSpec, Error> {
     let streams = match (args.stream_name, args.all_streams) {
         (Some(name), _) => Streams::One(name),
         (None, true) => Streams::All,

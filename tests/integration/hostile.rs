@@ -5,7 +5,6 @@ use crate::support;
 
 use std::path::PathBuf;
 
-use edc_core::exit::Exit;
 use edc_core::run::{self, Endpoint, PacerChoice, RunResult, RunSpec, Streams};
 use edc_core::sync::SyncOptions;
 use edc_sim::{Dataset, FaultSchedule, SimConfig, Simulator};
@@ -78,7 +77,7 @@ impl Fixture {
 }
 
 fn code(r: &RunResult) -> u8 {
-    r.outcome.as_ref().err().map_or(0, |e| Exit::for_error(e).code())
+    r.outcome.as_ref().err().map_or(0, |e| e.exit().code())
 }
 
 fn message(r: &RunResult) -> String {

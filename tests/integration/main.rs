@@ -16,6 +16,7 @@ mod docs_commands;
 mod docs_examples;
 mod durability;
 mod edc_client;
+mod exit_codes;
 mod hostile;
 mod house;
 mod landed_integrity;

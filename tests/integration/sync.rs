@@ -127,7 +127,7 @@ fn schedule(faults: &[&str]) -> FaultSchedule {
 fn exit_of(result: &RunResult) -> u8 {
     match &result.outcome {
         Ok(()) => 0,
-        Err(e) => Exit::for_error(e).code(),
+        Err(e) => e.exit().code(),
     }
 }
 
@@ -397,7 +397,7 @@ async fn a_dirty_policy_is_refused_before_anything_happens() {
         .await
         .err()
         .expect("refused");
-    assert_eq!(Exit::for_error(&err), Exit::Config);
+    assert_eq!(err.exit(), Exit::Config);
     assert!(
         err.to_string()
             .contains("differs from the version committed at HEAD"),
@@ -1124,7 +1124,7 @@ async fn an_audit_path_that_is_a_symlink_is_refused_and_its_target_untouched() {
         Ok(r) => panic!("the run went ahead: {:?}", r.outcome),
         Err(e) => e,
     };
-    assert_eq!(Exit::for_error(&err).code(), 74, "{err:#}");
+    assert_eq!(err.exit().code(), 74, "{err:#}");
     assert!(format!("{err:#}").contains("audit.jsonl"), "{err:#}");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "do not append here\n");
     assert!(sim.requests().is_empty());
@@ -1172,7 +1172,7 @@ async fn a_backfill_anchors_the_trail_where_every_run_does() {
     let result = run::execute(fx.spec("vault_json", &sim)).await;
     let code = match result {
         Ok(r) => exit_of(&r),
-        Err(e) => Exit::for_error(&e).code(),
+        Err(e) => e.exit().code(),
     };
     assert_eq!(code, 65);
 }
@@ -1255,4 +1255,81 @@ fn a_url_where_a_local_path_is_expected_is_refused_not_made_a_directory() {
             .collect();
         assert!(made.is_empty(), "{command} {flag}: made {made:?}");
     }
+}
+
+/// A backfill window kept under the name an earlier version gave its
+/// directory (not injective: `:` as `_3a`) is not moved by the run, which
+/// would do it before its trail is open and outside any lock: the run
+/// refuses (78) naming both directories, writes no line and moves nothing,
+/// and once the operator has moved it, it resumes from there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backfill_under_its_legacy_name_is_refused_until_moved_and_nothing_is_moved() {
+    let fx = Fixture::new();
+    let sim = start_sim(100, &[]).await;
+    let ds = dataset(100);
+    let (since, until) = (ds.record(10).modified, ds.record(40).modified);
+    let args = ["--pacer", "local", "--since", &since, "--until", &until];
+    let out = support::run_cmd(
+        cli_cmd(&fx, "backfill", "vault_json", &sim.base_url(), &args).stderr(std::process::Stdio::piped()),
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let label = format!(
+        "{}..{}",
+        edc_core::store::sanitize(&since),
+        edc_core::store::sanitize(&until)
+    );
+    let legacy = format!(
+        "{}..{}",
+        edc_core::store::legacy_sanitize(&since),
+        edc_core::store::legacy_sanitize(&until)
+    );
+    assert_ne!(label, legacy);
+    for root in ["state", "landing"] {
+        std::fs::rename(
+            fx.path(&format!("{root}/backfill/{label}")),
+            fx.path(&format!("{root}/backfill/{legacy}")),
+        )
+        .unwrap();
+    }
+    let trail = std::fs::read(fx.path("audit.jsonl")).unwrap();
+    let out = support::run_cmd(
+        cli_cmd(&fx, "backfill", "vault_json", &sim.base_url(), &args).stderr(std::process::Stdio::piped()),
+    );
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    for root in ["state", "landing"] {
+        let old = fx.path(&format!("{root}/backfill/{legacy}"));
+        assert!(old.is_dir(), "{} was moved", old.display());
+        assert!(!fx.path(&format!("{root}/backfill/{label}")).exists());
+    }
+    assert!(
+        out.stderr
+            .contains(&fx.path(&format!("state/backfill/{legacy}")).display().to_string()),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains(&fx.path(&format!("state/backfill/{label}")).display().to_string()),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        std::fs::read(fx.path("audit.jsonl")).unwrap(),
+        trail,
+        "no line was written"
+    );
+    for root in ["state", "landing"] {
+        std::fs::rename(
+            fx.path(&format!("{root}/backfill/{legacy}")),
+            fx.path(&format!("{root}/backfill/{label}")),
+        )
+        .unwrap();
+    }
+    let out = support::run_cmd(
+        cli_cmd(&fx, "backfill", "vault_json", &sim.base_url(), &args).stderr(std::process::Stdio::piped()),
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let verified =
+        support::runs::verify_roots(&fx.path("landing"), &fx.path("state"), &fx.path("audit.jsonl"));
+    assert_eq!(verified.code, 0, "{}{}", verified.stdout, verified.stderr);
 }

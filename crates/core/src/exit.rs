@@ -1,14 +1,9 @@
-//! Exit codes are part of the interface (README, docs/operations.md): one
-//! mapping from error to code, here. Codes are sysexits-style; extend,
-//! never renumber.
+//! Exit codes are part of the interface (README, docs/operations.md): the
+//! codes and what each means, here; which failure exits with which is
+//! decided by the failure's type ([`crate::error::Error::exit`]). Codes are
+//! sysexits-style; extend, never renumber.
 
-use crate::audit::checkpoint::KeyError;
-use crate::audit::{verify, AuditError, NotIntact};
-use crate::config::ConfigError;
-use crate::edc::AuthError;
-use crate::store::{StoreError, StreamLocked};
-use crate::sync::SyncError;
-use quota_pacer::{AcquireError, PacerError};
+use quota_pacer::PacerError;
 
 /// A qualification whose executed checks did not all pass (exit 70).
 /// Defined here, beside the mapping, so that nothing below `commands/`
@@ -110,8 +105,8 @@ impl Exit {
         Documented {
             code: 78,
             label: "configuration",
-            meaning: "configuration: invalid, uncommitted, a missing environment variable, a URL edc-sync does not take there (`--out ftp://…`, `--state redis://…`), or a state database without this binary's schema version or read-only (a replica)",
-            what_to_do: "fix and commit the policy, set the variable, give a path or a URL edc-sync takes there, run `edc-sync state migrate`, or point --state at the primary",
+            meaning: "configuration: invalid, uncommitted, a missing environment variable, a URL edc-sync does not take there (`--out ftp://…`, `--state redis://…`), a state database without this binary's schema version or read-only (a replica), or a backfill window kept under the directory name an earlier version gave it",
+            what_to_do: "fix and commit the policy, set the variable, give a path or a URL edc-sync takes there, run `edc-sync state migrate`, point --state at the primary, or move the backfill's directory to the name the message gives",
         },
         Documented {
             code: 130,
@@ -134,153 +129,14 @@ impl Exit {
         self as u8
     }
 
-    /// The exit of a landing or state failure: damage 65; an object store
-    /// unreachable or failing 69, throttling 75, credentials refused 77;
-    /// anything else 74.
-    fn for_store(e: &StoreError) -> Exit {
-        match e {
-            StoreError::Corrupt { .. } => Exit::DataErr,
-            StoreError::Object(o) => Exit::for_object(o),
-            StoreError::Db(e) => Exit::for_db(e),
-            _ => Exit::IoErr,
-        }
-    }
-
-    /// The exit of an object-store failure: unreachable or failing 69,
-    /// throttling 75, credentials refused 77, a bad URL 78, else 74.
-    fn for_object(o: &crate::store::object::ObjectError) -> Exit {
-        use crate::store::object::Failure;
-        match o.failure {
-            Failure::Unavailable => Exit::Unavailable,
-            Failure::Throttled => Exit::TempFail,
-            Failure::Refused => Exit::NoPerm,
-            Failure::Config => Exit::Config,
-            Failure::Checksum | Failure::Other => Exit::IoErr,
-        }
-    }
-
-    /// The exit of a state-database failure (its variant decides).
-    fn for_db(e: &crate::state_db::DbError) -> Exit {
-        match e.exit_code() {
-            65 => Exit::DataErr,
-            69 => Exit::Unavailable,
-            75 => Exit::TempFail,
-            77 => Exit::NoPerm,
-            78 => Exit::Config,
-            _ => Exit::IoErr,
-        }
-    }
-
     /// A pacer that cannot be used: a URL it does not take is a
     /// configuration mistake (78) wherever it is given; anything else is
     /// Redis unavailable or misbehaving (69).
-    fn for_pacer(e: &PacerError) -> Exit {
+    pub(crate) fn for_pacer(e: &PacerError) -> Exit {
         match e {
             PacerError::InvalidUrl { .. } => Exit::Config,
             PacerError::Unavailable { .. } | PacerError::Protocol { .. } => Exit::Unavailable,
         }
-    }
-
-    /// The code for an error: the first cause in the chain that has one.
-    /// Anything unclassified is a software fault and reports as I/O (74)
-    /// rather than claiming success or a retryable state.
-    pub fn for_error(err: &anyhow::Error) -> Exit {
-        for cause in err.chain() {
-            // A policy file that cannot be read is an input file named on
-            // the command line (README: 66), not an invalid policy.
-            if let Some(ConfigError::Read { .. }) = cause.downcast_ref::<ConfigError>() {
-                return Exit::NoInput;
-            }
-            if cause.is::<ConfigError>() {
-                return Exit::Config;
-            }
-            if cause.is::<NotIntact>() || cause.is::<crate::reconcile::Discrepancies>() {
-                return Exit::DataErr;
-            }
-            if cause.is::<crate::reconcile::Unreadable>() {
-                return Exit::NoInput;
-            }
-            if cause.is::<verify::ReadError>() {
-                return Exit::NoInput;
-            }
-            if let Some(AuditError::Db(e)) = cause.downcast_ref::<AuditError>() {
-                return Exit::for_db(e);
-            }
-            if let Some(e) = cause.downcast_ref::<AuditError>() {
-                return if e.is_damage() { Exit::DataErr } else { Exit::IoErr };
-            }
-            if let Some(e) = cause.downcast_ref::<crate::state_db::DbError>() {
-                return Exit::for_db(e);
-            }
-            if let Some(e) = cause.downcast_ref::<crate::reconcile::DbUnreadable>() {
-                return match e {
-                    crate::reconcile::DbUnreadable::Db(e) => Exit::for_db(e),
-                    crate::reconcile::DbUnreadable::Export(crate::state_db::ExportError::Db(e)) => {
-                        Exit::for_db(e)
-                    }
-                    crate::reconcile::DbUnreadable::Export(_) => Exit::IoErr,
-                    crate::reconcile::DbUnreadable::Local(_) => Exit::NoInput,
-                    crate::reconcile::DbUnreadable::Object(o) => Exit::for_object(o),
-                };
-            }
-            if let Some(e) = cause.downcast_ref::<crate::state_db::ExportError>() {
-                return match e {
-                    crate::state_db::ExportError::Db(e) => Exit::for_db(e),
-                    crate::state_db::ExportError::Refused { .. } => Exit::Config,
-                    crate::state_db::ExportError::Io { .. } => Exit::IoErr,
-                };
-            }
-            if cause.is::<KeyError>() {
-                return Exit::Config;
-            }
-            if cause.is::<crate::audit::anchor::redis_copy::RedisAnchorError>() {
-                return Exit::Unavailable;
-            }
-            if let Some(e) = cause.downcast_ref::<SyncError>() {
-                return match e {
-                    SyncError::Exhausted { .. }
-                    | SyncError::Locked(_)
-                    | SyncError::LockLost { .. }
-                    | SyncError::Interrupted { .. } => Exit::TempFail,
-                    SyncError::Unreachable { .. } => Exit::Unavailable,
-                    SyncError::Pacer(e) => Exit::for_pacer(e),
-                    SyncError::Permission { .. } => Exit::NoPerm,
-                    SyncError::Credential { error, .. } => match error {
-                        AuthError::Refused { .. }
-                        | AuthError::Helper { .. }
-                        | AuthError::WrongVault { .. } => Exit::NoPerm,
-                        AuthError::Unavailable { .. } => Exit::Unavailable,
-                        AuthError::Throttled { .. } => Exit::TempFail,
-                        AuthError::Protocol { .. } | AuthError::OffOrigin { .. } => Exit::DataErr,
-                    },
-                    SyncError::Rejected { .. } => Exit::DataErr,
-                    SyncError::Audit(AuditError::Db(e)) => Exit::for_db(e),
-                    SyncError::Audit(e) if e.is_damage() => Exit::DataErr,
-                    SyncError::Store(e) => Exit::for_store(e),
-                    SyncError::Audit(_) => Exit::IoErr,
-                };
-            }
-            if cause.is::<NotQualified>() {
-                return Exit::QualificationFailed;
-            }
-            if cause.is::<StreamLocked>() {
-                return Exit::TempFail;
-            }
-            if let Some(e) = cause.downcast_ref::<StoreError>() {
-                return Exit::for_store(e);
-            }
-            if let Some(e) = cause.downcast_ref::<PacerError>() {
-                return Exit::for_pacer(e);
-            }
-            if let Some(e) = cause.downcast_ref::<AcquireError>() {
-                return match e {
-                    AcquireError::WaitTooLong { .. } => Exit::TempFail,
-                    AcquireError::Pacer(e) => Exit::for_pacer(e),
-                    AcquireError::Quota(_) => Exit::Config,
-                };
-            }
-        }
-        Exit::IoErr
     }
 }
 
@@ -288,13 +144,4 @@ impl Exit {
 /// an OQ step's result): the code, or that a signal ended it.
 pub fn status_text(code: Option<i32>) -> String {
     code.map_or_else(|| "none (killed by a signal)".into(), |c| c.to_string())
-}
-
-/// True when the error is only that stdout's reader went away (`| head`),
-/// which ends the program quietly, as other Unix tools do.
-pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
-    err.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
-    })
 }

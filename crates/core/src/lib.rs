@@ -27,6 +27,7 @@ pub mod config;
 pub mod digest;
 pub mod durable;
 pub mod edc;
+pub mod error;
 pub mod exit;
 pub mod host;
 pub(crate) mod interrupt;
@@ -49,3 +50,5 @@ pub const REDIS_KEY_PREFIX: &str = "edc-sync:";
 /// The tool's name as the audit header and the HTTP `User-Agent` give it
 /// (the binary's, not this crate's).
 pub const TOOL: &str = "edc-sync";
+
+pub use error::Error;

@@ -8,7 +8,6 @@ use serde_json::Value;
 
 use super::context::Ctx;
 use super::scenario::{events, exit_of, scenario, Scenario};
-use edc_core::exit::Exit;
 use edc_core::run::{self};
 
 /// The scenarios of this file, in id order.
@@ -46,7 +45,7 @@ async fn oq_010(ctx: &mut Ctx) -> anyhow::Result<()> {
     let refused = run::execute(ctx.spec(&config, "oq_vault", &sim)).await;
     let (code, message) = match &refused {
         Ok(r) => (exit_of(r), "the run started".to_string()),
-        Err(e) => (Exit::for_error(e).code(), e.to_string()),
+        Err(e) => (e.exit().code(), e.to_string()),
     };
     ctx.check_eq("exit code with a modified policy", 78, code);
     ctx.check(

@@ -149,8 +149,9 @@ pub async fn iq(
     config: &Path,
     redis: Option<String>,
     dirs: &[PathBuf],
-) -> anyhow::Result<Evidence> {
-    std::fs::create_dir_all(evidence_dir)?;
+) -> Result<Evidence, edc_core::Error> {
+    std::fs::create_dir_all(evidence_dir)
+        .map_err(|e| edc_core::Error::io(format!("creating {}", evidence_dir.display()), e))?;
     let started = now_rfc3339();
     let env = super::environment(config, None);
     let [exe, policy, durable, redis_check] = protocol();

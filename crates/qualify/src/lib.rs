@@ -33,7 +33,8 @@ mod vendors;
 
 use std::path::Path;
 
-use anyhow::Context as _;
+use edc_core::error::IoContext;
+use edc_core::Error;
 
 use context::Ctx;
 use edc_core::audit::now_rfc3339;
@@ -123,12 +124,17 @@ pub fn environment(config: &Path, redis: Option<(&str, &str)>) -> Environment {
 
 /// Writes `<kind>-results.json`, `<kind>-report.md`, `<kind>-report.html`
 /// and `SHA256SUMS` over every file in `dir`.
-pub fn write_evidence(dir: &Path, evidence: &Evidence) -> anyhow::Result<()> {
+pub fn write_evidence(dir: &Path, evidence: &Evidence) -> Result<(), edc_core::Error> {
     let kind = &evidence.kind;
-    let json = serde_json::to_string_pretty(evidence)?;
-    std::fs::write(dir.join(format!("{kind}-results.json")), json + "\n")?;
-    std::fs::write(dir.join(format!("{kind}-report.md")), report::markdown(evidence))?;
-    std::fs::write(dir.join(format!("{kind}-report.html")), report::html(evidence))?;
+    let json =
+        serde_json::to_string_pretty(evidence).map_err(|e| Error::io("rendering the results", e.into()))?;
+    let write = |name: String, text: String| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).io(|| format!("writing {}", path.display()))
+    };
+    write(format!("{kind}-results.json"), json + "\n")?;
+    write(format!("{kind}-report.md"), report::markdown(evidence))?;
+    write(format!("{kind}-report.html"), report::html(evidence))?;
     match printed::print(dir, kind) {
         Ok(Some(_)) => {}
         Ok(None) => tracing::warn!(
@@ -144,11 +150,10 @@ pub fn write_evidence(dir: &Path, evidence: &Evidence) -> anyhow::Result<()> {
         if rel == Path::new("SHA256SUMS") {
             continue;
         }
-        let bytes = std::fs::read(&f).with_context(|| format!("reading {}", f.display()))?;
+        let bytes = std::fs::read(&f).io(|| format!("reading {}", f.display()))?;
         sums.push_str(&format!("{}  {}\n", sha256_hex(&bytes), rel.display()));
     }
-    std::fs::write(dir.join("SHA256SUMS"), sums)?;
-    Ok(())
+    write("SHA256SUMS".into(), sums)
 }
 
 /// Runs every OQ scenario (or those in `only`) and writes the evidence.
@@ -158,8 +163,8 @@ pub async fn oq(
     redis: Option<String>,
     exe: &Path,
     only: &[String],
-) -> anyhow::Result<Evidence> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+) -> Result<Evidence, Error> {
+    std::fs::create_dir_all(dir).io(|| format!("creating {}", dir.display()))?;
     let started = now_rfc3339();
     let redis_info = match &redis {
         Some(url) => {

@@ -14,7 +14,6 @@ use serde_json::Value;
 
 use super::context::{Ctx, OQ_STUDY};
 use super::evidence::Pacing;
-use edc_core::exit::Exit;
 use edc_core::run::{self, RunResult};
 use edc_sim::{LogEntry, Simulator};
 
@@ -40,7 +39,7 @@ pub(super) use scenario;
 pub(super) fn exit_of(result: &RunResult) -> u8 {
     match &result.outcome {
         Ok(()) => 0,
-        Err(e) => Exit::for_error(e).code(),
+        Err(e) => e.exit().code(),
     }
 }
 

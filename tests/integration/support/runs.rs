@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use super as support;
 
-use edc_core::exit::Exit;
 use edc_core::run::{self, AuditOptions, Endpoint, PacerChoice, RunSpec, Streams};
 use edc_core::sync::SyncOptions;
 use edc_sim::{Dataset, SimConfig, Simulator};
@@ -63,9 +62,9 @@ impl Fixture {
         match run::execute(spec).await {
             Ok(r) => match r.outcome {
                 Ok(()) => (0, String::new()),
-                Err(e) => (Exit::for_error(&e).code(), format!("{e:#}")),
+                Err(e) => (e.exit().code(), format!("{e:#}")),
             },
-            Err(e) => (Exit::for_error(&e).code(), format!("{e:#}")),
+            Err(e) => (e.exit().code(), format!("{e:#}")),
         }
     }
 

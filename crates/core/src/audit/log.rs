@@ -94,9 +94,19 @@ pub enum AuditError {
 }
 
 impl AuditError {
+    /// Its exit code: damage 65, the state database's own code, else 74.
+    pub fn exit(&self) -> crate::exit::Exit {
+        match self {
+            AuditError::Damaged { .. } => crate::exit::Exit::DataErr,
+            AuditError::Db(e) => e.exit(),
+            AuditError::Io { .. } | AuditError::Encode { .. } => crate::exit::Exit::IoErr,
+        }
+    }
+
     /// The trail itself is damaged (65), rather than unwritable (74).
     pub fn is_damage(&self) -> bool {
-        matches!(self, AuditError::Damaged { .. }) || matches!(self, AuditError::Db(e) if e.exit_code() == 65)
+        matches!(self, AuditError::Damaged { .. })
+            || matches!(self, AuditError::Db(e) if e.exit() == crate::exit::Exit::DataErr)
     }
 }
 

@@ -24,9 +24,11 @@ pub use line::compose;
 pub use log::{now_rfc3339, AuditEvent, AuditLog};
 pub use read::each_event;
 pub use run_id::RunId;
-pub use verify::{verify, verify_with, Checks, Damage, NotIntact, ReadError};
+pub use verify::{verify, verify_with, Checks, Damage, NotIntact, ReadError, Report};
 
+pub use anchor::redis_copy::RedisAnchorError;
 pub(crate) use anchors::PathsReinterpreted;
 pub(crate) use commit::{CommitFields, CommitLine, CommitReceipt, CommitRecord};
-pub(crate) use log::{Appended, AuditError, EncodeError, TailRepaired};
+pub(crate) use log::{Appended, TailRepaired};
+pub use log::{AuditError, EncodeError};
 pub(crate) use shared::SharedAudit;

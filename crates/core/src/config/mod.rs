@@ -76,7 +76,8 @@ fn render_missing(missing: &[MissingEnv]) -> String {
     }
 }
 
-/// Why a policy cannot be used. Every variant maps to exit 78 (EX_CONFIG).
+/// Why a policy cannot be used: exit 78 (EX_CONFIG), or 66 when the file
+/// named on the command line cannot be read at all.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {}: {error}", path.display())]
@@ -110,6 +111,17 @@ pub enum ConfigError {
         path.display()
     )]
     NoDelta { vendor: String, path: PathBuf },
+}
+
+impl ConfigError {
+    /// Its exit code: a policy file that cannot be read is an input file
+    /// named on the command line (66); every other variant is 78.
+    pub fn exit(&self) -> crate::exit::Exit {
+        match self {
+            ConfigError::Read { .. } => crate::exit::Exit::NoInput,
+            _ => crate::exit::Exit::Config,
+        }
+    }
 }
 
 fn render_problems(path: &Path, problems: &[Problem]) -> String {

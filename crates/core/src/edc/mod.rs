@@ -23,6 +23,6 @@ pub use origin::OriginError;
 pub use paging::{first_page, next_page, next_window_start};
 pub use vql::{tokens, Token, VqlSelect};
 
-pub(crate) use auth::AuthError;
+pub use auth::AuthError;
 pub(crate) use client::ERROR_BODY_CAP;
 pub(crate) use reply::{BodyDigest, Reply, ResponseMeta};

@@ -26,6 +26,19 @@ pub enum DbUnreadable {
     Object(#[from] crate::store::object::ObjectError),
 }
 
+impl DbUnreadable {
+    /// Its exit code: the database's, the export's, the object store's
+    /// own, or 66 for a local path.
+    pub fn exit(&self) -> crate::exit::Exit {
+        match self {
+            DbUnreadable::Db(e) => e.exit(),
+            DbUnreadable::Export(e) => e.exit(),
+            DbUnreadable::Local(_) => crate::exit::Exit::NoInput,
+            DbUnreadable::Object(o) => o.exit(),
+        }
+    }
+}
+
 /// Where the pages of a state database's streams landed.
 pub enum DbLanding<'a> {
     /// A landing directory (`--out DIR`).

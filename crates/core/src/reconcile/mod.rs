@@ -181,6 +181,16 @@ pub enum ObjectUnreadable {
     Local(#[from] Unreadable),
 }
 
+impl ObjectUnreadable {
+    /// Its exit code: the object store's own, or 66 for a local path.
+    pub fn exit(&self) -> crate::exit::Exit {
+        match self {
+            ObjectUnreadable::Object(o) => o.exit(),
+            ObjectUnreadable::Local(_) => crate::exit::Exit::NoInput,
+        }
+    }
+}
+
 /// Reconciles the landing directories `views` (of the landing at `out`),
 /// the cursors under `state` and the audit trail at `audit`: those of
 /// them `scope` covers (the trail's chain is always verified whole).

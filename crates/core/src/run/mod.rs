@@ -10,11 +10,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::Context;
-
 use crate::audit::{Anchors, AuditError, AuditKey, RunId, RunStarted, SharedAudit};
 use crate::config::{self, ConfigError, LoadedConfig, Policy};
 use crate::edc::{Credentials, ReadOnlyClient};
+use crate::error::{Error, IoContext};
 use crate::exit::Exit;
 use crate::stream::StreamIdentity;
 use crate::sync::events::RunFinished;
@@ -98,7 +97,7 @@ pub struct RunResult {
     pub run_id: RunId,
     pub audit_log: PathBuf,
     pub reports: Vec<StreamReport>,
-    pub outcome: anyhow::Result<()>,
+    pub outcome: Result<(), Error>,
 }
 
 /// A run, planned: everything that can be checked is checked before the
@@ -201,16 +200,16 @@ pub(crate) fn plan(spec: &RunSpec) -> Result<RunPlan, ConfigError> {
 /// Runs `spec` to the end. Errors before the audit header exist (bad
 /// config, unwritable audit file) come back as `Err`; everything after is
 /// in [`RunResult::outcome`], and the audit trail says how it ended.
-pub async fn execute(spec: RunSpec) -> anyhow::Result<RunResult> {
+pub async fn execute(spec: RunSpec) -> Result<RunResult, Error> {
     let plan = plan(&spec)?;
     execute_plan(spec, plan).await
 }
 
 /// Runs a planned `spec` to the end.
-pub(crate) async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> anyhow::Result<RunResult> {
+pub(crate) async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> Result<RunResult, Error> {
     let started = Instant::now();
     if let Some(path) = &spec.metrics_file {
-        crate::metrics::check_writable(path).with_context(|| {
+        crate::metrics::check_writable(path).io(|| {
             format!(
                 "the metrics file {} cannot be written; nothing was fetched",
                 path.display()
@@ -250,14 +249,10 @@ pub(crate) async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> anyhow::Re
         }
     };
     let (reports, outcome, redis) = run_streams(&spec, &prepared, &audit, anchors.as_ref(), state_db).await;
-    let interrupted = outcome.as_ref().err().is_some_and(|e| {
-        e.chain().any(|c| {
-            matches!(
-                c.downcast_ref::<crate::sync::SyncError>(),
-                Some(crate::sync::SyncError::Interrupted { .. })
-            )
-        })
-    });
+    let interrupted = matches!(
+        outcome.as_ref().map_err(Error::root),
+        Err(Error::Sync(crate::sync::SyncError::Interrupted { .. }))
+    );
     if interrupted {
         let event = crate::sync::events::RunInterrupted {
             reason: "SIGINT or SIGTERM: stopped at a safe point".into(),
@@ -267,7 +262,7 @@ pub(crate) async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> anyhow::Re
     }
     let code = match &outcome {
         Ok(()) => Exit::Ok,
-        Err(e) => Exit::for_error(e),
+        Err(e) => e.exit(),
     };
     let finished = RunFinished {
         exit_code: code.code(),
@@ -283,10 +278,10 @@ pub(crate) async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> anyhow::Re
     };
     // A run stopped because the trail diverges from an anchor writes none:
     // that would bless the divergence for `audit verify --anchors`.
-    let diverged = outcome.as_ref().err().is_some_and(|e| {
-        e.chain()
-            .any(|c| matches!(c.downcast_ref::<AuditError>(), Some(AuditError::Damaged { .. })))
-    });
+    let diverged = matches!(
+        outcome.as_ref().map_err(Error::root),
+        Err(Error::Audit(AuditError::Damaged { .. }))
+    );
     // Anchored before run_finished too, and the line says whether that
     // worked: a later run that finds no anchor after a line that says it
     // was written knows it was removed (and one that failed to write is no
@@ -312,7 +307,7 @@ pub(crate) async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> anyhow::Re
             .collect();
         let duration = started.elapsed().as_secs_f64();
         crate::metrics::write(path, &base, &reports, &streams, code.code(), duration)
-            .with_context(|| format!("writing the metrics file {}", path.display()))?;
+            .io(|| format!("writing the metrics file {}", path.display()))?;
     }
     Ok(RunResult {
         run_id,
@@ -345,7 +340,7 @@ impl Index {
 async fn landing_target(
     spec: &RunSpec,
     audit: &SharedAudit,
-) -> anyhow::Result<(Index, Option<Arc<crate::store::object::ObjectLanding>>)> {
+) -> Result<(Index, Option<Arc<crate::store::object::ObjectLanding>>), Error> {
     let text = spec.out.to_string_lossy();
     if crate::store::object::scheme_of(&text)
         .map_err(ConfigError::Identity)?
@@ -384,7 +379,7 @@ async fn landing_target(
             tempfile::Builder::new()
                 .prefix("edc-sync-landing-")
                 .tempdir()
-                .context("creating a scratch directory for the pages in flight")?,
+                .io(|| "creating a scratch directory for the pages in flight".into())?,
         ),
         false => Index::Dir(spec.state.join(crate::store::object::INDEX_DIR)),
     };
@@ -397,7 +392,7 @@ async fn run_streams(
     audit: &SharedAudit,
     anchors: Option<&Anchors>,
     state_db: Option<crate::state_db::StateDb>,
-) -> (Vec<StreamReport>, anyhow::Result<()>, Option<RedisPacer>) {
+) -> (Vec<StreamReport>, Result<(), Error>, Option<RedisPacer>) {
     let pacer = match &spec.pacer {
         PacerChoice::Local => AnyPacer::Local(LocalPacer::new()),
         PacerChoice::Redis(url) => match RedisPacer::connect(url, crate::REDIS_KEY_PREFIX).await {
@@ -463,7 +458,7 @@ async fn run_streams(
             Err(e) => {
                 return (
                     Vec::new(),
-                    Err(anyhow::anyhow!("a stream task failed: {e}")),
+                    Err(Error::io("a stream task failed", std::io::Error::other(e))),
                     redis,
                 )
             }
@@ -477,25 +472,25 @@ async fn run_streams(
         // the metrics say what was committed even when the run failed.
         reports.push(outcome.report);
         if let (Err(e), None) = (outcome.result, &first_error) {
-            first_error = Some(anyhow::Error::new(e));
+            first_error = Some(Error::Sync(e));
         }
     }
     (reports, first_error.map_or(Ok(()), Err), redis)
 }
 
 /// Convenience for callers outside a runtime.
-pub fn execute_blocking(spec: RunSpec) -> anyhow::Result<RunResult> {
+pub fn execute_blocking(spec: RunSpec) -> Result<RunResult, Error> {
     // Planned before the runtime exists: a mistake costs nothing to find.
     let plan = plan(&spec)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .context("starting the async runtime")?;
+        .io(|| "starting the async runtime".into())?;
     rt.block_on(async {
         let mut spec = spec;
         spec.options.interrupt =
-            crate::interrupt::Interrupt::install().context("installing the signal handlers")?;
+            crate::interrupt::Interrupt::install().io(|| "installing the signal handlers".into())?;
         execute_plan(spec, plan).await
     })
 }

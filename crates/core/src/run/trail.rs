@@ -3,11 +3,11 @@
 //! directory or the database and, with Redis, in Redis too; checked
 //! against the Redis copy as soon as Redis is reached.
 
-use anyhow::Context;
 use quota_pacer::RedisPacer;
 
 use super::RunSpec;
 use crate::audit::{Anchors, AuditLog, RunId, RunStarted, SharedAudit};
+use crate::error::{Error, IoContext};
 
 /// The trail's name in a state database: `--audit-log`'s file name, so
 /// that `audit export --to` that name gives back the file receipts name.
@@ -23,7 +23,7 @@ pub(super) async fn open_file_trail(
     run_id: &RunId,
     masker: crate::mask::Masker,
     header: RunStarted,
-) -> anyhow::Result<(SharedAudit, Anchors)> {
+) -> Result<(SharedAudit, Anchors), Error> {
     let log = AuditLog::open(&spec.audit_log, run_id.clone())?
         .with_masker(masker)
         .with_repair(spec.audit.repair)
@@ -31,7 +31,7 @@ pub(super) async fn open_file_trail(
     let anchor_root = spec.audit.anchor_root.as_deref().unwrap_or(&spec.state);
     let trail = log.canonical_path().to_path_buf();
     let first_line = |what: &str| {
-        crate::audit::anchor::first_line_sha256(&trail).with_context(|| {
+        crate::audit::anchor::first_line_sha256(&trail).io(|| {
             format!(
                 "reading the first line of the audit trail {} {what}",
                 trail.display()
@@ -44,7 +44,9 @@ pub(super) async fn open_file_trail(
         &trail,
         first_line("to find its anchor")?,
     );
-    let found = anchors.load_file().map_err(anyhow::Error::msg)?;
+    let found = anchors
+        .load_file()
+        .map_err(|e| Error::io("reading the audit anchor", std::io::Error::other(e)))?;
     let log = match (&found, anchors.file()) {
         (Some(found), _) => log.with_anchor(found.source.clone(), found.head.clone()),
         (None, Some(expected)) => log.with_missing_anchor(expected),
@@ -132,7 +134,7 @@ async fn db_anchor(trail: &crate::state_db::DbTrail, redis: Option<&RedisPacer>)
 pub(super) async fn check_db_redis_anchor(
     redis: &RedisPacer,
     trail: &crate::state_db::DbTrail,
-) -> anyhow::Result<()> {
+) -> Result<(), Error> {
     let Some(first) = trail.chain_head().await?.and_then(|h| h.first_sha256) else {
         return Ok(());
     };
@@ -151,7 +153,7 @@ pub(super) async fn check_redis_anchor(
     redis: &RedisPacer,
     audit: &SharedAudit,
     anchors: &Anchors,
-) -> anyhow::Result<()> {
+) -> Result<(), Error> {
     if let Some(found) = anchors.load_redis(redis).await? {
         audit.check_anchor(&found.source, &found.head)?;
         if found.legacy {

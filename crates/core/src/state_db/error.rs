@@ -2,6 +2,7 @@
 //! decides, never the message text.
 
 use super::DbUrl;
+use crate::exit::Exit;
 
 /// A failure of the state database. Each variant has one exit code.
 #[derive(Debug, thiserror::Error)]
@@ -60,15 +61,15 @@ pub enum DbError {
 }
 
 impl DbError {
-    /// The exit code (`exit.rs` maps through this).
-    pub fn exit_code(&self) -> u8 {
+    /// Its exit code, one for each variant.
+    pub fn exit(&self) -> Exit {
         match self {
-            DbError::Unavailable { .. } => 69,
-            DbError::Permission { .. } => 77,
-            DbError::Config { .. } => 78,
-            DbError::Damaged { .. } => 65,
-            DbError::Write { .. } => 74,
-            DbError::Contended { .. } | DbError::Fenced { .. } => 75,
+            DbError::Unavailable { .. } => Exit::Unavailable,
+            DbError::Permission { .. } => Exit::NoPerm,
+            DbError::Config { .. } => Exit::Config,
+            DbError::Damaged { .. } => Exit::DataErr,
+            DbError::Write { .. } => Exit::IoErr,
+            DbError::Contended { .. } | DbError::Fenced { .. } => Exit::TempFail,
         }
     }
 

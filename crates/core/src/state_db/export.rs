@@ -39,6 +39,18 @@ pub enum ExportError {
     },
 }
 
+impl ExportError {
+    /// Its exit code: the database's own; a refused target (an existing
+    /// file or a link) 78; an unwritable one 74.
+    pub fn exit(&self) -> crate::exit::Exit {
+        match self {
+            ExportError::Db(e) => e.exit(),
+            ExportError::Refused { .. } => crate::exit::Exit::Config,
+            ExportError::Io { .. } => crate::exit::Exit::IoErr,
+        }
+    }
+}
+
 /// Writes trail `name` of `db` to `to`.
 pub async fn export(db: &StateDb, name: &str, to: &Path) -> Result<Exported, ExportError> {
     if to.symlink_metadata().is_ok() {

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-/// State that cannot be read or written. Maps to exit 74.
+/// State that cannot be read or written (74), or that is damaged (65).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("{}: cannot {op}: {error}", path.display())]
@@ -31,9 +31,23 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Its exit code: damage 65; an object store's or the state
+    /// database's own; anything else 74.
+    pub fn exit(&self) -> crate::exit::Exit {
+        match self {
+            StoreError::Corrupt { .. } => crate::exit::Exit::DataErr,
+            StoreError::Object(o) => o.exit(),
+            StoreError::Db(e) => e.exit(),
+            StoreError::Io { .. } | StoreError::Unreadable { .. } | StoreError::Unproven { .. } => {
+                crate::exit::Exit::IoErr
+            }
+        }
+    }
+
     /// The file is damaged (65), rather than unreadable or unwritable (74).
     pub fn is_damage(&self) -> bool {
-        matches!(self, StoreError::Corrupt { .. }) || matches!(self, StoreError::Db(e) if e.exit_code() == 65)
+        matches!(self, StoreError::Corrupt { .. })
+            || matches!(self, StoreError::Db(e) if e.exit() == crate::exit::Exit::DataErr)
     }
 
     pub(crate) fn io(path: &Path, op: &'static str, error: std::io::Error) -> StoreError {

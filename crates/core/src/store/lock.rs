@@ -15,7 +15,7 @@ use crate::stream::StreamIdentity;
 /// Another run holds the stream. Maps to exit 75: try again later.
 #[derive(Debug, thiserror::Error)]
 #[error("stream {stream} is locked by another run ({holder}); nothing was fetched")]
-pub(crate) struct StreamLocked {
+pub struct StreamLocked {
     pub stream: String,
     pub holder: String,
 }

@@ -17,12 +17,13 @@ pub use cursor::CursorFile;
 pub use error::StoreError;
 pub use landing::ManifestEntry;
 pub use migrate::legacy_sanitize;
-pub use object::{scheme_of, ObjectLanding};
+pub use object::{scheme_of, Failure, ObjectError, ObjectLanding};
 pub use run_lock::{load_script as load_run_lock_script, RunLockName};
 
 pub(crate) use cursor::{Cursor, CursorStore, PageAdvance, PendingCursor, Receipt};
 pub(crate) use landing::{LandedPage, LandingStore, LandingTemp};
-pub(crate) use lock::{LockError, RunLock, StreamLocked};
+pub use lock::StreamLocked;
+pub(crate) use lock::{LockError, RunLock};
 pub(crate) use run_lock::LockState;
 
 use crate::stream::StreamIdentity;

@@ -62,6 +62,21 @@ pub struct ObjectError {
     pub detail: String,
 }
 
+impl ObjectError {
+    /// Its exit code: unreachable or failing 69, throttling 75,
+    /// credentials refused 77, the landing's configuration 78, else 74.
+    pub fn exit(&self) -> crate::exit::Exit {
+        use crate::exit::Exit;
+        match self.failure {
+            Failure::Unavailable => Exit::Unavailable,
+            Failure::Throttled => Exit::TempFail,
+            Failure::Refused => Exit::NoPerm,
+            Failure::Config => Exit::Config,
+            Failure::Checksum | Failure::Other => Exit::IoErr,
+        }
+    }
+}
+
 /// Whether the server refuses a conditional write over an existing object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Creates {

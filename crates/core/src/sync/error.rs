@@ -1,15 +1,16 @@
 //! Why a stream stopped early: one error type, each variant one exit code
-//! (`exit.rs` maps them).
+//! ([`SyncError::exit`]).
 
 use super::fence::FenceError;
 use crate::audit::AuditError;
 use crate::edc::AuthError;
+use crate::exit::Exit;
 use crate::store::{LockError, StoreError, StreamLocked};
 use quota_pacer::PacerError;
 
 /// Why a stream stopped early. Each variant has one exit code.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum SyncError {
+pub enum SyncError {
     /// Retry budget or max wait spent (exit 75, progress saved).
     #[error("{stream}: {reason}; the cursor is unchanged and the next run resumes there")]
     Exhausted { stream: String, reason: String },
@@ -56,6 +57,32 @@ pub(crate) enum SyncError {
     /// SIGINT / SIGTERM (exit 75: progress saved, run again).
     #[error("{stream}: interrupted at a safe point; committed pages are kept and the next run resumes")]
     Interrupted { stream: String },
+}
+
+impl SyncError {
+    /// Its exit code, one for each variant.
+    pub fn exit(&self) -> Exit {
+        match self {
+            SyncError::Exhausted { .. }
+            | SyncError::Locked(_)
+            | SyncError::LockLost { .. }
+            | SyncError::Interrupted { .. } => Exit::TempFail,
+            SyncError::Unreachable { .. } => Exit::Unavailable,
+            SyncError::Pacer(e) => Exit::for_pacer(e),
+            SyncError::Permission { .. } => Exit::NoPerm,
+            SyncError::Credential { error, .. } => match error {
+                AuthError::Refused { .. } | AuthError::Helper { .. } | AuthError::WrongVault { .. } => {
+                    Exit::NoPerm
+                }
+                AuthError::Unavailable { .. } => Exit::Unavailable,
+                AuthError::Throttled { .. } => Exit::TempFail,
+                AuthError::Protocol { .. } | AuthError::OffOrigin { .. } => Exit::DataErr,
+            },
+            SyncError::Rejected { .. } => Exit::DataErr,
+            SyncError::Audit(e) => e.exit(),
+            SyncError::Store(e) => e.exit(),
+        }
+    }
 }
 
 impl From<FenceError> for SyncError {

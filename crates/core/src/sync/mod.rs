@@ -47,7 +47,7 @@ mod stream;
 pub mod window;
 
 use classify::{classify, Verdict};
-pub(crate) use error::SyncError;
+pub use error::SyncError;
 pub(crate) use fence::FencedLock;
 pub use lookback::{restart_at, settled_window_start};
 use options::beyond;
