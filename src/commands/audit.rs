@@ -7,6 +7,7 @@ use edc_core::audit::{verify_with, Checks};
 use edc_core::audit::{Anchors, AuditKey, ChainHead, NotIntact};
 use edc_core::audit::{KeyError, KEY_ENV};
 use edc_core::error::IoContext;
+use edc_core::ledger::StateLocation;
 use edc_core::Error;
 
 pub fn run(cmd: AuditCommand) -> Result<(), Error> {
@@ -85,56 +86,15 @@ pub fn run(cmd: AuditCommand) -> Result<(), Error> {
 pub fn reconcile(args: crate::cli::VerifyArgs) -> Result<(), Error> {
     let dirs = &args.dirs;
     let scope = args.scope();
-    let state = dirs.state.to_string_lossy();
-    let db = edc_core::state_db::is_db_url(&state);
-    if !db {
-        edc_core::paths::require_local("--state", &dirs.state)
-            .map_err(edc_core::config::ConfigError::Identity)?;
-    }
+    let state = StateLocation::parse("--state", &dirs.state)?;
     edc_core::paths::require_local("--audit-log", &dirs.audit_log)
         .map_err(edc_core::config::ConfigError::Identity)?;
-    let out = dirs.out.to_string_lossy();
-    let scheme = edc_core::store::scheme_of(&out).map_err(edc_core::config::ConfigError::Identity)?;
-    let summary = match scheme {
-        None if db => {
-            let url = super::state::db_url(&state)?;
-            let trail = trail_name(&dirs.audit_log);
-            super::runtime()?.block_on(async {
-                let db = edc_core::state_db::StateDb::connect(&url).await?;
-                let landing = edc_core::reconcile::DbLanding::Dir(&dirs.out);
-                Ok::<_, Error>(edc_core::reconcile::reconcile_db(landing, &db, &trail, &scope).await?)
-            })?
-        }
-        None => edc_core::reconcile::reconcile(&dirs.out, &dirs.state, &dirs.audit_log, &scope)?,
-        Some(_) if db => {
-            let url = super::state::db_url(&state)?;
-            let bucket =
-                edc_core::store::ObjectLanding::open(&out).map_err(edc_core::store::StoreError::Object)?;
-            let trail = trail_name(&dirs.audit_log);
-            super::runtime()?.block_on(async {
-                let db = edc_core::state_db::StateDb::connect(&url).await?;
-                let landing = edc_core::reconcile::DbLanding::Bucket(&bucket);
-                Ok::<_, Error>(edc_core::reconcile::reconcile_db(landing, &db, &trail, &scope).await?)
-            })?
-        }
-        Some(_) => {
-            let landing =
-                edc_core::store::ObjectLanding::open(&out).map_err(edc_core::store::StoreError::Object)?;
-            let verified = super::runtime()?.block_on(edc_core::reconcile::reconcile_object(
-                &landing,
-                &dirs.state,
-                &dirs.audit_log,
-                &scope,
-            ));
-            match verified {
-                Ok(summary) => summary,
-                Err(edc_core::reconcile::ObjectUnreadable::Local(e)) => return Err(e.into()),
-                Err(edc_core::reconcile::ObjectUnreadable::Object(e)) => {
-                    return Err(edc_core::store::StoreError::Object(e).into())
-                }
-            }
-        }
-    };
+    let summary = super::runtime()?.block_on(edc_core::reconcile::verify(
+        &state,
+        &dirs.out,
+        &dirs.audit_log,
+        &scope,
+    ))?;
     let mut stdout = std::io::stdout().lock();
     for d in summary.discrepancies.iter().chain(&summary.behind) {
         writeln!(stdout, "{d}").io(|| "writing the report to stdout".into())?;
@@ -178,12 +138,4 @@ fn anchor_for(file: &std::path::Path, state_dir: &std::path::Path) -> Result<Cha
             state_dir.display()
         ))),
     }
-}
-
-/// The trail's name in a state database: `--audit-log`'s file name, as the
-/// runs named it.
-fn trail_name(audit_log: &std::path::Path) -> String {
-    audit_log
-        .file_name()
-        .map_or_else(|| "audit.jsonl".into(), |n| n.to_string_lossy().into_owned())
 }

@@ -88,7 +88,7 @@ pub fn run(args: DemoArgs) -> Result<(), Error> {
             protocol_version: None,
             streams: Streams::One("default".into()),
             out: dir.join("landing"),
-            state: dir.join("state"),
+            state: dir.join("state").into(),
             audit_log: dir.join("audit.jsonl"),
             pacer: PacerChoice::Local,
             options: SyncOptions::default(),

@@ -5,6 +5,7 @@ use std::io::Write;
 use crate::cli::StateCommand;
 use edc_core::config::ConfigError;
 use edc_core::error::IoContext;
+use edc_core::ledger::StateLocation;
 use edc_core::state_db::{schema, DbUrl, StateDb};
 use edc_core::Error;
 
@@ -37,12 +38,12 @@ pub fn run(cmd: StateCommand) -> Result<(), Error> {
 
 /// `--state`'s value as a database URL; anything else is 78 naming it.
 pub(super) fn db_url(text: &str) -> Result<DbUrl, Error> {
-    if !edc_core::state_db::is_db_url(text) {
-        return Err(ConfigError::Identity(format!(
+    match StateLocation::parse("--state", std::path::Path::new(text))? {
+        StateLocation::Db(url) => Ok(*url),
+        StateLocation::Dir(_) => Err(ConfigError::Identity(format!(
             "--state {}: not a postgres:// URL; this command works on a PostgreSQL state database",
             edc_core::redact::redact_arg(text)
         ))
-        .into());
+        .into()),
     }
-    Ok(DbUrl::parse("--state", text).map_err(ConfigError::Identity)?)
 }

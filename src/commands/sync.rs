@@ -6,6 +6,7 @@ use crate::cli::{BackfillArgs, SyncArgs};
 use edc_core::audit::AuditKey;
 use edc_core::config::ConfigError;
 use edc_core::error::IoContext;
+use edc_core::ledger::StateLocation;
 use edc_core::run::{self, AuditOptions, PacerChoice, RunResult, RunSpec, Streams};
 use edc_core::store::sanitize;
 use edc_core::sync::SyncOptions;
@@ -48,9 +49,8 @@ pub fn backfill(args: BackfillArgs) -> Result<(), Error> {
     let missing_only = args.missing_only;
     let mut spec = spec(args.sync)?;
     if missing_only {
-        let state = spec.state.to_string_lossy();
         let out = spec.out.to_string_lossy();
-        if edc_core::state_db::is_db_url(&state) || out.contains("://") {
+        if spec.state.dir().is_none() || out.contains("://") {
             use clap::CommandFactory;
             crate::cli::Cli::command()
                 .error(
@@ -65,44 +65,45 @@ pub fn backfill(args: BackfillArgs) -> Result<(), Error> {
         spec.options.missing_from = Some(spec.out.clone());
         label = format!("missing-{label}-{}", sanitize(&edc_core::audit::now_rfc3339()));
     }
-    if edc_core::state_db::is_db_url(&spec.state.to_string_lossy()) {
+    match spec.state.clone() {
         // A state database keeps the backfill's cursor and manifest under
         // keys of their own, which are also where its pages land below
         // --out (OUT/backfill/SINCE..UNTIL/..., as with files), so the
         // trail names them from the one landing root.
-        spec.options.state_namespace = Some(format!("backfill/{label}"));
-    } else {
-        let legacy = format!(
-            "{}..{}",
-            edc_core::store::legacy_sanitize(&args.since),
-            args.until
-                .as_deref()
-                .map_or("open".into(), edc_core::store::legacy_sanitize)
-        );
-        for root in [&spec.state, &spec.out] {
-            let (old, new) = (
-                root.join("backfill").join(&legacy),
-                root.join("backfill").join(&label),
+        StateLocation::Db(_) => spec.options.state_namespace = Some(format!("backfill/{label}")),
+        StateLocation::Dir(state) => {
+            let legacy = format!(
+                "{}..{}",
+                edc_core::store::legacy_sanitize(&args.since),
+                args.until
+                    .as_deref()
+                    .map_or("open".into(), edc_core::store::legacy_sanitize)
             );
-            // Found outside any run lock and before the trail is open,
-            // so it is not moved here (unaudited, racing another run):
-            // the operator moves it, and the next run proves it.
-            if old != new && old.is_dir() && !new.exists() {
-                return Err(ConfigError::Identity(format!(
-                    "backfill: {} holds this window under the name an earlier version gave it; move it to {} \
-                     (`mv` the directory, with no run of this window going) and run again; nothing was \
-                     fetched or moved",
-                    old.display(),
-                    new.display()
-                ))
-                .into());
+            for root in [&state, &spec.out] {
+                let (old, new) = (
+                    root.join("backfill").join(&legacy),
+                    root.join("backfill").join(&label),
+                );
+                // Found outside any run lock and before the trail is open,
+                // so it is not moved here (unaudited, racing another run):
+                // the operator moves it, and the next run proves it.
+                if old != new && old.is_dir() && !new.exists() {
+                    return Err(ConfigError::Identity(format!(
+                        "backfill: {} holds this window under the name an earlier version gave it; move it to \
+                         {} (`mv` the directory, with no run of this window going) and run again; nothing was \
+                         fetched or moved",
+                        old.display(),
+                        new.display()
+                    ))
+                    .into());
+                }
             }
+            spec.options.landing_root = Some(format!("backfill/{label}"));
+            spec.out = spec.out.join("backfill").join(&label);
+            // The trail is the syncs' trail: its anchor stays where theirs is.
+            spec.audit.anchor_root = Some(state.clone());
+            spec.state = StateLocation::Dir(state.join("backfill").join(&label));
         }
-        spec.options.landing_root = Some(format!("backfill/{label}"));
-        spec.out = spec.out.join("backfill").join(&label);
-        // The trail is the syncs' trail: its anchor stays where theirs is.
-        spec.audit.anchor_root = Some(spec.state.clone());
-        spec.state = spec.state.join("backfill").join(&label);
     }
     spec.options.since = Some(args.since);
     spec.options.until = args.until;
@@ -151,7 +152,7 @@ fn spec(args: SyncArgs) -> Result<RunSpec, Error> {
         protocol_version: args.stream.protocol_version,
         streams,
         out: args.dirs.out,
-        state: args.dirs.state,
+        state: StateLocation::parse("--state", &args.dirs.state)?,
         audit_log: args.dirs.audit_log,
         pacer,
         options: SyncOptions {

@@ -95,7 +95,7 @@ fn man_pages_have_exit_status_and_examples() {
         "edc-sync.1",
         "edc-sync-sync.1",
         "edc-sync-config-validate.1",
-        "edc-sync-bench-pacer.1",
+        "edc-sync-cursor-show.1",
     ] {
         let text = std::fs::read_to_string(into.join(page)).unwrap();
         assert!(text.contains(".SH \"EXIT STATUS\""), "{page}: {text}");

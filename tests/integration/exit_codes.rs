@@ -14,7 +14,7 @@ use edc_core::audit::{AuditError, KeyError, NotIntact, ReadError, RedisAnchorErr
 use edc_core::config::{ConfigError, MissingEnv};
 use edc_core::edc::AuthError;
 use edc_core::exit::{Exit, NotQualified};
-use edc_core::reconcile::{DbUnreadable, Discrepancies, ObjectUnreadable, Unreadable};
+use edc_core::reconcile::{DbUnreadable, Discrepancies, Unreadable, Unverifiable};
 use edc_core::state_db::{DbError, ExportError};
 use edc_core::store::{Failure, ObjectError, StoreError, StreamLocked};
 use edc_core::sync::SyncError;
@@ -459,54 +459,55 @@ fn examples() -> Vec<(&'static str, Error, u8)> {
         ("verify discrepancies", Discrepancies("d".into()).into(), 65),
         (
             "verify of a path that cannot be read",
-            Unreadable {
+            Unverifiable::Local(Unreadable {
                 path: path(),
                 error: io(),
-            }
+            })
             .into(),
             66,
+        ),
+        (
+            "verify with an --out URL it does not take",
+            Unverifiable::Config(ConfigError::Identity("--out ftp://".into())).into(),
+            78,
         ),
         (
             "verify of an unreachable bucket",
-            ObjectUnreadable::Object(object(Failure::Unavailable)).into(),
+            Unverifiable::Object(object(Failure::Unavailable)).into(),
             69,
-        ),
-        (
-            "verify of a bucket with an unreadable state",
-            ObjectUnreadable::Local(Unreadable {
-                path: path(),
-                error: io(),
-            })
-            .into(),
-            66,
         ),
         (
             "verify of an unreachable state database",
-            DbUnreadable::Db(db(69)).into(),
+            Unverifiable::Db(db(69)).into(),
             69,
         ),
         (
+            "verify of a state database whose ledger cannot be read",
+            Unverifiable::DbLedger(DbUnreadable::Db(db(77))).into(),
+            77,
+        ),
+        (
             "verify of a database whose trail cannot be exported",
-            DbUnreadable::Export(ExportError::Io {
+            Unverifiable::DbLedger(DbUnreadable::Export(ExportError::Io {
                 path: path(),
                 op: "write",
                 error: io(),
-            })
+            }))
             .into(),
             74,
         ),
         (
             "verify of a database with an unreadable landing",
-            DbUnreadable::Local(Unreadable {
+            Unverifiable::DbLedger(DbUnreadable::Local(Unreadable {
                 path: path(),
                 error: io(),
-            })
+            }))
             .into(),
             66,
         ),
         (
             "verify of a database with a refused bucket",
-            DbUnreadable::Object(object(Failure::Refused)).into(),
+            Unverifiable::DbLedger(DbUnreadable::Object(object(Failure::Refused))).into(),
             77,
         ),
         (
@@ -638,15 +639,16 @@ fn exhaustive(e: &Error) {
         Error::Pacer(p) => match p {
             PacerError::InvalidUrl { .. } | PacerError::Unavailable { .. } | PacerError::Protocol { .. } => {}
         },
-        Error::ObjectUnreadable(o) => match o {
-            ObjectUnreadable::Object(o) => exhaustive_object(o),
-            ObjectUnreadable::Local(_) => {}
-        },
-        Error::DbUnreadable(d) => match d {
-            DbUnreadable::Db(d) => exhaustive_db(d),
-            DbUnreadable::Export(e) => exhaustive_export(e),
-            DbUnreadable::Local(_) => {}
-            DbUnreadable::Object(o) => exhaustive_object(o),
+        Error::Unverifiable(u) => match u {
+            Unverifiable::Config(_) | Unverifiable::Local(_) => {}
+            Unverifiable::Object(o) => exhaustive_object(o),
+            Unverifiable::Db(d) => exhaustive_db(d),
+            Unverifiable::DbLedger(d) => match d {
+                DbUnreadable::Db(d) => exhaustive_db(d),
+                DbUnreadable::Export(e) => exhaustive_export(e),
+                DbUnreadable::Local(_) => {}
+                DbUnreadable::Object(o) => exhaustive_object(o),
+            },
         },
         Error::Export(e) => exhaustive_export(e),
         Error::Context { source, .. } => exhaustive(source),
@@ -655,7 +657,6 @@ fn exhaustive(e: &Error) {
         | Error::NotIntact(_)
         | Error::AuditUnreadable(_)
         | Error::Discrepancies(_)
-        | Error::Unreadable(_)
         | Error::NotQualified(_)
         | Error::Input { .. }
         | Error::Io { .. } => {}

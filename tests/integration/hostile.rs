@@ -52,7 +52,7 @@ impl Fixture {
             protocol_version: None,
             streams: Streams::One("default".into()),
             out: self.path("landing"),
-            state: self.path("state"),
+            state: self.path("state").into(),
             audit_log: self.path("audit.jsonl"),
             pacer: PacerChoice::Local,
             options: SyncOptions::default(),

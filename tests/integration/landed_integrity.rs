@@ -579,7 +579,7 @@ async fn a_landing_refuses_a_second_state_directory() {
     let sim = sim_with(RECORDS).await;
     two_pages_landed(&fx, &sim).await;
     let mut other = fx.spec(&sim, AuditOptions::default());
-    other.state = fx.path("state-elsewhere");
+    other.state = fx.path("state-elsewhere").into();
     // Its own anchors live in its own state directory.
     other.audit.anchor_root = Some(fx.path("state"));
     let requests = sim.requests().len();
@@ -590,7 +590,7 @@ async fn a_landing_refuses_a_second_state_directory() {
     assert_eq!(sim.requests().len(), requests, "nothing was fetched");
 
     let mut other = fx.spec(&sim, AuditOptions::default());
-    other.state = fx.path("state-elsewhere");
+    other.state = fx.path("state-elsewhere").into();
     other.audit.anchor_root = Some(fx.path("state"));
     other.options.repair_state = true;
     let (code, message) = fx.run_spec(other).await;

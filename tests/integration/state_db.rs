@@ -34,7 +34,8 @@ async fn a_run_keeps_cursor_manifest_and_trail_in_the_database_and_the_next_resu
     let fx = runs::Fixture::new();
     let sim = runs::sim_with(100).await;
     let mut spec = fx.spec(&sim, AuditOptions::default());
-    spec.state = pg.run_url().into();
+    spec.state =
+        edc_core::ledger::StateLocation::parse("--state", std::path::Path::new(&pg.run_url())).unwrap();
     spec.options.max_pages = Some(1);
     let (code, err) = fx.run_spec(spec.clone()).await;
     assert_eq!(code, 0, "{err}");

@@ -57,6 +57,12 @@ fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             seconds,
             grants_out,
         } => {
+            // A Redis URL the pacer does not take is a configuration
+            // mistake (78), as for every command given one.
+            if let Err(e) = quota_pacer::RedisPacer::check_url(&redis) {
+                let _ = writeln!(std::io::stderr().lock(), "edc-sync-bench: --redis {e}");
+                std::process::exit(i32::from(edc_core::exit::Exit::Config.code()));
+            }
             let exe = this_exe()?;
             let args = BenchArgs {
                 redis,
@@ -67,7 +73,7 @@ fn run(cmd: BenchCommand) -> anyhow::Result<()> {
                 seconds,
                 grants_out,
             };
-            let figures = rt.block_on(pacer::run(args, exe))?;
+            let figures = rt.block_on(pacer::run(args, exe, edc_sync_exe()?))?;
             writeln!(std::io::stdout().lock(), "{}", pacer::render(&figures)).context("writing to stdout")?;
             Ok(())
         }

@@ -155,7 +155,9 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 }
 
 /// The parent side: spawns the workers, gathers, measures, prints.
-pub async fn run(args: BenchArgs, exe: PathBuf) -> anyhow::Result<Figures> {
+/// `exe` is this program (its workers are `pacer-worker`), `product` the
+/// `edc-sync` binary whose fan-out of streams is measured.
+pub async fn run(args: BenchArgs, exe: PathBuf, product: PathBuf) -> anyhow::Result<Figures> {
     if args.procs == 0 || args.tasks == 0 || !args.seconds.is_finite() || args.seconds <= 0.0 {
         bail!("--procs, --tasks and --seconds must be > 0");
     }
@@ -214,7 +216,7 @@ pub async fn run(args: BenchArgs, exe: PathBuf) -> anyhow::Result<Figures> {
 
     let (acquire, raw) = free_token_latency(&pacer, &mut admin, &key).await?;
     let scratch = std::env::temp_dir().join(format!("edc-sync-fanout-{key}").replace(':', "-"));
-    let fanout = super::fanout::calls_per_request(&exe, &args.redis, &scratch).await;
+    let fanout = super::fanout::calls_per_request(&product, &args.redis, &scratch).await;
     let _ = std::fs::remove_dir_all(&scratch);
     let (fanout_script_calls, fanout_requests) = fanout?;
     let env = envelope::check(&grants, args.rate, args.burst);

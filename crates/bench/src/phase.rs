@@ -57,7 +57,7 @@ pub async fn phase(exe: &Path, work: &Path, pages: u64, page_bytes: u64) -> anyh
         protocol_version: None,
         streams: Streams::One("default".into()),
         out: work.join("landing"),
-        state: work.join("state"),
+        state: work.join("state").into(),
         audit_log: work.join("audit.jsonl"),
         pacer: PacerChoice::Local,
         options: SyncOptions::default(),

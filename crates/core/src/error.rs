@@ -12,7 +12,7 @@
 use crate::audit::{AuditError, KeyError, NotIntact, ReadError, RedisAnchorError};
 use crate::config::ConfigError;
 use crate::exit::{Exit, NotQualified};
-use crate::reconcile::{DbUnreadable, Discrepancies, ObjectUnreadable, Unreadable};
+use crate::reconcile::{Discrepancies, Unverifiable};
 use crate::state_db::{DbError, ExportError};
 use crate::store::StoreError;
 use crate::sync::SyncError;
@@ -55,16 +55,10 @@ pub enum Error {
     /// `verify`: the ledgers disagree (65).
     #[error(transparent)]
     Discrepancies(#[from] Discrepancies),
-    /// `verify`: a path named on the command line cannot be read (66).
+    /// `verify` could not run: a path named on the command line cannot be
+    /// read (66), the landing's object store or the state database failed.
     #[error(transparent)]
-    Unreadable(#[from] Unreadable),
-    /// `verify`: an object-store landing could not be read.
-    #[error(transparent)]
-    ObjectUnreadable(#[from] ObjectUnreadable),
-    /// `verify` of a state database: the database or the landing could not
-    /// be read.
-    #[error(transparent)]
-    DbUnreadable(#[from] DbUnreadable),
+    Unverifiable(#[from] Unverifiable),
     /// `audit export` did not produce its file.
     #[error(transparent)]
     Export(#[from] ExportError),
@@ -97,9 +91,8 @@ impl Error {
             Error::RedisAnchor(_) => Exit::Unavailable,
             Error::Pacer(e) => Exit::for_pacer(e),
             Error::NotIntact(_) | Error::Discrepancies(_) => Exit::DataErr,
-            Error::AuditUnreadable(_) | Error::Unreadable(_) | Error::Input { .. } => Exit::NoInput,
-            Error::ObjectUnreadable(e) => e.exit(),
-            Error::DbUnreadable(e) => e.exit(),
+            Error::AuditUnreadable(_) | Error::Input { .. } => Exit::NoInput,
+            Error::Unverifiable(e) => e.exit(),
             Error::Export(e) => e.exit(),
             Error::NotQualified(_) => Exit::QualificationFailed,
             Error::Io { .. } => Exit::IoErr,
@@ -146,6 +139,28 @@ impl Error {
         match self {
             Error::Context { source, .. } => source.root(),
             other => other,
+        }
+    }
+}
+
+impl From<crate::ledger::LedgerError> for Error {
+    fn from(e: crate::ledger::LedgerError) -> Error {
+        use crate::ledger::LedgerError;
+        match e {
+            LedgerError::Audit(a) => Error::Audit(a),
+            LedgerError::Store(s) => Error::Store(s),
+            LedgerError::Locked(l) => Error::Sync(SyncError::Locked(l)),
+            LedgerError::Pacer(p) => Error::Pacer(p),
+        }
+    }
+}
+
+impl From<crate::ledger::AnchorRefused> for Error {
+    fn from(e: crate::ledger::AnchorRefused) -> Error {
+        use crate::ledger::AnchorRefused;
+        match e {
+            AnchorRefused::Audit(a) => Error::Audit(a),
+            AnchorRefused::Redis(r) => Error::RedisAnchor(r),
         }
     }
 }

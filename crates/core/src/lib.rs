@@ -24,6 +24,7 @@
 
 pub mod audit;
 pub mod config;
+pub(crate) mod db_error;
 pub mod digest;
 pub mod durable;
 pub mod edc;
@@ -31,6 +32,7 @@ pub mod error;
 pub mod exit;
 pub mod host;
 pub(crate) mod interrupt;
+pub mod ledger;
 pub mod mask;
 pub(crate) mod metrics;
 pub mod paths;

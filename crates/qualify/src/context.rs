@@ -161,7 +161,7 @@ impl Ctx {
             protocol_version: None,
             streams: Streams::One("default".into()),
             out: self.dir.join("landing"),
-            state: self.dir.join("state"),
+            state: self.dir.join("state").into(),
             audit_log: self.dir.join("audit.jsonl"),
             pacer: PacerChoice::Local,
             options: SyncOptions::default(),

@@ -43,7 +43,7 @@ impl Fixture {
             protocol_version: None,
             streams: Streams::One("default".into()),
             out: self.path("landing"),
-            state: self.path("state"),
+            state: self.path("state").into(),
             audit_log: self.trail(),
             pacer: PacerChoice::Local,
             options: SyncOptions::default(),

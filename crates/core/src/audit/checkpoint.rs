@@ -101,6 +101,31 @@ impl AuditKey {
     }
 
     /// Whether `mac_hex` is this key's MAC of the head (constant time).
+    /// Whether the trail's last keyed checkpoint, `line` (its last
+    /// `run_finished` line, `at` saying where it is), was made with this
+    /// key: `None` when it verifies or was signed with another key (whose
+    /// holder this run cannot speak for); otherwise the problem, worded once
+    /// for every backend. A run holding the key refuses to add to a trail
+    /// whose chain was rewritten and recomputed without it.
+    pub(crate) fn last_checkpoint_problem(&self, line: &serde_json::Value, at: &str) -> Option<String> {
+        let mark = &line["checkpoint"];
+        if mark["key_id"] != self.id().as_str() {
+            return None;
+        }
+        let verified = self.verifies(
+            line["run_id"].as_str().unwrap_or_default(),
+            line["seq"].as_u64().unwrap_or_default(),
+            line["prev_sha256"].as_str().unwrap_or_default(),
+            mark["mac"].as_str().unwrap_or_default(),
+        );
+        (!verified).then(|| {
+            format!(
+                "the last keyed checkpoint (the run_finished line {at}) does not verify with this key: the trail \
+                 was rewritten and its chain recomputed by someone without it"
+            )
+        })
+    }
+
     pub fn verifies(&self, run_id: &str, seq: u64, prev_sha256: &str, mac_hex: &str) -> bool {
         let Ok(claimed) = hex::decode(mac_hex) else {
             return false;

@@ -126,7 +126,7 @@ impl CommitLine {
     /// The landing directory the line names, relative to the landing root
     /// (a line of an older version names it absolutely: read relative).
     pub(crate) fn landing_dir(&self) -> Option<std::borrow::Cow<'_, str>> {
-        crate::store::relative_landing_dir(self.line["landing_dir"].as_str()?)
+        crate::stream::relative_landing_dir(self.line["landing_dir"].as_str()?)
     }
 
     /// The line names its landing directory by an absolute path (written

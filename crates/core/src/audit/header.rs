@@ -63,10 +63,11 @@ impl RunStarted {
         }
     }
 
-    /// The header of a run whose state and trail are in `db`.
-    pub fn with_state_db(mut self, db: &crate::state_db::StateDb) -> Self {
-        self.state_db = Some(db.url().shown().to_string());
-        self.state_schema_version = Some(db.schema_version());
+    /// The header of a run whose state and trail are in the state
+    /// database `shown` (its URL without credentials), of that schema.
+    pub fn with_state_db(mut self, shown: &str, schema_version: i32) -> Self {
+        self.state_db = Some(shown.to_string());
+        self.state_schema_version = Some(schema_version);
         self
     }
 }

@@ -90,7 +90,7 @@ pub enum AuditError {
     Damaged { path: PathBuf, problems: Vec<String> },
     /// The trail is kept in a state database, which failed or refused.
     #[error(transparent)]
-    Db(#[from] crate::state_db::DbError),
+    Db(#[from] crate::db_error::DbError),
 }
 
 impl AuditError {
@@ -566,21 +566,7 @@ impl AuditLog {
             if let Some((at, line)) = super::read::last_event(&self.path, "run_finished")
                 .map_err(io_error(&self.path, "read it"))?
             {
-                let mark = &line["checkpoint"];
-                if mark["key_id"] == key.id().as_str() {
-                    let verified = key.verifies(
-                        line["run_id"].as_str().unwrap_or_default(),
-                        line["seq"].as_u64().unwrap_or_default(),
-                        line["prev_sha256"].as_str().unwrap_or_default(),
-                        mark["mac"].as_str().unwrap_or_default(),
-                    );
-                    if !verified {
-                        problems.push(format!(
-                            "the last keyed checkpoint (the run_finished line at byte {at}) does not verify with \
-                             this key: the trail was rewritten and its chain recomputed by someone without it"
-                        ));
-                    }
-                }
+                problems.extend(key.last_checkpoint_problem(&line, &format!("at byte {at}")));
             }
         }
         if let Some(expected) = self.missing_anchor.take() {

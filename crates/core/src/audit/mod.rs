@@ -10,7 +10,7 @@ pub(crate) mod line;
 mod log;
 pub(crate) mod read;
 mod run_id;
-mod shared;
+
 pub(crate) mod tail;
 pub(crate) mod verify;
 
@@ -31,4 +31,3 @@ pub(crate) use anchors::PathsReinterpreted;
 pub(crate) use commit::{CommitFields, CommitLine, CommitReceipt, CommitRecord};
 pub(crate) use log::{Appended, TailRepaired};
 pub use log::{AuditError, EncodeError};
-pub(crate) use shared::SharedAudit;

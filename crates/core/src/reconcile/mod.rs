@@ -23,10 +23,12 @@ use serde_json::Value;
 
 mod db;
 mod scope;
+mod verify;
 mod view;
 
 pub use db::{reconcile_db, DbLanding, DbUnreadable};
 pub use scope::Scope;
+pub use verify::{verify, Unverifiable};
 use view::LandingView;
 
 /// One way two ledgers disagree, naming the file.
@@ -125,6 +127,7 @@ fn lookback_digest(memory: &Value) -> String {
 
 /// Reconciles the landing under `out`, the cursors under `state` and the
 /// audit trail at `audit`, within `scope`.
+/// Reconciles a landing directory with a state directory and a trail file.
 pub fn reconcile(out: &Path, state: &Path, audit: &Path, scope: &Scope) -> Result<Summary, Unreadable> {
     let (out, views, links) = local_views(out)?;
     let mut summary = reconcile_views(&out, &views, state, audit, scope)?;
@@ -179,16 +182,6 @@ pub enum ObjectUnreadable {
     Object(#[from] crate::store::object::ObjectError),
     #[error(transparent)]
     Local(#[from] Unreadable),
-}
-
-impl ObjectUnreadable {
-    /// Its exit code: the object store's own, or 66 for a local path.
-    pub fn exit(&self) -> crate::exit::Exit {
-        match self {
-            ObjectUnreadable::Object(o) => o.exit(),
-            ObjectUnreadable::Local(_) => crate::exit::Exit::NoInput,
-        }
-    }
 }
 
 /// Reconciles the landing directories `views` (of the landing at `out`),
@@ -295,7 +288,7 @@ type ByDir = BTreeMap<String, (Vec<Commit>, bool)>;
 
 /// Every `page_committed` line, by landing directory relative to the
 /// landing root (a line of an older version names it absolutely: read
-/// relative, see [`crate::store::relative_landing_dir`]), in file order.
+/// relative, see [`crate::stream::relative_landing_dir`]), in file order.
 fn read_commits(audit: &Path, out: &Path, summary: &mut Summary) -> Result<ByDir, Unreadable> {
     let mut by_dir = ByDir::new();
     let mut unplaced = 0u64;
@@ -304,7 +297,7 @@ fn read_commits(audit: &Path, out: &Path, summary: &mut Summary) -> Result<ByDir
             unplaced += 1;
             return;
         };
-        let Some(dir) = crate::store::relative_landing_dir(recorded) else {
+        let Some(dir) = crate::stream::relative_landing_dir(recorded) else {
             unplaced += 1;
             return;
         };

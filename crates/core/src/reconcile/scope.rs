@@ -43,7 +43,7 @@ impl Scope {
         let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
         let Some(tail) = parts
             .len()
-            .checked_sub(crate::store::DIR_DEPTH)
+            .checked_sub(crate::stream::DIR_DEPTH)
             .map(|start| &parts[start..])
         else {
             return false;

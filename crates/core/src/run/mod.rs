@@ -10,18 +10,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::audit::{Anchors, AuditError, AuditKey, RunId, RunStarted, SharedAudit};
+use crate::audit::{AuditError, AuditKey, RunId, RunStarted};
 use crate::config::{self, ConfigError, LoadedConfig, Policy};
 use crate::edc::{Credentials, ReadOnlyClient};
 use crate::error::{Error, IoContext};
 use crate::exit::Exit;
+use crate::ledger::{Ledger, StateLocation, Trail, TrailOptions};
 use crate::stream::StreamIdentity;
 use crate::sync::events::RunFinished;
 use crate::sync::{run_stream, StreamJob, StreamReport, SyncOptions};
 use quota_pacer::{AnyPacer, Limiter, LocalPacer, Quota, RedisPacer};
-
-mod trail;
-use trail::{anchor, check_db_redis_anchor, check_redis_anchor, open_file_trail, trail_name};
 
 /// Which streams of the vendor to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,7 +66,8 @@ pub struct RunSpec {
     pub protocol_version: Option<String>,
     pub streams: Streams,
     pub out: PathBuf,
-    pub state: PathBuf,
+    /// `--state`: a directory or a database, parsed once.
+    pub state: StateLocation,
     pub audit_log: PathBuf,
     pub pacer: PacerChoice,
     pub options: SyncOptions,
@@ -105,8 +104,6 @@ pub struct RunResult {
 /// configuration mistake (a policy key, a variable, the base URL, the Redis
 /// URL) exits 78 and leaves no audit line.
 pub(crate) struct RunPlan {
-    /// `--state postgres://…`: state and trail in that database.
-    db_url: Option<crate::state_db::DbUrl>,
     loaded: LoadedConfig,
     policy: Arc<Policy>,
     delta: Arc<crate::config::Delta>,
@@ -119,13 +116,9 @@ pub(crate) struct RunPlan {
 /// quotas resolved, environment read, the client built for its origin.
 pub(crate) fn plan(spec: &RunSpec) -> Result<RunPlan, ConfigError> {
     crate::store::object::scheme_of(&spec.out.to_string_lossy()).map_err(ConfigError::Identity)?;
-    let state = spec.state.to_string_lossy();
-    let db_url = if crate::state_db::is_db_url(&state) {
-        Some(crate::state_db::DbUrl::parse("--state", &state).map_err(ConfigError::Identity)?)
-    } else {
-        crate::paths::require_local("--state", &spec.state).map_err(ConfigError::Identity)?;
-        None
-    };
+    if let StateLocation::Dir(dir) = &spec.state {
+        crate::paths::require_local("--state", dir).map_err(ConfigError::Identity)?;
+    }
     crate::paths::require_local("--audit-log", &spec.audit_log).map_err(ConfigError::Identity)?;
     if let PacerChoice::Redis(url) = &spec.pacer {
         RedisPacer::check_url(url).map_err(|e| ConfigError::Identity(format!("--redis {e}")))?;
@@ -187,7 +180,6 @@ pub(crate) fn plan(spec: &RunSpec) -> Result<RunPlan, ConfigError> {
         .with_client_id(policy.client_id.as_deref())
         .map_err(|e| ConfigError::Identity(format!("{}.{e}", policy.vendor)))?;
     Ok(RunPlan {
-        db_url,
         loaded,
         policy,
         delta,
@@ -227,28 +219,18 @@ pub(crate) async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> Result<Run
         stream: (prepared.jobs.len() == 1).then(|| id.stream.clone()).flatten(),
         ..id.clone()
     });
-    let mut header = RunStarted::new(&prepared.loaded.provenance, spec.allow_dirty, header_stream);
-    let (audit, anchors, state_db) = match &prepared.db_url {
-        Some(url) => {
-            // Unreachable (69), read-only or the wrong schema (78): before
-            // any line, like a policy mistake.
-            let db = crate::state_db::StateDb::connect(url).await?;
-            header = header.with_state_db(&db);
-            let trail =
-                crate::state_db::DbTrail::new(db.clone(), trail_name(&spec.audit_log), run_id.clone())
-                    .with_masker(Some(masker))
-                    .with_key(spec.audit.key.clone());
-            trail.check_anchors().await?;
-            let audit = SharedAudit::in_db(trail);
-            audit.record(header).await?;
-            (audit, None, Some(db))
-        }
-        None => {
-            let (audit, anchors) = open_file_trail(&spec, &run_id, masker, header).await?;
-            (audit, Some(anchors), None)
-        }
+    let header = RunStarted::new(&prepared.loaded.provenance, spec.allow_dirty, header_stream);
+    // A database unreachable (69), read-only or of the wrong schema (78):
+    // before any line, like a policy mistake.
+    let ledger = Ledger::open(&spec.state).await?;
+    let options = TrailOptions {
+        audit_log: spec.audit_log.clone(),
+        repair: spec.audit.repair,
+        key: spec.audit.key.clone(),
+        anchor_root: spec.audit.anchor_root.clone(),
     };
-    let (reports, outcome, redis) = run_streams(&spec, &prepared, &audit, anchors.as_ref(), state_db).await;
+    let audit = Trail::open(&ledger, &options, &run_id, masker, header).await?;
+    let (reports, outcome, redis) = run_streams(&spec, &prepared, &audit, &ledger).await;
     let interrupted = matches!(
         outcome.as_ref().map_err(Error::root),
         Err(Error::Sync(crate::sync::SyncError::Interrupted { .. }))
@@ -286,11 +268,11 @@ pub(crate) async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> Result<Run
     // worked: a later run that finds no anchor after a line that says it
     // was written knows it was removed (and one that failed to write is no
     // reason to refuse the next run).
-    let anchored = !diverged && anchor(&audit, anchors.as_ref(), None).await;
+    let anchored = !diverged && audit.anchor(None).await;
     let finished = RunFinished { anchored, ..finished };
     audit.record(finished).await?;
     if !diverged {
-        anchor(&audit, anchors.as_ref(), redis.as_ref()).await;
+        audit.anchor(redis.as_ref()).await;
     }
     if let Some(path) = &spec.metrics_file {
         let base = StreamIdentity {
@@ -339,7 +321,8 @@ impl Index {
 /// probed before any request.
 async fn landing_target(
     spec: &RunSpec,
-    audit: &SharedAudit,
+    audit: &Trail,
+    ledger: &Ledger,
 ) -> Result<(Index, Option<Arc<crate::store::object::ObjectLanding>>), Error> {
     let text = spec.out.to_string_lossy();
     if crate::store::object::scheme_of(&text)
@@ -374,14 +357,14 @@ async fn landing_target(
     // The manifest index of an object-store landing: in the state
     // directory, or, with a state database (which holds the manifest), a
     // scratch directory for the pages' temp files only, removed at the end.
-    let index = match crate::state_db::is_db_url(&spec.state.to_string_lossy()) {
-        true => Index::Scratch(
+    let index = match ledger {
+        Ledger::Db(_) => Index::Scratch(
             tempfile::Builder::new()
                 .prefix("edc-sync-landing-")
                 .tempdir()
                 .io(|| "creating a scratch directory for the pages in flight".into())?,
         ),
-        false => Index::Dir(spec.state.join(crate::store::object::INDEX_DIR)),
+        Ledger::Files { dir } => Index::Dir(dir.join(crate::store::object::INDEX_DIR)),
     };
     Ok((index, Some(Arc::new(landing))))
 }
@@ -389,21 +372,15 @@ async fn landing_target(
 async fn run_streams(
     spec: &RunSpec,
     prepared: &RunPlan,
-    audit: &SharedAudit,
-    anchors: Option<&Anchors>,
-    state_db: Option<crate::state_db::StateDb>,
+    audit: &Trail,
+    ledger: &Ledger,
 ) -> (Vec<StreamReport>, Result<(), Error>, Option<RedisPacer>) {
     let pacer = match &spec.pacer {
         PacerChoice::Local => AnyPacer::Local(LocalPacer::new()),
         PacerChoice::Redis(url) => match RedisPacer::connect(url, crate::REDIS_KEY_PREFIX).await {
             Ok(p) => {
-                let checked = match (anchors, audit.db()) {
-                    (Some(anchors), _) => check_redis_anchor(&p, audit, anchors).await,
-                    (None, Some(trail)) => check_db_redis_anchor(&p, trail).await,
-                    (None, None) => Ok(()),
-                };
-                if let Err(e) = checked {
-                    return (Vec::new(), Err(e), Some(p));
+                if let Err(e) = audit.check_redis_anchor(&p).await {
+                    return (Vec::new(), Err(e.into()), Some(p));
                 }
                 AnyPacer::Redis(p)
             }
@@ -413,12 +390,12 @@ async fn run_streams(
     // Anchored at the start too, once the header passed every anchor check
     // (Redis's included): a run aborted before its end (a second SIGINT,
     // kill -9) leaves its trail anchored up to the header, not unanchored.
-    anchor(audit, anchors, None).await;
+    audit.anchor(None).await;
     let redis = match &pacer {
         AnyPacer::Redis(p) => Some(p.clone()),
         AnyPacer::Local(_) => None,
     };
-    let (index, object) = match landing_target(spec, audit).await {
+    let (index, object) = match landing_target(spec, audit, ledger).await {
         Ok(target) => target,
         Err(e) => return (Vec::new(), Err(e), redis),
     };
@@ -444,8 +421,7 @@ async fn run_streams(
             audit: audit.clone(),
             out_dir: out_dir.clone(),
             object: object.clone(),
-            state_dir: spec.state.clone(),
-            state_db: state_db.clone(),
+            ledger: ledger.clone(),
             options: spec.options.clone(),
             redis: redis.clone(),
         };

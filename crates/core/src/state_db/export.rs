@@ -10,7 +10,8 @@ use std::io::Write;
 use std::path::Path;
 
 use super::trail::read_lines;
-use super::{DbError, StateDb};
+use super::StateDb;
+use crate::db_error::DbError;
 
 /// What an export wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -25,21 +25,16 @@ use std::sync::Arc;
 
 use tokio::sync::Mutex;
 
-pub use error::DbError;
+pub use crate::db_error::DbError;
 pub use export::{export, ExportError, Exported};
 pub use stream::cursor_of;
 pub use trail::check_anchors;
 
-pub(crate) use stream::{all_cursors, all_manifests, DbStream};
+pub(crate) use stream::{all_cursors, all_manifests, DbStream, StreamFacts};
 pub(crate) use trail::{DbTrail, PageRows};
 
 /// The schemes `--state` takes as a database.
 pub(crate) const SCHEMES: [&str; 2] = ["postgres", "postgresql"];
-
-/// Whether `text` (a `--state` value) names a PostgreSQL database.
-pub fn is_db_url(text: &str) -> bool {
-    crate::paths::url_scheme(text).is_some_and(|s| SCHEMES.contains(&s))
-}
 
 /// A PostgreSQL URL as given, checked, with its password never shown.
 #[derive(Clone)]
@@ -149,7 +144,7 @@ impl StateDb {
             config.connect_timeout(std::time::Duration::from_secs(10));
         }
         config.application_name("edc-sync");
-        let fail = |e| DbError::classify(url, "connect to", e);
+        let fail = |e| error::classify(url, "connect to", e);
         // Each connection task ends when the client is dropped or the
         // server goes away; the next statement then fails and says so.
         if url.tls.mode == tls::Mode::Disable {
@@ -181,7 +176,7 @@ impl StateDb {
                 &[],
             )
             .await
-            .map_err(|e| DbError::classify(url, "read the server's role from", e))?;
+            .map_err(|e| error::classify(url, "read the server's role from", e))?;
         let recovery: bool = row.get(0);
         let read_only: String = row.get(1);
         if recovery || read_only == "on" {
@@ -204,12 +199,12 @@ impl StateDb {
         client
             .batch_execute("SET synchronous_commit TO on")
             .await
-            .map_err(|e| DbError::classify(url, "set synchronous_commit on", e))?;
+            .map_err(|e| error::classify(url, "set synchronous_commit on", e))?;
         let schema_version = schema::require_current(&client, url).await?;
         let state_id = schema::state_id(&client, url).await?;
         let statements = statements::Statements::prepare(&client)
             .await
-            .map_err(|e| DbError::classify(url, "prepare the page path's statements in", e))?;
+            .map_err(|e| error::classify(url, "prepare the page path's statements in", e))?;
         Ok(StateDb {
             client: Arc::new(Mutex::new(client)),
             statements: Arc::new(statements),

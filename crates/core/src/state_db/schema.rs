@@ -14,7 +14,8 @@
 //! number, byte offset, SHA-256 and `prev_sha256`, so no writer can insert
 //! a line that does not chain.
 
-use super::{DbError, DbUrl};
+use super::DbUrl;
+use crate::db_error::DbError;
 
 /// The schema version this binary reads and writes.
 pub const CURRENT: i32 = 1;
@@ -163,7 +164,7 @@ pub async fn migrate(
     url: &DbUrl,
     grant_to: Option<&str>,
 ) -> Result<Vec<Applied>, DbError> {
-    let classify = |op| move |e| DbError::classify(url, op, e);
+    let classify = |op| move |e| super::error::classify(url, op, e);
     client
         .batch_execute(
             "CREATE TABLE IF NOT EXISTS edc_sync_schema (
@@ -218,7 +219,7 @@ pub async fn version(client: &tokio_postgres::Client, url: &DbUrl) -> Result<i32
     let exists: bool = client
         .query_one("SELECT to_regclass('edc_sync_schema') IS NOT NULL", &[])
         .await
-        .map_err(|e| DbError::classify(url, "read the schema version of", e))?
+        .map_err(|e| super::error::classify(url, "read the schema version of", e))?
         .get(0);
     if !exists {
         return Ok(0);
@@ -226,7 +227,7 @@ pub async fn version(client: &tokio_postgres::Client, url: &DbUrl) -> Result<i32
     let row = client
         .query_one("SELECT coalesce(max(version), 0) FROM edc_sync_schema", &[])
         .await
-        .map_err(|e| DbError::classify(url, "read the schema version of", e))?;
+        .map_err(|e| super::error::classify(url, "read the schema version of", e))?;
     Ok(row.get(0))
 }
 
@@ -259,7 +260,7 @@ pub(super) async fn state_id(client: &tokio_postgres::Client, url: &DbUrl) -> Re
         .query_one("SELECT state_id FROM edc_sync_identity", &[])
         .await
         .map(|r| r.get(0))
-        .map_err(|e| DbError::classify(url, "read the state id of", e))
+        .map_err(|e| super::error::classify(url, "read the state id of", e))
 }
 
 fn newer(url: &DbUrl, found: i32) -> DbError {

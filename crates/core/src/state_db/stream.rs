@@ -13,8 +13,9 @@
 
 use serde_json::Value;
 
-use super::{DbError, StateDb};
+use super::StateDb;
 use crate::audit::commit::COMMIT_EVENT;
+use crate::db_error::DbError;
 use crate::store::{Cursor, LandingStore, LockError, StoreError, StreamLocked};
 use crate::stream::StreamIdentity;
 
@@ -40,7 +41,7 @@ async fn cursor_row(
         .query_opt("SELECT state FROM edc_sync_cursor WHERE stream = $1", &[&key])
         .await
         .map(|row| row.map(|r| r.get(0)))
-        .map_err(|e| StoreError::Db(DbError::classify(db.url(), "read the cursor in", e)))
+        .map_err(|e| StoreError::Db(super::error::classify(db.url(), "read the cursor in", e)))
 }
 
 /// What a state database holds that disagrees with its trail (65).
@@ -57,7 +58,7 @@ pub(crate) async fn all_cursors(db: &StateDb) -> Result<Vec<(String, String)>, D
     let rows = client
         .query("SELECT stream, state FROM edc_sync_cursor ORDER BY stream", &[])
         .await
-        .map_err(|e| DbError::classify(db.url(), "read the cursors in", e))?;
+        .map_err(|e| super::error::classify(db.url(), "read the cursors in", e))?;
     Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
 }
 
@@ -73,7 +74,7 @@ pub(crate) async fn all_manifests(
             &[],
         )
         .await
-        .map_err(|e| DbError::classify(db.url(), "read the manifests in", e))?;
+        .map_err(|e| super::error::classify(db.url(), "read the manifests in", e))?;
     let mut by_stream: std::collections::BTreeMap<String, Vec<u8>> = Default::default();
     for r in rows {
         let text = by_stream.entry(r.get(0)).or_default();
@@ -96,13 +97,26 @@ pub(crate) struct DbStream {
     initial_start: Option<String>,
 }
 
-/// What the start proved: the last manifest row's landed file (to check
-/// it is still there) and how many pages the manifest lists. The cursor
-/// row itself is read again by the page loop under the same held lock.
+/// What the database holds of a stream at start, for the ledger's
+/// start-up proof to judge (`ledger/proof.rs`, the same rules as a state
+/// directory's). The cursor row is read again by the page loop under the
+/// same held lock.
 #[derive(Debug)]
-pub(crate) struct StartProof {
-    pub last_landed: Option<(String, u64)>,
+pub(crate) struct StreamFacts {
+    /// The cursor row: its state (the file's JSON), the trail it was
+    /// committed with, and the line number of its commit there.
+    pub row: Option<(String, String, i64)>,
+    /// The trail's last `page_committed` line of the stream: its number,
+    /// byte offset, SHA-256 and text.
+    pub last_commit: Option<(i64, i64, String, String)>,
+    /// How many pages the manifest lists, the commit line its last row
+    /// was committed with, and that row's entry.
     pub pages_listed: i64,
+    pub listed_at: Option<i64>,
+    pub last_listed: Option<String>,
+    /// The trail's last commit of the stream that landed a page (not a
+    /// replay): the line the manifest's last row must come from.
+    pub last_landed_commit: Option<i64>,
 }
 
 impl DbStream {
@@ -121,7 +135,7 @@ impl DbStream {
             None => crate::store::stream_dir_name(identity),
         };
         let url = db.url();
-        let fail = |op| move |e| LockError::Store(StoreError::Db(DbError::classify(url, op, e)));
+        let fail = |op| move |e| LockError::Store(StoreError::Db(super::error::classify(url, op, e)));
         let client = db.client().await;
         let got: bool = client
             .query_one(
@@ -180,6 +194,11 @@ impl DbStream {
         &self.identity
     }
 
+    /// The database, as messages name it (no credentials).
+    pub(crate) fn shown_db(&self) -> &str {
+        self.db.url().shown()
+    }
+
     /// This run's fencing token.
     pub(crate) fn fence(&self) -> i64 {
         self.fence
@@ -225,12 +244,9 @@ impl DbStream {
             .map_err(|e| self.db_error("read the manifest in", e))
     }
 
-    /// Proves, before a page is fetched, that the cursor row and the
-    /// manifest are what the trail's last commit of this stream says. One
-    /// transaction commits all three, so a disagreement is a row changed
-    /// outside edc-sync (or a trail given another name): refused (65),
-    /// naming the row, and nothing is written on top of it.
-    pub(crate) async fn prove(&self) -> Result<StartProof, StoreError> {
+    /// What the database holds of the stream and what its trail says of
+    /// it, read under the held lock, before a page is fetched.
+    pub(crate) async fn facts(&self) -> Result<StreamFacts, StoreError> {
         let client = self.db.client().await;
         let fail = |op| move |e| self.db_error(op, e);
         let row = client
@@ -239,8 +255,12 @@ impl DbStream {
                 &[&self.key],
             )
             .await
-            .map_err(fail("read the cursor in"))?;
-        let last = self.last_commit(&client).await?;
+            .map_err(fail("read the cursor in"))?
+            .map(|r| (r.get(0), r.get(1), r.get(2)));
+        let last_commit = self
+            .last_commit(&client)
+            .await?
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)));
         let manifest = client
             .query_one(
                 "SELECT count(*), max(audit_n), (SELECT line FROM edc_sync_manifest WHERE stream = $1 \
@@ -259,67 +279,24 @@ impl DbStream {
             .await
             .map_err(fail("read the trail in"))?
             .map(|r| r.get(0));
-        drop(client);
-        let cursor_row = self.recorded_cursor();
-        match (row, last) {
-            (None, None) => {
-                Cursor::from_row(None, &self.identity, self.initial_start.clone())
-                    .map_err(|d| self.damaged(d))?;
-            }
-            (None, Some(line)) => {
-                let n: i64 = line.get(0);
-                return Err(self.damaged(format!(
-                    "{cursor_row} is missing, but line {n} of trail {} committed a page of the stream; \
-                     the row was deleted outside edc-sync",
-                    self.trail
-                )));
-            }
-            (Some(r), last) => {
-                let (state, trail, audit_n): (String, String, i64) = (r.get(0), r.get(1), r.get(2));
-                if trail != self.trail {
-                    return Err(self.damaged(format!(
-                        "{cursor_row} was committed with trail {trail:?}, and this run appends to {:?}: give \
-                         the same --audit-log name as the runs before",
-                        self.trail
-                    )));
-                }
-                let cursor = Cursor::from_row(Some(&state), &self.identity, None)
-                    .map_err(|d| self.damaged(format!("{cursor_row}: {d}")))?;
-                let Some(line) = last else {
-                    return Err(self.damaged(format!(
-                        "{cursor_row} names line {audit_n} of trail {trail}, which holds no commit of the stream"
-                    )));
-                };
-                let (n, text): (i64, String) = (line.get(0), line.get(3));
-                let said: Value = serde_json::from_str(&text).unwrap_or_default();
-                if n != audit_n || said["cursor_state"] != cursor.to_state_json() {
-                    return Err(self.damaged(format!(
-                        "{cursor_row} says {} (line {audit_n}), the trail's last commit of the stream (line \
-                         {n}) says {}; the row was changed outside edc-sync",
-                        cursor.to_json(),
-                        said["cursor_after"]
-                    )));
-                }
-            }
-        }
-        let (pages, listed_at, last_line): (i64, Option<i64>, Option<String>) =
-            (manifest.get(0), manifest.get(1), manifest.get(2));
-        if listed_at != last_landed_commit {
-            return Err(self.damaged(format!(
-                "the manifest of stream {} ends at the commit on line {}, the trail's last landed page is on \
-                 line {}; a manifest row was changed outside edc-sync",
-                self.key,
-                listed_at.map_or("(none)".into(), |n| n.to_string()),
-                last_landed_commit.map_or("(none)".into(), |n| n.to_string()),
-            )));
-        }
-        let last_landed = last_line
-            .and_then(|l| serde_json::from_str::<Value>(&l).ok())
-            .and_then(|v| Some((v["file"].as_str()?.to_string(), v["bytes"].as_u64()?)));
-        Ok(StartProof {
-            last_landed,
-            pages_listed: pages,
+        Ok(StreamFacts {
+            row,
+            last_commit,
+            pages_listed: manifest.get(0),
+            listed_at: manifest.get(1),
+            last_listed: manifest.get(2),
+            last_landed_commit,
         })
+    }
+
+    /// The trail this run appends to, by its name.
+    pub(crate) fn trail_name(&self) -> &str {
+        &self.trail
+    }
+
+    /// A refusal of what the database holds (65), naming the database.
+    pub(crate) fn refused(&self, detail: String) -> StoreError {
+        self.damaged(detail)
     }
 
     /// `--repair-state`: the cursor row made the state the trail's last
@@ -374,7 +351,7 @@ impl DbStream {
     }
 
     fn db_error(&self, op: &'static str, e: tokio_postgres::Error) -> StoreError {
-        StoreError::Db(DbError::classify(self.db.url(), op, e))
+        StoreError::Db(super::error::classify(self.db.url(), op, e))
     }
 
     fn damaged(&self, detail: String) -> StoreError {

@@ -15,8 +15,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::{DbError, StateDb};
+use super::StateDb;
 use crate::audit::{Appended, AuditError, AuditEvent, AuditKey, CommitReceipt, RunId};
+use crate::db_error::DbError;
 use crate::digest::{sha256_hex, ZERO_SHA256};
 use crate::store::Cursor;
 
@@ -97,10 +98,6 @@ impl DbTrail {
         &self.name
     }
 
-    pub(crate) fn run_id(&self) -> &RunId {
-        &self.run_id
-    }
-
     /// `value` as a line of this trail would record it.
     pub(crate) fn as_recorded(&self, mut value: Value) -> Value {
         if let Some(m) = &self.masker {
@@ -167,7 +164,7 @@ impl DbTrail {
                 &[&self.name],
             )
             .await
-            .map_err(|e| self.error(DbError::classify(self.db.url(), "read the trail's head in", e)))?;
+            .map_err(|e| self.error(super::error::classify(self.db.url(), "read the trail's head in", e)))?;
         Ok(row.map(|r| TrailLine {
             n: r.get(0),
             byte_offset: r.get(1),
@@ -190,14 +187,46 @@ impl DbTrail {
                 &[&self.name, &head.n, &head.sha256],
             )
             .await
-            .map_err(|e| self.error(DbError::classify(self.db.url(), "anchor the trail in", e)))?;
+            .map_err(|e| self.error(super::error::classify(self.db.url(), "anchor the trail in", e)))?;
         Ok(Some(head))
     }
 
     /// Checks the trail's latest anchor against its line: the run refuses
     /// (65) a trail rewritten below it.
     pub(crate) async fn check_anchors(&self) -> Result<(), AuditError> {
-        check_anchors(&self.db, &self.name).await
+        check_anchors(&self.db, &self.name).await?;
+        self.check_last_checkpoint().await
+    }
+
+    /// With the audit key: the trail's last keyed checkpoint verifies
+    /// before the run adds to it, as a file trail's does (the same rule:
+    /// [`AuditKey::last_checkpoint_problem`]); 65 naming the line when it
+    /// does not.
+    async fn check_last_checkpoint(&self) -> Result<(), AuditError> {
+        let Some(key) = &self.key else {
+            return Ok(());
+        };
+        let client = self.db.client().await;
+        let row = client
+            .query_opt(
+                "SELECT n, line FROM edc_sync_audit_line WHERE trail = $1 AND event = 'run_finished' \
+                 ORDER BY n DESC LIMIT 1",
+                &[&self.name],
+            )
+            .await
+            .map_err(|e| self.error(super::error::classify(self.db.url(), "read the trail in", e)))?;
+        let Some(row) = row else {
+            return Ok(());
+        };
+        let (n, text): (i64, String) = (row.get(0), row.get(1));
+        let line: Value = serde_json::from_str(&text).unwrap_or_default();
+        match key.last_checkpoint_problem(&line, &format!("on line {n}")) {
+            None => Ok(()),
+            Some(problem) => Err(AuditError::Damaged {
+                path: self.label(),
+                problems: vec![problem],
+            }),
+        }
     }
 
     /// The head as a file trail's anchor says it ([`ChainHead`]): the
@@ -216,7 +245,7 @@ impl DbTrail {
             )
             .await
             .map_err(|e| {
-                self.error(DbError::classify(
+                self.error(super::error::classify(
                     self.db.url(),
                     "read the trail's first line in",
                     e,
@@ -249,7 +278,7 @@ impl DbTrail {
                 &[&self.name, &(head.lines as i64)],
             )
             .await
-            .map_err(|e| self.error(DbError::classify(self.db.url(), "read the trail in", e)))?;
+            .map_err(|e| self.error(super::error::classify(self.db.url(), "read the trail in", e)))?;
         let now = row.map(|r| (r.get::<_, i64>(0) as u64, r.get::<_, String>(1)));
         if now.as_ref() == Some(&(head.last_line_offset, head.last_sha256.clone())) {
             return Ok(());
@@ -319,11 +348,11 @@ impl DbTrail {
                 )
                 .await;
             match result {
-                Err(Failed::Db(e)) if DbError::is_retryable(&e) && attempt < ATTEMPTS => {
+                Err(Failed::Db(e)) if super::error::is_retryable(&e) && attempt < ATTEMPTS => {
                     attempt += 1;
                     tokio::time::sleep(std::time::Duration::from_millis(10 * u64::from(attempt))).await;
                 }
-                Err(Failed::Db(e)) if DbError::is_retryable(&e) => {
+                Err(Failed::Db(e)) if super::error::is_retryable(&e) => {
                     return Err(self.error(DbError::Contended {
                         url: url.shown().to_string(),
                         op: "append to the audit trail",
@@ -332,7 +361,7 @@ impl DbTrail {
                     }))
                 }
                 Err(Failed::Db(e)) => {
-                    return Err(self.error(DbError::classify(url, "append to the audit trail in", e)))
+                    return Err(self.error(super::error::classify(url, "append to the audit trail in", e)))
                 }
                 Err(Failed::Refused(e)) => return Err(self.error(e)),
                 Err(Failed::Audit(e)) => return Err(e),
@@ -472,7 +501,7 @@ pub async fn check_anchors(db: &StateDb, name: &str) -> Result<(), AuditError> {
             &[&name],
         )
         .await
-        .map_err(|e| AuditError::Db(DbError::classify(db.url(), "read the trail's anchors in", e)))?;
+        .map_err(|e| AuditError::Db(super::error::classify(db.url(), "read the trail's anchors in", e)))?;
     if let Some(r) = row {
         let (n, anchored, now): (i64, String, Option<String>) = (r.get(0), r.get(1), r.get(2));
         if now.as_deref() != Some(anchored.as_str()) {
@@ -509,7 +538,7 @@ pub(super) async fn read_lines(
                     &[&name, &next, &BATCH],
                 )
                 .await
-                .map_err(|e| DbError::classify(url, "read the audit trail in", e))?
+                .map_err(|e| super::error::classify(url, "read the audit trail in", e))?
         };
         let got = rows.len() as i64;
         for r in rows {

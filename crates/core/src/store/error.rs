@@ -27,7 +27,7 @@ pub enum StoreError {
     Object(#[from] super::object::ObjectError),
     /// The state database failed or refused.
     #[error(transparent)]
-    Db(#[from] crate::state_db::DbError),
+    Db(#[from] crate::db_error::DbError),
 }
 
 impl StoreError {

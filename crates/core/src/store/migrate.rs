@@ -30,7 +30,7 @@ pub fn legacy_sanitize(s: &str) -> String {
 }
 
 fn legacy_stream_dir_name(id: &StreamIdentity) -> String {
-    super::dir_name_with(id, legacy_sanitize)
+    crate::stream::dir_name_with(id, legacy_sanitize)
 }
 
 /// What was moved.

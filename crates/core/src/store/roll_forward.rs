@@ -190,3 +190,14 @@ pub(crate) fn catch_up(
     done.rolled = Some(RolledForward { pages, cursor });
     Ok(done)
 }
+
+/// `--repair-state` of a cursor file that names no commit line and
+/// disagrees with the trail's last commit of its stream: the cursor takes
+/// the state `line` records (the ledger's start-up proof decides when).
+pub(crate) fn take_the_trails(
+    cursors: &CursorStore,
+    line: &CommitLine,
+    manifest_bytes: u64,
+) -> Result<Cursor, StoreError> {
+    cursors.roll_forward(line, manifest_bytes)
+}

@@ -1,5 +1,6 @@
-//! Start-up: the manifest's tail and the last landed page proven against
-//! the audit trail.
+//! Start-up, in a state directory: the manifest's tail proven against the
+//! audit trail, and the last landed page found for the ledger's proof
+//! (`crate::ledger`, which checks it is in place on every backend).
 //!
 //! A stream continues from its cursor, so what it finds at the cursor's
 //! point must be what the trail says is there: the manifest line the
@@ -41,6 +42,9 @@ pub(crate) struct Proven {
     /// The cursor's receipt names its trail by an absolute path (an older
     /// version's): what it recorded, and the offset of its line.
     pub absolute_receipt: Option<(String, u64)>,
+    /// The page the stream's last landed `page_committed` line landed,
+    /// and where that line is, for the ledger's check that it is in place.
+    pub last_landed: Option<(ManifestEntry, String)>,
 }
 
 /// A manifest that disagreed with the trail, rebuilt from it on request.
@@ -122,10 +126,10 @@ pub(crate) fn prove(
             });
         }
     }
-    landed_in_place(landing, cursors, &entry, &where_)?;
     Ok(Proven {
         rebuilt,
         absolute_landing_dir,
+        last_landed: Some((entry, where_)),
         ..unproven
     })
 }
@@ -212,36 +216,6 @@ fn manifest_disagrees(
     })
 }
 
-/// The page `entry` names is in place, byte for byte.
-fn landed_in_place(
-    landing: &LandingStore,
-    cursors: &CursorStore,
-    entry: &ManifestEntry,
-    where_: &str,
-) -> Result<(), StoreError> {
-    let path = match landing.remote() {
-        Some(remote) => {
-            std::path::PathBuf::from(format!("{}/{}", remote.url(), landing.recorded(&entry.file)))
-        }
-        None => landing.dir().join(&entry.file),
-    };
-    let found = match landing.landed_sha256(&entry.file)? {
-        Some((sha, _)) if sha == entry.sha256 => return Ok(()),
-        Some((sha, _)) => format!("its SHA-256 is {sha}"),
-        None => "it is missing".to_string(),
-    };
-    Err(StoreError::Corrupt {
-        path,
-        detail: format!(
-            "{where_} landed it with SHA-256 {}, but {found}; nothing was fetched. Restore the file from a \
-             copy, or remove the stream's cursor file ({}) so that the next run fetches every page again and \
-             lands this one anew",
-            entry.sha256,
-            cursors.path().display()
-        ),
-    })
-}
-
 /// Writes the manifest the trail's landed commits of `stream` stand for,
 /// in their order, each page once, and records its length in the cursor.
 fn rebuild(
@@ -255,7 +229,9 @@ fn rebuild(
     let mut seen = HashSet::new();
     let mut entries = Vec::new();
     crate::audit::read::each_event(trail, "page_committed", |_, line| {
-        let here = line["landing_dir"].as_str().and_then(super::relative_landing_dir);
+        let here = line["landing_dir"]
+            .as_str()
+            .and_then(crate::stream::relative_landing_dir);
         if line["stream"] != stream || here.as_deref() != Some(dir.as_str()) {
             return;
         }

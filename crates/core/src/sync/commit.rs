@@ -18,7 +18,8 @@ use crate::edc::dialect::{self, NotAPage};
 use crate::edc::paging;
 use crate::edc::payload::{self, InvalidPayload, PageSummary};
 use crate::edc::Reply;
-use crate::store::{Cursor, CursorStore, LandingStore, ManifestEntry, PageAdvance};
+use crate::ledger::StreamLedger;
+use crate::store::{Cursor, LandingStore, ManifestEntry, PageAdvance};
 use quota_pacer::Pacer;
 
 /// A 2xx response whose body is in a temp file, before it is committed.
@@ -74,63 +75,32 @@ pub(super) fn url_key(url: &Url) -> String {
     url[url::Position::BeforePath..].to_string()
 }
 
-/// The stream's cursor and landing stores, both held through its run lock:
-/// the only way a page becomes data and a cursor moves.
+/// The stream's ledger (cursor and manifest) and landing store, both held
+/// through its run lock: the only way a page becomes data and a cursor moves.
 pub(super) struct PageCommit {
-    cursors: Cursors,
+    ledger: StreamLedger,
     landing: LandingStore,
 }
 
-/// Where the stream's cursor (and, with it, its manifest) is kept.
-enum Cursors {
-    /// A state directory: the cursor file, its manifest in the landing.
-    Files(Box<CursorStore>),
-    /// A state database: cursor, manifest rows and trail committed in one
-    /// transaction, fenced by the stream's lock there.
-    Db(Box<crate::state_db::DbStream>),
-}
-
 impl PageCommit {
-    pub(super) fn new(cursors: CursorStore, landing: LandingStore) -> PageCommit {
-        PageCommit {
-            cursors: Cursors::Files(Box::new(cursors)),
-            landing,
-        }
-    }
-
-    /// A stream whose state is in a database.
-    pub(super) fn in_db(stream: crate::state_db::DbStream, landing: LandingStore) -> PageCommit {
-        PageCommit {
-            cursors: Cursors::Db(Box::new(stream)),
-            landing,
-        }
+    pub(super) fn new(ledger: StreamLedger, landing: LandingStore) -> PageCommit {
+        PageCommit { ledger, landing }
     }
 
     /// The stream's cursor now.
     pub(super) async fn load_cursor(&self) -> Result<Cursor, crate::store::StoreError> {
-        match &self.cursors {
-            Cursors::Files(c) => c.load(),
-            Cursors::Db(d) => d.load().await,
-        }
+        self.ledger.load_cursor().await
     }
 
-    /// The end of the stream's run: a database's run lock is released at
-    /// once (a file lock goes with its store).
+    /// The end of the stream's run (a database's run lock is released).
     pub(super) async fn release(&self) {
-        if let Cursors::Db(d) = &self.cursors {
-            d.unlock().await;
-        }
+        self.ledger.release().await;
     }
 
-    /// An object-store landing whose run ended cleanly: every line of the
-    /// manifest index has its object (each was acknowledged before its
-    /// commit line), which the publication watermark records.
+    /// An object-store landing whose run ended cleanly: every line of its
+    /// manifest has its object.
     pub(super) fn published_to_end(&self) -> Result<(), crate::store::StoreError> {
-        // A state database's manifest is its rows: nothing is published.
-        match (&self.cursors, self.landing.remote()) {
-            (Cursors::Files(_), Some(_)) => self.landing.set_published_watermark(self.landing.manifest_len()),
-            _ => Ok(()),
-        }
+        self.ledger.published_to_end(&self.landing)
     }
 
     /// The verdict on a body checked as it streamed in, under the policy's
@@ -341,39 +311,21 @@ impl PageCommit {
                 .options
                 .max_pages
                 .is_none_or(|max| stream.report.pages + 1 < max);
-        let after = match &self.cursors {
-            Cursors::Files(cursors) => {
-                let audited = job.audit.record_commit_blocking(record)?;
-                if job.options.dry_run {
-                    pending.dry_run()
-                } else {
-                    slots.prove_lock(job, &stream.name, book_next).await?;
-                    cursors.commit(pending, &audited, landed.as_ref(), self.landing.manifest_len())?
-                }
-            }
-            Cursors::Db(db) => {
-                let trail = job.audit.db().ok_or_else(|| {
-                    stream.rejected("a stream kept in a state database needs its trail there".into())
-                })?;
-                if job.options.dry_run {
-                    trail.record_dry_commit(&record).await?;
-                    pending.dry_run()
-                } else {
-                    slots.prove_lock(job, &stream.name, book_next).await?;
-                    let rows = crate::state_db::PageRows {
-                        stream: db.key().to_string(),
-                        fence: db.fence(),
-                        manifest: listed.map(|line| (line, url_key(url), digest.sha256.clone())),
-                    };
-                    let identity = db.identity();
-                    trail
-                        .commit_page(&record, rows, |receipt| {
-                            pending.clone().proven(identity, receipt, landed.as_ref())
-                        })
-                        .await?
-                }
-            }
-        };
+        let listed = listed.map(|line| (line, url_key(url), digest.sha256.clone()));
+        let prove = slots.prove_lock(job, &stream.name, book_next);
+        let after = self
+            .ledger
+            .commit(
+                &job.audit,
+                &self.landing,
+                record,
+                pending,
+                landed.as_ref(),
+                listed,
+                job.options.dry_run,
+                prove,
+            )
+            .await?;
         stream.report.durable_commit += durable_started.elapsed();
         Ok(CommittedPage {
             next,
@@ -425,24 +377,8 @@ impl PageCommit {
             landed_at: now_rfc3339(),
             repeated: repeated.to_vec(),
         };
-        if let Cursors::Db(db) = &self.cursors {
-            if db.is_listed(&entry.page_key, &entry.sha256).await? {
-                return Ok((landed, None));
-            }
-            let line = serde_json::to_string(&entry).map_err(|e| {
-                crate::store::StoreError::io(self.landing.dir(), "encode a manifest entry for", e.into())
-            })?;
-            return Ok((landed, Some(line)));
-        }
-        let listed = self.landing.list_line(&entry)?;
-        if let (Some(remote), Some((at, line))) = (self.landing.remote().cloned(), &listed) {
-            let name = crate::store::object::manifest_line_name(self.landing.recorded_dir(), *at);
-            remote
-                .put(&name, bytes::Bytes::from(line.clone()))
-                .await
-                .map_err(crate::store::StoreError::Object)?;
-        }
-        Ok((landed, listed.map(|(_, line)| line)))
+        let listed = self.ledger.list(&mut self.landing, &entry).await?;
+        Ok((landed, listed))
     }
 
     /// 2xx: stream into SHA-256, the payload check and a temp file at once,

@@ -1,7 +1,6 @@
 //! Why a stream stopped early: one error type, each variant one exit code
 //! ([`SyncError::exit`]).
 
-use super::fence::FenceError;
 use crate::audit::AuditError;
 use crate::edc::AuthError;
 use crate::exit::Exit;
@@ -85,11 +84,14 @@ impl SyncError {
     }
 }
 
-impl From<FenceError> for SyncError {
-    fn from(e: FenceError) -> Self {
+impl From<crate::ledger::LedgerError> for SyncError {
+    fn from(e: crate::ledger::LedgerError) -> Self {
+        use crate::ledger::LedgerError;
         match e {
-            FenceError::Locked(l) => SyncError::Locked(l),
-            FenceError::Pacer(p) => SyncError::Pacer(p),
+            LedgerError::Audit(a) => SyncError::Audit(a),
+            LedgerError::Store(s) => SyncError::Store(s),
+            LedgerError::Locked(l) => SyncError::Locked(l),
+            LedgerError::Pacer(p) => SyncError::Pacer(p),
         }
     }
 }

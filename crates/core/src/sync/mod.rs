@@ -33,12 +33,12 @@ mod commit;
 mod completeness;
 mod error;
 pub(crate) mod events;
-mod fence;
+
 mod lookback;
 mod open;
 mod options;
 mod progress;
-mod recover;
+
 mod report;
 mod request;
 mod session;
@@ -46,9 +46,9 @@ mod slots;
 mod stream;
 pub mod window;
 
+pub(crate) use crate::ledger::FencedLock;
 use classify::{classify, Verdict};
 pub use error::SyncError;
-pub(crate) use fence::FencedLock;
 pub use lookback::{restart_at, settled_window_start};
 use options::beyond;
 pub use options::SyncOptions;
@@ -62,10 +62,10 @@ use std::time::Duration;
 
 use reqwest::Url;
 
-use crate::audit::SharedAudit;
 use crate::config::{Delta, Policy, RecordOrder, StreamSpec};
 use crate::edc::dialect::{self};
 use crate::edc::{ReadOnlyClient, ERROR_BODY_CAP};
+use crate::ledger::{Ledger, Trail};
 use crate::store::Cursor;
 use crate::stream::StreamIdentity;
 use commit::PageCommit;
@@ -87,16 +87,14 @@ pub(crate) struct StreamJob<P: Pacer> {
     pub identity: StreamIdentity,
     pub client: ReadOnlyClient,
     pub limiter: Limiter<P>,
-    pub audit: SharedAudit,
+    pub audit: Trail,
     /// Where the stream's landing directory is made: `--out`, or for an
     /// object-store landing the state directory's index of it.
     pub out_dir: PathBuf,
     /// The object store pages land in, when `--out` names one.
     pub object: Option<Arc<crate::store::object::ObjectLanding>>,
-    pub state_dir: PathBuf,
-    /// `--state postgres://…`: cursor, manifest, run lock and trail there
-    /// (`state_dir` is then unused).
-    pub state_db: Option<crate::state_db::StateDb>,
+    /// Where the stream's state is (files or a database).
+    pub ledger: Ledger,
     pub options: SyncOptions,
     /// With Redis: also take the stream's cross-host, fenced run lock.
     pub redis: Option<quota_pacer::RedisPacer>,

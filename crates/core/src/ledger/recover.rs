@@ -11,17 +11,16 @@
 //! there and hashes to its name.
 
 use super::events::ManifestRebuilt;
-use super::SyncError;
-use crate::audit::SharedAudit;
+use super::{LedgerError, Trail};
 use crate::store::{LandingStore, ManifestEntry};
 
 /// Relists committed pages missing from the manifest after a torn tail was
 /// dropped; audits what was done. No-op when the manifest was whole.
 pub(super) async fn relist_after_torn_tail(
     landing: &mut LandingStore,
-    audit: &SharedAudit,
+    audit: &Trail,
     stream: &str,
-) -> Result<(), SyncError> {
+) -> Result<(), LedgerError> {
     let Some(torn_bytes) = landing.torn_tail() else {
         return Ok(());
     };
@@ -30,7 +29,7 @@ pub(super) async fn relist_after_torn_tail(
     crate::audit::read::each_event(audit.path(), "page_committed", |_, line| {
         let here = line["landing_dir"]
             .as_str()
-            .and_then(crate::store::relative_landing_dir);
+            .and_then(crate::stream::relative_landing_dir);
         if here.as_deref() != Some(dir.as_str()) || line["landed"] != true {
             return;
         }

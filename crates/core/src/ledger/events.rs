@@ -1,0 +1,152 @@
+//! The audit events of the ledger: what a stream's start found of its
+//! state and did about it (rolled forward, rebuilt, repaired, migrated,
+//! its lock taken over), each written before the stream's first request.
+//! docs/audit-trail.md gives every field.
+
+use serde::Serialize;
+
+use crate::audit::AuditEvent;
+
+/// The cursor file was behind the trail (its last write was lost in a
+/// crash): it was moved to the state the stream's last committed page
+/// records, before anything was fetched.
+#[derive(Debug, Serialize)]
+pub(crate) struct CursorRolledForward {
+    pub stream: String,
+    /// Commits the cursor file had missed.
+    pub pages: u64,
+    pub cursor_file: String,
+    pub cursor_after: serde_json::Value,
+}
+
+impl AuditEvent for CursorRolledForward {
+    const NAME: &'static str = "cursor_rolled_forward";
+}
+
+/// `--repair-state`: the cursor file disagreed with the `page_committed`
+/// line its receipt names and now holds the trail's cursor.
+#[derive(Debug, Serialize)]
+pub(crate) struct StateRepaired {
+    pub stream: String,
+    pub cursor_file: String,
+    /// Where the line the cursor named starts in the trail.
+    pub audit_offset: u64,
+    /// The state the file held, as the trail records states.
+    pub file_said: serde_json::Value,
+    /// The state the line records, which the cursor holds now.
+    pub trail_says: serde_json::Value,
+}
+
+impl AuditEvent for StateRepaired {
+    const NAME: &'static str = "state_repaired";
+}
+
+/// `--repair-state`: the stream's landing directory belonged to another
+/// state directory and now belongs to this run's.
+#[derive(Debug, Serialize)]
+pub(crate) struct LandingOwnerChanged {
+    pub stream: String,
+    pub owner_file: String,
+    /// The id of the state directory that owned the landing.
+    pub from: String,
+    /// The id of this run's state directory.
+    pub to: String,
+}
+
+impl AuditEvent for LandingOwnerChanged {
+    const NAME: &'static str = "landing_owner_changed";
+}
+
+/// `--repair-state`: the manifest disagreed with the trail at the
+/// cursor's point (deleted, truncated, another stream's) and was rebuilt
+/// from the stream's `page_committed` lines.
+#[derive(Debug, Serialize)]
+pub(crate) struct ManifestRepaired {
+    pub stream: String,
+    pub manifest: String,
+    /// Where the stream's last landed `page_committed` line starts.
+    pub audit_offset: u64,
+    /// What the manifest held at the cursor's point.
+    pub file_said: String,
+    /// The page the trail says it ends with.
+    pub trail_says: String,
+    /// Pages the rebuilt manifest lists.
+    pub listed: u64,
+}
+
+impl AuditEvent for ManifestRepaired {
+    const NAME: &'static str = "manifest_repaired";
+}
+
+/// The cursor file was torn (not JSON: a write lost to a power loss) and
+/// was rebuilt from the stream's last `page_committed` line.
+#[derive(Debug, Serialize)]
+pub(crate) struct CursorRebuilt {
+    pub stream: String,
+    pub cursor_file: String,
+    /// Where the commit line it was rebuilt from starts in the trail.
+    pub from_audit_offset: u64,
+    pub cursor_after: serde_json::Value,
+}
+
+impl AuditEvent for CursorRebuilt {
+    const NAME: &'static str = "cursor_rebuilt";
+}
+
+/// State written under the old, non-injective directory names was moved to
+/// the new ones (see `store::migrate`): before anything else of the stream.
+#[derive(Debug, Serialize)]
+pub(crate) struct StateMigrated {
+    pub stream: String,
+    pub from: String,
+    pub to: String,
+}
+
+impl AuditEvent for StateMigrated {
+    const NAME: &'static str = "state_migrated";
+}
+
+/// A torn final manifest line was dropped when the stream started, and the
+/// pages the audit trail says were committed there but the manifest no
+/// longer lists were listed again from their `page_committed` lines.
+#[derive(Debug, Serialize)]
+pub(crate) struct ManifestRebuilt {
+    pub stream: String,
+    pub manifest: String,
+    pub torn_bytes: u64,
+    pub relisted: u64,
+}
+
+impl AuditEvent for ManifestRebuilt {
+    const NAME: &'static str = "manifest_rebuilt";
+}
+
+/// The stream's Redis run lock was held by a pid of this host that no
+/// longer runs (a run killed with SIGKILL): taken over at once instead of
+/// waiting out its TTL.
+#[derive(Debug, Serialize)]
+pub(crate) struct RunLockTakenOver {
+    pub stream: String,
+    pub previous_holder: String,
+    pub fence: u64,
+    pub reason: String,
+}
+
+impl AuditEvent for RunLockTakenOver {
+    const NAME: &'static str = "run_lock_taken_over";
+}
+
+/// A stream whose state is in a database was taken for this run: its run
+/// lock there, with the fencing token every commit of the run checks.
+#[derive(Debug, Serialize)]
+pub(crate) struct StreamLockTaken {
+    pub stream: String,
+    pub state_db: String,
+    pub fence: i64,
+    pub previous_holder: Option<String>,
+    pub pages_listed: i64,
+}
+
+impl AuditEvent for StreamLockTaken {
+    const NAME: &'static str = "stream_lock_taken";
+}

@@ -1,0 +1,396 @@
+//! The start-up proof: before a stream's first request, its state is
+//! proven against the trail, which is the ledger. The rules are written
+//! once, here, and each backend only reads what it holds:
+//!
+//! 1. **The cursor is what the trail's last commit of the stream says.** A
+//!    cursor that says otherwise (edited, copied from another stream,
+//!    moved forward with its receipt dropped) is refused (65) naming the
+//!    file or row and both values, before anything is fetched, unless
+//!    `--repair-state` takes the trail's (audited in a `state_repaired`
+//!    line). A cursor that is gone while the trail holds commits of the
+//!    stream starts the stream over: every page is fetched again and
+//!    recognised as landed (the documented way to fetch pages again). In
+//!    files the cursor is a cache written without an fsync, so a cursor
+//!    behind the trail is first rolled forward over the commits it missed
+//!    (`cursor_rolled_forward`), and a torn one rebuilt (`cursor_rebuilt`).
+//! 2. **The manifest lists the trail's last landed page** where the cursor
+//!    says it ends. In files a manifest that disagrees is refused (65) or,
+//!    with `--repair-state`, rebuilt from the trail (`manifest_repaired`);
+//!    a database's manifest rows are evidence and never rewritten.
+//! 3. **That page is in place**, byte for byte (its SHA-256), in the
+//!    landing directory or the object store; otherwise refused (65) with
+//!    how to fetch it again.
+//!
+//! Only the tail is proven (one commit, one manifest line, one page), so
+//! the cost does not grow with the stream's history; `edc-sync verify`
+//! re-proves all of it.
+
+use serde_json::Value;
+
+use super::events::{self, StreamLockTaken};
+use super::stream::OpenStream;
+use super::{LedgerError, StreamLedger};
+use crate::audit::commit::{last_commit, CommitLine};
+use crate::audit::PathsReinterpreted;
+use crate::state_db::DbStream;
+use crate::store::{roll_forward, Cursor, CursorStore, LandingStore, ManifestEntry, StoreError};
+
+/// Proves `stream`'s state as the module says, before anything is fetched.
+pub(super) async fn prove(
+    stream: &StreamLedger,
+    landing: &mut LandingStore,
+    p: &OpenStream<'_>,
+) -> Result<(), LedgerError> {
+    match stream {
+        StreamLedger::Files(cursors) => prove_files(cursors, landing, p).await,
+        StreamLedger::Db(held) => prove_db(held, landing, p).await,
+    }
+}
+
+/// Rule 1's verdict on a cursor (the state it holds, as the trail records
+/// states) and the state the trail's last commit of the stream records.
+#[derive(Debug, PartialEq)]
+enum Cursor1 {
+    /// They agree, or the trail holds no commit of the stream.
+    Agrees,
+    /// No cursor, and the trail holds commits: the stream starts over.
+    StartsOver,
+    /// They differ: refused unless repaired.
+    Differs,
+}
+
+fn judge_cursor(held: Option<&Value>, trail_says: Option<&Value>) -> Cursor1 {
+    match (held, trail_says) {
+        (_, None) => Cursor1::Agrees,
+        (None, Some(_)) => Cursor1::StartsOver,
+        (Some(held), Some(says)) if held == says => Cursor1::Agrees,
+        (Some(_), Some(_)) => Cursor1::Differs,
+    }
+}
+
+/// Rule 1's refusal, worded once for every backend: `place` is the cursor
+/// file or row, `line` where the trail's commit is.
+fn cursor_refused(place: std::path::PathBuf, line: &str, said: &Value, says: &Value) -> StoreError {
+    StoreError::Corrupt {
+        path: place,
+        detail: format!(
+            "it disagrees with the trail's last commit of the stream ({line}): the cursor says {said}, the \
+             trail says {says}; it was changed outside edc-sync, and nothing was fetched. Run again with \
+             --repair-state to take the trail's cursor (recorded in a state_repaired line)"
+        ),
+    }
+}
+
+/// Rule 3, for every backend: the page `entry` names is in place, byte for
+/// byte. `cursor` names the stream's cursor (its file, or its row) for the
+/// remedy.
+fn last_landed_in_place(
+    landing: &LandingStore,
+    entry: &ManifestEntry,
+    where_: &str,
+    cursor: &str,
+) -> Result<(), StoreError> {
+    let path = match landing.remote() {
+        Some(remote) => {
+            std::path::PathBuf::from(format!("{}/{}", remote.url(), landing.recorded(&entry.file)))
+        }
+        None => landing.dir().join(&entry.file),
+    };
+    let found = match landing.landed_sha256(&entry.file)? {
+        Some((sha, _)) if sha == entry.sha256 => return Ok(()),
+        Some((sha, _)) => format!("its SHA-256 is {sha}"),
+        None => "it is missing".to_string(),
+    };
+    Err(StoreError::Corrupt {
+        path,
+        detail: format!(
+            "{where_} landed it with SHA-256 {}, but {found}; nothing was fetched. Restore the file from a \
+             copy, or remove the stream's {cursor} so that the next run fetches every page again and lands \
+             this one anew",
+            entry.sha256,
+        ),
+    })
+}
+
+/// A state directory's proof: a torn manifest tail relisted, a torn cursor
+/// rebuilt, a cursor behind the trail rolled forward, then the three rules.
+async fn prove_files(
+    cursors: &CursorStore,
+    landing: &mut LandingStore,
+    p: &OpenStream<'_>,
+) -> Result<(), LedgerError> {
+    let name = p.name;
+    let trail = p.trail.canonical_path();
+    super::recover::relist_after_torn_tail(landing, p.trail, name).await?;
+    if !p.dry_run {
+        if let Some(rebuilt) = roll_forward::rebuild_if_torn(cursors, landing, trail, name)? {
+            let event = events::CursorRebuilt {
+                stream: name.to_string(),
+                cursor_file: cursors.recorded_file(),
+                from_audit_offset: rebuilt.from_offset,
+                cursor_after: rebuilt.cursor.to_json(),
+            };
+            p.trail.record(event).await?;
+        }
+        let caught = roll_forward::catch_up(
+            cursors,
+            landing,
+            trail,
+            name,
+            |v| p.trail.as_recorded(v),
+            p.repair_state,
+        )?;
+        if let Some(repaired) = caught.repaired {
+            let event = events::StateRepaired {
+                stream: name.to_string(),
+                cursor_file: cursors.recorded_file(),
+                audit_offset: repaired.audit_offset,
+                file_said: repaired.file_said,
+                trail_says: repaired.trail_says,
+            };
+            p.trail.record(event).await?;
+        }
+        if let Some(rolled) = caught.rolled {
+            let event = events::CursorRolledForward {
+                stream: name.to_string(),
+                pages: rolled.pages,
+                cursor_file: cursors.recorded_file(),
+                cursor_after: rolled.cursor.to_json(),
+            };
+            p.trail.record(event).await?;
+        }
+    }
+    prove_unreceipted_cursor(cursors, landing, p).await?;
+    let repair = p.repair_state && !p.dry_run;
+    let proven = crate::store::tail::prove(cursors, landing, trail, name, repair)?;
+    if let Some(recorded) = proven.absolute_landing_dir {
+        let event = PathsReinterpreted {
+            stream: Some(name.to_string()),
+            what: "page_committed landing_dir".into(),
+            recorded,
+            read_as: landing.recorded_dir().to_string(),
+        };
+        p.trail.record(event).await?;
+    }
+    if let Some((recorded, offset)) = proven.absolute_receipt {
+        let event = PathsReinterpreted {
+            stream: Some(name.to_string()),
+            what: "cursor receipt".into(),
+            recorded,
+            read_as: format!(
+                "the line at byte {offset} of the trail, proven by its SHA-256 wherever the trail is"
+            ),
+        };
+        p.trail.record(event).await?;
+    }
+    if let Some(rebuilt) = proven.rebuilt {
+        let event = events::ManifestRepaired {
+            stream: name.to_string(),
+            manifest: landing.recorded("manifest.jsonl"),
+            audit_offset: rebuilt.audit_offset,
+            file_said: rebuilt.file_said,
+            trail_says: rebuilt.trail_says,
+            listed: rebuilt.listed,
+        };
+        p.trail.record(event).await?;
+    }
+    if let Some((entry, where_)) = proven.last_landed {
+        let cursor = format!("cursor file ({})", cursors.path().display());
+        last_landed_in_place(landing, &entry, &where_, &cursor)?;
+    }
+    Ok(())
+}
+
+/// Rule 1 for a cursor file that names no commit line (its receipt was
+/// dropped, or it was written by a version before receipts): it is held to
+/// the trail's last commit of the stream, found by reading the trail back
+/// from its end, as a database's row is. A cursor file that is gone starts
+/// the stream over.
+async fn prove_unreceipted_cursor(
+    cursors: &CursorStore,
+    landing: &LandingStore,
+    p: &OpenStream<'_>,
+) -> Result<(), LedgerError> {
+    if !cursors.path().exists() {
+        return Ok(());
+    }
+    let cursor = cursors.load()?;
+    if cursor.receipt().is_some() {
+        return Ok(());
+    }
+    let trail = p.trail.canonical_path();
+    let dir = landing.recorded_dir().to_string();
+    let wanted = |l: &CommitLine| l.is_commit_of(p.name, &dir) && !l.get("cursor_state").is_null();
+    let last = last_commit(trail, wanted).map_err(|e| StoreError::io(trail, "read back", e))?;
+    let said = p.trail.as_recorded(cursor.to_state_json());
+    let says = last.as_ref().map(|l| l.get("cursor_state"));
+    if judge_cursor(Some(&said), says) != Cursor1::Differs {
+        return Ok(());
+    }
+    let (Some(line), Some(says)) = (last.as_ref(), says) else {
+        return Ok(());
+    };
+    let at = format!("byte {} of {}", line.receipt().offset(), trail.display());
+    if !p.repair_state || p.dry_run {
+        return Err(cursor_refused(cursors.path().to_path_buf(), &at, &said, says).into());
+    }
+    roll_forward::take_the_trails(cursors, line, cursor.manifest_bytes().unwrap_or(0))?;
+    let event = events::StateRepaired {
+        stream: p.name.to_string(),
+        cursor_file: cursors.recorded_file(),
+        audit_offset: line.receipt().offset(),
+        file_said: said,
+        trail_says: says.clone(),
+    };
+    p.trail.record(event).await?;
+    Ok(())
+}
+
+/// A state database's proof: the facts read in one go under the held
+/// lock, judged by the same rules; `--repair-state` takes the trail's
+/// cursor (the manifest rows are never rewritten).
+async fn prove_db(held: &DbStream, landing: &LandingStore, p: &OpenStream<'_>) -> Result<(), LedgerError> {
+    let mut facts = held.facts().await?;
+    if let Err(refused) = judge_db(held, &facts, p) {
+        if !(p.repair_state && !p.dry_run && refused.is_damage()) {
+            return Err(refused.into());
+        }
+        if let Some((audit_offset, file_said)) = held.repair_cursor().await? {
+            let trail_says = held.load().await?.to_state_json();
+            let event = events::StateRepaired {
+                stream: p.name.to_string(),
+                cursor_file: held.recorded_cursor(),
+                audit_offset,
+                file_said,
+                trail_says,
+            };
+            p.trail.record(event).await?;
+        }
+        facts = held.facts().await?;
+        judge_db(held, &facts, p)?;
+    }
+    let event = StreamLockTaken {
+        stream: p.name.to_string(),
+        state_db: held.shown_db().to_string(),
+        fence: held.fence(),
+        previous_holder: held.previous_holder().map(str::to_string),
+        pages_listed: facts.pages_listed,
+    };
+    p.trail.record(event).await?;
+    let last_listed = facts
+        .last_listed
+        .as_deref()
+        .and_then(|l| serde_json::from_str::<ManifestEntry>(l).ok());
+    if let (Some(entry), Some(n)) = (last_listed, facts.listed_at) {
+        let where_ = format!(
+            "the stream's last landed page_committed line (line {n} of trail {})",
+            held.trail_name()
+        );
+        last_landed_in_place(landing, &entry, &where_, &held.recorded_cursor())?;
+    }
+    Ok(())
+}
+
+/// Rules 1 and 2 on what a database holds.
+fn judge_db(
+    held: &DbStream,
+    facts: &crate::state_db::StreamFacts,
+    p: &OpenStream<'_>,
+) -> Result<(), StoreError> {
+    let place = held.recorded_cursor();
+    let trail = held.trail_name();
+    let last: Option<Value> = facts
+        .last_commit
+        .as_ref()
+        .map(|(_, _, _, text)| serde_json::from_str(text).unwrap_or_default());
+    let row_cursor = match &facts.row {
+        Some((state, row_trail, _)) => {
+            if row_trail != trail {
+                return Err(held.refused(format!(
+                    "{place} was committed with trail {row_trail:?}, and this run appends to {trail:?}: give the \
+                     same --audit-log name as the runs before"
+                )));
+            }
+            Some(
+                Cursor::from_row(Some(state), p.identity, None)
+                    .map_err(|d| held.refused(format!("{place}: {d}")))?,
+            )
+        }
+        None => {
+            Cursor::from_row(None, p.identity, p.since.clone()).map_err(|d| held.refused(d))?;
+            None
+        }
+    };
+    let said = row_cursor
+        .as_ref()
+        .map(|c| p.trail.as_recorded(c.to_state_json()));
+    let says = last.as_ref().map(|l| &l["cursor_state"]);
+    let commit_n = facts.last_commit.as_ref().map(|(n, ..)| *n);
+    match judge_cursor(said.as_ref(), says) {
+        Cursor1::Agrees | Cursor1::StartsOver => {}
+        Cursor1::Differs => {
+            let (Some(said), Some(says), Some(n)) = (said.as_ref(), says, commit_n) else {
+                return Ok(());
+            };
+            return Err(cursor_refused(
+                format!("{} {place}", held.shown_db()).into(),
+                &format!("line {n} of trail {trail}"),
+                said,
+                says,
+            ));
+        }
+    }
+    // The row names the line of its commit: the trail's last commit of
+    // the stream, or a commit was made without it.
+    if let (Some((_, _, audit_n)), Some(n)) = (&facts.row, commit_n) {
+        if *audit_n != n {
+            return Err(held.refused(format!(
+                "{place} names line {audit_n} of trail {trail}, and the trail's last commit of the stream is \
+                 line {n}; the row was changed outside edc-sync"
+            )));
+        }
+    }
+    if let (Some((_, _, audit_n)), None) = (&facts.row, commit_n) {
+        return Err(held.refused(format!(
+            "{place} names line {audit_n} of trail {trail}, which holds no commit of the stream"
+        )));
+    }
+    if facts.listed_at != facts.last_landed_commit {
+        return Err(held.refused(format!(
+            "the manifest of stream {} ends at the commit on line {}, the trail's last landed page is on line \
+             {}; a manifest row was changed outside edc-sync",
+            held.key(),
+            facts.listed_at.map_or("(none)".into(), |n| n.to_string()),
+            facts.last_landed_commit.map_or("(none)".into(), |n| n.to_string()),
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cursor_rule_is_one_table() {
+        let a = serde_json::json!({"next_page": "/p?offset=100"});
+        let b = serde_json::json!({"next_page": "/p?offset=250"});
+        assert_eq!(judge_cursor(None, None), Cursor1::Agrees, "a new stream");
+        assert_eq!(
+            judge_cursor(Some(&a), None),
+            Cursor1::Agrees,
+            "nothing committed to hold it to"
+        );
+        assert_eq!(
+            judge_cursor(None, Some(&a)),
+            Cursor1::StartsOver,
+            "a cursor removed"
+        );
+        assert_eq!(judge_cursor(Some(&a), Some(&a)), Cursor1::Agrees);
+        assert_eq!(
+            judge_cursor(Some(&b), Some(&a)),
+            Cursor1::Differs,
+            "moved forward"
+        );
+    }
+}

@@ -1,0 +1,87 @@
+//! `edc-sync verify` on either backend: the choice is made here, once, by
+//! the state's type, and every backend is judged by the same judge
+//! (`mod.rs`; a state database's ledgers are laid out as files for it).
+
+use std::path::Path;
+
+use super::{
+    reconcile, reconcile_db, reconcile_object, DbLanding, DbUnreadable, ObjectUnreadable, Scope, Summary,
+    Unreadable,
+};
+use crate::config::ConfigError;
+use crate::db_error::DbError;
+use crate::exit::Exit;
+use crate::ledger::StateLocation;
+use crate::store::ObjectError;
+
+/// Why a verification could not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum Unverifiable {
+    /// `--out` names a URL edc-sync does not take (78).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A path named on the command line cannot be read (66).
+    #[error(transparent)]
+    Local(#[from] Unreadable),
+    /// The object store of the landing failed or refused.
+    #[error(transparent)]
+    Object(#[from] ObjectError),
+    /// The state database could not be reached or read.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// A state database's ledgers could not be laid out for the judge.
+    #[error(transparent)]
+    DbLedger(#[from] DbUnreadable),
+}
+
+impl Unverifiable {
+    /// Its exit code.
+    pub fn exit(&self) -> Exit {
+        match self {
+            Unverifiable::Config(e) => e.exit(),
+            Unverifiable::Local(_) => Exit::NoInput,
+            Unverifiable::Object(o) => o.exit(),
+            Unverifiable::Db(e) => e.exit(),
+            Unverifiable::DbLedger(e) => e.exit(),
+        }
+    }
+}
+
+impl From<ObjectUnreadable> for Unverifiable {
+    fn from(e: ObjectUnreadable) -> Unverifiable {
+        match e {
+            ObjectUnreadable::Object(o) => Unverifiable::Object(o),
+            ObjectUnreadable::Local(l) => Unverifiable::Local(l),
+        }
+    }
+}
+
+/// `edc-sync verify`: the landing at `out` (a directory or an object
+/// store's URL) reconciled with the state at `state` (a directory, or a
+/// database whose trail is `--audit-log`'s file name) and the trail at
+/// `audit`.
+pub async fn verify(
+    state: &StateLocation,
+    out: &Path,
+    audit: &Path,
+    scope: &Scope,
+) -> Result<Summary, Unverifiable> {
+    let text = out.to_string_lossy();
+    let object = match crate::store::object::scheme_of(&text).map_err(ConfigError::Identity)? {
+        Some(_) => Some(crate::store::ObjectLanding::open(&text)?),
+        None => None,
+    };
+    Ok(match (state, &object) {
+        (StateLocation::Dir(state), None) => reconcile(out, state, audit, scope)?,
+        (StateLocation::Dir(state), Some(bucket)) => reconcile_object(bucket, state, audit, scope).await?,
+        (StateLocation::Db(url), landing) => {
+            let db = crate::state_db::StateDb::connect(url).await?;
+            let trail = crate::ledger::trail_name_in_db(audit);
+            let landing = match landing {
+                Some(bucket) => DbLanding::Bucket(bucket),
+                None => DbLanding::Dir(out),
+            };
+            reconcile_db(landing, &db, &trail, scope).await?
+        }
+    })
+}
