@@ -20,6 +20,7 @@ mod exit_codes;
 mod hostile;
 mod house;
 mod landed_integrity;
+mod ledger;
 mod moved_evidence;
 mod object_landing;
 mod operations;

@@ -1,0 +1,459 @@
+//! One suite of the ledger's guarantees, run on both backends: every test
+//! body here runs once with the state in a directory and once in a real
+//! PostgreSQL (`--state postgres://…`), through the binary, as users run
+//! it. What a run proves at start, what it refuses, and what `verify` and
+//! `audit verify` report are the same guarantee on both; a guarantee
+//! tested for one backend only lives elsewhere with its reason (the state
+//! file's own mechanics: a torn cursor file rebuilt, a cursor file behind
+//! the trail rolled forward, a torn manifest line relisted; the database's
+//! own: its roles and grants, its append-only triggers, a lost connection
+//! mid-transaction).
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::support::{self, postgres, runs};
+
+const RECORDS: u32 = 100;
+
+/// The two backends of the ledger.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Backend {
+    Files,
+    Postgres,
+}
+
+/// One test's site: a policy repository, a simulator, and the state on
+/// one backend.
+struct Site {
+    backend: Backend,
+    fx: runs::Fixture,
+    sim: edc_sim::Simulator,
+    pg: Option<postgres::Postgres>,
+}
+
+impl Site {
+    async fn new(backend: Backend) -> Site {
+        let pg = (backend == Backend::Postgres).then(postgres::start_migrated);
+        Site {
+            backend,
+            fx: runs::Fixture::new(),
+            sim: runs::sim_with(RECORDS).await,
+            pg,
+        }
+    }
+
+    /// `--state`: the directory, or the database's URL for the run role.
+    fn state(&self) -> String {
+        match &self.pg {
+            None => self.fx.path("state").display().to_string(),
+            Some(pg) => pg.run_url(),
+        }
+    }
+
+    fn sync_cmd(&self) -> std::process::Command {
+        let mut cmd = support::edc_sync();
+        cmd.args(["sync", "--config"])
+            .arg(self.fx.path("policies.yaml"))
+            .args(["--vendor", "vault_json", "--study", "S1", "--out"])
+            .arg(self.fx.path("landing"))
+            .args(["--state", &self.state(), "--audit-log"])
+            .arg(self.fx.trail())
+            .args(["--pacer", "local"])
+            .env("EDC_SYNC_TEST_BASE_URL", self.sim.base_url())
+            .env("EDC_SYNC_TEST_TOKEN", "sim-token")
+            .env_remove("EDC_SYNC_AUDIT_KEY")
+            .current_dir(self.fx.path(""));
+        cmd
+    }
+
+    fn sync(&self, extra: &[&str]) -> support::Outcome {
+        support::run_cmd(self.sync_cmd().args(extra))
+    }
+
+    fn sync_keyed(&self) -> support::Outcome {
+        support::run_cmd(self.sync_cmd().env("EDC_SYNC_AUDIT_KEY", runs::KEY))
+    }
+
+    /// `edc-sync verify` of the landing against the state and trail.
+    fn verify(&self) -> support::Outcome {
+        support::run_cmd(
+            support::edc_sync()
+                .args(["verify", "--out"])
+                .arg(self.fx.path("landing"))
+                .args(["--state", &self.state(), "--audit-log"])
+                .arg(self.fx.trail()),
+        )
+    }
+
+    /// `edc-sync audit verify` of the trail (a file, or the database's).
+    fn audit_verify(&self) -> support::Outcome {
+        let mut cmd = support::edc_sync();
+        cmd.args(["audit", "verify"]);
+        match self.backend {
+            Backend::Files => cmd.arg(self.fx.trail()),
+            Backend::Postgres => cmd.args(["--state", &self.state(), "--trail", "audit.jsonl"]),
+        };
+        support::run_cmd(&mut cmd)
+    }
+
+    fn stream_dir(&self) -> PathBuf {
+        self.fx.path("landing/vault_json/-/S1/-/default")
+    }
+
+    /// The cursor file, or the row's key: where messages name the cursor.
+    fn cursor_place(&self) -> String {
+        match self.backend {
+            Backend::Files => self
+                .fx
+                .path("state/vault_json/-/S1/-/default.cursor.json")
+                .display()
+                .to_string(),
+            Backend::Postgres => "edc_sync_cursor row".into(),
+        }
+    }
+
+    /// The stream's cursor as the state holds it (the file's JSON, or the
+    /// row's), `None` when there is none.
+    fn cursor(&self) -> Option<Value> {
+        match &self.pg {
+            None => std::fs::read(self.cursor_place())
+                .ok()
+                .map(|b| serde_json::from_slice(&b).unwrap()),
+            Some(pg) => {
+                let text = pg.psql("edc", "SELECT state FROM edc_sync_cursor").unwrap();
+                (!text.trim().is_empty()).then(|| serde_json::from_str(text.trim()).unwrap())
+            }
+        }
+    }
+
+    /// Writes the stream's cursor as someone with write access to the
+    /// state would: the file, or the row with the run role's own UPDATE.
+    fn set_cursor(&self, cursor: &Value) {
+        let text = serde_json::to_string(cursor).unwrap();
+        match &self.pg {
+            None => std::fs::write(self.cursor_place(), text + "\n").unwrap(),
+            Some(pg) => {
+                let sql = format!(
+                    "UPDATE edc_sync_cursor SET state = '{}'",
+                    text.replace('\'', "''")
+                );
+                pg.psql("edc", &sql).unwrap();
+            }
+        }
+    }
+
+    fn delete_cursor(&self) {
+        match &self.pg {
+            None => std::fs::remove_file(self.cursor_place()).unwrap(),
+            Some(pg) => {
+                // The run role may not delete a cursor row: the schema's
+                // owner (a DBA restoring, or recovering) does.
+                pg.psql("edc", "DELETE FROM edc_sync_cursor").unwrap();
+            }
+        }
+    }
+
+    /// The manifest's lines (the file's, or the rows'), in order.
+    fn manifest(&self) -> String {
+        match &self.pg {
+            None => std::fs::read_to_string(self.stream_dir().join("manifest.jsonl")).unwrap_or_default(),
+            Some(pg) => pg
+                .psql("edc", "SELECT line FROM edc_sync_manifest ORDER BY n")
+                .unwrap(),
+        }
+    }
+
+    /// Every record landed, as the OQ's independent reader counts them from
+    /// the manifest and the landed files.
+    fn landed_ids(&self) -> Vec<String> {
+        let mut ids =
+            edc_qualify::landed::listed_json_record_ids(&self.stream_dir(), &self.manifest()).unwrap();
+        ids.sort();
+        ids
+    }
+
+    fn assert_every_record_once(&self) {
+        let ids = self.landed_ids();
+        let mut unique = ids.clone();
+        unique.dedup();
+        assert_eq!(ids.len(), unique.len(), "a record landed twice");
+        assert_eq!(unique.len(), RECORDS as usize, "every record landed");
+    }
+
+    /// The trail's lines (the file's, or the rows' in order).
+    fn trail(&self) -> Vec<String> {
+        match &self.pg {
+            None => std::fs::read_to_string(self.fx.trail())
+                .unwrap()
+                .lines()
+                .map(str::to_string)
+                .collect(),
+            Some(pg) => pg
+                .psql("edc", "SELECT line FROM edc_sync_audit_line ORDER BY n")
+                .unwrap()
+                .lines()
+                .map(str::to_string)
+                .collect(),
+        }
+    }
+
+    fn events(&self, event: &str) -> Vec<Value> {
+        self.trail()
+            .iter()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|l| l["event"] == event)
+            .collect()
+    }
+
+    /// As an insider without the audit key: line `n` (1-based) rewritten,
+    /// the whole chain recomputed after it, and the anchors forged to match
+    /// (the state directory's anchor file, or `edc_sync_anchor`'s rows,
+    /// with the append-only triggers turned off by the schema's owner).
+    fn rewrite_and_recompute(&self, n: usize) {
+        let mut lines: Vec<Value> = self
+            .trail()
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        lines[n - 1]["records"] = 999_999.into();
+        let mut prev = "0".repeat(64);
+        let mut text = Vec::new();
+        for line in &mut lines {
+            line["prev_sha256"] = prev.clone().into();
+            let bytes = serde_json::to_string(line).unwrap();
+            prev = edc_core::digest::sha256_hex(bytes.as_bytes());
+            text.push(bytes);
+        }
+        match &self.pg {
+            None => {
+                let body = text.join("\n") + "\n";
+                std::fs::write(self.fx.trail(), &body).unwrap();
+                let anchor = std::fs::read_dir(self.fx.path("state/audit-anchors"))
+                    .unwrap()
+                    .next()
+                    .unwrap()
+                    .unwrap()
+                    .path();
+                let mut head: Value =
+                    serde_json::from_str(&std::fs::read_to_string(&anchor).unwrap()).unwrap();
+                let last = text.last().unwrap();
+                head["bytes"] = body.len().into();
+                head["last_line_offset"] = (body.len() - last.len() - 1).into();
+                head["last_sha256"] = edc_core::digest::sha256_hex(last.as_bytes()).into();
+                std::fs::write(&anchor, serde_json::to_string_pretty(&head).unwrap()).unwrap();
+            }
+            Some(pg) => {
+                let mut sql = String::from(
+                    "BEGIN; ALTER TABLE edc_sync_audit_line DISABLE TRIGGER USER; \
+                     ALTER TABLE edc_sync_anchor DISABLE TRIGGER USER;",
+                );
+                let mut offset = 0;
+                for (i, line) in text.iter().enumerate() {
+                    let sha = edc_core::digest::sha256_hex(line.as_bytes());
+                    sql.push_str(&format!(
+                        "UPDATE edc_sync_audit_line SET line = '{}', sha256 = '{sha}', byte_offset = {offset} \
+                         WHERE n = {};",
+                        line.replace('\'', "''"),
+                        i + 1
+                    ));
+                    sql.push_str(&format!(
+                        "UPDATE edc_sync_anchor SET sha256 = '{sha}' WHERE n = {};",
+                        i + 1
+                    ));
+                    offset += line.len() + 1;
+                }
+                sql.push_str(
+                    "ALTER TABLE edc_sync_audit_line ENABLE TRIGGER USER; \
+                     ALTER TABLE edc_sync_anchor ENABLE TRIGGER USER; COMMIT;",
+                );
+                pg.psql("edc", &sql).unwrap();
+            }
+        }
+    }
+}
+
+/// Runs `body` once on each backend, as a test of its own.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn files() {
+                    super::$name(super::Site::new(super::Backend::Files).await).await
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() {
+                    super::$name(super::Site::new(super::Backend::Postgres).await).await
+                }
+            }
+        )*
+    };
+}
+
+on_both_backends!(
+    a_stream_resumes_where_it_stopped_and_proves_itself,
+    a_cursor_moved_forward_is_refused_naming_it_and_both_values,
+    a_cursor_moved_forward_without_its_receipt_is_refused_too,
+    a_removed_cursor_starts_the_stream_over_and_lands_nothing_twice,
+    a_missing_last_landed_page_is_refused_before_any_request,
+    a_keyed_run_refuses_a_trail_recomputed_without_the_key,
+    verify_names_a_landed_page_modified_after_landing,
+);
+
+/// Two runs, the first stopped after one page: every record lands once,
+/// and `verify` and `audit verify` prove the landing, the state and the
+/// trail against each other.
+async fn a_stream_resumes_where_it_stopped_and_proves_itself(site: Site) {
+    let out = site.sync(&["--max-pages", "1"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(site.cursor().unwrap()["next_page"].is_string(), "mid-window");
+    let out = site.sync(&[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    site.assert_every_record_once();
+    let out = site.verify();
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let out = site.audit_verify();
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+}
+
+/// Moves the cursor's next page 40 records past where the trail says the
+/// stream is; with `drop_receipt`, also removes the receipt that names the
+/// commit line it reflects. Returns the offsets before and after.
+fn move_cursor_forward(site: &Site, drop_receipt: bool) -> (String, String) {
+    let mut cursor = site.cursor().unwrap();
+    let next = cursor["next_page"].as_str().unwrap().to_string();
+    let (_, tail) = next.split_once("offset=").unwrap();
+    let offset: u64 = tail.split('&').next().unwrap().parse().unwrap();
+    let (was, now) = (format!("offset={offset}"), format!("offset={}", offset + 40));
+    cursor["next_page"] = next.replace(&was, &now).into();
+    if drop_receipt {
+        cursor.as_object_mut().unwrap().remove("receipt");
+    }
+    site.set_cursor(&cursor);
+    (was, now)
+}
+
+/// The trail is the ledger: a cursor that says the stream is further than
+/// the trail's last commit of it is refused (65) before any request,
+/// naming the cursor and both values; `--repair-state` takes the trail's
+/// (audited) and every record lands once.
+async fn a_cursor_moved_forward_is_refused_naming_it_and_both_values(site: Site) {
+    refused_then_repaired(site, false).await
+}
+
+/// The same with the cursor's receipt removed: what the trail says of the
+/// stream decides, not whether the cursor names a line.
+async fn a_cursor_moved_forward_without_its_receipt_is_refused_too(site: Site) {
+    refused_then_repaired(site, true).await
+}
+
+async fn refused_then_repaired(site: Site, drop_receipt: bool) {
+    let out = site.sync(&["--max-pages", "1"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let (was, now) = move_cursor_forward(&site, drop_receipt);
+    let requests = site.sim.requests().len();
+    let out = site.sync(&[]);
+    assert_eq!(out.code, 65, "{}", out.stderr);
+    for needed in [site.cursor_place().as_str(), &was, &now, "--repair-state"] {
+        assert!(
+            out.stderr.contains(needed),
+            "{needed:?} missing from: {}",
+            out.stderr
+        );
+    }
+    assert_eq!(site.sim.requests().len(), requests, "nothing was fetched");
+    let out = site.sync(&["--repair-state"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let repaired = site.events("state_repaired");
+    assert_eq!(repaired.len(), 1, "audited once");
+    assert!(repaired[0]["file_said"]["next_page"]
+        .as_str()
+        .unwrap()
+        .contains(&now));
+    assert!(repaired[0]["trail_says"]["next_page"]
+        .as_str()
+        .unwrap()
+        .contains(&was));
+    site.assert_every_record_once();
+    let out = site.verify();
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+}
+
+/// A cursor removed while the trail holds commits of its stream starts the
+/// stream over: every page is fetched again and recognised as landed, so
+/// nothing lands twice, and the landing still proves itself.
+async fn a_removed_cursor_starts_the_stream_over_and_lands_nothing_twice(site: Site) {
+    let out = site.sync(&[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let manifest = site.manifest();
+    site.delete_cursor();
+    let requests = site.sim.requests().len();
+    let out = site.sync(&[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        site.sim.requests().len() > requests,
+        "the pages were fetched again"
+    );
+    assert_eq!(site.manifest(), manifest, "no page listed twice");
+    site.assert_every_record_once();
+    let out = site.verify();
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+}
+
+/// The last landed page gone: the run would continue after it as if it
+/// were there. It stops (65) naming the file and the remedy, before any
+/// request.
+async fn a_missing_last_landed_page_is_refused_before_any_request(site: Site) {
+    let out = site.sync(&[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let last: Value = serde_json::from_str(site.manifest().lines().last().unwrap()).unwrap();
+    let page = site.stream_dir().join(last["file"].as_str().unwrap());
+    std::fs::remove_file(&page).unwrap();
+    let requests = site.sim.requests().len();
+    let out = site.sync(&[]);
+    assert_eq!(out.code, 65, "{}", out.stderr);
+    assert!(out.stderr.contains(&*page.to_string_lossy()), "{}", out.stderr);
+    assert!(out.stderr.contains("it is missing"), "{}", out.stderr);
+    assert_eq!(site.sim.requests().len(), requests, "nothing was fetched");
+}
+
+/// A run holding the audit key proves the trail's last keyed checkpoint
+/// before it appends: a trail rewritten and recomputed without the key,
+/// its anchors forged to match, stops the run (65) and nothing is added.
+async fn a_keyed_run_refuses_a_trail_recomputed_without_the_key(site: Site) {
+    for _ in 0..2 {
+        let out = site.sync_keyed();
+        assert_eq!(out.code, 0, "{}", out.stderr);
+    }
+    site.rewrite_and_recompute(2);
+    let forged = site.trail();
+    let requests = site.sim.requests().len();
+    let out = site.sync_keyed();
+    assert_eq!(out.code, 65, "{}", out.stderr);
+    assert!(out.stderr.contains("checkpoint"), "{}", out.stderr);
+    assert_eq!(site.trail(), forged, "nothing appended");
+    assert_eq!(site.sim.requests().len(), requests, "no request was sent");
+}
+
+/// `verify` re-proves every landed page by its SHA-256: one modified after
+/// landing is a discrepancy naming the file (65).
+async fn verify_names_a_landed_page_modified_after_landing(site: Site) {
+    let out = site.sync(&[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let first: Value = serde_json::from_str(site.manifest().lines().next().unwrap()).unwrap();
+    let page = site.stream_dir().join(first["file"].as_str().unwrap());
+    let mut bytes = std::fs::read(&page).unwrap();
+    bytes[3] ^= 1;
+    std::fs::write(&page, bytes).unwrap();
+    let out = site.verify();
+    assert_eq!(out.code, 65, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout
+            .contains(&format!("{}: modified after landing", page.display())),
+        "{}",
+        out.stdout
+    );
+}
