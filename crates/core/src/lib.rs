@@ -38,6 +38,7 @@ pub(crate) mod metrics;
 pub mod paths;
 pub(crate) mod quota;
 pub mod reconcile;
+pub mod record;
 pub mod redact;
 pub mod run;
 pub mod state_db;

@@ -157,7 +157,7 @@ pub fn next_window_start(paging: &Paging, high_water: Option<&CursorValue>) -> O
 /// `2026-12-04T03:10:05.600-00:00` as `2026-12-04T03:10:05Z`: the second
 /// it falls in, in UTC.
 fn whole_second_utc(t: &str) -> Option<String> {
-    super::payload::order::instant(t).map(|at| super::payload::order::utc_text(at, 0))
+    crate::record::order::instant(t).map(|at| crate::record::order::utc_text(at, 0))
 }
 
 #[cfg(test)]

@@ -37,9 +37,9 @@ use crate::config::Lookback;
 use crate::config::Paging;
 use crate::durable::sync_parent_dir;
 use crate::edc::paging::next_window_start;
-use crate::edc::payload::identity::RecordKey;
-use crate::edc::payload::order::{compare_params, earlier};
-use crate::edc::payload::CursorValue;
+use crate::record::identity::RecordKey;
+use crate::record::order::{compare_params, earlier};
+use crate::record::CursorValue;
 use crate::stream::StreamIdentity;
 use memory::RecordMemory;
 

@@ -298,7 +298,7 @@ impl PageCommit {
             quota_headers: page.quota_headers.clone(),
             older_than_cursor: match (&summary.low_water, cursor.window_start()) {
                 (Some(low), Some(start)) => {
-                    payload::order::compare_params(&low.as_param(), start) == std::cmp::Ordering::Less
+                    crate::record::order::compare_params(&low.as_param(), start) == std::cmp::Ordering::Less
                 }
                 _ => false,
             },
@@ -482,7 +482,7 @@ impl PageCommit {
             let made = summary
                 .high_water
                 .as_ref()
-                .and_then(|v| payload::order::instant(&v.as_param()));
+                .and_then(|v| crate::record::order::instant(&v.as_param()));
             if let Some(made) = made {
                 let skew = (made - time::OffsetDateTime::now_utc()).as_seconds_f64();
                 if let Err(e) = stream

@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use super::SyncError;
 use crate::config::Delta;
 use crate::digest::sha256_hex;
-use crate::edc::payload::identity::IdentitySet;
 use crate::edc::payload::record_keys;
+use crate::record::identity::IdentitySet;
 use crate::store::ManifestEntry;
 
 /// The identities of every record landed for the stream whose landing

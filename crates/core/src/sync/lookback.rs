@@ -3,9 +3,10 @@
 //! and which are new. Pure, so the rule is tested without a server.
 
 use crate::config::{Delta, PayloadFormat};
-use crate::edc::payload::identity::{odm_record_keys, IdentitySet, RecordIdentity, RecordKey};
-use crate::edc::payload::order::earlier;
+use crate::edc::payload::identity::odm_record_keys;
 use crate::edc::payload::{InvalidPayload, PageSummary};
+use crate::record::identity::{IdentitySet, RecordIdentity, RecordKey};
+use crate::record::order::earlier;
 use crate::store::Cursor;
 use crate::store::{LandingTemp, StoreError};
 

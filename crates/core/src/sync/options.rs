@@ -38,5 +38,5 @@ pub struct SyncOptions {
 /// True once a cursor value is strictly past `until` (numbers as numbers,
 /// timestamps as instants): a record equal to `until` may still follow.
 pub(super) fn beyond(value: &str, until: &str) -> bool {
-    crate::edc::payload::order::compare_params(value, until) == std::cmp::Ordering::Greater
+    crate::record::order::compare_params(value, until) == std::cmp::Ordering::Greater
 }

@@ -34,7 +34,7 @@ pub(super) struct Stream<'a, P: Pacer> {
     skew_warned: bool,
     /// `backfill --missing-only`: the identities of the records landed
     /// already (`completeness.rs`); a record among them is not landed.
-    pub landed_before: Option<crate::edc::payload::identity::IdentitySet>,
+    pub landed_before: Option<crate::record::identity::IdentitySet>,
     /// While Vault's burst allowance is at or below `vendor_burst_floor`:
     /// the vault-wide gate every request passes first (`vendor_burst`).
     pub vault_burst: Option<quota_pacer::Quota>,

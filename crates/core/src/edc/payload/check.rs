@@ -89,7 +89,7 @@ fn dataset_summary(odm: OdmSummary) -> Result<PageSummary, InvalidPayload> {
             "a study dataset's ODM root has no CreationDateTime (the next start is taken from it)",
         )
     })?;
-    if super::order::instant(&creation).is_none() {
+    if crate::record::order::instant(&creation).is_none() {
         return Err(InvalidPayload::odm(format!(
             "the ODM root's CreationDateTime {creation:?} is not an RFC 3339 instant"
         )));

@@ -9,8 +9,8 @@
 use serde::de::Deserialize;
 use sha2::{Digest, Sha256};
 
-use super::identity::RecordKey;
 use super::InvalidPayload;
+use crate::record::identity::RecordKey;
 
 /// The keys of every record of a JSON page, in page order, read from
 /// `page` as a stream: one record is in memory at a time, however large

@@ -9,9 +9,9 @@
 
 use super::identity::Identities;
 use super::lexer::{Handler, Kind, Lexer, Want};
-use super::order::{Mark, Seen};
 use super::{Envelope, InvalidPayload, PageSummary, VendorMessage};
 use crate::config::CursorKind;
+use crate::record::order::{Mark, Seen};
 
 /// Splits an RFC 6901 pointer into unescaped tokens.
 pub(super) fn tokens(pointer: &str) -> Vec<String> {
@@ -584,7 +584,7 @@ pub(crate) fn record_keys(
     records_pointer: &str,
     cursor_field: &str,
     record_id: Option<&str>,
-) -> Result<Vec<super::identity::RecordKey>, InvalidPayload> {
+) -> Result<Vec<crate::record::identity::RecordKey>, InvalidPayload> {
     let mut check = JsonCheck::new(records_pointer, None, cursor_field).identifying(record_id);
     check.feed(page);
     let summary = check.finish()?;

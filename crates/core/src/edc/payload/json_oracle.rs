@@ -9,9 +9,10 @@ use std::io::Read;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 
 use super::json::{envelope_member, messages, not_a_cursor, tokens, Found};
-use super::order::Mark;
 use super::strict_json::{Keys, Strict, StrictValue};
-use super::{CursorValue, InvalidPayload, PageSummary};
+use super::{InvalidPayload, PageSummary};
+use crate::record::order::Mark;
+use crate::record::CursorValue;
 
 struct Targets {
     records: Vec<String>,

@@ -14,17 +14,17 @@ mod json;
 mod json_oracle;
 mod lexer;
 mod odm;
-pub(crate) mod order;
 #[cfg(test)]
 mod strict_json;
 pub(crate) mod xml_text;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
+pub use crate::record::order::{compare_params, earlier};
+pub use crate::record::CursorValue;
 pub use check::validate;
 pub use json::{scan as scan_json, JsonCheck};
 pub use odm::scan as scan_odm;
-pub use order::{compare_params, earlier};
 
 pub(crate) use check::{Checked, PageCheck};
 pub(crate) use json::{envelope_of as json_envelope_of, record_keys};
@@ -49,25 +49,6 @@ impl InvalidPayload {
         InvalidPayload {
             format: "ODM",
             detail: detail.into(),
-        }
-    }
-}
-
-/// A cursor value seen on a page: a number or a string (RFC 3339
-/// timestamps compare as instants; see `order.rs`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum CursorValue {
-    Number(serde_json::Number),
-    Text(String),
-}
-
-impl CursorValue {
-    /// As a query-parameter value.
-    pub fn as_param(&self) -> String {
-        match self {
-            CursorValue::Number(n) => n.to_string(),
-            CursorValue::Text(s) => s.clone(),
         }
     }
 }
@@ -133,5 +114,5 @@ pub struct PageSummary {
     /// learned in the same pass, or why a record has none (`None`: not
     /// asked for, or an ODM page).
     #[serde(skip)]
-    pub keys: Option<Result<Vec<identity::RecordKey>, InvalidPayload>>,
+    pub keys: Option<Result<Vec<crate::record::identity::RecordKey>, InvalidPayload>>,
 }

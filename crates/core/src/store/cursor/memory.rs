@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::edc::payload::identity::{IdentitySet, RecordIdentity};
-use crate::edc::payload::order::compare_params;
+use crate::record::identity::{IdentitySet, RecordIdentity};
+use crate::record::order::compare_params;
 
 /// Identities of landed records grouped by cursor value, oldest first.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -111,13 +111,13 @@ fn the_store_holds_the_run_lock() {
 #[test]
 fn a_lookback_starts_the_next_window_that_much_earlier_and_remembers_that_span() {
     use crate::config::Lookback;
-    use crate::edc::payload::identity::RecordKey;
+    use crate::record::identity::RecordKey;
     let lookback = Lookback {
         span: std::time::Duration::from_secs(60),
         record_id: None,
         max_records: 100,
     };
-    use crate::edc::payload::identity::RecordIdentity;
+    use crate::record::identity::RecordIdentity;
     let (old, recent, newest) = (
         RecordIdentity::test(1),
         RecordIdentity::test(2),
@@ -160,7 +160,7 @@ fn a_lookback_starts_the_next_window_that_much_earlier_and_remembers_that_span()
 #[test]
 fn a_cursor_is_written_as_its_value_would_be() {
     use crate::config::Lookback;
-    use crate::edc::payload::identity::{RecordIdentity, RecordKey};
+    use crate::record::identity::{RecordIdentity, RecordKey};
     let lookback = Lookback {
         span: std::time::Duration::from_secs(60),
         record_id: None,

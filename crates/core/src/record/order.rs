@@ -1,4 +1,4 @@
-//! How cursor values compare. A high-water mark is a maximum, and a
+//! A cursor value, and how cursor values compare. A high-water mark is a maximum, and a
 //! maximum is only as good as its order: numbers compare as numbers, RFC
 //! 3339 timestamps as the instants they name (so `...:00.500Z` is after
 //! `...:00Z`, and `10:00+02:00` is before `09:00Z`), anything else as text.
@@ -14,7 +14,7 @@ use std::cmp::Ordering;
 use time::format_description::well_known::Rfc3339;
 use time::{OffsetDateTime, UtcDateTime};
 
-use super::CursorValue;
+use serde::{Deserialize, Serialize};
 
 /// The instant an RFC 3339 timestamp names, if `s` is one.
 pub(crate) fn instant(s: &str) -> Option<OffsetDateTime> {
@@ -372,6 +372,25 @@ impl<'a> Seen<'a> {
         Mark {
             value: self.value.to_owned(),
             instant: self.instant,
+        }
+    }
+}
+
+/// A cursor value seen on a page: a number or a string (RFC 3339
+/// timestamps compare as instants; below).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum CursorValue {
+    Number(serde_json::Number),
+    Text(String),
+}
+
+impl CursorValue {
+    /// As a query-parameter value.
+    pub fn as_param(&self) -> String {
+        match self {
+            CursorValue::Number(n) => n.to_string(),
+            CursorValue::Text(s) => s.clone(),
         }
     }
 }

@@ -1,0 +1,10 @@
+//! What a record is to the state, on every backend: its cursor value and
+//! the one order cursor values have (`order.rs`), and its identity
+//! (`identity.rs`). Neutral ground: the page checks make them from a page
+//! (`crate::edc::payload`), the cursor and its lookback memory keep them
+//! (`crate::store`), and neither side imports the other for them.
+
+pub(crate) mod identity;
+pub mod order;
+
+pub use order::CursorValue;
