@@ -604,6 +604,8 @@ const CORE_PUBLIC_MODULES: &[&str] = &[
     "mask",
     "paths",
     "reconcile",
+    "record",
+    "record::order",
     "redact",
     "run",
     "state_db",
