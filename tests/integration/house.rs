@@ -16,7 +16,8 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 /// (normal dependencies), exactly as docs/architecture.md draws them.
 const FLOOR_PLAN: &[(&str, &[&str])] = &[
     ("quota-pacer", &[]),
-    ("edc-core", &["quota-pacer"]),
+    ("edc-json-lexer", &[]),
+    ("edc-core", &["edc-json-lexer", "quota-pacer"]),
     ("edc-sim", &[]),
     ("edc-testkit", &[]),
     (

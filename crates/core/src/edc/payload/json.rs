@@ -8,10 +8,10 @@
 //! makes of what it finds on the way (a record's cursor value, the marks).
 
 use super::identity::Identities;
-use super::lexer::{Handler, Kind, Lexer, Want};
 use super::{Envelope, InvalidPayload, PageSummary, VendorMessage};
 use crate::config::CursorKind;
 use crate::record::order::{Mark, Seen};
+use edc_json_lexer::{Handler, Kind, Lexer, Want};
 
 /// Splits an RFC 6901 pointer into unescaped tokens.
 pub(super) fn tokens(pointer: &str) -> Vec<String> {

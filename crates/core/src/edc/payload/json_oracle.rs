@@ -9,10 +9,10 @@ use std::io::Read;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 
 use super::json::{envelope_member, messages, not_a_cursor, tokens, Found};
-use super::strict_json::{Keys, Strict, StrictValue};
 use super::{InvalidPayload, PageSummary};
 use crate::record::order::Mark;
 use crate::record::CursorValue;
+use edc_json_lexer::oracle::{Keys, Strict, StrictValue};
 
 struct Targets {
     records: Vec<String>,
@@ -246,3 +246,6 @@ impl<'de> Visitor<'de> for Record<'_> {
         Ok(value)
     }
 }
+
+#[cfg(test)]
+mod pushed;

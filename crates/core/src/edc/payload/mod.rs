@@ -12,10 +12,7 @@ mod identity_oracle;
 mod json;
 #[cfg(test)]
 mod json_oracle;
-mod lexer;
 mod odm;
-#[cfg(test)]
-mod strict_json;
 pub(crate) mod xml_text;
 
 use serde::Serialize;

@@ -1,8 +1,8 @@
-//! JSON read strictly, for the parts of a page nobody else reads: every
+//! The oracle the lexer is held to: serde_json, read strictly. Every
 //! string decoded (invalid UTF-8 and lone surrogates are errors, where
-//! skipping would let them through) and every object's keys unique (parsers
-//! disagree on which duplicate wins). `json.rs` walks the records and the
-//! envelope; everything else goes through here.
+//! skipping would let them through) and every object's keys unique
+//! (parsers disagree on which duplicate wins). For tests only (this
+//! crate's, and the page check's in `edc-core`, with the `oracle` feature).
 
 use std::collections::HashSet;
 use std::fmt;
@@ -13,10 +13,10 @@ use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 /// disagree on which value wins (`{"data":[...],"data":[]}` reads as no
 /// records to one and as records to another).
 #[derive(Default)]
-pub(super) struct Keys(HashSet<String>);
+pub struct Keys(HashSet<String>);
 
 impl Keys {
-    pub(super) fn insert<E: de::Error>(&mut self, key: &str) -> Result<(), E> {
+    pub fn insert<E: de::Error>(&mut self, key: &str) -> Result<(), E> {
         if self.0.insert(key.to_string()) {
             Ok(())
         } else {
@@ -28,7 +28,7 @@ impl Keys {
 /// Walks a value nobody reads, strictly: every string is decoded (so
 /// invalid UTF-8 and lone surrogates are errors, where skipping would let
 /// them through) and every object's keys are unique.
-pub(super) struct Strict;
+pub struct Strict;
 
 impl<'de> DeserializeSeed<'de> for Strict {
     type Value = ();
@@ -80,7 +80,7 @@ impl<'de> Visitor<'de> for Strict {
 }
 
 /// [`Strict`], keeping the value (for the few members that are read whole).
-pub(super) struct StrictValue;
+pub struct StrictValue;
 
 impl<'de> DeserializeSeed<'de> for StrictValue {
     type Value = serde_json::Value;
@@ -134,4 +134,21 @@ impl<'de> Visitor<'de> for StrictValue {
     fn visit_unit<E>(self) -> Result<Self::Value, E> {
         Ok(serde_json::Value::Null)
     }
+}
+
+/// serde_json's verdict on a whole document, read strictly: what the lexer
+/// must say of it.
+pub fn verdict(doc: &[u8]) -> Result<(), String> {
+    let mut de = serde_json::Deserializer::from_slice(doc);
+    Strict.deserialize(&mut de).map_err(|e| e.to_string())?;
+    de.end().map_err(|e| e.to_string())
+}
+
+/// The document as serde_json reads it strictly, every object's keys in
+/// their order.
+pub fn value(doc: &[u8]) -> Result<serde_json::Value, String> {
+    let mut de = serde_json::Deserializer::from_slice(doc);
+    let v = StrictValue.deserialize(&mut de).map_err(|e| e.to_string())?;
+    de.end().map_err(|e| e.to_string())?;
+    Ok(v)
 }

@@ -111,7 +111,7 @@ mod tests {
 
     #[test]
     fn the_next_stop_is_where_a_byte_by_byte_scan_finds_it() {
-        for (chunk, pos, special) in super::super::tests::one_special_byte(&[0, 1, 63, 64, 65, 130, 200]) {
+        for (chunk, pos, special) in crate::tests::one_special_byte(&[0, 1, 63, 64, 65, 130, 200]) {
             let len = chunk.len();
             let mut stops = Stops::default();
             stops.index(&chunk);

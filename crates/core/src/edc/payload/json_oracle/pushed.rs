@@ -1,6 +1,7 @@
-//! The push lexer against the serde_json validator it replaced
-//! (`json_oracle.rs`): the same verdict and the same summary on every
-//! document, however the body is cut into chunks.
+//! The page check over the push lexer (`edc-json-lexer`) against the
+//! serde_json validator it replaced (`json_oracle.rs`): the same verdict
+//! and the same summary on every document, however the body is cut into
+//! chunks.
 
 use crate::edc::payload::json::JsonCheck;
 use crate::edc::payload::{json_oracle, InvalidPayload, PageSummary};
@@ -8,24 +9,6 @@ use crate::edc::payload::{json_oracle, InvalidPayload, PageSummary};
 const RECORDS: &str = "/data";
 const NEXT: Option<&str> = Some("/responseDetails/next_page");
 const FIELD: &str = "modified_date__v";
-
-/// Runs of `x` of each length in `lens`, each with one byte at one place
-/// replaced by one that ends plain text or nearly does (a quote, a
-/// backslash, control characters, DEL, non-ASCII, a blank, a letter):
-/// every such run, with the place and the byte. The scans that read many
-/// bytes at a time are held with it to a byte-at-a-time scan.
-pub(super) fn one_special_byte(lens: &[usize]) -> impl Iterator<Item = (Vec<u8>, usize, u8)> + '_ {
-    const SPECIALS: [u8; 10] = [b'"', b'\\', 0x00, 0x1f, 0x7f, 0x80, 0xc3, 0xff, b' ', b'a'];
-    lens.iter().flat_map(|&len| {
-        (0..len).flat_map(move |pos| {
-            SPECIALS.iter().map(move |&special| {
-                let mut run = vec![b'x'; len];
-                run[pos] = special;
-                (run, pos, special)
-            })
-        })
-    })
-}
 
 fn pushed(doc: &[u8], cuts: &[usize]) -> Result<PageSummary, InvalidPayload> {
     let mut check = JsonCheck::new(RECORDS, NEXT, FIELD);
@@ -283,7 +266,7 @@ fn pointers_through_arrays_and_escaped_names() {
 /// be as large as the body.
 #[test]
 fn a_read_value_over_the_capture_limit_is_refused_but_skipped_ones_are_not() {
-    let long = "x".repeat(super::CAPTURE_MAX + 10);
+    let long = "x".repeat(edc_json_lexer::CAPTURE_MAX + 10);
     let skipped = format!(r#"{{"note":"{long}","data":[{{"other":"{long}"}}]}}"#);
     assert!(pushed(skipped.as_bytes(), &[]).is_ok());
     let read = format!(r#"{{"data":[{{"modified_date__v":"{long}"}}]}}"#);

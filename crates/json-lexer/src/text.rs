@@ -99,7 +99,7 @@ mod tests {
 
     #[test]
     fn runs_stop_exactly_where_a_byte_by_byte_scan_does() {
-        for (s, pos, special) in super::super::tests::one_special_byte(&[0, 1, 31, 32, 33, 64, 100]) {
+        for (s, pos, special) in crate::tests::one_special_byte(&[0, 1, 31, 32, 33, 64, 100]) {
             let len = s.len();
             let text = s.iter().position(|&b| ends_text(b)).unwrap_or(len);
             assert_eq!(text_run(&s), text, "text: len {len} pos {pos} byte {special:#x}");

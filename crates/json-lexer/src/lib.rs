@@ -1,6 +1,7 @@
-//! A push JSON lexer: the page is validated chunk by chunk as it streams
-//! in, from the same buffers SHA-256 reads, so nothing is read back from
-//! the temp file.
+//! A push JSON lexer: a document is validated chunk by chunk as it streams
+//! in, from the same buffers a hash reads, so nothing is read back. edc-sync
+//! checks every landed JSON page with it (`edc-core`'s page check is its
+//! [`Handler`]); it knows nothing of pages, records or cursors.
 //!
 //! It is strict where parsers disagree (RFC 8259 plus what the page
 //! validator has always refused): invalid UTF-8, control characters in
@@ -12,6 +13,11 @@
 //! A [`Handler`] sees the structure: it is asked at each value whether to
 //! enter it (see its keys and elements), skip it, or receive its raw bytes.
 //! Skipped values are still validated in full.
+//!
+//! Its verdicts are held to serde_json's, read strictly ([`oracle`]): by
+//! property tests over every cut of generated documents (`tests.rs`) and by
+//! a corpus of accept and reject cases for every class of the grammar, in
+//! the manner of JSONTestSuite (`tests/corpus.rs`).
 //!
 //! One concept: the lexer is one state machine over one set of fields; its
 //! general path, fast path, strings and numbers are sections of one `impl`
@@ -35,7 +41,7 @@ use text::{Completed, Utf8Tail};
 
 /// What kind of value begins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Kind {
+pub enum Kind {
     Object,
     Array,
     String,
@@ -45,7 +51,7 @@ pub(super) enum Kind {
 
 /// What the handler wants of a value that begins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Want {
+pub enum Want {
     /// Validate it; report nothing inside it.
     Skip,
     /// Report its keys, elements and end (containers only).
@@ -58,7 +64,7 @@ pub(super) enum Want {
 }
 
 /// Receives the structure of the document. Errors stop the scan.
-pub(super) trait Handler {
+pub trait Handler {
     /// A value begins (the root, an element, or a member's value).
     fn begin(&mut self, kind: Kind) -> Result<Want, String>;
     /// A key of an entered object, decoded (valid UTF-8).
@@ -88,10 +94,10 @@ pub(super) trait Handler {
 
 /// Containers nested deeper than this are refused, as serde_json does
 /// (its recursion limit), so no page is accepted that it would refuse.
-pub(super) const MAX_DEPTH: usize = 127;
+pub const MAX_DEPTH: usize = 127;
 /// The longest key, and the largest captured value, kept in memory.
-pub(super) const KEY_MAX: usize = 64 * 1024;
-pub(super) const CAPTURE_MAX: usize = 1024 * 1024;
+pub const KEY_MAX: usize = 64 * 1024;
+pub const CAPTURE_MAX: usize = 1024 * 1024;
 
 /// The refusal of a value asked for whole that is over [`CAPTURE_MAX`].
 fn too_large() -> String {
@@ -166,7 +172,7 @@ struct Capture {
 }
 
 /// The lexer with its handler.
-pub(super) struct Lexer<H> {
+pub struct Lexer<H> {
     handler: H,
     at: At,
     stack: Vec<Frame>,
@@ -194,7 +200,7 @@ pub(super) struct Lexer<H> {
 }
 
 impl<H: Handler> Lexer<H> {
-    pub(super) fn new(handler: H) -> Self {
+    pub fn new(handler: H) -> Self {
         Lexer {
             handler,
             at: At::Value,
@@ -216,12 +222,12 @@ impl<H: Handler> Lexer<H> {
         }
     }
 
-    pub(super) fn handler_mut(&mut self) -> &mut H {
+    pub fn handler_mut(&mut self) -> &mut H {
         &mut self.handler
     }
 
     /// Scans the next chunk. After an error every later call returns it.
-    pub(super) fn feed(&mut self, chunk: &[u8]) -> Result<(), String> {
+    pub fn feed(&mut self, chunk: &[u8]) -> Result<(), String> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
@@ -239,7 +245,7 @@ impl<H: Handler> Lexer<H> {
     }
 
     /// The end of the body: the handler, once the document is complete.
-    pub(super) fn finish(mut self) -> Result<H, String> {
+    pub fn finish(mut self) -> Result<H, String> {
         if let Some(e) = self.failed {
             return Err(e);
         }
@@ -835,5 +841,7 @@ impl<H: Handler> Lexer<H> {
     }
 }
 
+#[cfg(any(test, feature = "oracle"))]
+pub mod oracle;
 #[cfg(test)]
 mod tests;
