@@ -223,7 +223,7 @@ pub enum AuthError {
     #[error("the login endpoint {} is throttled: {vendor}", meta.url.path())]
     Throttled {
         meta: Box<super::ResponseMeta>,
-        vendor: super::dialect::VendorError,
+        vendor: super::vendor_error::VendorError,
     },
 }
 

@@ -3,7 +3,7 @@
 //! Invariant 1, read-only by construction: the type has `get` and `head`,
 //! and exactly two POST shapes whose bodies it builds itself: the Vault
 //! login form (`login.rs`) from [`Credentials`], and a VQL query (`query`)
-//! from a [`super::vql::VqlSelect`], which can only be a SELECT. There is
+//! from a [`super::VqlSelect`], which can only be a SELECT. There is
 //! no method that takes a body or a verb. Every URL it is given must be on the
 //! configured origin, and so must every redirect, so no credential ever
 //! leaves that origin.
@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use reqwest::header::{
-    HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, DATE, USER_AGENT,
+    HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, DATE, USER_AGENT,
 };
 use reqwest::{redirect, Url};
 
@@ -20,6 +20,7 @@ use super::auth::{AuthError, Authenticator, Credentials, Obtained};
 use super::fetch_error::{describe, FetchError};
 use super::origin::{Origin, OriginError};
 use super::reply::{Reply, ResponseMeta};
+use super::vendor::vault::login::{LoginForm, LoginReply};
 use crate::config::HttpLimits;
 
 /// Vendor quota headers recorded in the audit trail when present.
@@ -242,7 +243,12 @@ impl ReadOnlyClient {
                         Some(d) => d.clone(),
                         None => self.base.host_str().unwrap_or_default().to_ascii_lowercase(),
                     };
-                    self.vault_login(login_path, username, password, &dns).await
+                    let form = LoginForm {
+                        username,
+                        password,
+                        vault_dns: &dns,
+                    };
+                    self.send_login(login_path, &form).await?.read(&dns)
                 }
                 Credentials::Command { argv, pass_env } => {
                     let header = super::auth::run_helper(argv, pass_env, self.limits.request_timeout).await?;
@@ -255,6 +261,82 @@ impl ReadOnlyClient {
             }
         })
         .await
+    }
+
+    /// Sends Vault's login form to `login_path` on the data origin and
+    /// brings its answer back, at most [`ERROR_BODY_CAP`] bytes of it, for
+    /// the vendor to read (`vendor/vault/login.rs`). The one body this
+    /// POST can carry is the closed [`LoginForm`].
+    async fn send_login(&self, login_path: &str, form: &LoginForm<'_>) -> Result<LoginReply, AuthError> {
+        let url = self
+            .origin
+            .endpoint(&self.base, login_path)
+            .map_err(|e| AuthError::OffOrigin {
+                url: login_path.to_string(),
+                detail: e.to_string(),
+            })?;
+        let shown = url.path().to_string();
+        let unavailable = |detail: String| AuthError::Unavailable {
+            url: shown.clone(),
+            detail,
+        };
+        let response = self
+            .client_id(self.http.post(url.clone()))
+            .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(ACCEPT, "application/json")
+            .body(form.body())
+            .send()
+            .await
+            .map_err(|e| match find_origin_error(&e) {
+                // A redirect off the origin is the same data error as on a
+                // data request (65), not an outage to wait out.
+                Some(o) => AuthError::OffOrigin {
+                    url: shown.clone(),
+                    detail: o.to_string(),
+                },
+                None => unavailable(describe(&e)),
+            })?;
+        let status = response.status();
+        let server_date = response
+            .headers()
+            .get(reqwest::header::DATE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| httpdate::parse_http_date(v).ok());
+        self.note_server_date(server_date, std::time::SystemTime::now());
+        let execution_id = response
+            .headers()
+            .get(EXECUTION_ID_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.chars().take(64).collect::<String>());
+        let received_at = std::time::SystemTime::now();
+        let retry_after: Vec<Vec<u8>> = response
+            .headers()
+            .get_all(reqwest::header::RETRY_AFTER)
+            .iter()
+            .map(|v| v.as_bytes().to_vec())
+            .collect();
+        let login_url = response.url().clone();
+        let mut bytes = Vec::new();
+        let mut response = response;
+        while let Ok(Some(chunk)) = response.chunk().await {
+            bytes.extend_from_slice(&chunk);
+            if bytes.len() > ERROR_BODY_CAP {
+                return Err(AuthError::Protocol {
+                    url: shown,
+                    detail: format!("the answer is larger than {ERROR_BODY_CAP} bytes"),
+                });
+            }
+        }
+        Ok(LoginReply {
+            shown,
+            status,
+            url: login_url,
+            received_at,
+            server_date,
+            retry_after,
+            execution_id,
+            body: bytes,
+        })
     }
 
     pub fn base(&self) -> &Url {
@@ -285,12 +367,8 @@ impl ReadOnlyClient {
     /// page, or with no body for a `next_page` URL (Vault REST API
     /// reference, "Submitting a Query"). The body can only be a
     /// `VqlSelect`, which can only be a SELECT.
-    pub async fn query(
-        &self,
-        url: &Url,
-        select: Option<&super::vql::VqlSelect>,
-    ) -> Result<Reply, FetchError> {
-        let body = select.map(super::vql::VqlSelect::form_body).unwrap_or_default();
+    pub async fn query(&self, url: &Url, select: Option<&super::VqlSelect>) -> Result<Reply, FetchError> {
+        let body = select.map(super::VqlSelect::form_body).unwrap_or_default();
         self.send(reqwest::Method::POST, url, Some(body)).await
     }
 

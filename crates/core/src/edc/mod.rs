@@ -4,16 +4,15 @@
 
 mod auth;
 mod client;
-pub(crate) mod dialect;
 mod fetch_error;
 pub(crate) mod link;
-mod login;
 mod origin;
 pub(crate) mod paging;
 pub mod payload;
 mod reply;
 mod secret;
-pub(crate) mod vql;
+pub(crate) mod vendor;
+pub(crate) mod vendor_error;
 
 pub use auth::Credentials;
 pub use client::ReadOnlyClient;
@@ -21,7 +20,7 @@ pub use fetch_error::FetchError;
 pub use link::next_target;
 pub use origin::OriginError;
 pub use paging::{first_page, next_page, next_window_start};
-pub use vql::{tokens, Token, VqlSelect};
+pub use vendor::vault::{tokens, Token, VqlSelect};
 
 pub use auth::AuthError;
 pub(crate) use client::ERROR_BODY_CAP;

@@ -3,21 +3,8 @@
 //! - `json_next`: the next page's link is in the body at a JSON pointer
 //!   (Vault: `/responseDetails/next_page`);
 //! - `link_header`: RFC 8288 `Link: <...>; rel="next"`;
-//! - `rave_startid`: Rave ODM audit records; `startid` / `per_page` on the
-//!   first request, the next page's `startid` in a `Link` header, and the
-//!   window's high-water mark is the largest `AuditRecord/SourceID` plus one.
-//!   Only the link's `startid` is read: the next request is the page's own
-//!   request with that `startid`, as rwslib's ODMAdapter does
-//!   (`get_next_start_id` parses `startid` out of the link and builds a new
-//!   `AuditRecordsRequest`). A link that drops `mode` or `unicode` would
-//!   otherwise change what pages 2 onward hold (`M?ller` for `Müller`).
-//! - `rave_dataset`: a Rave study dataset (`studies/{study}/datasets/regular`
-//!   or `raw`, rwslib `StudyDatasetRequest`): one ODM document a run, no next
-//!   page, incremental with `start=YYYY-mm-ddTHH:MM:SS` (rwslib
-//!   `format_date_argument`: whole seconds, no zone; sent in UTC). The
-//!   cursor is the document's `CreationDateTime` (the server's clock), cut
-//!   to its second: that second is read again by the next run, and its
-//!   records recognised (`delta.lookback`).
+//! - `rave_startid` and `rave_dataset`: Rave's, in its vendor folder
+//!   (`vendor/rave/paging.rs`), which says how rwslib pages them.
 //!
 //! Every link is resolved against the page it came from and must stay on
 //! the configured origin.
@@ -27,6 +14,7 @@ use reqwest::Url;
 use super::link::{self, MalformedLink};
 use super::origin::{Origin, OriginError};
 use super::payload::{CursorValue, PageSummary};
+use super::vendor::rave::paging as rave;
 use crate::config::{Delta, MissingValue, Paging, StreamSpec};
 use crate::stream::StreamIdentity;
 
@@ -61,14 +49,12 @@ pub fn first_page(
         }
         let start = match (window_start, &delta.paging) {
             (Some(s), _) => Some(s),
-            // Rave numbers audit records from 1.
-            (None, Paging::RaveStartid) => Some("1"),
+            (None, Paging::RaveStartid) => Some(rave::FIRST_SOURCE_ID),
             (None, _) => None,
         };
         match (start, &delta.paging) {
-            // Kept as `...Z`; RWS reads `start` without a zone.
             (Some(start), Paging::RaveDataset) => {
-                query.append_pair(&delta.cursor_param, start.trim_end_matches('Z'));
+                query.append_pair(&delta.cursor_param, rave::dataset_start(start));
             }
             (Some(start), _) => {
                 query.append_pair(&delta.cursor_param, start);
@@ -78,7 +64,7 @@ pub fn first_page(
         if let (Some(window), Some(end)) = (&delta.window, window_end) {
             query.append_pair(&window.end_param, end);
         }
-        if delta.paging != Paging::RaveDataset {
+        if !one_document_a_window(&delta.paging) {
             query.append_pair(&delta.page_size_param, &delta.page_size.to_string());
         }
     }
@@ -105,90 +91,39 @@ pub fn next_page(
     let Some(link) = link else { return Ok(None) };
     let target = origin.resolve(page_url, &link)?;
     Ok(Some(match delta.paging {
-        Paging::RaveStartid => with_start_id(page_url, &target, &delta.cursor_param)?,
+        Paging::RaveStartid => rave::with_start_id(page_url, &target, &delta.cursor_param)?,
         _ => target,
     }))
-}
-
-/// The page's own request with the `startid` the link names: every other
-/// parameter (`studyoid`, `per_page`, `mode`, `unicode`, ...) stays what
-/// the policy sent. A link without a numeric `startid`, or one that does not
-/// move forward, is malformed (following it would repeat or skip records).
-fn with_start_id(page_url: &Url, link: &Url, param: &str) -> Result<Url, MalformedLink> {
-    let number = |u: &Url| {
-        u.query_pairs()
-            .find(|(k, _)| k == param)
-            .and_then(|(_, v)| v.parse::<u64>().ok())
-    };
-    let next =
-        number(link).ok_or_else(|| MalformedLink(format!("the next link {link} has no numeric {param}")))?;
-    if number(page_url).is_some_and(|current| next <= current) {
-        return Err(MalformedLink(format!(
-            "the next link's {param}={next} does not move past this page's"
-        )));
-    }
-    let next = next.to_string();
-    let pairs: Vec<(String, String)> = page_url
-        .query_pairs()
-        .map(|(k, v)| {
-            let v = if k == param { next.clone() } else { v.into_owned() };
-            (k.into_owned(), v)
-        })
-        .collect();
-    let mut url = page_url.clone();
-    url.query_pairs_mut().clear().extend_pairs(&pairs);
-    if !pairs.iter().any(|(k, _)| k == param) {
-        url.query_pairs_mut().append_pair(param, &next);
-    }
-    Ok(url)
 }
 
 /// The cursor a completed window leaves for the next one: the largest
 /// cursor value seen (JSON), or the largest SourceID + 1 (Rave).
 pub fn next_window_start(paging: &Paging, high_water: Option<&CursorValue>) -> Option<String> {
     match (paging, high_water) {
-        (Paging::RaveStartid, Some(CursorValue::Number(n))) => n.as_u64().map(|id| (id + 1).to_string()),
-        (Paging::RaveDataset, Some(CursorValue::Text(created))) => whole_second_utc(created),
+        (Paging::RaveStartid, Some(hw)) => rave::startid_after(hw),
+        (Paging::RaveDataset, Some(hw)) => rave::dataset_restart(hw),
         (_, Some(v)) => Some(v.as_param()),
         (_, None) => None,
     }
 }
 
-/// `2026-12-04T03:10:05.600-00:00` as `2026-12-04T03:10:05Z`: the second
-/// it falls in, in UTC.
-fn whole_second_utc(t: &str) -> Option<String> {
-    crate::record::order::instant(t).map(|at| crate::record::order::utc_text(at, 0))
+/// A style that serves one document a window, with no next page and no
+/// page size (a Rave study dataset): nothing older than the high-water
+/// mark can come later in the window.
+pub(crate) fn one_document_a_window(paging: &Paging) -> bool {
+    *paging == Paging::RaveDataset
+}
+
+/// A style whose cursor is the server's own clock in the document (a Rave
+/// study dataset's `CreationDateTime`): evidence only within
+/// `clock_skew_max_s`, as a `Date` header is.
+pub(crate) fn cursor_is_server_clock(paging: &Paging) -> bool {
+    *paging == Paging::RaveDataset
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_rave_next_page_is_the_request_itself_with_the_links_start_id() {
-        let page = Url::parse("https://r.example/RaveWebServices/datasets/ClinicalAuditRecords.odm?studyoid=S%28Prod%29&mode=default&unicode=true&startid=1&per_page=2").unwrap();
-        let link = Url::parse("https://r.example/RaveWebServices/datasets/ClinicalAuditRecords.odm?studyoid=S%28Prod%29&startid=3&per_page=2").unwrap();
-        let next = with_start_id(&page, &link, "startid").unwrap();
-        assert_eq!(
-            next.query(),
-            Some("studyoid=S%28Prod%29&mode=default&unicode=true&startid=3&per_page=2")
-        );
-        assert!(
-            with_start_id(&page, &page, "startid").is_err(),
-            "a link back to the same startid"
-        );
-        let no_id = Url::parse("https://r.example/x?per_page=2").unwrap();
-        assert!(with_start_id(&page, &no_id, "startid").is_err());
-    }
-
-    #[test]
-    fn a_dataset_restarts_at_the_second_its_document_was_made_in() {
-        let made = CursorValue::Text("2026-12-04T05:10:05.600+02:00".into());
-        assert_eq!(
-            next_window_start(&Paging::RaveDataset, Some(&made)).as_deref(),
-            Some("2026-12-04T03:10:05Z")
-        );
-    }
 
     #[test]
     fn rave_high_water_is_the_next_start_id() {

@@ -4,7 +4,7 @@
 
 use reqwest::{StatusCode, Url};
 
-use crate::edc::dialect::{VendorError, VendorErrorKind};
+use crate::edc::vendor::{VendorError, VendorErrorKind};
 
 /// The loop's next step after a non-2xx response.
 #[derive(Debug)]

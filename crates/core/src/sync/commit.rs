@@ -14,9 +14,9 @@ use super::window::{self, Window};
 use super::{Attempt, Spent, SyncError};
 use crate::audit::now_rfc3339;
 use crate::config::PayloadFormat;
-use crate::edc::dialect::{self, NotAPage};
 use crate::edc::paging;
 use crate::edc::payload::{self, InvalidPayload, PageSummary};
+use crate::edc::vendor::{self, NotAPage};
 use crate::edc::Reply;
 use crate::ledger::StreamLedger;
 use crate::store::{Cursor, LandingStore, ManifestEntry, PageAdvance};
@@ -113,7 +113,7 @@ impl PageCommit {
         let delta = &stream.job.delta;
         check.finish().map_err(NotAPage::Invalid).and_then(|page| {
             let records = delta.records_pointer.as_deref().unwrap_or("/data");
-            dialect::judge(stream.job.policy.dialect, delta.format, records, page)
+            vendor::judge(stream.job.policy.dialect, delta.format, records, page)
         })
     }
 
@@ -236,7 +236,7 @@ impl PageCommit {
             // mark less the lookback can come again (a study dataset is one
             // page a window: nothing to forget early).
             forget_early: job.delta.order == crate::config::RecordOrder::Ascending
-                && job.delta.paging != crate::config::Paging::RaveDataset,
+                && !paging::one_document_a_window(&job.delta.paging),
         };
         let pending = crate::store::PendingCursor::advance(cursor, advance)
             .map_err(|e| stream.rejected(format!("page {url}: {e}")))?;
@@ -478,7 +478,7 @@ impl PageCommit {
         // A study dataset's cursor is the server's clock in the document
         // (`CreationDateTime`): evidence only within clock_skew_max_s, as
         // a Date header is (75, naming both clocks, nothing committed).
-        if stream.job.delta.paging == crate::config::Paging::RaveDataset {
+        if paging::cursor_is_server_clock(&stream.job.delta.paging) {
             let made = summary
                 .high_water
                 .as_ref()

@@ -8,8 +8,8 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use crate::audit::{AuditEvent, CommitFields, CommitRecord};
-use crate::edc::dialect::VendorError;
 use crate::edc::payload::VendorMessage;
+use crate::edc::vendor::VendorError;
 use quota_pacer::retry_after::RetryAfterSource;
 
 /// A 429 or 503, or a vendor's throttle reported in the body (Vault

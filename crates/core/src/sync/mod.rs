@@ -63,7 +63,7 @@ use std::time::Duration;
 use reqwest::Url;
 
 use crate::config::{Delta, Policy, RecordOrder, StreamSpec};
-use crate::edc::dialect::{self};
+use crate::edc::vendor;
 use crate::edc::{ReadOnlyClient, ERROR_BODY_CAP};
 use crate::ledger::{Ledger, Trail};
 use crate::store::Cursor;
@@ -346,7 +346,7 @@ impl<P: Pacer> Loop<'_, P> {
         &mut self,
         req: &Request<'_>,
         meta: &crate::edc::ResponseMeta,
-        vendor: crate::edc::dialect::VendorError,
+        vendor: crate::edc::vendor::VendorError,
     ) -> Result<Attempt, SyncError> {
         let login = Request {
             url: &meta.url,
@@ -388,9 +388,10 @@ impl<P: Pacer> Loop<'_, P> {
         }
         let stream = &mut self.stream;
         let meta = reply.meta.clone();
-        let vendor = match job.policy.dialect {
-            crate::config::Dialect::Generic => None,
-            dialect => dialect::in_error_body(dialect, &reply.error_body(ERROR_BODY_CAP).await),
+        let dialect = job.policy.dialect;
+        let vendor = match vendor::reads_error_bodies(dialect) {
+            false => None,
+            true => vendor::error_in_body(dialect, &reply.error_body(ERROR_BODY_CAP).await),
         };
         match classify(meta.status, vendor, job.client.renewable(), url) {
             Verdict::Throttled => stream.throttled(req, &meta, None).await,

@@ -13,7 +13,7 @@ use super::request::Request;
 use super::slots::{self, Slots};
 use super::stream::Stream;
 use super::SyncError;
-use crate::edc::dialect::VendorError;
+use crate::edc::vendor::VendorError;
 use crate::edc::{AuthError, ResponseMeta};
 use quota_pacer::Pacer;
 

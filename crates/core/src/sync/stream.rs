@@ -7,6 +7,7 @@
 //! 69), a credential refused (77), or a request that ends the stream
 //! (`request_failed`). Also where the server's clock is compared with ours.
 
+use crate::edc::vendor::vault::burst::{self, Allowance};
 use std::time::Duration;
 
 use reqwest::Url;
@@ -15,7 +16,7 @@ use super::events::{QuotaExhausted, RateLimited, RequestFailed, RetryScheduled, 
 use super::request::Request;
 use super::{Attempt, Spent, StreamJob, StreamReport, SyncError, Wait, WaitKind, MAX_BACKOFF};
 use crate::audit::{now_rfc3339, RunId};
-use crate::edc::dialect::{VendorError, VendorErrorKind};
+use crate::edc::vendor::{VendorError, VendorErrorKind};
 use crate::edc::{FetchError, ResponseMeta};
 use crate::store::{Cursor, StoreError};
 use quota_pacer::retry_after::{self, RetryAfter, RetryAfterSource};
@@ -294,17 +295,15 @@ impl<'a, P: Pacer> Stream<'a, P> {
         let Some(floor) = self.job.policy.vendor_burst_floor else {
             return Ok(());
         };
-        let parse = |name: &str| headers.get(name).and_then(|v| v.trim().parse::<u64>().ok());
-        let Some(remaining) = parse("x-vaultapi-burstlimitremaining") else {
+        let Some(allowance) = Allowance::of(headers) else {
             return Ok(());
         };
+        let (remaining, limit) = (allowance.remaining, allowance.limit);
         if remaining > floor {
             self.vault_burst = None;
             return Ok(());
         }
-        let limit = parse("x-vaultapi-burstlimit");
-        let window = Duration::from_secs(300);
-        let spacing = window / u32::try_from(limit.unwrap_or(1).max(1)).unwrap_or(u32::MAX);
+        let spacing = allowance.spacing();
         let host = self
             .job
             .client
@@ -313,7 +312,7 @@ impl<'a, P: Pacer> Stream<'a, P> {
             .unwrap_or("vault")
             .to_ascii_lowercase();
         let rate = quota_pacer::Rate::new(1.0 / spacing.as_secs_f64(), 1);
-        let gate = rate.and_then(|r| quota_pacer::Quota::new(format!("vault-burst:{host}"), r).ok());
+        let gate = rate.and_then(|r| quota_pacer::Quota::new(burst::gate_key(&host), r).ok());
         let event = VendorBurstLow {
             stream: self.name.clone(),
             request_id: request_id.to_string(),

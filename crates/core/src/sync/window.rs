@@ -24,7 +24,7 @@ use super::stream::Stream;
 use super::SyncError;
 use crate::config::DateWindow;
 use crate::edc::paging;
-use crate::edc::vql::VqlSelect;
+use crate::edc::VqlSelect;
 use crate::store::Cursor;
 use quota_pacer::Pacer;
 

@@ -17,16 +17,17 @@
 //! VAPIL's `AuthenticationRequest.validateLoginResponse` checks; otherwise a
 //! user with several vaults could sync the wrong one.
 //!
-//! The body is built here from the credential values and nothing else; the
-//! URL is the configured `login_path` on the data origin, checked like
-//! every other URL, so the password cannot be sent anywhere else.
+//! The form is a closed type built here from the credential values and
+//! nothing else ([`LoginForm`]); the read-only client sends it, only to
+//! the configured `login_path` on the data origin, checked like every
+//! other URL, so the password cannot be sent anywhere else; and the answer
+//! it brings back is read here ([`LoginReply::read`]).
 
-use reqwest::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
+use reqwest::header::HeaderValue;
 
-use super::auth::AuthError;
-use super::client::{find_origin_error, ReadOnlyClient, ERROR_BODY_CAP, EXECUTION_ID_HEADER};
-use super::fetch_error::describe;
-use super::secret::Secret;
+use crate::edc::auth::AuthError;
+use crate::edc::secret::Secret;
+use crate::edc::vendor_error::{VendorError, VendorErrorKind};
 
 /// What Vault's login answer holds that we read.
 #[derive(serde::Deserialize)]
@@ -70,82 +71,63 @@ struct LoginError {
     message: String,
 }
 
-impl ReadOnlyClient {
-    /// Logs in; returns the `Authorization` value, the path the form went
-    /// to and the response's execution id.
-    pub(super) async fn vault_login(
-        &self,
-        login_path: &str,
-        username: &str,
-        password: &Secret,
+/// The login form: the one body of this POST shape, built only from the
+/// credential values.
+pub(crate) struct LoginForm<'a> {
+    pub username: &'a str,
+    pub password: &'a Secret,
+    /// The vault the session must be for.
+    pub vault_dns: &'a str,
+}
+
+impl LoginForm<'_> {
+    /// `username`, `password` and `vaultDNS`, form-encoded.
+    pub(crate) fn body(&self) -> String {
+        url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("username", self.username)
+            .append_pair("password", self.password.expose())
+            .append_pair("vaultDNS", self.vault_dns)
+            .finish()
+    }
+}
+
+/// What the login POST brought back, as the client received it.
+pub(crate) struct LoginReply {
+    /// The login path, as messages name it.
+    pub shown: String,
+    pub status: reqwest::StatusCode,
+    /// Where the answer came from (after same-origin redirects).
+    pub url: reqwest::Url,
+    pub received_at: std::time::SystemTime,
+    pub server_date: Option<std::time::SystemTime>,
+    pub retry_after: Vec<Vec<u8>>,
+    pub execution_id: Option<String>,
+    /// The answer's bytes (at most the client's error-body cap).
+    pub body: Vec<u8>,
+}
+
+impl LoginReply {
+    /// The session it grants: the `Authorization` value, the path the form
+    /// went to and the response's execution id; or why it grants none.
+    pub(crate) fn read(
+        self,
         vault_dns: &str,
     ) -> Result<(HeaderValue, Option<String>, Option<String>), AuthError> {
-        let url = self
-            .origin
-            .endpoint(&self.base, login_path)
-            .map_err(|e| AuthError::OffOrigin {
-                url: login_path.to_string(),
-                detail: e.to_string(),
-            })?;
-        let shown = url.path().to_string();
-        let unavailable = |detail: String| AuthError::Unavailable {
-            url: shown.clone(),
-            detail,
-        };
-        let body = url::form_urlencoded::Serializer::new(String::new())
-            .append_pair("username", username)
-            .append_pair("password", password.expose())
-            .append_pair("vaultDNS", vault_dns)
-            .finish();
-        let response = self
-            .client_id(self.http.post(url.clone()))
-            .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
-            .header(ACCEPT, "application/json")
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| match find_origin_error(&e) {
-                // A redirect off the origin is the same data error as on a
-                // data request (65), not an outage to wait out.
-                Some(o) => AuthError::OffOrigin {
-                    url: shown.clone(),
-                    detail: o.to_string(),
-                },
-                None => unavailable(describe(&e)),
-            })?;
-        let status = response.status();
-        let server_date = response
-            .headers()
-            .get(reqwest::header::DATE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| httpdate::parse_http_date(v).ok());
-        self.note_server_date(server_date, std::time::SystemTime::now());
-        let execution_id = response
-            .headers()
-            .get(EXECUTION_ID_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .map(|v| v.chars().take(64).collect::<String>());
-        let received_at = std::time::SystemTime::now();
-        let retry_after: Vec<Vec<u8>> = response
-            .headers()
-            .get_all(reqwest::header::RETRY_AFTER)
-            .iter()
-            .map(|v| v.as_bytes().to_vec())
-            .collect();
-        let login_url = response.url().clone();
-        let mut bytes = Vec::new();
-        let mut response = response;
-        while let Ok(Some(chunk)) = response.chunk().await {
-            bytes.extend_from_slice(&chunk);
-            if bytes.len() > ERROR_BODY_CAP {
-                return Err(AuthError::Protocol {
-                    url: shown,
-                    detail: format!("the answer is larger than {ERROR_BODY_CAP} bytes"),
-                });
-            }
-        }
+        let LoginReply {
+            shown,
+            status,
+            url: login_url,
+            received_at,
+            server_date,
+            retry_after,
+            execution_id,
+            body: bytes,
+        } = self;
         if status.is_server_error() || status.as_u16() == 429 {
-            return Err(unavailable(format!("HTTP {status}")));
+            return Err(AuthError::Unavailable {
+                url: shown,
+                detail: format!("HTTP {status}"),
+            });
         }
         let answer: LoginAnswer = match serde_json::from_slice(&bytes) {
             Ok(a) => a,
@@ -195,7 +177,7 @@ impl ReadOnlyClient {
                     .map(|e| e.message.chars().take(200).collect())
                     .unwrap_or_default();
                 Err(AuthError::Throttled {
-                    meta: Box::new(super::ResponseMeta {
+                    meta: Box::new(crate::edc::ResponseMeta {
                         url: login_url,
                         status,
                         received_at,
@@ -210,8 +192,8 @@ impl ReadOnlyClient {
                         execution_id,
                         credential_generation: 0,
                     }),
-                    vendor: super::dialect::VendorError {
-                        kind: super::dialect::VendorErrorKind::Throttled,
+                    vendor: VendorError {
+                        kind: VendorErrorKind::Throttled,
                         code: "API_LIMIT_EXCEEDED".into(),
                         message: crate::redact::scrub(&message).into_owned(),
                     },

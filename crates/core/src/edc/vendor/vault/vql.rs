@@ -49,7 +49,7 @@ impl VqlSelect {
     }
 
     /// The url-encoded form body `q=...`.
-    pub(super) fn form_body(&self) -> String {
+    pub(crate) fn form_body(&self) -> String {
         url::form_urlencoded::Serializer::new(String::new())
             .append_pair("q", &self.0)
             .finish()
