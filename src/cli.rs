@@ -10,7 +10,7 @@ use edc_core::config::DEFAULT_PATH;
 pub mod examples;
 mod simulate;
 
-pub use simulate::{SimProfile, SimulateArgs};
+pub use simulate::SimulateArgs;
 
 /// Pulls clinical-trial data deltas out of EDC systems, paced, audited and
 /// read-only.

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use clap::builder::TypedValueParser;
 use clap::Args;
 
 /// Flags of `edc-sync simulate`.
@@ -33,8 +34,13 @@ pub struct SimulateArgs {
     )]
     pub token: String,
     /// Which vendor to imitate: how requests authenticate and how errors look.
-    #[arg(long, value_enum, default_value_t = SimProfile::Generic)]
-    pub profile: SimProfile,
+    #[arg(
+        long,
+        default_value = "generic",
+        value_parser = clap::builder::PossibleValuesParser::new(edc_sim::Profile::NAMES)
+            .try_map(|name| name.parse::<edc_sim::Profile>())
+    )]
+    pub profile: edc_sim::Profile,
     /// The user the rave (HTTP Basic) and vault (login form) profiles accept.
     #[arg(long, default_value = "sim-user")]
     pub username: String,
@@ -76,17 +82,6 @@ pub struct SimulateArgs {
     /// Append every request (arrival time, method, path, status) as JSON Lines.
     #[arg(long)]
     pub request_log: Option<PathBuf>,
-}
-
-/// The simulator's vendor profiles (`--profile`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SimProfile {
-    /// A bearer token (--token); errors are bare HTTP statuses.
-    Generic,
-    /// Rave Web Services: HTTP Basic; 401 with an RWS00008 error ODM.
-    Rave,
-    /// Vault: POST --login-path for a session; errors as 200 FAILURE bodies.
-    Vault,
 }
 
 const SIMULATE_HELP: &str = "\

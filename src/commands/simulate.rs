@@ -4,10 +4,10 @@ use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use crate::cli::{SimProfile, SimulateArgs};
+use crate::cli::SimulateArgs;
 use edc_core::error::IoContext;
 use edc_core::Error;
-use edc_sim::{Dataset, FaultSchedule, Profile, SimConfig, Simulator};
+use edc_sim::{Dataset, FaultSchedule, SimConfig, Simulator};
 
 /// A flag value clap's own checks cannot refuse: a usage error (2), as
 /// clap reports it, before the simulator starts.
@@ -41,11 +41,7 @@ fn config(args: &SimulateArgs) -> SimConfig {
             seed: args.seed,
             padding: args.padding,
         },
-        profile: match args.profile {
-            SimProfile::Generic => Profile::Generic,
-            SimProfile::Rave => Profile::Rave,
-            SimProfile::Vault => Profile::Vault,
-        },
+        profile: args.profile,
         token: args.token.clone(),
         username: args.username.clone(),
         password: args.password.clone(),

@@ -380,7 +380,7 @@ async fn a_vault_session_that_expires_every_7_requests_is_renewed_and_every_reco
     assert!(verify(&fx.path("audit.jsonl")).unwrap().intact());
     // Neither the password nor any session id the simulator issued leaks
     // (a fresh registry with the same seed issues the same six ids).
-    let issued = edc_sim::profile::Sessions::default();
+    let issued = edc_sim::vendor::Sessions::default();
     let ids: Vec<String> = (0..6).map(|_| issued.issue(11)).collect();
     let mut secrets: Vec<&str> = ids.iter().map(String::as_str).collect();
     secrets.push(PASSWORD);

@@ -105,7 +105,7 @@ async fn oq_016(ctx: &mut Ctx) -> anyhow::Result<()> {
     );
     outputs.push(out);
     let logins = vault.requests().iter().filter(|r| r.method == "POST").count();
-    let issued = edc_sim::profile::Sessions::default();
+    let issued = edc_sim::vendor::Sessions::default();
     let session_ids: Vec<String> = (0..logins)
         .map(|_| issued.issue(super::context::dataset(0).seed))
         .collect();

@@ -8,10 +8,10 @@ mod body;
 pub mod dataset;
 pub mod fault;
 mod log;
-pub mod profile;
 mod render;
 mod server;
 pub mod study_dataset;
+pub mod vendor;
 pub mod vql;
 
 use std::net::SocketAddr;
@@ -28,8 +28,8 @@ use tokio::task::JoinHandle;
 pub use dataset::Dataset;
 pub use fault::{Fault, FaultSchedule, RetryAfterForm};
 pub use log::{LogEntry, RequestLog};
-pub use profile::Profile;
 pub use server::ServerBucket;
+pub use vendor::Profile;
 
 /// Everything the simulator is told.
 #[derive(Debug, Clone)]

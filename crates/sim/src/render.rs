@@ -131,7 +131,7 @@ pub fn odm_page(
     let per_page: u32 = param(q, "per_page", 1000u32).clamp(1, 1_000_000);
     let start = ds.first_at_source_id(param(q, "startid", 1u64));
     let end = start.saturating_add(per_page).min(ds.records + 1); // exclusive
-    let rave = cfg.profile == super::Profile::Rave;
+    let rave = cfg.profile.pages_audit_records_as_rave();
     // Rave's Link names the next page by `startid` and need not repeat the
     // request's other parameters: the RWS help's examples show it with
     // `studyoid`, `startid` and `per_page` only, and rwslib's ODMAdapter
@@ -166,11 +166,11 @@ pub fn odm_page(
     // Rave stamps every response with the time it made it (and a fresh
     // FileOID), so two answers with the same records differ in bytes; the
     // rave profile does the same. The generic profile keeps fixed bytes.
-    let created = match cfg.profile {
-        super::Profile::Rave => humantime::format_rfc3339_millis(std::time::SystemTime::now())
+    let created = match rave {
+        true => humantime::format_rfc3339_millis(std::time::SystemTime::now())
             .to_string()
             .replace('Z', "-00:00"),
-        _ => "2026-12-02T00:00:00.000-00:00".to_string(),
+        false => "2026-12-02T00:00:00.000-00:00".to_string(),
     };
     let head = format!(
         r#"<?xml version="1.0" encoding="utf-8"?><ODM FileType="Transactional" FileOID="sim-{}-{start}" CreationDateTime="{created}" ODMVersion="1.3" xmlns:mdsol="http://www.mdsol.com/ns/odm/metadata" xmlns="http://www.cdisc.org/ns/odm/v1.3"><ClinicalData StudyOID="{}" MetaDataVersionOID="1">"#,

@@ -17,7 +17,7 @@ use super::body::SimBody;
 use super::dataset::Page;
 use super::fault::{Fault, RetryAfterForm};
 use super::log::{LogEntry, RequestLog};
-use super::profile::{self, Authn, Profile, Sessions};
+use super::vendor::{self, rave, vault, Authn, Profile, Sessions};
 use super::SimConfig;
 
 /// Vault's request id header (Vault REST API reference, "Response headers").
@@ -153,13 +153,13 @@ pub async fn handle(
         Method::POST => Some(read_form(body).await),
         _ => None,
     };
-    let login = state.config.profile == Profile::Vault
+    let login = state.config.profile.logs_in_with_a_form()
         && method == Method::POST
         && parts.uri.path() == state.config.login_path;
     let auth = if login {
         None
     } else {
-        Some(profile::authenticate(
+        Some(vendor::authenticate(
             state.config.profile,
             &parts.headers,
             &state.config,
@@ -173,7 +173,7 @@ pub async fn handle(
     // Connection"). The reference names no error type for it; the vault
     // profile answers as for any refused privilege, 200 FAILURE
     // INSUFFICIENT_ACCESS, on the login and on every other request.
-    let filtered = state.config.profile == Profile::Vault
+    let filtered = state.config.profile.filters_client_ids()
         && state
             .config
             .client_id_filter
@@ -183,7 +183,7 @@ pub async fn handle(
         _ if filtered => Answer::body(
             StatusCode::OK,
             "application/json",
-            profile::vault_failure("INSUFFICIENT_ACCESS"),
+            vault::failure("INSUFFICIENT_ACCESS"),
         ),
         // A redirect fault applies to the login too: Vault documents none,
         // but a gateway in front of it may answer one, and the client must
@@ -196,14 +196,14 @@ pub async fn handle(
             // the error body as for any request, Vault REST API reference,
             // "Errors").
             Some(Fault::VaultFailure(kind)) => {
-                Answer::body(StatusCode::OK, "application/json", profile::vault_failure(kind))
+                Answer::body(StatusCode::OK, "application/json", vault::failure(kind))
             }
             _ => vault_login(&state, form, &parts),
         },
         (true, None) => Answer::body(
             StatusCode::OK,
             "application/json",
-            profile::vault_failure("PARAMETER_REQUIRED"),
+            vault::failure("PARAMETER_REQUIRED"),
         ),
         (false, _) => {
             let auth = auth.unwrap_or(Authn::Missing);
@@ -231,7 +231,7 @@ pub async fn handle(
         vql_since: answer.vql_since.clone(),
         client_id: client_id(&parts),
         vault_dns: login
-            .then(|| form.as_deref().and_then(|f| profile::form_field(f, "vaultDNS")))
+            .then(|| form.as_deref().and_then(|f| vault::form_field(f, "vaultDNS")))
             .flatten(),
     });
     if !delay.is_zero() {
@@ -241,7 +241,7 @@ pub async fn handle(
     if !answer.headers.iter().any(|(name, _)| *name == DATE) {
         answer.headers.push((DATE, httpdate::fmt_http_date(state.now())));
     }
-    if state.config.profile == Profile::Vault {
+    if state.config.profile.stamps_execution_ids() {
         answer.headers.push((EXECUTION_ID, format!("sim-exec-{n:08}")));
     }
     let mut response = Response::builder().status(answer.status);
@@ -271,20 +271,9 @@ async fn read_form(body: hyper::body::Incoming) -> Option<Vec<u8>> {
     limited.collect().await.ok().map(|c| c.to_bytes().to_vec())
 }
 
-/// Vault's login (Vault REST API reference, "User Name and Password"):
-/// SUCCESS with a `sessionId`, or FAILURE `USERNAME_OR_PASSWORD_INCORRECT`,
-/// both at HTTP 200.
-///
-/// The session is for the vault the form's `vaultDNS` names when the user
-/// has access to it, else for the user's default vault ("If the user does
-/// not have access to the specified Vault, the session is generated for the
-/// user's default Vault"); the answer's `vaultId` and `vaultIds` say which.
-/// The user's vaults are [`super::SimConfig::vaults`], or, when that is
-/// empty, the one vault this server is (the host the request named).
+/// Vault's login form answered (`vendor/vault.rs`), for the vault this
+/// server is (the host the request named).
 fn vault_login(state: &State, form: &[u8], parts: &Parts) -> Answer {
-    let cfg = &state.config;
-    let (user, pass) = profile::login_form(form);
-    let asked = profile::form_field(form, "vaultDNS");
     let own = parts
         .headers
         .get(HOST)
@@ -295,43 +284,15 @@ fn vault_login(state: &State, form: &[u8], parts: &Parts) -> Answer {
                 .to_ascii_lowercase()
         })
         .unwrap_or_else(|| "localhost".into());
-    let vaults = if cfg.vaults.is_empty() {
-        vec![own]
-    } else {
-        cfg.vaults.clone()
-    };
-    let body = match (user, pass) {
-        (Some(u), Some(p)) if u == cfg.username && p == cfg.password => {
-            let chosen = asked
-                .as_deref()
-                .and_then(|a| vaults.iter().position(|v| v.eq_ignore_ascii_case(a)))
-                .unwrap_or(0);
-            profile::vault_login_success(&state.sessions.issue(cfg.dataset.seed), &vaults, chosen)
-        }
-        (_, None) => profile::vault_failure("NO_PASSWORD_PROVIDED"),
-        _ => profile::vault_failure("USERNAME_OR_PASSWORD_INCORRECT"),
-    };
+    let body = vault::login(&state.config, &state.sessions, form, own);
     Answer::body(StatusCode::OK, "application/json", body)
 }
 
-/// A refused credential, as each vendor reports it.
+/// A refused credential, as the profile's vendor reports it.
 fn unauthenticated(profile: Profile) -> Answer {
-    match profile {
-        Profile::Generic => Answer::status(StatusCode::UNAUTHORIZED),
-        // mdsol/rwslib: RWS answers bad credentials with 401 and an error
-        // ODM (`RWSConnection.send_request`, the 401 branch; `RWSError`).
-        Profile::Rave => Answer::body(
-            StatusCode::UNAUTHORIZED,
-            "text/xml",
-            profile::rave_odm_error("RWS00008", "Incorrect login and password combination."),
-        ),
-        // Vault: an invalid or expired session is HTTP 200 FAILURE
-        // INVALID_SESSION_ID ("Errors", "Error Types").
-        Profile::Vault => Answer::body(
-            StatusCode::OK,
-            "application/json",
-            profile::vault_failure("INVALID_SESSION_ID"),
-        ),
+    match vendor::refused_credential(profile) {
+        (status, None) => Answer::status(status),
+        (status, Some((content_type, body))) => Answer::body(status, content_type, body),
     }
 }
 
@@ -339,7 +300,7 @@ fn unauthenticated(profile: Profile) -> Answer {
 fn is_vql(state: &State, method: &Method, req: &Parts) -> bool {
     let cfg = &state.config;
     let path = req.uri.path();
-    cfg.profile == Profile::Vault
+    cfg.profile.answers_queries()
         && method == Method::POST
         && (path == cfg.vql_path || path.starts_with(&format!("{}/", cfg.vql_path)))
 }
@@ -369,13 +330,13 @@ async fn decide(
             Answer::status(StatusCode::from_u16(*code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
         }
         Some(Fault::VaultFailure(kind)) => {
-            Answer::body(StatusCode::OK, "application/json", profile::vault_failure(kind))
+            Answer::body(StatusCode::OK, "application/json", vault::failure(kind))
         }
         Some(Fault::RaveError { status, code, odm }) => {
             let body = if *odm {
-                profile::rave_odm_error(code, "Simulated Rave error.")
+                rave::odm_error(code, "Simulated Rave error.")
             } else {
-                profile::rave_response_error(code, "Simulated Rave error")
+                rave::response_error(code, "Simulated Rave error")
             };
             Answer::body(
                 StatusCode::from_u16(*status).unwrap_or(StatusCode::OK),
@@ -508,7 +469,9 @@ fn route(state: &State, req: &Parts, fault: Option<&Fault>) -> Answer {
     } else if path == cfg.odm_path {
         let (page, next) = super::render::odm_page(cfg, &query, garbage, cross_next);
         (page, next, "text/xml; charset=utf-8")
-    } else if let Some(page) = (cfg.profile == Profile::Rave)
+    } else if let Some(page) = cfg
+        .profile
+        .serves_study_datasets()
         .then(|| super::study_dataset::page(cfg, path, &query, state.now()))
         .flatten()
     {

@@ -32,7 +32,7 @@ pub fn page(cfg: &SimConfig, path: &str, q: &BTreeMap<String, String>, now: Syst
         Some(s) => match humantime::parse_rfc3339(&format!("{s}Z")) {
             Ok(t) if s.len() == 19 => millis(t),
             _ => {
-                return Some(Page::whole(super::profile::rave_response_error(
+                return Some(Page::whole(super::vendor::rave::response_error(
                     "RWS00092",
                     "Invalid start date",
                 )))

@@ -1,62 +1,13 @@
-//! Vendor profiles: how the simulator authenticates and reports errors.
-//!
-//! `generic` is the simulator as it always was (a bearer token, bare HTTP
-//! statuses). `rave` and `vault` imitate the vendors' documentation, and
-//! each behaviour below names its source. When the documents and this
-//! file disagree, this file is wrong.
+//! The vault profile: Veeva Vault, as the Vault REST API reference and
+//! veeva/vault-api-library (VAPIL) describe it.
 
 use std::collections::HashMap;
-use std::str::FromStr;
 use std::sync::Mutex;
 
-use hyper::header::{HeaderMap, AUTHORIZATION};
+use hyper::StatusCode;
 use sha2::{Digest, Sha256};
 
-/// Which vendor the simulator imitates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Profile {
-    /// A bearer token; errors are bare HTTP statuses.
-    #[default]
-    Generic,
-    /// Medidata Rave Web Services.
-    Rave,
-    /// Veeva Vault.
-    Vault,
-}
-
-impl FromStr for Profile {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Profile, String> {
-        match s {
-            "generic" => Ok(Profile::Generic),
-            "rave" => Ok(Profile::Rave),
-            "vault" => Ok(Profile::Vault),
-            other => Err(format!("unknown profile {other:?} (generic, rave, vault)")),
-        }
-    }
-}
-
-/// Whether a request carried an acceptable credential.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Authn {
-    Ok,
-    Missing,
-    Invalid,
-    /// A Vault session that existed but is used up (`--session-ttl-requests`).
-    Expired,
-}
-
-impl Authn {
-    pub fn label(self) -> &'static str {
-        match self {
-            Authn::Ok => "ok",
-            Authn::Missing => "missing",
-            Authn::Invalid => "invalid",
-            Authn::Expired => "expired",
-        }
-    }
-}
+use super::Authn;
 
 /// Vault sessions the simulator issued: id -> data requests served.
 #[derive(Default)]
@@ -97,51 +48,57 @@ impl Sessions {
     }
 }
 
-/// Checks a data request's `Authorization` under `profile`.
-pub fn authenticate(
-    profile: Profile,
-    headers: &HeaderMap,
-    config: &super::SimConfig,
-    sessions: &Sessions,
-) -> Authn {
-    let Some(value) = headers.get(AUTHORIZATION) else {
-        return Authn::Missing;
+/// Vault: `Authorization: {sessionId}`, or `Bearer {sessionId}` (Vault
+/// REST API reference, "Authentication").
+pub(super) fn authenticate(value: &[u8], config: &crate::SimConfig, sessions: &Sessions) -> Authn {
+    let text = String::from_utf8_lossy(value);
+    let id = text.strip_prefix("Bearer ").unwrap_or(&text);
+    sessions.spend(id, config.session_ttl_requests)
+}
+
+/// Vault: an invalid or expired session is HTTP 200 FAILURE
+/// INVALID_SESSION_ID ("Errors", "Error Types").
+pub(super) fn refused_credential() -> (StatusCode, Option<(&'static str, String)>) {
+    (
+        StatusCode::OK,
+        Some(("application/json", failure("INVALID_SESSION_ID"))),
+    )
+}
+
+/// Vault's login (Vault REST API reference, "User Name and Password"):
+/// SUCCESS with a `sessionId`, or FAILURE `USERNAME_OR_PASSWORD_INCORRECT`,
+/// both at HTTP 200.
+///
+/// The session is for the vault the form's `vaultDNS` names when the user
+/// has access to it, else for the user's default vault ("If the user does
+/// not have access to the specified Vault, the session is generated for the
+/// user's default Vault"); the answer's `vaultId` and `vaultIds` say which.
+/// The user's vaults are [`crate::SimConfig::vaults`], or, when that is
+/// empty, the one vault this server is (`own`, the host the request named).
+pub fn login(cfg: &crate::SimConfig, sessions: &Sessions, form: &[u8], own: String) -> String {
+    let (user, pass) = login_form(form);
+    let asked = form_field(form, "vaultDNS");
+    let vaults = if cfg.vaults.is_empty() {
+        vec![own]
+    } else {
+        cfg.vaults.clone()
     };
-    let value = value.as_bytes();
-    match profile {
-        Profile::Generic => {
-            if value == format!("Bearer {}", config.token).as_bytes() {
-                Authn::Ok
-            } else {
-                Authn::Invalid
-            }
+    match (user, pass) {
+        (Some(u), Some(p)) if u == cfg.username && p == cfg.password => {
+            let chosen = asked
+                .as_deref()
+                .and_then(|a| vaults.iter().position(|v| v.eq_ignore_ascii_case(a)))
+                .unwrap_or(0);
+            login_success(&sessions.issue(cfg.dataset.seed), &vaults, chosen)
         }
-        // RWS: HTTP Basic with the Rave user's name and password
-        // (mdsol/rwslib `RWSConnection.__init__`: `self.auth = (username,
-        // password)`, handed to requests as Basic auth).
-        Profile::Rave => {
-            use base64::Engine;
-            let expected = base64::engine::general_purpose::STANDARD
-                .encode(format!("{}:{}", config.username, config.password));
-            if value == format!("Basic {expected}").as_bytes() {
-                Authn::Ok
-            } else {
-                Authn::Invalid
-            }
-        }
-        // Vault: `Authorization: {sessionId}`, or `Bearer {sessionId}`
-        // (Vault REST API reference, "Authentication").
-        Profile::Vault => {
-            let text = String::from_utf8_lossy(value);
-            let id = text.strip_prefix("Bearer ").unwrap_or(&text);
-            sessions.spend(id, config.session_ttl_requests)
-        }
+        (_, None) => failure("NO_PASSWORD_PROVIDED"),
+        _ => failure("USERNAME_OR_PASSWORD_INCORRECT"),
     }
 }
 
 /// Vault's error envelope at HTTP 200 (Vault REST API reference, "Errors":
 /// `responseStatus` FAILURE and `errors[{type, message}]`).
-pub fn vault_failure(kind: &str) -> String {
+pub fn failure(kind: &str) -> String {
     let message = match kind {
         // "Error Types": INVALID_SESSION_ID "Invalid session ID provided."
         "INVALID_SESSION_ID" => "Invalid or expired session ID.",
@@ -164,7 +121,7 @@ pub fn vault_failure(kind: &str) -> String {
 /// `responseStatus`, `sessionId`, `userId`, `vaultIds`, `vaultId`).
 /// `vaults` are the DNS names of the user's vaults (numbered from 1776);
 /// `chosen` is the one the session is for.
-pub fn vault_login_success(session_id: &str, vaults: &[String], chosen: usize) -> String {
+pub fn login_success(session_id: &str, vaults: &[String], chosen: usize) -> String {
     let ids: Vec<serde_json::Value> = vaults
         .iter()
         .enumerate()
@@ -178,24 +135,6 @@ pub fn vault_login_success(session_id: &str, vaults: &[String], chosen: usize) -
         "vaultId": 1776 + chosen,
     })
     .to_string()
-}
-
-/// Rave's answer to bad credentials: HTTP 401 with an ODM whose root
-/// carries `mdsol:ErrorDescription` (mdsol/rwslib `RWSError` docstring and
-/// tests: "Incorrect login and password combination. [RWS00008]").
-pub fn rave_odm_error(code: &str, description: &str) -> String {
-    format!(
-        r#"<?xml version="1.0" encoding="utf-8"?><ODM xmlns:mdsol="http://www.mdsol.com/ns/odm/metadata" FileType="Snapshot" CreationDateTime="2026-12-02T00:00:00.000-00:00" FileOID="4d13722a-ceb6-4419-a917-b6ad5d0bc30e" ODMVersion="1.3" mdsol:ErrorDescription="{description} [{code}]" xmlns="http://www.cdisc.org/ns/odm/v1.3" />"#
-    )
-}
-
-/// Rave's `<Response>` error document (mdsol/rwslib `RWSErrorResponse`:
-/// `ReferenceNumber`, `InboundODMFileOID`, `IsTransactionSuccessful="0"`,
-/// `ReasonCode`, `ErrorClientResponseMessage`).
-pub fn rave_response_error(code: &str, message: &str) -> String {
-    format!(
-        r#"<Response ReferenceNumber="0b47fe86-542f-4070-9e7d-16396a5ef08a" InboundODMFileOID="Not Supplied" IsTransactionSuccessful="0" ReasonCode="{code}" ErrorClientResponseMessage="{message}"></Response>"#
-    )
 }
 
 /// One field of a url-encoded form body.
