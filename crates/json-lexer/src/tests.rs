@@ -2,6 +2,7 @@
 //! the same verdict on every document however it is cut into chunks, and
 //! a handler that enters everything sees the document serde_json reads.
 
+use crate::oracle::Skip;
 use crate::{Handler, Kind, Lexer, Want};
 
 /// Runs of `x` of each length in `lens`, each with one byte at one place
@@ -20,27 +21,6 @@ pub(crate) fn one_special_byte(lens: &[usize]) -> impl Iterator<Item = (Vec<u8>,
             })
         })
     })
-}
-
-/// A handler that validates and reports nothing.
-struct Skip;
-
-impl Handler for Skip {
-    fn begin(&mut self, _: Kind) -> Result<Want, String> {
-        Ok(Want::Skip)
-    }
-    fn key(&mut self, _: &[u8]) -> Result<(), String> {
-        Ok(())
-    }
-    fn end(&mut self) -> Result<(), String> {
-        Ok(())
-    }
-    fn captured(&mut self, _: &[u8], _: Option<&str>) -> Result<(), String> {
-        Ok(())
-    }
-    fn kept(&mut self, _: &[u8]) -> Result<(), String> {
-        Ok(())
-    }
 }
 
 /// A handler that enters every container and captures every scalar, and

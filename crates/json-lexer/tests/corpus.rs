@@ -6,28 +6,8 @@
 //! strictly (the oracle), and holds however the document is cut into
 //! chunks: at every byte, and byte by byte.
 
+use edc_json_lexer::oracle::Skip;
 use edc_json_lexer::{Handler, Kind, Lexer, Want};
-
-/// Validates and reports nothing.
-struct Skip;
-
-impl Handler for Skip {
-    fn begin(&mut self, _: Kind) -> Result<Want, String> {
-        Ok(Want::Skip)
-    }
-    fn key(&mut self, _: &[u8]) -> Result<(), String> {
-        Ok(())
-    }
-    fn end(&mut self) -> Result<(), String> {
-        Ok(())
-    }
-    fn captured(&mut self, _: &[u8], _: Option<&str>) -> Result<(), String> {
-        Ok(())
-    }
-    fn kept(&mut self, _: &[u8]) -> Result<(), String> {
-        Ok(())
-    }
-}
 
 /// Validates and enters every container: the same verdict either way.
 struct Enter;
