@@ -301,6 +301,7 @@ on_both_backends!(
     a_missing_last_landed_page_is_refused_before_any_request,
     a_keyed_run_refuses_a_trail_recomputed_without_the_key,
     verify_names_a_landed_page_modified_after_landing,
+    audit_verify_names_a_trail_line_edited_in_place,
 );
 
 /// Two runs, the first stopped after one page: every record lands once,
@@ -455,5 +456,44 @@ async fn verify_names_a_landed_page_modified_after_landing(site: Site) {
             .contains(&format!("{}: modified after landing", page.display())),
         "{}",
         out.stdout
+    );
+}
+
+/// `audit verify` proves the trail by its chain: a line edited in place
+/// (in the file, or in its row by the schema's owner with the append-only
+/// triggers turned off) is named, and the trail is not intact (65).
+async fn audit_verify_names_a_trail_line_edited_in_place(site: Site) {
+    let out = site.sync(&[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines = site.trail();
+    let n = lines
+        .iter()
+        .position(|l| l.contains("\"event\":\"page_committed\""))
+        .unwrap()
+        + 1;
+    let edited = lines[n - 1].replacen("\"records\":40", "\"records\":41", 1);
+    assert_ne!(edited, lines[n - 1]);
+    match &site.pg {
+        None => {
+            let mut all = lines.clone();
+            all[n - 1] = edited;
+            std::fs::write(site.fx.trail(), all.join("\n") + "\n").unwrap();
+        }
+        Some(pg) => {
+            let sql = format!(
+                "BEGIN; ALTER TABLE edc_sync_audit_line DISABLE TRIGGER USER; \
+                 UPDATE edc_sync_audit_line SET line = '{}' WHERE n = {n}; \
+                 ALTER TABLE edc_sync_audit_line ENABLE TRIGGER USER; COMMIT;",
+                edited.replace('\'', "''")
+            );
+            pg.psql("edc", &sql).unwrap();
+        }
+    }
+    let out = site.audit_verify();
+    assert_eq!(out.code, 65, "{}{}", out.stdout, out.stderr);
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        said.contains(&format!(":{}:", n + 1)) || said.contains(&format!("line {}", n + 1)),
+        "{said}"
     );
 }
