@@ -1,6 +1,6 @@
 //! Exit codes are part of the interface (README, docs/operations.md): the
 //! codes and what each means, here; which failure exits with which is
-//! decided by the failure's type ([`crate::error::Error::exit`]). Codes are
+//! decided by the failure's type (`Error::exit` in `error.rs`). Codes are
 //! sysexits-style; extend, never renumber.
 
 use quota_pacer::PacerError;
