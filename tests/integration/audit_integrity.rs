@@ -455,3 +455,26 @@ async fn an_anchor_that_is_a_symlink_is_never_followed() {
     );
     assert!(message.contains(&*anchor.to_string_lossy()), "{message}");
 }
+
+/// The anchors directory replaced by a symbolic link: anchoring through it
+/// would write where the link points (and a later run could be shown a
+/// copy put back). A run refuses it before its first line (74, naming the
+/// directory), and nothing is appended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_anchors_directory_that_is_a_symlink_stops_the_run_before_any_line() {
+    let fx = Fixture::new();
+    let sim = sim().await;
+    assert_eq!(fx.run(&sim, AuditOptions::default()).await.0, 0);
+    let dir = fx.path("state/audit-anchors");
+    let elsewhere = fx.path("anchors-elsewhere");
+    std::fs::rename(&dir, &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &dir).unwrap();
+    let trail = std::fs::read(fx.trail()).unwrap();
+    let requests = sim.requests().len();
+    let (code, message) = fx.run(&sim, AuditOptions::default()).await;
+    assert_eq!(code, 74, "{message}");
+    assert!(message.contains(&*dir.to_string_lossy()), "{message}");
+    assert!(message.contains("symbolic link"), "{message}");
+    assert_eq!(std::fs::read(fx.trail()).unwrap(), trail, "nothing appended");
+    assert_eq!(sim.requests().len(), requests, "nothing fetched");
+}

@@ -78,8 +78,19 @@ impl Anchors {
             .map(|id| ChainHead::file_in(&self.root, id))
     }
 
-    /// The anchor in the state directory, if there is one.
+    /// The anchor in the state directory, if there is one. The anchors
+    /// directory is never reached through a symbolic link: anchoring
+    /// through one would read and write where it points, so a copy put
+    /// back there could vouch for a trail cut short.
     pub fn load_file(&self) -> Result<Option<Found>, String> {
+        let dir = self.root.join(DIR);
+        if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(format!(
+                "audit anchors {}: it is a symbolic link, which is never followed; replace it by the directory \
+                 it stood for",
+                dir.display()
+            ));
+        }
         let Some(current) = self.file() else {
             return self.load_by_name();
         };
