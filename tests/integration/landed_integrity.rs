@@ -702,3 +702,36 @@ async fn a_landing_shared_by_studies_with_separate_trails_verifies_clean_per_stu
     // A scope needs its study.
     assert_eq!(verify("s1-audit.jsonl", &["--vendor", "vault_json"]).code, 2);
 }
+
+/// `verify` reads a landing's `.owner` as a run does: never through a
+/// symbolic link, and only a state directory id. A link to another file
+/// (a secret, say) or content that is no id is a discrepancy naming the
+/// file; what the file holds is never printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_never_follows_or_prints_an_owner_file() {
+    for (damage, secret) in [
+        ("link", "PASSWORD=hunter2-of-the-env-file"),
+        ("content", "line one\nforged: verify passed\n"),
+    ] {
+        let fx = Fixture::new();
+        let sim = sim_with(RECORDS).await;
+        assert_eq!(fx.run(&sim, AuditOptions::default()).await.0, 0);
+        let owner = stream_dir(&fx).join(".owner");
+        match damage {
+            "link" => {
+                let target = fx.path("service.env");
+                std::fs::write(&target, secret).unwrap();
+                std::fs::remove_file(&owner).unwrap();
+                std::os::unix::fs::symlink(&target, &owner).unwrap();
+            }
+            _ => std::fs::write(&owner, secret).unwrap(),
+        }
+        let out = fx.verify_landing();
+        assert_eq!(out.code, 65, "{damage}: {}{}", out.stdout, out.stderr);
+        let said = format!("{}{}", out.stdout, out.stderr);
+        assert!(said.contains(&*owner.to_string_lossy()), "{damage}: {said}");
+        for part in secret.lines() {
+            assert!(!said.contains(part), "{damage}: {part:?} printed: {said}");
+        }
+    }
+}

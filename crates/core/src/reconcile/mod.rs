@@ -236,7 +236,13 @@ fn reconcile_views(
                 id
             }
         };
-        if let (Some(owner), Some(id)) = (&view.owner, &state_id) {
+        if let Err(why) = &view.owner {
+            summary.discrepancies.push(Discrepancy {
+                path: view.path.join(crate::store::owner::OWNER_FILE),
+                what: why.clone(),
+            });
+        }
+        if let (Ok(Some(owner)), Some(id)) = (&view.owner, &state_id) {
             if owner != id {
                 summary.discrepancies.push(Discrepancy {
                     path: view.path.join(crate::store::owner::OWNER_FILE),

@@ -18,8 +18,9 @@ pub(super) struct LandingView {
     pub(super) rel: String,
     pub(super) manifest: Vec<u8>,
     pub(super) files: Vec<FileView>,
-    /// The id its `.owner` names, when it has one.
-    pub(super) owner: Option<String>,
+    /// The id its `.owner` names, when it has one; `Err` says why it
+    /// names none (a link, or content that is no id, never repeated).
+    pub(super) owner: Result<Option<String>, String>,
 }
 
 /// One file of `pages/`.
@@ -65,10 +66,18 @@ impl LandingView {
                     sha256: sha256.unwrap_or_default(),
                 });
             }
-            let owner = landing
+            let owner = match landing
                 .read(&format!("{dir}/{}", crate::store::owner::OWNER_FILE))
                 .await?
-                .map(|t| String::from_utf8_lossy(&t).trim().to_string());
+            {
+                None => Ok(None),
+                Some(t) => crate::store::owner::parse_id(&String::from_utf8_lossy(&t))
+                    .map(Some)
+                    .ok_or_else(|| {
+                        "it does not hold a state directory id (hex digits; what it holds is not shown)"
+                            .into()
+                    }),
+            };
             views.push(LandingView {
                 path: root.join(&dir),
                 rel: dir,
@@ -107,9 +116,7 @@ impl LandingView {
                 sha256,
             });
         }
-        let owner = std::fs::read_to_string(dir.join(crate::store::owner::OWNER_FILE))
-            .ok()
-            .map(|t| t.trim().to_string());
+        let owner = crate::store::owner::read_owner(&dir.join(crate::store::owner::OWNER_FILE));
         Ok(LandingView {
             path: dir.to_path_buf(),
             rel,

@@ -114,7 +114,10 @@ pub(crate) async fn claim_remote(
             remote.put(&name, body).await?;
             return Ok(None);
         }
-        Some(text) => String::from_utf8_lossy(&text).trim().to_string(),
+        Some(text) => parse_id(&String::from_utf8_lossy(&text)).ok_or_else(|| StoreError::Corrupt {
+            path: Path::new(remote.url()).join(&name),
+            detail: "it does not hold a state directory id (hex digits; what it holds is not shown)".into(),
+        })?,
     };
     if owner == state_id {
         return Ok(None);
@@ -143,6 +146,26 @@ fn another_owner(path: std::path::PathBuf, owner: &str, state_id: &str) -> Store
     }
 }
 
+/// The owner a landing's `.owner` at `path` names, as `verify` reads it:
+/// never through a symbolic link, and only a state directory id; `Err`
+/// says why not, and never repeats what the file holds.
+pub(crate) fn read_owner(path: &Path) -> Result<Option<String>, String> {
+    match read_id(path) {
+        Ok(id) => Ok(id),
+        Err(StoreError::Io { error, .. }) if error.raw_os_error() == Some(libc::ELOOP) => {
+            Err("it is a symbolic link, which is never followed".into())
+        }
+        Err(StoreError::Corrupt { detail, .. }) => Err(detail),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// An id as a `.owner` or `.state-id` holds it (hex digits), or `None`.
+pub(crate) fn parse_id(text: &str) -> Option<String> {
+    let id = text.trim();
+    (!id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit())).then(|| id.to_string())
+}
+
 /// The id in `path`, never through a link; `None` when there is none.
 fn read_id(path: &Path) -> Result<Option<String>, StoreError> {
     let mut text = String::new();
@@ -153,14 +176,13 @@ fn read_id(path: &Path) -> Result<Option<String>, StoreError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(StoreError::io(path, "open", e)),
     };
-    let id = text.trim();
-    if id.is_empty() || id.len() > 64 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(StoreError::Corrupt {
+    match parse_id(&text) {
+        Some(id) => Ok(Some(id)),
+        None => Err(StoreError::Corrupt {
             path: path.to_path_buf(),
-            detail: "it does not hold a state directory id (hex digits)".into(),
-        });
+            detail: "it does not hold a state directory id (hex digits; what it holds is not shown)".into(),
+        }),
     }
-    Ok(Some(id.to_string()))
 }
 
 /// Writes `id` to `path` durably (temp file, fsync, rename, directory).
