@@ -115,7 +115,18 @@ pub fn command() -> clap::Command {
             })
         })
     }
-    with_examples(Cli::command(), "")
+    hide_env_values(with_examples(Cli::command(), ""))
+}
+
+/// No option's help shows the value of the environment variable it reads
+/// (`EDC_SYNC_STATE` may hold a database password, `EDC_SYNC_REDIS_URL` a
+/// Redis one): only the variable's name, on every subcommand.
+fn hide_env_values(cmd: clap::Command) -> clap::Command {
+    let names: Vec<String> = cmd.get_subcommands().map(|s| s.get_name().to_string()).collect();
+    let cmd = cmd.mut_args(|arg| arg.hide_env_values(true));
+    names
+        .into_iter()
+        .fold(cmd, |cmd, name| cmd.mut_subcommand(&name, hide_env_values))
 }
 
 /// A command line clap refused (or help or the version asked for), and the

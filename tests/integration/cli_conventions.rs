@@ -423,3 +423,36 @@ fn a_usage_error_under_json_logs_is_one_json_line() {
     let text = support::run(&["sync", "--bogus"]);
     assert!(text.stderr.starts_with("error:"), "{}", text.stderr);
 }
+
+/// `--help` (and `-h`) never shows the value of an environment variable an
+/// option reads: `EDC_SYNC_STATE` may hold a PostgreSQL password and
+/// `EDC_SYNC_REDIS_URL` a Redis one. Every subcommand, every form, and the
+/// man pages, with every such variable set.
+#[test]
+fn help_never_shows_an_environment_variables_value() {
+    let secrets = [
+        ("EDC_SYNC_STATE", "postgres://edc:pw-state-7f3a@db.example/edc"),
+        ("EDC_SYNC_REDIS_URL", "redis://:pw-redis-7f3a@redis.example/"),
+        ("EDC_SYNC_CONFIG", "/srv/pw-config-7f3a/rate_limits.yaml"),
+        ("EDC_SYNC_SIM_TOKEN", "pw-token-7f3a"),
+        ("EDC_SYNC_SIM_PASSWORD", "pw-password-7f3a"),
+    ];
+    let mut paths: Vec<String> = all_subcommands().into_iter().map(|(p, _)| p).collect();
+    paths.push(String::new());
+    for path in paths {
+        for flag in ["--help", "-h"] {
+            let mut args: Vec<&str> = path.split_whitespace().collect();
+            args.push(flag);
+            let mut cmd = support::edc_sync();
+            cmd.args(&args);
+            for (name, value) in secrets {
+                cmd.env(name, value);
+            }
+            let out = support::run_cmd(&mut cmd);
+            for (name, _) in secrets {
+                let leaked = format!("{}{}", out.stdout, out.stderr);
+                assert!(!leaked.contains("7f3a"), "`{}` shows {name}'s value:\n{leaked}", args.join(" "));
+            }
+        }
+    }
+}
