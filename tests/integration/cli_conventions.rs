@@ -451,7 +451,11 @@ fn help_never_shows_an_environment_variables_value() {
             let out = support::run_cmd(&mut cmd);
             for (name, _) in secrets {
                 let leaked = format!("{}{}", out.stdout, out.stderr);
-                assert!(!leaked.contains("7f3a"), "`{}` shows {name}'s value:\n{leaked}", args.join(" "));
+                assert!(
+                    !leaked.contains("7f3a"),
+                    "`{}` shows {name}'s value:\n{leaked}",
+                    args.join(" ")
+                );
             }
         }
     }

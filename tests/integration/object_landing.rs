@@ -460,3 +460,30 @@ async fn a_stream_start_lists_only_the_manifest_lines_written_since_the_last() {
     let mut verify = fx.verify(&out);
     assert_eq!(support::run_cmd(&mut verify).code, 0);
 }
+
+/// Credentials written into an object store's endpoint URL
+/// (`http://KEYID:SECRET@host`) would reach every message and audit line
+/// that names the endpoint. The URL is refused (78) before anything is
+/// sent, naming the variable; neither part of the credential is shown, in
+/// stderr or in the trail; and `verify` refuses it the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_url_with_credentials_in_it_is_refused_and_never_shown() {
+    let fx = Fixture::new();
+    let sim = support::runs::sim().await;
+    let port = edc_testkit::redis_server::free_port().unwrap();
+    let endpoint = format!("http://AKIDKEYID7f3a:SECRETkey7f3a@127.0.0.1:{port}");
+    for cmd in [
+        fx.sync(&sim.base_url(), "s3://edc-landing/lake"),
+        fx.verify("s3://edc-landing/lake"),
+    ] {
+        let mut cmd = cmd;
+        let out = support::run_cmd(cmd.env("AWS_ENDPOINT_URL", &endpoint));
+        assert_eq!(out.code, 78, "{}", out.stderr);
+        assert!(out.stderr.contains("AWS_ENDPOINT_URL"), "{}", out.stderr);
+        let trail = std::fs::read_to_string(fx.path("audit.jsonl")).unwrap_or_default();
+        for said in [&out.stdout, &out.stderr, &trail] {
+            assert!(!said.contains("7f3a"), "a credential shown: {said}");
+        }
+    }
+    assert!(sim.requests().is_empty(), "nothing was fetched");
+}

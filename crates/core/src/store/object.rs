@@ -426,6 +426,23 @@ fn s3_from_env() -> Result<object_store::aws::AmazonS3Builder, String> {
     if let Some(v) = profile.region {
         builder = builder.with_region(v);
     }
+    // Credentials belong in the key variables or the credentials file: in
+    // an endpoint's user-info they would reach every message and audit line
+    // that names the endpoint. Refused, wherever the endpoint comes from.
+    let sources = [
+        ("the AWS config file's endpoint_url", profile.endpoint_url.clone()),
+        ("AWS_ENDPOINT_URL", std::env::var("AWS_ENDPOINT_URL").ok()),
+        ("AWS_ENDPOINT", std::env::var("AWS_ENDPOINT").ok()),
+    ];
+    for (source, value) in &sources {
+        if value.as_deref().is_some_and(has_userinfo) {
+            return Err(format!(
+                "{source} ({}) carries credentials in the URL (user:password@), which are never taken from \
+                 there; give them in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or the shared credentials file",
+                crate::redact::without_userinfo(value.as_deref().unwrap_or_default())
+            ));
+        }
+    }
     let endpoint = profile
         .endpoint_url
         .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
@@ -437,6 +454,11 @@ fn s3_from_env() -> Result<object_store::aws::AmazonS3Builder, String> {
         builder = builder.with_endpoint(endpoint);
     }
     Ok(builder)
+}
+
+/// `url` names a user (and perhaps a password) before its host.
+fn has_userinfo(url: &str) -> bool {
+    url::Url::parse(url).is_ok_and(|u| !u.username().is_empty() || u.password().is_some())
 }
 
 /// The object name of the manifest line that starts at byte `offset` of
