@@ -302,6 +302,7 @@ on_both_backends!(
     a_keyed_run_refuses_a_trail_recomputed_without_the_key,
     verify_names_a_landed_page_modified_after_landing,
     audit_verify_names_a_trail_line_edited_in_place,
+    verify_counts_a_page_listed_twice_under_another_page_key,
 );
 
 /// Two runs, the first stopped after one page: every record lands once,
@@ -495,5 +496,46 @@ async fn audit_verify_names_a_trail_line_edited_in_place(site: Site) {
     assert!(
         said.contains(&format!(":{}:", n + 1)) || said.contains(&format!("line {}", n + 1)),
         "{said}"
+    );
+}
+
+/// A manifest reader counts every entry: a landed page listed a second
+/// time, under another page key (the file by the run role's own INSERT
+/// into the rows, or a line appended to the file), would have its records
+/// counted twice. `verify` names it (65), whatever its page key.
+async fn verify_counts_a_page_listed_twice_under_another_page_key(site: Site) {
+    let out = site.sync(&[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let first = site.manifest().lines().next().unwrap().to_string();
+    let mut entry: Value = serde_json::from_str(&first).unwrap();
+    let other_key = format!("{}&again=1", entry["page_key"].as_str().unwrap());
+    entry["page_key"] = other_key.clone().into();
+    let line = serde_json::to_string(&entry).unwrap();
+    match &site.pg {
+        None => {
+            let manifest = site.stream_dir().join("manifest.jsonl");
+            let mut text = std::fs::read_to_string(&manifest).unwrap();
+            text.push_str(&line);
+            text.push('\n');
+            std::fs::write(&manifest, text).unwrap();
+        }
+        Some(pg) => {
+            let sql = format!(
+                "INSERT INTO edc_sync_manifest (stream, n, line, page_key, sha256, trail, audit_n) \
+                 SELECT stream, (SELECT max(n) + 1 FROM edc_sync_manifest), '{}', '{}', sha256, trail, audit_n \
+                 FROM edc_sync_manifest WHERE n = 1",
+                line.replace('\'', "''"),
+                other_key.replace('\'', "''")
+            );
+            pg.psql_as("edc_run", "edc", &sql).unwrap();
+        }
+    }
+    let out = site.verify();
+    assert_eq!(out.code, 65, "{}{}", out.stdout, out.stderr);
+    let file = entry["file"].as_str().unwrap();
+    assert!(
+        out.stdout.contains(file) && out.stdout.contains("counted twice"),
+        "{}",
+        out.stdout
     );
 }

@@ -378,21 +378,21 @@ fn check_landing_dir(view: &LandingView, commits: &[Commit], summary: &mut Summa
         for (i, line) in body.split(|b| *b == b'\n').enumerate() {
             match serde_json::from_slice::<crate::store::ManifestEntry>(line) {
                 Ok(entry) => {
-                    // The same page (request and bytes) listed twice: a reader
-                    // of the manifest would count its records twice.
-                    if let Some((first, _)) = listed
-                        .get(&entry.file)
-                        .filter(|(_, e)| e.page_key == entry.page_key && e.sha256 == entry.sha256)
-                    {
+                    // A landed page listed again, under any page key: a
+                    // reader of the manifest counts every entry, so its
+                    // records would be counted twice (unless the entry marks
+                    // every one of them as landed before).
+                    let counted = entry.records.saturating_sub(entry.repeated.len() as u64);
+                    if let Some((first, earlier)) = listed.get(&entry.file).filter(|_| counted > 0) {
                         problem(
                             manifest_path.clone(),
                             format!(
-                                "line {} lists the page {} ({}) again, first at line {first}: its {} records \
-                                 would be counted twice",
+                                "line {} lists the page {} ({}) again, first at line {first} (as {}): {counted} of \
+                                 its records would be counted twice",
                                 i + 1,
                                 entry.page_key,
                                 entry.file,
-                                entry.records
+                                earlier.page_key,
                             ),
                         );
                         continue;
