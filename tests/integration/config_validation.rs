@@ -791,3 +791,29 @@ fn the_cursor_kind_is_one_of_three_and_json_only() {
         &["medidata_rave.delta.cursor_kind: only used with format: json"],
     );
 }
+
+/// A control character in a template (a bucket key becomes a Redis key, a
+/// path a request line) and a `.` or `..` segment in the delta's path (a
+/// request off the path the policy names, on the same origin) are refused
+/// naming the key.
+#[test]
+fn control_characters_in_templates_and_dot_segments_in_the_delta_path_are_refused() {
+    let example = example_config();
+    let key_line = example
+        .lines()
+        .find(|l| l.trim_start().starts_with("bucket_key: "))
+        .unwrap()
+        .to_string();
+    let with_tab = key_line.replacen("rl:", "rl:\\t", 1);
+    assert_ne!(with_tab, key_line);
+    assert_rejected(
+        &example.replacen(&key_line, &with_tab, 1),
+        &["bucket_key", "control character"],
+    );
+    let path = "path: \"/api/v24.1/query\"";
+    assert!(example.contains(path));
+    for dots in ["/../../etc", "/./x/.."] {
+        let bad = format!("path: \"/api/v24.1/query{dots}\"");
+        assert_rejected(&example.replacen(path, &bad, 1), &["delta.path", "segment"]);
+    }
+}

@@ -41,6 +41,19 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
                 ),
             );
             None
+        } else if t
+            .as_str()
+            .split(['/', '?'])
+            .any(|segment| segment == "." || segment == "..")
+        {
+            report.add(
+                &p,
+                format!(
+                    "holds a '.' or '..' segment, which would ask for another path than the one named, got {:?}",
+                    t.as_str()
+                ),
+            );
+            None
         } else if t.as_str().starts_with('/') {
             Some(t)
         } else {

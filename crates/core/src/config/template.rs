@@ -75,6 +75,11 @@ pub struct MissingValue {
 impl Template {
     /// Parses `source`; the error names the offending placeholder.
     pub fn parse(source: &str) -> Result<Self, String> {
+        // A template becomes a Redis key, a URL path or a query value: a
+        // control character has no business in any of them.
+        if let Some(c) = source.chars().find(|c| c.is_control()) {
+            return Err(format!("holds a control character ({c:?}) in {source:?}"));
+        }
         let mut parts = Vec::new();
         let mut rest = source;
         while let Some(open) = rest.find(['{', '}']) {
