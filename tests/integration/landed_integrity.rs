@@ -735,3 +735,29 @@ async fn verify_never_follows_or_prints_an_owner_file() {
         }
     }
 }
+
+/// A cursor file replaced by a symbolic link is never followed, read or
+/// replaced: the run stops (74) naming it, and the link is left as found,
+/// whatever it points at (here, bytes that would read as a torn file).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cursor_file_that_is_a_symlink_is_refused_not_rebuilt() {
+    let fx = Fixture::new();
+    let sim = sim_with(RECORDS).await;
+    assert_eq!(fx.run(&sim, AuditOptions::default()).await.0, 0);
+    let cursor = cursor_file(&fx);
+    let target = fx.path("elsewhere.json");
+    std::fs::write(&target, b"{\"torn").unwrap();
+    std::fs::remove_file(&cursor).unwrap();
+    std::os::unix::fs::symlink(&target, &cursor).unwrap();
+    let requests = sim.requests().len();
+    let (code, message) = fx.run(&sim, AuditOptions::default()).await;
+    assert_eq!(code, 74, "{message}");
+    assert!(message.contains(&*cursor.to_string_lossy()), "{message}");
+    assert!(message.contains("symbolic link"), "{message}");
+    assert!(std::fs::symlink_metadata(&cursor)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(std::fs::read(&target).unwrap(), b"{\"torn");
+    assert_eq!(sim.requests().len(), requests, "nothing fetched");
+}

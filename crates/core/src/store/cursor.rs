@@ -496,8 +496,11 @@ impl CursorStore {
     /// fsynced. Any other unreadable file (a newer format, another
     /// stream's) is not torn and is never replaced.
     pub(crate) fn is_torn(&self) -> bool {
-        std::fs::read(&self.path)
-            .is_ok_and(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).is_err())
+        // A symbolic link is not a torn file: it is refused when loaded.
+        let mut bytes = Vec::new();
+        crate::durable::read_no_follow(&self.path)
+            .and_then(|mut f| std::io::Read::read_to_end(&mut f, &mut bytes))
+            .is_ok_and(|_| serde_json::from_slice::<serde_json::Value>(&bytes).is_err())
     }
 
     /// Makes `pending` the stream's cursor, given the receipt of its

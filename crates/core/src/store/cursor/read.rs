@@ -12,11 +12,15 @@ pub(super) fn load(
     stream: &StreamIdentity,
     initial_start: Option<String>,
 ) -> Result<Cursor, StoreError> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
+    // Never through a symbolic link (refused, 74, naming the file).
+    let mut bytes = Vec::new();
+    match crate::durable::read_no_follow(path) {
+        Ok(mut f) => {
+            std::io::Read::read_to_end(&mut f, &mut bytes).map_err(|e| StoreError::io(path, "read", e))?;
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(initial(stream, initial_start)),
-        Err(e) => return Err(StoreError::io(path, "read", e)),
-    };
+        Err(e) => return Err(StoreError::io(path, "open", e)),
+    }
     parse(&bytes, stream).map_err(|detail| StoreError::Unreadable {
         path: path.to_path_buf(),
         detail,
