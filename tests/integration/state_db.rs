@@ -1003,3 +1003,23 @@ async fn a_password_in_the_state_urls_query_is_refused_and_never_shown() {
     assert!(!out.stderr.contains("sekrit-query-pw"), "{}", out.stderr);
     assert!(!fx.path("audit.jsonl").exists());
 }
+
+/// A landing owned by a state directory, given to a run whose state is a
+/// database: refused (65) in words that say which state this run's is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_landing_of_a_state_directory_is_refused_to_a_state_database_in_its_own_words() {
+    let pg = postgres::start_migrated();
+    let fx = runs::Fixture::new();
+    let sim = runs::sim_with(20).await;
+    let out = sync_bin(&fx, &sim, fx.path("state").to_str().unwrap(), &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &[]);
+    assert_eq!(out.code, 65, "{}", out.stderr);
+    assert!(out.stderr.contains(".owner"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("this run's state database has id"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("state directory has id"), "{}", out.stderr);
+}

@@ -8,6 +8,7 @@ use super::events::{self, RunLockTakenOver};
 use super::stream::{OpenStream, Opened, StreamLedger};
 use super::{FencedLock, Ledger, LedgerError, Trail};
 use crate::state_db::DbStream;
+use crate::store::owner::{Claimant, StateKind};
 use crate::store::{CursorStore, LandingStore, RunLock};
 
 /// Who holds a lock, as lock records and audit lines name a holder.
@@ -29,7 +30,7 @@ pub(crate) async fn open(ledger: &Ledger, p: OpenStream<'_>) -> Result<Opened, L
             let (cursors, fenced) = lock_files(dir, &p).await?;
             let id = match p.dry_run {
                 true => None,
-                false => Some(crate::store::owner::state_id(dir)?),
+                false => Some((crate::store::owner::state_id(dir)?, StateKind::Directory)),
             };
             (StreamLedger::Files(Box::new(cursors)), fenced, id)
         }
@@ -43,7 +44,7 @@ pub(crate) async fn open(ledger: &Ledger, p: OpenStream<'_>) -> Result<Opened, L
             )
             .await?
             .starting_at(p.since.clone());
-            let id = (!p.dry_run).then(|| db.state_id().to_string());
+            let id = (!p.dry_run).then(|| (db.state_id().to_string(), StateKind::Database));
             (StreamLedger::Db(Box::new(held)), None, id)
         }
     };
@@ -52,8 +53,8 @@ pub(crate) async fn open(ledger: &Ledger, p: OpenStream<'_>) -> Result<Opened, L
         StreamLedger::Db(held) => held.open_landing(p.out_dir, p.ext)?,
     }
     .with_remote(p.object.clone());
-    if let Some(id) = state_id {
-        claim_landing(&landing, &id, &p).await?;
+    if let Some((id, kind)) = state_id {
+        claim_landing(&landing, &Claimant { id: &id, kind }, &p).await?;
     }
     super::proof::prove(&stream, &mut landing, &p).await?;
     if !p.dry_run {
@@ -116,12 +117,17 @@ async fn lock_files(
 /// Claims the stream's landing for the state `id` (a landing belongs to
 /// the one state that proves it); `--repair-state` gives it a new owner,
 /// audited.
-async fn claim_landing(landing: &LandingStore, id: &str, p: &OpenStream<'_>) -> Result<(), LedgerError> {
+async fn claim_landing(
+    landing: &LandingStore,
+    claimant: &Claimant<'_>,
+    p: &OpenStream<'_>,
+) -> Result<(), LedgerError> {
     let changed = match landing.remote() {
         Some(remote) => {
-            crate::store::owner::claim_remote(remote, landing.recorded_dir(), id, p.repair_state).await?
+            crate::store::owner::claim_remote(remote, landing.recorded_dir(), claimant, p.repair_state)
+                .await?
         }
-        None => crate::store::owner::claim(landing.dir(), id, p.repair_state)?,
+        None => crate::store::owner::claim(landing.dir(), claimant, p.repair_state)?,
     };
     if let Some(changed) = changed {
         let event = events::LandingOwnerChanged {

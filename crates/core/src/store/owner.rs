@@ -77,9 +77,10 @@ pub(crate) fn existing_state_id(state_root: &Path) -> Result<Option<String>, Sto
 /// `repair`, which makes `state_id` the owner.
 pub(crate) fn claim(
     landing_dir: &Path,
-    state_id: &str,
+    claimant: &Claimant<'_>,
     repair: bool,
 ) -> Result<Option<OwnerChanged>, StoreError> {
+    let state_id = claimant.id;
     let path = landing_dir.join(OWNER_FILE);
     let owner = match read_id(&path)? {
         None => {
@@ -90,7 +91,7 @@ pub(crate) fn claim(
         Some(owner) => owner,
     };
     if !repair {
-        return Err(another_owner(path, &owner, state_id));
+        return Err(another_owner(path, &owner, claimant));
     }
     write_id(&path, state_id)?;
     Ok(Some(OwnerChanged {
@@ -104,9 +105,10 @@ pub(crate) fn claim(
 pub(crate) async fn claim_remote(
     remote: &super::object::ObjectLanding,
     dir: &str,
-    state_id: &str,
+    claimant: &Claimant<'_>,
     repair: bool,
 ) -> Result<Option<OwnerChanged>, StoreError> {
+    let state_id = claimant.id;
     let name = format!("{dir}/{OWNER_FILE}");
     let body = bytes::Bytes::from(format!("{state_id}\n"));
     let owner = match remote.read(&name).await? {
@@ -124,7 +126,7 @@ pub(crate) async fn claim_remote(
     }
     if !repair {
         let path = Path::new(remote.url()).join(&name);
-        return Err(another_owner(path, &owner, state_id));
+        return Err(another_owner(path, &owner, claimant));
     }
     remote.put(&name, body).await?;
     Ok(Some(OwnerChanged {
@@ -133,16 +135,46 @@ pub(crate) async fn claim_remote(
     }))
 }
 
-fn another_owner(path: std::path::PathBuf, owner: &str, state_id: &str) -> StoreError {
+fn another_owner(path: std::path::PathBuf, owner: &str, claimant: &Claimant<'_>) -> StoreError {
+    let (kind, id, whose) = (claimant.kind.noun(), claimant.id, claimant.kind.id_source());
     StoreError::Corrupt {
         path,
         detail: format!(
-                "this landing directory belongs to the state directory with id {owner}, and this run's state \
-                 directory has id {state_id} (its {STATE_ID_FILE}): two state directories over one landing \
-                 would each keep a cursor of their own; nothing was fetched. Point --state at the owner, or run \
-                 with --repair-state to make this state directory the owner (recorded in a \
-                 landing_owner_changed line)"
+            "this landing directory belongs to the state with id {owner}, and this run's {kind} has id {id} \
+             ({whose}): two states over one landing would each keep a cursor of their own; nothing was \
+             fetched. Point --state at the owner, or run with --repair-state to make this {kind} the owner \
+             (recorded in a landing_owner_changed line)"
         ),
+    }
+}
+
+/// The state that claims a landing: its id, and what kind of state it is
+/// (for the refusal's words).
+pub(crate) struct Claimant<'a> {
+    pub id: &'a str,
+    pub kind: StateKind,
+}
+
+/// A state directory, or a state database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StateKind {
+    Directory,
+    Database,
+}
+
+impl StateKind {
+    fn noun(self) -> &'static str {
+        match self {
+            StateKind::Directory => "state directory",
+            StateKind::Database => "state database",
+        }
+    }
+
+    fn id_source(self) -> &'static str {
+        match self {
+            StateKind::Directory => "its .state-id",
+            StateKind::Database => "the identity its schema was made with",
+        }
     }
 }
 
