@@ -52,6 +52,9 @@ pub fn run(cmd: AuditCommand) -> Result<(), Error> {
             // (into a private temporary file), and verified by the same
             // verifier; its anchors in the database are checked too.
             let exported;
+            // A database's trail is named by the database and its name in
+            // the report, never by the temporary file it was read from.
+            let mut named = None;
             let file = match (file, state) {
                 (Some(file), _) => file,
                 (None, Some(state)) => {
@@ -64,6 +67,7 @@ pub fn run(cmd: AuditCommand) -> Result<(), Error> {
                         Ok::<_, Error>(edc_core::state_db::export(&db, &trail, &path).await?)
                     })?;
                     exported = dir;
+                    named = Some(std::path::PathBuf::from(format!("{url} trail {trail:?}")));
                     exported.path().join(&trail)
                 }
                 (None, None) => unreachable!("clap requires FILE or --state"),
@@ -71,7 +75,10 @@ pub fn run(cmd: AuditCommand) -> Result<(), Error> {
             if let Some(dir) = anchors {
                 checks.anchors.push(anchor_for(&file, &dir)?);
             }
-            let report = verify_with(&file, &checks)?;
+            let mut report = verify_with(&file, &checks)?;
+            if let Some(named) = named {
+                report.path = named;
+            }
             if !report.intact() {
                 return Err(NotIntact(report).into());
             }

@@ -493,6 +493,12 @@ async fn audit_verify_names_a_trail_line_edited_in_place(site: Site) {
     let out = site.audit_verify();
     assert_eq!(out.code, 65, "{}{}", out.stdout, out.stderr);
     let said = format!("{}{}", out.stdout, out.stderr);
+    // The trail is named as the user gave it: the file, or the database
+    // and the trail's name (never a temporary copy).
+    assert!(!said.contains("/tmp/.tmp") || site.pg.is_none(), "{said}");
+    if site.pg.is_some() {
+        assert!(said.contains("trail \"audit.jsonl\""), "{said}");
+    }
     assert!(
         said.contains(&format!(":{}:", n + 1)) || said.contains(&format!("line {}", n + 1)),
         "{said}"
