@@ -806,3 +806,54 @@ fn bench_pacer_runs_on_a_redis_cluster() {
     );
     assert_eq!(figures["envelope_violations"], 0);
 }
+
+/// TLS to Redis is verified or refused, never quietly weaker: a URL that
+/// turns verification off (`#insecure`), a CA file that holds no
+/// certificate, and a TLS parameter edc-sync does not take (Python's
+/// `ssl_cert_reqs`, say) are configuration mistakes (78) naming what is
+/// wrong, found before anything connects.
+#[test]
+fn redis_tls_that_would_be_weaker_than_asked_is_refused_78() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty_ca = dir.path().join("empty-ca.pem");
+    std::fs::write(&empty_ca, "not a certificate\n").unwrap();
+    let repo = support::small_page_policy_repo();
+    for (url, named) in [
+        ("rediss://127.0.0.1:6380/0#insecure".to_string(), "#insecure"),
+        (
+            format!("rediss://127.0.0.1:6380/0?ssl_ca_certs={}", empty_ca.display()),
+            "ssl_ca_certs",
+        ),
+        (
+            "rediss://127.0.0.1:6380/0?ssl_cert_reqs=none".to_string(),
+            "ssl_cert_reqs",
+        ),
+        (
+            "rediss+cluster://127.0.0.1:7000,127.0.0.1:7001#insecure".to_string(),
+            "#insecure",
+        ),
+    ] {
+        let sync = support::run_cmd(
+            support::edc_sync()
+                .args(["sync", "--config"])
+                .arg(repo.path().join("policies.yaml"))
+                .args([
+                    "--vendor",
+                    "vault_json",
+                    "--study",
+                    "S-1",
+                    "--redis",
+                    &url,
+                    "--out",
+                ])
+                .arg(dir.path().join("landing"))
+                .arg("--state")
+                .arg(dir.path().join("state"))
+                .arg("--audit-log")
+                .arg(dir.path().join("audit.jsonl")),
+        );
+        assert_eq!(sync.code, 78, "{url}: {}", sync.stderr);
+        assert!(sync.stderr.contains(named), "{url}: {}", sync.stderr);
+        assert!(!dir.path().join("audit.jsonl").exists(), "{url}: no line written");
+    }
+}

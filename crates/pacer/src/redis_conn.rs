@@ -49,14 +49,37 @@ impl TlsFiles {
                 "ssl_ca_certs" => &mut ca,
                 "ssl_certfile" => &mut cert,
                 "ssl_keyfile" => &mut key,
+                // Any other TLS setting would be dropped without a word
+                // (Python's `ssl_cert_reqs`, `ssl_check_hostname`): refused.
+                other if other.starts_with("ssl_") || other.starts_with("tls") => return Err(format!(
+                    "{other}: not a TLS parameter edc-sync takes (ssl_ca_certs, ssl_certfile, ssl_keyfile); \
+                         the server's certificate is always verified"
+                )),
                 _ => {
                     rest.push(pair.to_string());
                     continue;
                 }
             };
             let path = PathBuf::from(value);
-            std::fs::File::open(&path)
+            let text = std::fs::read(&path)
                 .map_err(|e| format!("{name} {}: cannot read it ({e})", path.display()))?;
+            // A file that holds nothing of what it names would leave the
+            // connection to fail at its first use, not at start.
+            let wanted: &[u8] = match name {
+                "ssl_keyfile" => b"PRIVATE KEY-----",
+                _ => b"-----BEGIN CERTIFICATE-----",
+            };
+            if !text.windows(wanted.len()).any(|w| w == wanted) {
+                return Err(format!(
+                    "{name} {}: it holds no PEM {}",
+                    path.display(),
+                    if name == "ssl_keyfile" {
+                        "private key"
+                    } else {
+                        "certificate"
+                    }
+                ));
+            }
             *slot = Some(path);
         }
         let client = match (cert, key) {
@@ -127,6 +150,14 @@ impl Target {
                 tls: TlsFiles::default(),
             });
         };
+        // `#insecure` turns certificate verification off in the redis
+        // crate: never taken, wherever it is written.
+        if let Some((_, fragment)) = rest.split_once('#') {
+            return Err(format!(
+                "#{fragment}: a fragment turns the server's certificate check off, which edc-sync never does; \
+                 name the CA with ssl_ca_certs instead"
+            ));
+        }
         let (rest, tls, options) = match rest.split_once('?') {
             Some((rest, query)) => {
                 let (tls, options) = TlsFiles::take(query)?;
@@ -302,6 +333,9 @@ mod tests {
         let ca = dir.join("ca.pem");
         std::fs::write(&ca, "x").unwrap();
         let url = format!("rediss://:pw@h:6380/1?ssl_ca_certs={}", ca.display());
+        let refused = Target::parse(&url).unwrap_err();
+        assert!(refused.contains("holds no PEM certificate"), "{refused}");
+        std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n").unwrap();
         assert_eq!(
             Target::parse(&url).unwrap(),
             Target::Single {
