@@ -51,10 +51,12 @@ impl TlsFiles {
                 "ssl_keyfile" => &mut key,
                 // Any other TLS setting would be dropped without a word
                 // (Python's `ssl_cert_reqs`, `ssl_check_hostname`): refused.
-                other if other.starts_with("ssl_") || other.starts_with("tls") => return Err(format!(
+                other if other.starts_with("ssl_") || other.starts_with("tls") => {
+                    return Err(format!(
                     "{other}: not a TLS parameter edc-sync takes (ssl_ca_certs, ssl_certfile, ssl_keyfile); \
                          the server's certificate is always verified"
-                )),
+                ))
+                }
                 _ => {
                     rest.push(pair.to_string());
                     continue;
