@@ -381,16 +381,25 @@ async fn a_removed_anchor_does_not_rebless_a_truncated_trail() {
     assert!(message.contains("no anchor"), "{message}");
     assert_eq!(std::fs::read_to_string(fx.trail()).unwrap(), &text[..cut]);
     assert_eq!(sim.requests().len(), requests, "no request was sent");
-    let repair = AuditOptions {
+    let repair = || AuditOptions {
         repair: true,
         ..AuditOptions::default()
     };
-    assert_eq!(fx.run(&sim, repair).await.0, 0);
+    // The cut took the second run's commit with it: the cursor is now ahead
+    // of the trail's last commit of the stream, and the trail decides. The
+    // trail's repair is recorded; the cursor waits for --repair-state.
+    let (code, message) = fx.run(&sim, repair()).await;
+    assert_eq!(code, 65, "{message}");
+    assert!(message.contains("--repair-state"), "{message}");
+    let mut spec = fx.spec(&sim, repair());
+    spec.options.repair_state = true;
+    assert_eq!(fx.run_spec(spec).await.0, 0);
     let repaired = support::audit_events(&fx.trail(), "audit_repaired");
     assert!(
         repaired[0]["problems"].to_string().contains("no anchor"),
         "{repaired:?}"
     );
+    assert_eq!(support::audit_events(&fx.trail(), "state_repaired").len(), 1);
 }
 
 /// A run holding the audit key proves the trail's last checkpoint before

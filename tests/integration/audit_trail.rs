@@ -464,3 +464,42 @@ fn verify_refuses_what_is_not_a_regular_file() {
     assert_eq!(out.code, 66, "{}", out.stderr);
     assert!(out.stderr.contains("not a regular file"), "{}", out.stderr);
 }
+
+/// Every event a run writes has its row in docs/audit-trail.md's table of
+/// events, with its fields: a reviewer reads the trail by that table, and
+/// an event added without its row would be a line nobody can interpret.
+#[test]
+fn every_event_the_code_writes_is_documented() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let docs = std::fs::read_to_string(root.join("docs/audit-trail.md")).unwrap();
+    let mut files = Vec::new();
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    walk(&root.join("crates/core/src"), &mut files);
+    let marker = "const NAME: &'static str = \"";
+    let mut names = vec!["page_committed".to_string()];
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (at, _) in text.match_indices(marker) {
+            let rest = &text[at + marker.len()..];
+            names.push(rest[..rest.find('"').unwrap()].to_string());
+        }
+    }
+    assert!(names.len() > 20, "found the events: {names:?}");
+    let missing: Vec<&String> = names
+        .iter()
+        .filter(|n| !docs.contains(&format!("| `{n}` |")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "no row in docs/audit-trail.md for {missing:?}"
+    );
+}

@@ -361,6 +361,41 @@ async fn a_torn_cursor_file_is_rebuilt_from_the_trail() {
     );
 }
 
+/// A cursor file written before cursors carried receipts names no commit
+/// line: it is never trusted silently. Held to the trail's last commit of
+/// its stream, it agrees, so it is given that line once (one
+/// `cursor_receipted` line) and the stream goes on with nothing fetched
+/// twice; `verify` proves the result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cursor_from_before_receipts_is_proven_by_the_trail_and_receipted_once() {
+    let fx = Fixture::new(5);
+    let sim = sim(100).await;
+    let cursor_path = fx.path("state/vault_json/-/S-1/-/default.cursor.json");
+    pages(&fx, &sim, 3);
+    let mut old = fx.cursor();
+    let receipt = old.as_object_mut().unwrap().remove("receipt").unwrap();
+    old.as_object_mut().unwrap().remove("manifest_bytes");
+    std::fs::write(&cursor_path, serde_json::to_string(&old).unwrap()).unwrap();
+    let requests = sim.requests().len();
+    pages(&fx, &sim, 0);
+    assert_eq!(sim.requests().len(), requests, "nothing was fetched");
+    let receipted = events(&fx, "cursor_receipted");
+    assert_eq!(receipted.len(), 1, "{receipted:?}");
+    assert_eq!(receipted[0]["receipt_was"], serde_json::Value::Null);
+    assert_eq!(receipted[0]["audit_offset"], receipt["offset"]);
+    assert_eq!(fx.cursor()["receipt"], receipt, "it names its commit line again");
+    pages(&fx, &sim, 0);
+    assert_eq!(events(&fx, "cursor_receipted").len(), 1, "once");
+    pages(&fx, &sim, 100);
+    let committed = events(&fx, "page_committed");
+    assert_eq!(
+        committed[3]["replayed"], false,
+        "the fourth page, not the third again"
+    );
+    let verify = fx.verify();
+    assert_eq!(verify.code, 0, "{}\n{}", verify.stdout, verify.stderr);
+}
+
 /// A page is hashed and validated while it streams in,
 /// so its temp file is written once and never read whole before it is
 /// landed, whatever its size (these pages are 12 MiB, past any in-memory

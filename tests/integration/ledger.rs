@@ -53,13 +53,19 @@ impl Site {
     }
 
     fn sync_cmd(&self) -> std::process::Command {
+        self.sync_cmd_into(&self.fx.trail())
+    }
+
+    /// `sync` appending to the trail `trail` (a file, or the name of the
+    /// database's trail).
+    fn sync_cmd_into(&self, trail: &std::path::Path) -> std::process::Command {
         let mut cmd = support::edc_sync();
         cmd.args(["sync", "--config"])
             .arg(self.fx.path("policies.yaml"))
             .args(["--vendor", "vault_json", "--study", "S1", "--out"])
             .arg(self.fx.path("landing"))
             .args(["--state", &self.state(), "--audit-log"])
-            .arg(self.fx.trail())
+            .arg(trail)
             .args(["--pacer", "local"])
             .env("EDC_SYNC_TEST_BASE_URL", self.sim.base_url())
             .env("EDC_SYNC_TEST_TOKEN", "sim-token")
@@ -140,6 +146,57 @@ impl Site {
                     text.replace('\'', "''")
                 );
                 pg.psql("edc", &sql).unwrap();
+            }
+        }
+    }
+
+    /// Points the cursor's receipt (the file's `receipt`, the row's
+    /// `audit_n`) away from the commit line it names, as `edit` says.
+    fn edit_receipt(&self, edit: ReceiptEdit) {
+        match &self.pg {
+            None => {
+                let mut cursor = self.cursor().unwrap();
+                match edit {
+                    ReceiptEdit::Drop => {
+                        cursor.as_object_mut().unwrap().remove("receipt");
+                    }
+                    ReceiptEdit::Zero => {
+                        cursor["receipt"]["offset"] = 0.into();
+                        cursor["receipt"]["sha256"] = "0".repeat(64).into();
+                    }
+                    ReceiptEdit::PastTheEnd => cursor["receipt"]["offset"] = 1_000_000_000u64.into(),
+                }
+                self.set_cursor(&cursor);
+            }
+            // The row's line is a foreign key, and cannot be null: the
+            // nearest an insider comes is a line that is not a commit.
+            Some(pg) => {
+                if edit != ReceiptEdit::Drop {
+                    pg.psql("edc", "UPDATE edc_sync_cursor SET audit_n = 1").unwrap();
+                }
+            }
+        }
+    }
+
+    /// The state's cursor as it is, to put back with [`Site::restore_cursor`].
+    fn saved_cursor(&self) -> String {
+        match &self.pg {
+            None => std::fs::read_to_string(self.cursor_place()).unwrap(),
+            Some(pg) => pg
+                .psql("edc", "SELECT audit_n FROM edc_sync_cursor")
+                .unwrap()
+                .trim()
+                .to_string(),
+        }
+    }
+
+    fn restore_cursor(&self, saved: &str, cursor: &Value) {
+        match &self.pg {
+            None => std::fs::write(self.cursor_place(), saved).unwrap(),
+            Some(pg) => {
+                self.set_cursor(cursor);
+                pg.psql("edc", &format!("UPDATE edc_sync_cursor SET audit_n = {saved}"))
+                    .unwrap();
             }
         }
     }
@@ -274,6 +331,14 @@ impl Site {
     }
 }
 
+/// How an insider points a cursor's receipt away from its commit line.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum ReceiptEdit {
+    Drop,
+    Zero,
+    PastTheEnd,
+}
+
 /// Runs `body` once on each backend, as a test of its own.
 macro_rules! on_both_backends {
     ($($name:ident),* $(,)?) => {
@@ -303,6 +368,10 @@ on_both_backends!(
     verify_names_a_landed_page_modified_after_landing,
     audit_verify_names_a_trail_line_edited_in_place,
     verify_counts_a_page_listed_twice_under_another_page_key,
+    a_cursor_moved_forward_with_a_receipt_that_names_no_commit_is_refused,
+    a_window_start_moved_past_the_data_is_refused,
+    start_up_checks_alone_refuse_a_moved_cursor,
+    a_cursor_that_no_commit_of_this_trail_proves_is_refused,
 );
 
 /// Two runs, the first stopped after one page: every record lands once,
@@ -331,11 +400,25 @@ fn move_cursor_forward(site: &Site, drop_receipt: bool) -> (String, String) {
     let offset: u64 = tail.split('&').next().unwrap().parse().unwrap();
     let (was, now) = (format!("offset={offset}"), format!("offset={}", offset + 40));
     cursor["next_page"] = next.replace(&was, &now).into();
-    if drop_receipt {
-        cursor.as_object_mut().unwrap().remove("receipt");
-    }
     site.set_cursor(&cursor);
+    if drop_receipt {
+        site.edit_receipt(ReceiptEdit::Drop);
+    }
     (was, now)
+}
+
+/// A refusal of the moved cursor: 65, naming the cursor and both values,
+/// and nothing fetched.
+fn assert_moved_cursor_refused(site: &Site, out: &support::Outcome, was: &str, now: &str, requests: usize) {
+    assert_eq!(out.code, 65, "{}", out.stderr);
+    for needed in [site.cursor_place().as_str(), was, now, "--repair-state"] {
+        assert!(
+            out.stderr.contains(needed),
+            "{needed:?} missing from: {}",
+            out.stderr
+        );
+    }
+    assert_eq!(site.sim.requests().len(), requests, "nothing was fetched");
 }
 
 /// The trail is the ledger: a cursor that says the stream is further than
@@ -358,15 +441,11 @@ async fn refused_then_repaired(site: Site, drop_receipt: bool) {
     let (was, now) = move_cursor_forward(&site, drop_receipt);
     let requests = site.sim.requests().len();
     let out = site.sync(&[]);
-    assert_eq!(out.code, 65, "{}", out.stderr);
-    for needed in [site.cursor_place().as_str(), &was, &now, "--repair-state"] {
-        assert!(
-            out.stderr.contains(needed),
-            "{needed:?} missing from: {}",
-            out.stderr
-        );
-    }
-    assert_eq!(site.sim.requests().len(), requests, "nothing was fetched");
+    assert_moved_cursor_refused(&site, &out, &was, &now, requests);
+    // `verify` holds the cursor to the trail as a run does.
+    let out = site.verify();
+    assert_eq!(out.code, 65, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains(&now), "{}", out.stdout);
     let out = site.sync(&["--repair-state"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let repaired = site.events("state_repaired");
@@ -544,4 +623,71 @@ async fn verify_counts_a_page_listed_twice_under_another_page_key(site: Site) {
         "{}",
         out.stdout
     );
+}
+
+/// A receipt that names no commit line (zeroed, or past the trail's end;
+/// in a database, a row pointed at a line that is no commit) proves
+/// nothing: the cursor is held to the trail's last commit of its stream,
+/// and a cursor moved forward is refused as when the receipt is intact.
+async fn a_cursor_moved_forward_with_a_receipt_that_names_no_commit_is_refused(site: Site) {
+    let out = site.sync(&["--max-pages", "1"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let (cursor, saved) = (site.cursor().unwrap(), site.saved_cursor());
+    for edit in [ReceiptEdit::Zero, ReceiptEdit::PastTheEnd] {
+        let (was, now) = move_cursor_forward(&site, false);
+        site.edit_receipt(edit);
+        let requests = site.sim.requests().len();
+        let out = site.sync(&[]);
+        assert_moved_cursor_refused(&site, &out, &was, &now, requests);
+        let out = site.verify();
+        assert_eq!(out.code, 65, "{edit:?}: {}{}", out.stdout, out.stderr);
+        site.restore_cursor(&saved, &cursor);
+    }
+    let out = site.sync(&[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    site.assert_every_record_once();
+}
+
+/// A date-window stream whose next window is moved to 2099 (its receipt
+/// dropped) would send no request again, every run exiting 0: refused
+/// (65) naming the cursor and both values, before any request.
+async fn a_window_start_moved_past_the_data_is_refused(site: Site) {
+    let out = site.sync(&[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let mut cursor = site.cursor().unwrap();
+    let was = cursor["window_start"].as_str().unwrap().to_string();
+    let now = "2099-01-01T00:00:00Z";
+    cursor["window_start"] = now.into();
+    site.set_cursor(&cursor);
+    site.edit_receipt(ReceiptEdit::Drop);
+    let requests = site.sim.requests().len();
+    let out = site.sync(&[]);
+    assert_moved_cursor_refused(&site, &out, &was, now, requests);
+}
+
+/// `--max-pages 0` runs the start-up checks alone; a cursor moved forward
+/// without its receipt fails them (65) as a full run does.
+async fn start_up_checks_alone_refuse_a_moved_cursor(site: Site) {
+    let out = site.sync(&["--max-pages", "1"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let (was, now) = move_cursor_forward(&site, true);
+    let requests = site.sim.requests().len();
+    let out = site.sync(&["--max-pages", "0"]);
+    assert_moved_cursor_refused(&site, &out, &was, &now, requests);
+}
+
+/// A cursor proven by another trail (a run given another `--audit-log`)
+/// has nothing in this trail to prove it: refused (65) naming the cursor
+/// and the trail, nothing fetched and nothing appended.
+async fn a_cursor_that_no_commit_of_this_trail_proves_is_refused(site: Site) {
+    let out = site.sync(&["--max-pages", "1"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let other = site.fx.path("other.jsonl");
+    let requests = site.sim.requests().len();
+    let out = support::run_cmd(&mut site.sync_cmd_into(&other));
+    assert_eq!(out.code, 65, "{}", out.stderr);
+    assert!(out.stderr.contains(&site.cursor_place()), "{}", out.stderr);
+    assert!(out.stderr.contains("other.jsonl"), "{}", out.stderr);
+    assert!(out.stderr.contains("--audit-log"), "{}", out.stderr);
+    assert_eq!(site.sim.requests().len(), requests, "nothing was fetched");
 }

@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use crate::audit::AuditEvent;
+use crate::store::Receipt;
 
 /// The cursor file was behind the trail (its last write was lost in a
 /// crash): it was moved to the state the stream's last committed page
@@ -39,6 +40,24 @@ pub(crate) struct StateRepaired {
 
 impl AuditEvent for StateRepaired {
     const NAME: &'static str = "state_repaired";
+}
+
+/// The cursor file named no commit line of this trail (it was written
+/// before cursors carried receipts, or its receipt no longer resolves)
+/// and agreed with the trail's last commit of its stream: it names that
+/// line now. Written once per such file; one that disagrees is refused.
+#[derive(Debug, Serialize)]
+pub(crate) struct CursorReceipted {
+    pub stream: String,
+    pub cursor_file: String,
+    /// Where the commit line it names now starts in the trail.
+    pub audit_offset: u64,
+    /// The receipt it held (none, or one that named no line of the trail).
+    pub receipt_was: Option<Receipt>,
+}
+
+impl AuditEvent for CursorReceipted {
+    const NAME: &'static str = "cursor_receipted";
 }
 
 /// `--repair-state`: the stream's landing directory belonged to another

@@ -4,15 +4,20 @@
 //!
 //! 1. **The cursor is what the trail's last commit of the stream says.** A
 //!    cursor that says otherwise (edited, copied from another stream,
-//!    moved forward with its receipt dropped) is refused (65) naming the
-//!    file or row and both values, before anything is fetched, unless
-//!    `--repair-state` takes the trail's (audited in a `state_repaired`
-//!    line). A cursor that is gone while the trail holds commits of the
-//!    stream starts the stream over: every page is fetched again and
-//!    recognised as landed (the documented way to fetch pages again). In
-//!    files the cursor is a cache written without an fsync, so a cursor
-//!    behind the trail is first rolled forward over the commits it missed
-//!    (`cursor_rolled_forward`), and a torn one rebuilt (`cursor_rebuilt`).
+//!    moved forward with its receipt dropped, zeroed or pointed elsewhere)
+//!    is refused (65) naming the file or row and both values, before
+//!    anything is fetched, unless `--repair-state` takes the trail's
+//!    (audited in a `state_repaired` line). A cursor of which the trail
+//!    holds no commit at all is refused too: nothing proves it. A cursor
+//!    that is gone while the trail holds commits of the stream starts the
+//!    stream over: every page is fetched again and recognised as landed
+//!    (the documented way to fetch pages again). In files the cursor is a
+//!    cache written without an fsync, so a cursor behind the trail is
+//!    first rolled forward over the commits it missed
+//!    (`cursor_rolled_forward`), and a torn one rebuilt (`cursor_rebuilt`);
+//!    a file that names no line of the trail but agrees with its last
+//!    commit (written before cursors carried receipts) is given that line,
+//!    once, audited (`cursor_receipted`).
 //! 2. **The manifest lists the trail's last landed page** where the cursor
 //!    says it ends. In files a manifest that disagrees is refused (65) or,
 //!    with `--repair-state`, rebuilt from the trail (`manifest_repaired`);
@@ -57,11 +62,15 @@ enum Cursor1 {
     StartsOver,
     /// They differ: refused unless repaired.
     Differs,
+    /// A cursor, and no commit of the stream in the trail: nothing proves
+    /// it (committed into another trail, or written outside edc-sync).
+    Unproven,
 }
 
 fn judge_cursor(held: Option<&Value>, trail_says: Option<&Value>) -> Cursor1 {
     match (held, trail_says) {
-        (_, None) => Cursor1::Agrees,
+        (None, None) => Cursor1::Agrees,
+        (Some(_), None) => Cursor1::Unproven,
         (None, Some(_)) => Cursor1::StartsOver,
         (Some(held), Some(says)) if held == says => Cursor1::Agrees,
         (Some(_), Some(_)) => Cursor1::Differs,
@@ -77,6 +86,19 @@ fn cursor_refused(place: std::path::PathBuf, line: &str, said: &Value, says: &Va
             "it disagrees with the trail's last commit of the stream ({line}): the cursor says {said}, the \
              trail says {says}; it was changed outside edc-sync, and nothing was fetched. Run again with \
              --repair-state to take the trail's cursor (recorded in a state_repaired line)"
+        ),
+    }
+}
+
+/// Rule 1's refusal of a cursor the trail holds no commit of: `place` is
+/// the cursor file or row, `trail` the trail this run appends to.
+fn cursor_unproven(place: std::path::PathBuf, trail: &str, said: &Value) -> StoreError {
+    StoreError::Corrupt {
+        path: place,
+        detail: format!(
+            "trail {trail} holds no commit of the stream, so nothing proves this cursor ({said}); nothing was \
+             fetched. Give --audit-log the trail the stream was committed into, or remove the cursor so that \
+             the next run fetches every page again (each recognised as landed)"
         ),
     }
 }
@@ -160,7 +182,7 @@ async fn prove_files(
             p.trail.record(event).await?;
         }
     }
-    prove_unreceipted_cursor(cursors, landing, p).await?;
+    prove_cursor_named_by_no_line(cursors, landing, p).await?;
     let repair = p.repair_state && !p.dry_run;
     let proven = crate::store::tail::prove(cursors, landing, trail, name, repair)?;
     if let Some(recorded) = proven.absolute_landing_dir {
@@ -201,12 +223,14 @@ async fn prove_files(
     Ok(())
 }
 
-/// Rule 1 for a cursor file that names no commit line (its receipt was
-/// dropped, or it was written by a version before receipts): it is held to
-/// the trail's last commit of the stream, found by reading the trail back
-/// from its end, as a database's row is. A cursor file that is gone starts
-/// the stream over.
-async fn prove_unreceipted_cursor(
+/// Rule 1 for a cursor file that names no commit line of this trail (its
+/// receipt dropped, zeroed or pointed past the end, or written by a
+/// version before receipts): it is held to the trail's last commit of the
+/// stream, found by reading the trail back from its end, as a database's
+/// row is. One that agrees is given that line as its receipt, audited;
+/// one that does not is refused (or, with `--repair-state`, takes the
+/// trail's). A cursor file that is gone starts the stream over.
+async fn prove_cursor_named_by_no_line(
     cursors: &CursorStore,
     landing: &LandingStore,
     p: &OpenStream<'_>,
@@ -215,34 +239,52 @@ async fn prove_unreceipted_cursor(
         return Ok(());
     }
     let cursor = cursors.load()?;
-    if cursor.receipt().is_some() {
-        return Ok(());
-    }
     let trail = p.trail.canonical_path();
+    if let Some(receipt) = cursor.receipt() {
+        if receipt
+            .is_in(trail)
+            .map_err(|e| StoreError::io(trail, "read back", e))?
+        {
+            return Ok(());
+        }
+    }
     let dir = landing.recorded_dir().to_string();
     let wanted = |l: &CommitLine| l.is_commit_of(p.name, &dir) && !l.get("cursor_state").is_null();
     let last = last_commit(trail, wanted).map_err(|e| StoreError::io(trail, "read back", e))?;
     let said = p.trail.as_recorded(cursor.to_state_json());
     let says = last.as_ref().map(|l| l.get("cursor_state"));
-    if judge_cursor(Some(&said), says) != Cursor1::Differs {
-        return Ok(());
-    }
+    let place = cursors.path().to_path_buf();
+    let verdict = judge_cursor(Some(&said), says);
     let (Some(line), Some(says)) = (last.as_ref(), says) else {
-        return Ok(());
+        return Err(cursor_unproven(place, &trail.display().to_string(), &said).into());
     };
     let at = format!("byte {} of {}", line.receipt().offset(), trail.display());
-    if !p.repair_state || p.dry_run {
-        return Err(cursor_refused(cursors.path().to_path_buf(), &at, &said, says).into());
+    let manifest_bytes = cursor.manifest_bytes().unwrap_or_else(|| landing.manifest_len());
+    match verdict {
+        Cursor1::Agrees if p.dry_run => {}
+        Cursor1::Agrees => {
+            roll_forward::take_the_trails(cursors, line, manifest_bytes)?;
+            let event = events::CursorReceipted {
+                stream: p.name.to_string(),
+                cursor_file: cursors.recorded_file(),
+                audit_offset: line.receipt().offset(),
+                receipt_was: cursor.receipt().cloned(),
+            };
+            p.trail.record(event).await?;
+        }
+        _ if !p.repair_state || p.dry_run => return Err(cursor_refused(place, &at, &said, says).into()),
+        _ => {
+            roll_forward::take_the_trails(cursors, line, manifest_bytes)?;
+            let event = events::StateRepaired {
+                stream: p.name.to_string(),
+                cursor_file: cursors.recorded_file(),
+                audit_offset: line.receipt().offset(),
+                file_said: said,
+                trail_says: says.clone(),
+            };
+            p.trail.record(event).await?;
+        }
     }
-    roll_forward::take_the_trails(cursors, line, cursor.manifest_bytes().unwrap_or(0))?;
-    let event = events::StateRepaired {
-        stream: p.name.to_string(),
-        cursor_file: cursors.recorded_file(),
-        audit_offset: line.receipt().offset(),
-        file_said: said,
-        trail_says: says.clone(),
-    };
-    p.trail.record(event).await?;
     Ok(())
 }
 
@@ -328,6 +370,14 @@ fn judge_db(
     let commit_n = facts.last_commit.as_ref().map(|(n, ..)| *n);
     match judge_cursor(said.as_ref(), says) {
         Cursor1::Agrees | Cursor1::StartsOver => {}
+        Cursor1::Unproven => {
+            let said = said.unwrap_or_default();
+            return Err(cursor_unproven(
+                format!("{} {place}", held.shown_db()).into(),
+                &format!("{trail:?}"),
+                &said,
+            ));
+        }
         Cursor1::Differs => {
             let (Some(said), Some(says), Some(n)) = (said.as_ref(), says, commit_n) else {
                 return Ok(());
@@ -378,8 +428,8 @@ mod tests {
         assert_eq!(judge_cursor(None, None), Cursor1::Agrees, "a new stream");
         assert_eq!(
             judge_cursor(Some(&a), None),
-            Cursor1::Agrees,
-            "nothing committed to hold it to"
+            Cursor1::Unproven,
+            "nothing committed proves it"
         );
         assert_eq!(
             judge_cursor(None, Some(&a)),
