@@ -463,14 +463,24 @@ async fn refused_then_repaired(site: Site, drop_receipt: bool) {
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
 }
 
-/// A cursor removed while the trail holds commits of its stream starts the
-/// stream over: every page is fetched again and recognised as landed, so
-/// nothing lands twice, and the landing still proves itself.
+/// A cursor removed while the trail holds commits of its stream is a
+/// discrepancy `verify` names, and starts the stream over: every page is
+/// fetched again and recognised as landed, so nothing lands twice, and the
+/// landing proves itself again.
 async fn a_removed_cursor_starts_the_stream_over_and_lands_nothing_twice(site: Site) {
     let out = site.sync(&[]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let manifest = site.manifest();
     site.delete_cursor();
+    // Until then `verify` names it: the trail holds commits of a stream
+    // whose cursor the state no longer has.
+    let out = site.verify();
+    assert_eq!(out.code, 65, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains(&site.cursor_place()) && out.stdout.contains("missing"),
+        "{}",
+        out.stdout
+    );
     let requests = site.sim.requests().len();
     let out = site.sync(&[]);
     assert_eq!(out.code, 0, "{}", out.stderr);

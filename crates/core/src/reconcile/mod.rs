@@ -10,12 +10,13 @@
 //!   the same SHA-256, bytes and records exists for it;
 //! - every `page_committed` line that landed a file is listed in the
 //!   manifest of its landing directory (a zero-record poll lands nothing);
-//! - every cursor equals what the last committed page of its stream left.
+//! - every cursor equals what the last committed page of its stream left,
+//!   and every stream the trail holds commits of has its cursor.
 //!
 //! The audit trail's own chain is verified first: reconciling against a
 //! trail that was edited would prove nothing.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -275,6 +276,26 @@ fn reconcile_views(
     summary.cursors = cursors.len();
     for cursor in &cursors {
         check_cursor(state, out, cursor, &commits, &mut summary);
+    }
+    let found: BTreeSet<String> = cursors.iter().map(|c| cursor_rel(state, c)).collect();
+    for (rel, (list, elsewhere)) in &commits {
+        let committed: Vec<&Commit> = list.iter().filter(|c| !c.dry_run).collect();
+        let Some(last) = committed.last() else {
+            continue;
+        };
+        if *elsewhere || found.contains(rel) {
+            continue;
+        }
+        summary.discrepancies.push(Discrepancy {
+            path: state.join(format!("{rel}.cursor.json")),
+            what: format!(
+                "missing, while the audit trail holds {} commit(s) of its stream (the last at line {}): the \
+                 state lost it or it was removed; the next run starts the stream over and fetches every page \
+                 again, each recognised as landed",
+                committed.len(),
+                last.line
+            ),
+        });
     }
     Ok(summary)
 }
