@@ -487,3 +487,80 @@ async fn an_endpoint_url_with_credentials_in_it_is_refused_and_never_shown() {
     }
     assert!(sim.requests().is_empty(), "nothing was fetched");
 }
+
+/// The manifest line objects of a stream (`…/manifest/<offset>.json`).
+async fn manifest_objects(fx: &Fixture, prefix: &str) -> Vec<String> {
+    fx.garage
+        .names(&format!("{prefix}/vault_json/-/S-1/-/default/manifest/"))
+        .await
+        .unwrap()
+}
+
+/// The bucket's manifest is the landing's proof without the state: its
+/// last line object deleted leaves a hole a reader of the bucket counts
+/// as pages never landed. The next run refuses it (65) naming the object,
+/// before any request, as a cut manifest is refused; `--repair-state`
+/// writes it again from the state's manifest index, audited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_last_manifest_object_is_refused_and_written_again_only_on_request() {
+    let fx = Fixture::new();
+    let sim = sim(23).await;
+    let out = fx.garage.url("cut");
+    let first = support::run_cmd(&mut fx.sync(&sim.base_url(), &out));
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let objects = manifest_objects(&fx, "cut").await;
+    let last = objects.last().unwrap().clone();
+    fx.garage.delete(&last).await.unwrap();
+    let requests = sim.requests().len();
+    let refused = support::run_cmd(&mut fx.sync(&sim.base_url(), &out));
+    assert_eq!(refused.code, 65, "{}", refused.stderr);
+    let name = last.strip_prefix("cut/").unwrap();
+    assert!(refused.stderr.contains(name), "{}", refused.stderr);
+    assert!(refused.stderr.contains("--repair-state"), "{}", refused.stderr);
+    assert_eq!(sim.requests().len(), requests, "nothing was fetched");
+    assert_eq!(
+        manifest_objects(&fx, "cut").await.len(),
+        objects.len() - 1,
+        "nothing written"
+    );
+    let mut repair = fx.sync(&sim.base_url(), &out);
+    repair.arg("--repair-state");
+    let repaired = support::run_cmd(&mut repair);
+    assert_eq!(repaired.code, 0, "{}", repaired.stderr);
+    assert_eq!(manifest_objects(&fx, "cut").await, objects);
+    let lines = support::audit_events(&fx.path("audit.jsonl"), "manifest_objects_repaired");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["written"][0]["name"], name);
+    ids_once(&fx.downloaded("cut").await, 23);
+    assert_eq!(support::run_cmd(&mut fx.verify(&out)).code, 0);
+}
+
+/// A manifest line object past the end of the state's manifest index (one
+/// an insider put there, or a crashed run's line it never committed) is
+/// removed so the bucket says what the index says, and never without a
+/// line in the trail naming it with its SHA-256.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manifest_object_past_the_index_is_removed_only_with_an_audit_line() {
+    let fx = Fixture::new();
+    let sim = sim(23).await;
+    let out = fx.garage.url("extra");
+    let first = support::run_cmd(&mut fx.sync(&sim.base_url(), &out));
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let index = fx.path("state/.landing/vault_json/-/S-1/-/default/manifest.jsonl");
+    let len = std::fs::metadata(&index).unwrap().len();
+    let planted = format!("extra/vault_json/-/S-1/-/default/manifest/{len:015}.json");
+    let body = b"{\"planted\":true}\n".to_vec();
+    fx.garage.put(&planted, body.clone()).await.unwrap();
+    // The index's end is past the watermark again, as after a crash.
+    let watermark = fx.path("state/.landing/vault_json/-/S-1/-/default/manifest.published");
+    std::fs::write(&watermark, "0").unwrap();
+    let second = support::run_cmd(&mut fx.sync(&sim.base_url(), &out));
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    assert!(!manifest_objects(&fx, "extra").await.contains(&planted));
+    let lines = support::audit_events(&fx.path("audit.jsonl"), "manifest_objects_removed");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let removed = &lines[0]["removed"][0];
+    assert_eq!(removed["name"], planted.strip_prefix("extra/").unwrap());
+    assert_eq!(removed["sha256"], edc_core::digest::sha256_hex(&body));
+    assert_eq!(removed["bytes"], body.len());
+}

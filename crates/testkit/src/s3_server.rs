@@ -222,6 +222,25 @@ impl PrivateS3 {
         Ok(())
     }
 
+    /// Deletes the object at `key`, as an insider with write access would.
+    pub async fn delete(&self, key: &str) -> anyhow::Result<()> {
+        use object_store::ObjectStoreExt;
+        let key = object_store::path::Path::from(key);
+        self.client()?.delete(&key).await?;
+        Ok(())
+    }
+
+    /// The names of the objects under `prefix`, in name order.
+    pub async fn names(&self, prefix: &str) -> anyhow::Result<Vec<String>> {
+        use futures_util::TryStreamExt;
+        use object_store::ObjectStore;
+        let root = object_store::path::Path::from(prefix);
+        let metas: Vec<_> = self.client()?.list(Some(&root)).try_collect().await?;
+        let mut names: Vec<String> = metas.into_iter().map(|m| m.location.to_string()).collect();
+        names.sort();
+        Ok(names)
+    }
+
     fn client(&self) -> anyhow::Result<object_store::aws::AmazonS3> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         Ok(object_store::aws::AmazonS3Builder::new()

@@ -125,6 +125,57 @@ impl AuditEvent for StateMigrated {
     const NAME: &'static str = "state_migrated";
 }
 
+/// An object of the bucket, as the trail names one it wrote or removed.
+#[derive(Debug, Serialize)]
+pub(crate) struct ObjectNamed {
+    /// Relative to the landing's prefix.
+    pub name: String,
+    pub sha256: String,
+    pub bytes: u64,
+}
+
+impl ObjectNamed {
+    /// The object `name` holding `bytes`.
+    pub(crate) fn of(name: &str, bytes: &[u8]) -> ObjectNamed {
+        ObjectNamed {
+            name: name.to_string(),
+            sha256: crate::digest::sha256_hex(bytes),
+            bytes: bytes.len() as u64,
+        }
+    }
+}
+
+/// `--repair-state`, on an object-store landing: the stream's last
+/// published manifest line had lost its object (deleted from the bucket),
+/// which was written again from the state's manifest index.
+#[derive(Debug, Serialize)]
+pub(crate) struct ManifestObjectsRepaired {
+    pub stream: String,
+    /// The manifest index, relative to the state's landing index root.
+    pub index: String,
+    pub written: Vec<ObjectNamed>,
+}
+
+impl AuditEvent for ManifestObjectsRepaired {
+    const NAME: &'static str = "manifest_objects_repaired";
+}
+
+/// On an object-store landing: manifest line objects past the end of the
+/// stream's manifest index (a line a stopped run never committed, or one
+/// put there by hand), named before they were removed.
+#[derive(Debug, Serialize)]
+pub(crate) struct ManifestObjectsRemoved {
+    pub stream: String,
+    pub index: String,
+    /// The index's length: every object named here starts at or past it.
+    pub index_bytes: u64,
+    pub removed: Vec<ObjectNamed>,
+}
+
+impl AuditEvent for ManifestObjectsRemoved {
+    const NAME: &'static str = "manifest_objects_removed";
+}
+
 /// A torn final manifest line was dropped when the stream started, and the
 /// pages the audit trail says were committed there but the manifest no
 /// longer lists were listed again from their `page_committed` lines.

@@ -58,7 +58,7 @@ pub(crate) async fn open(ledger: &Ledger, p: OpenStream<'_>) -> Result<Opened, L
     }
     super::proof::prove(&stream, &mut landing, &p).await?;
     if !p.dry_run {
-        super::publish::publish_manifest(&stream, &landing).await?;
+        super::publish::publish_manifest(&stream, &landing, &p).await?;
     }
     Ok(Opened {
         ledger: stream,
