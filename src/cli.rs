@@ -452,12 +452,19 @@ pub struct SyncArgs {
     /// (without it such a trail stops the run with 65).
     #[arg(long)]
     pub repair_audit: bool,
-    /// Take the audit trail's cursor for a stream whose cursor file
-    /// disagrees with the page_committed line it names, recording what was
-    /// replaced in a state_repaired line (without it such a file stops the
-    /// run with 65, naming it).
+    /// Take the audit trail's cursor for a stream whose cursor disagrees
+    /// with the trail's last commit of the stream, recording what was
+    /// replaced in a state_repaired line (without it such a cursor stops the
+    /// run with 65, naming it); likewise rebuild a manifest, or a bucket's
+    /// deleted manifest line object, from the trail or the index.
     #[arg(long)]
     pub repair_state: bool,
+    /// Continue when the landing lists pages of runs the audit trail does
+    /// not record (the state and trail were restored from an older
+    /// backup), recording what was found in a rollback_accepted line
+    /// (without it such a landing stops the run with 65, naming it).
+    #[arg(long)]
+    pub accept_rollback: bool,
     /// A file holding the audit key that signs every run_finished line
     /// (default: the EDC_SYNC_AUDIT_KEY variable, when set). At least 32 bytes.
     #[arg(long, value_name = "FILE")]

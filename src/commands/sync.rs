@@ -159,6 +159,7 @@ fn spec(args: SyncArgs) -> Result<RunSpec, Error> {
             max_pages: args.max_pages,
             dry_run: args.dry_run,
             repair_state: args.repair_state,
+            accept_rollback: args.accept_rollback,
             ..SyncOptions::default()
         },
         endpoint: None,

@@ -761,3 +761,71 @@ async fn a_cursor_file_that_is_a_symlink_is_refused_not_rebuilt() {
     assert_eq!(std::fs::read(&target).unwrap(), b"{\"torn");
     assert_eq!(sim.requests().len(), requests, "nothing fetched");
 }
+
+/// Copies the directory `from` to `to`, as a backup does.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// A state directory and its trail restored together from an older backup,
+/// while the landing kept everything landed since: the landing's manifest
+/// lists pages of a run the trail does not record. Continuing would commit
+/// those pages again as the next run's, and the lost history would leave
+/// no trace. The run stops (65) naming the manifest and what it found,
+/// before any request; `verify` names the pages too; `--accept-rollback`
+/// records the deviation in a `rollback_accepted` line and continues, and
+/// nothing lands twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_restored_from_an_older_backup_is_refused_until_accepted() {
+    let fx = Fixture::new();
+    let sim = sim_with(RECORDS).await;
+    let mut spec = fx.spec(&sim, AuditOptions::default());
+    spec.options.max_pages = Some(2);
+    assert_eq!(fx.run_spec(spec).await.0, 0);
+    copy_dir(&fx.path("state"), &fx.path("backup/state"));
+    std::fs::copy(fx.trail(), fx.path("backup/audit.jsonl")).unwrap();
+    assert_eq!(fx.run(&sim, AuditOptions::default()).await.0, 0);
+    let lost_run = events(&fx.trail(), "run_started").last().unwrap()["run_id"].clone();
+    std::fs::remove_dir_all(fx.path("state")).unwrap();
+    copy_dir(&fx.path("backup/state"), &fx.path("state"));
+    std::fs::copy(fx.path("backup/audit.jsonl"), fx.trail()).unwrap();
+
+    let requests = sim.requests().len();
+    let (code, message) = fx.run(&sim, AuditOptions::default()).await;
+    assert_eq!(code, 65, "{message}");
+    for needed in [
+        "manifest.jsonl",
+        "3 manifest line(s)",
+        lost_run.as_str().unwrap(),
+        "--accept-rollback",
+    ] {
+        assert!(message.contains(needed), "{needed:?} missing from: {message}");
+    }
+    assert_eq!(sim.requests().len(), requests, "nothing was fetched");
+    assert_eq!(verify(&fx).code, 65);
+
+    let mut spec = fx.spec(&sim, AuditOptions::default());
+    spec.options.accept_rollback = true;
+    let (code, message) = fx.run_spec(spec).await;
+    assert_eq!(code, 0, "{message}");
+    let accepted = events(&fx.trail(), "rollback_accepted");
+    assert_eq!(accepted.len(), 1, "{accepted:?}");
+    assert_eq!(accepted[0]["unrecorded"].as_array().unwrap().len(), 3);
+    assert_eq!(accepted[0]["unrecorded"][0]["run_id"], lost_run);
+    let mut ids = edc_qualify::landed::landed_json_record_ids(&stream_dir(&fx)).unwrap();
+    let landed = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!((landed, ids.len()), (RECORDS as usize, RECORDS as usize));
+    let out = verify(&fx);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+}

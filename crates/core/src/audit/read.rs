@@ -61,6 +61,18 @@ pub(crate) fn find_backwards<T>(
     Ok(None)
 }
 
+/// Whether `path` holds a line of run `run_id`, looked for from the end
+/// back: the cost is the lines after that run's last, normally few.
+pub(crate) fn holds_run(path: &Path, run_id: &str) -> std::io::Result<bool> {
+    let needle = format!("\"run_id\":{}", Value::from(run_id));
+    let found = find_backwards(path, |_, line| {
+        line.windows(needle.len())
+            .any(|w| w == needle.as_bytes())
+            .then_some(())
+    })?;
+    Ok(found.is_some())
+}
+
 /// The last complete line of `path` whose `event` is `event`, with the
 /// byte it starts at. Lines that are not JSON are passed over.
 pub(crate) fn last_event(path: &Path, event: &str) -> std::io::Result<Option<(u64, Value)>> {

@@ -60,6 +60,45 @@ impl AuditEvent for CursorReceipted {
     const NAME: &'static str = "cursor_receipted";
 }
 
+/// `--accept-rollback`: the landing's manifest listed, after the cursor's
+/// point, pages of runs the trail does not record (the state and the
+/// trail restored from an older backup); recorded as a deviation, and the
+/// run went on (those pages are fetched again and recognised as landed).
+#[derive(Debug, Serialize)]
+pub(crate) struct RollbackAccepted {
+    pub stream: String,
+    pub manifest: String,
+    /// The manifest's byte the cursor points at.
+    pub cursor_points_at: u64,
+    pub unrecorded: Vec<Unrecorded>,
+}
+
+impl AuditEvent for RollbackAccepted {
+    const NAME: &'static str = "rollback_accepted";
+}
+
+/// A manifest line of a run the trail does not record.
+#[derive(Debug, Serialize)]
+pub(crate) struct Unrecorded {
+    pub file: String,
+    pub sha256: String,
+    pub records: u64,
+    pub run_id: String,
+    pub landed_at: String,
+}
+
+impl Unrecorded {
+    pub(crate) fn of(entry: &crate::store::ManifestEntry) -> Unrecorded {
+        Unrecorded {
+            file: entry.file.clone(),
+            sha256: entry.sha256.clone(),
+            records: entry.records,
+            run_id: entry.run_id.clone(),
+            landed_at: entry.landed_at.clone(),
+        }
+    }
+}
+
 /// `--repair-state`: the stream's landing directory belonged to another
 /// state directory and now belongs to this run's.
 #[derive(Debug, Serialize)]

@@ -103,6 +103,37 @@ fn cursor_unproven(place: std::path::PathBuf, trail: &str, said: &Value) -> Stor
     }
 }
 
+/// Rule 2's refusal of a landing newer than the state and the trail:
+/// `found` (which lines, where) lists the pages `unrecorded` of runs the
+/// trail does not record; `manifest` is the stream's manifest (or index).
+pub(super) fn rolled_back(
+    manifest: &std::path::Path,
+    found: &str,
+    unrecorded: &[ManifestEntry],
+) -> StoreError {
+    let mut runs: Vec<(&str, usize, &str)> = Vec::new();
+    for entry in unrecorded {
+        match runs.iter_mut().find(|(run, ..)| *run == entry.run_id) {
+            Some((_, n, _)) => *n += 1,
+            None => runs.push((&entry.run_id, 1, &entry.file)),
+        }
+    }
+    let runs: Vec<String> = runs
+        .iter()
+        .map(|(run, n, first)| format!("run {run}: {n} page(s), the first {first}"))
+        .collect();
+    StoreError::Corrupt {
+        path: manifest.to_path_buf(),
+        detail: format!(
+            "{found} list pages of runs this trail does not record ({}): the state and the trail are older than the landing, as after a restore from an older \
+             backup, and continuing would commit those pages again as this run's; nothing was fetched. Restore \
+             the state and the trail that go with this landing, or, with a deviation open, run again with \
+             --accept-rollback to record it (in a rollback_accepted line) and continue",
+            runs.join("; ")
+        ),
+    }
+}
+
 /// Rule 3, for every backend: the page `entry` names is in place, byte for
 /// byte. `cursor` names the stream's cursor (its file, or its row) for the
 /// remedy.
@@ -213,6 +244,23 @@ async fn prove_files(
             file_said: rebuilt.file_said,
             trail_says: rebuilt.trail_says,
             listed: rebuilt.listed,
+        };
+        p.trail.record(event).await?;
+    }
+    if let Some((at, unrecorded)) = proven.unrecorded {
+        let manifest = landing.manifest_path();
+        if !p.accept_rollback || p.dry_run {
+            let found = format!(
+                "{} manifest line(s) after byte {at} (where the cursor points)",
+                unrecorded.len()
+            );
+            return Err(rolled_back(&manifest, &found, &unrecorded).into());
+        }
+        let event = events::RollbackAccepted {
+            stream: name.to_string(),
+            manifest: landing.recorded("manifest.jsonl"),
+            cursor_points_at: at,
+            unrecorded: unrecorded.iter().map(events::Unrecorded::of).collect(),
         };
         p.trail.record(event).await?;
     }

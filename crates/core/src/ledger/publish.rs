@@ -18,7 +18,10 @@
 //!   written again from the index (`manifest_objects_repaired`);
 //! - an object past the index's end (a line a stopped run never committed,
 //!   or one put there by hand) is removed, each named with its SHA-256 in a
-//!   `manifest_objects_removed` line first.
+//!   `manifest_objects_removed` line first; but one that lists a page of a
+//!   run the trail does not record means the state and the trail are older
+//!   than the bucket (restored from a backup): refused (65), or with
+//!   `--accept-rollback` recorded as a deviation (`rollback_accepted`).
 //!
 //! Then the watermark moves to the end. Older holes are `verify`'s to find.
 
@@ -28,7 +31,7 @@ use super::events::{self, ObjectNamed};
 use super::stream::OpenStream;
 use super::{LedgerError, StreamLedger};
 use crate::store::object::{manifest_line_name, ObjectLanding};
-use crate::store::{LandingStore, StoreError};
+use crate::store::{LandingStore, ManifestEntry, StoreError};
 
 /// Publishes the stream's manifest index to the bucket, as the module says.
 pub(super) async fn publish_manifest(
@@ -105,15 +108,39 @@ pub(super) async fn publish_manifest(
         p.trail.record(event).await?;
     }
     if !there.is_empty() {
+        let trail = p.trail.canonical_path();
         let mut removed = Vec::new();
+        let mut unrecorded = Vec::new();
         for extra in &there {
-            if let Some((sha256, bytes)) = remote.sha256(extra).await.map_err(StoreError::Object)? {
-                removed.push(ObjectNamed {
-                    name: extra.clone(),
-                    sha256,
-                    bytes,
-                });
+            let Some(bytes) = remote.read(extra).await.map_err(StoreError::Object)? else {
+                continue;
+            };
+            removed.push(ObjectNamed::of(extra, &bytes));
+            let entry = serde_json::from_slice::<ManifestEntry>(bytes.trim_ascii_end());
+            if let Ok(entry) = entry {
+                let known = crate::audit::read::holds_run(trail, &entry.run_id)
+                    .map_err(|e| StoreError::io(trail, "read back", e))?;
+                if !known {
+                    unrecorded.push(entry);
+                }
             }
+        }
+        if !unrecorded.is_empty() {
+            let found = format!(
+                "{} manifest line object(s) past the end of this index (at byte {at}), in {}/{dir}/manifest/,",
+                unrecorded.len(),
+                remote.url()
+            );
+            if !p.accept_rollback {
+                return Err(super::proof::rolled_back(&path, &found, &unrecorded).into());
+            }
+            let event = events::RollbackAccepted {
+                stream: p.name.to_string(),
+                manifest: landing.recorded("manifest.jsonl"),
+                cursor_points_at: at,
+                unrecorded: unrecorded.iter().map(events::Unrecorded::of).collect(),
+            };
+            p.trail.record(event).await?;
         }
         let event = events::ManifestObjectsRemoved {
             stream: p.name.to_string(),

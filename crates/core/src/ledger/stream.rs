@@ -40,6 +40,9 @@ pub(crate) struct OpenStream<'a> {
     pub dry_run: bool,
     /// `--repair-state`: take the trail's state where the state disagrees.
     pub repair_state: bool,
+    /// `--accept-rollback`: record a landing newer than the state and the
+    /// trail as a deviation instead of stopping.
+    pub accept_rollback: bool,
     /// A backfill's keys in a state database, apart from the incremental ones.
     pub namespace: Option<&'a str>,
     /// With Redis: the pacer and the quota key under which the stream's

@@ -45,6 +45,10 @@ pub(crate) struct Proven {
     /// The page the stream's last landed `page_committed` line landed,
     /// and where that line is, for the ledger's check that it is in place.
     pub last_landed: Option<(ManifestEntry, String)>,
+    /// Manifest lines after the cursor's point whose run this trail does
+    /// not record, and that point: the landing is newer than the state and
+    /// the trail (restored from an older backup). The ledger decides.
+    pub unrecorded: Option<(u64, Vec<ManifestEntry>)>,
 }
 
 /// A manifest that disagreed with the trail, rebuilt from it on request.
@@ -104,7 +108,10 @@ pub(crate) fn prove(
         trail.display()
     );
     let mut rebuilt = None;
+    let mut unrecorded = None;
     if let Some(recorded) = cursor.manifest_bytes() {
+        let found = unrecorded_after(landing, recorded, trail)?;
+        unrecorded = (!found.is_empty()).then_some((recorded, found));
         if let Some(said) = manifest_disagrees(landing, recorded, &entry)? {
             let trail_says = format!("{} (sha256 {}, run {})", entry.file, entry.sha256, entry.run_id);
             if !repair {
@@ -130,8 +137,56 @@ pub(crate) fn prove(
         rebuilt,
         absolute_landing_dir,
         last_landed: Some((entry, where_)),
+        unrecorded,
         ..unproven
     })
+}
+
+/// The manifest lines after byte `recorded` (where the cursor points) of a
+/// run `trail` holds no line of. A run stopped between a page's manifest
+/// line and its commit line leaves one such line of its own, and its
+/// `run_started` is in the trail; a line of a run the trail never heard of
+/// was written while the trail held lines it has lost. Each run is looked
+/// for from the trail's end back (normally the last run).
+fn unrecorded_after(
+    landing: &LandingStore,
+    recorded: u64,
+    trail: &Path,
+) -> Result<Vec<ManifestEntry>, StoreError> {
+    use std::io::{Read, Seek};
+    let path = landing.manifest_path();
+    let mut file = match crate::durable::read_no_follow(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(StoreError::io(&path, "open", e)),
+    };
+    let read = |e| StoreError::io(&path, "read", e);
+    if file.metadata().map_err(read)?.len() <= recorded {
+        return Ok(Vec::new());
+    }
+    let mut after = Vec::new();
+    file.seek(std::io::SeekFrom::Start(recorded)).map_err(read)?;
+    file.read_to_end(&mut after).map_err(read)?;
+    let mut known = std::collections::HashMap::new();
+    let mut found = Vec::new();
+    for bytes in after.split(|b| *b == b'\n') {
+        let Ok(entry) = serde_json::from_slice::<ManifestEntry>(bytes) else {
+            continue;
+        };
+        let recorded_run = match known.get(&entry.run_id) {
+            Some(&k) => k,
+            None => {
+                let k = crate::audit::read::holds_run(trail, &entry.run_id)
+                    .map_err(|e| StoreError::io(trail, "read back", e))?;
+                known.insert(entry.run_id.clone(), k);
+                k
+            }
+        };
+        if !recorded_run {
+            found.push(entry);
+        }
+    }
+    Ok(found)
 }
 
 /// What the manifest holds at byte `recorded` when that is not the line

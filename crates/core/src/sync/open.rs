@@ -30,6 +30,7 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
             since: job.options.since.clone(),
             dry_run: job.options.dry_run,
             repair_state: job.options.repair_state,
+            accept_rollback: job.options.accept_rollback,
             namespace: job.options.state_namespace.as_deref(),
             redis: job.redis.as_ref().map(|r| (r, quota_key)),
         },

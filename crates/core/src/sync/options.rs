@@ -19,6 +19,10 @@ pub struct SyncOptions {
     /// its receipt names takes the trail's cursor (audited as
     /// `state_repaired`) instead of stopping the run with 65.
     pub repair_state: bool,
+    /// `--accept-rollback`: a landing that lists pages of runs the trail
+    /// does not record (a state restored from an older backup) is recorded
+    /// as a deviation (`rollback_accepted`) instead of stopping the run.
+    pub accept_rollback: bool,
     /// With a state database: where this run's cursors and manifests are
     /// kept apart from the incremental ones (`backfill/SINCE..UNTIL`, the
     /// directory a state directory would nest them in).
