@@ -273,6 +273,12 @@ pub enum AuditCommand {
         /// runs left there (it was not truncated, emptied or replaced).
         #[arg(long, value_name = "STATE_DIR")]
         anchors: Option<PathBuf>,
+        /// Also prove the trail against the anchor runs with --redis keep
+        /// in this Redis (redis://, rediss:// or redis+cluster://): a trail
+        /// restored from an older backup together with its state directory
+        /// agrees with that directory's anchor, not with Redis's.
+        #[arg(long, value_name = "URL")]
+        redis: Option<String>,
         /// Check every run_finished checkpoint with the key in
         /// EDC_SYNC_AUDIT_KEY: proves the file was not recomputed by
         /// someone without the key.

@@ -34,6 +34,7 @@ pub fn run(cmd: AuditCommand) -> Result<(), Error> {
             state,
             trail,
             anchors,
+            redis,
             key,
             key_file,
         } => {
@@ -74,6 +75,9 @@ pub fn run(cmd: AuditCommand) -> Result<(), Error> {
             };
             if let Some(dir) = anchors {
                 checks.anchors.push(anchor_for(&file, &dir)?);
+            }
+            if let Some(url) = redis {
+                checks.anchors.push(redis_anchor_for(&file, &url)?);
             }
             let mut report = verify_with(&file, &checks)?;
             if let Some(named) = named {
@@ -121,7 +125,7 @@ pub fn reconcile(args: crate::cli::VerifyArgs) -> Result<(), Error> {
 /// the trail's name (or, as an older version kept it, by its absolute
 /// path). None there is an error: `--anchors` asks to prove the trail
 /// against one.
-fn anchor_for(file: &std::path::Path, state_dir: &std::path::Path) -> Result<ChainHead, Error> {
+fn anchor_for(file: &std::path::Path, state_dir: &std::path::Path) -> Result<(String, ChainHead), Error> {
     let read_error = |error| edc_core::audit::ReadError {
         path: file.to_path_buf(),
         error,
@@ -138,11 +142,40 @@ fn anchor_for(file: &std::path::Path, state_dir: &std::path::Path) -> Result<Cha
         })
     };
     match anchors.load_file().map_err(unreadable)? {
-        Some(found) => Ok(found.head),
+        Some(found) => Ok((found.source, found.head)),
         None => Err(unreadable(format!(
             "no anchor for {} in {}: no run with that state directory has finished",
             file.display(),
             state_dir.display()
         ))),
+    }
+}
+
+/// The anchor runs with `--redis` keep in the Redis at `url` for the trail
+/// at `file`: under the trail's identity (the SHA-256 of its first line),
+/// or else under this host and the trail's path. None there is an error:
+/// `--redis` asks to prove the trail against one.
+fn redis_anchor_for(file: &std::path::Path, url: &str) -> Result<(String, ChainHead), Error> {
+    let read_error = |error| edc_core::audit::ReadError {
+        path: file.to_path_buf(),
+        error,
+    };
+    let canonical = std::fs::canonicalize(file).map_err(read_error)?;
+    let first = edc_core::audit::first_line_sha256(file).map_err(read_error)?;
+    let dir = canonical.parent().unwrap_or(&canonical).to_path_buf();
+    let anchors = Anchors::of(&dir, file, &canonical, first);
+    let found = super::runtime()?.block_on(async {
+        let redis = Anchors::connect_redis(url).await?;
+        Ok::<_, Error>(anchors.load_redis(&redis).await?)
+    })?;
+    match found {
+        Some(found) => Ok((found.source, found.head)),
+        None => Err(Error::AuditUnreadable(edc_core::audit::ReadError {
+            path: file.to_path_buf(),
+            error: std::io::Error::other(format!(
+                "no anchor for it in Redis {}: no run with --redis has finished on this trail",
+                edc_core::redact::redact_arg(url)
+            )),
+        })),
     }
 }

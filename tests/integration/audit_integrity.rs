@@ -487,3 +487,59 @@ async fn an_anchors_directory_that_is_a_symlink_stops_the_run_before_any_line() 
     assert_eq!(std::fs::read(fx.trail()).unwrap(), trail, "nothing appended");
     assert_eq!(sim.requests().len(), requests, "nothing fetched");
 }
+
+/// A state directory and trail restored together from an older backup agree
+/// with each other, so `audit verify --anchors` finds the trail intact; the
+/// anchor in Redis, out of the restore's reach, is further on.
+/// `audit verify --redis` proves the trail against it: intact before the
+/// restore, 65 naming the Redis anchor after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_verify_checks_the_trail_against_the_redis_anchor() {
+    let redis = support::redis::start();
+    let fx = Fixture::new();
+    let sim = sim().await;
+    let run = || {
+        let mut spec = fx.spec(&sim, AuditOptions::default());
+        spec.pacer = PacerChoice::Redis(redis.url());
+        fx.run_spec(spec)
+    };
+    assert_eq!(run().await.0, 0);
+    let backup = std::fs::read(fx.trail()).unwrap();
+    let anchors_backup: Vec<(std::path::PathBuf, Vec<u8>)> =
+        std::fs::read_dir(fx.path("state/audit-anchors"))
+            .unwrap()
+            .map(|e| {
+                let p = e.unwrap().path();
+                let bytes = std::fs::read(&p).unwrap();
+                (p, bytes)
+            })
+            .collect();
+    assert_eq!(run().await.0, 0);
+    let audit_verify = |extra: &[&str]| {
+        support::run_cmd(
+            support::edc_sync()
+                .args(["audit", "verify"])
+                .arg(fx.trail())
+                .args(extra),
+        )
+    };
+    let url = redis.url();
+    let out = audit_verify(&["--redis", &url]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    // The restore: the trail and the state directory's anchor as they were.
+    std::fs::write(fx.trail(), &backup).unwrap();
+    for (path, bytes) in &anchors_backup {
+        std::fs::write(path, bytes).unwrap();
+    }
+    let state = fx.path("state");
+    let out = audit_verify(&["--anchors", state.to_str().unwrap()]);
+    assert_eq!(
+        out.code, 0,
+        "the state agrees with itself: {}{}",
+        out.stdout, out.stderr
+    );
+    let out = audit_verify(&["--redis", &url]);
+    assert_eq!(out.code, 65, "{}{}", out.stdout, out.stderr);
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert!(said.contains("Redis anchor"), "{said}");
+}

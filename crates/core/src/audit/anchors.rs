@@ -154,6 +154,12 @@ impl Anchors {
         }
     }
 
+    /// The Redis at `url`, reached as runs reach it, for reading the
+    /// anchors they keep there (`audit verify --redis`).
+    pub async fn connect_redis(url: &str) -> Result<RedisPacer, quota_pacer::PacerError> {
+        RedisPacer::connect(url, crate::REDIS_KEY_PREFIX).await
+    }
+
     /// The anchor Redis keeps, if any: under the trail's identity, or else
     /// under this host and the trail's path (or where an older version kept
     /// it).

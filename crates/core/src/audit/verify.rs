@@ -174,8 +174,9 @@ fn lines(path: &Path) -> Result<impl Iterator<Item = std::io::Result<RawLine>>, 
 /// What to check beyond the chain.
 #[derive(Debug, Default, Clone)]
 pub struct Checks {
-    /// Chain heads kept outside the file (`--anchors`).
-    pub anchors: Vec<ChainHead>,
+    /// Chain heads kept outside the file (`--anchors`, `--redis`), each
+    /// with where it was read from (`anchor FILE`, `Redis anchor KEY`).
+    pub anchors: Vec<(String, ChainHead)>,
     /// The audit key (`--key`): every `run_finished` must carry a valid
     /// checkpoint.
     pub key: Option<AuditKey>,
@@ -208,12 +209,12 @@ pub fn verify_with(path: &Path, checks: &Checks) -> Result<Report, ReadError> {
         error,
     };
     let file = File::open(path).map_err(read_err)?;
-    for head in &checks.anchors {
+    for (source, head) in &checks.anchors {
         if let Err(detail) = head.check(&file).map_err(read_err)? {
             report.finding = Some(Finding {
                 line: head.lines.min(report.lines).max(1),
                 damage: Damage::Diverged,
-                detail,
+                detail: format!("{source}: {detail}"),
             });
             return Ok(report);
         }
