@@ -437,6 +437,15 @@ fn examples() -> Vec<(&'static str, Error, u8)> {
             78,
         ),
         (
+            "Redis refusing the password in the URL",
+            PacerError::Refused {
+                endpoint: "e".into(),
+                detail: "d".into(),
+            }
+            .into(),
+            77,
+        ),
+        (
             "Redis answering what it should not",
             PacerError::Protocol {
                 endpoint: "e".into(),
@@ -637,7 +646,10 @@ fn exhaustive(e: &Error) {
         Error::Store(s) => exhaustive_store(s),
         Error::Db(d) => exhaustive_db(d),
         Error::Pacer(p) => match p {
-            PacerError::InvalidUrl { .. } | PacerError::Unavailable { .. } | PacerError::Protocol { .. } => {}
+            PacerError::InvalidUrl { .. }
+            | PacerError::Unavailable { .. }
+            | PacerError::Refused { .. }
+            | PacerError::Protocol { .. } => {}
         },
         Error::Unverifiable(u) => match u {
             Unverifiable::Config(_) | Unverifiable::Local(_) => {}

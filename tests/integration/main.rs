@@ -27,6 +27,7 @@ mod operations;
 mod oq;
 mod pacer;
 mod properties;
+mod secrets;
 mod state_db;
 mod sync;
 mod tampering;

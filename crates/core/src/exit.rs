@@ -99,7 +99,7 @@ impl Exit {
         Documented {
             code: 77,
             label: "permission",
-            meaning: "permission: the EDC refused the credential (401/403, a refused login, a vendor's access error, a failed credential helper), the object store refused the landing's credentials, or the state database refused the role or its grants",
+            meaning: "permission: the EDC refused the credential (401/403, a refused login, a vendor's access error, a failed credential helper), the object store refused the landing's credentials, Redis refused the user or password in its URL, or the state database refused the role or its grants",
             what_to_do: "check the variables the message names",
         },
         Documented {
@@ -136,6 +136,7 @@ impl Exit {
         match e {
             PacerError::InvalidUrl { .. } => Exit::Config,
             PacerError::Unavailable { .. } | PacerError::Protocol { .. } => Exit::Unavailable,
+            PacerError::Refused { .. } => Exit::NoPerm,
         }
     }
 }

@@ -114,6 +114,16 @@ pub enum PacerError {
         /// The last failure.
         detail: String,
     },
+    #[error("Redis at {endpoint} refused this client: {detail}; check the user name and password in the URL and the user's ACL")]
+    /// The server refused the credentials (a wrong password or user,
+    /// none where one is required) or its ACL denies what the pacer runs:
+    /// retrying cannot help, so it is not retried.
+    Refused {
+        /// The Redis URL, password redacted.
+        endpoint: String,
+        /// What the server said.
+        detail: String,
+    },
     #[error("Redis at {endpoint} answered {script} unexpectedly: {detail}")]
     /// An answer that is not what the script returns: a defect or a
     /// server that is not Redis.

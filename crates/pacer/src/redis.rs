@@ -19,7 +19,7 @@ use redis::{FromRedisValue, Script, ScriptInvocation};
 
 use super::redis_conn::without_userinfo;
 pub use super::redis_conn::Conn;
-use super::redis_conn::Target;
+use super::redis_conn::{OpenError, Target};
 use super::{ceil_ms, Answer, Ask, LeaseAttempt, Pacer, PacerError, Quota, Reservation};
 
 const ATTEMPTS: u32 = 3;
@@ -83,7 +83,13 @@ impl RedisPacer {
         // the same bound as every call (docs/pacer.md, "Fail closed").
         let conn = Conn::open(&target, ATTEMPTS, CONNECT_TIMEOUT, CALL_TIMEOUT)
             .await
-            .map_err(|e| unavailable(ATTEMPTS, e))?;
+            .map_err(|e| match e {
+                OpenError::Refused(detail) => PacerError::Refused {
+                    endpoint: endpoint.clone(),
+                    detail,
+                },
+                OpenError::Failed(detail) => unavailable(ATTEMPTS, detail),
+            })?;
         Ok(RedisPacer {
             inner: Arc::new(Inner {
                 conn,
@@ -226,6 +232,12 @@ impl RedisPacer {
                         || e.kind() == redis::ErrorKind::UnexpectedReturnType =>
                 {
                     return Err(self.protocol(script, e.to_string()))
+                }
+                Ok(Err(e)) if crate::redis_conn::refused(&e) => {
+                    return Err(PacerError::Refused {
+                        endpoint: self.inner.endpoint.clone(),
+                        detail: e.to_string(),
+                    })
                 }
                 Ok(Err(e)) => last = e.to_string(),
                 Err(_) => last = format!("no answer within {CALL_TIMEOUT:?}"),

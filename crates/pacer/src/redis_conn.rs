@@ -213,7 +213,7 @@ impl Conn {
         attempts: u32,
         connect_timeout: Duration,
         response_timeout: Duration,
-    ) -> Result<Conn, String> {
+    ) -> Result<Conn, OpenError> {
         let deadline = connect_timeout * (attempts + 1);
         let connecting = async {
             match target {
@@ -230,7 +230,7 @@ impl Conn {
                     ConnectionManager::new_with_config(client, config)
                         .await
                         .map(Conn::Single)
-                        .map_err(|e| e.to_string())
+                        .map_err(|e| OpenError::of(&e))
                 }
                 Target::Cluster { seeds, tls } => {
                     let mut builder = ClusterClient::builder(seeds.iter().map(String::as_str));
@@ -247,14 +247,45 @@ impl Conn {
                         .get_async_connection()
                         .await
                         .map(Conn::Cluster)
-                        .map_err(|e| e.to_string())
+                        .map_err(|e| OpenError::of(&e))
                 }
             }
         };
         tokio::time::timeout(deadline, connecting)
             .await
-            .map_err(|_| format!("no connection within {deadline:?}"))?
+            .map_err(|_| OpenError::Failed(format!("no connection within {deadline:?}")))?
     }
+}
+
+/// Why a connection could not be opened.
+#[derive(Debug)]
+pub enum OpenError {
+    /// The server refused the client's credentials or permissions.
+    Refused(String),
+    /// Anything else: not reached, timed out, lost, misconfigured.
+    Failed(String),
+}
+
+impl From<String> for OpenError {
+    fn from(detail: String) -> OpenError {
+        OpenError::Failed(detail)
+    }
+}
+
+impl OpenError {
+    fn of(e: &redis::RedisError) -> OpenError {
+        match refused(e) {
+            true => OpenError::Refused(e.to_string()),
+            false => OpenError::Failed(e.to_string()),
+        }
+    }
+}
+
+/// Whether the server refused the client itself: its credentials (a wrong
+/// password or user; none where one is required) or its ACL permissions.
+pub(crate) fn refused(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
 }
 
 impl ConnectionLike for Conn {
