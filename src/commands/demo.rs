@@ -35,7 +35,7 @@ pub fn run(args: DemoArgs) -> Result<(), Error> {
     let dir = args.dir.clone();
     refuse_foreign(&dir);
     std::fs::create_dir_all(&dir).io(|| format!("creating {}", dir.display()))?;
-    std::fs::write(
+    edc_core::no_follow::write(
         dir.join(MARKER),
         "made by edc-sync demo: the next demo here clears landing/, state/, audit.jsonl and \
          simulator-requests.jsonl\n",
@@ -180,7 +180,8 @@ fn print(
 /// A `--dir` that exists, holds anything and was not made by a demo is
 /// someone's directory: a usage error (2), before anything is touched.
 fn refuse_foreign(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    // `--dir` is the operator's: it may be a link (a mount point).
+    let Ok(entries) = edc_core::no_follow::read_root_dir(dir) else {
         return;
     };
     if dir.join(MARKER).is_file() {
@@ -210,10 +211,10 @@ fn refuse_foreign(dir: &Path) {
 
 fn demo_config(dir: &Path) -> Result<(PathBuf, bool), Error> {
     let in_repo = PathBuf::from("config/demo.yaml");
-    if std::fs::read_to_string(&in_repo).is_ok_and(|text| text == DEMO_POLICY) {
+    if edc_core::no_follow::operator_input(&in_repo).is_ok_and(|text| text == DEMO_POLICY.as_bytes()) {
         return Ok((in_repo, true));
     }
     let copy = dir.join("demo-policy.yaml");
-    std::fs::write(&copy, DEMO_POLICY).io(|| format!("writing {}", copy.display()))?;
+    edc_core::no_follow::write(&copy, DEMO_POLICY).io(|| format!("writing {}", copy.display()))?;
     Ok((copy, false))
 }

@@ -53,7 +53,7 @@ fn write_all(cmd: &clap::Command, path: &str, dir: &Path) -> Result<(), Error> {
     }
     let file = dir.join(Man::new(cmd.clone()).get_filename());
     let page = render(cmd.clone(), path).io(|| format!("rendering {}", file.display()))?;
-    std::fs::write(&file, page).io(|| format!("writing {}", file.display()))
+    edc_core::no_follow::write(&file, page).io(|| format!("writing {}", file.display()))
 }
 
 /// clap_mangen's sections, then EXAMPLES and EXIT STATUS (in the order

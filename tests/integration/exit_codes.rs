@@ -465,6 +465,15 @@ fn examples() -> Vec<(&'static str, Error, u8)> {
             .into(),
             66,
         ),
+        (
+            "audit verify of a trail that is a symbolic link",
+            ReadError {
+                path: path(),
+                error: std::io::Error::other(edc_core::no_follow::LinkRefused(None)),
+            }
+            .into(),
+            74,
+        ),
         ("verify discrepancies", Discrepancies("d".into()).into(), 65),
         (
             "verify of a path that cannot be read",
@@ -474,6 +483,15 @@ fn examples() -> Vec<(&'static str, Error, u8)> {
             })
             .into(),
             66,
+        ),
+        (
+            "verify of a file that is a symbolic link",
+            Unverifiable::Local(Unreadable {
+                path: path(),
+                error: std::io::Error::other(edc_core::no_follow::LinkRefused(None)),
+            })
+            .into(),
+            74,
         ),
         (
             "verify with an --out URL it does not take",

@@ -603,6 +603,7 @@ const CORE_PUBLIC_MODULES: &[&str] = &[
     "host",
     "ledger",
     "mask",
+    "no_follow",
     "paths",
     "reconcile",
     "record",
@@ -691,5 +692,49 @@ fn every_path_the_docs_name_exists() {
         missing.is_empty(),
         "paths named in the docs that do not exist:\n{}",
         missing.join("\n")
+    );
+}
+
+/// Every file the product opens (in runs, `verify`, `audit verify`,
+/// `qualify`) goes through `edc_core::no_follow`, the one place that opens
+/// a file or lists a directory, and refuses a symbolic link: a link
+/// planted in a state, landing or evidence directory would otherwise let a
+/// run (often root) read or overwrite any file. So no other code of the
+/// shipped binary opens a file itself; its tests may.
+#[test]
+fn every_file_is_opened_through_the_one_no_follow_module() {
+    const OPENS: [&str; 7] = [
+        "File::open(",
+        "File::create(",
+        "OpenOptions::new()",
+        "fs::read(",
+        "fs::read_to_string(",
+        "fs::write(",
+        "fs::read_dir(",
+    ];
+    let root = Path::new(ROOT);
+    let the_one = root.join("crates/core/src/no_follow.rs");
+    assert!(the_one.is_file(), "{} is the one module", the_one.display());
+    let mut found = Vec::new();
+    for src in ["src", "crates/core/src", "crates/qualify/src"] {
+        let mut files = Vec::new();
+        rust_files(&root.join(src), &mut files);
+        for file in files {
+            if file == the_one || file.file_name().is_some_and(|n| n == "tests.rs") {
+                continue;
+            }
+            let code = code_of(&std::fs::read_to_string(&file).unwrap());
+            for (n, line) in code.lines().enumerate() {
+                if let Some(open) = OPENS.iter().find(|o| line.contains(*o)) {
+                    let rel = file.strip_prefix(root).unwrap().display().to_string();
+                    found.push(format!("{rel}:{}: {open}", n + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "opened without edc_core::no_follow:\n{}",
+        found.join("\n")
     );
 }

@@ -829,3 +829,29 @@ async fn a_state_restored_from_an_older_backup_is_refused_until_accepted() {
     let out = verify(&fx);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
 }
+
+/// The readers open nothing through a link either: a trail that is a
+/// symbolic link (to a copy an insider keeps intact elsewhere, say) is
+/// refused by `audit verify` and `verify` (74, naming it), as a run
+/// refuses it; the linked file is never read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readers_never_follow_a_link_to_the_trail() {
+    let fx = Fixture::new();
+    let sim = sim_with(RECORDS).await;
+    assert_eq!(fx.run(&sim, AuditOptions::default()).await.0, 0);
+    let elsewhere = fx.path("elsewhere.jsonl");
+    std::fs::rename(fx.trail(), &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, fx.trail()).unwrap();
+    let trail = fx.trail();
+    let audit = support::run_cmd(support::edc_sync().args(["audit", "verify"]).arg(&trail));
+    let reconcile = verify(&fx);
+    for out in [&audit, &reconcile] {
+        assert_eq!(out.code, 74, "{}{}", out.stdout, out.stderr);
+        assert!(
+            out.stderr.contains("audit.jsonl")
+                && out.stderr.contains("symbolic link, which is never followed"),
+            "{}",
+            out.stderr
+        );
+    }
+}

@@ -15,7 +15,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 pub(crate) fn sha256_file(path: &std::path::Path) -> std::io::Result<String> {
     use std::io::Read;
     let mut hasher = Sha256::new();
-    let mut file = std::fs::File::open(path)?;
+    let mut file = crate::no_follow::read(path)?;
     let mut buf = vec![0u8; 256 * 1024];
     loop {
         let n = file.read(&mut buf)?;

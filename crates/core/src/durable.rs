@@ -39,76 +39,10 @@ pub(crate) fn line_start(file: &File, end: u64, max: u64) -> io::Result<Option<u
     Ok(Some(0))
 }
 
-/// Opens `path` with `options`, never through a symbolic link and only as
-/// a regular file: run as root, a link planted in a state or landing
-/// directory would otherwise let a run truncate or overwrite any file
-/// (the audit trail, say). A link is refused with an error that says so.
-pub(crate) fn open_no_follow(options: &mut std::fs::OpenOptions, path: &Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = match options.custom_flags(libc::O_NOFOLLOW).open(path) {
-        Ok(f) => f,
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(io::Error::other("it is a symbolic link, which is never followed"))
-        }
-        Err(e) => return Err(e),
-    };
-    if !file.metadata()?.is_file() {
-        return Err(io::Error::other("it is not a regular file"));
-    }
-    Ok(file)
-}
-
-/// `root.join(rel)`, each directory of `rel` created as needed and none
-/// of them a symbolic link: a link planted inside a landing or state
-/// directory would send a run's writes anywhere (as root, over the audit
-/// trail). `root` itself is the operator's choice and may be a link (a
-/// mount point, say); it is created when missing.
-pub(crate) fn dirs_below(root: &Path, rel: &Path) -> io::Result<std::path::PathBuf> {
-    std::fs::create_dir_all(root)?;
-    let mut at = root.to_path_buf();
-    for part in rel.components() {
-        at.push(part);
-        match std::fs::symlink_metadata(&at) {
-            Ok(m) if m.file_type().is_symlink() => {
-                return Err(io::Error::other(format!(
-                    "{} is a symbolic link, which is never followed",
-                    at.display()
-                )))
-            }
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => return Err(io::Error::other(format!("{} is not a directory", at.display()))),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => match std::fs::create_dir(&at) {
-                Ok(()) => {}
-                // Another run made it meanwhile: checked again below.
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                    if !std::fs::symlink_metadata(&at)?.is_dir() {
-                        return Err(io::Error::other(format!("{} is not a directory", at.display())));
-                    }
-                }
-                Err(e) => return Err(e),
-            },
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(at)
-}
-
-/// Creates or truncates `path` for writing, never through a symbolic link
-/// (see [`open_no_follow`]): how every temp file of the tool is made.
-pub(crate) fn create_no_follow(path: &Path) -> io::Result<File> {
-    open_no_follow(
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true),
-        path,
-    )
-}
-
 /// `bytes` in a new file at `path` (never through a link), fsynced.
 pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
     use std::io::Write;
-    let mut file = create_no_follow(path)?;
+    let mut file = crate::no_follow::create(path)?;
     file.write_all(bytes)?;
     file.sync_all()
 }
@@ -123,11 +57,6 @@ pub(crate) fn replace_durably(path: &Path, tmp: &Path, bytes: &[u8]) -> io::Resu
     sync_parent_dir(path)
 }
 
-/// Opens `path` for reading, never through a symbolic link.
-pub(crate) fn read_no_follow(path: &Path) -> io::Result<File> {
-    open_no_follow(std::fs::OpenOptions::new().read(true), path)
-}
-
 /// fsyncs the directory holding `path`, so a file created or renamed there
 /// survives a crash (POSIX makes the directory entry durable only then).
 pub fn sync_parent_dir(path: &Path) -> io::Result<()> {
@@ -135,5 +64,5 @@ pub fn sync_parent_dir(path: &Path) -> io::Result<()> {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    File::open(dir)?.sync_all()
+    crate::no_follow::sync_dir(dir)
 }

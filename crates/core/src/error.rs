@@ -91,6 +91,7 @@ impl Error {
             Error::RedisAnchor(_) => Exit::Unavailable,
             Error::Pacer(e) => Exit::for_pacer(e),
             Error::NotIntact(_) | Error::Discrepancies(_) => Exit::DataErr,
+            Error::AuditUnreadable(e) if crate::no_follow::is_link_refusal(&e.error) => Exit::IoErr,
             Error::AuditUnreadable(_) | Error::Input { .. } => Exit::NoInput,
             Error::Unverifiable(e) => e.exit(),
             Error::Export(e) => e.exit(),

@@ -53,7 +53,7 @@ pub(crate) fn check_writable(path: &Path) -> std::io::Result<()> {
         return Err(std::io::Error::other("it is a directory"));
     }
     let tmp = temp_of(path);
-    crate::durable::create_no_follow(&tmp)?;
+    crate::no_follow::create(&tmp)?;
     std::fs::remove_file(&tmp)
 }
 
@@ -70,7 +70,7 @@ pub(crate) fn write(
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or_default();
-    let previous = std::fs::read_to_string(path)
+    let previous = crate::no_follow::read_string(path)
         .map(|t| previous_successes(&t))
         .unwrap_or_default();
     let mut out = String::new();

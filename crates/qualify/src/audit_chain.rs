@@ -30,7 +30,7 @@ async fn oq_012(ctx: &mut Ctx) -> anyhow::Result<()> {
         report.to_string(),
         report.intact() && report.runs == 2,
     );
-    let lines: Vec<String> = std::fs::read_to_string(&audit)?
+    let lines: Vec<String> = edc_core::no_follow::read_string(&audit)?
         .lines()
         .map(str::to_string)
         .collect();
@@ -38,7 +38,7 @@ async fn oq_012(ctx: &mut Ctx) -> anyhow::Result<()> {
     std::fs::create_dir_all(&tamper_dir)?;
     let write = |name: &str, lines: &[String]| -> anyhow::Result<std::path::PathBuf> {
         let p = tamper_dir.join(name);
-        std::fs::write(&p, lines.iter().map(|l| format!("{l}\n")).collect::<String>())?;
+        edc_core::no_follow::write(&p, lines.iter().map(|l| format!("{l}\n")).collect::<String>())?;
         Ok(p)
     };
     let mut edited = lines.clone();

@@ -121,7 +121,7 @@ async fn oq_016(ctx: &mut Ctx) -> anyhow::Result<()> {
         text.push_str(&String::from_utf8_lossy(&o.stdout));
         text.push_str(&String::from_utf8_lossy(&o.stderr));
     }
-    std::fs::write(&console, &text)?;
+    edc_core::no_follow::write(&console, &text)?;
     ctx.attach(&console);
     ctx.attach_run_outputs();
     let files = crate::files::under(&ctx.dir);
@@ -135,7 +135,7 @@ async fn oq_016(ctx: &mut Ctx) -> anyhow::Result<()> {
         {
             continue; // landed pages are the data itself
         }
-        let content = String::from_utf8_lossy(&std::fs::read(f)?).into_owned();
+        let content = String::from_utf8_lossy(&edc_core::no_follow::read_bytes(f)?).into_owned();
         if content.contains(OQ_TOKEN) {
             token_hits.push(f.display().to_string());
         }

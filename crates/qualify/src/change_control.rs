@@ -39,8 +39,8 @@ pub fn all() -> Vec<Scenario> {
 
 async fn oq_010(ctx: &mut Ctx) -> anyhow::Result<()> {
     let config = ctx.policy_repo()?;
-    let text = std::fs::read_to_string(&config)?;
-    std::fs::write(&config, text.replacen("page_size: 25", "page_size: 26", 1))?;
+    let text = edc_core::no_follow::read_string(&config)?;
+    edc_core::no_follow::write(&config, text.replacen("page_size: 25", "page_size: 26", 1))?;
     let sim = ctx.sim(30, &[], None).await?;
     let refused = run::execute(ctx.spec(&config, "oq_vault", &sim)).await;
     let (code, message) = match &refused {
@@ -91,7 +91,7 @@ async fn oq_011(ctx: &mut Ctx) -> anyhow::Result<()> {
             .to_string();
         (commit.id().to_string(), blob)
     };
-    let sha = edc_core::digest::sha256_hex(&std::fs::read(&config)?);
+    let sha = edc_core::digest::sha256_hex(&edc_core::no_follow::read_bytes(&config)?);
     let sim = ctx.sim(30, &[], None).await?;
     run::execute(ctx.spec(&config, "oq_vault", &sim)).await?;
     let header = events(ctx, "run_started").first().cloned().unwrap_or(Value::Null);
@@ -145,7 +145,7 @@ async fn oq_018(ctx: &mut Ctx) -> anyhow::Result<()> {
     ];
     for (i, (from, to, expected)) in cases.iter().enumerate() {
         let path = ctx.dir.join(format!("invalid-{}.yaml", i + 1));
-        std::fs::write(&path, super::context::OQ_POLICY.replacen(from, to, 1))?;
+        edc_core::no_follow::write(&path, super::context::OQ_POLICY.replacen(from, to, 1))?;
         ctx.attach(&path);
         let out = std::process::Command::new(&ctx.exe)
             .args(["config", "validate", "--config"])

@@ -96,7 +96,7 @@ impl Ctx {
         let repo =
             git2::Repository::init(&repo_dir).context("git init of the scenario's policy repository")?;
         let path = repo_dir.join("rate_limits.yaml");
-        std::fs::write(&path, OQ_POLICY)?;
+        edc_core::no_follow::write(&path, OQ_POLICY)?;
         let mut index = repo.index()?;
         index.add_path(Path::new("rate_limits.yaml"))?;
         index.write()?;

@@ -268,12 +268,12 @@ async fn oq_028(ctx: &mut Ctx) -> anyhow::Result<()> {
     // it hits, records served before among them; a lookback would re-read
     // those (as new versions, rightly landed again). Without one, the page
     // holds only the 25 new records.
-    let text = std::fs::read_to_string(&config)?.replacen(
+    let text = edc_core::no_follow::read_string(&config)?.replacen(
         "    page_size: 25\noq_rave:",
         "    page_size: 25\n    lookback:\n      seconds: 0\noq_rave:",
         1,
     );
-    std::fs::write(&config, text)?;
+    edc_core::no_follow::write(&config, text)?;
     let spec = |ctx: &Ctx, sim: &Simulator| edc_core::run::RunSpec {
         allow_dirty: true,
         ..ctx.spec(&config, "oq_vault", sim)

@@ -10,7 +10,7 @@ pub fn under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut todo = vec![dir.to_path_buf()];
     while let Some(d) = todo.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
+        let Ok(entries) = edc_core::no_follow::read_dir(&d) else {
             continue;
         };
         for path in entries.flatten().map(|e| e.path()) {

@@ -70,7 +70,7 @@ async fn oq_029(ctx: &mut Ctx) -> anyhow::Result<()> {
         code(&clean) == 0 && text(&clean).contains("no discrepancy"),
     );
     let dir = stream_dir(ctx, "oq_vault", "default");
-    let mut pages: Vec<_> = std::fs::read_dir(dir.join("pages"))?
+    let mut pages: Vec<_> = edc_core::no_follow::read_dir(dir.join("pages"))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
     pages.sort();
@@ -80,21 +80,21 @@ async fn oq_029(ctx: &mut Ctx) -> anyhow::Result<()> {
         pages.len()
     );
     // One byte of one page changed, another page deleted, the cursor moved.
-    let mut bytes = std::fs::read(&pages[0])?;
+    let mut bytes = edc_core::no_follow::read_bytes(&pages[0])?;
     bytes[0] ^= 0x20;
-    std::fs::write(&pages[0], bytes)?;
+    edc_core::no_follow::write(&pages[0], bytes)?;
     std::fs::remove_file(&pages[1])?;
     let cursor = ctx.dir.join("state").join(format!(
         "oq_vault/-/{}/-/default.cursor.json",
         super::context::OQ_STUDY
     ));
-    let mut state: serde_json::Value = serde_json::from_slice(&std::fs::read(&cursor)?)?;
+    let mut state: serde_json::Value = serde_json::from_slice(&edc_core::no_follow::read_bytes(&cursor)?)?;
     state["window_start"] = "1999-01-01T00:00:00Z".into();
-    std::fs::write(&cursor, serde_json::to_vec_pretty(&state)?)?;
+    edc_core::no_follow::write(&cursor, serde_json::to_vec_pretty(&state)?)?;
     let out = output(verify_command(ctx)).await?;
     let report = text(&out);
     let evidence = ctx.dir.join("verify-after-tampering.txt");
-    std::fs::write(&evidence, &report)?;
+    edc_core::no_follow::write(&evidence, &report)?;
     ctx.attach(&evidence);
     ctx.check_eq("exit code of verify after tampering", 65, code(&out));
     let named = |path: &std::path::Path, what: &str| {
@@ -159,11 +159,11 @@ async fn oq_030(ctx: &mut Ctx) -> anyhow::Result<()> {
         text(&out),
         code(&out) == 0 && text(&out).contains("2 keyed checkpoints verified"),
     );
-    let original = std::fs::read(&audit)?;
+    let original = edc_core::no_follow::read_bytes(&audit)?;
     // 1. The last two lines removed: a shorter chain that still links.
     let text_now = String::from_utf8_lossy(&original).into_owned();
     let lines: Vec<&str> = text_now.lines().collect();
-    std::fs::write(&audit, lines[..lines.len() - 2].join("\n") + "\n")?;
+    edc_core::no_follow::write(&audit, lines[..lines.len() - 2].join("\n") + "\n")?;
     let out = output(verify(&audit)).await?;
     ctx.check(
         "a trail cut short by two lines",
@@ -179,9 +179,9 @@ async fn oq_030(ctx: &mut Ctx) -> anyhow::Result<()> {
         code(&refused) == 65,
     );
     // 2. An earlier line changed and the whole chain recomputed.
-    std::fs::write(&audit, &original)?;
+    edc_core::no_follow::write(&audit, &original)?;
     let recomputed = recompute_with_one_change(&original)?;
-    std::fs::write(&audit, &recomputed)?;
+    edc_core::no_follow::write(&audit, &recomputed)?;
     let chain_only = edc_core::audit::verify(&audit)?;
     ctx.check(
         "the recomputed trail, chain alone",
@@ -196,7 +196,7 @@ async fn oq_030(ctx: &mut Ctx) -> anyhow::Result<()> {
         text(&out),
         code(&out) == 65 && text(&out).contains("checkpoint does not verify"),
     );
-    std::fs::write(&audit, &original)?;
+    edc_core::no_follow::write(&audit, &original)?;
     ctx.attach_run_outputs();
     Ok(())
 }
@@ -252,7 +252,7 @@ async fn oq_031(ctx: &mut Ctx) -> anyhow::Result<()> {
         .arg(&trail);
     let landed = output(verify).await?;
     let report = copy.join("verify-of-the-copy.txt");
-    std::fs::write(&report, text(&landed))?;
+    edc_core::no_follow::write(&report, text(&landed))?;
     ctx.attach(&report);
     ctx.check(
         "edc-sync verify of the copy",
@@ -349,7 +349,7 @@ async fn oq_032(ctx: &mut Ctx) -> anyhow::Result<()> {
         text(&clean),
         code(&clean) == 0 && text(&clean).contains("no discrepancy"),
     );
-    let page = std::fs::read_dir(stream.join("pages"))?
+    let page = edc_core::no_follow::read_dir(stream.join("pages"))?
         .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
         .min()
         .ok_or_else(|| anyhow::anyhow!("no page in the bucket"))?;
@@ -360,7 +360,7 @@ async fn oq_032(ctx: &mut Ctx) -> anyhow::Result<()> {
     garage.put(&key, b"{\"data\":[]}".to_vec()).await?;
     let tampered = output(verify()).await?;
     let report = ctx.dir.join("verify-after-replacing-an-object.txt");
-    std::fs::write(&report, text(&tampered))?;
+    edc_core::no_follow::write(&report, text(&tampered))?;
     ctx.attach(&report);
     ctx.check(
         "edc-sync verify after one page object was replaced in the bucket",
@@ -379,10 +379,10 @@ fn files_containing(root: &std::path::Path, needle: &str) -> Vec<String> {
     let mut todo = vec![root.to_path_buf()];
     while let Some(path) = todo.pop() {
         if path.is_dir() {
-            if let Ok(entries) = std::fs::read_dir(&path) {
+            if let Ok(entries) = edc_core::no_follow::read_dir(&path) {
                 todo.extend(entries.filter_map(|e| e.ok().map(|e| e.path())));
             }
-        } else if let Ok(bytes) = std::fs::read(&path) {
+        } else if let Ok(bytes) = edc_core::no_follow::read_bytes(&path) {
             if without_command_lines(&bytes)
                 .windows(needle.len())
                 .any(|w| w == needle.as_bytes())

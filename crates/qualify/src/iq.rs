@@ -127,14 +127,14 @@ fn probe_dir(dir: &Path) -> Result<String, String> {
     let tmp = dir.join(".edc-sync-iq-probe.tmp");
     let done = dir.join(".edc-sync-iq-probe");
     let payload = format!("edc-sync IQ probe {}", now_rfc3339());
-    let mut f = std::fs::File::create(&tmp).map_err(|e| format!("cannot create a file: {e}"))?;
+    let mut f = edc_core::no_follow::create(&tmp).map_err(|e| format!("cannot create a file: {e}"))?;
     f.write_all(payload.as_bytes())
         .map_err(|e| format!("cannot write: {e}"))?;
     f.sync_all().map_err(|e| format!("fsync failed: {e}"))?;
     drop(f);
     std::fs::rename(&tmp, &done).map_err(|e| format!("rename failed: {e}"))?;
     edc_core::durable::sync_parent_dir(&done).map_err(|e| format!("directory fsync failed: {e}"))?;
-    let back = std::fs::read_to_string(&done).map_err(|e| format!("cannot read back: {e}"))?;
+    let back = edc_core::no_follow::read_string(&done).map_err(|e| format!("cannot read back: {e}"))?;
     let _ = std::fs::remove_file(&done);
     if back == payload {
         Ok("write, fsync, rename, directory fsync and read-back succeeded".into())

@@ -24,7 +24,7 @@ struct Listed {
 /// recorded for it. A missing manifest means nothing landed.
 fn landed_pages(stream_dir: &Path) -> anyhow::Result<Vec<Listed>> {
     let manifest = stream_dir.join("manifest.jsonl");
-    let text = match std::fs::read_to_string(&manifest) {
+    let text = match edc_core::no_follow::read_string(&manifest) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e).with_context(|| format!("reading {}", manifest.display())),
@@ -44,7 +44,8 @@ fn pages_listed(stream_dir: &Path, manifest: &Path, text: &str) -> anyhow::Resul
             bail!("a line of {} has no file or sha256", manifest.display());
         };
         let file = stream_dir.join(name);
-        let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+        let bytes =
+            edc_core::no_follow::read_bytes(&file).with_context(|| format!("reading {}", file.display()))?;
         if hex::encode(Sha256::digest(&bytes)) != sha256 {
             bail!(
                 "{} does not match the SHA-256 its manifest line records",

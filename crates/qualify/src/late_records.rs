@@ -31,7 +31,7 @@ const VENDOR: &str = "oq_audit_trail";
 fn landed(out: &Path) -> anyhow::Result<Vec<String>> {
     let dir = format!("{VENDOR}/-/{OQ_STUDY}/-/default");
     let mut ids = crate::landed::landed_json_record_ids(&out.join(&dir))?;
-    if let Ok(checks) = std::fs::read_dir(out.join("backfill")) {
+    if let Ok(checks) = edc_core::no_follow::read_dir(out.join("backfill")) {
         for check in checks {
             ids.extend(crate::landed::landed_json_record_ids(&check?.path().join(&dir))?);
         }
@@ -78,7 +78,7 @@ async fn oq_034(ctx: &mut Ctx) -> anyhow::Result<()> {
         landed_and_distinct(&ids) == format!("{RECORDS} / {RECORDS}"),
     );
     // The same vault, the same three runs, with lookback.seconds: 0.
-    let text_now = std::fs::read_to_string(&config)?;
+    let text_now = edc_core::no_follow::read_string(&config)?;
     let without = text_now.replacen(
         "      settle_lag_s: 1\noq_vql:",
         "      settle_lag_s: 1\n    lookback:\n      seconds: 0\noq_vql:",
@@ -88,7 +88,7 @@ async fn oq_034(ctx: &mut Ctx) -> anyhow::Result<()> {
         without != text_now,
         "the OQ policy's oq_audit_trail block has moved"
     );
-    std::fs::write(&config, without)?;
+    edc_core::no_follow::write(&config, without)?;
     let sim_b = ctx
         .sim_with(RECORDS, &[], |c| {
             c.profile = Profile::Vault;

@@ -97,7 +97,7 @@ pub async fn run_scenario(s: &Scenario, evidence: &Path, redis: Option<&str>, ex
 /// The environment section of the evidence.
 pub fn environment(config: &Path, redis: Option<(&str, &str)>) -> Environment {
     let exe = std::env::current_exe().unwrap_or_default();
-    let exe_sha = std::fs::read(&exe)
+    let exe_sha = edc_core::no_follow::read_bytes(&exe)
         .map(|b| sha256_hex(&b))
         .unwrap_or_else(|e| format!("unreadable: {e}"));
     let loaded = edc_core::config::load(config);
@@ -130,7 +130,7 @@ pub fn write_evidence(dir: &Path, evidence: &Evidence) -> Result<(), edc_core::E
         serde_json::to_string_pretty(evidence).map_err(|e| Error::io("rendering the results", e.into()))?;
     let write = |name: String, text: String| {
         let path = dir.join(name);
-        std::fs::write(&path, text).io(|| format!("writing {}", path.display()))
+        edc_core::no_follow::write(&path, text).io(|| format!("writing {}", path.display()))
     };
     write(format!("{kind}-results.json"), json + "\n")?;
     write(format!("{kind}-report.md"), report::markdown(evidence))?;
@@ -150,7 +150,7 @@ pub fn write_evidence(dir: &Path, evidence: &Evidence) -> Result<(), edc_core::E
         if rel == Path::new("SHA256SUMS") {
             continue;
         }
-        let bytes = std::fs::read(&f).io(|| format!("reading {}", f.display()))?;
+        let bytes = edc_core::no_follow::read_bytes(&f).io(|| format!("reading {}", f.display()))?;
         sums.push_str(&format!("{}  {}\n", sha256_hex(&bytes), rel.display()));
     }
     write("SHA256SUMS".into(), sums)

@@ -52,7 +52,8 @@ async fn oq_013(ctx: &mut Ctx) -> anyhow::Result<()> {
     );
     let ids = landed_ids(ctx, "oq_vault", "default")?;
     ctx.check_eq("records landed (each page whole, hash-checked)", 60, ids.len());
-    let leftovers = std::fs::read_dir(stream_dir(ctx, "oq_vault", "default").join(".tmp"))?.count();
+    let leftovers =
+        edc_core::no_follow::read_dir(stream_dir(ctx, "oq_vault", "default").join(".tmp"))?.count();
     ctx.check_eq("partial files left in the landing area", 0, leftovers);
     ctx.attach_run_outputs();
     Ok(())
@@ -101,8 +102,8 @@ async fn oq_014(ctx: &mut Ctx) -> anyhow::Result<()> {
 
 async fn oq_015(ctx: &mut Ctx) -> anyhow::Result<()> {
     let config = ctx.policy_repo()?;
-    let text = std::fs::read_to_string(&config)?.replacen("page_size: 25", "page_size: 6", 1);
-    std::fs::write(&config, text)?;
+    let text = edc_core::no_follow::read_string(&config)?.replacen("page_size: 25", "page_size: 6", 1);
+    edc_core::no_follow::write(&config, text)?;
     let records = 120;
     let mut schedule = vec!["9=429:seconds:0", "17=500", "25=truncate"];
     schedule.sort();

@@ -44,7 +44,7 @@ pub(super) fn exit_of(result: &RunResult) -> u8 {
 }
 
 pub(super) fn json_lines(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
+    edc_core::no_follow::read_string(path)
         .map(|t| t.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
         .unwrap_or_default()
 }
@@ -67,7 +67,7 @@ pub(super) fn cursor(ctx: &Ctx, vendor: &str, stream: &str) -> Value {
         .dir
         .join("state")
         .join(format!("{vendor}/-/{OQ_STUDY}/-/{stream}.cursor.json"));
-    std::fs::read_to_string(path)
+    edc_core::no_follow::read_string(path)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or(Value::Null)

@@ -109,7 +109,7 @@ async fn oq_033(ctx: &mut Ctx) -> anyhow::Result<()> {
     .await?;
     ctx.check_eq("exit code of audit export", 0, code(&export));
     ctx.attach(&exported);
-    let file = std::fs::read_to_string(&exported).unwrap_or_default();
+    let file = edc_core::no_follow::read_string(&exported).unwrap_or_default();
     ctx.check(
         "the exported file holds the database's lines, byte for byte",
         format!("{} lines equal to the rows", lines.len()),
@@ -164,7 +164,7 @@ async fn oq_033(ctx: &mut Ctx) -> anyhow::Result<()> {
     cmd.current_dir(ctx.dir.join("host-a"));
     let refused = output(cmd).await?;
     let report = ctx.dir.join("sync-after-the-cursor-row-was-changed.txt");
-    std::fs::write(&report, text(&refused))?;
+    edc_core::no_follow::write(&report, text(&refused))?;
     ctx.attach(&report);
     ctx.check(
         "a sync after the cursor row was changed outside edc-sync",

@@ -346,7 +346,7 @@ async fn oq_023(ctx: &mut Ctx) -> anyhow::Result<()> {
                 if anchors.is_dir() {
                     let keep = from.join(edc_core::audit::ANCHOR_DIR);
                     std::fs::create_dir_all(&keep)?;
-                    for entry in std::fs::read_dir(&anchors)? {
+                    for entry in edc_core::no_follow::read_dir(&anchors)? {
                         let entry = entry?;
                         std::fs::copy(entry.path(), keep.join(entry.file_name()))?;
                     }

@@ -49,7 +49,7 @@ pub struct ChainHead {
 /// SHA-256 of the first complete line of the trail at `path`; `None` for a
 /// trail that is missing or holds no complete line yet.
 pub fn first_line_sha256(path: &Path) -> std::io::Result<Option<String>> {
-    match std::fs::File::open(path) {
+    match crate::no_follow::read(path) {
         Ok(file) => first_line_of(&file),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
@@ -160,7 +160,7 @@ impl ChainHead {
 
     /// Reads the anchor at `path`; `None` when there is none.
     pub fn load(path: &Path) -> Result<Option<ChainHead>, String> {
-        let file = crate::durable::read_no_follow(path);
+        let file = crate::no_follow::read(path);
         let file = match file {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -181,7 +181,7 @@ impl ChainHead {
         }
         if let (Some(dir), Some(root)) = (path.parent(), path.parent().and_then(Path::parent)) {
             let name = dir.file_name().map(Path::new).unwrap_or(Path::new(""));
-            crate::durable::dirs_below(root, name)?;
+            crate::no_follow::dirs_below(root, name)?;
         }
         let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
         let mut text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;

@@ -109,7 +109,7 @@ impl Anchors {
     /// check against it then says how the trail differs.
     fn load_by_name(&self) -> Result<Option<Found>, String> {
         let dir = self.root.join(DIR);
-        let entries = match std::fs::read_dir(&dir) {
+        let entries = match crate::no_follow::read_dir(&dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(format!("audit anchors {}: cannot list them: {e}", dir.display())),

@@ -79,7 +79,7 @@ impl AuditKey {
 
     /// The key in a file: its bytes, without one trailing newline.
     pub fn from_file(path: &std::path::Path) -> Result<AuditKey, KeyError> {
-        let mut bytes = std::fs::read(path)
+        let mut bytes = crate::no_follow::operator_input(path)
             .map_err(|e| KeyError(format!("audit key file {}: cannot read it: {e}", path.display())))?;
         if bytes.last() == Some(&b'\n') {
             bytes.pop();

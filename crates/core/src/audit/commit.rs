@@ -165,7 +165,7 @@ pub(crate) fn last_commit(
 /// the proof that a receipt recorded elsewhere (a cursor file) names a
 /// line of this trail, wherever the trail has been moved or renamed since.
 pub(crate) fn holds_line(trail: &Path, offset: u64, sha256: &str) -> std::io::Result<bool> {
-    let mut file = std::fs::File::open(trail)?;
+    let mut file = crate::no_follow::read(trail)?;
     file.seek(SeekFrom::Start(offset))?;
     let mut line = Vec::new();
     std::io::BufReader::new(file).read_until(b'\n', &mut line)?;
@@ -181,7 +181,7 @@ pub(crate) fn commits_after(
     offset: u64,
     sha256: &str,
 ) -> std::io::Result<Option<(CommitLine, Vec<CommitLine>)>> {
-    let mut file = std::fs::File::open(trail)?;
+    let mut file = crate::no_follow::read(trail)?;
     file.seek(SeekFrom::Start(offset))?;
     let mut lines = std::io::BufReader::new(file).split(b'\n');
     let first = match lines.next().transpose()? {

@@ -9,7 +9,7 @@
 //! what lets the page loop write the audit line *before* it sleeps or
 //! commits a cursor (invariant 3).
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -212,27 +212,7 @@ impl AuditLog {
         let existed = path.exists();
         // Never through a symlink, and only a regular file: run as root, a
         // link would otherwise let a run append to any file on the system.
-        use std::os::unix::fs::OpenOptionsExt;
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)
-            .map_err(|e| {
-                let e = match e.raw_os_error() {
-                    Some(libc::ELOOP) => {
-                        std::io::Error::other("it is a symbolic link, which is never followed")
-                    }
-                    _ => e,
-                };
-                io_error(path, "open")(e)
-            })?;
-        if !file.metadata().map_err(io("stat"))?.is_file() {
-            return Err(io_error(path, "open")(std::io::Error::other(
-                "it is not a regular file",
-            )));
-        }
+        let file = crate::no_follow::open(path, crate::no_follow::Mode::ReadAppend).map_err(io("open"))?;
         if !existed {
             // The new directory entry must survive a crash too.
             crate::durable::sync_parent_dir(path).map_err(io("fsync its directory"))?;

@@ -10,7 +10,7 @@ use serde_json::Value;
 /// in file order. Lines that are not JSON (a torn line) are skipped: the
 /// chain's own verifier is the judge of those. A missing file has no events.
 pub fn each_event(path: &Path, event: &str, mut f: impl FnMut(u64, Value)) -> std::io::Result<()> {
-    let file = match std::fs::File::open(path) {
+    let file = match crate::no_follow::read(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
@@ -44,7 +44,7 @@ pub(crate) fn find_backwards<T>(
 ) -> std::io::Result<Option<T>> {
     use std::os::unix::fs::FileExt;
     const MAX_LINE: u64 = 1 << 20;
-    let file = std::fs::File::open(path)?;
+    let file = crate::no_follow::read(path)?;
     let mut end = file.metadata()?.len();
     while end > 0 {
         // `end` is just past a newline (or the end of the file).

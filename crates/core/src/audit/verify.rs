@@ -7,7 +7,6 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
@@ -149,11 +148,9 @@ fn lines(path: &Path) -> Result<impl Iterator<Item = std::io::Result<RawLine>>, 
         path: path.to_path_buf(),
         error,
     };
-    let file = File::open(path).map_err(read_error)?;
-    // A device or pipe may never end (`/dev/zero`): an audit trail is a file.
-    if !file.metadata().map_err(read_error)?.is_file() {
-        return Err(read_error(std::io::Error::other("not a regular file")));
-    }
+    // Never through a link, and only a regular file: a device or pipe may
+    // never end (`/dev/zero`), and an audit trail is a file.
+    let file = crate::no_follow::read(path).map_err(read_error)?;
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     Ok(std::iter::from_fn(move || {
         let mut bytes = Vec::new();
@@ -208,7 +205,7 @@ pub fn verify_with(path: &Path, checks: &Checks) -> Result<Report, ReadError> {
         path: path.to_path_buf(),
         error,
     };
-    let file = File::open(path).map_err(read_err)?;
+    let file = crate::no_follow::read(path).map_err(read_err)?;
     for (source, head) in &checks.anchors {
         if let Err(detail) = head.check(&file).map_err(read_err)? {
             report.finding = Some(Finding {

@@ -214,7 +214,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
 
 /// Reads, validates and fingerprints the policy file at `path`.
 pub fn load(path: &Path) -> Result<LoadedConfig, ConfigError> {
-    let bytes = std::fs::read(path).map_err(|error| ConfigError::Read {
+    let bytes = crate::no_follow::operator_input(path).map_err(|error| ConfigError::Read {
         path: path.to_path_buf(),
         error,
     })?;

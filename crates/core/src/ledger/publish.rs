@@ -46,7 +46,7 @@ pub(super) async fn publish_manifest(
     let dir = landing.recorded_dir();
     let path = landing.manifest_path();
     let io = |op, error| StoreError::io(&path, op, error);
-    let mut index = match crate::durable::read_no_follow(&path) {
+    let mut index = match crate::no_follow::read(&path) {
         Ok(f) => Some(f),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(io("open", e).into()),

@@ -33,6 +33,7 @@ impl DbUnreadable {
         match self {
             DbUnreadable::Db(e) => e.exit(),
             DbUnreadable::Export(e) => e.exit(),
+            DbUnreadable::Local(u) if crate::no_follow::is_link_refusal(&u.error) => crate::exit::Exit::IoErr,
             DbUnreadable::Local(_) => crate::exit::Exit::NoInput,
             DbUnreadable::Object(o) => o.exit(),
         }
@@ -63,7 +64,7 @@ pub async fn reconcile_db(
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        std::fs::write(path, bytes)
+        crate::no_follow::write(path, bytes)
     };
     let local = |path: PathBuf| move |error| Unreadable { path, error };
     let trail_file = scratch.path().join("trail").join(trail);

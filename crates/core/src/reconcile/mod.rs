@@ -16,12 +16,13 @@
 //! The audit trail's own chain is verified first: reconciling against a
 //! trail that was edited would prove nothing.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+mod cursors;
 mod db;
 mod scope;
 mod verify;
@@ -107,7 +108,7 @@ fn unreadable(path: &Path) -> impl FnOnce(std::io::Error) -> Unreadable + '_ {
 
 /// A `page_committed` line, as far as reconciling needs it.
 #[derive(Debug, Clone)]
-struct Commit {
+pub(super) struct Commit {
     line: u64,
     sha256: String,
     file: Option<String>,
@@ -122,7 +123,7 @@ struct Commit {
 
 /// The digest a cursor's lookback memory (`null` when it keeps none) is
 /// compared by.
-fn lookback_digest(memory: &Value) -> String {
+pub(super) fn lookback_digest(memory: &Value) -> String {
     crate::digest::sha256_hex(memory.to_string().as_bytes())
 }
 
@@ -142,7 +143,7 @@ fn local_views(out: &Path) -> Result<(PathBuf, Vec<LandingView>, Vec<PathBuf>), 
     let out = std::fs::canonicalize(out).map_err(unreadable(out))?;
     let mut dirs = Vec::new();
     let mut links = Vec::new();
-    find_landing_dirs(&out, &mut dirs, &mut links).map_err(unreadable(&out))?;
+    find_landing_dirs(&out, true, &mut dirs, &mut links).map_err(unreadable(&out))?;
     let mut views = Vec::new();
     for dir in &dirs {
         views.push(LandingView::of_dir(dir, relative_to(dir, &out)).map_err(unreadable(dir))?);
@@ -270,33 +271,7 @@ fn reconcile_views(
             });
         }
     }
-    let mut cursors = Vec::new();
-    find_cursors(state, &mut cursors).map_err(unreadable(state))?;
-    cursors.retain(|c| scope.covers(&cursor_rel(state, c)));
-    summary.cursors = cursors.len();
-    for cursor in &cursors {
-        check_cursor(state, out, cursor, &commits, &mut summary);
-    }
-    let found: BTreeSet<String> = cursors.iter().map(|c| cursor_rel(state, c)).collect();
-    for (rel, (list, elsewhere)) in &commits {
-        let committed: Vec<&Commit> = list.iter().filter(|c| !c.dry_run).collect();
-        let Some(last) = committed.last() else {
-            continue;
-        };
-        if *elsewhere || found.contains(rel) {
-            continue;
-        }
-        summary.discrepancies.push(Discrepancy {
-            path: state.join(format!("{rel}.cursor.json")),
-            what: format!(
-                "missing, while the audit trail holds {} commit(s) of its stream (the last at line {}): the \
-                 state lost it or it was removed; the next run starts the stream over and fetches every page \
-                 again, each recognised as landed",
-                committed.len(),
-                last.line
-            ),
-        });
-    }
+    cursors::check(state, out, &commits, scope, &mut summary).map_err(unreadable(state))?;
     Ok(summary)
 }
 
@@ -311,7 +286,7 @@ fn relative_to(dir: &Path, out: &Path) -> String {
 /// Commits into one landing directory, in file order, and whether every one
 /// of them names it by an absolute path outside `out` (an older version's
 /// line about another landing root: not expected here).
-type ByDir = BTreeMap<String, (Vec<Commit>, bool)>;
+pub(super) type ByDir = BTreeMap<String, (Vec<Commit>, bool)>;
 
 /// Every `page_committed` line, by landing directory relative to the
 /// landing root (a line of an older version names it absolutely: read
@@ -360,12 +335,26 @@ fn read_commits(audit: &Path, out: &Path, summary: &mut Summary) -> Result<ByDir
     Ok(by_dir)
 }
 
+/// Lists `dir`: the operator's root may be a link (a mount point), what is
+/// below it never is.
+pub(super) fn list_dir(dir: &Path, root: bool) -> std::io::Result<std::fs::ReadDir> {
+    match root {
+        true => crate::no_follow::read_root_dir(dir),
+        false => crate::no_follow::read_dir(dir),
+    }
+}
+
 /// Directories holding a manifest or a `pages/` directory, without
 /// following symbolic links; the links met on the way go to `links`.
-fn find_landing_dirs(dir: &Path, found: &mut Vec<PathBuf>, links: &mut Vec<PathBuf>) -> std::io::Result<()> {
+fn find_landing_dirs(
+    dir: &Path,
+    root: bool,
+    found: &mut Vec<PathBuf>,
+    links: &mut Vec<PathBuf>,
+) -> std::io::Result<()> {
     let mut is_landing = false;
     let mut subdirs = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
+    for entry in list_dir(dir, root)? {
         let entry = entry?;
         let kind = entry.file_type()?;
         let name = entry.file_name();
@@ -383,7 +372,7 @@ fn find_landing_dirs(dir: &Path, found: &mut Vec<PathBuf>, links: &mut Vec<PathB
     }
     subdirs.sort();
     for sub in subdirs {
-        find_landing_dirs(&sub, found, links)?;
+        find_landing_dirs(&sub, false, found, links)?;
     }
     Ok(())
 }
@@ -502,95 +491,4 @@ fn check_landing_dir(view: &LandingView, commits: &[Commit], summary: &mut Summa
     }
     summary.files += view.files.len();
     summary.entries += listed.len();
-}
-
-/// `*.cursor.json` files under `dir`, without following symbolic links.
-fn find_cursors(dir: &Path, found: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
-    entries.sort_by_key(|e| e.path());
-    for entry in entries {
-        let kind = entry.file_type()?;
-        let path = entry.path();
-        if kind.is_dir() {
-            find_cursors(&path, found)?;
-        } else if path.to_string_lossy().ends_with(".cursor.json") {
-            found.push(path);
-        }
-    }
-    Ok(())
-}
-
-/// A cursor file's stream directory, relative to the state directory (the
-/// landing directory's name under the landing root).
-fn cursor_rel(state: &Path, cursor: &Path) -> String {
-    cursor
-        .strip_prefix(state)
-        .map(|r| r.to_string_lossy().trim_end_matches(".cursor.json").to_string())
-        .unwrap_or_default()
-}
-
-fn check_cursor(state: &Path, out: &Path, cursor: &Path, commits: &ByDir, summary: &mut Summary) {
-    let mut problem = |what: String| {
-        summary.discrepancies.push(Discrepancy {
-            path: cursor.to_path_buf(),
-            what,
-        })
-    };
-    let rel = cursor_rel(state, cursor);
-    let landing = out.join(&rel);
-    let list = commits
-        .get(&rel)
-        .map(|(list, _)| list.as_slice())
-        .unwrap_or_default();
-    let value: Value = match std::fs::read(cursor).map(|b| serde_json::from_slice(&b)) {
-        Ok(Ok(v)) => v,
-        Ok(Err(e)) => return problem(format!("not valid JSON ({e})")),
-        Err(e) => return problem(format!("cannot read it ({e})")),
-    };
-    let last = list.iter().rev().find(|c| !c.dry_run);
-    let Some(last) = last else {
-        return problem(format!(
-            "no page_committed line in the audit trail for its landing directory {}",
-            landing.display()
-        ));
-    };
-    let now = serde_json::json!({
-        "window_start": value["window_start"],
-        "next_page": value["next_page"],
-        "high_water": value["high_water"],
-    });
-    if now != last.cursor_after {
-        let reflected = list.iter().rposition(|c| {
-            !c.dry_run
-                && c.cursor_after == now
-                && value["last_page_sha256"].as_str() == Some(c.sha256.as_str())
-        });
-        if let Some(at) = reflected {
-            let later = list[at + 1..].iter().filter(|c| !c.dry_run).count();
-            summary.behind.push(Discrepancy {
-                path: cursor.to_path_buf(),
-                what: format!(
-                    "behind the trail: it reflects audit line {}; {later} later commit(s) up to line {} are in \
-                     the trail, and the next run rolls it forward (cursor_rolled_forward) before fetching",
-                    list[at].line, last.line
-                ),
-            });
-            return;
-        }
-        problem(format!(
-            "it is {now}; the last committed page (audit line {}) left {}",
-            last.line, last.cursor_after
-        ));
-    } else if value["last_page_sha256"].as_str() != Some(last.sha256.as_str()) {
-        problem(format!(
-            "its last_page_sha256 is {}; the last committed page (audit line {}) has {}",
-            value["last_page_sha256"], last.line, last.sha256
-        ));
-    } else if lookback_digest(&value["lookback"]) != last.lookback_sha256 {
-        problem(format!(
-            "it is its lookback memory (the records the next window recognises) that differs from the one the \
-             last committed page (audit line {}) left",
-            last.line
-        ));
-    }
 }

@@ -39,6 +39,7 @@ impl Unverifiable {
     pub fn exit(&self) -> Exit {
         match self {
             Unverifiable::Config(e) => e.exit(),
+            Unverifiable::Local(u) if crate::no_follow::is_link_refusal(&u.error) => Exit::IoErr,
             Unverifiable::Local(_) => Exit::NoInput,
             Unverifiable::Object(o) => o.exit(),
             Unverifiable::Db(e) => e.exit(),

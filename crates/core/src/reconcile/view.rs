@@ -91,8 +91,12 @@ impl LandingView {
 
     /// The landing directory `dir`, named `rel` under its root.
     pub(super) fn of_dir(dir: &Path, rel: String) -> std::io::Result<LandingView> {
-        let manifest = std::fs::read(dir.join("manifest.jsonl")).unwrap_or_default();
-        let mut names: Vec<PathBuf> = match std::fs::read_dir(dir.join("pages")) {
+        let manifest = match crate::no_follow::read_bytes(dir.join("manifest.jsonl")) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        let mut names: Vec<PathBuf> = match crate::no_follow::read_dir(dir.join("pages")) {
             Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
             Err(_) => Vec::new(),
         };

@@ -131,7 +131,8 @@ impl Tls {
 
 fn readable(name: &str, value: &str) -> Result<PathBuf, String> {
     let path = PathBuf::from(value);
-    std::fs::File::open(&path).map_err(|e| format!("{name} {}: cannot read it ({e})", path.display()))?;
+    crate::no_follow::operator_input(&path)
+        .map_err(|e| format!("{name} {}: cannot read it ({e})", path.display()))?;
     Ok(path)
 }
 

@@ -92,7 +92,8 @@ fn config_section(name: &str) -> String {
 /// The `key = value` lines of `[section]` in the INI file at `path`;
 /// `None` when the file or the section is not there.
 fn read_section(path: &Path, section: &str) -> Result<Option<BTreeMap<String, String>>, String> {
-    let text = match std::fs::read_to_string(path) {
+    let text = match crate::no_follow::operator_input(path).map(|b| String::from_utf8_lossy(&b).into_owned())
+    {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("{}: cannot read it: {e}", path.display())),

@@ -466,7 +466,7 @@ impl CursorStore {
     pub(crate) fn open_landing(&self, out_dir: &Path, ext: &'static str) -> Result<LandingStore, StoreError> {
         let from = self.load().ok().and_then(|c| c.manifest_bytes());
         let rel = super::stream_dir_name(&self.stream);
-        let dir = crate::durable::dirs_below(out_dir, Path::new(&rel))
+        let dir = crate::no_follow::dirs_below(out_dir, Path::new(&rel))
             .map_err(|e| StoreError::io(&out_dir.join(&rel), "create", e))?;
         LandingStore::open(&dir, rel, ext, from)
     }
@@ -498,7 +498,7 @@ impl CursorStore {
     pub(crate) fn is_torn(&self) -> bool {
         // A symbolic link is not a torn file: it is refused when loaded.
         let mut bytes = Vec::new();
-        crate::durable::read_no_follow(&self.path)
+        crate::no_follow::read(&self.path)
             .and_then(|mut f| std::io::Read::read_to_end(&mut f, &mut bytes))
             .is_ok_and(|_| serde_json::from_slice::<serde_json::Value>(&bytes).is_err())
     }
@@ -567,8 +567,7 @@ impl CursorStore {
         let mut text =
             serde_json::to_vec(&cursor.state).map_err(|e| StoreError::io(&tmp, "encode", e.into()))?;
         text.push(b'\n');
-        let mut file =
-            crate::durable::create_no_follow(&tmp).map_err(|e| StoreError::io(&tmp, "create", e))?;
+        let mut file = crate::no_follow::create(&tmp).map_err(|e| StoreError::io(&tmp, "create", e))?;
         file.write_all(&text)
             .map_err(|e| StoreError::io(&tmp, "write", e))?;
         if durable {

@@ -10,7 +10,7 @@
 //! there and the manifest entry already listed: nothing is duplicated.
 
 use std::collections::HashSet;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::object::ObjectLanding;
 use super::StoreError;
 use crate::durable::sync_parent_dir;
+use crate::no_follow::Mode;
 use std::sync::Arc;
 
 /// For an object-store landing, the index's publication watermark (see
@@ -137,7 +138,7 @@ impl LandingTemp {
         self.writer
             .flush()
             .map_err(|e| StoreError::io(&self.path, "flush", e))?;
-        File::open(&self.path).map_err(|e| StoreError::io(&self.path, "read back", e))
+        crate::no_follow::read(&self.path).map_err(|e| StoreError::io(&self.path, "read back", e))
     }
 
     /// Removes the temp file (a page that will not be committed).
@@ -202,10 +203,10 @@ impl LandingStore {
     ) -> Result<LandingStore, StoreError> {
         for sub in ["pages", ".tmp"] {
             let d = dir.join(sub);
-            crate::durable::dirs_below(dir, Path::new(sub)).map_err(|e| StoreError::io(&d, "create", e))?;
+            crate::no_follow::dirs_below(dir, Path::new(sub)).map_err(|e| StoreError::io(&d, "create", e))?;
         }
         let tmp = dir.join(".tmp");
-        if let Ok(entries) = std::fs::read_dir(&tmp) {
+        if let Ok(entries) = crate::no_follow::read_dir(&tmp) {
             for entry in entries.flatten() {
                 let _ = std::fs::remove_file(entry.path());
             }
@@ -214,7 +215,7 @@ impl LandingStore {
         let manifest = dir.join("manifest.jsonl");
         let torn_tail = drop_torn_tail(&manifest)?;
         let mut manifest_len = 0;
-        if let Some(file) = open_manifest(&manifest, OpenOptions::new().read(true))? {
+        if let Some(file) = open_manifest(&manifest, Mode::Read)? {
             let read = |e| StoreError::io(&manifest, "read", e);
             manifest_len = file.metadata().map_err(read)?.len();
             let start = from
@@ -258,7 +259,7 @@ impl LandingStore {
         rel: &str,
         ext: &'static str,
     ) -> Result<LandingStore, StoreError> {
-        let dir = crate::durable::dirs_below(out_dir, Path::new(rel))
+        let dir = crate::no_follow::dirs_below(out_dir, Path::new(rel))
             .map_err(|e| StoreError::io(&out_dir.join(rel), "create", e))?;
         LandingStore::open(&dir, rel.to_string(), ext, None)
     }
@@ -284,7 +285,7 @@ impl LandingStore {
             return block_on(remote.sha256(&rel)).map_err(StoreError::Object);
         }
         let path = self.dir.join(file);
-        match crate::durable::read_no_follow(&path) {
+        match crate::no_follow::read(&path) {
             Ok(f) => {
                 let len = f.metadata().map_err(|e| StoreError::io(&path, "stat", e))?.len();
                 let sha = crate::digest::sha256_file(&path).map_err(|e| StoreError::io(&path, "read", e))?;
@@ -348,7 +349,7 @@ impl LandingStore {
     /// every line has its object in the bucket, as last recorded; `None`
     /// when none is (or it cannot be read: the whole index is checked).
     pub(crate) fn published_watermark(&self) -> Option<u64> {
-        std::fs::read_to_string(self.dir.join(PUBLISHED))
+        crate::no_follow::read_string(self.dir.join(PUBLISHED))
             .ok()
             .and_then(|t| t.trim().parse().ok())
     }
@@ -368,7 +369,7 @@ impl LandingStore {
     /// Starts receiving a page.
     pub(crate) fn begin(&self, name: &str) -> Result<LandingTemp, StoreError> {
         let path = self.dir.join(".tmp").join(format!("{name}.part"));
-        let file = crate::durable::create_no_follow(&path).map_err(|e| StoreError::io(&path, "create", e))?;
+        let file = crate::no_follow::create(&path).map_err(|e| StoreError::io(&path, "create", e))?;
         Ok(LandingTemp {
             path,
             writer: BufWriter::with_capacity(256 * 1024, file),
@@ -423,7 +424,7 @@ impl LandingStore {
                 .into_inner()
                 .map_err(|e| StoreError::io(&path, "flush", e.into_error()))?,
         );
-        let bytes = std::fs::read(&path).map_err(|e| StoreError::io(&path, "read back", e))?;
+        let bytes = crate::no_follow::read_bytes(&path).map_err(|e| StoreError::io(&path, "read back", e))?;
         std::fs::remove_file(&path).map_err(|e| StoreError::io(&path, "remove", e))?;
         let page = LandedPage {
             file: format!("pages/{sha256}.{}", self.ext),
@@ -481,7 +482,7 @@ impl LandingStore {
             Some(file) => file,
             None => {
                 let existed = path.exists();
-                let file = open_manifest(&path, OpenOptions::new().create(true).append(true))?
+                let file = open_manifest(&path, Mode::Append)?
                     .ok_or_else(|| StoreError::io(&path, "open", std::io::ErrorKind::NotFound.into()))?;
                 if !existed {
                     sync_parent_dir(&path).map_err(|e| StoreError::io(&path, "fsync the directory of", e))?;
@@ -518,8 +519,8 @@ fn at_line_start(file: &File, at: u64, len: u64) -> bool {
 
 /// Opens the manifest never through a symlink and only as a regular file
 /// (as root, a link would let a run write anywhere); `None` when absent.
-fn open_manifest(path: &Path, options: &mut OpenOptions) -> Result<Option<File>, StoreError> {
-    match crate::durable::open_no_follow(options, path) {
+fn open_manifest(path: &Path, mode: Mode) -> Result<Option<File>, StoreError> {
+    match crate::no_follow::open(path, mode) {
         Ok(f) => Ok(Some(f)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(StoreError::io(path, "open", e)),
@@ -532,7 +533,7 @@ fn open_manifest(path: &Path, options: &mut OpenOptions) -> Result<Option<File>,
 /// page that was committed (a page that was not is replayed and listed).
 fn drop_torn_tail(manifest: &Path) -> Result<Option<u64>, StoreError> {
     use std::os::unix::fs::FileExt;
-    let Some(file) = open_manifest(manifest, OpenOptions::new().read(true).write(true))? else {
+    let Some(file) = open_manifest(manifest, Mode::ReadWrite)? else {
         return Ok(None);
     };
     let read = |e| StoreError::io(manifest, "read", e);

@@ -5,7 +5,7 @@
 //! run never leaves a stream locked. The file records who holds it, so a
 //! second run can say whom it waited for.
 
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{File, TryLockError};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
@@ -37,12 +37,11 @@ impl RunLock {
     ) -> Result<RunLock, LockError> {
         let name = format!("{}.lock", super::stream_dir_name(stream));
         let rel = Path::new(&name).parent().unwrap_or(Path::new(""));
-        crate::durable::dirs_below(state_dir, rel)
+        crate::no_follow::dirs_below(state_dir, rel)
             .map_err(|e| LockError::Store(StoreError::io(&state_dir.join(rel), "create", e)))?;
         let path = state_dir.join(&name);
-        let mut file =
-            crate::durable::open_no_follow(OpenOptions::new().read(true).write(true).create(true), &path)
-                .map_err(|e| LockError::Store(StoreError::io(&path, "open", e)))?;
+        let mut file = crate::no_follow::open(&path, crate::no_follow::Mode::ReadWriteCreate)
+            .map_err(|e| LockError::Store(StoreError::io(&path, "open", e)))?;
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {

@@ -57,7 +57,7 @@ pub(crate) fn stream(
     if new_cursor.exists() || !old_cursor.is_file() {
         return Ok(Vec::new());
     }
-    let belongs = std::fs::read(&old_cursor)
+    let belongs = crate::no_follow::read_bytes(&old_cursor)
         .ok()
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
         .and_then(|v| serde_json::from_value::<StreamIdentity>(v["stream"].clone()).ok())

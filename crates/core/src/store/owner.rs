@@ -16,7 +16,8 @@ use std::path::Path;
 
 use super::StoreError;
 use crate::digest::sha256_hex;
-use crate::durable::{read_no_follow, replace_durably, sync_parent_dir, write_synced};
+use crate::durable::{replace_durably, sync_parent_dir, write_synced};
+use crate::no_follow::read as read_no_follow;
 
 const STATE_ID_FILE: &str = ".state-id";
 /// The file in each stream's landing directory naming the state directory it belongs to.

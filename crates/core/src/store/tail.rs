@@ -155,7 +155,7 @@ fn unrecorded_after(
 ) -> Result<Vec<ManifestEntry>, StoreError> {
     use std::io::{Read, Seek};
     let path = landing.manifest_path();
-    let mut file = match crate::durable::read_no_follow(&path) {
+    let mut file = match crate::no_follow::read(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(StoreError::io(&path, "open", e)),
@@ -199,7 +199,7 @@ fn manifest_disagrees(
 ) -> Result<Option<String>, StoreError> {
     use std::os::unix::fs::FileExt;
     let path = landing.manifest_path();
-    let file = match crate::durable::read_no_follow(&path) {
+    let file = match crate::no_follow::read(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(Some(format!(

@@ -30,7 +30,7 @@ pub(super) fn landed_identities(
     delta: &Delta,
 ) -> Result<IdentitySet, SyncError> {
     let mut dirs = vec![root.join(stream_dir)];
-    if let Ok(backfills) = std::fs::read_dir(root.join("backfill")) {
+    if let Ok(backfills) = crate::no_follow::read_dir(root.join("backfill")) {
         let mut more: Vec<PathBuf> = backfills
             .filter_map(Result::ok)
             .map(|e| e.path().join(stream_dir))
@@ -48,7 +48,7 @@ pub(super) fn landed_identities(
 /// Adds the identities of every record in the pages `dir`'s manifest lists.
 fn read_landing(dir: &Path, stream: &str, delta: &Delta, known: &mut IdentitySet) -> Result<(), SyncError> {
     let manifest = dir.join("manifest.jsonl");
-    let file = match crate::durable::open_no_follow(std::fs::OpenOptions::new().read(true), &manifest) {
+    let file = match crate::no_follow::read(&manifest) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(crate::store::StoreError::io(&manifest, "open", e).into()),
@@ -69,8 +69,8 @@ fn read_landing(dir: &Path, stream: &str, delta: &Delta, known: &mut IdentitySet
         let entry: ManifestEntry =
             serde_json::from_str(&line).map_err(|e| bad(format!("not a manifest entry ({e})")))?;
         let page = dir.join(&entry.file);
-        let bytes =
-            std::fs::read(&page).map_err(|e| bad(format!("its page {} cannot be read ({e})", entry.file)))?;
+        let bytes = crate::no_follow::read_bytes(&page)
+            .map_err(|e| bad(format!("its page {} cannot be read ({e})", entry.file)))?;
         if sha256_hex(&bytes) != entry.sha256 {
             return Err(bad(format!(
                 "its page {} does not hash to the SHA-256 the manifest records",

@@ -14,7 +14,7 @@ pub(super) fn load(
 ) -> Result<Cursor, StoreError> {
     // Never through a symbolic link (refused, 74, naming the file).
     let mut bytes = Vec::new();
-    match crate::durable::read_no_follow(path) {
+    match crate::no_follow::read(path) {
         Ok(mut f) => {
             std::io::Read::read_to_end(&mut f, &mut bytes).map_err(|e| StoreError::io(path, "read", e))?;
         }
