@@ -419,6 +419,15 @@ fn examples() -> Vec<(&'static str, Error, u8)> {
         ),
         ("the audit key cannot be had", KeyError("k".into()).into(), 78),
         (
+            "a run without the audit key over a sealed trail",
+            AuditError::KeyNeeded {
+                path: path(),
+                place: "byte 0".into(),
+            }
+            .into(),
+            78,
+        ),
+        (
             "Redis cannot answer about the anchor",
             RedisAnchorError {
                 key: "k".into(),
@@ -722,7 +731,10 @@ fn exhaustive_sync(s: &SyncError) {
 fn exhaustive_audit(a: &AuditError) {
     match a {
         AuditError::Db(d) => exhaustive_db(d),
-        AuditError::Io { .. } | AuditError::Encode { .. } | AuditError::Damaged { .. } => {}
+        AuditError::Io { .. }
+        | AuditError::Encode { .. }
+        | AuditError::Damaged { .. }
+        | AuditError::KeyNeeded { .. } => {}
     }
 }
 

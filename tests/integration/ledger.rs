@@ -79,7 +79,88 @@ impl Site {
     }
 
     fn sync_keyed(&self) -> support::Outcome {
-        support::run_cmd(self.sync_cmd().env("EDC_SYNC_AUDIT_KEY", runs::KEY))
+        self.sync_keyed_with(&[])
+    }
+
+    fn sync_keyed_with(&self, extra: &[&str]) -> support::Outcome {
+        support::run_cmd(self.sync_cmd().env("EDC_SYNC_AUDIT_KEY", runs::KEY).args(extra))
+    }
+
+    /// `audit verify --key` of the trail (a file, or the database's).
+    fn audit_verify_keyed(&self) -> support::Outcome {
+        let mut cmd = support::edc_sync();
+        cmd.args(["audit", "verify", "--key"])
+            .env("EDC_SYNC_AUDIT_KEY", runs::KEY);
+        match self.backend {
+            Backend::Files => cmd.arg(self.fx.trail()),
+            Backend::Postgres => cmd.args(["--state", &self.state(), "--trail", "audit.jsonl"]),
+        };
+        support::run_cmd(&mut cmd)
+    }
+
+    /// As an insider without the audit key, with the run role's own rights
+    /// (the files; in the database INSERT on the trail and UPDATE on the
+    /// cursor): a `page_committed` line of a run that never was, chained
+    /// to the trail's last line, moving the stream 40 records on without
+    /// landing them, and the cursor moved to match it (its receipt naming
+    /// the forged line).
+    /// Returns where the forged line is (`byte N` or `line N`).
+    fn append_forged_commit(&self) -> String {
+        let lines = self.trail();
+        let last = lines
+            .iter()
+            .rev()
+            .find(|l| l.contains("\"event\":\"page_committed\""))
+            .unwrap()
+            .clone();
+        let prev = edc_core::digest::sha256_hex(lines.last().unwrap().as_bytes());
+        let mut value: Value = serde_json::from_str(&last).unwrap();
+        let forged = last
+            .replacen(&format!("\"seq\":{},", value["seq"]), "\"seq\":1,", 1)
+            .replace(value["run_id"].as_str().unwrap(), "forged-run")
+            .replace(value["prev_sha256"].as_str().unwrap(), &prev)
+            .replace("offset=40", "offset=80")
+            .replace("\"landed\":true", "\"landed\":false");
+        let forged = match forged.find(",\"line_mac\":") {
+            Some(at) => format!("{}}}", &forged[..at]),
+            None => forged,
+        };
+        value = serde_json::from_str(&forged).unwrap();
+        let sha = edc_core::digest::sha256_hex(forged.as_bytes());
+        let was = self.cursor().unwrap();
+        let mut cursor = value["cursor_state"].clone();
+        for kept in ["receipt", "manifest_bytes"] {
+            if !was[kept].is_null() {
+                cursor[kept] = was[kept].clone();
+            }
+        }
+        match &self.pg {
+            None => {
+                let offset = std::fs::metadata(self.fx.trail()).unwrap().len();
+                let mut text = std::fs::read_to_string(self.fx.trail()).unwrap();
+                text.push_str(&forged);
+                text.push('\n');
+                std::fs::write(self.fx.trail(), text).unwrap();
+                cursor["receipt"]["offset"] = offset.into();
+                cursor["receipt"]["sha256"] = sha.into();
+                self.set_cursor(&cursor);
+                format!("byte {offset}")
+            }
+            Some(pg) => {
+                let n = lines.len() + 1;
+                let sql = format!(
+                    "INSERT INTO edc_sync_audit_line (trail, n, byte_offset, line, sha256, event, stream) \
+                     SELECT trail, {n}, byte_offset + octet_length(line) + 1, '{}', '{sha}', 'page_committed', \
+                     (SELECT stream FROM edc_sync_cursor) FROM edc_sync_audit_line WHERE n = {}; \
+                     UPDATE edc_sync_cursor SET state = '{}', audit_n = {n};",
+                    forged.replace('\'', "''"),
+                    n - 1,
+                    serde_json::to_string(&cursor).unwrap().replace('\'', "''"),
+                );
+                pg.psql_as("edc_run", "edc", &sql).unwrap();
+                format!("line {n}")
+            }
+        }
     }
 
     /// `edc-sync verify` of the landing against the state and trail.
@@ -372,6 +453,8 @@ on_both_backends!(
     a_window_start_moved_past_the_data_is_refused,
     start_up_checks_alone_refuse_a_moved_cursor,
     a_cursor_that_no_commit_of_this_trail_proves_is_refused,
+    a_keyed_run_refuses_a_forged_line_appended_to_the_trail,
+    a_run_without_the_key_does_not_append_to_a_sealed_trail,
 );
 
 /// Two runs, the first stopped after one page: every record lands once,
@@ -700,4 +783,57 @@ async fn a_cursor_that_no_commit_of_this_trail_proves_is_refused(site: Site) {
     assert!(out.stderr.contains("other.jsonl"), "{}", out.stderr);
     assert!(out.stderr.contains("--audit-log"), "{}", out.stderr);
     assert_eq!(site.sim.requests().len(), requests, "nothing was fetched");
+}
+
+/// With the audit key every line carries a MAC under it: a line chained to
+/// the trail's end by someone without the key (a run that never was,
+/// moving the stream on, with a cursor to match) is refused by the next
+/// keyed run (65, naming the line) before it sends anything or signs over
+/// it, and by `audit verify --key`.
+async fn a_keyed_run_refuses_a_forged_line_appended_to_the_trail(site: Site) {
+    let out = site.sync_keyed_with(&["--max-pages", "1"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let at = site.append_forged_commit();
+    let forged = site.trail();
+    let requests = site.sim.requests().len();
+    let out = site.sync_keyed();
+    assert_eq!(out.code, 65, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&at) && out.stderr.contains("MAC"),
+        "{at}: {}",
+        out.stderr
+    );
+    assert_eq!(site.trail(), forged, "nothing appended");
+    assert_eq!(site.sim.requests().len(), requests, "no request was sent");
+    let out = site.audit_verify_keyed();
+    assert_eq!(out.code, 65, "{}{}", out.stdout, out.stderr);
+    let n = forged.len();
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        said.contains(&format!(":{n}:")) || said.contains(&format!("line {n}")),
+        "{said}"
+    );
+}
+
+/// A trail whose lines are sealed is only appended to by runs holding the
+/// key: a run started without it (a scheduler entry that lost the secret)
+/// is refused (78, naming the trail and the variable) before it sends
+/// anything, instead of writing unsealed lines that the next keyed run
+/// would refuse as forged.
+async fn a_run_without_the_key_does_not_append_to_a_sealed_trail(site: Site) {
+    let out = site.sync_keyed_with(&["--max-pages", "1"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let sealed = site.trail();
+    let requests = site.sim.requests().len();
+    let out = site.sync(&[]);
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("EDC_SYNC_AUDIT_KEY") && out.stderr.contains("sealed"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(site.trail(), sealed, "nothing appended");
+    assert_eq!(site.sim.requests().len(), requests, "no request was sent");
+    let out = site.sync_keyed();
+    assert_eq!(out.code, 0, "{}", out.stderr);
 }

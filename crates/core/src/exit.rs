@@ -105,8 +105,8 @@ impl Exit {
         Documented {
             code: 78,
             label: "configuration",
-            meaning: "configuration: invalid, uncommitted, a missing environment variable, a URL edc-sync does not take there (`--out ftp://…`, `--state redis://…`), a state database without this binary's schema version or read-only (a replica), or a backfill window kept under the directory name an earlier version gave it",
-            what_to_do: "fix and commit the policy, set the variable, give a path or a URL edc-sync takes there, run `edc-sync state migrate`, point --state at the primary, or move the backfill's directory to the name the message gives",
+            meaning: "configuration: invalid, uncommitted, a missing environment variable, a URL edc-sync does not take there (`--out ftp://…`, `--state redis://…`), a state database without this binary's schema version or read-only (a replica), a backfill window kept under the directory name an earlier version gave it, or a run without the audit key over a trail whose lines are sealed with one",
+            what_to_do: "fix and commit the policy, set the variable (`EDC_SYNC_AUDIT_KEY` for a sealed trail), give a path or a URL edc-sync takes there, run `edc-sync state migrate`, point --state at the primary, or move the backfill's directory to the name the message gives",
         },
         Documented {
             code: 130,

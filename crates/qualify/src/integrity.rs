@@ -6,6 +6,7 @@
 
 use super::context::{code, output, text, Ctx, Roots, OQ_PASSWORD};
 use super::scenario::{scenario, stream_dir, Scenario};
+use anyhow::Context as _;
 use edc_core::audit::KEY_ENV;
 
 /// The scenarios of this file, in id order.
@@ -171,9 +172,11 @@ async fn oq_030(ctx: &mut Ctx) -> anyhow::Result<()> {
         text(&out),
         code(&out) == 65 && text(&out).contains("anchor"),
     );
-    let refused = output(ctx.vendor_command(&config, &sim, "oq_vault", OQ_PASSWORD, &[])).await?;
+    let mut keyed = ctx.vendor_command(&config, &sim, "oq_vault", OQ_PASSWORD, &[]);
+    keyed.env(KEY_ENV, OQ_AUDIT_KEY);
+    let refused = output(keyed).await?;
     ctx.check(
-        "the next sync over the cut trail",
+        "the next keyed sync over the cut trail",
         "exit 65 before anything is appended",
         text(&refused),
         code(&refused) == 65,
@@ -195,6 +198,24 @@ async fn oq_030(ctx: &mut Ctx) -> anyhow::Result<()> {
         "exit 65: a checkpoint does not verify",
         text(&out),
         code(&out) == 65 && text(&out).contains("checkpoint does not verify"),
+    );
+    // 3. A line chained to the end by someone without the key.
+    edc_core::no_follow::write(&audit, append_forged_commit(&original)?)?;
+    let out = output(verify(&audit)).await?;
+    ctx.check(
+        "a page_committed line of a run that never was, chained to the trail's end, with --key",
+        "exit 65: line MAC does not verify",
+        text(&out),
+        code(&out) == 65 && text(&out).contains("line MAC does not verify"),
+    );
+    let mut keyed = ctx.vendor_command(&config, &sim, "oq_vault", OQ_PASSWORD, &[]);
+    keyed.env(KEY_ENV, OQ_AUDIT_KEY);
+    let refused = output(keyed).await?;
+    ctx.check(
+        "the next keyed sync over the forged line",
+        "exit 65 naming the line's MAC, before anything is appended",
+        text(&refused),
+        code(&refused) == 65 && text(&refused).contains("MAC"),
     );
     edc_core::no_follow::write(&audit, &original)?;
     ctx.attach_run_outputs();
@@ -411,6 +432,31 @@ fn without_command_lines(bytes: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The trail's last `page_committed` line again, as a run that never was
+/// (`forged-run`, seq 1), chained to the last line: what an insider
+/// without the key would append to move a stream on.
+fn append_forged_commit(original: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let lines: Vec<&[u8]> = original
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    let last = lines.last().context("the trail is empty")?;
+    let mut line = lines
+        .iter()
+        .rev()
+        .filter_map(|l| serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(l).ok())
+        .find(|l| l["event"] == "page_committed")
+        .context("the trail has no page_committed line")?;
+    line.remove(edc_core::audit::LINE_MAC);
+    line.insert("seq".into(), 1.into());
+    line.insert("run_id".into(), "forged-run".into());
+    line.insert("prev_sha256".into(), edc_core::digest::sha256_hex(last).into());
+    let mut out = original.to_vec();
+    out.extend_from_slice(&serde_json::to_vec(&line)?);
+    out.push(b'\n');
+    Ok(out)
+}
+
 /// The first `run_finished` line's `records` set to 999999, and every
 /// `prev_sha256` recomputed from there on: what an insider with a script
 /// would do.
@@ -420,6 +466,9 @@ fn recompute_with_one_change(original: &[u8]) -> anyhow::Result<Vec<u8>> {
     let mut changed = false;
     for raw in original.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
         let mut line: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(raw)?;
+        // The line seals cannot be recomputed without the key: an insider
+        // drops them, and the checkpoints are what is left to catch it.
+        line.remove(edc_core::audit::LINE_MAC);
         if !changed && line["event"] == "run_finished" {
             line.insert("records".into(), 999_999.into());
             changed = true;

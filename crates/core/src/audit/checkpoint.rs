@@ -12,8 +12,21 @@
 //! `run_id`, `seq` and `prev_sha256` are the line's own fields (`seq` in
 //! decimal), so the MAC covers every line before it through the chain.
 //! Someone without the key can neither recompute a MAC after rewriting an
-//! earlier line nor forge one for a line they add. `docs/audit-trail.md`
-//! gives the check in a few lines of Python.
+//! earlier line nor forge one for a line they add.
+//!
+//! A checkpoint proves what came before it; a line appended after the last
+//! one (a forged `page_committed` moving a stream on) would be signed over
+//! by the next run's. So with a key every line is also sealed: it ends with
+//! a `line_mac`, the HMAC of the line's bytes without it:
+//!
+//! ```text
+//! line_mac = HMAC-SHA256(key, "edc-sync-audit-line-v1\n" + the line up to "prev_sha256":"…" and its closing "}")
+//! ```
+//!
+//! A keyed run proves, before it appends, that every line after the last
+//! checkpoint that verifies is sealed with the key ([`SealWalk`]); `audit
+//! verify --key` proves every line from the first sealed one on.
+//! `docs/audit-trail.md` gives both checks in a few lines of Python.
 
 use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
@@ -31,6 +44,38 @@ pub(crate) const MIN_KEY_BYTES: usize = 32;
 pub(crate) const ALGORITHM: &str = "HMAC-SHA256";
 
 const DOMAIN: &str = "edc-sync-audit-checkpoint-v1";
+const LINE_DOMAIN: &str = "edc-sync-audit-line-v1";
+
+/// The key a sealed line ends with.
+pub const LINE_MAC: &str = "line_mac";
+
+/// `,"line_mac":"` before the 64 hex digits, and `"}` after them.
+const SEAL_HEAD: &[u8] = b",\"line_mac\":\"";
+const SEAL_LEN: usize = SEAL_HEAD.len() + 64 + 2;
+
+/// A line's bytes without its seal, and the seal's MAC, when it has one.
+pub(crate) fn unseal(line: &[u8]) -> Option<(Vec<u8>, &str)> {
+    let at = line.len().checked_sub(SEAL_LEN)?;
+    let (body, seal) = line.split_at(at);
+    let mac = seal.strip_prefix(SEAL_HEAD)?.strip_suffix(b"\"}")?;
+    if !mac.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return None;
+    }
+    let mut unsealed = body.to_vec();
+    unsealed.push(b'}');
+    Some((unsealed, std::str::from_utf8(mac).ok()?))
+}
+
+/// What a line's seal says under a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Seal {
+    /// No `line_mac`: written without a key (or by a version before seals).
+    Absent,
+    /// Sealed with this key.
+    Verifies,
+    /// A `line_mac` that this key did not make.
+    Fails,
+}
 
 /// The audit key: secret bytes, never printed.
 #[derive(Clone)]
@@ -93,6 +138,37 @@ impl AuditKey {
         sha256_hex(&self.bytes)[..16].to_string()
     }
 
+    /// `line` (composed, without a seal) sealed: its `line_mac` added as
+    /// its last key.
+    pub(crate) fn seal(&self, mut line: String) -> String {
+        let mut mac = self.hmac();
+        mac.update(LINE_DOMAIN.as_bytes());
+        mac.update(b"\n");
+        mac.update(line.as_bytes());
+        let mac = hex::encode(mac.finalize().into_bytes());
+        line.pop();
+        line.push_str(&format!(",\"{LINE_MAC}\":\"{mac}\"}}"));
+        line
+    }
+
+    /// What the seal of `line` (its bytes, without the newline) says.
+    pub(crate) fn seal_of(&self, line: &[u8]) -> Seal {
+        let Some((unsealed, claimed)) = unseal(line) else {
+            return Seal::Absent;
+        };
+        let Ok(claimed) = hex::decode(claimed) else {
+            return Seal::Fails;
+        };
+        let mut mac = self.hmac();
+        mac.update(LINE_DOMAIN.as_bytes());
+        mac.update(b"\n");
+        mac.update(&unsealed);
+        match mac.verify_slice(&claimed) {
+            Ok(()) => Seal::Verifies,
+            Err(_) => Seal::Fails,
+        }
+    }
+
     /// The MAC of a chain head, lowercase hex.
     pub fn mac(&self, run_id: &str, seq: u64, prev_sha256: &str) -> String {
         let mut mac = self.hmac();
@@ -152,6 +228,79 @@ impl AuditKey {
 
 fn message(run_id: &str, seq: u64, prev_sha256: &str) -> String {
     format!("{DOMAIN}\n{run_id}\n{seq}\n{prev_sha256}")
+}
+
+/// The proof a keyed run makes before it appends: the trail's lines read
+/// from the end back ([`SealWalk::visit`]), every one sealed with the key
+/// until a `run_finished` line whose checkpoint verifies (what is before
+/// it that checkpoint proves). A line whose seal fails, or an unsealed
+/// line after a sealed one, was added by someone without the key. A trail
+/// with no sealed line at all was written before seals (or without a key)
+/// and has nothing to prove here. The cost is the lines since the last
+/// run finished, normally none.
+pub(crate) struct SealWalk<'k> {
+    key: &'k AuditKey,
+    /// The earliest (so far) unsealed line met, by where it is.
+    unsealed: Option<String>,
+}
+
+/// What the walk says after a line. A walk that reaches the trail's first
+/// line without a `Done` met no sealed line after an unsealed one: the
+/// trail was never sealed, and is proven as far as seals go.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Walked {
+    /// Read the line before.
+    Continue,
+    /// Proven (`None`) or refused (the problem, naming the line).
+    Done(Option<String>),
+}
+
+impl<'k> SealWalk<'k> {
+    pub(crate) fn new(key: &'k AuditKey) -> SealWalk<'k> {
+        SealWalk { key, unsealed: None }
+    }
+
+    /// The line `bytes` (without its newline), found at `place` (`byte N
+    /// of FILE`, `line N of trail T`), the next one back from the end.
+    pub(crate) fn visit(&mut self, place: &str, bytes: &[u8]) -> Walked {
+        match self.key.seal_of(bytes) {
+            Seal::Fails => Walked::Done(Some(format!(
+                "the line at {place} carries a line MAC that does not verify with key {}: it was added or \
+                 changed by someone without the key",
+                self.key.id()
+            ))),
+            // A torn line a crash left is not an audit line: the chain's
+            // own checks judge it.
+            Seal::Absent if serde_json::from_slice::<serde_json::Value>(bytes).is_err() => Walked::Continue,
+            Seal::Absent => {
+                self.unsealed = Some(place.to_string());
+                Walked::Continue
+            }
+            Seal::Verifies => {
+                if let Some(unsealed) = self.unsealed.take() {
+                    return Walked::Done(Some(format!(
+                        "the line at {unsealed} carries no line MAC although the lines before it are sealed with \
+                         key {}: it was added by someone without the key (or by a run without it)",
+                        self.key.id()
+                    )));
+                }
+                let line: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
+                let mark = &line["checkpoint"];
+                let checkpointed = line["event"] == "run_finished"
+                    && mark["key_id"] == self.key.id().as_str()
+                    && self.key.verifies(
+                        line["run_id"].as_str().unwrap_or_default(),
+                        line["seq"].as_u64().unwrap_or_default(),
+                        line["prev_sha256"].as_str().unwrap_or_default(),
+                        mark["mac"].as_str().unwrap_or_default(),
+                    );
+                match checkpointed {
+                    true => Walked::Done(None),
+                    false => Walked::Continue,
+                }
+            }
+        }
+    }
 }
 
 /// The `checkpoint` field of a `run_finished` line.

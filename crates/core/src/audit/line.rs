@@ -2,13 +2,15 @@
 //!
 //! A line is one compact JSON object: `seq`, `ts`, `run_id`, `event`, then
 //! the event's own fields in their declared order, then `prev_sha256`, the
-//! lowercase hex SHA-256 of the previous line's bytes (without its newline).
+//! lowercase hex SHA-256 of the previous line's bytes (without its newline),
+//! and, when the run holds the audit key, `line_mac`, its seal
+//! (`checkpoint.rs`).
 
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 /// Keys every line carries, which an event's fields may not reuse.
-pub(crate) const RESERVED: [&str; 5] = ["seq", "ts", "run_id", "event", "prev_sha256"];
+pub(crate) const RESERVED: [&str; 6] = ["seq", "ts", "run_id", "event", "prev_sha256", "line_mac"];
 /// The keys a line starts with, in order.
 pub(crate) const LEADING: [&str; 4] = ["seq", "ts", "run_id", "event"];
 /// The key a line ends with.
@@ -156,13 +158,19 @@ impl OwnFields {
     /// own fields of the right kinds.
     fn checked(&self) -> Result<Parsed, String> {
         let keys: Vec<&str> = self.keys.iter().map(String::as_str).collect();
+        // A sealed line ends with its seal, after `prev_sha256`.
+        let keys = match keys.split_last() {
+            Some((&super::checkpoint::LINE_MAC, rest)) => rest,
+            _ => &keys[..],
+        };
         if keys.len() < LEADING.len() + 1
             || keys[..LEADING.len()] != LEADING
             || keys.last() != Some(&TRAILING)
         {
             return Err(format!(
-                "keys out of the published order (must start with {} and end with {TRAILING})",
-                LEADING.join(", ")
+                "keys out of the published order (must start with {}, end with {TRAILING}, then {} when sealed)",
+                LEADING.join(", "),
+                super::checkpoint::LINE_MAC
             ));
         }
         let get = |k: &str| self.values.iter().find(|(name, _)| *name == k).map(|(_, v)| v);

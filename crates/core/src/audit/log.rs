@@ -88,6 +88,16 @@ pub enum AuditError {
         problems.join("; ")
     )]
     Damaged { path: PathBuf, problems: Vec<String> },
+    /// The trail's lines are sealed with an audit key and this run holds
+    /// none: the lines it would write, unsealed, would be refused by the
+    /// next keyed run as forged (exit 78).
+    #[error(
+        "audit log {}: its lines are sealed with an audit key (the line at {place} carries a line_mac) and this \
+         run has none; set {} or --audit-key-file to the key the trail's runs use; nothing was appended",
+        path.display(),
+        super::checkpoint::KEY_ENV
+    )]
+    KeyNeeded { path: PathBuf, place: String },
     /// The trail is kept in a state database, which failed or refused.
     #[error(transparent)]
     Db(#[from] crate::db_error::DbError),
@@ -98,6 +108,7 @@ impl AuditError {
     pub fn exit(&self) -> crate::exit::Exit {
         match self {
             AuditError::Damaged { .. } => crate::exit::Exit::DataErr,
+            AuditError::KeyNeeded { .. } => crate::exit::Exit::Config,
             AuditError::Db(e) => e.exit(),
             AuditError::Io { .. } | AuditError::Encode { .. } => crate::exit::Exit::IoErr,
         }
@@ -548,6 +559,35 @@ impl AuditLog {
             {
                 problems.extend(key.last_checkpoint_problem(&line, &format!("at byte {at}")));
             }
+            // And every line after that checkpoint is sealed with the key:
+            // a line chained to the end by someone without it (a forged
+            // commit) is refused here, before this run signs over it.
+            if problems.is_empty() {
+                let mut walk = super::checkpoint::SealWalk::new(key);
+                let trail = self.path.display().to_string();
+                let refused = super::read::find_backwards(&self.path, |at, bytes| {
+                    match walk.visit(&format!("byte {at} of {trail}"), bytes) {
+                        super::checkpoint::Walked::Continue => None,
+                        super::checkpoint::Walked::Done(verdict) => Some(verdict),
+                    }
+                })
+                .map_err(io_error(&self.path, "read it"))?;
+                problems.extend(refused.flatten());
+            }
+        } else if let Some(at) = super::read::find_backwards(&self.path, |at, bytes| {
+            // The last line that is a line (not a torn tail) says whether
+            // the trail is sealed.
+            serde_json::from_slice::<serde_json::Value>(bytes)
+                .is_ok()
+                .then(|| super::checkpoint::unseal(bytes).map(|_| at))
+        })
+        .map_err(io_error(&self.path, "read it"))?
+        .flatten()
+        {
+            return Err(AuditError::KeyNeeded {
+                path: self.path.clone(),
+                place: format!("byte {at}"),
+            });
         }
         if let Some(expected) = self.missing_anchor.take() {
             // Looked for again under the trail's lock: a run of another
@@ -614,6 +654,10 @@ impl AuditLog {
             path: self.path.clone(),
             error: e.into(),
         })?;
+        let text = match &self.key {
+            Some(key) => key.seal(text),
+            None => text,
+        };
         let appended = Appended {
             seq: self.next_seq,
             offset: 0,

@@ -18,7 +18,7 @@ pub use crate::stream::StreamIdentity;
 pub use anchor::redis_copy::load_script as load_anchor_script;
 pub use anchor::{first_line_sha256, ChainHead, DIR as ANCHOR_DIR};
 pub use anchors::Anchors;
-pub use checkpoint::{AuditKey, KeyError, KEY_ENV};
+pub use checkpoint::{AuditKey, KeyError, KEY_ENV, LINE_MAC};
 pub use header::RunStarted;
 pub use line::compose;
 pub use log::{now_rfc3339, AuditEvent, AuditLog};

@@ -38,6 +38,9 @@ pub enum Damage {
     Forged,
     /// The trail is shorter than, or differs from, an anchor kept outside it.
     Diverged,
+    /// With a key: a line's `line_mac` does not verify (the line was added
+    /// or changed by someone without the key, and chained to fit).
+    Unsealed,
 }
 
 impl fmt::Display for Damage {
@@ -51,6 +54,7 @@ impl fmt::Display for Damage {
             Damage::Unsigned => "unsigned",
             Damage::Forged => "checkpoint does not verify",
             Damage::Diverged => "diverges from its anchor",
+            Damage::Unsealed => "line MAC does not verify",
         })
     }
 }
@@ -80,6 +84,8 @@ pub struct Report {
     pub key_id: Option<String>,
     /// Lines up to and including this one are covered by a checkpoint.
     pub covered_lines: u64,
+    /// With a key: the first sealed line (every one after it is sealed).
+    pub sealed_from: Option<u64>,
     /// Anchors the file was checked against.
     pub anchors: usize,
     pub finding: Option<Finding>,
@@ -113,6 +119,9 @@ impl fmt::Display for Report {
                         "; {} keyed checkpoints verified with key {id}, covering lines 1..{}",
                         self.checkpoints, self.covered_lines
                     )?;
+                    if let Some(first) = self.sealed_from {
+                        write!(f, "; lines {first}..{} sealed", self.lines)?;
+                    }
                 }
                 if self.anchors > 0 {
                     write!(f, "; matches {} anchor(s)", self.anchors)?;
@@ -234,6 +243,7 @@ fn verify_chain(path: &Path, key: Option<&AuditKey>) -> Result<Report, ReadError
         checkpoints: 0,
         key_id: None,
         covered_lines: 0,
+        sealed_from: None,
         anchors: 0,
         finding: None,
     };
@@ -247,6 +257,10 @@ fn verify_chain(path: &Path, key: Option<&AuditKey>) -> Result<Report, ReadError
     // link to it, the line itself was edited; otherwise lines were removed
     // and the chain rewritten around them.
     let mut pending_gap: Option<Finding> = None;
+    // A line whose seal does not hold: reported once the next line shows
+    // the chain links past it (otherwise the break says what happened:
+    // an edited line fails its seal too, and "edited" is the finding).
+    let mut pending_seal: Option<Finding> = None;
     for raw in lines(path)? {
         let raw = raw.map_err(read_err)?;
         report.lines += 1;
@@ -313,9 +327,12 @@ fn verify_chain(path: &Path, key: Option<&AuditKey>) -> Result<Report, ReadError
             });
             return Ok(report);
         }
-        if let Some(gap) = pending_gap.take() {
+        if let Some(gap) = pending_gap.take().or(pending_seal.take()) {
             report.finding = Some(gap);
             return Ok(report);
+        }
+        if let Some(key) = key {
+            pending_seal = check_seal(key, n, &raw.bytes, &mut report.sealed_from);
         }
         let previous = last_seq.get(&parsed.run_id).copied();
         let expected_seq = previous.map_or(1, |s| s + 1);
@@ -354,7 +371,7 @@ fn verify_chain(path: &Path, key: Option<&AuditKey>) -> Result<Report, ReadError
             "a partial line that no audit_tail_repaired line acknowledges",
         ));
     }
-    if let Some(gap) = pending_gap {
+    if let Some(gap) = pending_gap.or(pending_seal) {
         report.finding = Some(gap);
     }
     // Every run writes at least its run_started line: an empty file is a
@@ -368,6 +385,36 @@ fn verify_chain(path: &Path, key: Option<&AuditKey>) -> Result<Report, ReadError
     }
     report.runs = last_seq.len();
     Ok(report)
+}
+
+/// The seal of line `n`, checked with `key`. The keyed era starts at the
+/// first sealed line (`sealed_from`); lines before it were written before
+/// seals or without a key, and their checkpoints prove them.
+fn check_seal(key: &AuditKey, n: u64, bytes: &[u8], sealed_from: &mut Option<u64>) -> Option<Finding> {
+    use super::checkpoint::Seal;
+    let finding = |detail: String| {
+        Some(Finding {
+            line: n,
+            damage: Damage::Unsealed,
+            detail,
+        })
+    };
+    match (key.seal_of(bytes), *sealed_from) {
+        (Seal::Verifies, None) => {
+            *sealed_from = Some(n);
+            None
+        }
+        (Seal::Verifies, Some(_)) | (Seal::Absent, None) => None,
+        (Seal::Fails, _) => finding(format!(
+            "its line_mac does not verify with key {}: it was added or changed by someone without the key",
+            key.id()
+        )),
+        (Seal::Absent, Some(first)) => finding(format!(
+            "it carries no line_mac although every line from {first} on is sealed with key {}: it was added \
+             by someone without the key (or by a run not given it)",
+            key.id()
+        )),
+    }
 }
 
 /// The checkpoint of the `run_finished` line `n`, checked with `key`.

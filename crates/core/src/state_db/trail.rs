@@ -8,6 +8,10 @@
 //! on the trail: read the last row, compose the next line chained to it,
 //! insert it. A page commit adds, in the same transaction, the fence
 //! check, the manifest row and the new cursor ([`DbTrail::commit_page`]).
+//!
+//! One concept: the database's trail writer (lock, chain to the last row,
+//! seal, append, and the proofs a run makes of the rows before it adds
+//! one), as `audit/log.rs` is the file's.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -204,7 +208,7 @@ impl DbTrail {
     /// does not.
     async fn check_last_checkpoint(&self) -> Result<(), AuditError> {
         let Some(key) = &self.key else {
-            return Ok(());
+            return self.check_not_sealed().await;
         };
         let client = self.db.client().await;
         let row = client
@@ -215,17 +219,77 @@ impl DbTrail {
             )
             .await
             .map_err(|e| self.error(super::error::classify(self.db.url(), "read the trail in", e)))?;
-        let Some(row) = row else {
-            return Ok(());
+        let last_checkpoint = row.and_then(|row| {
+            let (n, text): (i64, String) = (row.get(0), row.get(1));
+            let line: Value = serde_json::from_str(&text).unwrap_or_default();
+            key.last_checkpoint_problem(&line, &format!("on line {n}"))
+        });
+        drop(client);
+        let problem = match last_checkpoint {
+            Some(problem) => Some(problem),
+            None => self.unsealed_tail(key).await?,
         };
-        let (n, text): (i64, String) = (row.get(0), row.get(1));
-        let line: Value = serde_json::from_str(&text).unwrap_or_default();
-        match key.last_checkpoint_problem(&line, &format!("on line {n}")) {
+        match problem {
             None => Ok(()),
             Some(problem) => Err(AuditError::Damaged {
                 path: self.label(),
                 problems: vec![problem],
             }),
+        }
+    }
+
+    /// Without the key: the trail's last line carries no seal (the file
+    /// trail's rule: [`AuditError::KeyNeeded`]).
+    async fn check_not_sealed(&self) -> Result<(), AuditError> {
+        let row = self
+            .db
+            .client()
+            .await
+            .query_opt(
+                "SELECT n, line FROM edc_sync_audit_line WHERE trail = $1 ORDER BY n DESC LIMIT 1",
+                &[&self.name],
+            )
+            .await
+            .map_err(|e| self.error(super::error::classify(self.db.url(), "read the trail in", e)))?;
+        match row {
+            Some(row) if crate::audit::checkpoint::unseal(row.get::<_, String>(1).as_bytes()).is_some() => {
+                Err(AuditError::KeyNeeded {
+                    path: self.label(),
+                    place: format!("line {}", row.get::<_, i64>(0)),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The file trail's rule, on rows: every line after the last checkpoint
+    /// that verifies is sealed with the key
+    /// ([`crate::audit::checkpoint::SealWalk`]), read back from the last
+    /// row a thousand at a time (normally one is read).
+    async fn unsealed_tail(&self, key: &AuditKey) -> Result<Option<String>, AuditError> {
+        use crate::audit::checkpoint::{SealWalk, Walked};
+        let client = self.db.client().await;
+        let mut walk = SealWalk::new(key);
+        let mut below = i64::MAX;
+        loop {
+            let rows = client
+                .query(
+                    "SELECT n, line FROM edc_sync_audit_line WHERE trail = $1 AND n < $2 ORDER BY n DESC LIMIT 1000",
+                    &[&self.name, &below],
+                )
+                .await
+                .map_err(|e| self.error(super::error::classify(self.db.url(), "read the trail in", e)))?;
+            if rows.is_empty() {
+                return Ok(None);
+            }
+            for row in &rows {
+                let (n, text): (i64, String) = (row.get(0), row.get(1));
+                below = n;
+                let place = format!("line {n} of trail {}", self.name);
+                if let Walked::Done(verdict) = walk.visit(&place, text.as_bytes()) {
+                    return Ok(verdict);
+                }
+            }
         }
     }
 
@@ -428,6 +492,10 @@ impl DbTrail {
                     error: e.into(),
                 })
             })?;
+        let text = match &self.key {
+            Some(key) => key.seal(text),
+            None => text,
+        };
         let sha256 = sha256_hex(text.as_bytes());
         let appended = Appended::in_db(seq, offset as u64, PathBuf::from(&self.name), sha256.clone(), ts);
         let line = async {
