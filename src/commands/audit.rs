@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use crate::cli::AuditCommand;
-use edc_core::audit::{verify_with, Checks};
+use edc_core::audit::{verify_with, Checks, Damage, Finding};
 use edc_core::audit::{Anchors, AuditKey, ChainHead, NotIntact};
 use edc_core::audit::{KeyError, KEY_ENV};
 use edc_core::error::IoContext;
@@ -56,16 +56,24 @@ pub fn run(cmd: AuditCommand) -> Result<(), Error> {
             // A database's trail is named by the database and its name in
             // the report, never by the temporary file it was read from.
             let mut named = None;
+            // What the database says besides the chain (a row's offset that
+            // does not add up, a line that no longer matches its anchor in
+            // the database): reported once the chain's own verdict (edited,
+            // removed, reordered) has had its say.
+            let mut db_findings = Vec::new();
             let file = match (file, state) {
                 (Some(file), _) => file,
                 (None, Some(state)) => {
                     let url = super::state::db_url(&state)?;
                     let dir = tempfile::tempdir().io(|| "creating a temporary directory".into())?;
                     let path = dir.path().join(&trail);
-                    super::runtime()?.block_on(async {
+                    db_findings = super::runtime()?.block_on(async {
                         let db = edc_core::state_db::StateDb::connect(&url).await?;
-                        edc_core::state_db::check_anchors(&db, &trail).await?;
-                        Ok::<_, Error>(edc_core::state_db::export(&db, &trail, &path).await?)
+                        let (_, gap) = edc_core::state_db::export_for_verify(&db, &trail, &path).await?;
+                        let anchor = edc_core::state_db::anchor_problem(&db, &trail).await?;
+                        let gap = gap.map(|detail| (Damage::Edited, detail));
+                        let anchor = anchor.map(|detail| (Damage::Diverged, detail));
+                        Ok::<_, Error>(gap.into_iter().chain(anchor).collect::<Vec<_>>())
                     })?;
                     exported = dir;
                     named = Some(std::path::PathBuf::from(format!("{url} trail {trail:?}")));
@@ -82,6 +90,13 @@ pub fn run(cmd: AuditCommand) -> Result<(), Error> {
             let mut report = verify_with(&file, &checks)?;
             if let Some(named) = named {
                 report.path = named;
+            }
+            if let (true, Some((damage, detail))) = (report.intact(), db_findings.into_iter().next()) {
+                report.finding = Some(Finding {
+                    line: report.lines,
+                    damage,
+                    detail: format!("the database: {detail}"),
+                });
             }
             if !report.intact() {
                 return Err(NotIntact(report).into());

@@ -163,6 +163,33 @@ impl Site {
         }
     }
 
+    /// The trail's lines replaced by `lines`, as its owner could (the
+    /// file; in the database, the rows rewritten with the triggers off,
+    /// each row's byte offset left as the row had it; the rows are taken
+    /// from a copy made the first time, so a removed line can be put back).
+    fn replace_trail(&self, lines: &[String]) {
+        match &self.pg {
+            None => std::fs::write(self.fx.trail(), lines.join("\n") + "\n").unwrap(),
+            Some(pg) => {
+                let mut sql = String::from(
+                    "BEGIN; SET LOCAL session_replication_role = replica; \
+                     CREATE TABLE IF NOT EXISTS kept AS SELECT * FROM edc_sync_audit_line; \
+                     DELETE FROM edc_sync_audit_line;",
+                );
+                for (i, line) in lines.iter().enumerate() {
+                    let sha = edc_core::digest::sha256_hex(line.as_bytes());
+                    sql.push_str(&format!(
+                        " INSERT INTO edc_sync_audit_line (trail, n, byte_offset, line, sha256, event, stream) \
+                         SELECT trail, {}, byte_offset, line, sha256, event, stream FROM kept WHERE sha256 = '{sha}';",
+                        i + 1
+                    ));
+                }
+                sql.push_str(" COMMIT;");
+                pg.psql("edc", &sql).unwrap();
+            }
+        }
+    }
+
     /// `edc-sync verify` of the landing against the state and trail.
     fn verify(&self) -> support::Outcome {
         support::run_cmd(
@@ -455,6 +482,7 @@ on_both_backends!(
     a_cursor_that_no_commit_of_this_trail_proves_is_refused,
     a_keyed_run_refuses_a_forged_line_appended_to_the_trail,
     a_run_without_the_key_does_not_append_to_a_sealed_trail,
+    audit_verify_names_trail_lines_removed_or_reordered_in_the_same_words,
 );
 
 /// Two runs, the first stopped after one page: every record lands once,
@@ -836,4 +864,35 @@ async fn a_run_without_the_key_does_not_append_to_a_sealed_trail(site: Site) {
     assert_eq!(site.sim.requests().len(), requests, "no request was sent");
     let out = site.sync_keyed();
     assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
+/// A line removed from the middle of the trail, or two lines swapped, by
+/// someone who can get past the database's triggers (its owner): `audit
+/// verify` names the line and the kind of damage in the words it uses for
+/// a file (removed, reordered), not as a byte offset that does not add up.
+async fn audit_verify_names_trail_lines_removed_or_reordered_in_the_same_words(site: Site) {
+    let out = site.sync(&[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines = site.trail();
+    assert!(lines.len() > 5, "{} lines", lines.len());
+    for (damage, word) in [("remove", "removed"), ("swap", "reordered")] {
+        let mut changed = lines.clone();
+        match damage {
+            "remove" => {
+                changed.remove(3);
+            }
+            _ => changed.swap(3, 4),
+        }
+        site.replace_trail(&changed);
+        let out = site.audit_verify();
+        let said = format!("{}{}", out.stdout, out.stderr);
+        assert_eq!(out.code, 65, "{damage}: {said}");
+        assert!(
+            said.contains(word) && (said.contains(":4:") || said.contains(":5:")),
+            "{damage}: {said}"
+        );
+        site.replace_trail(&lines);
+        let out = site.audit_verify();
+        assert_eq!(out.code, 0, "put back: {}{}", out.stdout, out.stderr);
+    }
 }

@@ -24,7 +24,7 @@ pub use line::compose;
 pub use log::{now_rfc3339, AuditEvent, AuditLog};
 pub use read::each_event;
 pub use run_id::RunId;
-pub use verify::{verify, verify_with, Checks, Damage, NotIntact, ReadError, Report};
+pub use verify::{verify, verify_with, Checks, Damage, Finding, NotIntact, ReadError, Report};
 
 pub use anchor::redis_copy::RedisAnchorError;
 pub(crate) use anchors::PathsReinterpreted;

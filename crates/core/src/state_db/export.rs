@@ -69,7 +69,14 @@ pub async fn export(db: &StateDb, name: &str, to: &Path) -> Result<Exported, Exp
         move |error| ExportError::Io { path, op, error }
     };
     let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(io("create a file beside"))?;
-    let exported = write(db, name, temp.as_file_mut()).await?;
+    let (exported, gap) = write(db, name, temp.as_file_mut()).await?;
+    if let Some(detail) = gap {
+        return Err(DbError::Damaged {
+            url: db.url().shown().to_string(),
+            detail,
+        }
+        .into());
+    }
     if exported.lines == 0 {
         return Err(ExportError::Refused {
             path: to.to_path_buf(),
@@ -86,8 +93,31 @@ pub async fn export(db: &StateDb, name: &str, to: &Path) -> Result<Exported, Exp
     Ok(exported)
 }
 
-/// Writes trail `name`'s lines into `out`, checking each row's offset.
-pub(super) async fn write(db: &StateDb, name: &str, out: &mut impl Write) -> Result<Exported, ExportError> {
+/// Writes trail `name` of `db` to the new file `to` for `audit verify`,
+/// which judges it: every row is written even when a row's recorded byte
+/// offset does not add up, and that is returned beside what was written,
+/// so a line removed or moved is named as such by the chain's verifier
+/// rather than as an offset.
+pub async fn export_for_verify(
+    db: &StateDb,
+    name: &str,
+    to: &Path,
+) -> Result<(Exported, Option<String>), ExportError> {
+    let mut file = crate::no_follow::create(to).map_err(|error| ExportError::Io {
+        path: to.to_path_buf(),
+        op: "create",
+        error,
+    })?;
+    write(db, name, &mut file).await
+}
+
+/// Writes trail `name`'s lines into `out`, checking each row's offset: the
+/// first that does not add up is returned with what was written.
+pub(super) async fn write(
+    db: &StateDb,
+    name: &str,
+    out: &mut impl Write,
+) -> Result<(Exported, Option<String>), ExportError> {
     let mut written = Exported {
         lines: 0,
         bytes: 0,
@@ -115,12 +145,5 @@ pub(super) async fn write(db: &StateDb, name: &str, out: &mut impl Write) -> Res
         op: "write",
         error,
     })?;
-    if let Some(detail) = gap {
-        return Err(DbError::Damaged {
-            url: db.url().shown().to_string(),
-            detail,
-        }
-        .into());
-    }
-    Ok(written)
+    Ok((written, gap))
 }

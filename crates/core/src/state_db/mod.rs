@@ -26,9 +26,9 @@ use std::sync::Arc;
 use tokio::sync::Mutex;
 
 pub use crate::db_error::DbError;
-pub use export::{export, ExportError, Exported};
+pub use export::{export, export_for_verify, ExportError, Exported};
 pub use stream::cursor_of;
-pub use trail::check_anchors;
+pub use trail::{anchor_problem, check_anchors};
 
 pub(crate) use stream::{all_cursors, all_manifests, DbStream, StreamFacts};
 pub(crate) use trail::{DbTrail, PageRows};

@@ -560,6 +560,19 @@ impl From<tokio_postgres::Error> for Failed {
 /// Checks trail `name`'s latest anchor in `db` against the line it names
 /// (65 when they differ: the trail was rewritten below it).
 pub async fn check_anchors(db: &StateDb, name: &str) -> Result<(), AuditError> {
+    match anchor_problem(db, name).await? {
+        None => Ok(()),
+        Some(problem) => Err(AuditError::Damaged {
+            path: format!("{} (trail {name})", db.url()).into(),
+            problems: vec![problem],
+        }),
+    }
+}
+
+/// What [`check_anchors`] refuses, said rather than refused: `audit verify`
+/// reports it after the chain's own findings (a removed or reordered line
+/// is named as such first).
+pub async fn anchor_problem(db: &StateDb, name: &str) -> Result<Option<String>, AuditError> {
     let client = db.client().await;
     let row = client
         .query_opt(
@@ -573,16 +586,13 @@ pub async fn check_anchors(db: &StateDb, name: &str) -> Result<(), AuditError> {
     if let Some(r) = row {
         let (n, anchored, now): (i64, String, Option<String>) = (r.get(0), r.get(1), r.get(2));
         if now.as_deref() != Some(anchored.as_str()) {
-            return Err(AuditError::Damaged {
-                path: format!("{} (trail {name})", db.url()).into(),
-                problems: vec![format!(
-                    "the anchor of line {n} (edc_sync_anchor) says SHA-256 {anchored}, the line now is {}",
-                    now.as_deref().unwrap_or("missing")
-                )],
-            });
+            return Ok(Some(format!(
+                "the anchor of line {n} (edc_sync_anchor) says SHA-256 {anchored}, the line now is {}",
+                now.as_deref().unwrap_or("missing")
+            )));
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Reads trail `name`'s lines from `from` on, in batches, into `each`.
