@@ -19,6 +19,7 @@ mod edc_client;
 mod exit_codes;
 mod hostile;
 mod house;
+mod insider;
 mod landed_integrity;
 mod ledger;
 mod moved_evidence;

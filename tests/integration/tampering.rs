@@ -7,27 +7,30 @@
 //!
 //! 50 cases run in the suite; `EDC_SYNC_TAMPER_CASES=1000` runs more by
 //! hand and `EDC_SYNC_TAMPER_SEED=n` replays one case. Each case prints
-//! what it did when it fails.
+//! what it did when it fails; `EDC_SYNC_SHOW_REFUSALS=1` prints every
+//! refusal too. The harness and the judgement are shared with the insider
+//! model (`insider.rs`).
 
 use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use edc_core::audit::AuditKey;
 use edc_core::run::{AuditOptions, Streams};
 use edc_core::sync::SyncOptions;
 use edc_sim::{Dataset, SimConfig, Simulator};
-use support::runs::Fixture;
+use support::runs::{self, Fixture};
 
 /// 300 records in pages of 40: eight pages a stream.
 const RECORDS: u32 = 300;
 
 /// splitmix64: a tiny deterministic generator, so a failing case replays
 /// from its seed alone.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -35,16 +38,16 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next() % n.max(1) as u64) as usize
     }
 
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+    pub(crate) fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len())]
     }
 }
 
-async fn simulator(skew_s: i64) -> Simulator {
+pub(crate) async fn simulator(skew_s: i64) -> Simulator {
     let config = SimConfig {
         dataset: Dataset {
             subjects: 3,
@@ -60,9 +63,20 @@ async fn simulator(skew_s: i64) -> Simulator {
         .unwrap()
 }
 
-/// Runs `study` once, at most `max_pages` pages.
-async fn run(fx: &Fixture, sim: &Simulator, study: &str, max_pages: Option<u64>) -> (u8, String) {
-    let mut spec = fx.spec(sim, AuditOptions::default());
+/// Runs `study` once, at most `max_pages` pages; with the audit key when
+/// `keyed`.
+pub(crate) async fn run(
+    fx: &Fixture,
+    sim: &Simulator,
+    study: &str,
+    max_pages: Option<u64>,
+    keyed: bool,
+) -> (u8, String) {
+    let audit = AuditOptions {
+        key: keyed.then(|| AuditKey::new(runs::KEY.as_bytes().to_vec(), "test").unwrap()),
+        ..AuditOptions::default()
+    };
+    let mut spec = fx.spec(sim, audit);
     spec.study = study.into();
     spec.streams = Streams::One("default".into());
     spec.options = SyncOptions {
@@ -72,7 +86,7 @@ async fn run(fx: &Fixture, sim: &Simulator, study: &str, max_pages: Option<u64>)
     fx.run_spec(spec).await
 }
 
-fn stream_dir(fx: &Fixture, study: &str) -> PathBuf {
+pub(crate) fn stream_dir(fx: &Fixture, study: &str) -> PathBuf {
     fx.path(&format!("landing/vault_json/-/{study}/-/default"))
 }
 
@@ -183,22 +197,27 @@ fn names_a_file(text: &str, root: &Path) -> bool {
     text.contains(&*root.to_string_lossy()) || text.contains(".jsonl") || text.contains(".json")
 }
 
-fn verifiers(fx: &Fixture) -> Vec<(&'static str, support::Outcome)> {
+fn verifiers(fx: &Fixture, keyed: bool) -> Vec<(&'static str, support::Outcome)> {
     let (state, trail) = (fx.path("state"), fx.trail());
     let verify = fx.verify_landing();
-    let audit = support::run(&[
-        "audit",
-        "verify",
-        trail.to_str().unwrap(),
-        "--anchors",
-        state.to_str().unwrap(),
-    ]);
-    vec![("verify", verify), ("audit verify --anchors", audit)]
+    let mut audit = support::edc_sync();
+    audit
+        .args(["audit", "verify"])
+        .arg(&trail)
+        .arg("--anchors")
+        .arg(&state);
+    if keyed {
+        audit.arg("--key").env("EDC_SYNC_AUDIT_KEY", runs::KEY);
+    }
+    vec![
+        ("verify", verify),
+        ("audit verify --anchors", support::run_cmd(&mut audit)),
+    ]
 }
 
 /// What one case ended as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Ending {
+pub(crate) enum Ending {
     /// The run refused (65, 74 or 75) naming a file or both clocks.
     RunRefused(u8),
     /// The run exited 0 and a verifier named the damage it cannot repair.
@@ -212,17 +231,36 @@ async fn one_case(seed: u64, expected: &[String]) -> Result<Ending, String> {
     let fx = Fixture::new();
     let root = fx.path("");
     let sim = simulator(0).await;
-    let (a, m) = run(&fx, &sim, "S1", Some(1 + rng.below(5) as u64)).await;
-    let (b, n) = run(&fx, &sim, "S2", Some(1 + rng.below(3) as u64)).await;
+    let (a, m) = run(&fx, &sim, "S1", Some(1 + rng.below(5) as u64), false).await;
+    let (b, n) = run(&fx, &sim, "S2", Some(1 + rng.below(3) as u64), false).await;
     if a != 0 || b != 0 {
         return Err(format!("the runs before any tampering failed: {a} {m} / {b} {n}"));
     }
     let mut done: Vec<String> = (0..1 + rng.below(3)).map(|_| tamper(&mut rng, &root)).collect();
     let skew = *rng.pick(&[0, 0, 0, 0, 7, -7, 600, -600, 7_200, -7_200, 400 * 86_400]);
     done.push(format!("server clock skewed by {skew} s"));
-    let story = || done.join("; ");
+    judge(seed, &fx, skew, &done.join("; "), expected, false).await
+}
+
+/// The property, after the damage `story` describes: the next run of S1
+/// (against a server `skew` seconds off) refuses naming a file (or both
+/// clocks), or the verifiers name what they refuse, or every record is
+/// landed exactly once.
+pub(crate) async fn judge(
+    seed: u64,
+    fx: &Fixture,
+    skew: i64,
+    story: &str,
+    expected: &[String],
+    keyed: bool,
+) -> Result<Ending, String> {
+    let root = fx.path("");
+    let story = || story.to_string();
     let sim = simulator(skew).await;
-    let (code, message) = run(&fx, &sim, "S1", None).await;
+    let (code, message) = run(fx, &sim, "S1", None, keyed).await;
+    if std::env::var("EDC_SYNC_SHOW_REFUSALS").is_ok() && code != 0 {
+        eprintln!("REFUSED seed {seed}: {}: {code}: {message}", story());
+    }
     match code {
         0 => {}
         65 | 74 => {
@@ -242,7 +280,7 @@ async fn one_case(seed: u64, expected: &[String]) -> Result<Ending, String> {
         other => return Err(format!("{}: exit {other}: {message}", story())),
     }
     let mut refused = false;
-    for (what, out) in verifiers(&fx) {
+    for (what, out) in verifiers(fx, keyed) {
         match out.code {
             0 => {}
             65 | 66 | 74 if names_a_file(&format!("{}{}", out.stdout, out.stderr), &root) => refused = true,
@@ -258,7 +296,7 @@ async fn one_case(seed: u64, expected: &[String]) -> Result<Ending, String> {
     }
     if refused {
         if std::env::var("EDC_SYNC_TAMPER_SHOW").is_ok() {
-            let outs: Vec<String> = verifiers(&fx)
+            let outs: Vec<String> = verifiers(fx, keyed)
                 .into_iter()
                 .map(|(w, o)| {
                     format!(
@@ -278,7 +316,7 @@ async fn one_case(seed: u64, expected: &[String]) -> Result<Ending, String> {
         }
         return Ok(Ending::VerifierRefused);
     }
-    let mut ids = match edc_qualify::landed::landed_json_record_ids(&stream_dir(&fx, "S1")) {
+    let mut ids = match edc_qualify::landed::landed_json_record_ids(&stream_dir(fx, "S1")) {
         Ok(ids) => ids,
         Err(e) => {
             return Err(format!(
@@ -304,36 +342,58 @@ async fn one_case(seed: u64, expected: &[String]) -> Result<Ending, String> {
     Ok(Ending::Whole)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_tampering_between_runs_ends_in_exit_0_with_a_record_lost_or_duplicated() {
+/// The records of S1, sorted, as one undisturbed run lands them.
+pub(crate) async fn expected_records() -> Vec<String> {
     let reference = Fixture::new();
     let sim = simulator(0).await;
-    assert_eq!(run(&reference, &sim, "S1", None).await.0, 0);
+    assert_eq!(run(&reference, &sim, "S1", None, false).await.0, 0);
     let mut expected = edc_qualify::landed::landed_json_record_ids(&stream_dir(&reference, "S1")).unwrap();
     expected.sort();
     assert_eq!(expected.len(), RECORDS as usize);
+    expected
+}
 
-    let seeds: Vec<u64> = match std::env::var("EDC_SYNC_TAMPER_SEED") {
+/// Runs the cases of one model: `{PREFIX}_CASES` of them (else
+/// `default_cases`), or the one `{PREFIX}_SEED` names; `{PREFIX}_SHOW`
+/// prints each ending. Fails listing every case that broke the property.
+pub(crate) async fn property<F, Fut>(name: &str, prefix: &str, default_cases: u64, case: F)
+where
+    F: Fn(u64) -> Fut,
+    Fut: std::future::Future<Output = Result<Ending, String>>,
+{
+    let var = |what: &str| std::env::var(format!("{prefix}_{what}"));
+    let seeds: Vec<u64> = match var("SEED") {
         Ok(seed) => vec![seed.parse().unwrap()],
-        Err(_) => {
-            let cases = std::env::var("EDC_SYNC_TAMPER_CASES").map_or(50, |n| n.parse().unwrap());
-            (0..cases).collect()
-        }
+        Err(_) => (0..var("CASES").map_or(default_cases, |n| n.parse().unwrap())).collect(),
     };
     let mut endings: BTreeMap<Ending, usize> = BTreeMap::new();
     let mut failures = Vec::new();
-    let show = std::env::var("EDC_SYNC_TAMPER_SHOW").is_ok();
+    let show = var("SHOW").is_ok();
+    let started = std::time::Instant::now();
     for seed in seeds {
-        let started = std::time::Instant::now();
-        let ending = one_case(seed, &expected).await;
+        let at = std::time::Instant::now();
+        let ending = case(seed).await;
         if show {
-            eprintln!("seed {seed}: {ending:?} in {:?}", started.elapsed());
+            eprintln!("seed {seed}: {ending:?} in {:?}", at.elapsed());
         }
         match ending {
             Ok(ending) => *endings.entry(ending).or_default() += 1,
             Err(e) => failures.push(format!("seed {seed}: {e}")),
         }
     }
-    eprintln!("tampering endings: {endings:?}, failures: {}", failures.len());
+    eprintln!(
+        "{name} endings: {endings:?}, failures: {}, in {:?}",
+        failures.len(),
+        started.elapsed()
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_tampering_between_runs_ends_in_exit_0_with_a_record_lost_or_duplicated() {
+    let expected = expected_records().await;
+    property("tampering", "EDC_SYNC_TAMPER", 50, |seed| {
+        one_case(seed, &expected)
+    })
+    .await;
 }

@@ -1,0 +1,283 @@
+//! The tampering property against an insider: not random bytes but the
+//! consistent, semantic edits someone with write access to the state
+//! directory, the landing and the trail (and without the audit key) would
+//! make to move a stream on or hide a run, between keyed runs:
+//!
+//! - a cursor moved on with its receipt dropped, zeroed or pointed past
+//!   the trail's end;
+//! - a cursor moved on with its receipt rewritten to name another commit;
+//! - chained forged lines appended (a `run_started` and a `page_committed`
+//!   of a run that never was), with a cursor to match;
+//! - a manifest entry listed again under a new page key;
+//! - the state directory and the trail restored from an older copy, the
+//!   landing keeping what came since (or restored with them);
+//! - the anchors directory replaced by a link to a copy of itself.
+//!
+//! One or two of them a case; the next keyed run and the verifiers then
+//! refuse naming a file, or every record is landed exactly once (the
+//! judgement of `tampering.rs`). The runs hold the audit key: without it,
+//! appended forgeries are undetectable by design (docs/audit-trail.md).
+//!
+//! 1,000 cases run in the suite; `EDC_SYNC_INSIDER_CASES=100000` runs more
+//! by hand, `EDC_SYNC_INSIDER_SEED=n` replays one case and
+//! `EDC_SYNC_INSIDER_SHOW=1` prints each ending.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::tampering::{expected_records, judge, property, run, simulator, stream_dir, Ending, Rng};
+use edc_core::digest::{sha256_hex, ZERO_SHA256};
+use support::runs::Fixture;
+
+use crate::support;
+
+/// Where S1's cursor is kept.
+fn cursor_file(fx: &Fixture) -> std::path::PathBuf {
+    fx.path("state/vault_json/-/S1/-/default.cursor.json")
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+fn write_json(path: &Path, value: &Value) {
+    std::fs::write(path, serde_json::to_string(value).unwrap() + "\n").unwrap();
+}
+
+/// The trail's lines with the byte offset each starts at.
+fn trail_lines(fx: &Fixture) -> Vec<(u64, String)> {
+    let text = std::fs::read_to_string(fx.trail()).unwrap();
+    let mut at = 0;
+    text.lines()
+        .map(|line| {
+            let here = at;
+            at += line.len() as u64 + 1;
+            (here, line.to_string())
+        })
+        .collect()
+}
+
+/// `text` with every `offset=N` moved `by` records on.
+fn moved_offsets(text: &str, by: u64) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("offset=") {
+        let (head, tail) = rest.split_at(at + "offset=".len());
+        out.push_str(head);
+        let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+        let n: u64 = tail[..digits].parse().unwrap_or(0);
+        out.push_str(&(n + by).to_string());
+        rest = &tail[digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The cursor moved on: its next page `by` records later, or, once its
+/// window is complete, its window start past the data.
+fn move_cursor(cursor: &mut Value, by: u64) -> String {
+    match cursor["next_page"].as_str() {
+        Some(next) if next.contains("offset=") => {
+            cursor["next_page"] = moved_offsets(next, by).into();
+            format!("moved the cursor's next page {by} records on")
+        }
+        _ => {
+            cursor["window_start"] = "2099-01-01T00:00:00Z".into();
+            "moved the cursor's window start to 2099".into()
+        }
+    }
+}
+
+/// `line` with its seal dropped and its chain fields set: what someone
+/// without the key can write.
+fn forged(line: &str, run_id: &str, seq: u64, prev: &str) -> String {
+    let mut value: Value = serde_json::from_str(line).unwrap();
+    let old_run = value["run_id"].as_str().unwrap().to_string();
+    let old_prev = value["prev_sha256"].as_str().unwrap().to_string();
+    let old_seq = format!("\"seq\":{},", value["seq"]);
+    let mut text = line
+        .replacen(&old_seq, &format!("\"seq\":{seq},"), 1)
+        .replace(&old_run, run_id)
+        .replace(&old_prev, prev);
+    if let Some(at) = text.find(",\"line_mac\":") {
+        text = format!("{}}}", &text[..at]);
+    }
+    value = serde_json::from_str(&text).unwrap();
+    assert_eq!(value["seq"], seq);
+    text
+}
+
+/// One insider edit, carried out; its description.
+fn edit(rng: &mut Rng, fx: &Fixture, backup: &Path) -> String {
+    let cursor_path = cursor_file(fx);
+    match rng.below(7) {
+        0 | 1 => {
+            let mut cursor = read_json(&cursor_path);
+            let moved = move_cursor(&mut cursor, 40 * (1 + rng.below(3) as u64));
+            let end = std::fs::metadata(fx.trail()).unwrap().len();
+            let receipt = match rng.below(3) {
+                0 => {
+                    cursor.as_object_mut().unwrap().remove("receipt");
+                    "dropped its receipt"
+                }
+                1 => {
+                    cursor["receipt"]["offset"] = 0.into();
+                    cursor["receipt"]["sha256"] = ZERO_SHA256.into();
+                    "zeroed its receipt"
+                }
+                _ => {
+                    cursor["receipt"]["offset"] = (end + 4096).into();
+                    "pointed its receipt past the trail's end"
+                }
+            };
+            write_json(&cursor_path, &cursor);
+            format!("{moved} and {receipt}")
+        }
+        2 => {
+            let mut cursor = read_json(&cursor_path);
+            let moved = move_cursor(&mut cursor, 40 * (1 + rng.below(3) as u64));
+            let commits: Vec<(u64, String)> = trail_lines(fx)
+                .into_iter()
+                .filter(|(_, l)| l.contains("\"event\":\"page_committed\""))
+                .collect();
+            let (offset, line) = rng.pick(&commits).clone();
+            cursor["receipt"]["offset"] = offset.into();
+            cursor["receipt"]["sha256"] = sha256_hex(line.as_bytes()).into();
+            write_json(&cursor_path, &cursor);
+            format!("{moved} and rewrote its receipt to name the commit at byte {offset}")
+        }
+        3 => {
+            let lines = trail_lines(fx);
+            let started = &lines
+                .iter()
+                .rev()
+                .find(|(_, l)| l.contains("\"event\":\"run_started\""))
+                .unwrap()
+                .1;
+            let commit = &lines
+                .iter()
+                .rev()
+                .find(|(_, l)| l.contains("\"event\":\"page_committed\"") && l.contains("\"study\":\"S1\""))
+                .or_else(|| {
+                    lines
+                        .iter()
+                        .rev()
+                        .find(|(_, l)| l.contains("\"event\":\"page_committed\""))
+                })
+                .unwrap()
+                .1;
+            let run_id = format!("20260101T000000.000Z-{:08x}", rng.next() as u32);
+            let prev = sha256_hex(lines.last().unwrap().1.as_bytes());
+            let first = forged(started, &run_id, 1, &prev);
+            // A commit that landed nothing: no page file for the start-up
+            // checks to look for.
+            let commit = moved_offsets(commit, 40).replace("\"landed\":true", "\"landed\":false");
+            let second = forged(&commit, &run_id, 2, &sha256_hex(first.as_bytes()));
+            let end = std::fs::metadata(fx.trail()).unwrap().len();
+            let mut text = std::fs::read_to_string(fx.trail()).unwrap();
+            text.push_str(&format!("{first}\n{second}\n"));
+            std::fs::write(fx.trail(), text).unwrap();
+            let value: Value = serde_json::from_str(&second).unwrap();
+            let mut cursor = read_json(&cursor_path);
+            if value["cursor_state"]["stream"] == cursor["stream"] {
+                for (k, v) in value["cursor_state"].as_object().unwrap() {
+                    cursor[k] = v.clone();
+                }
+            } else {
+                move_cursor(&mut cursor, 40);
+            }
+            cursor["receipt"]["offset"] = (end + first.len() as u64 + 1).into();
+            cursor["receipt"]["sha256"] = sha256_hex(second.as_bytes()).into();
+            write_json(&cursor_path, &cursor);
+            format!("appended a chained run_started and page_committed of run {run_id}, the cursor to match")
+        }
+        4 => {
+            let manifest = stream_dir(fx, "S1").join("manifest.jsonl");
+            let text = std::fs::read_to_string(&manifest).unwrap();
+            let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+            let i = rng.below(lines.len());
+            let mut again: Value = serde_json::from_str(&lines[i]).unwrap();
+            again["page_key"] = format!("{}&again=1", again["page_key"].as_str().unwrap()).into();
+            let at = if rng.below(2) == 0 { i + 1 } else { lines.len() };
+            lines.insert(at, serde_json::to_string(&again).unwrap());
+            std::fs::write(&manifest, lines.join("\n") + "\n").unwrap();
+            format!(
+                "listed manifest line {} again under a new page key, as line {}",
+                i + 1,
+                at + 1
+            )
+        }
+        5 => {
+            let with_landing = rng.below(3) == 0;
+            let mut restored = vec!["state", "audit.jsonl"];
+            if with_landing {
+                restored.push("landing");
+            }
+            for name in &restored {
+                let place = fx.path(name);
+                if place.is_dir() {
+                    std::fs::remove_dir_all(&place).unwrap();
+                } else {
+                    std::fs::remove_file(&place).unwrap();
+                }
+                copy(&backup.join(name), &place);
+            }
+            format!(
+                "restored {} from the copy taken after the first run",
+                restored.join(", ")
+            )
+        }
+        _ => {
+            let anchors = fx.path("state/audit-anchors");
+            let elsewhere = fx.path("anchors-elsewhere");
+            copy(&anchors, &elsewhere);
+            std::fs::remove_dir_all(&anchors).unwrap();
+            std::os::unix::fs::symlink(&elsewhere, &anchors).unwrap();
+            "replaced the anchors directory by a link to a copy of it".into()
+        }
+    }
+}
+
+fn copy(from: &Path, to: &Path) {
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(status.success(), "cp -a {} {}", from.display(), to.display());
+}
+
+async fn one_case(seed: u64, expected: &[String]) -> Result<Ending, String> {
+    let mut rng = Rng(seed);
+    let fx = Fixture::new();
+    let sim = simulator(0).await;
+    let (a, m) = run(&fx, &sim, "S1", Some(1 + rng.below(3) as u64), true).await;
+    let backup = fx.path("backup");
+    std::fs::create_dir(&backup).unwrap();
+    for name in ["state", "audit.jsonl", "landing"] {
+        copy(&fx.path(name), &backup.join(name));
+    }
+    let (b, n) = run(&fx, &sim, "S1", Some(1 + rng.below(3) as u64), true).await;
+    let (c, o) = run(&fx, &sim, "S2", Some(1 + rng.below(3) as u64), true).await;
+    if (a, b, c) != (0, 0, 0) {
+        return Err(format!(
+            "the runs before any edit failed: {a} {m} / {b} {n} / {c} {o}"
+        ));
+    }
+    let done: Vec<String> = (0..1 + rng.below(2))
+        .map(|_| edit(&mut rng, &fx, &backup))
+        .collect();
+    std::fs::remove_dir_all(&backup).unwrap();
+    judge(seed, &fx, 0, &done.join("; "), expected, true).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_insider_edit_between_keyed_runs_ends_in_exit_0_with_a_record_lost_or_duplicated() {
+    let expected = expected_records().await;
+    property("insider", "EDC_SYNC_INSIDER", 1000, |seed| {
+        one_case(seed, &expected)
+    })
+    .await;
+}
