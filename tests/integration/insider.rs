@@ -21,6 +21,14 @@
 //! 1,000 cases run in the suite; `EDC_SYNC_INSIDER_CASES=100000` runs more
 //! by hand, `EDC_SYNC_INSIDER_SEED=n` replays one case and
 //! `EDC_SYNC_INSIDER_SHOW=1` prints each ending.
+//!
+//! The same insider against a state database (one real PostgreSQL, its
+//! tables emptied between cases; each run the binary, as users run it):
+//! the cursor row moved with its receipt dropped or pointed at another
+//! commit, a forged commit inserted with the run role's own INSERT and
+//! UPDATE, a manifest row listed again under a new page key, the tables
+//! restored from an older copy, the anchor rows deleted by the owner.
+//! 100 cases in the suite (`EDC_SYNC_DB_INSIDER_CASES`, `_SEED`, `_SHOW`).
 
 use std::path::Path;
 
@@ -30,6 +38,7 @@ use crate::tampering::{expected_records, judge, property, run, simulator, stream
 use edc_core::digest::{sha256_hex, ZERO_SHA256};
 use support::runs::Fixture;
 
+use crate::ledger::{Site, RECORDS as DB_RECORDS};
 use crate::support;
 
 /// Where S1's cursor is kept.
@@ -278,6 +287,178 @@ async fn no_insider_edit_between_keyed_runs_ends_in_exit_0_with_a_record_lost_or
     let expected = expected_records().await;
     property("insider", "EDC_SYNC_INSIDER", 1000, |seed| {
         one_case(seed, &expected)
+    })
+    .await;
+}
+
+/// The state tables, in the order rows can be put back (lines first).
+const TABLES: [&str; 4] = [
+    "edc_sync_audit_line",
+    "edc_sync_anchor",
+    "edc_sync_manifest",
+    "edc_sync_cursor",
+];
+
+/// SQL run as the database's superuser with the triggers and foreign keys
+/// off: what the owner of the database can do.
+fn as_owner(site: &Site, sql: &str) {
+    let pg = site.pg.as_ref().unwrap();
+    pg.psql(
+        "edc",
+        &format!("BEGIN; SET LOCAL session_replication_role = replica; {sql} COMMIT;"),
+    )
+    .unwrap();
+}
+
+/// One insider edit of a state database, carried out; its description.
+fn edit_db(rng: &mut Rng, site: &Site) -> String {
+    let pg = site.pg.as_ref().unwrap();
+    match rng.below(6) {
+        0 => {
+            let mut cursor = site.cursor().unwrap();
+            let moved = move_cursor(&mut cursor, 40 * (1 + rng.below(2) as u64));
+            let receipt = match rng.below(2) {
+                0 => {
+                    cursor.as_object_mut().unwrap().remove("receipt");
+                    "dropped its receipt"
+                }
+                _ => "kept its receipt",
+            };
+            site.set_cursor(&cursor);
+            format!("{moved} in the cursor row and {receipt}")
+        }
+        1 => {
+            let mut cursor = site.cursor().unwrap();
+            let moved = move_cursor(&mut cursor, 40 * (1 + rng.below(2) as u64));
+            let commits: Vec<usize> = site
+                .trail()
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| l.contains("\"event\":\"page_committed\""))
+                .map(|(i, _)| i + 1)
+                .collect();
+            let n = *rng.pick(&commits);
+            let sql = format!(
+                "UPDATE edc_sync_cursor SET state = '{}', audit_n = {n}",
+                serde_json::to_string(&cursor).unwrap().replace('\'', "''")
+            );
+            pg.psql_as("edc_run", "edc", &sql).unwrap();
+            format!("{moved} in the cursor row and pointed it at line {n} (the run role's UPDATE)")
+        }
+        2 => {
+            let at = site.append_forged_commit();
+            format!("inserted a forged page_committed at {at}, the cursor row to match (the run role's INSERT and UPDATE)")
+        }
+        3 => {
+            let rows = site.manifest();
+            let lines: Vec<&str> = rows.lines().collect();
+            let i = rng.below(lines.len());
+            let mut again: Value = serde_json::from_str(lines[i]).unwrap();
+            let key = format!("{}&again=1", again["page_key"].as_str().unwrap());
+            again["page_key"] = key.clone().into();
+            let sql = format!(
+                "INSERT INTO edc_sync_manifest (stream, n, line, page_key, sha256, trail, audit_n) \
+                 SELECT stream, (SELECT max(n) + 1 FROM edc_sync_manifest), '{}', '{}', sha256, trail, audit_n \
+                 FROM edc_sync_manifest WHERE n = {}",
+                serde_json::to_string(&again).unwrap().replace('\'', "''"),
+                key.replace('\'', "''"),
+                i + 1
+            );
+            pg.psql_as("edc_run", "edc", &sql).unwrap();
+            format!(
+                "listed manifest row {} again under a new page key (the run role's INSERT)",
+                i + 1
+            )
+        }
+        4 => {
+            let mut sql: String = TABLES
+                .iter()
+                .rev()
+                .map(|t| format!("DELETE FROM {t}; "))
+                .collect();
+            for t in TABLES {
+                sql.push_str(&format!("INSERT INTO {t} SELECT * FROM copy_{t}; "));
+            }
+            as_owner(site, &sql);
+            "restored the state tables from the copy taken after the first run (the landing kept the rest)"
+                .into()
+        }
+        _ => {
+            as_owner(site, "DELETE FROM edc_sync_anchor;");
+            "deleted every anchor row (the owner, triggers off)".into()
+        }
+    }
+}
+
+async fn one_db_case(seed: u64, pg: &std::sync::Arc<support::postgres::Postgres>) -> Result<Ending, String> {
+    let mut rng = Rng(seed);
+    let mut empty: String = TABLES
+        .iter()
+        .map(|t| format!("DROP TABLE IF EXISTS copy_{t}; "))
+        .collect();
+    empty.push_str("TRUNCATE edc_sync_audit_line, edc_sync_anchor, edc_sync_manifest, edc_sync_cursor, edc_sync_run_lock;");
+    pg.psql(
+        "edc",
+        &format!("BEGIN; SET LOCAL session_replication_role = replica; {empty} COMMIT;"),
+    )
+    .unwrap();
+    let site = Site::on(Some(pg.clone())).await;
+    let first = site.sync_keyed_with(&["--max-pages", &(1 + rng.below(2)).to_string()]);
+    let copy: String = TABLES
+        .iter()
+        .map(|t| format!("CREATE TABLE copy_{t} AS SELECT * FROM {t}; "))
+        .collect();
+    pg.psql("edc", &copy).unwrap();
+    let second = site.sync_keyed_with(&["--max-pages", "1"]);
+    if (first.code, second.code) != (0, 0) {
+        return Err(format!(
+            "the runs before any edit failed: {} / {}",
+            first.stderr, second.stderr
+        ));
+    }
+    let done: Vec<String> = (0..1 + rng.below(2)).map(|_| edit_db(&mut rng, &site)).collect();
+    let story = done.join("; ");
+    let out = site.sync_keyed_with(&[]);
+    let names_it =
+        |text: &str| text.contains("edc_sync_") || text.contains("trail") || text.contains(".json");
+    match out.code {
+        0 => {}
+        65 | 74 if names_it(&out.stderr) => return Ok(Ending::RunRefused(out.code as u8)),
+        other => return Err(format!("{story}: the run exited {other}: {}", out.stderr)),
+    }
+    for (what, out) in [
+        ("verify", site.verify()),
+        ("audit verify --key", site.audit_verify_keyed()),
+    ] {
+        let said = format!("{}{}", out.stdout, out.stderr);
+        match out.code {
+            0 => {}
+            65 if names_it(&said) => return Ok(Ending::VerifierRefused),
+            other => {
+                return Err(format!(
+                    "{story}: the run exited 0, then `{what}` exited {other}: {said}"
+                ))
+            }
+        }
+    }
+    let ids = site.landed_ids();
+    let mut unique = ids.clone();
+    unique.dedup();
+    if ids.len() != unique.len() || unique.len() != DB_RECORDS as usize {
+        return Err(format!(
+            "{story}: everything exited 0 with {} records landed ({} distinct) for {DB_RECORDS}",
+            ids.len(),
+            unique.len()
+        ));
+    }
+    Ok(Ending::Whole)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_insider_edit_of_a_state_database_ends_in_exit_0_with_a_record_lost_or_duplicated() {
+    let pg = std::sync::Arc::new(support::postgres::start_migrated());
+    property("database insider", "EDC_SYNC_DB_INSIDER", 100, |seed| {
+        one_db_case(seed, &pg)
     })
     .await;
 }

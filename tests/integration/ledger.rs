@@ -15,29 +15,39 @@ use serde_json::Value;
 
 use crate::support::{self, postgres, runs};
 
-const RECORDS: u32 = 100;
+pub(crate) const RECORDS: u32 = 100;
 
 /// The two backends of the ledger.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Backend {
+pub(crate) enum Backend {
     Files,
     Postgres,
 }
 
 /// One test's site: a policy repository, a simulator, and the state on
 /// one backend.
-struct Site {
+pub(crate) struct Site {
     backend: Backend,
-    fx: runs::Fixture,
-    sim: edc_sim::Simulator,
-    pg: Option<postgres::Postgres>,
+    pub(crate) fx: runs::Fixture,
+    pub(crate) sim: edc_sim::Simulator,
+    pub(crate) pg: Option<std::sync::Arc<postgres::Postgres>>,
 }
 
 impl Site {
     async fn new(backend: Backend) -> Site {
-        let pg = (backend == Backend::Postgres).then(postgres::start_migrated);
+        let pg = (backend == Backend::Postgres).then(|| std::sync::Arc::new(postgres::start_migrated()));
+        Site::on(pg).await
+    }
+
+    /// A site whose state is kept in `pg` (a server already migrated, its
+    /// tables empty), or in a directory when `None`.
+    pub(crate) async fn on(pg: Option<std::sync::Arc<postgres::Postgres>>) -> Site {
         Site {
-            backend,
+            backend: if pg.is_some() {
+                Backend::Postgres
+            } else {
+                Backend::Files
+            },
             fx: runs::Fixture::new(),
             sim: runs::sim_with(RECORDS).await,
             pg,
@@ -82,12 +92,12 @@ impl Site {
         self.sync_keyed_with(&[])
     }
 
-    fn sync_keyed_with(&self, extra: &[&str]) -> support::Outcome {
+    pub(crate) fn sync_keyed_with(&self, extra: &[&str]) -> support::Outcome {
         support::run_cmd(self.sync_cmd().env("EDC_SYNC_AUDIT_KEY", runs::KEY).args(extra))
     }
 
     /// `audit verify --key` of the trail (a file, or the database's).
-    fn audit_verify_keyed(&self) -> support::Outcome {
+    pub(crate) fn audit_verify_keyed(&self) -> support::Outcome {
         let mut cmd = support::edc_sync();
         cmd.args(["audit", "verify", "--key"])
             .env("EDC_SYNC_AUDIT_KEY", runs::KEY);
@@ -105,7 +115,7 @@ impl Site {
     /// landing them, and the cursor moved to match it (its receipt naming
     /// the forged line).
     /// Returns where the forged line is (`byte N` or `line N`).
-    fn append_forged_commit(&self) -> String {
+    pub(crate) fn append_forged_commit(&self) -> String {
         let lines = self.trail();
         let last = lines
             .iter()
@@ -191,7 +201,7 @@ impl Site {
     }
 
     /// `edc-sync verify` of the landing against the state and trail.
-    fn verify(&self) -> support::Outcome {
+    pub(crate) fn verify(&self) -> support::Outcome {
         support::run_cmd(
             support::edc_sync()
                 .args(["verify", "--out"])
@@ -230,7 +240,7 @@ impl Site {
 
     /// The stream's cursor as the state holds it (the file's JSON, or the
     /// row's), `None` when there is none.
-    fn cursor(&self) -> Option<Value> {
+    pub(crate) fn cursor(&self) -> Option<Value> {
         match &self.pg {
             None => std::fs::read(self.cursor_place())
                 .ok()
@@ -244,7 +254,7 @@ impl Site {
 
     /// Writes the stream's cursor as someone with write access to the
     /// state would: the file, or the row with the run role's own UPDATE.
-    fn set_cursor(&self, cursor: &Value) {
+    pub(crate) fn set_cursor(&self, cursor: &Value) {
         let text = serde_json::to_string(cursor).unwrap();
         match &self.pg {
             None => std::fs::write(self.cursor_place(), text + "\n").unwrap(),
@@ -321,7 +331,7 @@ impl Site {
     }
 
     /// The manifest's lines (the file's, or the rows'), in order.
-    fn manifest(&self) -> String {
+    pub(crate) fn manifest(&self) -> String {
         match &self.pg {
             None => std::fs::read_to_string(self.stream_dir().join("manifest.jsonl")).unwrap_or_default(),
             Some(pg) => pg
@@ -332,7 +342,7 @@ impl Site {
 
     /// Every record landed, as the OQ's independent reader counts them from
     /// the manifest and the landed files.
-    fn landed_ids(&self) -> Vec<String> {
+    pub(crate) fn landed_ids(&self) -> Vec<String> {
         let mut ids =
             edc_qualify::landed::listed_json_record_ids(&self.stream_dir(), &self.manifest()).unwrap();
         ids.sort();
@@ -348,7 +358,7 @@ impl Site {
     }
 
     /// The trail's lines (the file's, or the rows' in order).
-    fn trail(&self) -> Vec<String> {
+    pub(crate) fn trail(&self) -> Vec<String> {
         match &self.pg {
             None => std::fs::read_to_string(self.fx.trail())
                 .unwrap()
