@@ -24,8 +24,9 @@
 //!
 //! The same insider against a state database (one real PostgreSQL, its
 //! tables emptied between cases; each run the binary, as users run it):
-//! the cursor row moved with its receipt dropped or pointed at another
-//! commit, a forged commit inserted with the run role's own INSERT and
+//! the cursor row moved with its receipt dropped (by the owner) or pointed
+//! at another commit (by the run role: the database refuses it), a forged
+//! commit inserted with the run role's own INSERT and
 //! UPDATE, a manifest row listed again under a new page key, the tables
 //! restored from an older copy, the anchor rows deleted by the owner.
 //! 100 cases in the suite (`EDC_SYNC_DB_INSIDER_CASES`, `_SEED`, `_SHOW`).
@@ -38,7 +39,7 @@ use crate::tampering::{expected_records, judge, property, run, simulator, stream
 use edc_core::digest::{sha256_hex, ZERO_SHA256};
 use support::runs::Fixture;
 
-use crate::ledger::{Site, RECORDS as DB_RECORDS};
+use crate::ledger::{as_owner, Site, RECORDS as DB_RECORDS};
 use crate::support;
 
 /// Where S1's cursor is kept.
@@ -299,17 +300,6 @@ const TABLES: [&str; 4] = [
     "edc_sync_cursor",
 ];
 
-/// SQL run as the database's superuser with the triggers and foreign keys
-/// off: what the owner of the database can do.
-fn as_owner(site: &Site, sql: &str) {
-    let pg = site.pg.as_ref().unwrap();
-    pg.psql(
-        "edc",
-        &format!("BEGIN; SET LOCAL session_replication_role = replica; {sql} COMMIT;"),
-    )
-    .unwrap();
-}
-
 /// One insider edit of a state database, carried out; its description.
 fn edit_db(rng: &mut Rng, site: &Site) -> String {
     let pg = site.pg.as_ref().unwrap();
@@ -342,8 +332,13 @@ fn edit_db(rng: &mut Rng, site: &Site) -> String {
                 "UPDATE edc_sync_cursor SET state = '{}', audit_n = {n}",
                 serde_json::to_string(&cursor).unwrap().replace('\'', "''")
             );
-            pg.psql_as("edc_run", "edc", &sql).unwrap();
-            format!("{moved} in the cursor row and pointed it at line {n} (the run role's UPDATE)")
+            // The database refuses a row that moves without its line
+            // (schema version 2); the edit is then one that did not happen.
+            let refused = match pg.psql_as("edc_run", "edc", &sql) {
+                Ok(_) => "",
+                Err(_) => ", which the database refused",
+            };
+            format!("{moved} in the cursor row and pointed it at line {n} (the run role's UPDATE){refused}")
         }
         2 => {
             let at = site.append_forged_commit();
@@ -379,12 +374,12 @@ fn edit_db(rng: &mut Rng, site: &Site) -> String {
             for t in TABLES {
                 sql.push_str(&format!("INSERT INTO {t} SELECT * FROM copy_{t}; "));
             }
-            as_owner(site, &sql);
+            as_owner(site.pg.as_ref().unwrap(), &sql);
             "restored the state tables from the copy taken after the first run (the landing kept the rest)"
                 .into()
         }
         _ => {
-            as_owner(site, "DELETE FROM edc_sync_anchor;");
+            as_owner(site.pg.as_ref().unwrap(), "DELETE FROM edc_sync_anchor;");
             "deleted every anchor row (the owner, triggers off)".into()
         }
     }

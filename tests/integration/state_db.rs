@@ -46,7 +46,7 @@ async fn a_run_keeps_cursor_manifest_and_trail_in_the_database_and_the_next_resu
     assert!(!fx.path("state").exists(), "no state directory");
     let rows = trail_rows(&pg, "audit.jsonl");
     assert_eq!(rows[0]["event"], "run_started");
-    assert_eq!(rows[0]["state_schema_version"], 1);
+    assert_eq!(rows[0]["state_schema_version"], 2);
     let commits: Vec<_> = rows.iter().filter(|l| l["event"] == "page_committed").collect();
     assert_eq!(commits.len(), 1);
     spec.options.max_pages = None;
@@ -189,12 +189,12 @@ async fn a_database_without_the_schema_or_with_another_version_is_refused_78_bef
     );
     pg.psql(
         "edc",
-        "INSERT INTO edc_sync_schema (version, description, tool_version) VALUES (2, 'from the future', '9.9.9')",
+        "INSERT INTO edc_sync_schema (version, description, tool_version) VALUES (3, 'from the future', '9.9.9')",
     )
     .unwrap();
     let out = sync_bin(&fx, &sim, &pg.owner_url(), &[]);
     assert_eq!(out.code, 78, "{}", out.stderr);
-    assert!(out.stderr.contains("schema version 2 is newer"), "{}", out.stderr);
+    assert!(out.stderr.contains("schema version 3 is newer"), "{}", out.stderr);
     assert_eq!(
         pg.psql("edc", "SELECT count(*) FROM edc_sync_audit_line")
             .unwrap(),
@@ -970,9 +970,14 @@ async fn a_cursor_row_changed_outside_edc_sync_stops_the_run_and_repair_state_ta
     let sim = runs::sim_with(100).await;
     let out = sync_bin(&fx, &sim, &pg.run_url(), &["--max-pages", "4"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
+    // The database's owner, its triggers off: a role that leaves them on
+    // cannot move the row without its line
+    // (`a_cursor_row_moves_only_with_its_page_committed_line`).
     pg.psql(
         "edc",
-        "UPDATE edc_sync_cursor SET state = jsonb_set(state::jsonb, '{window_start}', '\"1999-01-01T00:00:00Z\"')::text",
+        "BEGIN; SET LOCAL session_replication_role = replica; \
+         UPDATE edc_sync_cursor SET state = jsonb_set(state::jsonb, '{window_start}', '\"1999-01-01T00:00:00Z\"')::text; \
+         COMMIT;",
     )
     .unwrap();
     let out = sync_bin(&fx, &sim, &pg.run_url(), &[]);
@@ -1022,4 +1027,75 @@ async fn a_landing_of_a_state_directory_is_refused_to_a_state_database_in_its_ow
         out.stderr
     );
     assert!(!out.stderr.contains("state directory has id"), "{}", out.stderr);
+}
+
+/// The database itself holds a cursor row to its line: no role that
+/// leaves the triggers on (the run role's own UPDATE included) moves a
+/// cursor row except in the transaction that appends its `page_committed`
+/// line, or back to what the stream's last commit records
+/// (`--repair-state`). The runs' own commits still move it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cursor_row_moves_only_with_its_page_committed_line() {
+    let pg = postgres::start_migrated();
+    let fx = runs::Fixture::new();
+    page_size(&fx, 10);
+    let sim = runs::sim_with(100).await;
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &["--max-pages", "4"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let row = "SELECT state, audit_n FROM edc_sync_cursor";
+    let before = pg.psql("edc", row).unwrap();
+    for sql in [
+        "UPDATE edc_sync_cursor SET state = jsonb_set(state::jsonb, '{window_start}', '\"2099-01-01T00:00:00Z\"')::text",
+        "UPDATE edc_sync_cursor SET audit_n = (SELECT min(n) FROM edc_sync_audit_line WHERE event = 'page_committed')",
+        "UPDATE edc_sync_cursor SET audit_n = 1",
+    ] {
+        for refused in [pg.psql_as("edc_run", "edc", sql), pg.psql("edc", sql)] {
+            let refused = refused.expect_err(sql);
+            assert!(refused.contains("edc_sync_cursor"), "{sql}: {refused}");
+        }
+    }
+    assert_eq!(pg.psql("edc", row).unwrap(), before, "the row did not move");
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_exact(&pg, &fx, 100);
+}
+
+/// A database a run of the version before left at schema version 1 (its
+/// rows kept): runs refuse it (78, naming `state migrate`) until the owner
+/// migrates it, and then resume from its cursor with the new trigger on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_at_schema_version_1_is_migrated_in_place_and_resumed() {
+    let pg = postgres::start_migrated();
+    let fx = runs::Fixture::new();
+    page_size(&fx, 10);
+    let sim = runs::sim_with(100).await;
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &["--max-pages", "4"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // What version 1 was: no cursor trigger, no version 2 row.
+    pg.psql(
+        "edc",
+        "BEGIN; SET LOCAL session_replication_role = replica; \
+         DROP TRIGGER edc_sync_cursor_with_its_line ON edc_sync_cursor; \
+         DROP FUNCTION edc_sync_cursor_with_its_line(); \
+         DELETE FROM edc_sync_schema WHERE version = 2; COMMIT;",
+    )
+    .unwrap();
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &[]);
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(out.stderr.contains("state migrate"), "{}", out.stderr);
+    let migrated = support::run(&["state", "migrate", "--state", &pg.owner_url()]);
+    assert_eq!(migrated.code, 0, "{}", migrated.stderr);
+    assert!(
+        migrated.stdout.contains("applied schema version 2"),
+        "{}",
+        migrated.stdout
+    );
+    let moved = pg.psql_as("edc_run", "edc", "UPDATE edc_sync_cursor SET audit_n = 1");
+    assert!(
+        moved.is_err_and(|e| e.contains("edc_sync_cursor")),
+        "the trigger is on"
+    );
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_exact(&pg, &fx, 100);
 }

@@ -38,9 +38,9 @@ async fn oq_033(ctx: &mut Ctx) -> anyhow::Result<()> {
     .await?;
     ctx.check(
         "edc-sync state migrate --grant-to edc_run, as the schema's owner",
-        "exit 0, schema version 1",
+        "exit 0, schema version 2",
         text(&migrated),
-        code(&migrated) == 0 && text(&migrated).contains("schema version 1 (current)"),
+        code(&migrated) == 0 && text(&migrated).contains("schema version 2 (current)"),
     );
     let config = ctx.policy_repo()?;
     let sim = ctx.sim(100, &[], None).await?;
@@ -155,9 +155,21 @@ async fn oq_033(ctx: &mut Ctx) -> anyhow::Result<()> {
         refused_text(&owner),
         owner.as_ref().is_err_and(|e| e.contains("append-only")),
     );
+    let moved = "UPDATE edc_sync_cursor SET state = jsonb_set(state::jsonb, '{window_start}', '\"1999-01-01T00:00:00Z\"')::text;";
+    let run_role = pg.psql_as("edc_run", "edc", moved);
+    ctx.check(
+        "the run role moves the cursor row without a page_committed line",
+        "refused: the row moves only with its page_committed line",
+        refused_text(&run_role),
+        run_role
+            .as_ref()
+            .is_err_and(|e| e.contains("moves only with its page_committed line")),
+    );
+    // The schema's owner, who can turn the triggers off: the start-up
+    // proof is what is left.
     pg.psql(
         "edc",
-        "UPDATE edc_sync_cursor SET state = jsonb_set(state::jsonb, '{window_start}', '\"1999-01-01T00:00:00Z\"')::text",
+        &format!("BEGIN; SET LOCAL session_replication_role = replica; {moved} COMMIT;"),
     )
     .map_err(anyhow::Error::msg)?;
     let mut cmd = ctx.command_over("sync", &config, &sim, "oq_vault", OQ_PASSWORD, &[], roots);

@@ -18,7 +18,7 @@ use super::DbUrl;
 use crate::db_error::DbError;
 
 /// The schema version this binary reads and writes.
-pub const CURRENT: i32 = 1;
+pub const CURRENT: i32 = 2;
 
 /// One migration: its version, what it does, and its SQL.
 struct Migration {
@@ -27,11 +27,18 @@ struct Migration {
     sql: &'static str,
 }
 
-const MIGRATIONS: [Migration; 1] = [Migration {
-    version: 1,
-    description: "audit trail, manifest, cursor, run lock and anchors; append-only and chain triggers",
-    sql: V1,
-}];
+const MIGRATIONS: [Migration; 2] = [
+    Migration {
+        version: 1,
+        description: "audit trail, manifest, cursor, run lock and anchors; append-only and chain triggers",
+        sql: V1,
+    },
+    Migration {
+        version: 2,
+        description: "a cursor row moves only with its page_committed line",
+        sql: V2,
+    },
+];
 
 const V1: &str = r#"
 CREATE TABLE edc_sync_identity (
@@ -135,6 +142,43 @@ CREATE TRIGGER edc_sync_identity_append_only BEFORE UPDATE OR DELETE ON edc_sync
 
 REVOKE ALL ON edc_sync_identity, edc_sync_audit_line, edc_sync_manifest, edc_sync_cursor,
     edc_sync_run_lock, edc_sync_anchor FROM PUBLIC;
+"#;
+
+/// A cursor row is held to the line it names: it moves only in the
+/// transaction that appends its `page_committed` line (a page commit:
+/// line, manifest row and cursor in one transaction), or to exactly what
+/// the stream's last commit records (`--repair-state`, which then writes
+/// its `state_repaired` line). A role with UPDATE on the cursor (the run
+/// role) can no longer move a stream on, or back, on its own; the start-up
+/// proof still checks every row (an owner can turn triggers off).
+const V2: &str = r#"
+CREATE FUNCTION edc_sync_cursor_with_its_line() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    ours boolean;
+    says jsonb;
+    last_commit bigint;
+BEGIN
+    SELECT l.xmin = pg_current_xact_id()::xid, (l.line::jsonb) -> 'cursor_state' INTO ours, says
+        FROM edc_sync_audit_line l
+        WHERE l.trail = NEW.trail AND l.n = NEW.audit_n AND l.event = 'page_committed' AND l.stream = NEW.stream;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'edc-sync: edc_sync_cursor row % names line % of trail %, which is no page_committed line of its stream',
+            NEW.stream, NEW.audit_n, NEW.trail USING ERRCODE = 'ED003';
+    END IF;
+    IF ours THEN
+        RETURN NEW;
+    END IF;
+    SELECT max(n) INTO last_commit FROM edc_sync_audit_line
+        WHERE trail = NEW.trail AND event = 'page_committed' AND stream = NEW.stream;
+    IF NEW.audit_n IS DISTINCT FROM last_commit OR (NEW.state::jsonb - 'receipt') IS DISTINCT FROM says THEN
+        RAISE EXCEPTION 'edc-sync: edc_sync_cursor row % moves only with its page_committed line, in one transaction, or to what the stream''s last commit (line %) records',
+            NEW.stream, last_commit USING ERRCODE = 'ED003';
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE TRIGGER edc_sync_cursor_with_its_line BEFORE INSERT OR UPDATE ON edc_sync_cursor
+    FOR EACH ROW EXECUTE FUNCTION edc_sync_cursor_with_its_line();
 "#;
 
 /// What the run role is granted (`state migrate --grant-to ROLE`): reading
