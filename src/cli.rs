@@ -236,6 +236,19 @@ pub enum ConfigCommand {
         #[arg(long)]
         check_env: bool,
     },
+    /// Write the policy's provenance stamp (POLICY.stamp.json beside it):
+    /// its commit, its path and blob id there, its SHA-256 and the
+    /// repository's remote. Run it in the policy repository at release
+    /// time and ship the stamp with the policy: a run that finds no git
+    /// repository around the policy (a container's ConfigMap, an image)
+    /// accepts it only when its bytes are the ones the stamp names.
+    ///
+    /// Exit 0 when written; 78 when the policy is not committed, unchanged,
+    /// at HEAD.
+    Stamp {
+        #[command(flatten)]
+        path: ConfigPath,
+    },
     /// Print the effective policy (defaults filled in) with its provenance.
     ///
     /// Secrets are never printed: only the names of the variables that hold

@@ -68,6 +68,11 @@ pub const EXAMPLES: &[Example] = &[
         "also name every environment variable the policy needs that is not set (values never printed)",
     ),
     ex(
+        "config stamp",
+        "edc-sync config stamp --config config/rate_limits.yaml",
+        "at release, in the policy repository: the stamp a ConfigMap or image ships beside the policy",
+    ),
+    ex(
         "config show",
         "edc-sync config show --config config/rate_limits.yaml --vendor veeva_vault",
         "the effective policy of a vendor, defaults filled in, with its provenance",

@@ -28,13 +28,18 @@ pub fn run(cmd: ConfigCommand) -> Result<(), Error> {
                 }
             }
             let p = &loaded.provenance;
-            let git = match p.why_uncontrolled() {
-                None => format!(
+            let git = match (p.why_uncontrolled(), p.stamp()) {
+                (None, Some(stamp)) => format!(
+                    "stamped at commit {} (blob {}) by {stamp}; no repository here",
+                    p.config_git_commit.as_deref().unwrap_or("?"),
+                    p.config_git_blob.as_deref().unwrap_or("?")
+                ),
+                (None, None) => format!(
                     "committed at {} (blob {})",
                     p.config_git_commit.as_deref().unwrap_or("?"),
                     p.config_git_blob.as_deref().unwrap_or("?")
                 ),
-                Some(why) => format!(
+                (Some(why), _) => format!(
                     "NOT under change control: {why}; a run refuses it ({})",
                     p.remedy()
                 ),
@@ -47,6 +52,34 @@ pub fn run(cmd: ConfigCommand) -> Result<(), Error> {
                 loaded.config.vendors.len(),
                 loaded.config.vendor_names().join(", "),
                 p.config_sha256,
+            )
+            .io(|| "writing to stdout".into())?;
+            Ok(())
+        }
+        ConfigCommand::Stamp { path } => {
+            let loaded = config::load(&path.config)?;
+            loaded.require_committed(false)?;
+            let stamp =
+                loaded
+                    .provenance
+                    .stamp_to_write()
+                    .ok_or_else(|| ConfigError::NotUnderChangeControl {
+                        reason: format!("{} is not committed at HEAD", path.config.display()),
+                        remedy: loaded.provenance.remedy(),
+                    })?;
+            let to = config::stamp_path(&path.config);
+            let text = serde_json::to_string_pretty(&stamp).unwrap_or_default() + "\n";
+            // Replaced whole (a new release re-stamps), never through a link.
+            let _ = std::fs::remove_file(&to);
+            edc_core::no_follow::write(&to, text).io(|| format!("writing the stamp {}", to.display()))?;
+            writeln!(
+                std::io::stdout().lock(),
+                "{}: stamped {} at commit {} (blob {}, sha256 {})",
+                to.display(),
+                stamp.path,
+                stamp.commit,
+                stamp.blob,
+                stamp.sha256
             )
             .io(|| "writing to stdout".into())?;
             Ok(())

@@ -218,3 +218,82 @@ fn a_repository_owned_by_another_user_names_git_ownership_not_a_commit() {
     assert_eq!(out.code, 78, "{}", out.stderr);
     assert!(out.stderr.contains("safe.directory"), "{}", out.stderr);
 }
+
+/// Where a policy runs without its repository (a container's ConfigMap, an
+/// image): `config stamp` in the repository writes the provenance beside
+/// the policy; a run with no `.git` around it takes the policy when its
+/// bytes are the ones the stamp names, and says so in its header; one byte
+/// changed is refused (78) naming the stamp; a policy not committed cannot
+/// be stamped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_without_its_repository_runs_from_its_stamp_and_a_changed_byte_is_refused() {
+    let fx = support::runs::Fixture::new();
+    let sim = support::runs::sim().await;
+    let policy = fx.path("policies.yaml");
+    let out = run(&["config", "stamp", "--config", policy.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let stamp_file = fx.path("policies.yaml.stamp.json");
+    let stamp: serde_json::Value = serde_json::from_slice(&std::fs::read(&stamp_file).unwrap()).unwrap();
+    let committed = config::load(&policy).unwrap().provenance;
+    assert_eq!(stamp["blob"], committed.config_git_blob.clone().unwrap().as_str());
+    assert_eq!(
+        stamp["commit"],
+        committed.config_git_commit.clone().unwrap().as_str()
+    );
+    assert!(
+        out.stdout.contains(stamp["commit"].as_str().unwrap()),
+        "{}",
+        out.stdout
+    );
+
+    // The policy and its stamp, without the repository.
+    std::fs::remove_dir_all(fx.path(".git")).unwrap();
+    let loaded = config::load(&policy).unwrap();
+    assert_eq!(
+        loaded.provenance.state,
+        ChangeState::Stamped("policies.yaml.stamp.json".into())
+    );
+    let out = run(&[
+        "config",
+        "validate",
+        "--require-committed",
+        "--config",
+        policy.to_str().unwrap(),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("stamped at commit"), "{}", out.stdout);
+    let (code, message) = fx.run(&sim, edc_core::run::AuditOptions::default()).await;
+    assert_eq!(code, 0, "{message}");
+    let header = support::audit_events(&fx.trail(), "run_started").remove(0);
+    assert_eq!(header["config_stamp"], "policies.yaml.stamp.json");
+    assert_eq!(header["config_git_blob"], stamp["blob"]);
+    assert_eq!(header["config_dirty"], false);
+
+    // One byte changed.
+    let mut bytes = std::fs::read(&policy).unwrap();
+    bytes.push(b'\n');
+    std::fs::write(&policy, bytes).unwrap();
+    let before = std::fs::read(fx.trail()).unwrap();
+    let (code, message) = fx.run(&sim, edc_core::run::AuditOptions::default()).await;
+    assert_eq!(code, 78, "{message}");
+    assert!(message.contains("policies.yaml.stamp.json"), "{message}");
+    assert_eq!(std::fs::read(fx.trail()).unwrap(), before, "nothing appended");
+}
+
+#[test]
+fn a_policy_not_committed_is_not_stamped() {
+    let (repo, _) = Repo::committed();
+    std::fs::write(repo.config_path(), example_config() + "\n").unwrap();
+    let out = run(&[
+        "config",
+        "stamp",
+        "--config",
+        repo.config_path().to_str().unwrap(),
+    ]);
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(!repo
+        .dir
+        .path()
+        .join("config/rate_limits.yaml.stamp.json")
+        .exists());
+}

@@ -25,6 +25,10 @@ pub struct RunStarted {
     /// Why the config is not under change control, when it is not.
     pub config_dirty_reason: Option<String>,
     pub allow_dirty: bool,
+    /// When the policy ran outside its repository: the stamp beside it
+    /// (`config stamp`) its commit and blob came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_stamp: Option<String>,
     pub stream: Option<StreamIdentity>,
     /// With `--state postgres://…`: the database (without credentials).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -57,6 +61,7 @@ impl RunStarted {
             config_dirty: provenance.dirty(),
             config_dirty_reason: provenance.why_uncontrolled(),
             allow_dirty,
+            config_stamp: provenance.stamp().map(str::to_string),
             stream,
             state_db: None,
             state_schema_version: None,

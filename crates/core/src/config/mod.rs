@@ -11,6 +11,7 @@ mod locate;
 pub(crate) mod lookback;
 mod policy;
 pub(crate) mod provenance;
+mod stamp;
 mod template;
 mod validate;
 pub(crate) mod vql;
@@ -22,6 +23,7 @@ use std::path::{Path, PathBuf};
 
 pub use policy::{Config, CursorKind, DateWindow, MissingEnv, Policy, DEFAULT_VAULT_CLIENT_ID};
 pub use provenance::{ChangeState, Provenance};
+pub use stamp::{path_for as stamp_path, Stamp};
 
 pub(crate) use policy::{
     Auth, Delta, Dialect, EnvVarName, HttpLimits, Lookback, Paging, PayloadFormat, RecordOrder, StreamSpec,

@@ -28,6 +28,12 @@ pub enum ChangeState {
     /// user than the one running (git's `safe.directory` check), which says
     /// nothing about whether the file is committed.
     NotOwned(String),
+    /// No repository, but a stamp beside the file (`config stamp`), whose
+    /// blob id and SHA-256 the bytes loaded match: the stamp's file name.
+    Stamped(String),
+    /// No repository, and the bytes loaded are not the ones the stamp
+    /// beside the file names (or the stamp cannot be read): why.
+    StampDiffers(String),
 }
 
 /// The provenance stamped into every run's audit header.
@@ -58,9 +64,34 @@ impl Provenance {
             .unwrap_or_else(|| self.config_path.display().to_string())
     }
 
-    /// True unless the bytes loaded are exactly the committed blob.
+    /// True unless the bytes loaded are exactly the committed blob (in the
+    /// repository, or as its stamp names it).
     pub fn dirty(&self) -> bool {
-        self.state != ChangeState::Committed
+        !matches!(self.state, ChangeState::Committed | ChangeState::Stamped(_))
+    }
+
+    /// The stamp `config stamp` writes for this policy: only one committed,
+    /// unchanged, at its repository's `HEAD`.
+    pub fn stamp_to_write(&self) -> Option<super::stamp::Stamp> {
+        if self.state != ChangeState::Committed {
+            return None;
+        }
+        Some(super::stamp::Stamp::new(
+            &self.config_path,
+            self.config_repo_path.clone()?,
+            self.config_git_commit.clone()?,
+            self.config_git_blob.clone()?,
+            self.config_sha256.clone(),
+        ))
+    }
+
+    /// The stamp the provenance came from, when it came from one (the
+    /// stamp's file name, beside the policy).
+    pub fn stamp(&self) -> Option<&str> {
+        match &self.state {
+            ChangeState::Stamped(name) => Some(name),
+            _ => None,
+        }
     }
 
     /// What to do about [`Provenance::why_uncontrolled`].
@@ -70,6 +101,11 @@ impl Provenance {
                 "run edc-sync as the repository's owner, or, as the user that runs it: git config --global \
                  --add safe.directory {repo}"
             ),
+            ChangeState::OutsideRepository | ChangeState::StampDiffers(_) => {
+                "run it from its repository, or ship it with the stamp `edc-sync config stamp` writes in the \
+                 repository, or pass --allow-dirty to run anyway (recorded in the audit header)"
+                    .into()
+            }
             _ => "commit it, or pass --allow-dirty to run anyway (recorded in the audit header)".into(),
         }
     }
@@ -78,7 +114,10 @@ impl Provenance {
     pub fn why_uncontrolled(&self) -> Option<String> {
         let path = self.config_path.display();
         match &self.state {
-            ChangeState::Committed => None,
+            ChangeState::Committed | ChangeState::Stamped(_) => None,
+            ChangeState::StampDiffers(why) => {
+                Some(format!("{path} is not inside a git repository, and {why}"))
+            }
             ChangeState::Modified => Some(format!(
                 "{path} differs from the version committed at HEAD {} (blob {})",
                 short(self.config_git_commit.as_deref()),
@@ -114,7 +153,7 @@ pub(crate) fn of(path: &Path, bytes: &[u8], sha256: String) -> Provenance {
     let dir = p.config_path.parent().unwrap_or(Path::new("."));
     let repo = match Repository::discover(dir) {
         Ok(r) => r,
-        Err(e) if e.code() == git2::ErrorCode::NotFound => return p,
+        Err(e) if e.code() == git2::ErrorCode::NotFound => return stamped(p, path, bytes),
         Err(e) if e.code() == git2::ErrorCode::Owner => {
             let top = dir.ancestors().find(|d| d.join(".git").exists()).unwrap_or(dir);
             p.state = ChangeState::NotOwned(top.display().to_string());
@@ -141,6 +180,41 @@ pub(crate) fn of(path: &Path, bytes: &[u8], sha256: String) -> Provenance {
         Ok(state) => state,
         Err(e) => ChangeState::Unknown(e.message().to_string()),
     };
+    p
+}
+
+/// Outside any repository: the provenance the stamp beside the file
+/// gives, when the bytes loaded are the ones it names.
+fn stamped(mut p: Provenance, path: &Path, bytes: &[u8]) -> Provenance {
+    let stamp = match super::stamp::Stamp::read(path) {
+        Ok(None) => return p,
+        Ok(Some(stamp)) => stamp,
+        Err(why) => {
+            p.state = ChangeState::StampDiffers(why);
+            return p;
+        }
+    };
+    let name = super::stamp::path_for(path);
+    let name = name
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    let loaded = Oid::hash_object(ObjectType::Blob, bytes).map(|id| id.to_string());
+    if loaded.as_deref().ok() != Some(stamp.blob.as_str()) || p.config_sha256 != stamp.sha256 {
+        p.state = ChangeState::StampDiffers(format!(
+            "its bytes (blob {}) are not the ones its stamp {name} names (blob {} of {} at commit {})",
+            short(loaded.as_deref().ok()),
+            short(Some(&stamp.blob)),
+            stamp.path,
+            short(Some(&stamp.commit))
+        ));
+        return p;
+    }
+    p.config_repo_path = Some(stamp.path);
+    p.config_git_commit = Some(stamp.commit);
+    p.config_git_blob = Some(stamp.blob);
+    p.state = ChangeState::Stamped(name);
     p
 }
 
