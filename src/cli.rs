@@ -435,7 +435,8 @@ pub struct SyncArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum CursorCommand {
-    /// Print a stream's cursor file.
+    /// Print a stream's cursor: where its next run starts, the trail line
+    /// that put it there, and the lookback's size (`--full`: whole).
     Show {
         #[command(flatten)]
         stream: StreamArgs,
@@ -445,6 +446,10 @@ pub enum CursorCommand {
         /// State directory, or a PostgreSQL state database URL.
         #[arg(long, env = "EDC_SYNC_STATE", value_name = "DIR|URL")]
         state: PathBuf,
+        /// Print the cursor whole, the lookback's every record id included
+        /// (by default the lookback is shown by its size).
+        #[arg(long)]
+        full: bool,
     },
 }
 

@@ -15,6 +15,7 @@ pub fn run(cmd: CursorCommand) -> Result<(), Error> {
             stream,
             stream_name,
             state,
+            full,
         } => {
             let id = StreamIdentity {
                 vendor: stream.vendor,
@@ -38,10 +39,33 @@ pub fn run(cmd: CursorCommand) -> Result<(), Error> {
                 .io(|| "writing to stdout".into())?;
                 return Ok(());
             };
-            let text = serde_json::to_string_pretty(&cursor.to_file_json())
+            let mut shown = cursor.to_file_json();
+            if !full {
+                summarise_lookback(&mut shown);
+            }
+            let text = serde_json::to_string_pretty(&shown)
                 .map_err(|e| Error::io("rendering the cursor", e.into()))?;
             writeln!(out, "{text}").io(|| "writing to stdout".into())?;
             Ok(())
         }
     }
+}
+
+/// The lookback's record ids (one per record in the window it keeps,
+/// hundreds of lines) replaced by how many there are.
+fn summarise_lookback(cursor: &mut serde_json::Value) {
+    let Some(lookback) = cursor.get_mut("lookback").and_then(|l| l.as_object_mut()) else {
+        return;
+    };
+    let Some(seen) = lookback.remove("seen") else {
+        return;
+    };
+    let seen = seen.as_array().cloned().unwrap_or_default();
+    let records: usize = seen
+        .iter()
+        .map(|instant| instant.get(1).and_then(|ids| ids.as_array()).map_or(0, Vec::len))
+        .sum();
+    lookback.insert("seen_instants".into(), seen.len().into());
+    lookback.insert("seen_records".into(), records.into());
+    lookback.insert("seen".into(), "(the ids: --full)".into());
 }

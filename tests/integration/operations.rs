@@ -926,3 +926,59 @@ async fn a_run_over_a_redis_cluster_anchors_its_trail_there() {
         std::fs::metadata(fx.path("audit.jsonl")).unwrap().len()
     );
 }
+
+/// `cursor show` is read by a person at 3 a.m.: where the stream resumes,
+/// its receipt, and the lookback's size, on one screen (the lookback's
+/// every record id made it hundreds of lines for a 300-record stream);
+/// `--full` prints the cursor whole, as the state holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cursor_show_fits_a_screen_and_full_prints_it_whole() {
+    let fx = support::runs::Fixture::new();
+    let sim = support::runs::sim().await;
+    let (code, message) = fx.run(&sim, edc_core::run::AuditOptions::default()).await;
+    assert_eq!(code, 0, "{message}");
+    let state = fx.path("state");
+    let show = |extra: &[&str]| {
+        let mut args = vec![
+            "cursor",
+            "show",
+            "--vendor",
+            "vault_json",
+            "--study",
+            "S1",
+            "--state",
+        ];
+        args.push(state.to_str().unwrap());
+        args.extend_from_slice(extra);
+        support::run(&args)
+    };
+    let out = show(&[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.lines().count() <= 40,
+        "{} lines:\n{}",
+        out.stdout.lines().count(),
+        out.stdout
+    );
+    let shown: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let file: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(fx.path("state/vault_json/-/S1/-/default.cursor.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(shown["window_start"], file["window_start"]);
+    assert_eq!(shown["receipt"], file["receipt"]);
+    let ids: usize = file["lookback"]["seen"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s[1].as_array().unwrap().len())
+        .sum();
+    assert!(ids > 0);
+    assert_eq!(shown["lookback"]["seen_records"], ids, "{}", out.stdout);
+    let full = show(&["--full"]);
+    assert_eq!(full.code, 0, "{}", full.stderr);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&full.stdout).unwrap(),
+        file
+    );
+}
