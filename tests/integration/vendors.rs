@@ -1771,3 +1771,31 @@ async fn a_rave_500_with_an_error_document_is_retried_within_the_budget() {
     assert_exit(&out, 65);
     assert_eq!(rave.requests().len(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_the_server_fails_is_retried_like_a_data_request_and_69_when_spent() {
+    // A 5xx (or no answer) at the login is the server's trouble, as on a
+    // data request: waited out with the same audited backoff within the
+    // page's retry budget, not the end of the run at the first try.
+    let fx = Fixture::new();
+    let vault = sim(Profile::Vault, 30, &["1=502"], |_| {}).await;
+    let out = fx.run("vault_session", &vault, PASSWORD).await;
+    assert_exit(&out, 0);
+    let retries = fx.events("retry_scheduled");
+    assert_eq!(retries.len(), 1, "{retries:?}");
+    assert!(
+        retries[0]["reason"].as_str().unwrap().contains("credential"),
+        "{}",
+        retries[0]
+    );
+    assert_eq!(fx.events("session_started").len(), 1);
+    let posts = vault.requests().iter().filter(|r| r.method == "POST").count();
+    assert_eq!(posts, 2, "logged in again after the wait");
+    // Every attempt of the budget (3) failed: 69, the EDC is unavailable.
+    let fx = Fixture::new();
+    let vault = sim(Profile::Vault, 30, &["1=502", "2=502", "3=502"], |_| {}).await;
+    let out = fx.run("vault_session", &vault, PASSWORD).await;
+    assert_exit(&out, 69);
+    assert_eq!(vault.requests().len(), 3, "three logins, no data request");
+    assert_eq!(fx.events("retry_scheduled").len(), 2);
+}

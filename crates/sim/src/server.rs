@@ -198,6 +198,13 @@ pub async fn handle(
             Some(Fault::VaultFailure(kind)) => {
                 Answer::body(StatusCode::OK, "application/json", vault::failure(kind))
             }
+            // A server or gateway failure answers the login as it answers
+            // any request (the HTTP status alone, as a load balancer in
+            // front of Vault does; Vault REST API reference, "HTTP Status
+            // Codes"): the client waits it out like a data request's.
+            Some(Fault::Status(code)) if *code >= 500 => {
+                Answer::status(StatusCode::from_u16(*code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+            }
             _ => vault_login(&state, form, &parts),
         },
         (true, None) => Answer::body(

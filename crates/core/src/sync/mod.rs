@@ -291,11 +291,12 @@ impl<P: Pacer> Loop<'_, P> {
                     let throttled =
                         session::renew(&mut self.stream, &mut self.slots, refused, &req, reason).await?;
                     match throttled {
-                        // The renewal was throttled: waited like a 429, and
-                        // the session may still be renewed after the wait.
-                        Some((meta, vendor)) => {
+                        // The renewal was throttled or failed: waited like
+                        // a data request, and the session may still be
+                        // renewed after the wait.
+                        Some(wait) => {
                             renewed = false;
-                            self.login_throttled(&req, &meta, vendor).await?
+                            self.login_wait(&req, wait).await?
                         }
                         None => continue,
                     }
@@ -331,8 +332,8 @@ impl<P: Pacer> Loop<'_, P> {
     /// exchange. A committed page hands its slot on; otherwise the permit
     /// goes back here, whatever the exchange's outcome.
     async fn attempt(&mut self, req: &Request<'_>) -> Result<Attempt, SyncError> {
-        if let Some((meta, vendor)) = session::ensure(&mut self.stream, &mut self.slots, req).await? {
-            return self.login_throttled(req, &meta, vendor).await;
+        if let Some(wait) = session::ensure(&mut self.stream, &mut self.slots, req).await? {
+            return self.login_wait(req, wait).await;
         }
         self.slots.hold(&mut self.stream, req).await?;
         let outcome = self.exchange(req).await;
@@ -340,19 +341,31 @@ impl<P: Pacer> Loop<'_, P> {
         outcome
     }
 
-    /// A throttled login: audited and waited out as a 429 of the login
-    /// endpoint (its URL on the `rate_limited` line), an attempt spent.
-    async fn login_throttled(
+    /// A login to wait out, an attempt spent: a throttled one as a 429 of
+    /// the login endpoint (its URL on the `rate_limited` line); a failed
+    /// one as a data request's transport failure (a `retry_scheduled` line
+    /// naming the login, then the backoff; 69 when the budget is spent).
+    async fn login_wait(
         &mut self,
         req: &Request<'_>,
-        meta: &crate::edc::ResponseMeta,
-        vendor: crate::edc::vendor::VendorError,
+        wait: session::LoginWait,
     ) -> Result<Attempt, SyncError> {
-        let login = Request {
-            url: &meta.url,
-            ..*req
-        };
-        self.stream.throttled(&login, meta, Some(vendor)).await
+        match wait {
+            session::LoginWait::Throttled(meta, vendor) => {
+                let login = Request {
+                    url: &meta.url,
+                    ..*req
+                };
+                self.stream.throttled(&login, &meta, Some(vendor)).await
+            }
+            session::LoginWait::Unavailable(reason) if req.attempt >= req.budget => {
+                let reason = format!("{reason} (attempt {} of {})", req.attempt, req.budget);
+                self.stream
+                    .exhausted(req.url, req.attempt, reason, req.cursor, Spent::Unreachable)
+                    .await
+            }
+            session::LoginWait::Unavailable(reason) => self.stream.retry_later(req, reason, None).await,
+        }
     }
 
     /// Sends the request and acts on the answer: a 2xx is landed; anything

@@ -17,10 +17,19 @@ use crate::edc::vendor::VendorError;
 use crate::edc::{AuthError, ResponseMeta};
 use quota_pacer::Pacer;
 
-/// A login the vendor throttled (Vault's `API_LIMIT_EXCEEDED` at the
-/// login): the answer and the vendor's error, for the page loop to wait
-/// out like a 429, within the page's retry budget.
-pub(super) type LoginThrottled = Option<(Box<ResponseMeta>, VendorError)>;
+/// A login to wait out within the page's retry budget, as a data request
+/// would be (`None`: the client holds a credential).
+pub(super) enum LoginWait {
+    /// The vendor throttled it (Vault's `API_LIMIT_EXCEEDED` at the login):
+    /// the answer and the vendor's error, waited out like a 429.
+    Throttled(Box<ResponseMeta>, VendorError),
+    /// The server failed it or did not answer (a 5xx, a timeout, no
+    /// connection): why, waited out with the retry backoff like a data
+    /// request's transport failure.
+    Unavailable(String),
+}
+
+pub(super) type LoginThrottled = Option<LoginWait>;
 
 /// Makes sure the client holds a credential before a request.
 pub(super) async fn ensure<P: Pacer>(
@@ -81,7 +90,11 @@ async fn obtain<P: Pacer>(
         Ok(Some(obtained)) => obtained,
         // Another stream logged in or renewed first: use its credential.
         Ok(None) => return Ok(None),
-        Err(AuthError::Throttled { meta, vendor }) => return Ok(Some((meta, vendor))),
+        Err(AuthError::Throttled { meta, vendor }) => return Ok(Some(LoginWait::Throttled(meta, vendor))),
+        Err(error @ AuthError::Unavailable { .. }) => {
+            let reason = format!("obtaining a credential ({}): {error}", job.client.scheme());
+            return Ok(Some(LoginWait::Unavailable(reason)));
+        }
         Err(error) => {
             let reason = format!("obtaining a credential ({}): {error}", job.client.scheme());
             stream.failed(req, None, None, reason).await?;
@@ -91,7 +104,6 @@ async fn obtain<P: Pacer>(
                 AuthError::OffOrigin { .. } => {
                     "check the base URL and auth.login_path; nothing was posted elsewhere".to_string()
                 }
-                AuthError::Unavailable { .. } => "the next run tries again".to_string(),
                 _ => job.policy.auth.hint(),
             };
             return Err(SyncError::Credential {
