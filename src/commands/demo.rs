@@ -31,16 +31,17 @@ const DEMO_FAULTS: [&str; 4] = [
 /// own output, which the next demo may clear.
 const MARKER: &str = ".edc-sync-demo";
 
+/// The marker's first line; the files the demo left follow a `files:` line.
+const MARKER_HEAD: &str =
+    "made by edc-sync demo: the next demo here clears the files listed below (under landing/ \
+                           and state/, audit.jsonl, simulator-requests.jsonl) and nothing else";
+
 pub fn run(args: DemoArgs) -> Result<(), Error> {
     let dir = args.dir.clone();
     refuse_foreign(&dir);
+    refuse_unlisted(&dir);
     std::fs::create_dir_all(&dir).io(|| format!("creating {}", dir.display()))?;
-    edc_core::no_follow::write(
-        dir.join(MARKER),
-        "made by edc-sync demo: the next demo here clears landing/, state/, audit.jsonl and \
-         simulator-requests.jsonl\n",
-    )
-    .io(|| format!("writing {}", dir.join(MARKER).display()))?;
+    write_marker(&dir, &[])?;
     // Start fresh each time, but only ever remove what the demo itself makes.
     for sub in ["landing", "state"] {
         let p = dir.join(sub);
@@ -102,6 +103,7 @@ pub fn run(args: DemoArgs) -> Result<(), Error> {
         result.map(|r| (r, requests))
     })?;
     let (result, requests) = result;
+    write_marker(&dir, &output_files(&dir))?;
     let report = verify(&result.audit_log)?;
     let provenance = edc_core::config::load(&config)?.provenance;
     print(&dir, &config, from_repo, &provenance, &result, &requests, &report)
@@ -204,6 +206,75 @@ fn refuse_foreign(dir: &Path) {
                  only: name an empty or new directory",
                 dir.display(),
                 names.join(", ")
+            ),
+        )
+        .exit();
+}
+
+/// Writes the marker, listing `files` (relative to `dir`) as the demo's
+/// own output, which the next demo may clear.
+fn write_marker(dir: &Path, files: &[String]) -> Result<(), Error> {
+    let mut text = format!("{MARKER_HEAD}\nfiles:\n");
+    for file in files {
+        text.push_str(file);
+        text.push('\n');
+    }
+    let path = dir.join(MARKER);
+    let _ = std::fs::remove_file(&path);
+    edc_core::no_follow::write(&path, text).io(|| format!("writing {}", path.display()))
+}
+
+/// Every file under `landing/` and `state/`, relative to `dir`, sorted.
+fn output_files(dir: &Path) -> Vec<String> {
+    fn walk(dir: &Path, rel: &str, out: &mut Vec<String>) {
+        let Ok(entries) = edc_core::no_follow::read_dir(dir.join(rel)) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = format!("{rel}/{}", entry.file_name().to_string_lossy());
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => walk(dir, &name, out),
+                _ => out.push(name),
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for sub in ["landing", "state"] {
+        walk(dir, sub, &mut out);
+    }
+    out.sort();
+    out
+}
+
+/// A demo directory whose `landing/` or `state/` holds a file the last
+/// demo did not list (someone put it there) is not the demo's to clear: a
+/// usage error (2) naming it, before anything is touched. A marker of a
+/// version that listed nothing keeps the old rule (clear both).
+fn refuse_unlisted(dir: &Path) {
+    let Ok(marker) = edc_core::no_follow::read_string(dir.join(MARKER)) else {
+        return;
+    };
+    let Some((_, listed)) = marker.split_once("\nfiles:\n") else {
+        return;
+    };
+    let listed: std::collections::HashSet<&str> = listed.lines().collect();
+    let unlisted: Vec<String> = output_files(dir)
+        .into_iter()
+        .filter(|f| !listed.contains(f.as_str()))
+        .collect();
+    if unlisted.is_empty() {
+        return;
+    }
+    use clap::CommandFactory;
+    crate::cli::Cli::command()
+        .error(
+            clap::error::ErrorKind::ValueValidation,
+            format!(
+                "--dir {} holds {} that no demo made (not in {MARKER}); the demo clears its own output only: move \
+                 {} away, or name another directory",
+                dir.display(),
+                unlisted.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
+                if unlisted.len() == 1 { "it" } else { "them" }
             ),
         )
         .exit();

@@ -52,3 +52,32 @@ fn the_demo_reruns_in_its_own_directory_and_refuses_one_holding_anything_else() 
         b"their trail\n"
     );
 }
+
+/// A file someone put inside a demo's own `landing/` or `state/` is not the
+/// demo's to clear: the next demo refuses (2) naming it, touching nothing,
+/// and runs again once it is gone.
+#[test]
+fn a_file_put_inside_a_demos_own_output_is_never_cleared() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = dir.path().join("demo");
+    let shown = demo.display().to_string();
+    let run = || support::run(&["demo", "--dir", &shown, "--records", "20"]);
+    let first = run();
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    for placed in ["landing/notes.txt", "state/keep-me.json"] {
+        std::fs::write(demo.join(placed), b"mine\n").unwrap();
+        let trail = std::fs::read(demo.join("audit.jsonl")).unwrap();
+        let refused = run();
+        assert_eq!(refused.code, 2, "{placed}: {}", refused.stderr);
+        assert!(refused.stderr.contains(placed), "names it: {}", refused.stderr);
+        assert_eq!(std::fs::read(demo.join(placed)).unwrap(), b"mine\n");
+        assert_eq!(
+            std::fs::read(demo.join("audit.jsonl")).unwrap(),
+            trail,
+            "nothing cleared"
+        );
+        std::fs::remove_file(demo.join(placed)).unwrap();
+        let again = run();
+        assert_eq!(again.code, 0, "{}", again.stderr);
+    }
+}
