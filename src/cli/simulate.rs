@@ -101,9 +101,15 @@ Profiles (--profile):
 Endpoints:
   GET /api/v24.1/query/audit_trail?modified_since=T&limit=L&offset=O   Vault-style JSON;
       next page in responseDetails.next_page and in a Link header
+  GET /api/v24.1/audittrail/TYPE?start_date=T&end_date=T&limit=L   (vault profile) Vault's
+      audit trail as the shipped veeva_vault vendor reads it: the dataset's records
+      stamped 250 ms apart, ending three minutes before the simulator started
+  POST /api/v24.1/query with q=VQL   (vault profile) a VQL query; next pages at
+      /api/v24.1/query/ID
   GET /RaveWebServices/datasets/ClinicalAuditRecords.odm?studyoid=S&startid=N&per_page=M
       Rave-style ODM 1.3 audit records; next page in a Link header
-  POST is accepted only at --login-path (vault profile); other methods get 405.
+  POST is accepted only at --login-path and the VQL query path (vault profile);
+  other methods get 405.
 
 Faults (--fault N=SPEC, N = the Nth request received, from 1):
   429:seconds:S | 429:date:S | 429:absent | 429:raw:TEXT     throttled, Retry-After in that form

@@ -7,7 +7,8 @@ use std::time::Duration;
 use crate::cli::SimulateArgs;
 use edc_core::error::IoContext;
 use edc_core::Error;
-use edc_sim::{Dataset, FaultSchedule, SimConfig, Simulator};
+use edc_sim::audit_trail::Arrivals;
+use edc_sim::{Dataset, FaultSchedule, Profile, SimConfig, Simulator};
 
 /// A flag value clap's own checks cannot refuse: a usage error (2), as
 /// clap reports it, before the simulator starts.
@@ -53,8 +54,21 @@ fn config(args: &SimulateArgs) -> SimConfig {
         latency: Duration::from_millis(args.latency_ms),
         vault_burst: args.vault_burst,
         request_log: args.request_log.clone(),
+        audit_trail: (args.profile == Profile::Vault).then(|| vault_audit_trail(args.records)),
         ..SimConfig::default()
     }
+}
+
+/// The vault profile serves Vault's audit trail endpoint too, as the
+/// shipped `veeva_vault` vendor reads it (Vault REST API reference,
+/// "Retrieve Audit Details": `GET /api/{version}/audittrail/{type}`):
+/// every record of the dataset stamped a quarter of a second apart, the
+/// last three minutes before the simulator started, so a first run (whose
+/// window closes `settle_lag_s` before the server's clock) takes them all.
+fn vault_audit_trail(records: u32) -> Arrivals {
+    let every = Duration::from_millis(250);
+    let span = every * records + Duration::from_secs(180);
+    Arrivals::every(std::time::SystemTime::now() - span, every)
 }
 
 pub fn run(args: SimulateArgs) -> Result<(), Error> {

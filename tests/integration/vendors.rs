@@ -1799,3 +1799,54 @@ async fn a_login_the_server_fails_is_retried_like_a_data_request_and_69_when_spe
     assert_eq!(vault.requests().len(), 3, "three logins, no data request");
     assert_eq!(fx.events("retry_scheduled").len(), 2);
 }
+
+/// `simulate --profile vault` serves the shipped policy's `veeva_vault`
+/// vendor as it is (its audit trail endpoint, both streams): a sync of the
+/// shipped policy against it lands every record of each stream (it
+/// answered 404).
+#[test]
+fn simulate_serves_the_shipped_veeva_vault_vendor() {
+    let vault = SimProcess::start(&["--profile", "vault", "--username", USER, "--password", PASSWORD]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = support::run_cmd(
+        support::edc_sync()
+            .args([
+                "sync",
+                "--config",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/config/rate_limits.yaml"),
+            ])
+            .args([
+                "--vendor",
+                "veeva_vault",
+                "--study",
+                "S-001",
+                "--protocol-version",
+                "3",
+                "--all-streams",
+            ])
+            .args([
+                "--out",
+                "l",
+                "--state",
+                "s",
+                "--audit-log",
+                "a.jsonl",
+                "--pacer",
+                "local",
+                "--allow-dirty",
+            ])
+            .env("VAULT_API_BASE_URL", &vault.1)
+            .env("VAULT_USERNAME", USER)
+            .env("VAULT_PASSWORD", PASSWORD)
+            .current_dir(dir.path()),
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    for stream in ["object_audit_trail", "document_audit_trail"] {
+        assert!(
+            out.stdout
+                .contains(&format!("stream {stream}: 1 pages, 12 records")),
+            "{stream}: {}",
+            out.stdout
+        );
+    }
+}
