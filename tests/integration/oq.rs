@@ -370,3 +370,30 @@ fn oq_007_and_oq_008_pass_against_a_redis_cluster() {
         "the evidence names the cluster it ran on"
     );
 }
+
+/// An IQ check that checked nothing is never PASS: without `--dir`, IQ-003
+/// (the directories are writable and durable) is NOT EXECUTED, saying
+/// which option it needs.
+#[test]
+fn an_iq_check_with_no_step_is_never_a_pass() {
+    let repo_dir = tempfile::tempdir().unwrap();
+    let repo = support::git_init(repo_dir.path());
+    let policy = repo_dir.path().join("rate_limits.yaml");
+    std::fs::write(&policy, support::example_config()).unwrap();
+    support::git_commit_all(&repo, "policy");
+    let evidence = tempfile::tempdir().unwrap();
+    let out = support::run_cmd(
+        support::edc_sync()
+            .args(["qualify", "iq", "--evidence"])
+            .arg(evidence.path())
+            .arg("--config")
+            .arg(&policy),
+    );
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(evidence.path().join("iq-results.json")).unwrap())
+            .unwrap();
+    let iq003 = &results["scenarios"][2];
+    assert_eq!(iq003["id"], "IQ-003");
+    assert_eq!(iq003["status"], "not_executed", "{}{}", out.stdout, out.stderr);
+    assert!(iq003["note"].as_str().unwrap().contains("--dir"), "{iq003}");
+}

@@ -93,7 +93,10 @@ pub fn protocol_table() -> String {
 fn check(def: &IqCheck, steps: Vec<Step>) -> ScenarioResult {
     let (id, title, requirements) = (def.id, def.title, def.requirements);
     let now = now_rfc3339();
-    let status = if steps.iter().all(|s| s.pass) {
+    // A check that checked nothing proves nothing: never a pass.
+    let status = if steps.is_empty() {
+        Status::NotExecuted
+    } else if steps.iter().all(|s| s.pass) {
         Status::Passed
     } else {
         Status::Failed
@@ -215,7 +218,14 @@ pub async fn iq(
             )
         })
         .collect();
-    results.push(check(&durable, dir_steps));
+    let mut durable = check(&durable, dir_steps);
+    if dirs.is_empty() {
+        durable.note = Some(
+            "not executed: no --dir given (name the audit, state and landing directories runs will use)"
+                .into(),
+        );
+    }
+    results.push(durable);
 
     match &redis {
         None => {
