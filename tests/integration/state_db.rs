@@ -746,11 +746,21 @@ async fn the_commands_of_running_on_several_hosts_run_as_written() {
         .iter()
         .map(|a| substitute(a))
         .collect();
-    let pod = doc_host(root.path(), "pod");
+    // The ConfigMap as the docs build it: the policy and the stamp `config
+    // stamp` wrote in its repository, side by side, no `.git`.
+    let release = doc_host(root.path(), "release");
+    let policy = release.join("config/rate_limits.yaml");
+    let stamped = support::run(&["config", "stamp", "--config", policy.to_str().unwrap()]);
+    assert_eq!(stamped.code, 0, "config stamp: {}", stamped.stderr);
+    let pod = root.path().join("pod");
+    std::fs::create_dir_all(pod.join("policy")).unwrap();
+    for name in ["rate_limits.yaml", "rate_limits.yaml.stamp.json"] {
+        std::fs::copy(release.join("config").join(name), pod.join("policy").join(name)).unwrap();
+    }
     let args: Vec<String> = args
         .into_iter()
         .map(|a| match a.as_str() {
-            "/policy/config/rate_limits.yaml" => pod.join("config/rate_limits.yaml").to_str().unwrap().into(),
+            "/policy/rate_limits.yaml" => pod.join("policy/rate_limits.yaml").to_str().unwrap().into(),
             _ => a,
         })
         .collect();
