@@ -45,6 +45,17 @@ pub enum LogFormat {
     Json,
 }
 
+/// `--summary`: how a run's summary on stdout is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SummaryFormat {
+    /// A few indented lines, for people.
+    Text,
+    /// One JSON object as the last line of stdout (outcome, exit code,
+    /// streams, pages, records, waits, the trail), for schedulers; also
+    /// when the run is refused before it starts.
+    Json,
+}
+
 /// `--color`: as cargo and ripgrep take it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ColorChoice {
@@ -383,6 +394,10 @@ pub struct SyncArgs {
     /// Run every stream the vendor lists, concurrently.
     #[arg(long)]
     pub all_streams: bool,
+    /// The summary on stdout: text, or one JSON object as its last line
+    /// (what Airflow keeps of a task and Dagster reads).
+    #[arg(long, value_enum, default_value = "text")]
+    pub summary: SummaryFormat,
     #[command(flatten)]
     pub dirs: RunDirs,
     /// Redis URL: the quota is shared with every process using it.

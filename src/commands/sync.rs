@@ -2,7 +2,9 @@
 
 use std::io::Write;
 
-use crate::cli::{BackfillArgs, SyncArgs};
+use serde_json::json;
+
+use crate::cli::{BackfillArgs, SummaryFormat, SyncArgs};
 use edc_core::audit::AuditKey;
 use edc_core::config::ConfigError;
 use edc_core::error::IoContext;
@@ -13,15 +15,37 @@ use edc_core::sync::SyncOptions;
 use edc_core::Error;
 
 pub fn run(args: SyncArgs) -> Result<(), Error> {
-    let mut spec = spec(args)?;
-    spec.options.progress = progress("sync");
-    let bar = spec.options.progress.clone();
-    let result = run::execute_blocking(spec)?;
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
-    print_summary(&result).io(|| "writing the summary to stdout".into())?;
+    let format = args.summary;
+    let result = refused_as(format, || {
+        let mut spec = spec(args)?;
+        spec.options.progress = progress("sync");
+        let bar = spec.options.progress.clone();
+        let result = run::execute_blocking(spec)?;
+        if let Some(bar) = bar {
+            bar.finish_and_clear();
+        }
+        Ok(result)
+    })?;
+    print_summary(&result, format).io(|| "writing the summary to stdout".into())?;
     result.outcome
+}
+
+/// Runs `start`; with `--summary json`, an error before any run (a policy,
+/// a flag, a variable) is the last stdout line too, as a refused run.
+fn refused_as(
+    format: SummaryFormat,
+    start: impl FnOnce() -> Result<RunResult, Error>,
+) -> Result<RunResult, Error> {
+    let result = start();
+    if let (SummaryFormat::Json, Err(e)) = (format, &result) {
+        let line = json!({
+            "outcome": "refused",
+            "exit_code": e.exit().code(),
+            "error": format!("{e:#}"),
+        });
+        writeln!(std::io::stdout().lock(), "{line}").io(|| "writing the summary to stdout".into())?;
+    }
+    result
 }
 
 /// `edc-sync backfill`: a sync whose state and landing live apart.
@@ -41,12 +65,31 @@ pub fn backfill(args: BackfillArgs) -> Result<(), Error> {
                 .exit();
         }
     }
-    let mut label = format!(
+    let label = format!(
         "{}..{}",
         sanitize(&args.since),
         args.until.as_deref().map_or("open".into(), sanitize)
     );
     let missing_only = args.missing_only;
+    let format = args.sync.summary;
+    let result = refused_as(format, || backfill_run(args, label, missing_only))?;
+    print_summary(&result, format).io(|| "writing the summary to stdout".into())?;
+    if missing_only && format == SummaryFormat::Text {
+        let mut out = std::io::stdout().lock();
+        for r in &result.reports {
+            writeln!(
+                out,
+                "  stream {}: {} records missing from the landing (landed now), {} already landed",
+                r.stream, r.records, r.repeated_records
+            )
+            .io(|| "writing the summary to stdout".into())?;
+        }
+    }
+    result.outcome
+}
+
+/// The backfill's run, planned and carried out; its summary printed.
+fn backfill_run(args: BackfillArgs, mut label: String, missing_only: bool) -> Result<RunResult, Error> {
     let mut spec = spec(args.sync)?;
     if missing_only {
         let out = spec.out.to_string_lossy();
@@ -113,19 +156,7 @@ pub fn backfill(args: BackfillArgs) -> Result<(), Error> {
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    print_summary(&result).io(|| "writing the summary to stdout".into())?;
-    if missing_only {
-        let mut out = std::io::stdout().lock();
-        for r in &result.reports {
-            writeln!(
-                out,
-                "  stream {}: {} records missing from the landing (landed now), {} already landed",
-                r.stream, r.records, r.repeated_records
-            )
-            .io(|| "writing the summary to stdout".into())?;
-        }
-    }
-    result.outcome
+    Ok(result)
 }
 
 fn spec(args: SyncArgs) -> Result<RunSpec, Error> {
@@ -189,8 +220,12 @@ fn progress(what: &str) -> Option<indicatif::ProgressBar> {
     Some(bar)
 }
 
-/// A few lines for the operator; the audit trail is the record.
-pub fn print_summary(result: &RunResult) -> std::io::Result<()> {
+/// A few lines for the operator, or one JSON object for a scheduler
+/// (`--summary json`); the audit trail is the record.
+pub fn print_summary(result: &RunResult, format: SummaryFormat) -> std::io::Result<()> {
+    if format == SummaryFormat::Json {
+        return writeln!(std::io::stdout().lock(), "{}", summary_json(result));
+    }
     let mut out = std::io::stdout().lock();
     let status = if result.outcome.is_ok() { "ok" } else { "stopped" };
     writeln!(out, "run {}: {status}", result.run_id)?;
@@ -210,4 +245,39 @@ pub fn print_summary(result: &RunResult) -> std::io::Result<()> {
         }
     }
     writeln!(out, "  audit trail: {}", result.audit_log.display())
+}
+
+/// The run as one JSON object: what `--summary json` prints last.
+fn summary_json(result: &RunResult) -> serde_json::Value {
+    let streams: Vec<serde_json::Value> = result
+        .reports
+        .iter()
+        .map(|r| {
+            json!({
+                "stream": r.stream,
+                "pages": r.pages,
+                "records": r.records,
+                "bytes": r.bytes,
+                "already_landed_records": r.repeated_records,
+                "window_complete": r.window_complete,
+                "waits": r.waits.len(),
+                "waited_s": r.waits.iter().map(|w| w.seconds).sum::<f64>(),
+            })
+        })
+        .collect();
+    let (outcome, exit_code, error) = match &result.outcome {
+        Ok(()) => ("ok", 0, None),
+        Err(e) => ("stopped", e.exit().code(), Some(format!("{e:#}"))),
+    };
+    json!({
+        "run_id": result.run_id.to_string(),
+        "outcome": outcome,
+        "exit_code": exit_code,
+        "error": error,
+        "streams": streams,
+        "pages": result.reports.iter().map(|r| r.pages).sum::<u64>(),
+        "records": result.reports.iter().map(|r| r.records).sum::<u64>(),
+        "waits": result.reports.iter().map(|r| r.waits.len()).sum::<usize>(),
+        "audit_trail": result.audit_log.display().to_string(),
+    })
 }

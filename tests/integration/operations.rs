@@ -982,3 +982,46 @@ async fn cursor_show_fits_a_screen_and_full_prints_it_whole() {
         file
     );
 }
+
+/// `--summary json`: what a scheduler keeps (Airflow's last stdout line,
+/// Dagster's metadata) is one JSON object: the outcome, the exit code, each
+/// stream's pages and records, the waits and the trail; also when the run
+/// is refused before it starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn summary_json_makes_the_last_stdout_line_one_json_object() {
+    let fx = Fixture::new();
+    let sim = slow_sim(50, 0).await;
+    let last = |out: &std::process::Output| -> serde_json::Value {
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let line = stdout.lines().last().unwrap_or_default().to_string();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    };
+    let out = fx
+        .sync(&sim.base_url(), &["--pacer", "local", "--summary", "json"])
+        .output()
+        .unwrap();
+    assert_exit(&out, 0);
+    let summary = last(&out);
+    assert_eq!(summary["outcome"], "ok");
+    assert_eq!(summary["exit_code"], 0);
+    assert_eq!(summary["records"], 50);
+    assert_eq!(summary["streams"][0]["stream"], "default");
+    assert_eq!(summary["streams"][0]["records"], 50);
+    assert_eq!(
+        summary["audit_trail"],
+        fx.path("audit.jsonl").display().to_string()
+    );
+    // Refused before it starts: a stream the policy does not have.
+    let out = fx
+        .sync(
+            &sim.base_url(),
+            &["--pacer", "local", "--summary", "json", "--stream", "nope"],
+        )
+        .output()
+        .unwrap();
+    assert_exit(&out, 78);
+    let summary = last(&out);
+    assert_eq!(summary["outcome"], "refused");
+    assert_eq!(summary["exit_code"], 78);
+    assert!(summary["error"].as_str().unwrap().contains("nope"), "{summary}");
+}
