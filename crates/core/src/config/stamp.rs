@@ -94,25 +94,12 @@ impl Stamp {
 }
 
 /// The `origin` remote of the repository holding `policy`, with any user
-/// name and password removed.
+/// name and password removed (everything from `://` to the last `@`, as
+/// every URL the product shows: a password holding `/` or `@` goes too).
 fn remote_of(policy: &Path) -> Option<String> {
     let repo = git2::Repository::discover(policy.parent()?).ok()?;
     let remote = repo.find_remote("origin").ok()?;
-    remote.url().ok().map(without_credentials)
-}
-
-/// `url` without the user-info of its authority (`https://u:p@host/x` ->
-/// `https://host/x`); scp-like remotes (`git@host:x`) name a user, never
-/// a secret, and are kept.
-fn without_credentials(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
-        None => url.to_string(),
-    }
+    remote.url().ok().map(crate::redact::without_userinfo)
 }
 
 #[cfg(test)]
@@ -121,18 +108,16 @@ mod tests {
 
     #[test]
     fn credentials_are_taken_out_of_a_remote() {
+        let remote = |url: &str| crate::redact::without_userinfo(url);
         assert_eq!(
-            without_credentials("https://u:secret@git.example/p.git"),
-            "https://git.example/p.git"
+            remote("https://u:secret@git.example/p.git"),
+            "https://***@git.example/p.git"
         );
         assert_eq!(
-            without_credentials("https://git.example/a@b.git"),
-            "https://git.example/a@b.git"
+            remote("https://u:se/cr@et@git.example/p.git"),
+            "https://***@git.example/p.git"
         );
-        assert_eq!(
-            without_credentials("git@git.example:p.git"),
-            "git@git.example:p.git"
-        );
+        assert_eq!(remote("git@git.example:p.git"), "git@git.example:p.git");
     }
 
     #[test]
