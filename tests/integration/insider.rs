@@ -392,11 +392,7 @@ async fn one_db_case(seed: u64, pg: &std::sync::Arc<support::postgres::Postgres>
         .map(|t| format!("DROP TABLE IF EXISTS copy_{t}; "))
         .collect();
     empty.push_str("TRUNCATE edc_sync_audit_line, edc_sync_anchor, edc_sync_manifest, edc_sync_cursor, edc_sync_run_lock;");
-    pg.psql(
-        "edc",
-        &format!("BEGIN; SET LOCAL session_replication_role = replica; {empty} COMMIT;"),
-    )
-    .unwrap();
+    as_owner(pg, &empty);
     let site = Site::on(Some(pg.clone())).await;
     let first = site.sync_keyed_with(&["--max-pages", &(1 + rng.below(2)).to_string()]);
     let copy: String = TABLES

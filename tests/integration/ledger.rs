@@ -192,8 +192,7 @@ impl Site {
             None => std::fs::write(self.fx.trail(), lines.join("\n") + "\n").unwrap(),
             Some(pg) => {
                 let mut sql = String::from(
-                    "BEGIN; SET LOCAL session_replication_role = replica; \
-                     CREATE TABLE IF NOT EXISTS kept AS SELECT * FROM edc_sync_audit_line; \
+                    "CREATE TABLE IF NOT EXISTS kept AS SELECT * FROM edc_sync_audit_line; \
                      DELETE FROM edc_sync_audit_line;",
                 );
                 for (i, line) in lines.iter().enumerate() {
@@ -204,8 +203,7 @@ impl Site {
                         i + 1
                     ));
                 }
-                sql.push_str(" COMMIT;");
-                pg.psql("edc", &sql).unwrap();
+                as_owner(pg, &sql);
             }
         }
     }

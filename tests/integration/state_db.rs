@@ -2,6 +2,7 @@
 //! (initdb + pg_ctl on a temporary directory), the schema made by `state
 //! migrate`, runs through the library and the binary.
 
+use crate::ledger::as_owner;
 use crate::support::{self, postgres, runs};
 
 use edc_core::run::AuditOptions;
@@ -972,24 +973,28 @@ async fn with_redis_a_trail_cut_short_in_the_database_by_its_owner_is_refused() 
     assert!(out.stderr.contains("cut short"), "{}", out.stderr);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cursor_row_changed_outside_edc_sync_stops_the_run_and_repair_state_takes_the_trails() {
+/// A migrated database, and a stream of 100 records in pages of 10 synced
+/// four pages into it.
+async fn four_pages_in_a_database() -> (postgres::Postgres, runs::Fixture, edc_sim::Simulator) {
     let pg = postgres::start_migrated();
     let fx = runs::Fixture::new();
     page_size(&fx, 10);
     let sim = runs::sim_with(100).await;
     let out = sync_bin(&fx, &sim, &pg.run_url(), &["--max-pages", "4"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
+    (pg, fx, sim)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cursor_row_changed_outside_edc_sync_stops_the_run_and_repair_state_takes_the_trails() {
+    let (pg, fx, sim) = four_pages_in_a_database().await;
     // The database's owner, its triggers off: a role that leaves them on
     // cannot move the row without its line
     // (`a_cursor_row_moves_only_with_its_page_committed_line`).
-    pg.psql(
-        "edc",
-        "BEGIN; SET LOCAL session_replication_role = replica; \
-         UPDATE edc_sync_cursor SET state = jsonb_set(state::jsonb, '{window_start}', '\"1999-01-01T00:00:00Z\"')::text; \
-         COMMIT;",
-    )
-    .unwrap();
+    as_owner(
+        &pg,
+        "UPDATE edc_sync_cursor SET state = jsonb_set(state::jsonb, '{window_start}', '\"1999-01-01T00:00:00Z\"')::text;",
+    );
     let out = sync_bin(&fx, &sim, &pg.run_url(), &[]);
     assert_eq!(out.code, 65, "{}", out.stderr);
     assert!(out.stderr.contains("edc_sync_cursor row"), "{}", out.stderr);
@@ -1046,12 +1051,7 @@ async fn a_landing_of_a_state_directory_is_refused_to_a_state_database_in_its_ow
 /// (`--repair-state`). The runs' own commits still move it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cursor_row_moves_only_with_its_page_committed_line() {
-    let pg = postgres::start_migrated();
-    let fx = runs::Fixture::new();
-    page_size(&fx, 10);
-    let sim = runs::sim_with(100).await;
-    let out = sync_bin(&fx, &sim, &pg.run_url(), &["--max-pages", "4"]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    let (pg, fx, sim) = four_pages_in_a_database().await;
     let row = "SELECT state, audit_n FROM edc_sync_cursor";
     let before = pg.psql("edc", row).unwrap();
     for sql in [
@@ -1075,21 +1075,14 @@ async fn a_cursor_row_moves_only_with_its_page_committed_line() {
 /// migrates it, and then resume from its cursor with the new trigger on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_at_schema_version_1_is_migrated_in_place_and_resumed() {
-    let pg = postgres::start_migrated();
-    let fx = runs::Fixture::new();
-    page_size(&fx, 10);
-    let sim = runs::sim_with(100).await;
-    let out = sync_bin(&fx, &sim, &pg.run_url(), &["--max-pages", "4"]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    let (pg, fx, sim) = four_pages_in_a_database().await;
     // What version 1 was: no cursor trigger, no version 2 row.
-    pg.psql(
-        "edc",
-        "BEGIN; SET LOCAL session_replication_role = replica; \
-         DROP TRIGGER edc_sync_cursor_with_its_line ON edc_sync_cursor; \
+    as_owner(
+        &pg,
+        "DROP TRIGGER edc_sync_cursor_with_its_line ON edc_sync_cursor; \
          DROP FUNCTION edc_sync_cursor_with_its_line(); \
-         DELETE FROM edc_sync_schema WHERE version = 2; COMMIT;",
-    )
-    .unwrap();
+         DELETE FROM edc_sync_schema WHERE version = 2;",
+    );
     let out = sync_bin(&fx, &sim, &pg.run_url(), &[]);
     assert_eq!(out.code, 78, "{}", out.stderr);
     assert!(out.stderr.contains("state migrate"), "{}", out.stderr);
