@@ -515,16 +515,17 @@ pub enum QualifyCommand {
     /// Exit 0 only if every executed scenario passed (70 otherwise). Without
     /// Redis the Redis scenarios are reported as not executed, never passed.
     Oq {
-        /// Directory for the evidence package (created; existing scenario
-        /// directories in it are replaced).
+        /// Directory for the evidence package (created; the folders of the
+        /// scenarios this run executes are replaced, others left as they
+        /// were and outside this run's SHA256SUMS).
         #[arg(long)]
         evidence: PathBuf,
         #[command(flatten)]
         path: ConfigPath,
-        /// Redis URL (default: $EDC_SYNC_REDIS_URL, else a server answering on
-        /// 127.0.0.1:6379, else a private redis-server the OQ starts if one
-        /// is installed, else none: the Redis scenarios are then reported as
-        /// not executed).
+        /// Redis URL (default: $EDC_SYNC_REDIS_URL). Without one the Redis
+        /// scenarios are reported as not executed: the OQ never picks a
+        /// server itself. It removes its own trails' anchors from this
+        /// Redis, so that a rerun gives the same result.
         #[arg(long, env = "EDC_SYNC_REDIS_URL")]
         redis: Option<String>,
         /// Run only these scenarios (e.g. OQ-001,OQ-005).

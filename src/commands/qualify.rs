@@ -18,9 +18,7 @@ pub fn run(cmd: QualifyCommand) -> Result<(), Error> {
             only,
         } => {
             let exe = std::env::current_exe().io(|| "locating the edc-sync executable".into())?;
-            let redis = edc_qualify::OqRedis::choose(redis);
-            let result = rt.block_on(qualify::oq(&evidence, &path.config, redis.url(), &exe, &only))?;
-            drop(redis);
+            let result = rt.block_on(qualify::oq(&evidence, &path.config, redis, &exe, &only))?;
             (result, evidence)
         }
         QualifyCommand::Iq {

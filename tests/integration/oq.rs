@@ -397,3 +397,101 @@ fn an_iq_check_with_no_step_is_never_a_pass() {
     assert_eq!(iq003["status"], "not_executed", "{}{}", out.stdout, out.stderr);
     assert!(iq003["note"].as_str().unwrap().contains("--dir"), "{iq003}");
 }
+
+/// `qualify oq --only ...` into `evidence` with `extra` arguments.
+fn qualify_oq(evidence: &Path, only: &str, extra: &[&str]) -> support::Outcome {
+    support::run_cmd(
+        support::edc_sync()
+            .args(["qualify", "oq", "--only", only, "--evidence"])
+            .arg(evidence)
+            .args([
+                "--config",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/config/rate_limits.yaml"),
+            ])
+            .args(extra)
+            .env_remove("EDC_SYNC_REDIS_URL"),
+    )
+}
+
+/// Each scenario's id and status in `evidence`'s results.
+fn statuses(evidence: &Path) -> Vec<(String, String)> {
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(evidence.join("oq-results.json")).unwrap()).unwrap();
+    results["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["id"].as_str().unwrap().into(),
+                s["status"].as_str().unwrap().into(),
+            )
+        })
+        .collect()
+}
+
+/// The Redis scenarios rerun into the same evidence directory give the same
+/// pass/fail: the OQ leaves none of its trails' anchors in the site's
+/// Redis, where the next run would find them and (rightly) refuse a trail
+/// that starts again.
+#[test]
+fn the_redis_scenarios_rerun_into_the_same_evidence_give_the_same_result() {
+    let redis = support::redis::start();
+    let evidence = tempfile::tempdir().unwrap();
+    for round in 1..=2 {
+        let out = qualify_oq(evidence.path(), "OQ-007,OQ-008", &["--redis", &redis.url()]);
+        assert_eq!(out.code, 0, "round {round}: {}{}", out.stdout, out.stderr);
+        assert_eq!(
+            statuses(evidence.path()),
+            [
+                ("OQ-007".into(), "passed".into()),
+                ("OQ-008".into(), "passed".into())
+            ],
+            "round {round}"
+        );
+    }
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut conn = client.get_connection().unwrap();
+    let anchors: Vec<String> = redis::cmd("KEYS")
+        .arg("edc-sync:*audit-anchor*")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(anchors, Vec::<String>::new(), "the OQ's anchors are removed");
+}
+
+/// Without `--redis` the Redis scenarios are NOT EXECUTED, as the protocol
+/// says, whatever Redis might answer on this machine: the OQ never picks a
+/// server the reviewer did not name.
+#[test]
+fn without_redis_the_redis_scenarios_are_not_executed() {
+    let evidence = tempfile::tempdir().unwrap();
+    let out = qualify_oq(evidence.path(), "OQ-007", &[]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(
+        statuses(evidence.path()),
+        [("OQ-007".into(), "not_executed".into())]
+    );
+    assert!(out.stdout.contains("NOT EXECUTED"), "{}", out.stdout);
+}
+
+/// A partial rerun into the same evidence directory: `SHA256SUMS` lists
+/// this run's files only, not the folders an earlier run left.
+#[test]
+fn sha256sums_covers_the_current_run_only() {
+    let evidence = tempfile::tempdir().unwrap();
+    for only in ["OQ-001", "OQ-005"] {
+        let out = qualify_oq(evidence.path(), only, &[]);
+        assert_eq!(out.code, 0, "{only}: {}{}", out.stdout, out.stderr);
+    }
+    assert!(
+        evidence.path().join("OQ-001").is_dir(),
+        "the earlier folder is left as it was"
+    );
+    let sums = std::fs::read_to_string(evidence.path().join("SHA256SUMS")).unwrap();
+    assert!(sums.contains("OQ-005/"), "{sums}");
+    assert!(
+        !sums.contains("OQ-001/"),
+        "an earlier run's folder is not this run's evidence:\n{sums}"
+    );
+    assert!(sums.contains("oq-results.json"), "{sums}");
+}

@@ -43,7 +43,6 @@ use evidence::{Environment, Evidence, ScenarioResult, Status, Summary};
 use scenarios::Scenario;
 
 pub use edc_core::exit::NotQualified;
-pub use oq_redis::OqRedis;
 
 /// Runs one scenario and returns its evidence. Never fails: an error inside
 /// the scenario is a failed scenario with the error as its note.
@@ -62,16 +61,22 @@ pub async fn run_scenario(s: &Scenario, evidence: &Path, redis: Option<&str>, ex
         pacing: None,
     };
     if s.needs_redis && redis.is_none() {
-        result.note =
-            Some("not executed: this scenario needs Redis (--redis URL) and none was given or found".into());
+        result.note = Some("not executed: this scenario needs Redis and no --redis URL was given".into());
         return result;
     }
     let mut ctx = Ctx::new(s.id, evidence, redis.map(str::to_string), exe.to_path_buf());
+    let trail = ctx.dir.join("audit.jsonl");
+    if let Some(url) = redis {
+        oq_redis::forget_anchors(url, &trail).await;
+    }
     let _ = std::fs::remove_dir_all(&ctx.dir);
     let outcome = match std::fs::create_dir_all(&ctx.dir) {
         Ok(()) => (s.run)(&mut ctx).await,
         Err(e) => Err(e.into()),
     };
+    if let Some(url) = redis {
+        oq_redis::forget_anchors(url, &trail).await;
+    }
     result.finished = now_rfc3339();
     let all_passed = !ctx.steps.is_empty() && ctx.steps.iter().all(|st| st.pass);
     result.status = match (&outcome, all_passed) {
@@ -123,7 +128,10 @@ pub fn environment(config: &Path, redis: Option<(&str, &str)>) -> Environment {
 }
 
 /// Writes `<kind>-results.json`, `<kind>-report.md`, `<kind>-report.html`
-/// and `SHA256SUMS` over every file in `dir`.
+/// and `SHA256SUMS` over this run's files in `dir`: its reports and the
+/// folders of the scenarios it executed. A partial rerun into the same
+/// directory leaves other scenarios' folders as they were, outside the
+/// sums: they are an earlier run's evidence, not this one's.
 pub fn write_evidence(dir: &Path, evidence: &Evidence) -> Result<(), edc_core::Error> {
     let kind = &evidence.kind;
     let json =
@@ -143,11 +151,19 @@ pub fn write_evidence(dir: &Path, evidence: &Evidence) -> Result<(), edc_core::E
         ),
         Err(e) => tracing::warn!("the package has no {kind}-report.pdf: {e:#}; print {kind}-report.html from a browser"),
     }
-    let files = crate::files::under(dir);
+    let reports = format!("{kind}-");
+    let ours = |rel: &Path| {
+        let top = rel.components().next().map(|c| c.as_os_str().to_string_lossy());
+        match (top, rel.components().count()) {
+            (Some(name), 1) => name.starts_with(&reports),
+            (Some(folder), _) => evidence.scenarios.iter().any(|s| s.id == folder),
+            (None, _) => false,
+        }
+    };
     let mut sums = String::new();
-    for f in files {
+    for f in crate::files::under(dir) {
         let rel = f.strip_prefix(dir).unwrap_or(&f);
-        if rel == Path::new("SHA256SUMS") {
+        if !ours(rel) {
             continue;
         }
         let bytes = edc_core::no_follow::read_bytes(&f).io(|| format!("reading {}", f.display()))?;

@@ -1,42 +1,36 @@
-//! The Redis the OQ's Redis scenarios run on: the one given (`--redis`),
-//! else one answering on the default local port, else a private
-//! `redis-server` started for the OQ and stopped with it, if one is
-//! installed; else none, and those scenarios are not executed.
+//! What the OQ leaves in the Redis it is given (`--redis`): nothing that
+//! changes the next run's result.
+//!
+//! Its pacing keys live under its own quota (`rl:oq-shared:...`, which no
+//! site policy uses): the pause and the run locks expire, the fencing
+//! counters only ever count up. Its trails' anchors would not do: a rerun
+//! into the same evidence directory starts each scenario's trail anew,
+//! which the anchor left by the previous run rightly refuses as a trail
+//! replaced in place. The OQ owns those trails, so it removes their anchors
+//! before a scenario (a run that was interrupted) and after it.
+//!
+//! Without `--redis` nothing is chosen for the reviewer: the Redis
+//! scenarios are NOT EXECUTED, as validation/OQ.md says.
 
-use edc_testkit::redis_server::{self, PrivateRedis};
+use std::path::Path;
 
-/// The chosen Redis; a private server lives as long as this value.
-pub struct OqRedis {
-    url: Option<String>,
-    _private: Option<PrivateRedis>,
-}
+use edc_core::audit::Anchors;
 
-impl OqRedis {
-    /// Chooses as the module says.
-    pub fn choose(given: Option<String>) -> OqRedis {
-        if let Some(url) = given.or_else(local_redis) {
-            return OqRedis {
-                url: Some(url),
-                _private: None,
-            };
+/// Removes the anchors Redis at `url` keeps for the trail `trail`; a
+/// failure is logged and left for the scenario's own run to meet.
+pub async fn forget_anchors(url: &str, trail: &Path) {
+    let forgotten = match Anchors::connect_redis(url).await {
+        Ok(redis) => Anchors::forget_redis(&redis, trail)
+            .await
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    match forgotten {
+        Ok(n) => {
+            tracing::debug!(trail = %trail.display(), keys = n, "removed the OQ trail's anchors from Redis")
         }
-        let private = PrivateRedis::start().ok();
-        if let Some(p) = &private {
-            tracing::info!(url = %p.url(), "started a private redis-server for the OQ; it is stopped at the end");
-        }
-        OqRedis {
-            url: private.as_ref().map(|p| p.url()),
-            _private: private,
+        Err(e) => {
+            tracing::warn!(trail = %trail.display(), "could not remove the OQ trail's anchors from Redis: {e}")
         }
     }
-
-    /// Its URL, if there is one.
-    pub fn url(&self) -> Option<String> {
-        self.url.clone()
-    }
-}
-
-/// A Redis on the default local port, if one answers PING at once.
-fn local_redis() -> Option<String> {
-    redis_server::ping(6379).then(|| "redis://127.0.0.1:6379/".to_string())
 }

@@ -328,4 +328,17 @@ pub(crate) mod redis_copy {
             .map(|_| ())
             .map_err(|e| err(e.to_string()))
     }
+
+    /// Deletes `keys` (one hash tag: one slot, one call); how many there were.
+    pub(crate) async fn forget(redis: &RedisPacer, keys: &[String]) -> Result<u64, RedisAnchorError> {
+        let err = |detail: String| RedisAnchorError {
+            key: keys.join(", "),
+            detail,
+        };
+        let mut conn = redis.connection();
+        tokio::time::timeout(TIMEOUT, redis::cmd("DEL").arg(keys).query_async(&mut conn))
+            .await
+            .map_err(|_| err(format!("no answer within {} s", TIMEOUT.as_secs_f64())))?
+            .map_err(|e| err(e.to_string()))
+    }
 }

@@ -195,6 +195,30 @@ impl Anchors {
         redis_copy::store(redis, &keys, head).await
     }
 
+    /// Removes every key Redis keeps for the trail at `trail`: under its
+    /// identity (if it has a first line), this host and its path, and where
+    /// an older version kept it. For the one owner of a trail that it is
+    /// about to throw away (the OQ, whose scenario trails each rerun starts
+    /// anew): anywhere else the anchor is the evidence that the trail was
+    /// not replaced. Returns how many keys there were.
+    pub async fn forget_redis(redis: &RedisPacer, trail: &Path) -> Result<u64, redis_copy::RedisAnchorError> {
+        let canonical = match trail.parent().map(std::fs::canonicalize) {
+            Some(Ok(dir)) => dir.join(trail.file_name().unwrap_or(trail.as_os_str())),
+            _ => trail.to_path_buf(),
+        };
+        let first = super::anchor::first_line_sha256(trail).ok().flatten();
+        let keys: Vec<String> = first
+            .as_deref()
+            .map(ChainHead::redis_key)
+            .into_iter()
+            .chain([
+                ChainHead::location_redis_key(&canonical),
+                ChainHead::legacy_redis_key(&canonical),
+            ])
+            .collect();
+        redis_copy::forget(redis, &keys).await
+    }
+
     /// The line a run writes when it read an anchor where an older version
     /// kept it.
     pub fn reinterpreted(&self, found: &Found) -> PathsReinterpreted {
