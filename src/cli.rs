@@ -548,6 +548,11 @@ pub enum QualifyCommand {
         /// A directory runs will write to (audit, state, landing). Repeatable.
         #[arg(long = "dir")]
         dirs: Vec<PathBuf>,
+        /// The release's checksum file, as `sha256sum` writes it, listing
+        /// this executable as `edc-sync-VERSION` (without it, the
+        /// comparison of IQ-001 is reported as not executed).
+        #[arg(long, value_name = "FILE")]
+        release_record: Option<PathBuf>,
     },
 }
 

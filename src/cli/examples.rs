@@ -94,7 +94,7 @@ pub const EXAMPLES: &[Example] = &[
     ),
     ex(
         "qualify iq",
-        "edc-sync qualify iq --evidence /srv/validation/iq --config config/rate_limits.yaml --dir /srv/edc/state --dir /srv/edc/landing --redis redis://127.0.0.1:6379/",
+        "edc-sync qualify iq --evidence /srv/validation/iq --config config/rate_limits.yaml --dir /srv/edc/state --dir /srv/edc/landing --redis redis://127.0.0.1:6379/ --release-record /srv/edc/release/edc-sync.sha256",
         "installation qualification, with its evidence package",
     ),
     ex(

@@ -26,8 +26,15 @@ pub fn run(cmd: QualifyCommand) -> Result<(), Error> {
             path,
             redis,
             dirs,
+            release_record,
         } => {
-            let result = rt.block_on(qualify::iq::iq(&evidence, &path.config, redis, &dirs))?;
+            let result = rt.block_on(qualify::iq::iq(
+                &evidence,
+                &path.config,
+                redis,
+                &dirs,
+                release_record.as_deref(),
+            ))?;
             (result, evidence)
         }
     };

@@ -285,6 +285,7 @@ fn qualify_iq_checks_the_installation() {
     let redis = support::redis::start();
     let evidence = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
+    let record = release_record(data.path(), &format!("edc-sync-{}", env!("CARGO_PKG_VERSION")));
     let iq = |evidence: &Path| {
         support::run_cmd(
             support::edc_sync()
@@ -296,7 +297,9 @@ fn qualify_iq_checks_the_installation() {
                 .arg(data.path().join("state"))
                 .arg("--dir")
                 .arg(data.path().join("landing"))
-                .args(["--redis", &redis.url()]),
+                .args(["--redis", &redis.url()])
+                .arg("--release-record")
+                .arg(&record),
         )
     };
     let out = iq(evidence.path());
@@ -494,4 +497,75 @@ fn sha256sums_covers_the_current_run_only() {
         "an earlier run's folder is not this run's evidence:\n{sums}"
     );
     assert!(sums.contains("oq-results.json"), "{sums}");
+}
+
+/// A release record as `sha256sum` writes it: the executable under test
+/// listed as `name`, beside another released file.
+fn release_record(dir: &Path, name: &str) -> std::path::PathBuf {
+    let exe = std::fs::read(env!("CARGO_BIN_EXE_edc-sync")).unwrap();
+    let path = dir.join(format!("{name}.sha256"));
+    std::fs::write(
+        &path,
+        format!(
+            "{}  {name}.tar.gz\n{}  {name}\n",
+            "0".repeat(64),
+            edc_core::digest::sha256_hex(&exe)
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// IQ-001 compares the executable with the release record its acceptance
+/// names: PASS only when the record lists the executable's SHA-256 under
+/// this version's name; FAIL for another version's record or another
+/// build; NOT EXECUTED without a record (never a PASS on "readable").
+#[test]
+fn iq_001_compares_the_executable_with_the_release_record() {
+    let repo_dir = tempfile::tempdir().unwrap();
+    let repo = support::git_init(repo_dir.path());
+    let policy = repo_dir.path().join("rate_limits.yaml");
+    std::fs::write(&policy, support::example_config()).unwrap();
+    support::git_commit_all(&repo, "policy");
+    let records = tempfile::tempdir().unwrap();
+    let this = release_record(records.path(), &format!("edc-sync-{}", env!("CARGO_PKG_VERSION")));
+    let older = release_record(records.path(), "edc-sync-0.0.9");
+    let other_build = records.path().join("other.sha256");
+    std::fs::write(
+        &other_build,
+        format!("{}  edc-sync-{}\n", "ab".repeat(32), env!("CARGO_PKG_VERSION")),
+    )
+    .unwrap();
+    let iq001 = |record: Option<&Path>| {
+        let evidence = tempfile::tempdir().unwrap();
+        let mut cmd = support::edc_sync();
+        cmd.args(["qualify", "iq", "--evidence"])
+            .arg(evidence.path())
+            .arg("--config")
+            .arg(&policy)
+            .env_remove("EDC_SYNC_REDIS_URL");
+        if let Some(record) = record {
+            cmd.arg("--release-record").arg(record);
+        }
+        let out = support::run_cmd(&mut cmd);
+        let results: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(evidence.path().join("iq-results.json")).unwrap())
+                .unwrap();
+        let r = results["scenarios"][0].clone();
+        assert_eq!(r["id"], "IQ-001");
+        (out.code, r)
+    };
+    let (code, r) = iq001(Some(&this));
+    assert_eq!((code, r["status"].as_str()), (0, Some("passed")), "{r}");
+    let (code, r) = iq001(Some(&older));
+    assert_eq!((code, r["status"].as_str()), (70, Some("failed")), "{r}");
+    assert!(
+        r.to_string().contains("edc-sync-0.0.9"),
+        "the failing step names what the record says: {r}"
+    );
+    let (code, r) = iq001(Some(&other_build));
+    assert_eq!((code, r["status"].as_str()), (70, Some("failed")), "{r}");
+    let (_, r) = iq001(None);
+    assert_eq!(r["status"], "not_executed", "{r}");
+    assert!(r["note"].as_str().unwrap().contains("--release-record"), "{r}");
 }

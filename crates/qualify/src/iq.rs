@@ -9,7 +9,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::evidence::{Evidence, ScenarioResult, Status, Step, Summary};
+use super::evidence::{Environment, Evidence, ScenarioResult, Status, Step, Summary};
+use super::release_record;
 use edc_core::audit::now_rfc3339;
 use quota_pacer::RedisPacer;
 
@@ -43,8 +44,8 @@ pub fn protocol() -> [IqCheck; 4] {
             id: "IQ-001",
             title: "The installed executable is identified",
             requirements: &["URS-013"],
-            checks: "Executable path, version and SHA-256".into(),
-            acceptance: "Readable; version and hash match the release record".into(),
+            checks: "Executable path, version and SHA-256, compared with the release record (`--release-record`: the release's checksum file, as `sha256sum` writes it)".into(),
+            acceptance: "Readable; the record lists its SHA-256 under the name `edc-sync-VERSION` of this version".into(),
         },
         IqCheck {
             id: "IQ-002",
@@ -124,6 +125,65 @@ fn step(description: &str, expected: &str, actual: String, pass: bool) -> Step {
     }
 }
 
+/// IQ-001: the executable read, then compared with the release record.
+/// Without a record the comparison its acceptance names was not made:
+/// NOT EXECUTED, whatever the executable's own steps show.
+fn identify(exe: &IqCheck, env: &Environment, record: Option<&Path>) -> ScenarioResult {
+    let mut steps = vec![step(
+        "executable path, version and SHA-256",
+        "readable, version reported",
+        format!(
+            "{} version {} sha256 {}",
+            env.executable, env.version, env.executable_sha256
+        ),
+        !env.executable_sha256.starts_with("unreadable"),
+    )];
+    let Some(record) = record else {
+        let mut r = check(exe, steps);
+        r.status = Status::NotExecuted;
+        r.note = Some(
+            "not executed: no --release-record given (the release's checksum file, in the format sha256sum writes), \
+             so the version and hash were not compared with it"
+                .into(),
+        );
+        return r;
+    };
+    let listed = release_record::read(record).map(|lines| {
+        let by_hash = lines.iter().find(|l| l.sha256 == env.executable_sha256).cloned();
+        (lines.len(), by_hash)
+    });
+    let shown = record.display();
+    steps.push(match &listed {
+        Err(e) => step(
+            "the release record lists this executable's SHA-256",
+            "listed",
+            e.clone(),
+            false,
+        ),
+        Ok((_, Some(line))) => step(
+            "the release record lists this executable's SHA-256",
+            "listed",
+            format!("listed in {shown} as {}", line.name),
+            true,
+        ),
+        Ok((n, None)) => step(
+            "the release record lists this executable's SHA-256",
+            "listed",
+            format!("not among the {n} SHA-256 listed in {shown}: this is not the released build"),
+            false,
+        ),
+    });
+    if let Ok((_, Some(line))) = &listed {
+        steps.push(step(
+            "the release record's name for it states this version",
+            &format!("edc-sync-{}", env.version),
+            line.name.clone(),
+            release_record::names_version(&line.name, &env.version),
+        ));
+    }
+    check(exe, steps)
+}
+
 /// Write, fsync, rename, fsync the directory, read back, remove.
 fn probe_dir(dir: &Path) -> Result<String, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create: {e}"))?;
@@ -152,6 +212,7 @@ pub async fn iq(
     config: &Path,
     redis: Option<String>,
     dirs: &[PathBuf],
+    release_record: Option<&Path>,
 ) -> Result<Evidence, edc_core::Error> {
     std::fs::create_dir_all(evidence_dir)
         .map_err(|e| edc_core::Error::io(format!("creating {}", evidence_dir.display()), e))?;
@@ -160,18 +221,7 @@ pub async fn iq(
     let [exe, policy, durable, redis_check] = protocol();
     let mut results = Vec::new();
 
-    results.push(check(
-        &exe,
-        vec![step(
-            "executable path, version and SHA-256",
-            "readable, version reported",
-            format!(
-                "{} version {} sha256 {}",
-                env.executable, env.version, env.executable_sha256
-            ),
-            !env.executable_sha256.starts_with("unreadable"),
-        )],
-    ));
+    results.push(identify(&exe, &env, release_record));
 
     let loaded = edc_core::config::load(config);
     let mut steps = vec![step(

@@ -22,6 +22,7 @@ mod late_records;
 mod oq_redis;
 mod pacing;
 pub mod printed;
+pub mod release_record;
 mod report;
 mod resilience;
 pub mod scenario;
