@@ -1,12 +1,16 @@
 //! The pacing chart of an OQ scenario: requests the simulator received
 //! over time against the envelope the policy allows (`burst + rate × t`),
-//! with the waits and their reasons. Inline SVG, no script, readable on
-//! paper: axis titles with units, ticks from zero, the time axis scaled to
+//! with the waits and their reasons, and the fullest window of arrivals
+//! against what the policy allows in it (a window in the middle of a run
+//! can exceed the envelope while the count from the first request stays
+//! under it: the chart shows the window the verdict is about). Inline SVG,
+//! no script, readable on paper: axis titles with units, ticks from zero, the time axis scaled to
 //! the scenario, and the allowed area shaded across the whole plot even
 //! where its boundary runs above the top.
 
 use std::fmt::Write;
 
+use super::envelope::{self, EnvelopeCheck};
 use super::evidence::Pacing;
 
 /// Drawing area, in SVG units (the page scales the whole to its width).
@@ -24,6 +28,8 @@ const REQUESTS: &str = "#1f3a5f";
 const ENVELOPE: &str = "#b03a2e";
 const ALLOWED: &str = "#e3f1e4";
 const WAIT: &str = "#d68910";
+const WINDOW: &str = "#dfe7f2";
+const EXCEEDED: &str = "#f4c7c1";
 const INK: &str = "#222";
 const GRID: &str = "#d5d5d5";
 
@@ -177,6 +183,28 @@ pub fn chart(p: &Pacing) -> String {
             label(t_end, t_step)
         );
     }
+    // The fullest window, shaded, with the most allowed in it drawn from
+    // where it starts: where the steps rise above that line, it exceeded.
+    let fullest = fullest_window(p);
+    if let Some(w) = fullest {
+        let (start, end) = (w.start_s, w.end_s);
+        let _ = write!(
+            svg,
+            r#"<rect x="{:.1}" y="{TOP}" width="{:.1}" height="{PLOT_H}" fill="{}" opacity="0.8"/>"#,
+            x(start),
+            ((end - start) / t_end * PLOT_W).max(3.0),
+            if w.exceeded { EXCEEDED } else { WINDOW }
+        );
+        let from = w.before as f64 + burst + p.rate_per_sec * p.tolerance_s;
+        let _ = write!(
+            svg,
+            r#"<polyline fill="none" stroke="{ENVELOPE}" stroke-width="2" stroke-dasharray="3 3" points="{:.1},{:.1} {:.1},{:.1}"/>"#,
+            x(start),
+            y(from),
+            x(start) + ((end - start) / t_end * PLOT_W).max(3.0),
+            y(from + p.rate_per_sec * (end - start))
+        );
+    }
     // Requests received, cumulative, as steps.
     let mut pts = format!("{:.1},{:.1}", x(0.0), y(0.0));
     for (i, t) in p.arrivals_s.iter().enumerate() {
@@ -232,6 +260,25 @@ pub fn chart(p: &Pacing) -> String {
          </span>allowed area</span> <span><span class=\"key\" style=\"background:{WAIT};height:12px\"></span>waits</span></p>",
         p.burst, p.rate_per_sec
     );
+    if let Some(w) = fullest {
+        let _ = write!(
+            html,
+            "<p class=\"window\"><span class=\"key\" style=\"background:{};height:12px\"></span>fullest window: \
+             requests {} to {}, {} in {:.3} s; at most {:.2} allowed ({} + {} × ({:.3} + {:.3}) s, the arrival \
+             tolerance); {}</p>",
+            if w.exceeded { EXCEEDED } else { WINDOW },
+            w.before + 1,
+            w.before + w.count,
+            w.count,
+            w.end_s - w.start_s,
+            w.allowed,
+            p.burst,
+            p.rate_per_sec,
+            w.end_s - w.start_s,
+            p.tolerance_s,
+            if w.exceeded { "EXCEEDED" } else { "within" }
+        );
+    }
     if !p.waits.is_empty() {
         html.push_str("<ol class=\"waits\">");
         for (at, len, reason) in &p.waits {
@@ -241,6 +288,36 @@ pub fn chart(p: &Pacing) -> String {
     }
     html.push_str("</div>");
     html
+}
+
+/// The fullest window of arrivals (most above, or closest to, what the
+/// policy allows in it), in seconds from the first arrival.
+#[derive(Debug, Clone, Copy)]
+struct Fullest {
+    start_s: f64,
+    end_s: f64,
+    before: usize,
+    count: usize,
+    allowed: f64,
+    exceeded: bool,
+}
+
+fn fullest_window(p: &Pacing) -> Option<Fullest> {
+    let us: Vec<i64> = p.arrivals_s.iter().map(|t| (t * 1e6).round() as i64).collect();
+    if us.is_empty() {
+        return None;
+    }
+    let EnvelopeCheck {
+        violations, worst, ..
+    } = envelope::check_within(&us, p.rate_per_sec, p.burst, p.tolerance_s);
+    Some(Fullest {
+        start_s: worst.start_us as f64 / 1e6,
+        end_s: worst.end_us as f64 / 1e6,
+        before: worst.before,
+        count: worst.count,
+        allowed: worst.allowed,
+        exceeded: violations > 0,
+    })
 }
 
 #[cfg(test)]
@@ -265,6 +342,7 @@ mod tests {
             burst: 10,
             arrivals_s: vec![0.0, 0.008, 0.016, 0.025, 0.033],
             waits: Vec::new(),
+            tolerance_s: 0.05,
         };
         let html = chart(&p);
         assert!(
@@ -287,6 +365,7 @@ mod tests {
             burst: 10,
             arrivals_s: vec![0.0, 0.01, 2.05],
             waits: vec![(0.01, 2.0, "429, Retry-After in seconds".into())],
+            tolerance_s: 0.05,
         };
         let html = chart(&p);
         assert!(html.contains("allowed line above the plot after"), "{html}");
@@ -294,5 +373,31 @@ mod tests {
             html.contains("<li>at 0.010 s, 2.000 s: 429, Retry-After in seconds</li>"),
             "{html}"
         );
+    }
+
+    #[test]
+    fn a_window_that_exceeds_mid_run_is_drawn_and_said() {
+        // Under the line counted from the first request (3 + 10 t), but 4
+        // arrivals inside 0.01 s mid-run: the fullest window exceeds.
+        let p = Pacing {
+            rate_per_sec: 10.0,
+            burst: 3,
+            arrivals_s: vec![0.0, 1.0, 2.0, 3.0, 3.001, 3.002, 3.003, 4.0],
+            waits: Vec::new(),
+            tolerance_s: 0.05,
+        };
+        let html = chart(&p);
+        assert!(
+            html.contains("fullest window: requests 4 to 7, 4 in 0.003 s; at most 3.53 allowed")
+                && html.contains("EXCEEDED"),
+            "{html}"
+        );
+        assert!(html.contains(EXCEEDED), "the window is shaded as exceeded");
+        let calm = Pacing {
+            arrivals_s: vec![0.0, 0.1, 0.2, 0.3],
+            ..p
+        };
+        let html = chart(&calm);
+        assert!(html.contains("within") && !html.contains("EXCEEDED"), "{html}");
     }
 }

@@ -31,6 +31,9 @@ pub struct Pacing {
     pub arrivals_s: Vec<f64>,
     /// Waits: (seconds from the first arrival, length in seconds, reason).
     pub waits: Vec<(f64, f64, String)>,
+    /// How much later than its grant a request may arrive, as URS-003
+    /// states it ([`crate::envelope::ARRIVAL_TOLERANCE_S`]).
+    pub tolerance_s: f64,
 }
 
 /// One scenario's evidence.

@@ -161,5 +161,6 @@ pub(super) fn pacing(ctx: &Ctx, sim: &Simulator, rate: f64, burst: u32) -> Pacin
         burst,
         arrivals_s,
         waits,
+        tolerance_s: crate::envelope::ARRIVAL_TOLERANCE_S,
     }
 }

@@ -63,6 +63,10 @@ pub struct SimConfig {
     pub faults: FaultSchedule,
     /// Server-side quota: (rate per second, burst).
     pub quota: Option<(f64, u32)>,
+    /// How much later than the client granted it a request may arrive and
+    /// still conform to `quota` (a gateway that allows for transit): the
+    /// quota then admits `burst + rate × (t + this)` in any window of t.
+    pub quota_arrival_tolerance: Duration,
     /// Added to every response.
     pub latency: Duration,
     /// Vault's burst limit per 5-minute window: when set, every page carries
@@ -103,6 +107,7 @@ impl Default for SimConfig {
             audit_trail_path: "/api/v24.1/audittrail/".into(),
             faults: FaultSchedule::default(),
             quota: None,
+            quota_arrival_tolerance: Duration::ZERO,
             latency: Duration::ZERO,
             vault_burst: None,
             json_path: "/api/v24.1/query/audit_trail".into(),
@@ -133,7 +138,7 @@ impl Simulator {
         };
         let bucket = config
             .quota
-            .map(|(rate, burst)| server::ServerBucket::new(rate, burst));
+            .map(|(rate, burst)| server::ServerBucket::new(rate, burst, config.quota_arrival_tolerance));
         let state = Arc::new(server::State {
             config,
             counter: AtomicU64::new(0),

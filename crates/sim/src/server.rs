@@ -73,11 +73,13 @@ pub struct ServerBucket {
 }
 
 impl ServerBucket {
-    pub fn new(rate: f64, burst: u32) -> ServerBucket {
+    /// `rate` per second with `burst`, admitting arrivals up to
+    /// `arrival_tolerance` later than an exact pacer would send them.
+    pub fn new(rate: f64, burst: u32, arrival_tolerance: Duration) -> ServerBucket {
         let interval = Duration::from_secs_f64(1.0 / rate);
         ServerBucket {
             interval,
-            tolerance: interval * burst.saturating_sub(1),
+            tolerance: interval * burst.saturating_sub(1) + arrival_tolerance,
             tat: SystemTime::now(),
         }
     }
@@ -532,4 +534,35 @@ fn client_id(parts: &hyper::http::request::Parts) -> Option<String> {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string)
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ServerBucket;
+    use std::time::{Duration, SystemTime};
+
+    /// 6 arrivals in 0.294 s at 10/s with burst 3: refused by an exact
+    /// gateway, admitted by one allowing 50 ms of transit; a seventh is
+    /// refused by both.
+    #[test]
+    fn the_arrival_tolerance_admits_a_late_arrival_and_no_extra_request() {
+        let at = |t0: SystemTime, ms: u64| t0 + Duration::from_millis(ms);
+        let arrivals = [0, 0, 0, 100, 200, 294, 294];
+        let admitted = |tolerance: Duration| {
+            let mut bucket = ServerBucket::new(10.0, 3, tolerance);
+            let t0 = bucket.tat;
+            arrivals
+                .iter()
+                .map(|ms| bucket.admit(at(t0, *ms)).is_ok())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            admitted(Duration::ZERO),
+            [true, true, true, true, true, false, false]
+        );
+        assert_eq!(
+            admitted(Duration::from_millis(50)),
+            [true, true, true, true, true, true, false]
+        );
+    }
 }
