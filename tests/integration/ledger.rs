@@ -549,6 +549,14 @@ fn assert_moved_cursor_refused(site: &Site, out: &support::Outcome, was: &str, n
         );
     }
     assert_eq!(site.sim.requests().len(), requests, "nothing was fetched");
+    // One line naming what differs, not both cursors whole (their lookback
+    // memory ran to 13 KB of one line).
+    let error = out.stderr.lines().find(|l| l.contains("error:")).unwrap();
+    assert!(
+        error.contains("next_page"),
+        "the differing field is named: {error}"
+    );
+    assert!(error.len() < 1_000, "{} characters: {error}", error.len());
 }
 
 /// The trail is the ledger: a cursor that says the stream is further than

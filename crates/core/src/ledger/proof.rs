@@ -83,9 +83,10 @@ fn cursor_refused(place: std::path::PathBuf, line: &str, said: &Value, says: &Va
     StoreError::Corrupt {
         path: place,
         detail: format!(
-            "it disagrees with the trail's last commit of the stream ({line}): the cursor says {said}, the \
-             trail says {says}; it was changed outside edc-sync, and nothing was fetched. Run again with \
-             --repair-state to take the trail's cursor (recorded in a state_repaired line)"
+            "it disagrees with the trail's last commit of the stream ({line}): {}; it was changed outside \
+             edc-sync, and nothing was fetched. Run again with --repair-state to take the trail's cursor \
+             (recorded in a state_repaired line)",
+            crate::store::differences(said, says)
         ),
     }
 }
@@ -96,9 +97,10 @@ fn cursor_unproven(place: std::path::PathBuf, trail: &str, said: &Value) -> Stor
     StoreError::Corrupt {
         path: place,
         detail: format!(
-            "trail {trail} holds no commit of the stream, so nothing proves this cursor ({said}); nothing was \
-             fetched. Give --audit-log the trail the stream was committed into, or remove the cursor so that \
-             the next run fetches every page again (each recognised as landed)"
+            "trail {trail} holds no commit of the stream, so nothing proves this cursor (window_start {}, \
+             next_page {}); nothing was fetched. Give --audit-log the trail the stream was committed into, \
+             or remove the cursor so that the next run fetches every page again (each recognised as landed)",
+            said["window_start"], said["next_page"]
         ),
     }
 }

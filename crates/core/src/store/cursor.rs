@@ -583,8 +583,10 @@ impl CursorStore {
     }
 }
 
+mod difference;
 pub(super) mod memory;
 mod read;
+pub(crate) use difference::differences;
 use read::load;
 
 #[cfg(test)]

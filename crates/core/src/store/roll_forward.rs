@@ -136,11 +136,12 @@ pub(crate) fn catch_up(
             return Err(StoreError::Corrupt {
                 path: cursors.path().to_path_buf(),
                 detail: format!(
-                    "it disagrees with the page_committed line it names (byte {} of {}): the file says {file_said}, \
-                     the trail says {trail_says}; nothing was fetched. Run again with --repair-state to take the \
-                     trail's cursor (recorded in a state_repaired line)",
+                    "it disagrees with the page_committed line it names (byte {} of {}): {}; nothing was \
+                     fetched. Run again with --repair-state to take the trail's cursor (recorded in a \
+                     state_repaired line)",
                     receipt.offset(),
-                    trail.display()
+                    trail.display(),
+                    super::differences(&file_said, trail_says)
                 ),
             });
         }
