@@ -14,6 +14,10 @@ fn exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_edc-sync"))
 }
 
+/// The longest a step's expected or actual value may be: a few lines of
+/// a printed table cell.
+const STEP_VALUE_MAX: usize = 600;
+
 /// Runs scenario `id` and fails with its evidence unless it passed.
 async fn passes(id: &str) {
     let scenario = scenarios::all()
@@ -50,6 +54,19 @@ async fn passes(id: &str) {
         steps.join("\n")
     );
     assert!(!result.steps.is_empty());
+    // A step is read on paper: its values say what was compared, never
+    // dump a file or a whole output over pages of the signed copy.
+    for st in &result.steps {
+        for value in [&st.expected, &st.actual] {
+            assert!(
+                value.chars().count() <= STEP_VALUE_MAX,
+                "{id}: step `{}` has a value of {} characters (at most {STEP_VALUE_MAX}): {}…",
+                st.description,
+                value.chars().count(),
+                value.chars().take(200).collect::<String>()
+            );
+        }
+    }
     // Whatever the scenario did, its distinctive token and password are in none of the
     // files it left: audit trails, manifests, cursors, logs, landed pages.
     let mut files = Vec::new();
@@ -134,7 +151,7 @@ fn every_scenario_has_a_test_here() {
 /// Reads the PDF as a person would see it (`pdftotext -bbox-layout`: the
 /// words on each page and where) and checks that `steps` Result cells,
 /// `pass` or `FAIL` in the rightmost column, are on the page.
-fn results_on_the_printed_page(pdf: &Path, steps: usize) {
+fn results_on_the_printed_page(pdf: &Path, steps: usize, ids: &[&str]) {
     assert!(
         edc_qualify::printed::chromium().is_some(),
         "Chromium is needed to print the OQ report: apt-get install -y chromium (scripts/test installs it)"
@@ -155,6 +172,28 @@ fn results_on_the_printed_page(pdf: &Path, steps: usize) {
         tag[start..].split('"').next().unwrap().parse().unwrap()
     };
     let (mut width, mut results, mut pages) = (0.0, 0, 0);
+    let words: Vec<&str> = text
+        .split('<')
+        .filter(|t| t.starts_with("word "))
+        .map(|t| t.split('>').nth(1).unwrap_or_default().trim())
+        .collect();
+    // The summary's columns hold their words whole: its header, and every
+    // scenario's id in its row as in its section's heading.
+    assert!(words.contains(&"Requirements"), "the summary's header is cut");
+    let summary = words.iter().position(|w| *w == "Summary").unwrap();
+    let end = summary + words[summary..].iter().position(|w| *w == "—").unwrap();
+    let cut: Vec<&&str> = words[summary..end]
+        .iter()
+        .filter(|w| ["OQ-", "URS-", "EXEC", "Requiremen"].contains(w))
+        .collect();
+    assert!(
+        cut.is_empty(),
+        "an id or a status is cut across lines in the summary: {cut:?}"
+    );
+    for id in ids {
+        let whole = words.iter().filter(|w| **w == *id).count();
+        assert!(whole >= 2, "{id} is cut in the printed summary ({whole} whole)");
+    }
     for tag in text.split('<').skip(1) {
         if tag.starts_with("page ") {
             width = attr(tag, "width");
@@ -260,7 +299,11 @@ fn qualify_oq_writes_a_complete_package_and_runs_agree() {
         // The printed copy, the one that gets signed: every step's Result
         // cell is on the page (OQ-029's long values once pushed it off).
         let total_steps = steps.iter().sum();
-        results_on_the_printed_page(&dir.path().join("oq-report.pdf"), total_steps);
+        results_on_the_printed_page(
+            &dir.path().join("oq-report.pdf"),
+            total_steps,
+            &["OQ-001", "OQ-007", "OQ-018", "OQ-029"],
+        );
         assert!(
             sums.contains("oq-report.pdf") && sums.contains("oq-report.png"),
             "{sums}"

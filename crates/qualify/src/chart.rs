@@ -28,7 +28,7 @@ const REQUESTS: &str = "#1f3a5f";
 const ENVELOPE: &str = "#b03a2e";
 const ALLOWED: &str = "#e3f1e4";
 const WAIT: &str = "#d68910";
-const WINDOW: &str = "#dfe7f2";
+const WINDOW: &str = "#5b7fb0";
 const EXCEEDED: &str = "#f4c7c1";
 const INK: &str = "#222";
 const GRID: &str = "#d5d5d5";
@@ -188,12 +188,18 @@ pub fn chart(p: &Pacing) -> String {
     let fullest = fullest_window(p);
     if let Some(w) = fullest {
         let (start, end) = (w.start_s, w.end_s);
+        // Filled when it exceeded; outlined otherwise, so that the allowed
+        // area stays readable under a window that spans the whole run.
         let _ = write!(
             svg,
-            r#"<rect x="{:.1}" y="{TOP}" width="{:.1}" height="{PLOT_H}" fill="{}" opacity="0.8"/>"#,
+            r#"<rect x="{:.1}" y="{TOP}" width="{:.1}" height="{PLOT_H}" {}/>"#,
             x(start),
             ((end - start) / t_end * PLOT_W).max(3.0),
-            if w.exceeded { EXCEEDED } else { WINDOW }
+            if w.exceeded {
+                format!(r#"fill="{EXCEEDED}" opacity="0.7""#)
+            } else {
+                format!(r#"fill="none" stroke="{WINDOW}" stroke-width="2" stroke-dasharray="2 3""#)
+            }
         );
         let from = w.before as f64 + burst + p.rate_per_sec * p.tolerance_s;
         let _ = write!(
@@ -263,10 +269,14 @@ pub fn chart(p: &Pacing) -> String {
     if let Some(w) = fullest {
         let _ = write!(
             html,
-            "<p class=\"window\"><span class=\"key\" style=\"background:{};height:12px\"></span>fullest window: \
+            "<p class=\"window\"><span class=\"key\" style=\"{};height:12px\"></span>fullest window: \
              requests {} to {}, {} in {:.3} s; at most {:.2} allowed ({} + {} × ({:.3} + {:.3}) s, the arrival \
              tolerance); {}</p>",
-            if w.exceeded { EXCEEDED } else { WINDOW },
+            if w.exceeded {
+                format!("background:{EXCEEDED}")
+            } else {
+                format!("border:2px dashed {WINDOW};box-sizing:border-box")
+            },
             w.before + 1,
             w.before + w.count,
             w.count,

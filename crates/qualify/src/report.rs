@@ -177,8 +177,9 @@ const FIXTURE_NOTE: &str =
 /// every column, the signature blocks and each step row whole on paper.
 const STYLE: &str = "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.35}\
 table{border-collapse:collapse;margin:.5em 0 1em;width:100%}\
-td,th{border:1px solid #999;padding:4px 6px;vertical-align:top;font-size:13px;text-align:left;overflow-wrap:anywhere}\
+td,th{border:1px solid #999;padding:4px 6px;vertical-align:top;font-size:13px;text-align:left;overflow-wrap:break-word}\
 th{background:#eee}table.steps{table-layout:fixed}\
+table.summary{table-layout:fixed}col.id{width:5.5em}col.reqs{width:9.5em}col.res{width:8.5em}.nowrap{white-space:nowrap}\
 col.n{width:2.5em}col.step{width:26%}col.expected{width:24%}col.actual{width:auto}col.result{width:4.5em}\
 code{font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere;word-break:break-word}\
 .PASS{color:#1e7e34;font-weight:bold}.FAIL{color:#b21f2d;font-weight:bold}.NOT{color:#8a6d3b;font-weight:bold}\
@@ -215,7 +216,8 @@ pub fn html(e: &Evidence) -> String {
     );
     let _ = write!(
         h,
-        "<h2>Summary</h2><table><tr><th>ID</th><th>Title</th><th>Requirements</th><th>Result</th></tr>"
+        "<h2>Summary</h2><table class=\"summary\"><colgroup><col class=\"id\"><col class=\"title\"><col class=\"reqs\">\
+         <col class=\"res\"></colgroup><tr><th>ID</th><th>Title</th><th>Requirements</th><th>Result</th></tr>"
     );
     let class = |st: Status| match st {
         Status::Passed => "PASS",
@@ -225,10 +227,14 @@ pub fn html(e: &Evidence) -> String {
     for r in &e.scenarios {
         let _ = write!(
             h,
-            "<tr><td><a href=\"#{0}\">{0}</a></td><td>{1}</td><td>{2}</td><td class=\"{3}\">{4}</td></tr>",
+            "<tr><td class=\"nowrap\"><a href=\"#{0}\">{0}</a></td><td>{1}</td><td>{2}</td><td class=\"{3} nowrap\">{4}</td></tr>",
             r.id,
             esc(&r.title),
-            r.requirements.join(", "),
+            r.requirements
+                .iter()
+                .map(|q| format!("<span class=\"nowrap\">{}</span>", esc(q)))
+                .collect::<Vec<_>>()
+                .join(", "),
             class(r.status),
             status_text(r.status)
         );

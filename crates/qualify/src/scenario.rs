@@ -73,6 +73,23 @@ pub(super) fn cursor(ctx: &Ctx, vendor: &str, stream: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// The stream's cursor file as a step shows it: its SHA-256 and size (the
+/// file itself is among the artifacts), or `none`.
+pub(super) fn cursor_digest(ctx: &Ctx, vendor: &str, stream: &str) -> String {
+    let path = ctx
+        .dir
+        .join("state")
+        .join(format!("{vendor}/-/{OQ_STUDY}/-/{stream}.cursor.json"));
+    match edc_core::no_follow::read_bytes(path) {
+        Ok(bytes) => format!(
+            "SHA-256 {} ({} bytes)",
+            edc_core::digest::sha256_hex(&bytes),
+            bytes.len()
+        ),
+        Err(_) => "none".into(),
+    }
+}
+
 /// Record ids in the pages the manifest lists, each file hash-checked.
 pub(super) fn landed_ids(ctx: &Ctx, vendor: &str, stream: &str) -> anyhow::Result<Vec<String>> {
     crate::landed::landed_json_record_ids(&stream_dir(ctx, vendor, stream))

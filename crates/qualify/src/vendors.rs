@@ -11,7 +11,9 @@ use std::process::Output;
 use serde_json::Value;
 
 use super::context::{Ctx, OQ_PASSWORD};
-use super::scenario::{cursor, events, first_str, landed_and_distinct, scenario, stream_dir, Scenario};
+use super::scenario::{
+    cursor, cursor_digest, events, first_str, landed_and_distinct, scenario, stream_dir, Scenario,
+};
 use edc_sim::{LogEntry, Profile, Simulator};
 
 /// The scenarios of this file, in id order.
@@ -158,7 +160,7 @@ async fn oq_020(ctx: &mut Ctx) -> anyhow::Result<()> {
     );
 
     // A session refused again right after its renewal: exit 77, cursor kept.
-    let before = cursor(ctx, "oq_vault_session", "default");
+    let before = cursor_digest(ctx, "oq_vault_session", "default");
     let refusing = ctx
         .sim_with(
             100,
@@ -176,9 +178,9 @@ async fn oq_020(ctx: &mut Ctx) -> anyhow::Result<()> {
         code(&out),
     );
     ctx.check_eq(
-        "cursor unchanged by the refused run",
+        "cursor file unchanged by the refused run",
         before,
-        cursor(ctx, "oq_vault_session", "default"),
+        cursor_digest(ctx, "oq_vault_session", "default"),
     );
     ctx.attach_run_outputs();
     Ok(())
