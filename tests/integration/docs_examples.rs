@@ -110,3 +110,130 @@ fn the_systemd_service_passes_systemd_analyze_verify_where_available() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// kubernetes-validate (the Kubernetes API's own schemas, from the Python
+/// registry), installed by scripts/test into the tool cache, or named by
+/// `EDC_SYNC_KUBERNETES_VALIDATE`.
+fn kubernetes_validate() -> std::path::PathBuf {
+    let path = std::env::var_os("EDC_SYNC_KUBERNETES_VALIDATE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(&std::env::var("HOME").unwrap())
+                .join(".cache/edc-sync-tools/kubernetes-validate-1.37.0/bin/kubernetes-validate")
+        });
+    assert!(
+        path.is_file(),
+        "{} is missing: scripts/test installs it (python3 -m venv ~/.cache/edc-sync-tools/kubernetes-validate-1.37.0 \
+         && ~/.cache/edc-sync-tools/kubernetes-validate-1.37.0/bin/pip install kubernetes-validate==1.37.0)",
+        path.display()
+    );
+    path
+}
+
+/// The documents of a YAML block as JSON, read by the Python beside
+/// kubernetes-validate (PyYAML, its own dependency).
+fn yaml_documents(validate: &std::path::Path, yaml: &str) -> Vec<serde_json::Value> {
+    let python = validate.with_file_name("python3");
+    let mut child = std::process::Command::new(python)
+        .args([
+            "-c",
+            "import sys, json, yaml\nprint(json.dumps([d for d in yaml.safe_load_all(sys.stdin) if d]))",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child.stdin.take().unwrap().write_all(yaml.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The Kubernetes example validates against the Kubernetes schemas
+/// (strict: no unknown field), and its CronJob runs unattended as a
+/// scheduler should: one run at a time, a deadline, a failure a retry
+/// cannot fix ends the Job at once, nothing starts a replacement pod
+/// without counting it (no `Ignore`), the quota paced in the shared Redis
+/// (never `--pacer local` across pods), credentials from a Secret.
+#[test]
+fn the_kubernetes_example_validates_and_runs_unattended() {
+    let validate = kubernetes_validate();
+    let yaml = blocks(OPERATIONS, "yaml")
+        .into_iter()
+        .find(|b| b.contains("kind: CronJob"))
+        .expect("a CronJob example");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("edc-sync.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    let out = std::process::Command::new(&validate)
+        .arg("--strict")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubernetes-validate: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let docs = yaml_documents(&validate, yaml);
+    let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert!(
+        kinds.contains(&"Secret"),
+        "the credentials' Secret is shown: {kinds:?}"
+    );
+    let cron = docs.iter().find(|d| d["kind"] == "CronJob").unwrap();
+    assert_eq!(cron["spec"]["concurrencyPolicy"], "Forbid");
+    let job = &cron["spec"]["jobTemplate"]["spec"];
+    assert!(
+        job["activeDeadlineSeconds"].as_u64().is_some(),
+        "a deadline: {job}"
+    );
+    let rules = job["podFailurePolicy"]["rules"].as_array().unwrap();
+    assert!(
+        rules.iter().all(|r| r["action"] != "Ignore"),
+        "Ignore starts a replacement pod at once: {rules:?}"
+    );
+    let fail_job: Vec<u64> = rules
+        .iter()
+        .filter(|r| r["action"] == "FailJob")
+        .flat_map(|r| r["onExitCodes"]["values"].as_array().unwrap())
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    for code in [65, 77, 78] {
+        assert!(fail_job.contains(&code), "FailJob on {code}: {rules:?}");
+    }
+    assert!(
+        !fail_job.contains(&75),
+        "75 is progress saved, not a failure to stop on"
+    );
+    let pod = &job["template"]["spec"];
+    let container = &pod["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(
+        !args.contains(&"--pacer"),
+        "pods share the quota in Redis: {args:?}"
+    );
+    let secret = container["envFrom"][0]["secretRef"]["name"].as_str().unwrap();
+    let secret = docs
+        .iter()
+        .find(|d| d["kind"] == "Secret" && d["metadata"]["name"] == secret)
+        .expect("the Secret the container reads");
+    for variable in [
+        "EDC_SYNC_STATE",
+        "EDC_SYNC_REDIS_URL",
+        "VAULT_API_BASE_URL",
+        "VAULT_PASSWORD",
+    ] {
+        assert!(
+            secret["stringData"][variable].is_string(),
+            "the Secret holds {variable}: {secret}"
+        );
+    }
+}

@@ -765,8 +765,20 @@ async fn the_commands_of_running_on_several_hosts_run_as_written() {
             _ => a,
         })
         .collect();
-    let out = run(&args, &pod, &[("EDC_SYNC_STATE", run_url.clone())]);
+    // The Secret's variables: the state database and the shared Redis.
+    let redis = support::redis::start();
+    let secret = [
+        ("EDC_SYNC_STATE", run_url.clone()),
+        ("EDC_SYNC_REDIS_URL", redis.url()),
+    ];
+    let out = run(&args, &pod, &secret);
     assert_eq!(out.code, 0, "CronJob: {}", out.stderr);
+    let summary: serde_json::Value = serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        summary["exit_code"], 0,
+        "the last line is the JSON summary: {}",
+        out.stdout
+    );
 
     // The systemd unit's ExecStart on another host, resuming there.
     let unit = blocks(section, "ini")[0];
