@@ -38,16 +38,21 @@ pub fn refused(refused: crate::cli::Refused) -> std::process::ExitCode {
     if log_format == LogFormat::Text || !error.use_stderr() {
         error.exit();
     }
+    // clap's message is its first paragraph: one line, or a line ending
+    // in `:` and the arguments it is about on the lines under it. The
+    // usage and the hint after the blank line are for a terminal.
     let text = error.to_string();
-    let first = text
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .trim_start_matches("error: ");
+    let mut paragraph = text.lines().take_while(|l| !l.trim().is_empty()).map(str::trim);
+    let first = paragraph.next().unwrap_or_default().trim_start_matches("error: ");
+    let rest: Vec<&str> = paragraph.collect();
+    let message = match rest.is_empty() {
+        true => first.to_string(),
+        false => format!("{first} {}", rest.join(", ")),
+    };
     let _ = writeln!(
         std::io::stderr().lock(),
         "{}",
-        fatal(LogFormat::Json, first, Exit::Usage)
+        fatal(LogFormat::Json, &message, Exit::Usage)
     );
     std::process::ExitCode::from(Exit::Usage.code())
 }

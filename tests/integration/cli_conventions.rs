@@ -460,3 +460,31 @@ fn help_never_shows_an_environment_variables_value() {
         }
     }
 }
+
+/// A missing argument under `--log-format json`: the one JSON line names
+/// every argument that is missing (clap puts them on the lines after the
+/// first, which the JSON line once dropped).
+#[test]
+fn a_missing_argument_under_json_logs_is_named_in_the_json_line() {
+    let out = support::run(&[
+        "--log-format",
+        "json",
+        "sync",
+        "--config",
+        "x.yaml",
+        "--vendor",
+        "v",
+        "--study",
+        "S",
+        "--out",
+        "o",
+        "--state",
+        "s",
+    ]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    let v: serde_json::Value = serde_json::from_str(out.stderr.trim()).unwrap();
+    let message = v["message"].as_str().unwrap();
+    for named in ["--audit-log", "--redis", "--pacer"] {
+        assert!(message.contains(named), "{named} missing from: {message}");
+    }
+}
