@@ -1025,3 +1025,48 @@ async fn summary_json_makes_the_last_stdout_line_one_json_object() {
     assert_eq!(summary["exit_code"], 78);
     assert!(summary["error"].as_str().unwrap().contains("nope"), "{summary}");
 }
+
+/// A scheduler's trace context (W3C `TRACEPARENT` / `TRACESTATE` in the
+/// environment, as Airflow, Dagster and OpenTelemetry's environment
+/// carrier set them) is stamped into the run header, so that the evidence
+/// joins the scheduler's trace. A malformed one is named in a warning and
+/// left out (the W3C rule: an invalid traceparent starts no trace), and
+/// never stops the sync.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_schedulers_trace_context_is_stamped_into_the_run_header() {
+    let fx = Fixture::new();
+    let sim = slow_sim(10, 0).await;
+    let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let out = fx
+        .sync(&sim.base_url(), &["--pacer", "local"])
+        .env("TRACEPARENT", parent)
+        .env("TRACESTATE", "airflow=dag_run:nightly,rojo=00f067aa0ba902b7")
+        .output()
+        .unwrap();
+    assert_exit(&out, 0);
+    let header = fx.events("run_started").pop().unwrap();
+    assert_eq!(header["trace"]["traceparent"], parent, "{header}");
+    assert_eq!(header["trace"]["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(
+        header["trace"]["tracestate"],
+        "airflow=dag_run:nightly,rojo=00f067aa0ba902b7"
+    );
+    for malformed in [
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+    ] {
+        let out = fx
+            .sync(&sim.base_url(), &["--pacer", "local"])
+            .env("TRACEPARENT", malformed)
+            .env("TRACESTATE", "rojo=1")
+            .output()
+            .unwrap();
+        assert_exit(&out, 0);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("TRACEPARENT"), "{malformed}: {stderr}");
+        let header = fx.events("run_started").pop().unwrap();
+        assert!(header.get("trace").is_none(), "{malformed}: {header}");
+    }
+}

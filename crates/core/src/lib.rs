@@ -46,6 +46,7 @@ pub mod state_db;
 pub mod store;
 pub mod stream;
 pub mod sync;
+pub mod trace_context;
 
 /// Every Redis key edc-sync writes starts with this: the pacer's keys,
 /// each stream's run lock and the audit anchor.

@@ -6,6 +6,7 @@ use super::log::AuditEvent;
 use crate::config::Provenance;
 use crate::redact::redact_args;
 use crate::stream::StreamIdentity;
+use crate::trace_context::TraceContext;
 
 /// The first line of every run.
 #[derive(Debug, Clone, Serialize)]
@@ -29,6 +30,10 @@ pub struct RunStarted {
     /// (`config stamp`) its commit and blob came from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub config_stamp: Option<String>,
+    /// The scheduler's trace context (`TRACEPARENT`/`TRACESTATE`), when it
+    /// passed a valid one: joins this run to the task's trace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceContext>,
     pub stream: Option<StreamIdentity>,
     /// With `--state postgres://…`: the database (without credentials).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -62,6 +67,7 @@ impl RunStarted {
             config_dirty_reason: provenance.why_uncontrolled(),
             allow_dirty,
             config_stamp: provenance.stamp().map(str::to_string),
+            trace: TraceContext::from_env(),
             stream,
             state_db: None,
             state_schema_version: None,
