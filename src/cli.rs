@@ -424,6 +424,11 @@ pub struct SyncArgs {
     /// success, last exit code, duration; per stream).
     #[arg(long)]
     pub metrics_file: Option<PathBuf>,
+    /// Prometheus Pushgateway to push the same figures to at the end of
+    /// the run, one group per stream (for pods and tasks that end before a
+    /// scrape); a Pushgateway that is down is a warning.
+    #[arg(long, value_name = "URL", env = "EDC_SYNC_METRICS_PUSH")]
+    pub metrics_push: Option<String>,
     /// Append to an audit trail whose end does not verify or that diverges
     /// from its anchor, recording the damage in an audit_repaired line
     /// (without it such a trail stops the run with 65).

@@ -93,7 +93,7 @@ pub fn run(args: DemoArgs) -> Result<(), Error> {
             audit_log: dir.join("audit.jsonl"),
             pacer: PacerChoice::Local,
             options: SyncOptions::default(),
-            metrics_file: None,
+            metrics: Default::default(),
             audit: Default::default(),
             endpoint: Some(Endpoint::bearer(sim.base_url(), DEMO_TOKEN)),
         };

@@ -194,7 +194,10 @@ fn spec(args: SyncArgs) -> Result<RunSpec, Error> {
             ..SyncOptions::default()
         },
         endpoint: None,
-        metrics_file: args.metrics_file,
+        metrics: edc_core::run::MetricsOutlets {
+            file: args.metrics_file,
+            push: args.metrics_push,
+        },
         audit: AuditOptions {
             repair: args.repair_audit,
             key,

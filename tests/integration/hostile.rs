@@ -56,7 +56,7 @@ impl Fixture {
             audit_log: self.path("audit.jsonl"),
             pacer: PacerChoice::Local,
             options: SyncOptions::default(),
-            metrics_file: None,
+            metrics: Default::default(),
             audit: Default::default(),
             endpoint: Some(Endpoint::bearer(sim.base_url(), "sim-token")),
         };

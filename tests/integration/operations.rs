@@ -1070,3 +1070,142 @@ async fn the_schedulers_trace_context_is_stamped_into_the_run_header() {
         assert!(header.get("trace").is_none(), "{malformed}: {header}");
     }
 }
+
+/// A run refused before it starts (here a stream the policy does not have:
+/// 78) still reports to the metrics file, so the documented staleness
+/// alert fires: on a host that never succeeded the last success is 0, on
+/// one that did it is kept, and the exit code is the refusal's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_run_reports_to_the_metrics_file_too() {
+    let fx = Fixture::new();
+    let sim = slow_sim(12, 0).await;
+    let metrics = fx.path("edc_sync.prom");
+    let file = ["--pacer", "local", "--metrics-file", metrics.to_str().unwrap()];
+    let refused = fx
+        .sync(&sim.base_url(), &[&file[..], &["--stream", "nope"]].concat())
+        .output()
+        .unwrap();
+    assert_exit(&refused, 78);
+    let text = std::fs::read_to_string(&metrics).unwrap();
+    let labels = "vendor=\"vault_json\",tenant=\"\",study=\"S-1\",protocol_version=\"\",stream=\"nope\"";
+    assert!(
+        text.contains(&format!("edc_sync_last_success_timestamp_seconds{{{labels}}} 0")),
+        "never succeeded: {text}"
+    );
+    assert!(
+        text.contains(&format!("edc_sync_last_exit_code{{{labels}}} 78")),
+        "{text}"
+    );
+    // After a success, a refusal keeps the success time of every stream
+    // the file knew, with the refusal's exit code.
+    assert_exit(&fx.sync(&sim.base_url(), &file).output().unwrap(), 0);
+    let ok = std::fs::read_to_string(&metrics).unwrap();
+    let default = "vendor=\"vault_json\",tenant=\"\",study=\"S-1\",protocol_version=\"\",stream=\"default\"";
+    let success = ok
+        .lines()
+        .find(|l| l.starts_with(&format!("edc_sync_last_success_timestamp_seconds{{{default}}}")))
+        .unwrap()
+        .to_string();
+    // The token's variable missing: 78 before anything is fetched.
+    let refused = fx
+        .sync(&sim.base_url(), &file)
+        .env_remove("EDC_SYNC_TEST_TOKEN")
+        .output()
+        .unwrap();
+    assert_exit(&refused, 78);
+    let after = std::fs::read_to_string(&metrics).unwrap();
+    assert!(after.contains(&success), "{after}");
+    assert!(
+        after.contains(&format!("edc_sync_last_exit_code{{{default}}} 78")),
+        "{after}"
+    );
+}
+
+/// `--metrics-push URL`: each stream's figures go to a real Prometheus
+/// Pushgateway under a group of its own (job edc_sync, the stream's
+/// identity as the grouping key), by POST, so that a failed run replaces
+/// the exit code and keeps the last success; a refused run is pushed too;
+/// a Pushgateway that is down is a warning, never the sync's failure; a
+/// URL that is no http(s) URL is refused (78) before anything is fetched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_pushed_to_a_pushgateway() {
+    let gateway = edc_testkit::pushgateway::PrivatePushgateway::start().unwrap_or_else(|e| panic!("{e}"));
+    let fx = Fixture::new();
+    let sim = slow_sim(12, 0).await;
+    let push = ["--pacer", "local", "--metrics-push", &gateway.url()];
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let metrics_url = format!("{}/metrics", gateway.url());
+    let scrape = async || -> String { reqwest::get(&metrics_url).await.unwrap().text().await.unwrap() };
+    let series = |text: &str, name: &str, stream: &str| -> Option<String> {
+        text.lines()
+            .find(|l| {
+                l.starts_with(&format!("{name}{{"))
+                    && l.contains(&format!("stream=\"{stream}\""))
+                    && l.contains("job=\"edc_sync\"")
+                    && l.contains("study=\"S-1\"")
+            })
+            .map(|l| l.rsplit(' ').next().unwrap().to_string())
+    };
+    let ok = tokio::task::block_in_place(|| fx.sync(&sim.base_url(), &push).output().unwrap());
+    assert_exit(&ok, 0);
+    let text = scrape().await;
+    assert_eq!(
+        series(&text, "edc_sync_records", "default").as_deref(),
+        Some("12"),
+        "{text}"
+    );
+    assert_eq!(
+        series(&text, "edc_sync_last_exit_code", "default").as_deref(),
+        Some("0")
+    );
+    let success = series(&text, "edc_sync_last_success_timestamp_seconds", "default").unwrap();
+    assert!(success.parse::<f64>().unwrap() > 1.0e9, "{success}");
+    // A failed run of the same stream: its exit code, the success kept.
+    let gone = format!(
+        "http://127.0.0.1:{}",
+        edc_testkit::redis_server::free_port().unwrap()
+    );
+    let failed = tokio::task::block_in_place(|| fx.sync(&gone, &push).output().unwrap());
+    assert_exit(&failed, 69);
+    let text = scrape().await;
+    assert_eq!(
+        series(&text, "edc_sync_last_exit_code", "default").as_deref(),
+        Some("69")
+    );
+    assert_eq!(
+        series(&text, "edc_sync_last_success_timestamp_seconds", "default"),
+        Some(success)
+    );
+    // Refused before it starts: pushed too, under the stream it named.
+    let refused = tokio::task::block_in_place(|| {
+        fx.sync(&sim.base_url(), &[&push[..], &["--stream", "nope"]].concat())
+            .output()
+            .unwrap()
+    });
+    assert_exit(&refused, 78);
+    let text = scrape().await;
+    assert_eq!(
+        series(&text, "edc_sync_last_exit_code", "nope").as_deref(),
+        Some("78"),
+        "{text}"
+    );
+    assert!(!text.contains(TOKEN));
+    // A Pushgateway that is down: the sync's own result, and a warning.
+    let down = ["--pacer", "local", "--metrics-push", &gone];
+    let out = tokio::task::block_in_place(|| fx.sync(&sim.base_url(), &down).output().unwrap());
+    assert_exit(&out, 0);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("metrics") && stderr.contains(&gone), "{stderr}");
+    // Not an http(s) URL: refused before anything is fetched.
+    let requests = sim.requests().len();
+    let out = fx
+        .sync(
+            &sim.base_url(),
+            &["--pacer", "local", "--metrics-push", "ftp://pushgateway:9091"],
+        )
+        .output()
+        .unwrap();
+    assert_exit(&out, 78);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--metrics-push"));
+    assert_eq!(sim.requests().len(), requests, "nothing was fetched");
+}

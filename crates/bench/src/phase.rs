@@ -61,7 +61,7 @@ pub async fn phase(exe: &Path, work: &Path, pages: u64, page_bytes: u64) -> anyh
         audit_log: work.join("audit.jsonl"),
         pacer: PacerChoice::Local,
         options: SyncOptions::default(),
-        metrics_file: None,
+        metrics: Default::default(),
         audit: Default::default(),
         endpoint: Some(Endpoint::bearer(sim.url.clone(), "bench-token")),
     };

@@ -35,6 +35,7 @@ pub(crate) mod interrupt;
 pub mod ledger;
 pub mod mask;
 pub(crate) mod metrics;
+pub mod metrics_push;
 pub mod no_follow;
 pub mod paths;
 pub(crate) mod quota;

@@ -1,5 +1,8 @@
-//! `--metrics-file`: a Prometheus textfile-collector file, replaced
-//! atomically at the end of every run, one series per stream.
+//! A run's figures in Prometheus' text exposition format, one series per
+//! stream, and where they go: `--metrics-file`, a textfile-collector file
+//! replaced atomically at the end of every run, and `--metrics-push`, a
+//! Pushgateway (`metrics_push`). A run refused before it starts reports
+//! too, so that a host that never succeeded is seen.
 //!
 //! The node exporter reads the directory; alert on
 //! `edc_sync_last_success_timestamp_seconds` going stale, not on exit 75.
@@ -57,7 +60,147 @@ pub(crate) fn check_writable(path: &Path) -> std::io::Result<()> {
     std::fs::remove_file(&tmp)
 }
 
-/// Writes the metrics of one run to `path` (temp file, fsync, rename).
+/// Where a run's figures go: a textfile-collector file (`--metrics-file`),
+/// a Prometheus Pushgateway (`--metrics-push`), both or neither.
+#[derive(Debug, Clone, Default)]
+pub struct MetricsOutlets {
+    pub file: Option<std::path::PathBuf>,
+    /// The Pushgateway's base URL, as given (checked when the run is
+    /// planned).
+    pub push: Option<String>,
+}
+
+/// One metric: its name, its help, and its samples (label set, value).
+struct Metric {
+    name: &'static str,
+    help: &'static str,
+    samples: Vec<(String, String)>,
+}
+
+/// Metrics in Prometheus' text exposition format; a metric without a
+/// sample is left out whole.
+fn render(metrics: &[Metric]) -> String {
+    let mut out = String::new();
+    for m in metrics.iter().filter(|m| !m.samples.is_empty()) {
+        let _ = writeln!(out, "# HELP {} {}\n# TYPE {} gauge", m.name, m.help, m.name);
+        for (labels, value) in &m.samples {
+            let _ = writeln!(out, "{}{{{labels}}} {value}", m.name);
+        }
+    }
+    out
+}
+
+/// The figures of one run: `last_success` gives the value of a stream's
+/// last-success series (by its label set), or `None` to leave it out.
+pub(crate) fn exposition(
+    base: &StreamIdentity,
+    reports: &[StreamReport],
+    streams: &[String],
+    exit_code: u8,
+    duration_s: f64,
+    last_success: &dyn Fn(&str) -> Option<String>,
+) -> String {
+    let per_report = |f: &dyn Fn(&StreamReport) -> f64| -> Vec<(String, String)> {
+        reports
+            .iter()
+            .map(|r| (labels(base, &r.stream), f(r).to_string()))
+            .collect()
+    };
+    let per_stream = |f: &dyn Fn(&str) -> Option<String>| -> Vec<(String, String)> {
+        streams
+            .iter()
+            .filter_map(|s| {
+                let l = labels(base, s);
+                f(&l).map(|v| (l, v))
+            })
+            .collect()
+    };
+    let waits =
+        |kind: WaitKind| move |r: &StreamReport| r.waits.iter().filter(|w| w.kind == kind).count() as f64;
+    let mut wait_seconds = Vec::new();
+    for r in reports {
+        for kind in [WaitKind::Throttled, WaitKind::Retry, WaitKind::VendorBurst] {
+            // An empty f64 sum is -0.0: written as 0.
+            let total: f64 =
+                unsigned_zero(r.waits.iter().filter(|w| w.kind == kind).map(|w| w.seconds).sum());
+            wait_seconds.push((
+                format!("{},reason=\"{}\"", labels(base, &r.stream), kind.label()),
+                total.to_string(),
+            ));
+        }
+    }
+    let skew = reports
+        .iter()
+        .filter_map(|r| {
+            r.clock_skew_s
+                .map(|s| (labels(base, &r.stream), unsigned_zero(s).to_string()))
+        })
+        .collect();
+    render(&[
+        Metric {
+            name: "edc_sync_pages",
+            help: "Pages committed by the last run.",
+            samples: per_report(&|r| r.pages as f64),
+        },
+        Metric {
+            name: "edc_sync_records",
+            help: "Records committed by the last run.",
+            samples: per_report(&|r| r.records as f64),
+        },
+        Metric {
+            name: "edc_sync_bytes",
+            help: "Bytes landed by the last run.",
+            samples: per_report(&|r| r.bytes as f64),
+        },
+        Metric {
+            name: "edc_sync_throttled",
+            help: "429/503 responses in the last run.",
+            samples: per_report(&waits(WaitKind::Throttled)),
+        },
+        Metric {
+            name: "edc_sync_retries",
+            help: "Retries after 5xx, transport errors or truncated bodies in the last run.",
+            samples: per_report(&waits(WaitKind::Retry)),
+        },
+        Metric {
+            name: "edc_sync_wait_seconds",
+            help: "Seconds waited in the last run, by reason.",
+            samples: wait_seconds,
+        },
+        Metric {
+            name: "edc_sync_clock_skew_seconds",
+            help: "The EDC's clock (Date header) minus this host's, at the last response of the run.",
+            samples: skew,
+        },
+        Metric {
+            name: "edc_sync_last_success_timestamp_seconds",
+            help: "Unix time the stream last finished a run with exit 0.",
+            samples: per_stream(last_success),
+        },
+        Metric {
+            name: "edc_sync_last_exit_code",
+            help: "Exit code of the last run (75 = try later, not an alarm).",
+            samples: per_stream(&|_| Some(exit_code.to_string())),
+        },
+        Metric {
+            name: "edc_sync_run_duration_seconds",
+            help: "Wall time of the last run.",
+            samples: per_stream(&|_| Some(format!("{duration_s:.3}"))),
+        },
+    ])
+}
+
+/// Seconds since the epoch, now.
+fn now_s() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default()
+}
+
+/// Writes the metrics of one run to `path` (temp file, fsync, rename). A
+/// stream's last success is now after exit 0, else what the file said, or
+/// 0 for a stream that never succeeded (so that a staleness alert fires).
 pub(crate) fn write(
     path: &Path,
     base: &StreamIdentity,
@@ -66,118 +209,106 @@ pub(crate) fn write(
     exit_code: u8,
     duration_s: f64,
 ) -> std::io::Result<()> {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or_default();
+    let now = now_s();
     let previous = crate::no_follow::read_string(path)
         .map(|t| previous_successes(&t))
         .unwrap_or_default();
-    let mut out = String::new();
-    let metric = |out: &mut String, name: &str, help: &str| {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+    let last_success = |l: &str| {
+        Some(match exit_code {
+            0 => format!("{now:.3}"),
+            _ => previous.get(l).cloned().unwrap_or_else(|| "0".into()),
+        })
     };
-    let series = |name: &str, f: &dyn Fn(&StreamReport) -> f64| -> String {
-        let mut s = String::new();
-        for r in reports {
-            let _ = writeln!(s, "{name}{{{}}} {}", labels(base, &r.stream), f(r));
+    let text = exposition(base, reports, streams, exit_code, duration_s, &last_success);
+    crate::durable::replace_durably(path, &temp_of(path), text.as_bytes())
+}
+
+/// Reports a run refused before it started (exit `exit_code`) to every
+/// outlet, so that monitoring sees it: the file keeps each stream's last
+/// success it held (0 for a host that never succeeded) with the refusal's
+/// exit code; the Pushgateway gets the exit code of each stream the
+/// command named (`""` when it named none: `--all-streams` before the
+/// policy said which). Best effort: a failure here is a warning, the
+/// refusal's own error is what the run reports.
+pub(crate) async fn refused(
+    outlets: &MetricsOutlets,
+    base: &StreamIdentity,
+    named: &[String],
+    exit_code: u8,
+) {
+    let named: Vec<String> = match named.is_empty() {
+        true => vec![String::new()],
+        false => named.to_vec(),
+    };
+    if let Some(path) = &outlets.file {
+        let previous = crate::no_follow::read_string(path)
+            .map(|t| previous_successes(&t))
+            .unwrap_or_default();
+        let mut successes: Vec<(String, String)> = previous.into_iter().collect();
+        if successes.is_empty() {
+            successes = named.iter().map(|s| (labels(base, s), "0".into())).collect();
         }
-        s
-    };
-    metric(&mut out, "edc_sync_pages", "Pages committed by the last run.");
-    out.push_str(&series("edc_sync_pages", &|r| r.pages as f64));
-    metric(&mut out, "edc_sync_records", "Records committed by the last run.");
-    out.push_str(&series("edc_sync_records", &|r| r.records as f64));
-    metric(&mut out, "edc_sync_bytes", "Bytes landed by the last run.");
-    out.push_str(&series("edc_sync_bytes", &|r| r.bytes as f64));
-    metric(
-        &mut out,
-        "edc_sync_throttled",
-        "429/503 responses in the last run.",
-    );
-    out.push_str(&series("edc_sync_throttled", &|r| {
-        r.waits.iter().filter(|w| w.kind == WaitKind::Throttled).count() as f64
-    }));
-    metric(
-        &mut out,
-        "edc_sync_retries",
-        "Retries after 5xx, transport errors or truncated bodies in the last run.",
-    );
-    out.push_str(&series("edc_sync_retries", &|r| {
-        r.waits.iter().filter(|w| w.kind == WaitKind::Retry).count() as f64
-    }));
-    metric(
-        &mut out,
-        "edc_sync_wait_seconds",
-        "Seconds waited in the last run, by reason.",
-    );
-    for r in reports {
-        for kind in [WaitKind::Throttled, WaitKind::Retry, WaitKind::VendorBurst] {
-            // An empty f64 sum is -0.0: written as 0.
-            let total: f64 =
-                unsigned_zero(r.waits.iter().filter(|w| w.kind == kind).map(|w| w.seconds).sum());
-            let _ = writeln!(
-                out,
-                "edc_sync_wait_seconds{{{},reason=\"{}\"}} {total}",
-                labels(base, &r.stream),
-                kind.label()
+        let text = render(&[
+            Metric {
+                name: "edc_sync_last_success_timestamp_seconds",
+                help: "Unix time the stream last finished a run with exit 0.",
+                samples: successes.clone(),
+            },
+            Metric {
+                name: "edc_sync_last_exit_code",
+                help: "Exit code of the last run (75 = try later, not an alarm).",
+                samples: successes
+                    .into_iter()
+                    .map(|(l, _)| (l, exit_code.to_string()))
+                    .collect(),
+            },
+        ]);
+        if let Err(e) = crate::durable::replace_durably(path, &temp_of(path), text.as_bytes()) {
+            tracing::warn!(
+                "the metrics file {} was not written for the refused run: {e}",
+                path.display()
             );
         }
     }
-    metric(
-        &mut out,
-        "edc_sync_clock_skew_seconds",
-        "The EDC's clock (Date header) minus this host's, at the last response of the run.",
-    );
-    for r in reports {
-        if let Some(skew) = r.clock_skew_s {
-            let skew = unsigned_zero(skew);
-            let _ = writeln!(
-                out,
-                "edc_sync_clock_skew_seconds{{{}}} {skew}",
-                labels(base, &r.stream)
-            );
+    if let Some(url) = &outlets.push {
+        if let Ok(gateway) = crate::metrics_push::Pushgateway::parse(url) {
+            for stream in &named {
+                let text = exposition(base, &[], std::slice::from_ref(stream), exit_code, 0.0, &|_| None);
+                gateway.push(base, stream, &text).await;
+            }
         }
     }
-    metric(
-        &mut out,
-        "edc_sync_last_success_timestamp_seconds",
-        "Unix time the stream last finished a run with exit 0.",
-    );
+}
+
+/// Pushes the metrics of one run to the Pushgateway at `gateway`, one
+/// group per stream; a stream's last success only after exit 0 (a POST
+/// replaces only the metrics it carries, so the group keeps the last
+/// success of an earlier run).
+pub(crate) async fn push(
+    gateway: &crate::metrics_push::Pushgateway,
+    base: &StreamIdentity,
+    reports: &[StreamReport],
+    streams: &[String],
+    exit_code: u8,
+    duration_s: f64,
+) {
+    let now = format!("{:.3}", now_s());
     for stream in streams {
-        let l = labels(base, stream);
-        let value = if exit_code == 0 {
-            format!("{now:.3}")
-        } else {
-            previous.get(&l).cloned().unwrap_or_else(|| "0".into())
-        };
-        let _ = writeln!(out, "edc_sync_last_success_timestamp_seconds{{{l}}} {value}");
-    }
-    metric(
-        &mut out,
-        "edc_sync_last_exit_code",
-        "Exit code of the last run (75 = try later, not an alarm).",
-    );
-    for stream in streams {
-        let _ = writeln!(
-            out,
-            "edc_sync_last_exit_code{{{}}} {exit_code}",
-            labels(base, stream)
+        let mine: Vec<StreamReport> = reports.iter().filter(|r| &r.stream == stream).cloned().collect();
+        let last_success = |_: &str| (exit_code == 0).then(|| now.clone());
+        let text = exposition(
+            base,
+            &mine,
+            std::slice::from_ref(stream),
+            exit_code,
+            duration_s,
+            &last_success,
         );
+        gateway.push(base, stream, &text).await;
     }
-    metric(
-        &mut out,
-        "edc_sync_run_duration_seconds",
-        "Wall time of the last run.",
-    );
-    for stream in streams {
-        let _ = writeln!(
-            out,
-            "edc_sync_run_duration_seconds{{{}}} {duration_s:.3}",
-            labels(base, stream)
-        );
-    }
-    crate::durable::replace_durably(path, &temp_of(path), out.as_bytes())
+    // A refusal before the streams were known was pushed under the
+    // stream "": a run that knows them supersedes it.
+    gateway.forget(base, "").await;
 }
 
 /// `-0` is 0 to a reader (and to Prometheus): adding +0.0 turns -0.0

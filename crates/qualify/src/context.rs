@@ -165,7 +165,7 @@ impl Ctx {
             audit_log: self.dir.join("audit.jsonl"),
             pacer: PacerChoice::Local,
             options: SyncOptions::default(),
-            metrics_file: None,
+            metrics: Default::default(),
             audit: Default::default(),
             endpoint: Some(Endpoint::bearer(sim.base_url(), OQ_TOKEN)),
         }

@@ -10,6 +10,7 @@
 pub mod azurite;
 pub mod fault_proxy;
 pub mod postgres_server;
+pub mod pushgateway;
 pub mod redis_cluster;
 pub mod redis_server;
 pub mod s3_server;

@@ -1,9 +1,7 @@
 //! A private `redis-server` on a free loopback port, persistence off, in a
 //! temporary directory; killed (and its directory removed) on drop.
 //!
-//! `qualify oq` starts one when no Redis is given, so the Redis scenarios
-//! run on any machine with the Debian package installed; the test harness
-//! starts one per test.
+//! The test harness starts one per test.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

@@ -47,7 +47,7 @@ impl Fixture {
             audit_log: self.trail(),
             pacer: PacerChoice::Local,
             options: SyncOptions::default(),
-            metrics_file: None,
+            metrics: Default::default(),
             endpoint: Some(Endpoint::bearer(sim.base_url(), "sim-token")),
             audit,
         }

@@ -21,6 +21,9 @@ use crate::sync::events::RunFinished;
 use crate::sync::{run_stream, StreamJob, StreamReport, SyncOptions};
 use quota_pacer::{AnyPacer, Limiter, LocalPacer, Quota, RedisPacer};
 
+/// Where a run's figures go: the textfile and the Pushgateway.
+pub use crate::metrics::MetricsOutlets;
+
 /// Which streams of the vendor to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Streams {
@@ -72,8 +75,8 @@ pub struct RunSpec {
     pub pacer: PacerChoice,
     pub options: SyncOptions,
     pub endpoint: Option<Endpoint>,
-    /// Prometheus textfile to replace at the end of the run.
-    pub metrics_file: Option<PathBuf>,
+    /// Where the run's figures go (`--metrics-file`, `--metrics-push`).
+    pub metrics: crate::metrics::MetricsOutlets,
     pub audit: AuditOptions,
 }
 
@@ -122,6 +125,9 @@ pub(crate) fn plan(spec: &RunSpec) -> Result<RunPlan, ConfigError> {
     crate::paths::require_local("--audit-log", &spec.audit_log).map_err(ConfigError::Identity)?;
     if let PacerChoice::Redis(url) = &spec.pacer {
         RedisPacer::check_url(url).map_err(|e| ConfigError::Identity(format!("--redis {e}")))?;
+    }
+    if let Some(url) = &spec.metrics.push {
+        crate::metrics_push::Pushgateway::parse(url).map_err(ConfigError::Identity)?;
     }
     let loaded = config::load(&spec.config)?;
     loaded.require_committed(spec.allow_dirty)?;
@@ -193,14 +199,43 @@ pub(crate) fn plan(spec: &RunSpec) -> Result<RunPlan, ConfigError> {
 /// config, unwritable audit file) come back as `Err`; everything after is
 /// in [`RunResult::outcome`], and the audit trail says how it ended.
 pub async fn execute(spec: RunSpec) -> Result<RunResult, Error> {
-    let plan = plan(&spec)?;
-    execute_plan(spec, plan).await
+    let outlets = spec.metrics.clone();
+    let (base, named) = (base_identity(&spec), named_streams(&spec));
+    let result = match plan(&spec) {
+        Ok(plan) => execute_plan(spec, plan).await,
+        Err(e) => Err(e.into()),
+    };
+    // Refused before it started: monitoring hears of it too.
+    if let Err(e) = &result {
+        crate::metrics::refused(&outlets, &base, &named, e.exit().code()).await;
+    }
+    result
+}
+
+/// The run's identity without a stream: what its metrics are labelled by.
+fn base_identity(spec: &RunSpec) -> StreamIdentity {
+    StreamIdentity {
+        vendor: spec.vendor.clone(),
+        tenant: spec.tenant.clone(),
+        study: Some(spec.study.clone()),
+        protocol_version: spec.protocol_version.clone(),
+        stream: None,
+    }
+}
+
+/// The streams the command named (none for `--all-streams`: the policy
+/// says which).
+fn named_streams(spec: &RunSpec) -> Vec<String> {
+    match &spec.streams {
+        Streams::One(name) => vec![name.clone()],
+        Streams::All => Vec::new(),
+    }
 }
 
 /// Runs a planned `spec` to the end.
 pub(crate) async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> Result<RunResult, Error> {
     let started = Instant::now();
-    if let Some(path) = &spec.metrics_file {
+    if let Some(path) = &spec.metrics.file {
         crate::metrics::check_writable(path).io(|| {
             format!(
                 "the metrics file {} cannot be written; nothing was fetched",
@@ -274,20 +309,23 @@ pub(crate) async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> Result<Run
     if !diverged {
         audit.anchor(redis.as_ref()).await;
     }
-    if let Some(path) = &spec.metrics_file {
-        let base = StreamIdentity {
-            vendor: spec.vendor.clone(),
-            tenant: spec.tenant.clone(),
-            study: Some(spec.study.clone()),
-            protocol_version: spec.protocol_version.clone(),
-            stream: None,
-        };
-        let streams: Vec<String> = prepared
-            .jobs
-            .iter()
-            .filter_map(|(id, _, _)| id.stream.clone())
-            .collect();
-        let duration = started.elapsed().as_secs_f64();
+    let base = base_identity(&spec);
+    let streams: Vec<String> = prepared
+        .jobs
+        .iter()
+        .filter_map(|(id, _, _)| id.stream.clone())
+        .collect();
+    let duration = started.elapsed().as_secs_f64();
+    // Parsed when the run was planned: it parses again here.
+    if let Some(Ok(gateway)) = spec
+        .metrics
+        .push
+        .as_deref()
+        .map(crate::metrics_push::Pushgateway::parse)
+    {
+        crate::metrics::push(&gateway, &base, &reports, &streams, code.code(), duration).await;
+    }
+    if let Some(path) = &spec.metrics.file {
         crate::metrics::write(path, &base, &reports, &streams, code.code(), duration)
             .io(|| format!("writing the metrics file {}", path.display()))?;
     }
@@ -456,8 +494,6 @@ async fn run_streams(
 
 /// Convenience for callers outside a runtime.
 pub fn execute_blocking(spec: RunSpec) -> Result<RunResult, Error> {
-    // Planned before the runtime exists: a mistake costs nothing to find.
-    let plan = plan(&spec)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -467,6 +503,6 @@ pub fn execute_blocking(spec: RunSpec) -> Result<RunResult, Error> {
         let mut spec = spec;
         spec.options.interrupt =
             crate::interrupt::Interrupt::install().io(|| "installing the signal handlers".into())?;
-        execute_plan(spec, plan).await
+        execute(spec).await
     })
 }
