@@ -206,17 +206,36 @@ fn a_repository_owned_by_another_user_names_git_ownership_not_a_commit() {
     let err = loaded.require_committed(false).unwrap_err().to_string();
     let top = repo.dir.path().canonicalize().unwrap();
     assert!(err.contains("owned by another user"), "{err}");
-    assert!(
-        err.contains(&format!(
-            "git config --global --add safe.directory {}",
-            top.display()
-        )),
-        "{err}"
+    // The advice works for a service account with no home directory
+    // (useradd --system): the system-wide file libgit2 reads, named (a
+    // `git config --system` writes wherever that git was built to look:
+    // /usr/local/etc/gitconfig for a git built from source).
+    let advice = format!(
+        "git config --file /etc/gitconfig --add safe.directory {}",
+        top.display()
     );
+    assert!(err.contains(&advice), "{err}");
     assert!(!err.contains("--allow-dirty"), "{err}");
     let out = repo.validate(&["--require-committed"]);
     assert_eq!(out.code, 78, "{}", out.stderr);
     assert!(out.stderr.contains("safe.directory"), "{}", out.stderr);
+    // Followed, in a mount namespace of its own (a /etc of its own, so this
+    // machine's system configuration is untouched), with no home: accepted.
+    let script = format!(
+        "mount -t tmpfs tmpfs /etc && {advice} && HOME=/nonexistent exec {} config validate --require-committed --config {}",
+        env!("CARGO_BIN_EXE_edc-sync"),
+        repo.config_path().display()
+    );
+    let followed = std::process::Command::new("unshare")
+        .args(["--mount", "sh", "-c", &script])
+        .output()
+        .expect("unshare (util-linux) runs");
+    assert!(
+        followed.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&followed.stdout),
+        String::from_utf8_lossy(&followed.stderr)
+    );
 }
 
 /// Where a policy runs without its repository (a container's ConfigMap, an

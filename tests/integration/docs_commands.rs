@@ -59,8 +59,8 @@ const NOT_RUN: &[(&str, &str)] = &[
         "a benchmark of minutes; operations::bench_startup_prints_its_figures runs it small",
     ),
     (
-        "sudo -u edcsync git config",
-        "needs the site's edcsync account; the ownership check it answers is run by config_provenance",
+        "sudo git config --file /etc/gitconfig",
+        "writes this machine's /etc/gitconfig; config_provenance runs it in a mount namespace of its own, with no home directory",
     ),
     (
         "rediss://:PASSWORD@redis.internal",
@@ -69,6 +69,14 @@ const NOT_RUN: &[(&str, &str)] = &[
     (
         "redis+cluster://edc:PASSWORD@10.0.0.11",
         "a fragment (`sync ...`); the cluster form runs in pacer::bench_pacer_runs_on_a_redis_cluster and oq.rs",
+    ),
+    (
+        "from airflow.operators.bash import BashOperator",
+        "needs an Airflow installation; the last stdout line it keeps is operations::summary_json_makes_the_last_stdout_line_one_json_object",
+    ),
+    (
+        "from dagster import",
+        "needs a Dagster installation; the summary line it reads is operations::summary_json_makes_the_last_stdout_line_one_json_object",
     ),
     (
         "edc-sync qualify oq --evidence",
@@ -167,6 +175,7 @@ fn edc_sync_lines(block: &Block) -> Vec<Vec<String>> {
         let rest = &line[at..];
         let end = rest.find([';', '|', '&']).unwrap_or(rest.len());
         let end = rest[..end].find(" 2>").unwrap_or(end);
+        let end = rest[..end].find(" >").unwrap_or(end);
         let mut w = support::shell_words(&rest[..end]);
         w.retain(|x| !x.starts_with('#'));
         if let Some(comment) = w.iter().position(|x| x == "#") {
@@ -308,6 +317,18 @@ impl Site {
         )
         .unwrap();
         let clearinghouse_port = edc_testkit::redis_server::free_port().unwrap();
+        // The credentials file the cron entry and the systemd unit read
+        // (the site writes it; cron passes no other environment).
+        let env_file = r.join("etc/edc-sync/s001.env");
+        std::fs::write(
+            &env_file,
+            format!(
+                "VAULT_API_BASE_URL={}\nVAULT_USERNAME={USER}\nVAULT_PASSWORD={PASSWORD}\nEDC_SYNC_AUDIT_KEY=\"{AUDIT_KEY}\"\n",
+                vault.base_url()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&env_file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
         Site {
             root,
             bin,
@@ -418,6 +439,18 @@ impl Site {
             .env_remove("AWS_SECRET_ACCESS_KEY")
             .env_remove("AWS_ENDPOINT_URL")
             .envs(self.env());
+        if as_cron {
+            // cron's environment holds no credential: the entry reads them
+            // from the file it names.
+            for variable in [
+                "VAULT_API_BASE_URL",
+                "VAULT_USERNAME",
+                "VAULT_PASSWORD",
+                "EDC_SYNC_AUDIT_KEY",
+            ] {
+                cmd.env_remove(variable);
+            }
+        }
         cmd.output().unwrap()
     }
 
@@ -506,6 +539,18 @@ async fn the_docs_commands_run_as_written() {
         !cron_log.contains("\"ERROR\""),
         "the cron entry's run failed: {cron_log}"
     );
+    // Its stdout went to the log too: the run's JSON summary, exit 0.
+    let summary: serde_json::Value = cron_log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .rfind(|l| l.get("outcome").is_some())
+        .unwrap_or_else(|| {
+            panic!(
+                "no summary in the cron log {}: {cron_log}",
+                site.path("var/log/edc-sync/s001.log")
+            )
+        });
+    assert_eq!(summary["exit_code"], 0, "{summary}");
     assert!(ran >= 15, "only {ran} blocks ran");
 
     // Then every --help example, on the same site (the database the docs

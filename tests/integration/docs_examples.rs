@@ -237,3 +237,23 @@ fn the_kubernetes_example_validates_and_runs_unattended() {
         );
     }
 }
+
+/// Every documented timer setting does something: systemd applies
+/// `Persistent=` only to `OnCalendar=` timers (systemd.timer(5)), so a
+/// monotonic timer with it promises a catch-up that never happens.
+#[test]
+fn the_timer_examples_use_only_settings_that_apply() {
+    let timers: Vec<&str> = blocks(OPERATIONS, "ini")
+        .into_iter()
+        .filter(|b| b.contains("[Timer]"))
+        .collect();
+    assert!(!timers.is_empty(), "docs/operations.md has a timer example");
+    for timer in timers {
+        if timer.contains("Persistent=true") {
+            assert!(
+                timer.contains("OnCalendar="),
+                "Persistent= without OnCalendar= does nothing:\n{timer}"
+            );
+        }
+    }
+}

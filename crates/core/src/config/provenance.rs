@@ -98,8 +98,9 @@ impl Provenance {
     pub fn remedy(&self) -> String {
         match &self.state {
             ChangeState::NotOwned(repo) => format!(
-                "run edc-sync as the repository's owner, or, as the user that runs it: git config --global \
-                 --add safe.directory {repo}"
+                "run edc-sync as the repository's owner, or trust the repository for every account (a \
+                 service account may have no home for a --global setting), as root: git config --file \
+                 /etc/gitconfig --add safe.directory {repo}"
             ),
             ChangeState::OutsideRepository | ChangeState::StampDiffers(_) => {
                 "run it from its repository, or ship it with the stamp `edc-sync config stamp` writes in the \
