@@ -125,6 +125,15 @@ pub fn reconcile(args: crate::cli::VerifyArgs) -> Result<(), Error> {
     for d in summary.discrepancies.iter().chain(&summary.behind) {
         writeln!(stdout, "{d}").io(|| "writing the report to stdout".into())?;
     }
+    // Each page's retention, where the landing's pages carry one.
+    let url = edc_core::redact::redact_arg(&dirs.out.to_string_lossy());
+    for line in summary
+        .retention
+        .iter()
+        .flat_map(|r| r.lines(url.trim_end_matches('/')))
+    {
+        writeln!(stdout, "{line}").io(|| "writing the report to stdout".into())?;
+    }
     let line = match scope.describe() {
         Some(scope) => format!("{scope}: {summary}"),
         None => summary.to_string(),

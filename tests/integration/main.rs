@@ -24,6 +24,7 @@ mod landed_integrity;
 mod ledger;
 mod moved_evidence;
 mod object_landing;
+mod object_lock;
 mod operations;
 mod oq;
 mod pacer;

@@ -14,7 +14,15 @@
 //!   and honours `If-None-Match: *` (412), so the conditional-write path is
 //!   proven against it. No Object Lock either.
 //!
-//! Neither server has Object Lock, and edc-sync sets none (docs/operations.md).
+//! - **moto** (getmoto, Apache-2.0, from the Python registry, in server
+//!   mode): AWS's API as a test double, with S3 Object Lock (bucket lock
+//!   configuration, default retention, per-object retention, legal hold),
+//!   which neither of the two above has. The Object Lock tests run
+//!   against it; Garage keeps testing everything else.
+//!
+//! `scripts/test` installs moto into a virtual environment of its own in the
+//! same cache (`moto-<version>/bin/moto_server`), beside the Python that
+//! makes its bucket with boto3 (moto's own dependency).
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -25,6 +33,7 @@ use crate::redis_server::{free_port, wait_for};
 /// The versions `scripts/test` installs.
 pub const GARAGE_VERSION: &str = "2.5.0";
 pub const S3S_FS_VERSION: &str = "0.14.1";
+pub const MOTO_VERSION: &str = "5.1.18";
 
 /// The key id and secret of the test key (made up here, never real).
 pub const ACCESS_KEY: &str = "GK0123456789abcdef01234567";
@@ -150,6 +159,71 @@ impl PrivateS3 {
                 Ok(server) => return Ok(server),
                 Err(e) => last = e,
             }
+        }
+        Err(last)
+    }
+
+    /// Starts a moto server with the bucket made: with `object_lock`,
+    /// Object Lock enabled, and `default` (mode as S3 spells it, days) its
+    /// default retention if given; without, a bucket that cannot lock.
+    /// The error says why not and how to install it.
+    pub fn moto(object_lock: bool, default: Option<(&str, u32)>) -> Result<PrivateS3, String> {
+        let binary = binary("EDC_SYNC_MOTO", "moto_server", "")
+            .filter(|p| p.is_file())
+            .or_else(|| {
+                std::env::var_os("HOME").map(|h| {
+                    PathBuf::from(h).join(format!(".cache/edc-sync-tools/moto-{MOTO_VERSION}/bin/moto_server"))
+                })
+            })
+            .filter(|p| p.is_file())
+            .ok_or_else(|| {
+                format!(
+                    "moto is not installed: scripts/test installs it with `python3 -m venv \
+                     ~/.cache/edc-sync-tools/moto-{MOTO_VERSION} && ~/.cache/edc-sync-tools/moto-{MOTO_VERSION}/bin/pip \
+                     install 'moto[server]=={MOTO_VERSION}'` (or set EDC_SYNC_MOTO to its moto_server)"
+                )
+            })?;
+        let python = binary.with_file_name("python3");
+        let mut last = String::new();
+        for _ in 0..5 {
+            let port = free_port()?;
+            let dir = std::env::temp_dir().join(format!("edc-sync-moto-{}-{port}", std::process::id()));
+            std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            let mut cmd = Command::new(&binary);
+            cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
+            let server = match launch(cmd, port, dir, format!("moto {MOTO_VERSION}")) {
+                Ok(server) => server,
+                Err(e) => {
+                    last = e;
+                    continue;
+                }
+            };
+            let rule = match default {
+                Some((mode, days)) => format!(
+                    "s3.put_object_lock_configuration(Bucket='{BUCKET}', ObjectLockConfiguration={{\
+                     'ObjectLockEnabled': 'Enabled', 'Rule': {{'DefaultRetention': {{'Mode': '{mode}', 'Days': {days}}}}}}})\n"
+                ),
+                None => String::new(),
+            };
+            let script = format!(
+                "import boto3\n\
+                 s3 = boto3.client('s3', endpoint_url='{}', aws_access_key_id='{ACCESS_KEY}', \
+                 aws_secret_access_key='{SECRET_KEY}', region_name='us-east-1')\n\
+                 s3.create_bucket(Bucket='{BUCKET}', ObjectLockEnabledForBucket={})\n{rule}",
+                server.endpoint(),
+                if object_lock { "True" } else { "False" },
+            );
+            let made = Command::new(&python)
+                .args(["-c", &script])
+                .output()
+                .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
+            if !made.status.success() {
+                return Err(format!(
+                    "moto: making the bucket failed: {}",
+                    String::from_utf8_lossy(&made.stderr)
+                ));
+            }
+            return Ok(server);
         }
         Err(last)
     }

@@ -9,6 +9,7 @@ mod check;
 mod delta;
 mod locate;
 pub(crate) mod lookback;
+pub mod object_lock;
 mod policy;
 pub(crate) mod provenance;
 mod stamp;

@@ -394,6 +394,10 @@ pub struct Policy {
     /// Query parameters whose values identify a subject: masked in logs
     /// and audit lines.
     pub masked_query_params: Vec<String>,
+    /// The retention the vendor's landed pages must have (S3 Object Lock);
+    /// `None`: no retention asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub object_lock: Option<super::object_lock::ObjectLock>,
     /// A server `Date` this far from the local clock is warned about (log
     /// and metric): a pacer on a drifting clock trips the remote limit.
     #[serde(rename = "clock_skew_warn_s", serialize_with = "secs")]

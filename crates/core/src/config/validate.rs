@@ -182,7 +182,7 @@ fn is_identifier(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-const POLICY_KEYS: [&str; 21] = [
+const POLICY_KEYS: [&str; 22] = [
     "base_url_env",
     "token_env",
     "auth",
@@ -204,6 +204,7 @@ const POLICY_KEYS: [&str; 21] = [
     "streams",
     "study_limit",
     "masked_query_params",
+    "object_lock",
 ];
 
 fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
@@ -306,6 +307,10 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
                 .map(|s| s.to_string())
                 .collect(),
         ),
+    };
+    let object_lock = match f.optional("object_lock") {
+        Some((p, n)) => super::object_lock::object_lock(report, p, n).map(Some),
+        None => Some(None),
     };
     let study_limit = match f.optional("study_limit") {
         Some((p, n)) => rate_map(report, p, n).map(Some),
@@ -418,6 +423,7 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
         streams: streams?,
         study_limit: study_limit?,
         masked_query_params: masked_query_params?,
+        object_lock: object_lock?,
         clock_skew_warn: seconds(clock_skew_warn?),
         clock_skew_max: seconds(clock_skew_max.filter(|max| *max >= clock_skew_warn.unwrap_or(0.0))?),
     })

@@ -24,11 +24,13 @@ use serde_json::Value;
 
 mod cursors;
 mod db;
+mod retention;
 mod scope;
 mod verify;
 mod view;
 
 pub use db::{reconcile_db, DbLanding, DbUnreadable};
+pub use retention::Retained;
 pub use scope::Scope;
 pub use verify::{verify, Unverifiable};
 use view::LandingView;
@@ -60,6 +62,9 @@ pub struct Summary {
     /// is not fsynced per page (docs/commit.md), and the next run rolls it
     /// forward before fetching anything.
     pub behind: Vec<Discrepancy>,
+    /// An S3 landing's pages and their retention (Object Lock), when any
+    /// page has one.
+    pub retention: Option<Retained>,
 }
 
 impl fmt::Display for Summary {
@@ -79,6 +84,9 @@ impl fmt::Display for Summary {
                 n => format!("{n} discrepancies"),
             }
         )?;
+        if let Some(retained) = &self.retention {
+            write!(f, "; {retained}")?;
+        }
         match self.behind.len() {
             0 => Ok(()),
             n => write!(f, "; {n} cursor(s) behind the trail, caught up by the next run"),

@@ -72,7 +72,7 @@ pub async fn verify(
         Some(_) => Some(crate::store::ObjectLanding::open(&text)?),
         None => None,
     };
-    Ok(match (state, &object) {
+    let mut summary = match (state, &object) {
         (StateLocation::Dir(state), None) => reconcile(out, state, audit, scope)?,
         (StateLocation::Dir(state), Some(bucket)) => reconcile_object(bucket, state, audit, scope).await?,
         (StateLocation::Db(url), landing) => {
@@ -84,5 +84,13 @@ pub async fn verify(
             };
             reconcile_db(landing, &db, &trail, scope).await?
         }
-    })
+    };
+    // An S3 landing's pages: their retention as S3 reports it now.
+    if let Some(bucket) = object.as_ref().filter(|_| text.starts_with("s3://")) {
+        let retained = super::Retained::of(bucket).await?;
+        if !retained.pages.is_empty() {
+            summary.retention = Some(retained);
+        }
+    }
+    Ok(summary)
 }

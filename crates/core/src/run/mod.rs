@@ -132,6 +132,19 @@ pub(crate) fn plan(spec: &RunSpec) -> Result<RunPlan, ConfigError> {
     let loaded = config::load(&spec.config)?;
     loaded.require_committed(spec.allow_dirty)?;
     let policy = Arc::new(loaded.vendor(&spec.vendor)?.clone());
+    if policy.object_lock.is_some()
+        && crate::store::object::scheme_of(&spec.out.to_string_lossy())
+            .ok()
+            .flatten()
+            != Some("s3")
+    {
+        return Err(ConfigError::Identity(format!(
+            "{}.object_lock: the policy asks for landed pages that cannot be changed (S3 Object Lock), and --out {} \
+             is no s3:// bucket; land in an S3 bucket with Object Lock, or remove object_lock",
+            policy.vendor,
+            crate::redact::redact_arg(&spec.out.to_string_lossy())
+        )));
+    }
     let delta = Arc::new(policy.delta.clone().ok_or_else(|| ConfigError::NoDelta {
         vendor: policy.vendor.clone(),
         path: loaded.provenance.config_path.clone(),
@@ -359,6 +372,7 @@ impl Index {
 /// probed before any request.
 async fn landing_target(
     spec: &RunSpec,
+    lock: Option<crate::config::object_lock::ObjectLock>,
     audit: &Trail,
     ledger: &Ledger,
 ) -> Result<(Index, Option<Arc<crate::store::object::ObjectLanding>>), Error> {
@@ -369,8 +383,23 @@ async fn landing_target(
     {
         return Ok((Index::Dir(spec.out.clone()), None));
     }
-    let object =
+    let mut object =
         crate::store::object::ObjectLanding::open(&text).map_err(crate::store::StoreError::Object)?;
+    // The retention the policy asks for, proven before anything is written
+    // (the probe included: in a locked bucket it could not be removed).
+    let object_lock = match lock {
+        Some(want) => {
+            let found = object
+                .require_lock(want)
+                .await
+                .map_err(crate::store::StoreError::Object)?;
+            Some(crate::sync::events::ObjectLockProven {
+                policy: want,
+                bucket_default: found,
+            })
+        }
+        None => None,
+    };
     // A dry run writes nothing, not even the probe: a LIST proves the
     // bucket and the credentials instead.
     let (landing, conditional_writes) = if spec.options.dry_run {
@@ -390,6 +419,7 @@ async fn landing_target(
     let ready = crate::sync::events::ObjectLandingReady {
         landing: landing.url().to_string(),
         conditional_writes,
+        object_lock,
     };
     audit.record(ready).await?;
     // The manifest index of an object-store landing: in the state
@@ -433,7 +463,7 @@ async fn run_streams(
         AnyPacer::Redis(p) => Some(p.clone()),
         AnyPacer::Local(_) => None,
     };
-    let (index, object) = match landing_target(spec, audit, ledger).await {
+    let (index, object) = match landing_target(spec, prepared.policy.object_lock, audit, ledger).await {
         Ok(target) => target,
         Err(e) => return (Vec::new(), Err(e), redis),
     };

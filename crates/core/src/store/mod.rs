@@ -10,6 +10,7 @@ mod landing;
 mod lock;
 pub(crate) mod migrate;
 pub(crate) mod object;
+pub(crate) mod object_lock;
 pub(crate) mod owner;
 pub(crate) mod roll_forward;
 mod run_lock;

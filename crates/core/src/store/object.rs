@@ -87,11 +87,14 @@ pub enum Creates {
 }
 
 /// A page put in the bucket.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PutPage {
     /// False when an object of that name and size was already there (a
     /// replay): nothing was written.
     pub created: bool,
+    /// Its retention as S3 reports it, read back, where the policy asks
+    /// for one (`object_lock`).
+    pub retention: Option<super::object_lock::Retention>,
 }
 
 /// A bucket (and prefix) pages land in.
@@ -102,6 +105,11 @@ pub struct ObjectLanding {
     /// The `--out` URL as given, without credentials: what messages name.
     url: String,
     creates: Creates,
+    /// On S3, its Object Lock requests.
+    locks: Option<super::object_lock::Locks>,
+    /// The retention every page must have, proven for the bucket
+    /// ([`Self::require_lock`]).
+    lock: Option<crate::config::object_lock::ObjectLock>,
 }
 
 /// Whether `text` names an object store `--out` supports (`Some(scheme)`),
@@ -131,9 +139,15 @@ impl ObjectLanding {
         ObjectLanding::open(url)?.probed(run_id).await
     }
 
-    /// This landing, probed (see [`Self::connect`]).
+    /// This landing, probed (see [`Self::connect`]). A landing whose pages
+    /// are locked is not: a probe object written there could never be
+    /// removed, and a locked bucket keeps every version anyway (a write
+    /// over an object leaves the old one as it was), so it writes HEAD
+    /// first.
     pub async fn probed(mut self, run_id: &str) -> Result<ObjectLanding, ObjectError> {
-        self.creates = self.probe(run_id).await?;
+        if self.lock.is_none() {
+            self.creates = self.probe(run_id).await?;
+        }
         Ok(self)
     }
 
@@ -165,16 +179,21 @@ impl ObjectLanding {
             max_retries: 0,
             ..Default::default()
         };
+        let mut locks = None;
         let store: Arc<dyn ObjectStore> = match parsed.scheme() {
-            "s3" => Arc::new(
-                s3_from_env()
-                    .map_err(|e| err(Failure::Config, e))?
-                    .with_url(url)
-                    .with_checksum_algorithm(object_store::aws::Checksum::SHA256)
-                    .with_retry(retry)
-                    .build()
-                    .map_err(|e| err(Failure::Other, e.to_string()))?,
-            ),
+            "s3" => {
+                let s3 = Arc::new(
+                    s3_from_env()
+                        .map_err(|e| err(Failure::Config, e))?
+                        .with_url(url)
+                        .with_checksum_algorithm(object_store::aws::Checksum::SHA256)
+                        .with_retry(retry)
+                        .build()
+                        .map_err(|e| err(Failure::Other, e.to_string()))?,
+                );
+                locks = Some(super::object_lock::Locks::new(s3.clone(), shown.clone()));
+                s3
+            }
             "gs" => Arc::new(
                 object_store::gcp::GoogleCloudStorageBuilder::from_env()
                     .with_url(url)
@@ -201,7 +220,43 @@ impl ObjectLanding {
             prefix,
             url: shown,
             creates: Creates::HeadFirst,
+            locks,
+            lock: None,
         })
+    }
+
+    /// Requires every page to be retained as `want` says: the bucket's
+    /// Object Lock configuration is proven now (before any request to the
+    /// EDC), and each page's retention is read back after it is written.
+    /// Only S3 locks objects: on another store this refuses (78).
+    pub async fn require_lock(
+        &mut self,
+        want: crate::config::object_lock::ObjectLock,
+    ) -> Result<super::object_lock::BucketDefault, ObjectError> {
+        let Some(locks) = &self.locks else {
+            return Err(ObjectError {
+                url: self.url.clone(),
+                op: "lock pages in",
+                key: String::new(),
+                failure: Failure::Config,
+                detail:
+                    "the policy's object_lock needs an s3:// landing (S3 Object Lock); nothing was fetched"
+                        .into(),
+            });
+        };
+        let found = locks.prove_bucket(&want).await?;
+        self.lock = Some(want);
+        Ok(found)
+    }
+
+    /// The retention S3 reports for the object at `rel` (relative to the
+    /// prefix): what `verify` reports of each page. `None` off S3 or when
+    /// S3 reports none.
+    pub async fn retention(&self, rel: &str) -> Result<Option<super::object_lock::Retention>, ObjectError> {
+        match &self.locks {
+            Some(locks) => locks.retention(&self.key(rel)).await,
+            None => Ok(None),
+        }
     }
 
     /// How this server answers a second conditional write of one name.
@@ -250,6 +305,11 @@ impl ObjectLanding {
     }
 
     async fn put_create(&self, key: &ObjPath, bytes: Bytes) -> Result<(), ObjectError> {
+        if let (Some(locks), Some(lock)) = (&self.locks, &self.lock) {
+            return locks
+                .put(key, bytes, Some(lock), self.creates == Creates::Conditional)
+                .await;
+        }
         let opts = PutOptions {
             mode: PutMode::Create,
             ..PutOptions::default()
@@ -307,17 +367,40 @@ impl ObjectLanding {
         let len = bytes.len() as u64;
         if self.creates == Creates::HeadFirst {
             if let Some(size) = self.size(rel).await? {
-                return self.existing(&key, size, len);
+                let mut put = self.existing(&key, size, len)?;
+                if let (Some(locks), Some(want)) = (&self.locks, &self.lock) {
+                    put.retention = Some(
+                        locks
+                            .prove_page(&key, want, time::OffsetDateTime::UNIX_EPOCH)
+                            .await?,
+                    );
+                }
+                return Ok(put);
             }
         }
-        match self.put_create(&key, bytes).await {
-            Ok(()) => Ok(PutPage { created: true }),
+        let written = time::OffsetDateTime::now_utc();
+        let mut put = match self.put_create(&key, bytes).await {
+            Ok(()) => PutPage {
+                created: true,
+                retention: None,
+            },
             Err(e) if e.detail == "it already exists" => {
                 let size = self.size(rel).await?.unwrap_or_default();
-                self.existing(&key, size, len)
+                self.existing(&key, size, len)?
             }
-            Err(e) => Err(e),
+            Err(e) => Err(e)?,
+        };
+        if let (Some(locks), Some(want)) = (&self.locks, &self.lock) {
+            // A replayed page was written earlier: its retention counts
+            // from then, so only its mode is held to the policy's here.
+            let from = if put.created {
+                written
+            } else {
+                time::OffsetDateTime::UNIX_EPOCH
+            };
+            put.retention = Some(locks.prove_page(&key, want, from).await?);
         }
+        Ok(put)
     }
 
     /// An object already at a page's content address: the same page when
@@ -325,7 +408,10 @@ impl ObjectLanding {
     /// damage that must not be hidden.
     fn existing(&self, key: &ObjPath, size: u64, len: u64) -> Result<PutPage, ObjectError> {
         if size == len {
-            return Ok(PutPage { created: false });
+            return Ok(PutPage {
+                created: false,
+                retention: None,
+            });
         }
         Err(ObjectError {
             url: self.url.clone(),
@@ -343,6 +429,11 @@ impl ObjectLanding {
     /// or the owner file.
     pub async fn put(&self, rel: &str, bytes: Bytes) -> Result<(), ObjectError> {
         let key = self.key(rel);
+        // A bucket with Object Lock takes a write only with a checksum
+        // algorithm named: the lock module's PutObject sends one.
+        if let (Some(locks), Some(_)) = (&self.locks, &self.lock) {
+            return locks.put(&key, bytes, None, false).await;
+        }
         self.store
             .put(&key, PutPayload::from(bytes))
             .await

@@ -19,6 +19,7 @@ use crate::edc::payload::{self, InvalidPayload, PageSummary};
 use crate::edc::vendor::{self, NotAPage};
 use crate::edc::Reply;
 use crate::ledger::StreamLedger;
+use crate::store::object_lock::Retention;
 use crate::store::{Cursor, LandingStore, ManifestEntry, PageAdvance};
 use quota_pacer::Pacer;
 
@@ -247,11 +248,11 @@ impl PageCommit {
         // unchanged (an empty poll every five minutes must not leave a file
         // each time, nor a re-read span land its records again).
         let repeated: Vec<u32> = split.as_ref().map_or_else(Vec::new, |s| s.repeated.clone());
-        let (landed, listed) = if job.options.dry_run || new_records == 0 {
+        let (landed, listed, retention) = if job.options.dry_run || new_records == 0 {
             temp.discard();
-            (None, None)
+            (None, None, None)
         } else {
-            let (landed, listed) = self
+            let (landed, listed, retention) = self
                 .land_page(
                     stream,
                     url,
@@ -263,7 +264,7 @@ impl PageCommit {
                     &repeated,
                 )
                 .await?;
-            (Some(landed), listed)
+            (Some(landed), listed, retention)
         };
         let replayed = landed.is_some() && listed.is_none();
         let cursor_state = pending
@@ -304,6 +305,7 @@ impl PageCommit {
             },
             vendor_warnings: summary.envelope.warnings.clone(),
             vendor_execution_id: page.execution_id.clone(),
+            retention,
         };
         let book_next = next.is_some()
             && !job.options.interrupt.requested()
@@ -353,16 +355,16 @@ impl PageCommit {
         digest: &crate::edc::BodyDigest,
         summary: &PageSummary,
         repeated: &[u32],
-    ) -> Result<(crate::store::LandedPage, Option<String>), SyncError> {
-        let landed = match self.landing.remote().cloned() {
+    ) -> Result<(crate::store::LandedPage, Option<String>, Option<Retention>), SyncError> {
+        let (landed, retention) = match self.landing.remote().cloned() {
             Some(remote) => {
                 let (page, bytes) = self.landing.take(temp, &digest.sha256)?;
                 let rel = self.landing.recorded(page.file());
                 let put = remote.put_page(&rel, bytes::Bytes::from(bytes)).await;
-                put.map_err(crate::store::StoreError::Object)?;
-                page
+                let put = put.map_err(crate::store::StoreError::Object)?;
+                (page, put.retention)
             }
-            None => self.landing.commit(temp, &digest.sha256)?,
+            None => (self.landing.commit(temp, &digest.sha256)?, None),
         };
         let entry = ManifestEntry {
             stream: stream.name.clone(),
@@ -378,7 +380,7 @@ impl PageCommit {
             repeated: repeated.to_vec(),
         };
         let listed = self.ledger.list(&mut self.landing, &entry).await?;
-        Ok((landed, listed))
+        Ok((landed, listed, retention))
     }
 
     /// 2xx: stream into SHA-256, the payload check and a temp file at once,

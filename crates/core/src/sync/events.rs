@@ -120,6 +120,10 @@ pub(crate) struct PageCommitted {
     /// Vault `WARNING` responses: the warnings, kept with the page.
     pub vendor_warnings: Vec<VendorMessage>,
     pub vendor_execution_id: Option<String>,
+    /// The landed page's retention as S3 reported it after the write, when
+    /// the policy asks for one (`object_lock`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention: Option<crate::store::object_lock::Retention>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -293,6 +297,17 @@ pub(crate) struct ObjectLandingReady {
     /// (`If-None-Match: *`); otherwise a HEAD precedes each page's write.
     /// Null in a dry run, which writes nothing to find out.
     pub conditional_writes: Option<bool>,
+    /// The policy's `object_lock` and the bucket's default retention that
+    /// proves it, when the policy asks for one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub object_lock: Option<ObjectLockProven>,
+}
+
+/// The retention a policy asks for, and the bucket default that gives it.
+#[derive(Debug, Serialize)]
+pub(crate) struct ObjectLockProven {
+    pub policy: crate::config::object_lock::ObjectLock,
+    pub bucket_default: crate::store::object_lock::BucketDefault,
 }
 
 impl AuditEvent for ObjectLandingReady {
