@@ -35,7 +35,7 @@ pub(crate) mod interrupt;
 pub mod ledger;
 pub mod mask;
 pub(crate) mod metrics;
-pub mod metrics_push;
+pub(crate) mod metrics_push;
 pub mod no_follow;
 pub mod paths;
 pub(crate) mod quota;
@@ -47,7 +47,7 @@ pub mod state_db;
 pub mod store;
 pub mod stream;
 pub mod sync;
-pub mod trace_context;
+pub(crate) mod trace_context;
 
 /// Every Redis key edc-sync writes starts with this: the pacer's keys,
 /// each stream's run lock and the audit anchor.

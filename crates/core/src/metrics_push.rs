@@ -31,14 +31,14 @@ const JOB: &str = "edc_sync";
 
 /// A Pushgateway's base URL, checked.
 #[derive(Debug, Clone)]
-pub struct Pushgateway {
+pub(crate) struct Pushgateway {
     base: reqwest::Url,
 }
 
 impl Pushgateway {
     /// `url` if it is an http(s) URL with a host and no query or fragment;
     /// else why not (named by the option).
-    pub fn parse(url: &str) -> Result<Pushgateway, String> {
+    pub(crate) fn parse(url: &str) -> Result<Pushgateway, String> {
         let shown = without_userinfo(url);
         let base =
             reqwest::Url::parse(url).map_err(|e| format!("--metrics-push {shown}: not a URL ({e})"))?;

@@ -16,9 +16,9 @@
 use serde::Serialize;
 
 /// The environment variable holding the traceparent.
-pub const TRACEPARENT: &str = "TRACEPARENT";
+pub(crate) const TRACEPARENT: &str = "TRACEPARENT";
 /// The environment variable holding the tracestate.
-pub const TRACESTATE: &str = "TRACESTATE";
+pub(crate) const TRACESTATE: &str = "TRACESTATE";
 
 /// The longest tracestate the recommendation allows a vendor to pass on.
 const TRACESTATE_MAX: usize = 512;
@@ -36,7 +36,7 @@ pub struct TraceContext {
 impl TraceContext {
     /// The context in this process's environment; `None` when there is
     /// none or it is invalid (then with a warning naming the variable).
-    pub fn from_env() -> Option<TraceContext> {
+    pub(crate) fn from_env() -> Option<TraceContext> {
         let parent = std::env::var(TRACEPARENT).ok()?;
         let state = std::env::var(TRACESTATE).ok();
         match TraceContext::parse(&parent, state.as_deref()) {
@@ -57,7 +57,7 @@ impl TraceContext {
 
     /// `traceparent` (and `tracestate`, dropped with the reason when
     /// invalid), or why the traceparent is invalid.
-    pub fn parse(
+    pub(crate) fn parse(
         traceparent: &str,
         tracestate: Option<&str>,
     ) -> Result<(TraceContext, Option<String>), String> {

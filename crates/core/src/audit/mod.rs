@@ -15,6 +15,7 @@ pub(crate) mod tail;
 pub(crate) mod verify;
 
 pub use crate::stream::StreamIdentity;
+pub use crate::trace_context::TraceContext;
 pub use anchor::redis_copy::load_script as load_anchor_script;
 pub use anchor::{first_line_sha256, ChainHead, DIR as ANCHOR_DIR};
 pub use anchors::Anchors;

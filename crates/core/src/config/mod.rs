@@ -9,7 +9,7 @@ mod check;
 mod delta;
 mod locate;
 pub(crate) mod lookback;
-pub mod object_lock;
+mod object_lock;
 mod policy;
 pub(crate) mod provenance;
 mod stamp;
@@ -22,7 +22,9 @@ pub mod yaml;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-pub use policy::{Config, CursorKind, DateWindow, MissingEnv, Policy, DEFAULT_VAULT_CLIENT_ID};
+pub use policy::{
+    Config, CursorKind, DateWindow, LockMode, MissingEnv, ObjectLock, Policy, DEFAULT_VAULT_CLIENT_ID,
+};
 pub use provenance::{ChangeState, Provenance};
 pub use stamp::{path_for as stamp_path, Stamp};
 

@@ -8,9 +8,8 @@
 //! page is not locked). A run proves the bucket's configuration before it
 //! fetches and each page's retention after it lands (`store::object_lock`).
 
-use serde::Serialize;
-
 use super::check::{integer, string, Fields, Report};
+use super::policy::{LockMode, ObjectLock};
 use super::yaml::Node;
 
 const KEYS: [&str; 2] = ["mode", "days"];
@@ -18,33 +17,6 @@ const KEYS: [&str; 2] = ["mode", "days"];
 /// The longest retention taken: a hundred years, more than any GxP record
 /// keeps (S3 itself takes up to 100 years).
 const MAX_DAYS: i64 = 36_500;
-
-/// S3 Object Lock's two retention modes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LockMode {
-    /// Users with `s3:BypassGovernanceRetention` may still shorten it.
-    Governance,
-    /// Nobody, the account's root user included, can shorten or remove it.
-    Compliance,
-}
-
-impl LockMode {
-    /// As S3 spells it (`GOVERNANCE`, `COMPLIANCE`).
-    pub fn s3(self) -> &'static str {
-        match self {
-            LockMode::Governance => "GOVERNANCE",
-            LockMode::Compliance => "COMPLIANCE",
-        }
-    }
-}
-
-/// The retention a vendor's landed pages must have.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct ObjectLock {
-    pub mode: LockMode,
-    pub days: u32,
-}
 
 pub(super) fn object_lock(report: &mut Report, path: Vec<String>, node: &Node) -> Option<ObjectLock> {
     let mut f = Fields::of(report, path, node)?;

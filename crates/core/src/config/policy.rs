@@ -352,6 +352,33 @@ pub struct StreamSpec {
 /// must list it).
 pub const DEFAULT_VAULT_CLIENT_ID: &str = "edcsync-site-datamanagement-server-edcsync";
 
+/// S3 Object Lock's two retention modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LockMode {
+    /// Users with `s3:BypassGovernanceRetention` may still shorten it.
+    Governance,
+    /// Nobody, the account's root user included, can shorten or remove it.
+    Compliance,
+}
+
+impl LockMode {
+    /// As S3 spells it (`GOVERNANCE`, `COMPLIANCE`).
+    pub(crate) fn s3(self) -> &'static str {
+        match self {
+            LockMode::Governance => "GOVERNANCE",
+            LockMode::Compliance => "COMPLIANCE",
+        }
+    }
+}
+
+/// The retention a vendor's landed pages must have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ObjectLock {
+    pub mode: LockMode,
+    pub days: u32,
+}
+
 /// Everything the tool knows about one vendor's quota and delta API.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Policy {
@@ -397,7 +424,7 @@ pub struct Policy {
     /// The retention the vendor's landed pages must have (S3 Object Lock);
     /// `None`: no retention asked.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub object_lock: Option<super::object_lock::ObjectLock>,
+    pub object_lock: Option<ObjectLock>,
     /// A server `Date` this far from the local clock is warned about (log
     /// and metric): a pacer on a drifting clock trips the remote limit.
     #[serde(rename = "clock_skew_warn_s", serialize_with = "secs")]

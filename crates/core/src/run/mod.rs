@@ -372,7 +372,7 @@ impl Index {
 /// probed before any request.
 async fn landing_target(
     spec: &RunSpec,
-    lock: Option<crate::config::object_lock::ObjectLock>,
+    lock: Option<crate::config::ObjectLock>,
     audit: &Trail,
     ledger: &Ledger,
 ) -> Result<(Index, Option<Arc<crate::store::object::ObjectLanding>>), Error> {

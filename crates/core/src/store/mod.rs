@@ -10,6 +10,7 @@ mod landing;
 mod lock;
 pub(crate) mod migrate;
 pub(crate) mod object;
+mod object_error;
 pub(crate) mod object_lock;
 pub(crate) mod owner;
 pub(crate) mod roll_forward;
@@ -21,6 +22,7 @@ pub use error::StoreError;
 pub use landing::ManifestEntry;
 pub use migrate::legacy_sanitize;
 pub use object::{scheme_of, Failure, ObjectError, ObjectLanding};
+pub use object_lock::Retention;
 pub use run_lock::{load_script as load_run_lock_script, RunLockName};
 
 pub(crate) use cursor::{differences, Cursor, CursorStore, PageAdvance, PendingCursor, Receipt};

@@ -1,5 +1,7 @@
 //! Landing in object storage (`--out s3://bucket/prefix`, `gs://`, `az://`).
 //!
+//! One concept: the bucket a run lands in, its writes, reads and listing.
+//!
 //! The bucket holds what a local landing directory holds, under the same
 //! relative names: `<stream dir>/pages/<sha256>.<ext>` and the manifest,
 //! kept as one object a line (`<stream dir>/manifest/<byte offset>.json`,
@@ -30,52 +32,11 @@ use bytes::Bytes;
 use object_store::path::Path as ObjPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
+pub use super::object_error::{Failure, ObjectError};
+
 /// The state directory's subdirectory that keeps, for an object-store
 /// landing, each stream's manifest index and the page being received.
 pub(crate) const INDEX_DIR: &str = ".landing";
-
-/// How a failed object-store request ended, which decides the exit code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failure {
-    /// Not reached, or it answered 5xx: 69.
-    Unavailable,
-    /// 429 or SlowDown: try again later, 75.
-    Throttled,
-    /// Credentials refused (401, 403, a bad key or signature): 77.
-    Refused,
-    /// The server found other bytes than the SHA-256 sent: 74.
-    Checksum,
-    /// The landing's configuration (a profile named that is not there): 78.
-    Config,
-    /// Anything else (a bad URL, a refused request): 74.
-    Other,
-}
-
-/// An object-store request that failed: what, where, and why.
-#[derive(Debug, thiserror::Error)]
-#[error("landing {url}: cannot {op} {key}: {detail}")]
-pub struct ObjectError {
-    pub url: String,
-    pub op: &'static str,
-    pub key: String,
-    pub failure: Failure,
-    pub detail: String,
-}
-
-impl ObjectError {
-    /// Its exit code: unreachable or failing 69, throttling 75,
-    /// credentials refused 77, the landing's configuration 78, else 74.
-    pub fn exit(&self) -> crate::exit::Exit {
-        use crate::exit::Exit;
-        match self.failure {
-            Failure::Unavailable => Exit::Unavailable,
-            Failure::Throttled => Exit::TempFail,
-            Failure::Refused => Exit::NoPerm,
-            Failure::Config => Exit::Config,
-            Failure::Checksum | Failure::Other => Exit::IoErr,
-        }
-    }
-}
 
 /// Whether the server refuses a conditional write over an existing object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,7 +70,7 @@ pub struct ObjectLanding {
     locks: Option<super::object_lock::Locks>,
     /// The retention every page must have, proven for the bucket
     /// ([`Self::require_lock`]).
-    lock: Option<crate::config::object_lock::ObjectLock>,
+    lock: Option<crate::config::ObjectLock>,
 }
 
 /// Whether `text` names an object store `--out` supports (`Some(scheme)`),
@@ -229,9 +190,9 @@ impl ObjectLanding {
     /// Object Lock configuration is proven now (before any request to the
     /// EDC), and each page's retention is read back after it is written.
     /// Only S3 locks objects: on another store this refuses (78).
-    pub async fn require_lock(
+    pub(crate) async fn require_lock(
         &mut self,
-        want: crate::config::object_lock::ObjectLock,
+        want: crate::config::ObjectLock,
     ) -> Result<super::object_lock::BucketDefault, ObjectError> {
         let Some(locks) = &self.locks else {
             return Err(ObjectError {

@@ -30,8 +30,8 @@ use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use super::object::{Failure, ObjectError};
-use crate::config::object_lock::ObjectLock;
+use super::object_error::{Failure, ObjectError};
+use crate::config::ObjectLock;
 
 /// How long a signed URL of ours lives: it is used at once.
 const SIGNED_FOR: Duration = Duration::from_secs(60);
@@ -50,9 +50,9 @@ pub struct Retention {
 /// The bucket's Object Lock configuration, as S3 reports it: enabled, and
 /// its default retention if it has one (each page carries its own).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct BucketDefault {
-    pub mode: Option<String>,
-    pub days: Option<u32>,
+pub(crate) struct BucketDefault {
+    pub(crate) mode: Option<String>,
+    pub(crate) days: Option<u32>,
 }
 
 /// The S3 client of a landing, for its Object Lock requests.

@@ -306,7 +306,7 @@ pub(crate) struct ObjectLandingReady {
 /// The retention a policy asks for, and the bucket default that gives it.
 #[derive(Debug, Serialize)]
 pub(crate) struct ObjectLockProven {
-    pub policy: crate::config::object_lock::ObjectLock,
+    pub policy: crate::config::ObjectLock,
     pub bucket_default: crate::store::object_lock::BucketDefault,
 }
 
