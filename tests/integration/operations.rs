@@ -676,6 +676,33 @@ fn bench_startup_prints_its_figures() {
     }
 }
 
+/// `bench verify` lands each size by a sync, runs verify over it beside
+/// `sha256sum` of the same pages and `audit verify` of the trail, and
+/// prints one line a size and the JSON line (timed only by hand).
+#[test]
+fn bench_verify_prints_its_figures() {
+    let out = support::bench(&["verify", "--pages", "20,40"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stdout.lines().filter(|l| l.starts_with("verify at ")).count(),
+        2,
+        "{}",
+        out.stdout
+    );
+    let last: serde_json::Value = serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(last[1]["pages"], 40, "{last}");
+    for key in [
+        "landed_bytes",
+        "trail_bytes",
+        "sha256sum_s",
+        "ratio",
+        "audit_verify_s",
+    ] {
+        assert!(last[0].get(key).is_some(), "{key} missing in {last}");
+    }
+    assert!(last[0]["verify"]["wall_s"].as_f64().unwrap() > 0.0);
+}
+
 /// `bench sync` measures the small pages beside their floor, round by
 /// round (a sync, then the floor of the bytes its commits wrote, then the
 /// same floor with each page received by a bare GET), and reports the

@@ -72,6 +72,16 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 100_000)]
         entries: u64,
     },
+    /// `verify` at landings of N one-record pages (each made by a sync
+    /// first) against `sha256sum` over the same page files: wall time,
+    /// peak RSS (`wait4`) and the ratio, per size.
+    ///
+    /// Ends with one JSON line of the figures.
+    Verify {
+        /// Landing sizes, in pages (comma-separated).
+        #[arg(long, value_delimiter = ',', default_values_t = [3_000u64, 10_000, 30_000])]
+        pages: Vec<u64>,
+    },
     /// Crash soak: start a sync, SIGKILL it at a seeded random moment (or
     /// fail its Nth fsync with EIO), resume; ROUNDS times, with faults on;
     /// then count rounds with the cursor ahead, duplicates and losses.

@@ -204,3 +204,21 @@ pub fn script_calls(info: &str) -> u64 {
         .filter_map(|(_, v)| v.parse::<u64>().ok())
         .sum()
 }
+
+/// Runs `cmd` to its end and returns whether it exited 0 and its resource
+/// usage (`wait4`: its own peak RSS and CPU, which `std` does not give).
+pub fn waited(mut cmd: Command) -> anyhow::Result<(bool, libc::rusage)> {
+    use anyhow::Context as _;
+    let child = cmd.spawn().context("starting a child process")?;
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: wait4 writes only into the two values we pass; `child` is
+    // never waited on by std afterwards (it is forgotten below).
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    std::mem::forget(child);
+    if waited != pid {
+        anyhow::bail!("waiting for a child process: {}", std::io::Error::last_os_error());
+    }
+    Ok((libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, usage))
+}

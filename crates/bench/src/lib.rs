@@ -17,3 +17,4 @@ pub mod soak;
 pub mod startup;
 pub mod state;
 pub mod sync;
+pub mod verify;

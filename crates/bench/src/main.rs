@@ -132,6 +132,21 @@ fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             .context("writing to stdout")?;
             Ok(())
         }
+        BenchCommand::Verify { pages } => {
+            let exe = edc_sync_exe()?;
+            let mut all = Vec::new();
+            for n in pages {
+                let (_scratch, work) = sync::scratch()?;
+                all.push(edc_sync_bench::verify::run(&exe, &work, n)?);
+            }
+            writeln!(
+                std::io::stdout().lock(),
+                "{}",
+                edc_sync_bench::verify::render(&all)
+            )
+            .context("writing to stdout")?;
+            Ok(())
+        }
         BenchCommand::CrashSoak {
             rounds,
             fsync_faults,

@@ -81,37 +81,36 @@ pub fn run(exe: &Path, work: &Path, entries: u64) -> anyhow::Result<Figures> {
 }
 
 fn sync(exe: &Path, config: &Path, dir: &Path, url: &str) -> anyhow::Result<(bool, libc::rusage)> {
-    let child = super::harness::bench_sync(Command::new(exe), config, dir, url)
-        .spawn()
-        .context("starting a sync")?;
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: wait4 writes only into the two values we pass; `child` is
-    // never waited on by std afterwards (it is forgotten below).
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    std::mem::forget(child);
-    if waited != pid {
-        bail!("waiting for the sync: {}", std::io::Error::last_os_error());
-    }
-    Ok((libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, usage))
+    super::harness::waited(super::harness::bench_sync(Command::new(exe), config, dir, url))
 }
 
 fn measured(exe: &Path, config: &Path, dir: &Path, url: &str) -> anyhow::Result<Measured> {
-    let spawner_peak_rss_mib = super::harness::peak_rss_kib().unwrap_or(0) as f64 / 1024.0;
-    let started = Instant::now();
-    let (ok, usage) = sync(exe, config, dir, url)?;
-    let wall_s = started.elapsed().as_secs_f64();
-    if !ok {
+    let measured = Measured::of(super::harness::bench_sync(Command::new(exe), config, dir, url))?;
+    if !measured.1 {
         bail!("the measured sync in {} failed", dir.display());
     }
-    let peak_rss_mib = usage.ru_maxrss as f64 / 1024.0;
-    Ok(Measured {
-        wall_s,
-        peak_rss_mib,
-        spawner_peak_rss_mib,
-        peak_rss_exact: peak_rss_mib > spawner_peak_rss_mib,
-    })
+    Ok(measured.0)
+}
+
+impl Measured {
+    /// Runs `cmd` to its end: its wall time and peak RSS, and whether it
+    /// exited 0.
+    pub fn of(cmd: Command) -> anyhow::Result<(Measured, bool)> {
+        let spawner_peak_rss_mib = super::harness::peak_rss_kib().unwrap_or(0) as f64 / 1024.0;
+        let started = Instant::now();
+        let (ok, usage) = super::harness::waited(cmd)?;
+        let wall_s = started.elapsed().as_secs_f64();
+        let peak_rss_mib = usage.ru_maxrss as f64 / 1024.0;
+        Ok((
+            Measured {
+                wall_s,
+                peak_rss_mib,
+                spawner_peak_rss_mib,
+                peak_rss_exact: peak_rss_mib > spawner_peak_rss_mib,
+            },
+            ok,
+        ))
+    }
 }
 
 /// `entries` chained audit lines of earlier runs, as `audit verify` accepts.
@@ -186,7 +185,7 @@ pub fn render(f: &Figures) -> String {
 
 /// A child's peak RSS as it can be stated: its own, or at most the floor
 /// the spawning process's mark sets.
-fn rss(m: &Measured) -> String {
+pub fn rss(m: &Measured) -> String {
     if m.peak_rss_exact {
         format!("{:.1} MiB", m.peak_rss_mib)
     } else {
