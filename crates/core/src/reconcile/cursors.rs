@@ -130,7 +130,7 @@ fn check_cursor(state: &Path, out: &Path, cursor: &Path, commits: &ByDir, summar
             "its last_page_sha256 is {}; the last committed page (audit line {}) has {}",
             value["last_page_sha256"], last.line, last.sha256
         ));
-    } else if lookback_digest(&value["lookback"]) != last.lookback_sha256 {
+    } else if lookback_digest(&value["lookback"]) != lookback_digest(&last.lookback) {
         problem(format!(
             "it is its lookback memory (the records the next window recognises) that differs from the one the \
              last committed page (audit line {}) left",

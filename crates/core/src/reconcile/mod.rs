@@ -124,9 +124,11 @@ pub(super) struct Commit {
     records: u64,
     dry_run: bool,
     cursor_after: Value,
-    /// SHA-256 of the cursor's lookback memory after the page (the
-    /// memory itself can be large; only its digest is compared).
-    lookback_sha256: String,
+    /// The cursor's lookback memory after the page, kept for the last
+    /// commit of each landing directory that was not a dry run only (the
+    /// one a cursor is held to): `Null` on every other, whose memory
+    /// (kilobytes a line) is dropped as the next is read.
+    lookback: Value,
 }
 
 /// The digest a cursor's lookback memory (`null` when it keeps none) is
@@ -302,7 +304,7 @@ pub(super) type ByDir = BTreeMap<String, (Vec<Commit>, bool)>;
 fn read_commits(audit: &Path, out: &Path, summary: &mut Summary) -> Result<ByDir, Unreadable> {
     let mut by_dir = ByDir::new();
     let mut unplaced = 0u64;
-    crate::audit::read::each_event(audit, "page_committed", |line, v| {
+    crate::audit::read::each_event(audit, "page_committed", |line, mut v| {
         let Some(recorded) = v["landing_dir"].as_str() else {
             unplaced += 1;
             return;
@@ -319,15 +321,25 @@ fn read_commits(audit: &Path, out: &Path, summary: &mut Summary) -> Result<ByDir
         let elsewhere = Path::new(recorded).is_absolute() && !Path::new(recorded).starts_with(out);
         let (list, all_elsewhere) = by_dir.entry(dir.into_owned()).or_insert((Vec::new(), true));
         *all_elsewhere &= elsewhere;
+        // The cursor is held to the last commit that was not a dry run.
+        let dry_run = v["dry_run"] == true;
+        if !dry_run {
+            if let Some(previous) = list.iter_mut().rev().find(|c| !c.dry_run) {
+                previous.lookback = Value::Null;
+            }
+        }
         list.push(Commit {
             line,
             sha256: v["payload_sha256"].as_str().unwrap_or_default().to_string(),
             file: v["landing_file"].as_str().map(str::to_string),
             bytes: v["bytes"].as_u64().unwrap_or(0),
             records: v["records"].as_u64().unwrap_or(0),
-            dry_run: v["dry_run"] == true,
-            cursor_after: v["cursor_after"].clone(),
-            lookback_sha256: lookback_digest(&v["cursor_state"]["lookback"]),
+            dry_run,
+            cursor_after: v["cursor_after"].take(),
+            lookback: match dry_run {
+                true => Value::Null,
+                false => v["cursor_state"]["lookback"].take(),
+            },
         });
     })
     .map_err(unreadable(audit))?;
@@ -424,20 +436,30 @@ fn check_landing_dir(view: &LandingView, commits: &[Commit], summary: &mut Summa
             }
         }
     }
+    // Indexes, built once: a lookup per entry, not a scan of every file
+    // and every commit (which made verify quadratic in a directory's pages).
+    let regular: std::collections::HashSet<&str> = view
+        .files
+        .iter()
+        .filter(|f| f.regular)
+        .map(|f| f.rel.as_str())
+        .collect();
+    let mut committed: HashMap<(&str, &str), &Commit> = HashMap::new();
+    for c in commits {
+        if let Some(file) = c.file.as_deref() {
+            committed.entry((file, c.sha256.as_str())).or_insert(c);
+        }
+    }
     let mut entries: Vec<_> = listed.values().collect();
     entries.sort_by_key(|(n, _)| *n);
     for (n, entry) in entries {
-        if !view.files.iter().any(|f| f.rel == entry.file && f.regular) {
+        if !regular.contains(entry.file.as_str()) {
             problem(
                 manifest_path.clone(),
                 format!("line {n} lists {} but the file is missing", entry.file),
             );
         }
-        let matching: Vec<&Commit> = commits
-            .iter()
-            .filter(|c| c.file.as_deref() == Some(entry.file.as_str()) && c.sha256 == entry.sha256)
-            .collect();
-        match matching.first() {
+        match committed.get(&(entry.file.as_str(), entry.sha256.as_str())) {
             None => problem(
                 manifest_path.clone(),
                 format!(
