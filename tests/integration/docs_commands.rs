@@ -55,6 +55,10 @@ const NOT_RUN: &[(&str, &str)] = &[
         "a benchmark of minutes (1 GiB of large pages); operations::bench_sync_reports_its_small_pages_beside_their_floor_round_by_round runs it small",
     ),
     (
+        "bench verify --pages 3000,10000,30000",
+        "a benchmark of minutes (it lands 43,000 pages first); operations::bench_verify_prints_its_figures runs it small",
+    ),
+    (
         "bench startup --entries 100000",
         "a benchmark of minutes; operations::bench_startup_prints_its_figures runs it small",
     ),
