@@ -135,6 +135,7 @@ oq_test!(oq_031_moved_evidence_re_proven, "OQ-031");
 oq_test!(oq_032_object_store_landing, "OQ-032");
 oq_test!(oq_033_state_in_postgresql, "OQ-033");
 oq_test!(oq_034_late_records_lookback_and_completeness, "OQ-034");
+oq_test!(oq_035_landed_pages_retained_unchangeable, "OQ-035");
 
 #[test]
 fn every_scenario_has_a_test_here() {

@@ -25,6 +25,7 @@ pub mod printed;
 pub mod release_record;
 mod report;
 mod resilience;
+mod retention;
 pub mod scenario;
 pub mod scenarios;
 mod state_db;

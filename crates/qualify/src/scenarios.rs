@@ -18,6 +18,7 @@ pub fn all() -> Vec<Scenario> {
     all.extend(super::integrity::all());
     all.extend(super::state_db::all());
     all.extend(super::late_records::all());
+    all.extend(super::retention::all());
     all.sort_by_key(|s| s.id);
     all
 }

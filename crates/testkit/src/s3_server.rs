@@ -48,6 +48,9 @@ pub struct PrivateS3 {
     dir: PathBuf,
     /// Which server, and its version: `Garage 2.5.0`.
     pub name: String,
+    /// moto's Python, whose boto3 reads what edc-sync's client does not
+    /// (an object's retention) and tries what an insider would.
+    python: Option<PathBuf>,
 }
 
 /// Where a server's binary is: the variable `env`, the cache `scripts/test`
@@ -84,6 +87,7 @@ fn launch(mut cmd: Command, port: u16, dir: PathBuf, name: String) -> Result<Pri
         port,
         dir,
         name,
+        python: None,
     };
     if server.wait_ready(Duration::from_secs(20)) {
         return Ok(server);
@@ -191,7 +195,7 @@ impl PrivateS3 {
             std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
             let mut cmd = Command::new(&binary);
             cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
-            let server = match launch(cmd, port, dir, format!("moto {MOTO_VERSION}")) {
+            let mut server = match launch(cmd, port, dir, format!("moto {MOTO_VERSION}")) {
                 Ok(server) => server,
                 Err(e) => {
                     last = e;
@@ -223,9 +227,58 @@ impl PrivateS3 {
                     String::from_utf8_lossy(&made.stderr)
                 ));
             }
+            server.python = Some(python);
             return Ok(server);
         }
         Err(last)
+    }
+
+    /// Runs `body` with boto3 (moto's own client, independent of
+    /// edc-sync's) bound to `s3`; its stdout. Only a moto server has it.
+    fn boto3(&self, body: &str) -> anyhow::Result<String> {
+        let python = self
+            .python
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("{} has no boto3 beside it (only moto does)", self.name))?;
+        let script = format!(
+            "import boto3\ns3 = boto3.client('s3', endpoint_url='{}', aws_access_key_id='{ACCESS_KEY}', \
+             aws_secret_access_key='{SECRET_KEY}', region_name='us-east-1')\n{body}",
+            self.endpoint()
+        );
+        let out = Command::new(python).args(["-c", &script]).output()?;
+        anyhow::ensure!(
+            out.status.success(),
+            "boto3: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    /// The retention of the object at `key` as S3 reports it (mode,
+    /// retain-until date), read with boto3; `None` when it has none.
+    pub fn retention(&self, key: &str) -> anyhow::Result<Option<(String, String)>> {
+        let text = self.boto3(&format!(
+            "h = s3.head_object(Bucket='{BUCKET}', Key={key:?})\n\
+             if 'ObjectLockMode' in h: print(h['ObjectLockMode'], h['ObjectLockRetainUntilDate'].isoformat())"
+        ))?;
+        Ok(text
+            .split_once(' ')
+            .map(|(mode, until)| (mode.to_string(), until.to_string())))
+    }
+
+    /// Tries to delete the stored version of the object at `key` for good,
+    /// as an insider with the bucket's keys would (boto3's DeleteObject
+    /// with its VersionId): `Ok(())` if S3 deleted it, else S3's refusal.
+    pub fn delete_version(&self, key: &str) -> anyhow::Result<Result<(), String>> {
+        let text = self.boto3(&format!(
+            "v = s3.head_object(Bucket='{BUCKET}', Key={key:?})['VersionId']\n\
+             try:\n    s3.delete_object(Bucket='{BUCKET}', Key={key:?}, VersionId=v)\n    print('deleted')\n\
+             except Exception as e:\n    print(str(e))"
+        ))?;
+        Ok(match text.as_str() {
+            "deleted" => Ok(()),
+            refused => Err(refused.to_string()),
+        })
     }
 
     /// The endpoint, as `AWS_ENDPOINT_URL` takes it.

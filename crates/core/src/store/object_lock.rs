@@ -300,11 +300,11 @@ impl Locks {
                 key.as_ref(),
                 Failure::Other,
                 format!(
-                    "it is retained {} until {}, not {} for {} days as the policy's object_lock asks",
+                    "it is retained {} until {}, not {} for {} as the policy's object_lock asks",
                     found.mode,
                     found.retain_until,
                     want.mode.s3(),
-                    want.days
+                    days(want.days)
                 ),
             ));
         }
@@ -316,15 +316,23 @@ impl Locks {
 fn cannot_lock(want: &ObjectLock, why: &str, failure: Failure) -> String {
     let fix = match failure {
         Failure::Config => format!(
-            "; the policy's object_lock asks {} for {} days, which each page carries: land in a bucket created \
+            "; the policy's object_lock asks {} for {}, which each page carries: land in a bucket created \
              with Object Lock (aws s3api create-bucket --object-lock-enabled-for-bucket), or remove object_lock; \
              nothing was fetched",
             want.mode.s3(),
-            want.days
+            days(want.days)
         ),
         _ => "; nothing was fetched".into(),
     };
     format!("{why}{fix}")
+}
+
+/// `n` days, as a sentence says it.
+fn days(n: u32) -> String {
+    match n {
+        1 => "1 day".into(),
+        n => format!("{n} days"),
+    }
 }
 
 /// The text of the first `<name>` element of an S3 XML document.
