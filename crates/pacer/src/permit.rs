@@ -39,7 +39,11 @@ pub enum AcquireError {
     /// Waiting would exceed the quota's horizon (`max_wait_s`): the run
     /// stops with progress saved (exit 75) rather than sleep for hours.
     #[error(
-        "quota {quota}: the next slot is {:.3} s away, beyond the {} s ceiling (max_wait_s)",
+        "quota {quota}: {} {:.3} s away, beyond the {} s ceiling (max_wait_s)",
+        match cap {
+            Some(cap) => format!("a free slot of the {cap} concurrent requests allowed (max_concurrency) is at least"),
+            None => "the next slot is".to_string(),
+        },
         wait.as_secs_f64(),
         horizon.as_secs_f64()
     )]
@@ -50,6 +54,9 @@ pub enum AcquireError {
         wait: Duration,
         /// The longest wait accepted.
         horizon: Duration,
+        /// `Some(max_concurrency)` when what waited was the concurrency
+        /// cap (every slot in flight), not the rate or a pause.
+        cap: Option<u32>,
     },
     /// The pacer could not answer; nothing may be sent.
     #[error(transparent)]
@@ -210,7 +217,7 @@ impl<P: Pacer> Limiter<P> {
             .clone()
             .acquire_owned()
             .await
-            .map_err(|_| self.too_long(Duration::MAX))?;
+            .map_err(|_| self.too_long(Duration::MAX, None))?;
         loop {
             let returned = self.shared.take_returned();
             let answer = self
@@ -230,11 +237,11 @@ impl<P: Pacer> Limiter<P> {
                     let booking = self.booking(slot, lease, at_us, wait, started);
                     return Ok(booking.ready().await);
                 }
-                Answer::Refused { wait } => return Err(self.too_long(wait)),
+                Answer::Refused { wait } => return Err(self.too_long(wait, None)),
                 Answer::Full { retry_in } => {
                     let waited = started.elapsed();
                     if waited >= self.shared.quota.horizon() {
-                        return Err(self.too_long(waited));
+                        return Err(self.too_long(waited, Some(self.shared.quota.max_concurrency())));
                     }
                     tokio::time::sleep(retry_in.clamp(LEASE_POLL_MIN, LEASE_POLL_MAX)).await;
                 }
@@ -327,11 +334,13 @@ impl<P: Pacer> Limiter<P> {
         }
     }
 
-    fn too_long(&self, wait: Duration) -> AcquireError {
+    /// The wait past the horizon; `cap` when the concurrency cap waited.
+    fn too_long(&self, wait: Duration, cap: Option<u32>) -> AcquireError {
         AcquireError::WaitTooLong {
             quota: self.shared.quota.key().to_string(),
             wait,
             horizon: self.shared.quota.horizon(),
+            cap,
         }
     }
 }
@@ -451,6 +460,53 @@ impl<P: Pacer> Drop for Permit<P> {
     fn drop(&mut self) {
         if let Some(id) = self.lease_id.take() {
             self.shared.give_back(id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{AcquireError, Limiter};
+    use crate::{LocalPacer, Quota, Rate};
+
+    /// A wait past the horizon for a free slot of the concurrency cap (two
+    /// limiters of one quota, as two streams have, the cap 1) is said to
+    /// be the cap's, not the rate's.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_wait_for_the_concurrency_cap_names_the_cap() {
+        let rate = Rate::new(1000.0, 1000).unwrap();
+        let quota = Quota::new("q", rate)
+            .unwrap()
+            .with_concurrency(1, Duration::from_secs(60))
+            .with_horizon(Duration::from_millis(100));
+        let pacer = LocalPacer::new();
+        let (a, b) = (
+            Limiter::new(pacer.clone(), quota.clone()),
+            Limiter::new(pacer, quota),
+        );
+        let held = a.acquire().await.unwrap();
+        match b.acquire().await {
+            Err(AcquireError::WaitTooLong { cap, .. }) => assert_eq!(cap, Some(1)),
+            other => panic!("expected a wait too long, got {:?}", other.map(|_| ())),
+        }
+        held.release();
+    }
+
+    /// A wait past the horizon for the rate is the rate's.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_wait_for_the_rate_names_no_cap() {
+        let rate = Rate::new(1.0, 1).unwrap();
+        let quota = Quota::new("q", rate)
+            .unwrap()
+            .with_concurrency(8, Duration::from_secs(60))
+            .with_horizon(Duration::from_millis(100));
+        let limiter = Limiter::new(LocalPacer::new(), quota);
+        limiter.acquire().await.unwrap().release();
+        match limiter.acquire().await {
+            Err(AcquireError::WaitTooLong { cap, .. }) => assert_eq!(cap, None),
+            other => panic!("expected a wait too long, got {:?}", other.map(|_| ())),
         }
     }
 }

@@ -124,12 +124,24 @@ pub(super) async fn permit<P: Pacer>(
     };
     match acquired {
         Ok(p) => Ok(p),
-        Err(AcquireError::WaitTooLong { wait, horizon, .. }) => {
-            let reason = format!(
-                "the quota's next slot is {:.3} s away, beyond max_wait_s ({} s)",
-                wait.as_secs_f64(),
-                horizon.as_secs_f64()
-            );
+        Err(AcquireError::WaitTooLong {
+            wait, horizon, cap, ..
+        }) => {
+            let reason = match cap {
+                // Every slot in flight for longer than max_wait_s: the
+                // concurrency cap, not the rate, is what waited.
+                Some(cap) => format!(
+                    "all {cap} of the quota's concurrent slots (max_concurrency) stayed taken for {:.3} s, \
+                     beyond max_wait_s ({} s)",
+                    wait.as_secs_f64(),
+                    horizon.as_secs_f64()
+                ),
+                None => format!(
+                    "the quota's next slot is {:.3} s away, beyond max_wait_s ({} s)",
+                    wait.as_secs_f64(),
+                    horizon.as_secs_f64()
+                ),
+            };
             stream.exhausted(url, attempt, reason, cursor, Spent::Quota).await
         }
         Err(AcquireError::Pacer(e)) => Err(e.into()),
