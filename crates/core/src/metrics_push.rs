@@ -33,6 +33,8 @@ const JOB: &str = "edc_sync";
 #[derive(Debug, Clone)]
 pub(crate) struct Pushgateway {
     base: reqwest::Url,
+    /// One client for every group a run pushes.
+    http: reqwest::Client,
 }
 
 impl Pushgateway {
@@ -52,7 +54,7 @@ impl Pushgateway {
                 "--metrics-push {shown}: give the Pushgateway's base URL, without a query or fragment"
             ));
         }
-        Ok(Pushgateway { base })
+        Ok(Pushgateway { base, http: client() })
     }
 
     /// The group of `stream` of `base`:
@@ -85,7 +87,8 @@ impl Pushgateway {
 
     /// POSTs `text` (the exposition format) to the group of `stream`.
     pub(crate) async fn push(&self, base: &StreamIdentity, stream: &str, text: &str) {
-        let sent = client()
+        let sent = self
+            .http
             .post(self.group(base, stream))
             .header(reqwest::header::CONTENT_TYPE, "text/plain; version=0.0.4")
             .body(text.to_string())
@@ -96,7 +99,7 @@ impl Pushgateway {
 
     /// Deletes the group of `stream` of `base`, if the Pushgateway has it.
     pub(crate) async fn forget(&self, base: &StreamIdentity, stream: &str) {
-        let sent = client().delete(self.group(base, stream)).send().await;
+        let sent = self.http.delete(self.group(base, stream)).send().await;
         self.report("removed from", sent).await;
     }
 

@@ -326,30 +326,24 @@ impl ObjectLanding {
     pub async fn put_page(&self, rel: &str, bytes: Bytes) -> Result<PutPage, ObjectError> {
         let key = self.key(rel);
         let len = bytes.len() as u64;
-        if self.creates == Creates::HeadFirst {
-            if let Some(size) = self.size(rel).await? {
-                let mut put = self.existing(&key, size, len)?;
-                if let (Some(locks), Some(want)) = (&self.locks, &self.lock) {
-                    put.retention = Some(
-                        locks
-                            .prove_page(&key, want, time::OffsetDateTime::UNIX_EPOCH)
-                            .await?,
-                    );
-                }
-                return Ok(put);
-            }
-        }
         let written = time::OffsetDateTime::now_utc();
-        let mut put = match self.put_create(&key, bytes).await {
-            Ok(()) => PutPage {
-                created: true,
-                retention: None,
+        let existing = match self.creates {
+            Creates::HeadFirst => self.size(rel).await?,
+            Creates::Conditional => None,
+        };
+        let mut put = match existing {
+            Some(size) => self.existing(&key, size, len)?,
+            None => match self.put_create(&key, bytes).await {
+                Ok(()) => PutPage {
+                    created: true,
+                    retention: None,
+                },
+                Err(e) if e.detail == "it already exists" => {
+                    let size = self.size(rel).await?.unwrap_or_default();
+                    self.existing(&key, size, len)?
+                }
+                Err(e) => Err(e)?,
             },
-            Err(e) if e.detail == "it already exists" => {
-                let size = self.size(rel).await?.unwrap_or_default();
-                self.existing(&key, size, len)?
-            }
-            Err(e) => Err(e)?,
         };
         if let (Some(locks), Some(want)) = (&self.locks, &self.lock) {
             // A replayed page was written earlier: its retention counts

@@ -61,11 +61,31 @@ pub(crate) struct Locks {
     s3: Arc<AmazonS3>,
     /// The `--out` URL without credentials: what messages name.
     url: String,
+    /// One client for every request of the landing (a page's write and
+    /// its read-back reuse its connections).
+    http: reqwest::Client,
 }
 
 impl Locks {
     pub(crate) fn new(s3: Arc<AmazonS3>, url: String) -> Locks {
-        Locks { s3, url }
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap_or_default();
+        Locks { s3, url, http }
+    }
+
+    /// Sends `request` for `op` of `key`; no answer at all is 69.
+    async fn send(
+        &self,
+        op: &'static str,
+        key: &str,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, ObjectError> {
+        request
+            .send()
+            .await
+            .map_err(|e| self.error(op, key, Failure::Unavailable, e.without_url().to_string()))
     }
 
     fn error(&self, op: &'static str, key: &str, failure: Failure, detail: String) -> ObjectError {
@@ -89,14 +109,7 @@ impl Locks {
             .signed_url_opts(reqwest::Method::GET, &ObjPath::from(""), SIGNED_FOR, &options)
             .await
             .map_err(|e| self.error(op, "the bucket", Failure::Other, e.to_string()))?;
-        let response = client().get(url).send().await.map_err(|e| {
-            self.error(
-                op,
-                "the bucket",
-                Failure::Unavailable,
-                e.without_url().to_string(),
-            )
-        })?;
+        let response = self.send(op, "the bucket", self.http.get(url)).await?;
         let status = response.status();
         let body = response.text().await.unwrap_or_default();
         if !status.is_success() {
@@ -110,10 +123,7 @@ impl Locks {
                 (501, _) | (_, "NotImplemented") => {
                     (Failure::Config, "the server does not implement S3 Object Lock".to_string())
                 }
-                (401 | 403, _) => (Failure::Refused, format!("{status} {code}")),
-                (429 | 503, _) => (Failure::Throttled, format!("{status} {code}")),
-                (500..=599, _) => (Failure::Unavailable, format!("{status} {code}")),
-                _ => (Failure::Other, format!("{status} {code}")),
+                _ => (failure_of(status, &code), format!("{status} {code}")),
             };
             return Err(self.error(op, "the bucket", failure, cannot_lock(want, &why, failure)));
         }
@@ -186,32 +196,21 @@ impl Locks {
             .signed_url_opts(reqwest::Method::PUT, key, SIGNED_FOR, &options)
             .await
             .map_err(|e| bad(e.to_string()))?;
-        let mut request = client().put(url);
+        let mut request = self.http.put(url);
         for (name, value) in &headers {
             request = request.header(*name, value.as_str());
         }
-        let response = request.body(bytes).send().await.map_err(|e| {
-            self.error(
-                op,
-                key.as_ref(),
-                Failure::Unavailable,
-                e.without_url().to_string(),
-            )
-        })?;
+        let response = self.send(op, key.as_ref(), request.body(bytes)).await?;
         let status = response.status();
         if status.is_success() {
             return Ok(());
         }
         let body = response.text().await.unwrap_or_default();
         let code = element(&body, "Code").unwrap_or_default();
-        let failure = match (status.as_u16(), code.as_str()) {
-            (412, _) => return Err(self.error(op, key.as_ref(), Failure::Other, "it already exists".into())),
-            (_, "BadDigest" | "XAmzContentChecksumMismatch" | "InvalidDigest") => Failure::Checksum,
-            (401 | 403, _) => Failure::Refused,
-            (429 | 503, _) | (_, "SlowDown") => Failure::Throttled,
-            (500..=599, _) => Failure::Unavailable,
-            _ => Failure::Other,
-        };
+        if status.as_u16() == 412 {
+            return Err(self.error(op, key.as_ref(), Failure::Other, "it already exists".into()));
+        }
+        let failure = failure_of(status, &code);
         let message = element(&body, "Message").unwrap_or_default();
         Err(self.error(op, key.as_ref(), failure, format!("{status} {code}: {message}")))
     }
@@ -225,23 +224,11 @@ impl Locks {
             .signed_url(reqwest::Method::HEAD, key, SIGNED_FOR)
             .await
             .map_err(|e| self.error(op, key.as_ref(), Failure::Other, e.to_string()))?;
-        let response = client().head(url).send().await.map_err(|e| {
-            self.error(
-                op,
-                key.as_ref(),
-                Failure::Unavailable,
-                e.without_url().to_string(),
-            )
-        })?;
+        let response = self.send(op, key.as_ref(), self.http.head(url)).await?;
         let status = response.status();
         if !status.is_success() {
-            let failure = match status.as_u16() {
-                401 | 403 => Failure::Refused,
-                429 | 503 => Failure::Throttled,
-                500..=599 => Failure::Unavailable,
-                _ => Failure::Other,
-            };
-            return Err(self.error(op, key.as_ref(), failure, status.to_string()));
+            // A HEAD's answer has no body, so no error code.
+            return Err(self.error(op, key.as_ref(), failure_of(status, ""), status.to_string()));
         }
         let header = |name: &str| {
             response
@@ -352,11 +339,16 @@ fn element(xml: &str, name: &str) -> Option<String> {
     }
 }
 
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap_or_default()
+/// How a request S3 answered with `status` (and the error document's
+/// `code`) failed, which decides the exit code.
+fn failure_of(status: reqwest::StatusCode, code: &str) -> Failure {
+    match (status.as_u16(), code) {
+        (_, "BadDigest" | "XAmzContentChecksumMismatch" | "InvalidDigest") => Failure::Checksum,
+        (401 | 403, _) => Failure::Refused,
+        (429 | 503, _) | (_, "SlowDown") => Failure::Throttled,
+        (500..=599, _) => Failure::Unavailable,
+        _ => Failure::Other,
+    }
 }
 
 #[cfg(test)]
