@@ -240,6 +240,19 @@ impl Ctx {
         cmd
     }
 
+    /// `edc-sync verify` of the landing, state and trail of `roots`.
+    pub fn verify_over(&self, roots: Roots<'_>) -> std::process::Command {
+        let mut cmd = std::process::Command::new(&self.exe);
+        cmd.arg("verify")
+            .arg("--out")
+            .arg(roots.out)
+            .arg("--state")
+            .arg(roots.state)
+            .arg("--audit-log")
+            .arg(roots.audit_log);
+        cmd
+    }
+
     /// Attaches what a run leaves behind: audit trail, manifests, cursors.
     pub fn attach_run_outputs(&mut self) {
         for path in crate::files::under(&self.dir) {

@@ -46,16 +46,18 @@ pub fn all() -> Vec<Scenario> {
 /// The audit key the OQ uses: fixed, so the evidence can be re-checked.
 const OQ_AUDIT_KEY: &str = "edc-sync OQ audit key: 32 bytes or more, fixed";
 
+/// `edc-sync verify` of the scenario's own landing, state and trail.
 fn verify_command(ctx: &Ctx) -> std::process::Command {
-    let mut cmd = std::process::Command::new(&ctx.exe);
-    cmd.arg("verify")
-        .arg("--out")
-        .arg(ctx.dir.join("landing"))
-        .arg("--state")
-        .arg(ctx.dir.join("state"))
-        .arg("--audit-log")
-        .arg(ctx.dir.join("audit.jsonl"));
-    cmd
+    let (out, state, audit_log) = (
+        ctx.dir.join("landing"),
+        ctx.dir.join("state"),
+        ctx.dir.join("audit.jsonl"),
+    );
+    ctx.verify_over(Roots {
+        out: &out,
+        state: &state,
+        audit_log: &audit_log,
+    })
 }
 
 async fn oq_029(ctx: &mut Ctx) -> anyhow::Result<()> {
@@ -271,15 +273,11 @@ async fn oq_031(ctx: &mut Ctx) -> anyhow::Result<()> {
         super::context::listed(&naming),
         naming.is_empty(),
     );
-    let mut verify = std::process::Command::new(&ctx.exe);
-    verify
-        .arg("verify")
-        .arg("--out")
-        .arg(&out)
-        .arg("--state")
-        .arg(&state)
-        .arg("--audit-log")
-        .arg(&trail);
+    let verify = ctx.verify_over(Roots {
+        out: &out,
+        state: &state,
+        audit_log: &trail,
+    });
     let landed = output(verify).await?;
     let report = copy.join("verify-of-the-copy.txt");
     edc_core::no_follow::write(&report, text(&landed))?;
@@ -359,20 +357,12 @@ async fn oq_032(ctx: &mut Ctx) -> anyhow::Result<()> {
         format!("{} records, {} distinct", ids.len(), distinct.len()),
         ids.len() == 100 && distinct.len() == 100,
     );
-    let exe = ctx.exe.clone();
-    let verify = || {
-        let mut cmd = std::process::Command::new(&exe);
-        cmd.arg("verify")
-            .arg("--out")
-            .arg(&url)
-            .arg("--state")
-            .arg(&state)
-            .arg("--audit-log")
-            .arg(&trail)
-            .envs(garage.env());
+    let verify = |ctx: &Ctx| {
+        let mut cmd = ctx.verify_over(roots);
+        cmd.envs(garage.env());
         cmd
     };
-    let clean = output(verify()).await?;
+    let clean = output(verify(ctx)).await?;
     ctx.check(
         "edc-sync verify --out s3://… (every object read back and hashed)",
         "exit 0, no discrepancy",
@@ -388,7 +378,7 @@ async fn oq_032(ctx: &mut Ctx) -> anyhow::Result<()> {
         super::context::OQ_STUDY
     );
     garage.put(&key, b"{\"data\":[]}".to_vec()).await?;
-    let tampered = output(verify()).await?;
+    let tampered = output(verify(ctx)).await?;
     let report = ctx.dir.join("verify-after-replacing-an-object.txt");
     edc_core::no_follow::write(&report, text(&tampered))?;
     ctx.attach(&report);

@@ -131,16 +131,8 @@ async fn oq_035(ctx: &mut Ctx) -> anyhow::Result<()> {
         },
         deleted.is_err(),
     );
-    let mut verify = std::process::Command::new(&ctx.exe);
-    verify
-        .arg("verify")
-        .arg("--out")
-        .arg(&url)
-        .arg("--state")
-        .arg(&state)
-        .arg("--audit-log")
-        .arg(&trail)
-        .envs(locked.env());
+    let mut verify = ctx.verify_over(roots);
+    verify.envs(locked.env());
     let out = output(verify).await?;
     let report = text(&out);
     let evidence = ctx.dir.join("verify-retention.txt");
