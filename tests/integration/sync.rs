@@ -860,6 +860,107 @@ async fn four_processes_spend_about_one_script_call_per_request() {
     }
 }
 
+/// More streams of one quota than its concurrency cap, in one process,
+/// at a rate that keeps the cap busy: they wait for the cap in one queue
+/// and each yields its slot between pages to those waiting, so every
+/// stream lands everything and none waits past `max_wait_s` (a stream
+/// that kept its slot to its last page starved the others into exit 75).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_beyond_the_concurrency_cap_queue_and_all_progress() {
+    let fx = Fixture::new();
+    let sim = eight_streams_under_a_cap_of_two(&fx).await;
+    let mut spec = fx.spec("vault_fanout", &sim);
+    spec.allow_dirty = true;
+    spec.streams = Streams::All;
+    let result = run::execute(spec).await.unwrap();
+    assert_eq!(exit_of(&result), 0, "{:?}", result.outcome);
+    for n in 1..=8 {
+        assert_eq!(
+            landed_record_ids(&fx, "vault_fanout", &format!("s{n}")).len(),
+            40,
+            "s{n}"
+        );
+    }
+}
+
+/// The same over Redis, where a commit proves the run lock and books the
+/// next page in one call: the booking goes to the first stream waiting,
+/// and a request still costs about one script call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_redis_a_commit_books_the_next_page_of_the_first_stream_waiting() {
+    let redis = support::redis::start();
+    let fx = Fixture::new();
+    let sim = eight_streams_under_a_cap_of_two(&fx).await;
+    let pacer = quota_pacer::RedisPacer::connect(&redis.url(), edc_core::REDIS_KEY_PREFIX)
+        .await
+        .unwrap();
+    pacer.load_scripts().await.unwrap();
+    edc_core::store::load_run_lock_script(&pacer).await.unwrap();
+    edc_core::audit::load_anchor_script(&pacer).await.unwrap();
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let mut spec = fx.spec("vault_fanout", &sim);
+    spec.allow_dirty = true;
+    spec.streams = Streams::All;
+    spec.pacer = PacerChoice::Redis(redis.url());
+    let result = run::execute(spec).await.unwrap();
+    assert_eq!(exit_of(&result), 0, "{:?}", result.outcome);
+    for n in 1..=8 {
+        assert_eq!(
+            landed_record_ids(&fx, "vault_fanout", &format!("s{n}")).len(),
+            40,
+            "s{n}"
+        );
+    }
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    // Every script call: the pacer's, and a few a stream whatever its
+    // pages (its run lock taken and let go, the trail's anchors), which
+    // eight streams of eight pages cannot amortise.
+    let calls = edc_sync_bench::harness::script_calls(&info);
+    let requests = sim.requests().len();
+    assert_eq!(requests, 8 * 8, "eight streams of 40 records in pages of 5");
+    let fixed = 3 * 8;
+    eprintln!("{calls} script calls for {requests} requests");
+    assert!(
+        calls as f64 <= requests as f64 * 1.1 + f64::from(fixed),
+        "{calls} script calls for {requests} requests\n{info}"
+    );
+}
+
+/// The fan-out vendor with eight streams, a cap of two, 20 requests a
+/// second and `max_wait_s: 1`; a simulator of 40 records.
+async fn eight_streams_under_a_cap_of_two(fx: &Fixture) -> Simulator {
+    let at = support::SIM_POLICIES.find("\nvault_fanout:").unwrap();
+    let (before, block) = support::SIM_POLICIES.split_at(at);
+    let streams: String = (1..=8)
+        .map(|n| format!("    s{n}:\n      query:\n        object: o{n}__v\n"))
+        .collect();
+    let end = block[1..].find("\n\n").map_or(block.len(), |i| i + 1);
+    let fanout = block[..end]
+        .replace("sustained_rate_per_sec: 200", "sustained_rate_per_sec: 20")
+        .replace("burst_capacity: 20", "burst_capacity: 2\n  max_wait_s: 1")
+        .replace("max_concurrency: 4", "max_concurrency: 2");
+    let fanout = format!(
+        "{}  streams:\n{streams}",
+        &fanout[..fanout.find("  streams:").unwrap()]
+    );
+    std::fs::write(
+        fx.path("policies.yaml"),
+        format!("{before}{fanout}{}", &block[end..]),
+    )
+    .unwrap();
+    start_sim(40, &[]).await
+}
+
 /// A gateway that serves the EDC under a path prefix: every request keeps
 /// the prefix, and a link that leaves it is refused like another origin.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -47,7 +47,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::Rate;
-use super::{AcquireError, Limiter, Pacer, PacerError, Permit, Quota, QuotaError};
+use super::{AcquireError, CapQueue, Limiter, Pacer, PacerError, Permit, Quota, QuotaError};
 
 /// The sub-limit entry that applies to every key a policy does not list.
 pub const DEFAULT_KEY: &str = "_default";
@@ -194,6 +194,8 @@ pub struct KeyedLimiter<P: Pacer> {
     limiters: Mutex<HashMap<Vec<String>, Arc<Limiter<P>>>>,
     /// The account's own quota: where a throttle pauses everyone.
     account: Quota,
+    /// The account cap's in-process queue, shared by every set of keys.
+    queue: CapQueue<P>,
 }
 
 impl<P: Pacer> KeyedLimiter<P> {
@@ -205,6 +207,7 @@ impl<P: Pacer> KeyedLimiter<P> {
             pacer,
             policy,
             limiters: Mutex::new(HashMap::new()),
+            queue: CapQueue::new(account.max_concurrency()),
             account,
         })
     }
@@ -267,7 +270,7 @@ impl<P: Pacer> KeyedLimiter<P> {
             return Ok(limiter.clone());
         }
         let quota = self.policy.quota(&keys).map_err(AcquireError::Quota)?;
-        let limiter = Arc::new(Limiter::new(self.pacer.clone(), quota));
+        let limiter = Arc::new(Limiter::in_queue(self.pacer.clone(), quota, self.queue.clone()));
         Ok(self.map().entry(keys).or_insert(limiter).clone())
     }
 }

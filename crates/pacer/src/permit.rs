@@ -22,9 +22,10 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, Once, Weak};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Notify;
 
-use super::{Answer, Ask, Fence, Pacer, PacerError, Quota};
+use super::queue::{CapQueue, LocalSlot, Turn};
+use super::{Answer, Ask, Fence, LeaseSet, Pacer, PacerError, Quota};
 
 /// Bounds on how often a waiting caller re-asks for a lease slot.
 const LEASE_POLL_MIN: Duration = Duration::from_millis(5);
@@ -66,18 +67,30 @@ pub enum AcquireError {
     Quota(super::QuotaError),
 }
 
-/// Hands out permits for one quota.
+/// Hands out permits for one quota; clones share everything.
 pub struct Limiter<P: Pacer> {
     shared: Arc<Shared<P>>,
-    /// In-process share of the cap, so local tasks queue here instead of
-    /// polling the shared lease set.
-    local_slots: Arc<Semaphore>,
+}
+
+impl<P: Pacer> Clone for Limiter<P> {
+    fn clone(&self) -> Self {
+        Limiter {
+            shared: self.shared.clone(),
+        }
+    }
 }
 
 /// What a limiter and its permits share.
-struct Shared<P: Pacer> {
+pub(crate) struct Shared<P: Pacer> {
     pacer: P,
-    quota: Quota,
+    pub(crate) quota: Quota,
+    /// The quota's lease sets: a lease of this limiter can be given back by
+    /// a call of any quota with the same ones.
+    pub(crate) sets: Vec<LeaseSet>,
+    /// The in-process share of the cap, shared by every limiter of the
+    /// quota's key in this process: local tasks queue there instead of
+    /// polling the shared lease set.
+    queue: CapQueue<P>,
     /// Leases given back and not yet told to the pacer.
     returned: Mutex<Vec<u64>>,
     /// Leases of the permits alive now, which the keeper renews.
@@ -131,11 +144,36 @@ impl<P: Pacer> Shared<P> {
     }
 
     /// Queues lease `id` for the next call; the keeper sends it within
-    /// [`LINGER`] if no request follows.
+    /// [`LINGER`] if no request follows (at once if a task waits for a
+    /// slot).
     fn give_back(&self, id: u64) {
         self.held().remove(&id);
         self.returned().push(id);
         self.wake.notify_one();
+    }
+
+    /// A held slot booked for `at_us`, as a booking of this limiter.
+    fn booking(
+        self: &Arc<Self>,
+        slot: LocalSlot<P>,
+        lease: u64,
+        at_us: i64,
+        wait: Duration,
+        started: Instant,
+    ) -> Booking<P> {
+        self.held().insert(lease);
+        self.start_keeper();
+        Booking {
+            permit: Permit {
+                shared: self.clone(),
+                lease_id: Some(lease),
+                slot: Some(slot),
+                booked_at_us: at_us,
+                waited: Duration::ZERO,
+                started,
+            },
+            ready_at: tokio::time::Instant::now() + wait,
+        }
     }
 
     async fn flush(&self) -> Result<(), PacerError> {
@@ -163,19 +201,28 @@ pub enum HandOver<P: Pacer> {
 }
 
 impl<P: Pacer> Limiter<P> {
-    /// A limiter of `quota` on `pacer`.
+    /// A limiter of `quota` on `pacer`, alone in its queue for the cap.
     pub fn new(pacer: P, quota: Quota) -> Limiter<P> {
-        let slots = quota.max_concurrency() as usize;
+        let queue = CapQueue::new(quota.max_concurrency());
+        Limiter::in_queue(pacer, quota, queue)
+    }
+
+    /// A limiter of `quota` on `pacer` that takes its in-process slots
+    /// from `queue`, shared by every limiter of the quota's key in this
+    /// process (the streams of one account, say): they wait in one FIFO
+    /// for the cap, asking the pacer nothing while they wait.
+    pub fn in_queue(pacer: P, quota: Quota, queue: CapQueue<P>) -> Limiter<P> {
         Limiter {
             shared: Arc::new(Shared {
                 pacer,
+                sets: quota.lease_sets(),
                 quota,
+                queue,
                 returned: Mutex::new(Vec::new()),
                 held: Mutex::new(BTreeSet::new()),
                 wake: Arc::new(Notify::new()),
                 keeper: Once::new(),
             }),
-            local_slots: Arc::new(Semaphore::new(slots)),
         }
     }
 
@@ -207,19 +254,20 @@ impl<P: Pacer> Limiter<P> {
         self.shared.flush().await
     }
 
-    /// Waits until one request may be sent.
+    /// Waits until one request may be sent: first for a slot of the
+    /// in-process queue (no pacer call while waiting; the turn may come
+    /// booked already), then for the pacer's answer.
     pub async fn acquire(&self) -> Result<Permit<P>, AcquireError> {
         let started = Instant::now();
-        // The semaphore is never closed, so this cannot fail; if it ever
-        // were, failing the acquire is the safe answer.
-        let slot = self
-            .local_slots
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| self.too_long(Duration::MAX, None))?;
+        let (slot, mut carried) = match self.shared.queue.take(&self.shared).await {
+            Turn::Booked(booking) => return Ok(booking.ready().await),
+            Turn::Slot { slot, release } => (slot, release),
+        };
         loop {
-            let returned = self.shared.take_returned();
+            let mut returned = self.shared.take_returned();
+            // The lease of the request that held this slot before, given
+            // back in this call (the cap would otherwise look full of it).
+            returned.extend(carried.take());
             let answer = self
                 .shared
                 .pacer
@@ -234,7 +282,7 @@ impl<P: Pacer> Limiter<P> {
             };
             match answer {
                 Answer::Granted { wait, at_us, lease } => {
-                    let booking = self.booking(slot, lease, at_us, wait, started);
+                    let booking = self.shared.booking(slot, lease, at_us, wait, started);
                     return Ok(booking.ready().await);
                 }
                 Answer::Refused { wait } => return Err(self.too_long(wait, None)),
@@ -257,9 +305,14 @@ impl<P: Pacer> Limiter<P> {
     }
 
     /// Gives `current`'s lease back and proves `fence` in one call; with
-    /// `book_next`, the same call books the next request (its slot is
-    /// `current`'s local one). A run that pages calls this between landing
-    /// a page and moving its cursor: one round trip a page in all.
+    /// `book_next`, the same call books the next request. A run that pages
+    /// calls this between landing a page and moving its cursor: one round
+    /// trip a page in all.
+    ///
+    /// When other tasks of this process wait for the cap, the booking is
+    /// the first waiter's (booked under its quota, handed its slot, whether
+    /// or not `book_next` asked) and the caller gets none: its next request
+    /// queues behind them, so every stream of one quota progresses.
     pub async fn hand_over(
         &self,
         current: Option<Permit<P>>,
@@ -267,6 +320,7 @@ impl<P: Pacer> Limiter<P> {
         book_next: bool,
     ) -> Result<HandOver<P>, PacerError> {
         let started = Instant::now();
+        let queue = &self.shared.queue;
         let mut returned = self.shared.take_returned();
         let slot = match current {
             Some(mut permit) => {
@@ -278,60 +332,61 @@ impl<P: Pacer> Limiter<P> {
             }
             None => None,
         };
+        // A waiter is booked for even when the caller books nothing more:
+        // the call is made anyway (to prove the fence), and booking in it
+        // saves the waiter a call of its own.
+        let waiter = match &slot {
+            Some(_) => queue.pop_compatible(&self.shared.sets),
+            None => None,
+        };
+        let booked_for = waiter.as_ref().map_or(&self.shared.quota, |w| &w.shared.quota);
         let ask = Ask {
-            book: book_next,
+            book: book_next || waiter.is_some(),
             release: &returned,
             fence: Some(fence),
         };
-        let answer = match self.shared.pacer.acquire(&self.shared.quota, ask).await {
+        let answer = self.shared.pacer.acquire(booked_for, ask).await;
+        let answer = match answer {
             Ok(answer) => answer,
             Err(e) => {
                 self.shared.restore(returned);
+                if let Some(waiter) = waiter {
+                    queue.unpop(waiter);
+                }
                 return Err(e);
             }
         };
-        Ok(match answer {
-            Answer::FenceLost => HandOver::Lost,
-            Answer::Granted { wait, at_us, lease } => {
-                let slot = match slot {
-                    Some(slot) => slot,
-                    // No local slot to pass on: the lease goes back; the
-                    // next request asks again.
-                    None => match self.local_slots.clone().try_acquire_owned() {
-                        Ok(slot) => slot,
-                        Err(_) => {
-                            self.shared.give_back(lease);
-                            return Ok(HandOver::Held(None));
-                        }
-                    },
-                };
-                HandOver::Held(Some(self.booking(slot, lease, at_us, wait, started)))
+        // Whatever was not booked: the waiter goes back first in line, and
+        // the slot (dropped at the end) to it.
+        let (wait, at_us, lease) = match answer {
+            Answer::Granted { wait, at_us, lease } => (wait, at_us, lease),
+            other => {
+                if let Some(waiter) = waiter {
+                    queue.unpop(waiter);
+                }
+                return Ok(match other {
+                    Answer::FenceLost => HandOver::Lost,
+                    _ => HandOver::Held(None),
+                });
             }
-            Answer::Checked | Answer::Refused { .. } | Answer::Full { .. } => HandOver::Held(None),
+        };
+        let slot = match slot.or_else(|| queue.try_take()) {
+            Some(slot) => slot,
+            // No local slot to pass on: the lease goes back; the next
+            // request asks again.
+            None => {
+                self.shared.give_back(lease);
+                return Ok(HandOver::Held(None));
+            }
+        };
+        Ok(match waiter {
+            Some(waiter) => {
+                let booking = waiter.shared.booking(slot, lease, at_us, wait, waiter.since);
+                queue.hand(waiter, booking);
+                HandOver::Held(None)
+            }
+            None => HandOver::Held(Some(self.shared.booking(slot, lease, at_us, wait, started))),
         })
-    }
-
-    fn booking(
-        &self,
-        slot: OwnedSemaphorePermit,
-        lease: u64,
-        at_us: i64,
-        wait: Duration,
-        started: Instant,
-    ) -> Booking<P> {
-        self.shared.held().insert(lease);
-        self.shared.start_keeper();
-        Booking {
-            permit: Permit {
-                shared: self.shared.clone(),
-                lease_id: Some(lease),
-                slot: Some(slot),
-                booked_at_us: at_us,
-                waited: Duration::ZERO,
-                started,
-            },
-            ready_at: tokio::time::Instant::now() + wait,
-        }
     }
 
     /// The wait past the horizon; `cap` when the concurrency cap waited.
@@ -358,7 +413,10 @@ async fn keep<P: Pacer>(shared: Weak<Shared<P>>, wake: Arc<Notify>) {
     loop {
         tokio::select! {
             _ = wake.notified() => {
-                tokio::time::sleep(LINGER).await;
+                let waiting = shared.upgrade().is_some_and(|s| s.queue.waiting() > 0);
+                if !waiting {
+                    tokio::time::sleep(LINGER).await;
+                }
                 let Some(shared) = shared.upgrade() else { return };
                 if let Err(e) = shared.flush().await {
                     tracing::warn!(quota = shared.quota.key(), error = %e, "giving back concurrency leases failed; they expire by their TTL");
@@ -425,7 +483,7 @@ impl<P: Pacer> Booking<P> {
 pub struct Permit<P: Pacer> {
     shared: Arc<Shared<P>>,
     lease_id: Option<u64>,
-    slot: Option<OwnedSemaphorePermit>,
+    slot: Option<LocalSlot<P>>,
     booked_at_us: i64,
     waited: Duration,
     started: Instant,
@@ -457,9 +515,18 @@ impl<P: Pacer> Permit<P> {
 impl<P: Pacer> Drop for Permit<P> {
     /// Every path gives the lease back the same way: success, error, panic
     /// or cancellation. With no runtime left the lease expires by its TTL.
+    /// The local slot goes to the first task waiting for one, with the
+    /// lease for its call to give back; with none waiting, the lease waits
+    /// for this limiter's next call.
     fn drop(&mut self) {
-        if let Some(id) = self.lease_id.take() {
-            self.shared.give_back(id);
+        match (self.lease_id.take(), self.slot.take()) {
+            (Some(id), Some(slot)) => {
+                self.shared.held().remove(&id);
+                let shared = self.shared.clone();
+                slot.pass_with(id, &self.shared.sets, move |id| shared.give_back(id));
+            }
+            (Some(id), None) => self.shared.give_back(id),
+            (None, slot) => drop(slot),
         }
     }
 }

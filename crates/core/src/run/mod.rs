@@ -6,6 +6,7 @@
 //! and commit each stream, and end with `run_finished` carrying the exit
 //! code. Shared by `sync`, `demo` and the OQ scenarios.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,7 +20,7 @@ use crate::ledger::{Ledger, StateLocation, Trail, TrailOptions};
 use crate::stream::StreamIdentity;
 use crate::sync::events::RunFinished;
 use crate::sync::{run_stream, StreamJob, StreamReport, SyncOptions};
-use quota_pacer::{AnyPacer, Limiter, LocalPacer, Quota, RedisPacer};
+use quota_pacer::{AnyPacer, CapQueue, Limiter, LocalPacer, Quota, RedisPacer};
 
 /// Where a run's figures go: the textfile and the Pushgateway.
 pub use crate::metrics::MetricsOutlets;
@@ -470,7 +471,14 @@ async fn run_streams(
     let out_dir = index.path().to_path_buf();
     let client = prepared.client.clone();
     let mut tasks = tokio::task::JoinSet::new();
+    // The streams of one quota key wait for its concurrency cap in one
+    // in-process FIFO, asking Redis nothing while they wait.
+    let mut queues: HashMap<String, CapQueue<AnyPacer>> = HashMap::new();
     for (index, (id, stream, quota)) in prepared.jobs.iter().cloned().enumerate() {
+        let queue = queues
+            .entry(quota.key().to_string())
+            .or_insert_with(|| CapQueue::new(quota.max_concurrency()))
+            .clone();
         // A stream's own lookback is its delta's, changed in that one key.
         let delta = match &stream.lookback {
             Some(own) => Arc::new(crate::config::Delta {
@@ -485,7 +493,7 @@ async fn run_streams(
             spec: stream,
             identity: id,
             client: client.clone(),
-            limiter: Limiter::new(pacer.clone(), quota),
+            limiter: Limiter::in_queue(pacer.clone(), quota, queue),
             audit: audit.clone(),
             out_dir: out_dir.clone(),
             object: object.clone(),
