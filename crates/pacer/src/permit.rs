@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use super::queue::{CapQueue, LocalSlot, Turn};
+use super::queue::{self, Queue, Turn, Waits};
 use super::{Answer, Ask, Fence, LeaseSet, Pacer, PacerError, Quota};
 
 /// Bounds on how often a waiting caller re-asks for a lease slot.
@@ -67,6 +67,38 @@ pub enum AcquireError {
     Quota(super::QuotaError),
 }
 
+/// One process's queue for a quota key's concurrency cap
+/// (`queue.rs`): every limiter of the key made [`Limiter::in_queue`] with
+/// a clone of it waits for the cap in the same first-in-first-out line.
+pub struct CapQueue<P: Pacer>(Queue<Arc<Shared<P>>, Booking<P>>);
+
+impl<P: Pacer> Clone for CapQueue<P> {
+    fn clone(&self) -> Self {
+        CapQueue(self.0.clone())
+    }
+}
+
+impl<P: Pacer> CapQueue<P> {
+    /// A queue of `cap` in-process slots (the quota's `max_concurrency`).
+    pub fn new(cap: u32) -> CapQueue<P> {
+        CapQueue(Queue::new(cap))
+    }
+
+    /// How many tasks wait for a slot now.
+    pub fn waiting(&self) -> usize {
+        self.0.waiting()
+    }
+}
+
+/// A local slot of a limiter's queue.
+type LocalSlot<P> = queue::LocalSlot<Arc<Shared<P>>, Booking<P>>;
+
+impl<P: Pacer> Waits for Arc<Shared<P>> {
+    fn lease_sets(&self) -> &[LeaseSet] {
+        &self.sets
+    }
+}
+
 /// Hands out permits for one quota; clones share everything.
 pub struct Limiter<P: Pacer> {
     shared: Arc<Shared<P>>,
@@ -81,16 +113,16 @@ impl<P: Pacer> Clone for Limiter<P> {
 }
 
 /// What a limiter and its permits share.
-pub(crate) struct Shared<P: Pacer> {
+struct Shared<P: Pacer> {
     pacer: P,
-    pub(crate) quota: Quota,
+    quota: Quota,
     /// The quota's lease sets: a lease of this limiter can be given back by
     /// a call of any quota with the same ones.
-    pub(crate) sets: Vec<LeaseSet>,
+    sets: Vec<LeaseSet>,
     /// The in-process share of the cap, shared by every limiter of the
     /// quota's key in this process: local tasks queue there instead of
     /// polling the shared lease set.
-    queue: CapQueue<P>,
+    queue: Queue<Arc<Shared<P>>, Booking<P>>,
     /// Leases given back and not yet told to the pacer.
     returned: Mutex<Vec<u64>>,
     /// Leases of the permits alive now, which the keeper renews.
@@ -217,7 +249,7 @@ impl<P: Pacer> Limiter<P> {
                 pacer,
                 sets: quota.lease_sets(),
                 quota,
-                queue,
+                queue: queue.0,
                 returned: Mutex::new(Vec::new()),
                 held: Mutex::new(BTreeSet::new()),
                 wake: Arc::new(Notify::new()),
@@ -339,7 +371,7 @@ impl<P: Pacer> Limiter<P> {
             Some(_) => queue.pop_compatible(&self.shared.sets),
             None => None,
         };
-        let booked_for = waiter.as_ref().map_or(&self.shared.quota, |w| &w.shared.quota);
+        let booked_for = waiter.as_ref().map_or(&self.shared.quota, |w| &w.limiter.quota);
         let ask = Ask {
             book: book_next || waiter.is_some(),
             release: &returned,
@@ -381,7 +413,7 @@ impl<P: Pacer> Limiter<P> {
         };
         Ok(match waiter {
             Some(waiter) => {
-                let booking = waiter.shared.booking(slot, lease, at_us, wait, waiter.since);
+                let booking = waiter.limiter.booking(slot, lease, at_us, wait, waiter.since);
                 queue.hand(waiter, booking);
                 HandOver::Held(None)
             }
@@ -527,53 +559,6 @@ impl<P: Pacer> Drop for Permit<P> {
             }
             (Some(id), None) => self.shared.give_back(id),
             (None, slot) => drop(slot),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::{AcquireError, Limiter};
-    use crate::{LocalPacer, Quota, Rate};
-
-    /// A wait past the horizon for a free slot of the concurrency cap (two
-    /// limiters of one quota, as two streams have, the cap 1) is said to
-    /// be the cap's, not the rate's.
-    #[tokio::test(flavor = "current_thread")]
-    async fn a_wait_for_the_concurrency_cap_names_the_cap() {
-        let rate = Rate::new(1000.0, 1000).unwrap();
-        let quota = Quota::new("q", rate)
-            .unwrap()
-            .with_concurrency(1, Duration::from_secs(60))
-            .with_horizon(Duration::from_millis(100));
-        let pacer = LocalPacer::new();
-        let (a, b) = (
-            Limiter::new(pacer.clone(), quota.clone()),
-            Limiter::new(pacer, quota),
-        );
-        let held = a.acquire().await.unwrap();
-        match b.acquire().await {
-            Err(AcquireError::WaitTooLong { cap, .. }) => assert_eq!(cap, Some(1)),
-            other => panic!("expected a wait too long, got {:?}", other.map(|_| ())),
-        }
-        held.release();
-    }
-
-    /// A wait past the horizon for the rate is the rate's.
-    #[tokio::test(flavor = "current_thread")]
-    async fn a_wait_for_the_rate_names_no_cap() {
-        let rate = Rate::new(1.0, 1).unwrap();
-        let quota = Quota::new("q", rate)
-            .unwrap()
-            .with_concurrency(8, Duration::from_secs(60))
-            .with_horizon(Duration::from_millis(100));
-        let limiter = Limiter::new(LocalPacer::new(), quota);
-        limiter.acquire().await.unwrap().release();
-        match limiter.acquire().await {
-            Err(AcquireError::WaitTooLong { cap, .. }) => assert_eq!(cap, None),
-            other => panic!("expected a wait too long, got {:?}", other.map(|_| ())),
         }
     }
 }

@@ -14,6 +14,10 @@
 //!
 //! Only the cap of other processes is still polled (`Answer::Full`): this
 //! queue cannot see their slots free.
+//!
+//! The queue knows a waiter only as `C` (its limiter, [`Waits`]) and a
+//! booking only as `B`: what they are is `permit.rs`'s business
+//! ([`super::CapQueue`] is this queue of limiters and their bookings).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -21,55 +25,62 @@ use std::time::Instant;
 
 use tokio::sync::oneshot;
 
-use super::permit::{Booking, Shared};
-use super::{LeaseSet, Pacer};
+use super::LeaseSet;
 
-/// The in-process queue of one quota key's concurrency cap; clones share it.
-pub struct CapQueue<P: Pacer> {
-    inner: Arc<Mutex<State<P>>>,
+/// What the queue needs of a waiter: the lease sets its quota takes (a
+/// lease given back, or a booking made, for another holder must be under
+/// the same ones).
+pub(crate) trait Waits: Clone {
+    fn lease_sets(&self) -> &[LeaseSet];
 }
 
-impl<P: Pacer> Clone for CapQueue<P> {
+/// The in-process queue of one quota key's concurrency cap, of waiters
+/// `C` and bookings `B`; clones share it.
+pub(crate) struct Queue<C: Waits, B> {
+    inner: Arc<Mutex<State<C, B>>>,
+}
+
+impl<C: Waits, B> Clone for Queue<C, B> {
     fn clone(&self) -> Self {
-        CapQueue {
+        Queue {
             inner: self.inner.clone(),
         }
     }
 }
 
-struct State<P: Pacer> {
+struct State<C: Waits, B> {
     /// Local slots nobody holds.
     free: u32,
-    waiters: VecDeque<Waiter<P>>,
+    waiters: VecDeque<Waiter<C, B>>,
 }
 
 /// A task waiting for a slot: its limiter (whose quota a booking made for
 /// it is booked under) and where its turn is sent.
-pub(crate) struct Waiter<P: Pacer> {
-    pub(crate) shared: Arc<Shared<P>>,
+pub(crate) struct Waiter<C: Waits, B> {
+    pub(crate) limiter: C,
     pub(crate) since: Instant,
-    turn: oneshot::Sender<Turn<P>>,
+    turn: oneshot::Sender<Turn<C, B>>,
 }
 
 /// What a waiting task is given.
-pub(crate) enum Turn<P: Pacer> {
+pub(crate) enum Turn<C: Waits, B> {
     /// A local slot; `release` is the lease of the request that held it,
     /// still to be given back (the new holder's call carries it).
     Slot {
-        slot: LocalSlot<P>,
+        slot: LocalSlot<C, B>,
         release: Option<u64>,
     },
     /// A slot and a token already booked for the waiter.
-    Booked(Booking<P>),
+    Booked(B),
 }
 
 /// One of the queue's local slots, held; dropped, it goes to the first
 /// waiter or back to the free count.
-pub(crate) struct LocalSlot<P: Pacer> {
-    queue: Option<CapQueue<P>>,
+pub(crate) struct LocalSlot<C: Waits, B> {
+    queue: Option<Queue<C, B>>,
 }
 
-impl<P: Pacer> Drop for LocalSlot<P> {
+impl<C: Waits, B> Drop for LocalSlot<C, B> {
     fn drop(&mut self) {
         if let Some(queue) = self.queue.take() {
             queue.pass_slot(None, None);
@@ -77,7 +88,7 @@ impl<P: Pacer> Drop for LocalSlot<P> {
     }
 }
 
-impl<P: Pacer> LocalSlot<P> {
+impl<C: Waits, B> LocalSlot<C, B> {
     /// Gives the slot up, with the lease `release` of the request that
     /// held it (under `sets`): the next holder's call gives it back if its
     /// quota takes the same lease sets; otherwise `give_back` keeps it for
@@ -91,10 +102,10 @@ impl<P: Pacer> LocalSlot<P> {
 
 type GiveBack<'a> = Box<dyn FnOnce(u64) + 'a>;
 
-impl<P: Pacer> CapQueue<P> {
+impl<C: Waits, B> Queue<C, B> {
     /// A queue of `cap` local slots.
-    pub fn new(cap: u32) -> CapQueue<P> {
-        CapQueue {
+    pub(crate) fn new(cap: u32) -> Queue<C, B> {
+        Queue {
             inner: Arc::new(Mutex::new(State {
                 free: cap.max(1),
                 waiters: VecDeque::new(),
@@ -102,19 +113,19 @@ impl<P: Pacer> CapQueue<P> {
         }
     }
 
-    fn state(&self) -> MutexGuard<'_, State<P>> {
+    fn state(&self) -> MutexGuard<'_, State<C, B>> {
         // Each step is a counter or a queue operation: a panic cannot
         // leave one half done.
         self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// How many tasks wait for a slot now.
-    pub fn waiting(&self) -> usize {
+    pub(crate) fn waiting(&self) -> usize {
         self.state().waiters.len()
     }
 
     /// A slot at once if one is free and nobody waits before the caller.
-    pub(crate) fn try_take(&self) -> Option<LocalSlot<P>> {
+    pub(crate) fn try_take(&self) -> Option<LocalSlot<C, B>> {
         let mut state = self.state();
         if state.free > 0 && state.waiters.is_empty() {
             state.free -= 1;
@@ -124,7 +135,7 @@ impl<P: Pacer> CapQueue<P> {
     }
 
     /// The caller's turn: a free slot, or its place in the queue.
-    pub(crate) async fn take(&self, shared: &Arc<Shared<P>>) -> Turn<P> {
+    pub(crate) async fn take(&self, limiter: &C) -> Turn<C, B> {
         let since = Instant::now();
         let receiver = {
             let mut state = self.state();
@@ -137,7 +148,7 @@ impl<P: Pacer> CapQueue<P> {
             }
             let (turn, receiver) = oneshot::channel();
             state.waiters.push_back(Waiter {
-                shared: shared.clone(),
+                limiter: limiter.clone(),
                 since,
                 turn,
             });
@@ -148,15 +159,18 @@ impl<P: Pacer> CapQueue<P> {
             // Every sender of a turn either sends it or keeps it: a queue
             // whose waiter was dropped unsent cannot happen while this
             // receiver lives. Should it, a fresh wait is the safe answer.
-            Err(_) => Box::pin(self.take(shared)).await,
+            Err(_) => Box::pin(self.take(limiter)).await,
         }
     }
 
     /// The first waiter, if its quota takes the same lease sets as `sets`
     /// (a booking made for it gives back `sets`' leases in the same call).
-    pub(crate) fn pop_compatible(&self, sets: &[LeaseSet]) -> Option<Waiter<P>> {
+    pub(crate) fn pop_compatible(&self, sets: &[LeaseSet]) -> Option<Waiter<C, B>> {
         let mut state = self.state();
-        let compatible = state.waiters.front().is_some_and(|w| w.shared.sets == sets);
+        let compatible = state
+            .waiters
+            .front()
+            .is_some_and(|w| w.limiter.lease_sets() == sets);
         if compatible {
             state.waiters.pop_front()
         } else {
@@ -165,11 +179,11 @@ impl<P: Pacer> CapQueue<P> {
     }
 
     /// Puts a waiter taken by [`CapQueue::pop_compatible`] back first.
-    pub(crate) fn unpop(&self, waiter: Waiter<P>) {
+    pub(crate) fn unpop(&self, waiter: Waiter<C, B>) {
         self.state().waiters.push_front(waiter);
     }
 
-    fn slot(&self) -> LocalSlot<P> {
+    fn slot(&self) -> LocalSlot<C, B> {
         LocalSlot {
             queue: Some(self.clone()),
         }
@@ -193,7 +207,7 @@ impl<P: Pacer> CapQueue<P> {
                 }
             };
             let carried = lease
-                .filter(|(_, sets)| waiter.shared.sets == *sets)
+                .filter(|(_, sets)| waiter.limiter.lease_sets() == *sets)
                 .map(|(id, _)| id);
             let turn = Turn::Slot {
                 slot: self.slot(),
@@ -219,7 +233,7 @@ impl<P: Pacer> CapQueue<P> {
 
     /// Sends `booking` to `waiter`; a waiter gone meanwhile drops it, which
     /// gives its slot and lease on like any unused booking.
-    pub(crate) fn hand(&self, waiter: Waiter<P>, booking: Booking<P>) {
+    pub(crate) fn hand(&self, waiter: Waiter<C, B>, booking: B) {
         let _ = waiter.turn.send(Turn::Booked(booking));
     }
 }
