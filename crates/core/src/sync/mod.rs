@@ -44,6 +44,7 @@ mod request;
 mod session;
 mod slots;
 mod stream;
+mod visited;
 pub mod window;
 
 pub(crate) use crate::ledger::FencedLock;
@@ -55,7 +56,6 @@ pub use options::SyncOptions;
 pub(crate) use report::{StreamOutcome, StreamReport, Wait, WaitKind};
 use request::Request;
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -214,7 +214,7 @@ impl<P: Pacer> Loop<'_, P> {
                 return Ok(());
             }
         };
-        let mut seen: HashSet<String> = HashSet::new();
+        let mut seen = visited::Visited::default();
         loop {
             if job.options.interrupt.requested() {
                 return Err(SyncError::Interrupted {
@@ -228,7 +228,7 @@ impl<P: Pacer> Loop<'_, P> {
             {
                 return Ok(());
             }
-            if !seen.insert(commit::url_key(&url)) {
+            if !seen.first_visit(&commit::url_key(&url)) {
                 return Err(self.stream.rejected(format!(
                     "the next link {url} repeats a page already fetched in this window"
                 )));
