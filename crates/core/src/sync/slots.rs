@@ -83,6 +83,7 @@ impl<P: Pacer> Slots<P> {
             .await?;
         match handed {
             HandOver::Held(booked) => {
+                fenced.mark_proven();
                 self.booked = booked;
                 Ok(())
             }
