@@ -82,6 +82,25 @@ pub enum BenchCommand {
         #[arg(long, value_delimiter = ',', default_values_t = [3_000u64, 10_000, 30_000])]
         pages: Vec<u64>,
     },
+    /// Many streams of one quota in one `sync --redis --all-streams`:
+    /// Redis script calls per request (all, and the marginal cost of a
+    /// request against its floor of 1.0) and when each stream finished.
+    ///
+    /// Ends with one JSON line of the figures.
+    Streams {
+        /// Redis URL.
+        #[arg(long, env = "EDC_SYNC_REDIS_URL")]
+        redis: String,
+        /// Stream counts (comma-separated).
+        #[arg(long, value_delimiter = ',', default_values_t = [1u32, 50, 500])]
+        streams: Vec<u32>,
+        /// Pages each stream syncs.
+        #[arg(long, default_value_t = 4)]
+        pages: u64,
+        /// The quota's rate, requests per second (its cap is 4 in flight).
+        #[arg(long, default_value_t = 50.0)]
+        rate: f64,
+    },
     /// Crash soak: start a sync, SIGKILL it at a seeded random moment (or
     /// fail its Nth fsync with EIO), resume; ROUNDS times, with faults on;
     /// then count rounds with the cursor ahead, duplicates and losses.

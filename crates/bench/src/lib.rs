@@ -16,5 +16,6 @@ pub mod side_by_side;
 pub mod soak;
 pub mod startup;
 pub mod state;
+pub mod streams;
 pub mod sync;
 pub mod verify;

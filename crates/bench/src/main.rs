@@ -147,6 +147,38 @@ fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             .context("writing to stdout")?;
             Ok(())
         }
+        BenchCommand::Streams {
+            redis,
+            streams,
+            pages,
+            rate,
+        } => {
+            if let Err(e) = quota_pacer::RedisPacer::check_url(&redis) {
+                let _ = writeln!(std::io::stderr().lock(), "edc-sync-bench: --redis {e}");
+                std::process::exit(i32::from(edc_core::exit::Exit::Config.code()));
+            }
+            if pages == 0 || !rate.is_finite() || rate <= 0.0 || streams.contains(&0) {
+                anyhow::bail!("--streams, --pages and --rate must be > 0");
+            }
+            let exe = edc_sync_exe()?;
+            let mut all = Vec::new();
+            for n in streams {
+                let (_scratch, work) = sync::scratch()?;
+                let shape = edc_sync_bench::streams::Shape {
+                    streams: n,
+                    pages,
+                    rate,
+                };
+                all.push(rt.block_on(edc_sync_bench::streams::run(&exe, &redis, &work, shape))?);
+            }
+            writeln!(
+                std::io::stdout().lock(),
+                "{}",
+                edc_sync_bench::streams::render(&all)
+            )
+            .context("writing to stdout")?;
+            Ok(())
+        }
         BenchCommand::CrashSoak {
             rounds,
             fsync_faults,
