@@ -703,6 +703,41 @@ fn bench_verify_prints_its_figures() {
     assert!(last[0]["verify"]["wall_s"].as_f64().unwrap() > 0.0);
 }
 
+/// `bench streams` runs N streams of one quota in one `sync --redis
+/// --all-streams`, twice (one page a stream, then the pages asked), and
+/// prints the Redis calls per request against their floor and when each
+/// stream finished (measured only by hand: here the shape of the output).
+#[test]
+fn bench_streams_prints_its_figures() {
+    let redis = support::redis::start();
+    let out = support::bench(&[
+        "streams",
+        "--redis",
+        &redis.url(),
+        "--streams",
+        "1,6",
+        "--pages",
+        "2",
+        "--rate",
+        "200",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let last: serde_json::Value = serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
+    let figures = last["figures"].as_array().unwrap();
+    assert_eq!(figures.len(), 2, "{last}");
+    assert_eq!(figures[1]["streams"], 6, "{last}");
+    assert_eq!(figures[1]["requests"], 12, "{last}");
+    for key in [
+        "script_calls",
+        "calls_per_request",
+        "marginal_calls_per_request",
+        "finish_first_s",
+        "finish_last_s",
+    ] {
+        assert!(figures[1].get(key).is_some(), "{key} missing in {last}");
+    }
+}
+
 /// `bench sync` measures the small pages beside their floor, round by
 /// round (a sync, then the floor of the bytes its commits wrote, then the
 /// same floor with each page received by a bare GET), and reports the
