@@ -249,6 +249,55 @@ mod suite {
         ));
     }
 
+    /// Two processes' limiters of one quota (each process its own
+    /// in-process queue): one keeps four tasks asking, each slot going
+    /// from task to task inside it; another asks once meanwhile and gets a
+    /// slot while the first still asks, not after it ran dry.
+    pub async fn a_waiting_process_is_not_starved_by_a_busy_one<P: Pacer>(p: P) {
+        use std::sync::{Arc, Mutex};
+        let q = Quota::new("suite:line", rate(1_000_000.0, 1_000_000))
+            .unwrap()
+            .with_concurrency(2, Duration::from_secs(60))
+            .with_horizon(Duration::from_secs(10));
+        let busy = quota_pacer::CapQueue::new(2);
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..4 {
+            let limiter = Limiter::in_queue(p.clone(), q.clone(), busy.clone());
+            let order = order.clone();
+            tasks.spawn(async move {
+                for _ in 0..30 {
+                    let permit = limiter.acquire().await.unwrap();
+                    order.lock().unwrap().push("busy");
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    permit.release();
+                }
+                limiter.flush().await.unwrap();
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let other = Limiter::new(p.clone(), q.clone());
+        let asked = order.lock().unwrap().len();
+        let permit = other.acquire().await.unwrap();
+        let at = {
+            let mut order = order.lock().unwrap();
+            order.push("other");
+            order.len()
+        };
+        permit.release();
+        other.flush().await.unwrap();
+        while let Some(done) = tasks.join_next().await {
+            done.unwrap();
+        }
+        // It waits for the slots to free and for its next ask (every 5 to
+        // 50 ms: the busy process may use a slot the line leaves it
+        // meanwhile); before, only after the busy process ran dry (121).
+        assert!(
+            at < 100,
+            "the other process asked after {asked} of the busy one's 120 requests and got its slot only after {at}"
+        );
+    }
+
     /// A released permit costs no call of its own, yet its slot is free
     /// for every other process within the linger, with no further acquire.
     pub async fn a_released_slot_is_given_back_within_the_linger<P: Pacer>(p: P) {
@@ -362,6 +411,12 @@ macro_rules! pacer_suite {
             async fn a_cancelled_holder_releases_its_lease() {
                 let (p, _server) = $make.await;
                 suite::a_cancelled_holder_releases_its_lease(p).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_waiting_process_is_not_starved_by_a_busy_one() {
+                let (p, _server) = $make.await;
+                suite::a_waiting_process_is_not_starved_by_a_busy_one(p).await;
             }
         }
     };

@@ -34,7 +34,18 @@ pub struct Ask<'a> {
     pub release: &'a [u64],
     /// The lock to prove before anything is booked.
     pub fence: Option<&'a Fence>,
+    /// The caller's place in the line of callers the cap turned away, by
+    /// a name unique to it (`None`: not in line). A slot freed while
+    /// others wait goes to the first of them: a caller takes one only if
+    /// fewer callers wait before it than there are free slots; one turned
+    /// away joins the line under its name and keeps its place while it
+    /// asks again within [`WAITER_TTL`].
+    pub waiter: Option<&'a str>,
 }
+
+/// How long a caller turned away by the cap keeps its place in line
+/// without asking again.
+pub const WAITER_TTL: Duration = Duration::from_secs(1);
 
 impl<'a> Ask<'a> {
     /// A token and a slot, giving back `release` first.
@@ -43,6 +54,15 @@ impl<'a> Ask<'a> {
             book: true,
             release,
             fence,
+            waiter: None,
+        }
+    }
+
+    /// The same, asked by the waiter named `waiter` (see [`Ask::waiter`]).
+    pub fn waiting(self, waiter: &'a str) -> Ask<'a> {
+        Ask {
+            waiter: Some(waiter),
+            ..self
         }
     }
 
@@ -52,6 +72,7 @@ impl<'a> Ask<'a> {
             book: false,
             release,
             fence,
+            waiter: None,
         }
     }
 }

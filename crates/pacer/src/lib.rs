@@ -51,7 +51,7 @@ pub mod retry_after;
 use std::future::Future;
 use std::time::Duration;
 
-pub use ask::{Answer, Ask, Fence};
+pub use ask::{Answer, Ask, Fence, WAITER_TTL};
 pub use keyed::{KeyLimit, KeyedLimiter, KeyedPolicy, DEFAULT_KEY};
 pub use local::LocalPacer;
 pub use permit::{AcquireError, Booking, CapQueue, HandOver, Limiter, Permit, LINGER};

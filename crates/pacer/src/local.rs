@@ -20,6 +20,9 @@ struct State {
     pauses: HashMap<String, i64>,
     /// Live leases per (quota key, lease set): id -> expiry.
     leases: HashMap<(String, String), BTreeMap<u64, i64>>,
+    /// Callers the account's cap turned away, per quota key: name ->
+    /// (arrival, the time it must ask again by).
+    lines: HashMap<String, HashMap<String, (i64, i64)>>,
     next_lease: u64,
 }
 
@@ -104,6 +107,32 @@ impl State {
         leases
     }
 
+    /// How many callers the account's cap turned away wait before `me`
+    /// (all of them if `me` is not in line), those that stopped asking
+    /// dropped first, as `acquire.lua` counts them.
+    fn ahead(&mut self, quota: &Quota, me: Option<&str>, now: i64) -> usize {
+        let Some(line) = self.lines.get_mut(quota.key()) else {
+            return 0;
+        };
+        line.retain(|_, (_, until)| *until > now);
+        match me.and_then(|me| line.get(me).map(|(arrival, _)| (*arrival, me))) {
+            Some(mine) => line
+                .iter()
+                .filter(|(name, (arrival, _))| (*arrival, name.as_str()) < mine)
+                .count(),
+            None => line.len(),
+        }
+    }
+
+    /// Puts `me` in the line (keeping its place if it was there), to ask
+    /// again within [`super::WAITER_TTL`].
+    fn join_line(&mut self, quota: &Quota, me: Option<&str>, now: i64) {
+        let Some(me) = me else { return };
+        let until = now + i64::try_from(super::WAITER_TTL.as_micros()).unwrap_or(i64::MAX / 2);
+        let line = self.lines.entry(quota.key().to_string()).or_default();
+        line.entry(me.to_string()).or_insert((now, until)).1 = until;
+    }
+
     /// When one of `sets` is at its cap: how long until that set's first
     /// lease expires.
     fn full(&mut self, quota: &Quota, sets: &[LeaseSet], now: i64) -> Option<Duration> {
@@ -152,13 +181,30 @@ impl Pacer for LocalPacer {
             return Ok(Answer::Checked);
         }
         let sets = quota.lease_sets();
-        if let Some(retry_in) = state.full(quota, &sets, now) {
+        let ahead = state.ahead(quota, ask.waiter, now);
+        let account = &sets[..1];
+        let turned_away = match state.full(quota, &sets, now) {
+            Some(retry_in) => Some(retry_in),
+            None if ahead > 0
+                && state.leases(quota, &account[0].part, now).len() + ahead >= account[0].cap as usize =>
+            {
+                Some(Duration::ZERO)
+            }
+            None => None,
+        };
+        if let Some(retry_in) = turned_away {
+            state.join_line(quota, ask.waiter, now);
             return Ok(Answer::Full { retry_in });
         }
         Ok(match state.reserve(quota, now) {
             Reservation::Refused { wait } => Answer::Refused { wait },
             Reservation::Granted { wait, at_us } => match state.lease(quota, &sets, now, at_us) {
-                LeaseAttempt::Acquired(lease) => Answer::Granted { wait, at_us, lease },
+                LeaseAttempt::Acquired(lease) => {
+                    if let (Some(line), Some(me)) = (state.lines.get_mut(quota.key()), ask.waiter) {
+                        line.remove(me);
+                    }
+                    Answer::Granted { wait, at_us, lease }
+                }
                 LeaseAttempt::Full { retry_in } => Answer::Full { retry_in },
             },
         })

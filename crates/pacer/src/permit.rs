@@ -295,6 +295,9 @@ impl<P: Pacer> Limiter<P> {
             Turn::Booked(booking) => return Ok(booking.ready().await),
             Turn::Slot { slot, release } => (slot, release),
         };
+        // Its name in the line of every process's callers the cap turned
+        // away: it joins at its first refusal, not its second.
+        let waiter = waiter_name();
         loop {
             let mut returned = self.shared.take_returned();
             // The lease of the request that held this slot before, given
@@ -303,7 +306,7 @@ impl<P: Pacer> Limiter<P> {
             let answer = self
                 .shared
                 .pacer
-                .acquire(&self.shared.quota, Ask::book(&returned, None))
+                .acquire(&self.shared.quota, Ask::book(&returned, None).waiting(&waiter))
                 .await;
             let answer = match answer {
                 Ok(answer) => answer,
@@ -376,6 +379,7 @@ impl<P: Pacer> Limiter<P> {
             book: book_next || waiter.is_some(),
             release: &returned,
             fence: Some(fence),
+            waiter: None,
         };
         let answer = self.shared.pacer.acquire(booked_for, ask).await;
         let answer = match answer {
@@ -430,6 +434,23 @@ impl<P: Pacer> Limiter<P> {
             cap,
         }
     }
+}
+
+/// A name for a caller in the line of those the cap turned away, unique
+/// across processes and hosts: this process's id and start (nanoseconds)
+/// and a count.
+fn waiter_name() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    static PROCESS: OnceLock<String> = OnceLock::new();
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let process = PROCESS.get_or_init(|| {
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        format!("{}-{started}", std::process::id())
+    });
+    format!("{process}-{}", COUNT.fetch_add(1, Ordering::Relaxed))
 }
 
 /// The limiter's one background task: sends given-back leases that no

@@ -288,6 +288,12 @@ impl RedisPacer {
                 args.push(id.to_string());
             }
         }
+        // The line of callers the cap turned away, and when each must ask
+        // again by.
+        keys.push(self.key(quota, "waiting"));
+        keys.push(self.key(quota, "waiting:until"));
+        args.push(ask.waiter.unwrap_or_default().to_string());
+        args.push(millis(super::WAITER_TTL).to_string());
         (keys, args)
     }
 }

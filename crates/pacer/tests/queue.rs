@@ -156,3 +156,67 @@ async fn a_paging_task_hands_its_booking_to_the_first_waiter() {
     );
     round_robin(&order);
 }
+
+/// Two processes' worth of limiters of one quota (each its own queue, as
+/// two processes have): one keeps its tasks paging, handing its slots from
+/// task to task, and another asks once meanwhile. The other gets a slot
+/// while the first still pages: a process does not keep the cap to itself
+/// because it always has a task of its own waiting.
+#[tokio::test(flavor = "current_thread")]
+async fn a_process_with_tasks_waiting_yields_the_cap_to_another_that_waits() {
+    let pacer = Counting::default();
+    let quota = Quota::new("q", Rate::new(1_000_000.0, 1_000_000).unwrap())
+        .unwrap()
+        .with_concurrency(2, Duration::from_secs(60))
+        .with_horizon(Duration::from_secs(5));
+    let fence = Fence {
+        lock_key: "lock".into(),
+        fence: 1,
+        ttl: Duration::from_secs(60),
+    };
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let busy: CapQueue<Counting> = CapQueue::new(2);
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let limiter = Limiter::in_queue(pacer.clone(), quota.clone(), busy.clone());
+        let (order, fence) = (order.clone(), fence.clone());
+        tasks.spawn(async move {
+            let mut booked = None;
+            for page in 0..30 {
+                let permit = match booked.take() {
+                    Some(booking) => quota_pacer::Booking::ready(booking).await,
+                    None => limiter.acquire().await.unwrap(),
+                };
+                order.lock().unwrap().push("busy");
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                match limiter
+                    .hand_over(Some(permit), &fence, page + 1 < 30)
+                    .await
+                    .unwrap()
+                {
+                    HandOver::Held(next) => booked = next,
+                    HandOver::Lost => panic!("the fence of one process is always held"),
+                }
+            }
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let other = Limiter::new(pacer.clone(), quota.clone());
+    let permit = other
+        .acquire()
+        .await
+        .expect("the other process got a slot within its horizon");
+    let at = {
+        let mut order = order.lock().unwrap();
+        order.push("other");
+        order.len()
+    };
+    permit.release();
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    assert!(
+        at < 4 * 30 / 2,
+        "the other process got its slot only after {at} of the busy one's 120 pages"
+    );
+}

@@ -10,6 +10,12 @@
 -- nothing and learns it in this same reply. A full cap books no token, and
 -- a token beyond the horizon takes no slot.
 --
+-- The account's cap is taken in arrival order across processes: a caller
+-- takes a slot only if fewer callers wait before it (in the line of those
+-- turned away and still asking) than there are free slots, so a process
+-- that hands its slots from task to task gives them up to another's
+-- waiting caller.
+--
 -- KEYS[1] pause   KEYS[2] lease counter (never expires)
 -- KEYS[3] run lock ("<fence>|<holder>"; only read when ARGV[4] ~= '0')
 -- KEYS[4 .. 3+L]          lease sets to take a slot in (the account's first)
@@ -21,6 +27,10 @@
 -- ARGV[6] L, then ARGV[7 .. 6+L] the cap of each lease set
 -- ARGV[7+L] G, then interval and tolerance of each gate (gcra.lua, arg0 = 7+L)
 -- ARGV[8+L+2G] R, then R lease ids, one per release entry
+-- KEYS[4+L+G+R] the line of callers the cap turned away (arrival order)
+-- KEYS[5+L+G+R] when each of them must ask again by
+-- ARGV[9+L+2G+R] the caller's name in that line, or '' for none
+-- ARGV[10+L+2G+R] how long a name keeps its place without asking (ms)
 --
 -- Returns { status, value, at_us, lease_id, fence }
 --   status 1 granted (value = wait_ms)   0 refused: beyond the horizon (wait_ms)
@@ -55,10 +65,41 @@ if ARGV[1] == 'check' then
   return { 3, 0, '0', 0, fence }
 end
 
+local line = KEYS[4 + L + G + R]
+local line_until = KEYS[5 + L + G + R]
+local me = ARGV[r0 + R + 1]
+local keep_ms = tonumber(ARGV[r0 + R + 2])
+local gone = redis.call('ZRANGEBYSCORE', line_until, '-inf', stamp)
+for _, name in ipairs(gone) do
+  redis.call('ZREM', line, name)
+  redis.call('ZREM', line_until, name)
+end
+local ahead = nil
+if me ~= '' then
+  ahead = redis.call('ZRANK', line, me)
+end
+if not ahead then
+  ahead = redis.call('ZCARD', line)
+end
+
 for i = 4, 3 + L do
-  if redis.call('ZCARD', KEYS[i]) >= tonumber(ARGV[3 + i]) then
+  local waiting = 0
+  if i == 4 then
+    waiting = ahead
+  end
+  if redis.call('ZCARD', KEYS[i]) + waiting >= tonumber(ARGV[3 + i]) then
+    local retry_ms = 0
     local first = redis.call('ZRANGE', KEYS[i], 0, 0, 'WITHSCORES')
-    return { 2, math.ceil((tonumber(first[2]) - now) / 1000), '0', 0, fence }
+    if first[2] then
+      retry_ms = math.ceil((tonumber(first[2]) - now) / 1000)
+    end
+    if me ~= '' then
+      redis.call('ZADD', line, 'NX', stamp, me)
+      redis.call('ZADD', line_until, string.format('%.0f', now + keep_ms * 1000), me)
+      redis.call('PEXPIRE', line, keep_ms * 4)
+      redis.call('PEXPIRE', line_until, keep_ms * 4)
+    end
+    return { 2, retry_ms, '0', 0, fence }
   end
 end
 
@@ -73,6 +114,10 @@ gcra_commit(now, at, 4 + L, 3 + L + G, arg0, tats)
 
 -- One id, a slot in every set; it covers the request from its booked
 -- instant on.
+if me ~= '' then
+  redis.call('ZREM', line, me)
+  redis.call('ZREM', line_until, me)
+end
 local ttl_ms = tonumber(ARGV[3])
 local id = redis.call('INCR', KEYS[2])
 for i = 4, 3 + L do
