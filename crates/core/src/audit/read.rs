@@ -38,25 +38,51 @@ pub fn each_event(path: &Path, event: &str, mut f: impl FnMut(u64, Value)) -> st
 /// newline, with the byte it starts at) until `f` answers `Some`: the cost
 /// is the lines after the one found, never the trail's history. A line
 /// longer than 1 MiB (none this tool writes) ends the walk.
+///
+/// The file is read in blocks of 64 KiB from the end, each line cut out
+/// of the block in memory: a stream's start walks every line written since
+/// its last commit, and two reads and two allocations a line were most of
+/// that walk once the lines were no longer parsed.
 pub(crate) fn find_backwards<T>(
     path: &Path,
     mut f: impl FnMut(u64, &[u8]) -> Option<T>,
 ) -> std::io::Result<Option<T>> {
     use std::os::unix::fs::FileExt;
     const MAX_LINE: u64 = 1 << 20;
+    const BLOCK: u64 = 64 * 1024;
     let file = crate::no_follow::read(path)?;
+    // `buf` holds the file's bytes from `buf_start` to `end`.
     let mut end = file.metadata()?.len();
+    let mut buf_start = end;
+    let mut buf: Vec<u8> = Vec::new();
     while end > 0 {
-        // `end` is just past a newline (or the end of the file).
-        let Some(start) = crate::durable::line_start(&file, end.saturating_sub(1), MAX_LINE)? else {
-            break;
+        // `end` is just past a newline (or the end of the file); the line
+        // starts after the newline before its last byte.
+        let start = loop {
+            if end > buf_start {
+                let before_last = (end - 1 - buf_start) as usize;
+                if let Some(i) = memchr::memrchr(b'\n', &buf[..before_last]) {
+                    break buf_start + i as u64 + 1;
+                }
+            }
+            if buf_start == 0 {
+                break 0;
+            }
+            if end - buf_start > MAX_LINE {
+                return Ok(None);
+            }
+            let from = buf_start.saturating_sub(BLOCK);
+            let mut block = vec![0u8; (buf_start - from) as usize];
+            file.read_exact_at(&mut block, from)?;
+            block.extend_from_slice(&buf[..(end - buf_start) as usize]);
+            buf = block;
+            buf_start = from;
         };
-        let mut bytes = vec![0u8; (end - start) as usize];
-        file.read_exact_at(&mut bytes, start)?;
-        end = start;
-        if let Some(found) = f(start, bytes.strip_suffix(b"\n").unwrap_or(&bytes)) {
+        let bytes = &buf[(start - buf_start) as usize..(end - buf_start) as usize];
+        if let Some(found) = f(start, bytes.strip_suffix(b"\n").unwrap_or(bytes)) {
             return Ok(Some(found));
         }
+        end = start;
     }
     Ok(None)
 }
@@ -82,4 +108,39 @@ pub(crate) fn last_event(path: &Path, event: &str) -> std::io::Result<Option<(u6
             .filter(|value| value["event"] == event)
             .map(|value| (start, value))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::find_backwards;
+
+    /// Every line is met once, last first, with the byte it starts at,
+    /// lines across the 64 KiB blocks and longer than a block included, a
+    /// last line without its newline too.
+    #[test]
+    fn the_walk_meets_every_line_last_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lines");
+        let mut text = Vec::new();
+        let mut expected = Vec::new();
+        for n in 0..5000usize {
+            let len = if n % 1000 == 999 { 100_000 } else { n % 257 };
+            expected.push((text.len() as u64, vec![b'a' + (n % 26) as u8; len]));
+            text.extend(std::iter::repeat_n(b'a' + (n % 26) as u8, len));
+            text.push(b'\n');
+        }
+        expected.push((text.len() as u64, b"torn".to_vec()));
+        text.extend_from_slice(b"torn");
+        std::fs::write(&path, &text).unwrap();
+        let mut met = Vec::new();
+        let found: Option<()> = find_backwards(&path, |start, line| {
+            met.push((start, line.to_vec()));
+            None
+        })
+        .unwrap();
+        assert!(found.is_none());
+        met.reverse();
+        assert_eq!(met.len(), expected.len());
+        assert!(met == expected, "a line was met wrong");
+    }
 }

@@ -35,7 +35,7 @@ use serde_json::Value;
 use super::events::{self, StreamLockTaken};
 use super::stream::OpenStream;
 use super::{LedgerError, StreamLedger};
-use crate::audit::commit::{last_commit, CommitLine};
+use crate::audit::commit::{last_commit, CommitLine, CommitsOf};
 use crate::audit::PathsReinterpreted;
 use crate::state_db::DbStream;
 use crate::store::{roll_forward, Cursor, CursorStore, LandingStore, ManifestEntry, StoreError};
@@ -300,7 +300,8 @@ async fn prove_cursor_named_by_no_line(
     }
     let dir = landing.recorded_dir().to_string();
     let wanted = |l: &CommitLine| l.is_commit_of(p.name, &dir) && !l.get("cursor_state").is_null();
-    let last = last_commit(trail, wanted).map_err(|e| StoreError::io(trail, "read back", e))?;
+    let last = last_commit(trail, &CommitsOf::new(p.name, &dir), wanted)
+        .map_err(|e| StoreError::io(trail, "read back", e))?;
     let said = p.trail.as_recorded(cursor.to_state_json());
     let says = last.as_ref().map(|l| l.get("cursor_state"));
     let place = cursors.path().to_path_buf();

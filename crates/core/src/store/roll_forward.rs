@@ -28,7 +28,7 @@
 use std::path::Path;
 
 use super::{Cursor, CursorStore, LandingStore, ManifestEntry, StoreError};
-use crate::audit::commit::{commits_after, last_commit, CommitLine};
+use crate::audit::commit::{commits_after, last_commit, CommitLine, CommitsOf};
 
 /// A torn cursor file rebuilt from the stream's last commit line.
 #[derive(Debug)]
@@ -85,7 +85,9 @@ pub(crate) fn rebuild_if_torn(
     }
     let dir = landing.recorded_dir().to_string();
     let wanted = |l: &CommitLine| l.is_commit_of(stream, &dir) && !l.get("cursor_state").is_null();
-    let Some(line) = last_commit(trail, wanted).map_err(|e| StoreError::io(trail, "read back", e))? else {
+    let Some(line) = last_commit(trail, &CommitsOf::new(stream, &dir), wanted)
+        .map_err(|e| StoreError::io(trail, "read back", e))?
+    else {
         return Ok(None);
     };
     let cursor = cursors.roll_forward(&line, landing.manifest_len())?;
@@ -123,7 +125,8 @@ pub(crate) fn catch_up(
         // the file to the trail's last commit of the stream instead.
         return Ok(done);
     }
-    let lines = commits_after(trail, receipt.offset(), receipt.sha256())
+    let of = CommitsOf::new(stream, landing.recorded_dir());
+    let lines = commits_after(trail, receipt.offset(), receipt.sha256(), Some(&of))
         .map_err(|e| StoreError::io(trail, "read back", e))?;
     let Some((named, lines)) = lines else {
         tracing::warn!(stream, "the audit line the cursor names is not where it was (the trail was repaired or replaced); the cursor is not rolled forward");

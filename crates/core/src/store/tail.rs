@@ -28,7 +28,7 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use super::{CursorStore, LandingStore, ManifestEntry, StoreError};
-use crate::audit::commit::{commits_after, last_commit, CommitLine};
+use crate::audit::commit::{commit_at, last_commit, CommitLine, CommitsOf};
 
 /// What the start-up proof found beyond agreement.
 #[derive(Debug, Default)]
@@ -94,7 +94,8 @@ pub(crate) fn prove(
     let wanted = |l: &CommitLine| {
         l.receipt().offset() <= upto && l.is_commit_of(stream, &dir) && l.get("landed") == true
     };
-    let last = last_commit(trail, wanted).map_err(|e| StoreError::io(trail, "read back", e))?;
+    let last = last_commit(trail, &CommitsOf::new(stream, &dir), wanted)
+        .map_err(|e| StoreError::io(trail, "read back", e))?;
     let Some((last, entry)) = last.and_then(|l| ManifestEntry::of_commit(l.line(), stream).map(|e| (l, e)))
     else {
         return Ok(unproven);
@@ -301,9 +302,8 @@ fn rebuild(
     })
     .map_err(|e| StoreError::io(trail, "read back", e))?;
     let bytes = landing.replace_manifest(&entries)?;
-    let named = commits_after(trail, receipt.offset(), receipt.sha256())
+    let named = commit_at(trail, receipt.offset(), receipt.sha256())
         .map_err(|e| StoreError::io(trail, "read back", e))?
-        .map(|(named, _)| named)
         .ok_or_else(|| StoreError::Unproven {
             path: cursors.path().to_path_buf(),
             detail: "the audit line the cursor names is not where it was".into(),
