@@ -703,6 +703,23 @@ fn bench_verify_prints_its_figures() {
     assert!(last[0]["verify"]["wall_s"].as_f64().unwrap() > 0.0);
 }
 
+/// `bench scale` prints the trail's bytes a page and of a run with nothing
+/// new, and a quiet stream's start-up before and after another stream's
+/// pages in the same trail, each against its target (timed only by hand).
+#[test]
+fn bench_scale_prints_its_figures() {
+    let out = support::bench(&["scale", "--pages", "30"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("(target 2048,"), "{}", out.stdout);
+    assert!(out.stdout.contains("(target 1.1x)"), "{}", out.stdout);
+    let last: serde_json::Value = serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
+    let f = &last["figures"];
+    assert_eq!(f["pages"], 30, "{last}");
+    assert!(f["trail_bytes_per_page"].as_f64().unwrap() > 0.0, "{last}");
+    assert!(f["busy_lines"].as_u64().unwrap() >= 30, "{last}");
+    assert!(f["quiet_after_busy"]["wall_s"].as_f64().unwrap() > 0.0, "{last}");
+}
+
 /// `bench streams` runs N streams of one quota in one `sync --redis
 /// --all-streams`, twice (one page a stream, then the pages asked), and
 /// prints the Redis calls per request against their floor and when each

@@ -82,6 +82,17 @@ pub enum BenchCommand {
         #[arg(long, value_delimiter = ',', default_values_t = [3_000u64, 10_000, 30_000])]
         pages: Vec<u64>,
     },
+    /// What the trail costs as a study grows: trail bytes a one-record
+    /// page and of a run with nothing new (the shipped lookback), and a
+    /// quiet stream's start-up on its own trail and after another stream's
+    /// PAGES pages in the same trail, each against its target.
+    ///
+    /// Ends with one JSON line of the figures.
+    Scale {
+        /// Pages of each sync.
+        #[arg(long, default_value_t = 10_000)]
+        pages: u64,
+    },
     /// Many streams of one quota in one `sync --redis --all-streams`:
     /// Redis script calls per request (all, and the marginal cost of a
     /// request against its floor of 1.0) and when each stream finished.

@@ -12,6 +12,7 @@ pub mod one_pass;
 pub mod pacer;
 pub mod peers;
 pub mod phase;
+pub mod scale;
 pub mod side_by_side;
 pub mod soak;
 pub mod startup;

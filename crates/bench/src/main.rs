@@ -147,6 +147,21 @@ fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             .context("writing to stdout")?;
             Ok(())
         }
+        BenchCommand::Scale { pages } => {
+            if pages == 0 {
+                anyhow::bail!("--pages must be > 0");
+            }
+            let exe = edc_sync_exe()?;
+            let (_scratch, work) = sync::scratch()?;
+            let figures = edc_sync_bench::scale::run(&exe, &work, pages)?;
+            writeln!(
+                std::io::stdout().lock(),
+                "{}",
+                edc_sync_bench::scale::render(&figures)
+            )
+            .context("writing to stdout")?;
+            Ok(())
+        }
         BenchCommand::Streams {
             redis,
             streams,
