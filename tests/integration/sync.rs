@@ -806,22 +806,7 @@ async fn four_processes_spend_about_one_script_call_per_request() {
         ..SimConfig::default()
     })
     .await;
-    let client = redis::Client::open(redis.url()).unwrap();
-    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
-    // The scripts are loaded once in a Redis's life: what is measured is
-    // the cost of requests, not four processes racing to the first
-    // NOSCRIPT of a fresh server (3 to 5 failed calls and as many loads).
-    let pacer = quota_pacer::RedisPacer::connect(&redis.url(), edc_core::REDIS_KEY_PREFIX)
-        .await
-        .unwrap();
-    pacer.load_scripts().await.unwrap();
-    edc_core::store::load_run_lock_script(&pacer).await.unwrap();
-    edc_core::audit::load_anchor_script(&pacer).await.unwrap();
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(&mut admin)
-        .await
-        .unwrap();
+    let mut admin = script_counter(&redis.url()).await;
     let children: Vec<_> = ["f1", "f2", "f3", "f4"]
         .iter()
         .map(|s| {
@@ -841,12 +826,7 @@ async fn four_processes_spend_about_one_script_call_per_request() {
             .unwrap();
         assert_eq!(status.code(), Some(0));
     }
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut admin)
-        .await
-        .unwrap();
-    let calls = edc_sync_bench::harness::script_calls(&info);
+    let (calls, info) = script_calls_since(&mut admin).await;
     let requests = sim.requests().len();
     assert_eq!(requests, 4 * 60, "four streams of 300 records in pages of 5");
     let per_request = calls as f64 / requests as f64;
@@ -858,6 +838,37 @@ async fn four_processes_spend_about_one_script_call_per_request() {
     for s in ["f1", "f2", "f3", "f4"] {
         assert_eq!(landed_record_ids(&fx, "vault_fanout", s).len(), 300, "{s}");
     }
+}
+
+/// A connection to the Redis at `url` whose count of script calls starts
+/// now. The scripts are loaded first, once in a Redis's life: what is
+/// measured is the cost of requests, not processes racing to the first
+/// NOSCRIPT of a fresh server (3 to 5 failed calls and as many loads).
+async fn script_counter(url: &str) -> redis::aio::MultiplexedConnection {
+    let pacer = quota_pacer::RedisPacer::connect(url, edc_core::REDIS_KEY_PREFIX)
+        .await
+        .unwrap();
+    pacer.load_scripts().await.unwrap();
+    edc_core::store::load_run_lock_script(&pacer).await.unwrap();
+    edc_core::audit::load_anchor_script(&pacer).await.unwrap();
+    let client = redis::Client::open(url).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    admin
+}
+
+/// Script calls since [`script_counter`], and the `INFO` they were read from.
+async fn script_calls_since(admin: &mut redis::aio::MultiplexedConnection) -> (u64, String) {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(admin)
+        .await
+        .unwrap();
+    (edc_sync_bench::harness::script_calls(&info), info)
 }
 
 /// More streams of one quota than its concurrency cap, in one process,
@@ -891,19 +902,7 @@ async fn over_redis_a_commit_books_the_next_page_of_the_first_stream_waiting() {
     let redis = support::redis::start();
     let fx = Fixture::new();
     let sim = eight_streams_under_a_cap_of_two(&fx).await;
-    let pacer = quota_pacer::RedisPacer::connect(&redis.url(), edc_core::REDIS_KEY_PREFIX)
-        .await
-        .unwrap();
-    pacer.load_scripts().await.unwrap();
-    edc_core::store::load_run_lock_script(&pacer).await.unwrap();
-    edc_core::audit::load_anchor_script(&pacer).await.unwrap();
-    let client = redis::Client::open(redis.url()).unwrap();
-    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(&mut admin)
-        .await
-        .unwrap();
+    let mut admin = script_counter(&redis.url()).await;
     let mut spec = fx.spec("vault_fanout", &sim);
     spec.allow_dirty = true;
     spec.streams = Streams::All;
@@ -917,15 +916,10 @@ async fn over_redis_a_commit_books_the_next_page_of_the_first_stream_waiting() {
             "s{n}"
         );
     }
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut admin)
-        .await
-        .unwrap();
     // Every script call: the pacer's, and a few a stream whatever its
     // pages (its run lock taken and let go, the trail's anchors), which
     // eight streams of eight pages cannot amortise.
-    let calls = edc_sync_bench::harness::script_calls(&info);
+    let (calls, info) = script_calls_since(&mut admin).await;
     let requests = sim.requests().len();
     assert_eq!(requests, 8 * 8, "eight streams of 40 records in pages of 5");
     let fixed = 3 * 8;

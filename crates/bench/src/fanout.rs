@@ -5,7 +5,6 @@
 //! requests (`page_committed` lines; the simulator injects no faults).
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context};
 
@@ -24,19 +23,9 @@ pub async fn calls_per_request(exe: &Path, redis_url: &str, work: &Path) -> anyh
     let trail = work.join("audit.jsonl");
     let children = (1..=4)
         .map(|n| {
-            Command::new(exe)
-                .args(["sync", "--allow-dirty", "--redis", redis_url, "--config"])
-                .arg(&config)
-                .args(["--vendor", "bench", "--study", &format!("FANOUT-{n}"), "--out"])
-                .arg(work.join("landing"))
-                .arg("--state")
-                .arg(work.join("state"))
-                .arg("--audit-log")
-                .arg(&trail)
+            super::harness::sync_command(exe, &config, "bench", &format!("FANOUT-{n}"), work, &trail)
+                .args(["--redis", redis_url])
                 .env("EDC_SYNC_BENCH_URL", &sim.url)
-                .env("EDC_SYNC_BENCH_TOKEN", "bench-token")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
                 .spawn()
                 .context("starting a sync")
         })

@@ -125,7 +125,19 @@ pub fn policy(page_size: u64, max_body: u64) -> String {
   http:
     max_body_bytes: {max_body}
     request_timeout_s: 600
-  delta:
+{}    lookback:
+      seconds: 300
+      record_id: id
+"#,
+        delta_block(page_size)
+    )
+}
+
+/// The `delta:` block of a benchmark vendor (the simulator's Vault-style
+/// audit trail, `page_size` records a page), indented under its vendor.
+pub fn delta_block(page_size: u64) -> String {
+    format!(
+        r#"  delta:
     path: {DELTA_PATH}
     format: json
     paging: json_next
@@ -134,11 +146,35 @@ pub fn policy(page_size: u64, max_body: u64) -> String {
     cursor_field: modified_date__v
     page_size_param: limit
     page_size: {page_size}
-    lookback:
-      seconds: 300
-      record_id: id
 "#
     )
+}
+
+/// `sync` of `vendor`'s study `study` in the policy `config`, its landing
+/// and state under `dir`, its trail `trail`, the bench token in the
+/// environment and output silenced; the caller adds the pacer's flags and
+/// the base URLs.
+pub fn sync_command(
+    exe: &Path,
+    config: &Path,
+    vendor: &str,
+    study: &str,
+    dir: &Path,
+    trail: &Path,
+) -> Command {
+    let mut cmd = Command::new(exe);
+    cmd.args(["sync", "--allow-dirty", "--config"])
+        .arg(config)
+        .args(["--vendor", vendor, "--study", study, "--out"])
+        .arg(dir.join("landing"))
+        .arg("--state")
+        .arg(dir.join("state"))
+        .arg("--audit-log")
+        .arg(trail)
+        .env("EDC_SYNC_BENCH_TOKEN", "bench-token")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    cmd
 }
 
 /// `runner` (the edc-sync executable, or a tracer with it as its last

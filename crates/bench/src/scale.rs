@@ -12,12 +12,12 @@
 //!   busy stream appended N pages: target within 1.1x.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use anyhow::{bail, Context};
 use serde::Serialize;
 
-use super::harness::{policy, waited, SimProcess, DELTA_PATH};
+use super::harness::{delta_block, policy, sync_command, waited, SimProcess};
 use super::startup::Measured;
 
 /// The figures of one run of `bench scale`.
@@ -52,20 +52,10 @@ pub fn run(exe: &Path, work: &Path, pages: u64) -> anyhow::Result<Figures> {
     std::fs::write(&config, two_vendors())?;
     let trail = quiet.join("audit.jsonl");
     let run = |vendor: &str| {
-        let mut cmd = Command::new(exe);
-        cmd.args(["sync", "--allow-dirty", "--pacer", "local", "--config"])
-            .arg(&config)
-            .args(["--vendor", vendor, "--study", "SCALE", "--out"])
-            .arg(quiet.join("landing"))
-            .arg("--state")
-            .arg(quiet.join("state"))
-            .arg("--audit-log")
-            .arg(&trail)
+        let mut cmd = sync_command(exe, &config, vendor, "SCALE", &quiet, &trail);
+        cmd.args(["--pacer", "local"])
             .env("EDC_SYNC_BENCH_URL", &busy_sim.url)
-            .env("EDC_SYNC_QUIET_URL", &quiet_sim.url)
-            .env("EDC_SYNC_BENCH_TOKEN", "bench-token")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .env("EDC_SYNC_QUIET_URL", &quiet_sim.url);
         cmd
     };
     let ok = |(ok, _): (bool, libc::rusage), what: &str| match ok {
@@ -134,7 +124,7 @@ fn line_count(path: &Path) -> anyhow::Result<u64> {
 /// nothing new is one request (its span re-read in one page): the rest is
 /// its start-up.
 fn two_vendors() -> String {
-    let vendor = |name: &str, url_env: &str, page_size: u32| {
+    let vendor = |name: &str, url_env: &str, page_size: u64| {
         format!(
             r#"{name}:
   base_url_env: {url_env}
@@ -143,16 +133,8 @@ fn two_vendors() -> String {
   burst_capacity: 1000000
   bucket_key: "rl:{name}"
   max_concurrency: 4
-  delta:
-    path: {DELTA_PATH}
-    format: json
-    paging: json_next
-    records_pointer: /data
-    cursor_param: modified_since
-    cursor_field: modified_date__v
-    page_size_param: limit
-    page_size: {page_size}
-"#
+{}"#,
+            delta_block(page_size)
         )
     };
     format!(

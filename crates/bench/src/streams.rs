@@ -12,12 +12,11 @@
 //! request, `(calls - calls of one page each) / (requests - N)`.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context};
 use serde::Serialize;
 
-use super::harness::{reset_stats, script_calls_counted, SimProcess};
+use super::harness::{delta_block, reset_stats, script_calls_counted, sync_command, SimProcess};
 
 /// Records a page: the streams page through `pages * PAGE` records.
 const PAGE: u64 = 5;
@@ -110,26 +109,9 @@ async fn sync(
     reset_stats(admin).await?;
     let trail = work.join("audit.jsonl");
     let started = std::time::Instant::now();
-    let status = Command::new(exe)
-        .args([
-            "sync",
-            "--allow-dirty",
-            "--all-streams",
-            "--redis",
-            redis,
-            "--config",
-        ])
-        .arg(&config)
-        .args(["--vendor", "bench", "--study", &study, "--out"])
-        .arg(work.join("landing"))
-        .arg("--state")
-        .arg(work.join("state"))
-        .arg("--audit-log")
-        .arg(&trail)
+    let status = sync_command(exe, &config, "bench", &study, work, &trail)
+        .args(["--all-streams", "--redis", redis])
         .env("EDC_SYNC_BENCH_URL", &sim.url)
-        .env("EDC_SYNC_BENCH_TOKEN", "bench-token")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
         .status()
         .context("running the sync")?;
     let wall_s = started.elapsed().as_secs_f64();
@@ -182,19 +164,10 @@ fn policy(shape: Shape) -> String {
   bucket_key: "rl:streams:{{study}}"
   max_concurrency: {CAP}
   max_wait_s: 600
-  delta:
-    path: {path}
-    format: json
-    paging: json_next
-    records_pointer: /data
-    cursor_param: modified_since
-    cursor_field: modified_date__v
-    page_size_param: limit
-    page_size: {PAGE}
-  streams:
+{delta}  streams:
 {streams}"#,
         rate = shape.rate,
-        path = super::harness::DELTA_PATH,
+        delta = delta_block(PAGE),
     )
 }
 

@@ -113,35 +113,10 @@ async fn tasks_beyond_the_cap_queue_and_each_request_is_one_call() {
 async fn a_paging_task_hands_its_booking_to_the_first_waiter() {
     let pacer = Counting::default();
     let order = Arc::new(Mutex::new(Vec::new()));
-    let fence = Fence {
-        lock_key: "lock".into(),
-        fence: 1,
-        ttl: Duration::from_secs(60),
-    };
     let mut tasks = tokio::task::JoinSet::new();
     for (n, limiter) in limiters(&pacer).into_iter().enumerate() {
-        let (order, fence) = (order.clone(), fence.clone());
-        tasks.spawn(async move {
-            let mut booked = None;
-            for page in 0..REQUESTS {
-                let permit = match booked.take() {
-                    Some(booking) => quota_pacer::Booking::ready(booking).await,
-                    None => limiter.acquire().await.unwrap(),
-                };
-                order.lock().unwrap().push(n);
-                tokio::time::sleep(Duration::from_millis(1)).await;
-                // The commit: the page's slot handed on, the next booked.
-                match limiter
-                    .hand_over(Some(permit), &fence, page + 1 < REQUESTS)
-                    .await
-                    .unwrap()
-                {
-                    HandOver::Held(next) => booked = next,
-                    HandOver::Lost => panic!("the fence of one process is always held"),
-                }
-            }
-            limiter.flush().await.unwrap();
-        });
+        let took = Duration::from_millis(1);
+        tasks.spawn(page(limiter, fence(), REQUESTS, took, order.clone(), n));
     }
     while let Some(done) = tasks.join_next().await {
         done.unwrap();
@@ -169,36 +144,13 @@ async fn a_process_with_tasks_waiting_yields_the_cap_to_another_that_waits() {
         .unwrap()
         .with_concurrency(2, Duration::from_secs(60))
         .with_horizon(Duration::from_secs(5));
-    let fence = Fence {
-        lock_key: "lock".into(),
-        fence: 1,
-        ttl: Duration::from_secs(60),
-    };
     let order = Arc::new(Mutex::new(Vec::new()));
     let busy: CapQueue<Counting> = CapQueue::new(2);
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..4 {
         let limiter = Limiter::in_queue(pacer.clone(), quota.clone(), busy.clone());
-        let (order, fence) = (order.clone(), fence.clone());
-        tasks.spawn(async move {
-            let mut booked = None;
-            for page in 0..30 {
-                let permit = match booked.take() {
-                    Some(booking) => quota_pacer::Booking::ready(booking).await,
-                    None => limiter.acquire().await.unwrap(),
-                };
-                order.lock().unwrap().push("busy");
-                tokio::time::sleep(Duration::from_millis(2)).await;
-                match limiter
-                    .hand_over(Some(permit), &fence, page + 1 < 30)
-                    .await
-                    .unwrap()
-                {
-                    HandOver::Held(next) => booked = next,
-                    HandOver::Lost => panic!("the fence of one process is always held"),
-                }
-            }
-        });
+        let took = Duration::from_millis(2);
+        tasks.spawn(page(limiter, fence(), 30, took, order.clone(), "busy"));
     }
     tokio::time::sleep(Duration::from_millis(20)).await;
     let other = Limiter::new(pacer.clone(), quota.clone());
@@ -219,4 +171,42 @@ async fn a_process_with_tasks_waiting_yields_the_cap_to_another_that_waits() {
         at < 4 * 30 / 2,
         "the other process got its slot only after {at} of the busy one's 120 pages"
     );
+}
+
+/// A paging task: `pages` requests, each `took` in flight, each slot
+/// handed on by the commit's call that books the next (as a run does),
+/// `mark` recording each request in `order`.
+async fn page<T: Copy>(
+    limiter: Limiter<Counting>,
+    fence: Fence,
+    pages: usize,
+    took: Duration,
+    order: Arc<Mutex<Vec<T>>>,
+    mark: T,
+) {
+    let mut booked = None;
+    for page in 0..pages {
+        let permit = match booked.take() {
+            Some(booking) => quota_pacer::Booking::ready(booking).await,
+            None => limiter.acquire().await.unwrap(),
+        };
+        order.lock().unwrap().push(mark);
+        tokio::time::sleep(took).await;
+        match limiter
+            .hand_over(Some(permit), &fence, page + 1 < pages)
+            .await
+            .unwrap()
+        {
+            HandOver::Held(next) => booked = next,
+            HandOver::Lost => panic!("the fence of one process is always held"),
+        }
+    }
+}
+
+fn fence() -> Fence {
+    Fence {
+        lock_key: "lock".into(),
+        fence: 1,
+        ttl: Duration::from_secs(60),
+    }
 }
