@@ -115,12 +115,16 @@ pub fn reconcile(args: crate::cli::VerifyArgs) -> Result<(), Error> {
     let state = StateLocation::parse("--state", &dirs.state)?;
     edc_core::paths::require_local("--audit-log", &dirs.audit_log)
         .map_err(edc_core::config::ConfigError::Identity)?;
-    let summary = super::runtime()?.block_on(edc_core::reconcile::verify(
+    let progress = edc_core::reconcile::Progress::on_terminal();
+    let verified = super::runtime()?.block_on(edc_core::reconcile::verify(
         &state,
         &dirs.out,
         &dirs.audit_log,
         &scope,
-    ))?;
+        &progress,
+    ));
+    progress.finish();
+    let summary = verified?;
     let mut stdout = std::io::stdout().lock();
     for d in summary.discrepancies.iter().chain(&summary.behind) {
         writeln!(stdout, "{d}").io(|| "writing the report to stdout".into())?;

@@ -676,6 +676,45 @@ fn bench_startup_prints_its_figures() {
     }
 }
 
+/// On a terminal `verify` shows what it is doing and the pages hashed so
+/// far (a spinner on stderr, cleared before the report); through a pipe,
+/// as under cron, nothing is drawn.
+#[test]
+fn verify_shows_its_progress_on_a_terminal_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = dir.path().join("demo");
+    let made = support::run(&["demo", "--dir", demo.to_str().unwrap(), "--records", "20"]);
+    assert_eq!(made.code, 0, "{}", made.stderr);
+    let path = |p: &str| demo.join(p).to_str().unwrap().to_string();
+    let (landing, state, trail) = (path("landing"), path("state"), path("audit.jsonl"));
+    let args = [
+        "verify",
+        "--out",
+        &landing,
+        "--state",
+        &state,
+        "--audit-log",
+        &trail,
+    ];
+    let piped = support::run(&args);
+    assert_eq!(piped.code, 0, "{}", piped.stderr);
+    assert!(!piped.stderr.contains("pages hashed"), "{}", piped.stderr);
+    // `script` (util-linux) runs it on a pseudo-terminal and copies what
+    // was drawn there to its own stdout.
+    let exe = support::edc_sync().get_program().to_str().unwrap().to_string();
+    let line = format!("{exe} {}", args.join(" "));
+    let out = std::process::Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env("TERM", "xterm")
+        .output()
+        .expect("script(1) from util-linux runs");
+    let drawn = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{drawn}");
+    assert!(drawn.contains("verify: hashing the landed pages"), "{drawn}");
+    assert!(drawn.contains("pages hashed"), "{drawn}");
+    assert!(drawn.contains("no discrepancy"), "{drawn}");
+}
+
 /// `bench verify` lands each size by a sync, runs verify over it beside
 /// `sha256sum` of the same pages and `audit verify` of the trail, and
 /// prints one line a size and the JSON line (timed only by hand).

@@ -55,6 +55,7 @@ pub async fn reconcile_db(
     db: &StateDb,
     trail: &str,
     scope: &Scope,
+    progress: &super::Progress,
 ) -> Result<Summary, DbUnreadable> {
     let scratch = tempfile::tempdir().map_err(|e| Unreadable {
         path: std::env::temp_dir(),
@@ -78,16 +79,16 @@ pub async fn reconcile_db(
     }
     let mut manifests = crate::state_db::all_manifests(db).await?;
     let (out, mut views, links) = match landing {
-        DbLanding::Dir(out) => local_views(out)?,
+        DbLanding::Dir(out) => local_views(out, progress)?,
         DbLanding::Bucket(bucket) => {
-            let (root, views) = super::view::LandingView::of_bucket(bucket).await?;
+            let (root, views) = super::view::LandingView::of_bucket(bucket, progress).await?;
             (root, views, Vec::new())
         }
     };
     for view in &mut views {
         view.manifest = manifests.remove(&view.rel).unwrap_or_default();
     }
-    let mut summary = reconcile_views(&out, &views, &state, &trail_file, scope)?;
+    let mut summary = reconcile_views(&out, &views, &state, &trail_file, scope, progress)?;
     note_links(&mut summary, links);
     let shown = db.url().shown().to_string();
     let name = |d: &mut Discrepancy| {

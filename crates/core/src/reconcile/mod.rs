@@ -24,12 +24,14 @@ use serde_json::Value;
 
 mod cursors;
 mod db;
+mod progress;
 mod retention;
 mod scope;
 mod verify;
 mod view;
 
 pub use db::{reconcile_db, DbLanding, DbUnreadable};
+pub use progress::Progress;
 pub use retention::Retained;
 pub use scope::Scope;
 pub use verify::{verify, Unverifiable};
@@ -140,23 +142,32 @@ pub(super) fn lookback_digest(memory: &Value) -> String {
 /// Reconciles the landing under `out`, the cursors under `state` and the
 /// audit trail at `audit`, within `scope`.
 /// Reconciles a landing directory with a state directory and a trail file.
-pub fn reconcile(out: &Path, state: &Path, audit: &Path, scope: &Scope) -> Result<Summary, Unreadable> {
-    let (out, views, links) = local_views(out)?;
-    let mut summary = reconcile_views(&out, &views, state, audit, scope)?;
+pub fn reconcile(
+    out: &Path,
+    state: &Path,
+    audit: &Path,
+    scope: &Scope,
+    progress: &Progress,
+) -> Result<Summary, Unreadable> {
+    let (out, views, links) = local_views(out, progress)?;
+    let mut summary = reconcile_views(&out, &views, state, audit, scope, progress)?;
     note_links(&mut summary, links);
     Ok(summary)
 }
 
 /// The landing directories under `out` (resolved), and the symbolic links
 /// found among them.
-fn local_views(out: &Path) -> Result<(PathBuf, Vec<LandingView>, Vec<PathBuf>), Unreadable> {
+fn local_views(
+    out: &Path,
+    progress: &Progress,
+) -> Result<(PathBuf, Vec<LandingView>, Vec<PathBuf>), Unreadable> {
     let out = std::fs::canonicalize(out).map_err(unreadable(out))?;
     let mut dirs = Vec::new();
     let mut links = Vec::new();
     find_landing_dirs(&out, true, &mut dirs, &mut links).map_err(unreadable(&out))?;
     let mut views = Vec::new();
     for dir in &dirs {
-        views.push(LandingView::of_dir(dir, relative_to(dir, &out)).map_err(unreadable(dir))?);
+        views.push(LandingView::of_dir(dir, relative_to(dir, &out), progress).map_err(unreadable(dir))?);
     }
     Ok((out, views, links))
 }
@@ -182,9 +193,10 @@ pub async fn reconcile_object(
     state: &Path,
     audit: &Path,
     scope: &Scope,
+    progress: &Progress,
 ) -> Result<Summary, ObjectUnreadable> {
-    let (root, views) = LandingView::of_bucket(landing).await?;
-    Ok(reconcile_views(&root, &views, state, audit, scope)?)
+    let (root, views) = LandingView::of_bucket(landing, progress).await?;
+    Ok(reconcile_views(&root, &views, state, audit, scope, progress)?)
 }
 
 /// An object-store landing that could not be read, or a local file.
@@ -205,9 +217,11 @@ fn reconcile_views(
     state: &Path,
     audit: &Path,
     scope: &Scope,
+    progress: &Progress,
 ) -> Result<Summary, Unreadable> {
     let views: Vec<&LandingView> = views.iter().filter(|v| scope.covers(&v.rel)).collect();
     let mut summary = Summary::default();
+    progress.phase("checking the audit trail's chain");
     let chain = crate::audit::verify(audit).map_err(|e| Unreadable {
         path: e.path,
         error: e.error,
@@ -222,7 +236,9 @@ fn reconcile_views(
         });
     }
     std::fs::metadata(state).map_err(unreadable(state))?;
+    progress.phase("reading the audit trail's commits");
     let mut commits = read_commits(audit, out, &mut summary)?;
+    progress.phase("comparing the landing, the manifests and the cursors with them");
     commits.retain(|rel, _| scope.covers(rel));
     summary.commits = commits.values().map(|(list, _)| list.len()).sum();
     summary.landing_dirs = views.len();

@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use super::{
-    reconcile, reconcile_db, reconcile_object, DbLanding, DbUnreadable, ObjectUnreadable, Scope, Summary,
-    Unreadable,
+    reconcile, reconcile_db, reconcile_object, DbLanding, DbUnreadable, ObjectUnreadable, Progress, Scope,
+    Summary, Unreadable,
 };
 use crate::config::ConfigError;
 use crate::db_error::DbError;
@@ -66,6 +66,7 @@ pub async fn verify(
     out: &Path,
     audit: &Path,
     scope: &Scope,
+    progress: &Progress,
 ) -> Result<Summary, Unverifiable> {
     let text = out.to_string_lossy();
     let object = match crate::store::object::scheme_of(&text).map_err(ConfigError::Identity)? {
@@ -73,8 +74,10 @@ pub async fn verify(
         None => None,
     };
     let mut summary = match (state, &object) {
-        (StateLocation::Dir(state), None) => reconcile(out, state, audit, scope)?,
-        (StateLocation::Dir(state), Some(bucket)) => reconcile_object(bucket, state, audit, scope).await?,
+        (StateLocation::Dir(state), None) => reconcile(out, state, audit, scope, progress)?,
+        (StateLocation::Dir(state), Some(bucket)) => {
+            reconcile_object(bucket, state, audit, scope, progress).await?
+        }
         (StateLocation::Db(url), landing) => {
             let db = crate::state_db::StateDb::connect(url).await?;
             let trail = crate::ledger::trail_name_in_db(audit);
@@ -82,7 +85,7 @@ pub async fn verify(
                 Some(bucket) => DbLanding::Bucket(bucket),
                 None => DbLanding::Dir(out),
             };
-            reconcile_db(landing, &db, &trail, scope).await?
+            reconcile_db(landing, &db, &trail, scope, progress).await?
         }
     };
     // An S3 landing's pages: their retention as S3 reports it now.

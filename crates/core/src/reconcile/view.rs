@@ -38,6 +38,7 @@ impl LandingView {
     /// root its paths are shown under (the `--out` URL).
     pub(super) async fn of_bucket(
         landing: &ObjectLanding,
+        progress: &super::Progress,
     ) -> Result<(PathBuf, Vec<LandingView>), ObjectError> {
         let names = landing.list("").await?;
         let mut dirs: BTreeMap<String, (Vec<u8>, Vec<String>)> = BTreeMap::new();
@@ -59,6 +60,7 @@ impl LandingView {
             for page in pages {
                 let rel = format!("pages/{page}");
                 let sha256 = landing.sha256(&format!("{dir}/{rel}")).await?.map(|(sha, _)| sha);
+                progress.page();
                 files.push(FileView {
                     path: root.join(&dir).join(&rel),
                     rel,
@@ -90,7 +92,11 @@ impl LandingView {
     }
 
     /// The landing directory `dir`, named `rel` under its root.
-    pub(super) fn of_dir(dir: &Path, rel: String) -> std::io::Result<LandingView> {
+    pub(super) fn of_dir(
+        dir: &Path,
+        rel: String,
+        progress: &super::Progress,
+    ) -> std::io::Result<LandingView> {
         let manifest = match crate::no_follow::read_bytes(dir.join("manifest.jsonl")) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
@@ -109,6 +115,7 @@ impl LandingView {
                 .unwrap_or_default();
             let regular = std::fs::symlink_metadata(&path)?.is_file();
             let sha256 = if regular {
+                progress.page();
                 sha256_file(&path)?
             } else {
                 String::new()
