@@ -59,6 +59,10 @@ const NOT_RUN: &[(&str, &str)] = &[
         "a benchmark of minutes (it lands 43,000 pages first); operations::bench_verify_prints_its_figures runs it small",
     ),
     (
+        "bench scale --pages 10000",
+        "a benchmark of minutes; operations::bench_scale_prints_its_figures runs it small",
+    ),
+    (
         "bench streams --redis redis://127.0.0.1:6391",
         "a benchmark of minutes against a Redis it leaves running; operations::bench_streams_prints_its_figures runs it small",
     ),
