@@ -208,25 +208,25 @@ pub(crate) fn last_commit(
 /// the proof that a receipt recorded elsewhere (a cursor file) names a
 /// line of this trail, wherever the trail has been moved or renamed since.
 pub(crate) fn holds_line(trail: &Path, offset: u64, sha256: &str) -> std::io::Result<bool> {
-    let mut file = crate::no_follow::read(trail)?;
-    file.seek(SeekFrom::Start(offset))?;
-    let mut line = Vec::new();
-    std::io::BufReader::new(file).read_until(b'\n', &mut line)?;
-    Ok(line.pop() == Some(b'\n') && sha256_hex(&line) == sha256)
+    Ok(line_at(trail, offset, sha256)?.is_some())
 }
 
 /// The `page_committed` line at `offset`, provided it still hashes to
 /// `sha256`; `None` when it does not (the trail was repaired or replaced
 /// since).
 pub(crate) fn commit_at(trail: &Path, offset: u64, sha256: &str) -> std::io::Result<Option<CommitLine>> {
+    Ok(line_at(trail, offset, sha256)?.and_then(|line| CommitLine::parse(trail, offset, &line)))
+}
+
+/// The complete line starting at `offset` of `trail`, without its newline,
+/// if it hashes to `sha256`.
+fn line_at(trail: &Path, offset: u64, sha256: &str) -> std::io::Result<Option<Vec<u8>>> {
     let mut file = crate::no_follow::read(trail)?;
     file.seek(SeekFrom::Start(offset))?;
     let mut line = Vec::new();
     std::io::BufReader::new(file).read_until(b'\n', &mut line)?;
-    if line.pop() != Some(b'\n') || sha256_hex(&line) != sha256 {
-        return Ok(None);
-    }
-    Ok(CommitLine::parse(trail, offset, &line))
+    let whole = line.pop() == Some(b'\n') && sha256_hex(&line) == sha256;
+    Ok(whole.then_some(line))
 }
 
 /// The line at `offset`, provided it still hashes to `sha256` and is a
