@@ -115,7 +115,9 @@ pub fn reconcile(args: crate::cli::VerifyArgs) -> Result<(), Error> {
     let state = StateLocation::parse("--state", &dirs.state)?;
     edc_core::paths::require_local("--audit-log", &dirs.audit_log)
         .map_err(edc_core::config::ConfigError::Identity)?;
-    let progress = edc_core::reconcile::Progress::on_terminal();
+    let progress = edc_core::reconcile::Progress::new(super::spinner(
+        "{spinner} verify: {msg}, {pos} pages hashed  [{elapsed}]",
+    ));
     let verified = super::runtime()?.block_on(edc_core::reconcile::verify(
         &state,
         &dirs.out,

@@ -34,6 +34,22 @@ pub fn run(cli: Cli) -> Result<(), Error> {
     }
 }
 
+/// A spinner drawn with `template`, only when stderr is a terminal: a
+/// person is watching. Under cron, systemd or a pipe it is `None` and
+/// nothing is drawn.
+fn spinner(template: &str) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    let style = indicatif::ProgressStyle::with_template(template)
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner());
+    bar.set_style(style);
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    Some(bar)
+}
+
 /// A small multi-threaded runtime: the machines have two cores, and the
 /// work is waiting on the network, not computing.
 fn runtime() -> Result<tokio::runtime::Runtime, Error> {

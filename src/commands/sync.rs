@@ -206,20 +206,10 @@ fn spec(args: SyncArgs) -> Result<RunSpec, Error> {
     })
 }
 
-/// A spinner with pages and records, only when stderr is a terminal: a
-/// person is watching. Under cron or systemd it is `None` and nothing is
-/// drawn.
+/// A spinner with pages and records, at a terminal only (`spinner`).
 fn progress(what: &str) -> Option<indicatif::ProgressBar> {
-    use std::io::IsTerminal;
-    if !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let bar = indicatif::ProgressBar::new_spinner();
-    let style = indicatif::ProgressStyle::with_template("{spinner} {prefix} {pos} pages  {msg}  [{elapsed}]")
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner());
-    bar.set_style(style);
+    let bar = super::spinner("{spinner} {prefix} {pos} pages  {msg}  [{elapsed}]")?;
     bar.set_prefix(what.to_string());
-    bar.enable_steady_tick(std::time::Duration::from_millis(200));
     Some(bar)
 }
 
