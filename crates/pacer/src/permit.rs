@@ -83,11 +83,6 @@ impl<P: Pacer> CapQueue<P> {
     pub fn new(cap: u32) -> CapQueue<P> {
         CapQueue(Queue::new(cap))
     }
-
-    /// How many tasks wait for a slot now.
-    pub fn waiting(&self) -> usize {
-        self.0.waiting()
-    }
 }
 
 /// A local slot of a limiter's queue.
