@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use edc_core::store::RunLockName;
 use quota_pacer::{
     Answer, Ask, Fence, LeaseAttempt, Limiter, LocalPacer, Pacer, PacerError, Quota, Rate, RedisPacer,
-    Reservation,
+    Reservation, Window, WindowStart,
 };
 use support::redis::RedisServer;
 
@@ -253,6 +253,117 @@ mod suite {
     /// in-process queue): one keeps four tasks asking, each slot going
     /// from task to task inside it; another asks once meanwhile and gets a
     /// slot while the first still asks, not after it ran dry.
+    fn windowed(name: &str, calls: u32, length: Duration, starts: WindowStart) -> Quota {
+        // A bucket far looser than the window: only the window can bind.
+        Quota::new(name, rate(10_000.0, 1_000))
+            .unwrap()
+            .with_concurrency(64, Duration::from_secs(60))
+            .with_horizon(Duration::from_secs(10))
+            .with_window(Window {
+                name: "calls".into(),
+                calls,
+                length,
+                starts,
+            })
+    }
+
+    pub async fn a_fixed_window_books_its_calls_then_waits_for_the_next<P: Pacer>(p: P) {
+        let q = windowed("suite:window", 5, Duration::from_secs(2), WindowStart::FirstCall);
+        let mut at = Vec::new();
+        for _ in 0..6 {
+            at.push(granted(p.reserve(&q).await.unwrap()).1);
+        }
+        // The same window through the one call a request costs.
+        for _ in 0..6 {
+            match p.acquire(&q, Ask::book(&[], None)).await.unwrap() {
+                Answer::Granted { at_us, .. } => at.push(at_us),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(at[4] - at[0] < 100_000, "the first five go at once: {at:?}");
+        // The window began at the first call: the sixth waits for its end,
+        // the eleventh for the end of the one the sixth began.
+        assert!((at[5] - at[0] - 2_000_000).abs() <= 2, "{at:?}");
+        assert!(at[9] - at[5] < 100_000, "{at:?}");
+        assert!((at[10] - at[5] - 2_000_000).abs() <= 2, "{at:?}");
+        // Past the horizon the answer is a refusal that books nothing.
+        let short = q.clone().with_horizon(Duration::from_millis(500));
+        for _ in 0..3 {
+            match p.reserve(&short).await.unwrap() {
+                Reservation::Refused { wait } => assert!(wait > Duration::from_secs(1), "{wait:?}"),
+                other => panic!("the window is full: {other:?}"),
+            }
+        }
+        let (_, next) = granted(p.reserve(&q).await.unwrap());
+        assert!(next - at[10] < 100_000, "the refusals booked nothing: {next} vs {at:?}");
+    }
+
+    pub async fn a_spent_window_holds_every_caller_until_its_end<P: Pacer>(p: P) {
+        let q = windowed("suite:spent", 100, Duration::from_secs(2), WindowStart::FirstCall);
+        let (_, first) = granted(p.reserve(&q).await.unwrap());
+        // The vendor says the window's calls are used up (a 429): nothing
+        // goes before the window that began at the first call ends.
+        p.spend_windows(&q).await.unwrap();
+        let (_, next) = granted(p.reserve(&q).await.unwrap());
+        assert!((next - first - 2_000_000).abs() <= 2, "{first} then {next}");
+        // A quota with no window on record is held a whole window from now.
+        let fresh = windowed("suite:spent-fresh", 100, Duration::from_secs(2), WindowStart::FirstCall);
+        p.spend_windows(&fresh).await.unwrap();
+        match p.reserve(&fresh.clone().with_horizon(Duration::from_secs(1))).await.unwrap() {
+            Reservation::Refused { wait } => assert!(wait > Duration::from_millis(1900), "{wait:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Many callers at once, each booking as fast as it is let: no window
+    /// of the vendor's (from the first arrival, or on the clock) holds more
+    /// than its calls, and each window's calls are used.
+    pub async fn concurrent_callers_never_overfill_a_window<P: Pacer>(pacers: Vec<P>) {
+        for starts in [WindowStart::FirstCall, WindowStart::Clock] {
+            let name = format!("suite:window-race:{starts:?}");
+            let q = windowed(&name, 8, Duration::from_millis(500), starts);
+            let mut tasks = tokio::task::JoinSet::new();
+            for p in pacers.iter().cycle().take(8) {
+                let (p, q) = (p.clone(), q.clone());
+                tasks.spawn(async move {
+                    let mut at = Vec::new();
+                    for _ in 0..6 {
+                        at.push(granted(p.reserve(&q).await.unwrap()).1);
+                    }
+                    at
+                });
+            }
+            let mut at: Vec<i64> = Vec::new();
+            while let Some(done) = tasks.join_next().await {
+                at.extend(done.unwrap());
+            }
+            at.sort_unstable();
+            assert_eq!(at.len(), 48);
+            let windows: Vec<usize> = match starts {
+                WindowStart::FirstCall => {
+                    let (mut counts, mut start) = (vec![0usize], at[0]);
+                    for a in &at {
+                        if *a >= start + 500_000 {
+                            start = *a;
+                            counts.push(0);
+                        }
+                        *counts.last_mut().unwrap() += 1;
+                    }
+                    counts
+                }
+                WindowStart::Clock => {
+                    let mut per = std::collections::BTreeMap::new();
+                    for a in &at {
+                        *per.entry(a.div_euclid(500_000)).or_insert(0usize) += 1;
+                    }
+                    per.into_values().collect()
+                }
+            };
+            assert!(windows.iter().all(|n| *n <= 8), "{starts:?}: {windows:?}");
+            assert_eq!(windows.len(), 6, "{starts:?}: each window's calls used: {windows:?}");
+        }
+    }
+
     pub async fn a_waiting_process_is_not_starved_by_a_busy_one<P: Pacer>(p: P) {
         use std::sync::{Arc, Mutex};
         let q = Quota::new("suite:line", rate(1_000_000.0, 1_000_000))
@@ -414,6 +525,18 @@ macro_rules! pacer_suite {
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_fixed_window_books_its_calls_then_waits_for_the_next() {
+                let (p, _server) = $make.await;
+                suite::a_fixed_window_books_its_calls_then_waits_for_the_next(p).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_spent_window_holds_every_caller_until_its_end() {
+                let (p, _server) = $make.await;
+                suite::a_spent_window_holds_every_caller_until_its_end(p).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_waiting_process_is_not_starved_by_a_busy_one() {
                 let (p, _server) = $make.await;
                 suite::a_waiting_process_is_not_starved_by_a_busy_one(p).await;
@@ -445,6 +568,32 @@ async fn local_pacer() -> (LocalPacer, ()) {
 pacer_suite!(with_redis, redis_pacer());
 pacer_suite!(with_local, local_pacer());
 pacer_suite!(with_cluster, cluster_pacer());
+
+/// Four connections to one Redis are four processes to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fixed_window_is_shared_by_every_process() {
+    let server = support::redis::start();
+    let mut pacers = Vec::new();
+    for _ in 0..4 {
+        pacers.push(
+            RedisPacer::connect(&server.url(), edc_core::REDIS_KEY_PREFIX)
+                .await
+                .unwrap(),
+        );
+    }
+    suite::concurrent_callers_never_overfill_a_window(pacers).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fixed_window_is_shared_by_every_task_in_process() {
+    suite::concurrent_callers_never_overfill_a_window(vec![LocalPacer::new()]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fixed_window_is_shared_in_a_cluster() {
+    let (pacer, _cluster) = cluster_pacer().await;
+    suite::concurrent_callers_never_overfill_a_window(vec![pacer]).await;
+}
 
 // ---- Redis only: several processes, server failures ----------------------
 

@@ -47,6 +47,7 @@ mod rate;
 mod redis;
 mod redis_conn;
 pub mod retry_after;
+pub mod window;
 
 use std::future::Future;
 use std::time::Duration;
@@ -60,6 +61,7 @@ pub use rate::Rate;
 pub use redis::{Conn, RedisPacer};
 pub use redis_conn::CLUSTER_SCHEME;
 pub use retry_after::{RetryAfter, RetryAfterSource};
+pub use window::{Window, WindowStart};
 
 /// The answer to a reservation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,6 +156,12 @@ pub trait Pacer: Clone + Send + Sync + 'static {
     /// a pause only ever extends.
     fn pause(&self, quota: &Quota, pause: Duration) -> impl Future<Output = Result<(), PacerError>> + Send;
 
+    /// Marks every fixed window of `quota` spent until its end, for every
+    /// caller: the vendor answered that the window's calls are used up (a
+    /// 429), so nothing may go before it resets. A quota without windows
+    /// is left as it is.
+    fn spend_windows(&self, quota: &Quota) -> impl Future<Output = Result<(), PacerError>> + Send;
+
     /// Takes a slot under the quota's account cap if one is free (the
     /// bare lease, without a token; [`Pacer::acquire`] is what requests use).
     fn try_lease(&self, quota: &Quota) -> impl Future<Output = Result<LeaseAttempt, PacerError>> + Send;
@@ -193,6 +201,13 @@ impl Pacer for AnyPacer {
         match self {
             AnyPacer::Redis(p) => p.pause(quota, pause).await,
             AnyPacer::Local(p) => p.pause(quota, pause).await,
+        }
+    }
+
+    async fn spend_windows(&self, quota: &Quota) -> Result<(), PacerError> {
+        match self {
+            AnyPacer::Redis(p) => p.spend_windows(quota).await,
+            AnyPacer::Local(p) => p.spend_windows(quota).await,
         }
     }
 

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::gcra::{self, GateShape};
+use super::window::{self, WindowState};
 use super::{ceil_ms, Answer, Ask, LeaseAttempt, LeaseSet, Pacer, PacerError, Quota, Reservation};
 
 #[derive(Default)]
@@ -18,6 +19,8 @@ struct State {
     tats: HashMap<(String, String), i64>,
     /// Pause-until per quota key.
     pauses: HashMap<String, i64>,
+    /// The current window per (quota key, window name).
+    windows: HashMap<(String, String), WindowState>,
     /// Live leases per (quota key, lease set): id -> expiry.
     leases: HashMap<(String, String), BTreeMap<u64, i64>>,
     /// Callers the account's cap turned away, per quota key: name ->
@@ -79,11 +82,23 @@ impl State {
             .collect();
         let mut gates: Vec<(GateShape, &mut i64)> = tats.iter_mut().map(|(s, t)| (*s, t)).collect();
         let horizon = i64::try_from(quota.horizon().as_micros()).unwrap_or(i64::MAX);
-        let decision = gcra::reserve(now, pause, &gates, horizon);
-        if !decision.granted {
+        let mut decision = gcra::reserve(now, pause, &gates, i64::MAX);
+        let windows: Vec<_> = quota
+            .windows()
+            .iter()
+            .zip(quota.window_shapes())
+            .map(|(w, shape)| (shape, state.windows.get(&window_key(quota, w)).copied()))
+            .collect();
+        decision.at_us = window::settle(decision.at_us, &windows);
+        decision.wait_us = decision.at_us - now;
+        if decision.wait_us > horizon {
             return Reservation::Refused {
                 wait: ceil_ms(decision.wait_us),
             };
+        }
+        for (w, (shape, current)) in quota.windows().iter().zip(windows) {
+            let next = window::commit(decision.at_us, &shape, current);
+            state.windows.insert(window_key(quota, w), next);
         }
         gcra::commit(&decision, &mut gates);
         for (gate, (_, tat)) in quota.gates().iter().zip(tats) {
@@ -94,6 +109,15 @@ impl State {
         Reservation::Granted {
             wait: ceil_ms(decision.wait_us),
             at_us: decision.at_us,
+        }
+    }
+
+    /// Marks every window of `quota` spent until its end (the vendor said so).
+    fn spend_windows(&mut self, quota: &Quota, now: i64) {
+        for (w, shape) in quota.windows().iter().zip(quota.window_shapes()) {
+            let key = window_key(quota, w);
+            let spent = window::spent(now, &shape, self.windows.get(&key).copied());
+            self.windows.insert(key, spent);
         }
     }
 
@@ -168,6 +192,11 @@ impl State {
     }
 }
 
+/// The state key of one window of `quota`.
+fn window_key(quota: &Quota, window: &super::Window) -> (String, String) {
+    (quota.key().to_string(), window.name.clone())
+}
+
 impl Pacer for LocalPacer {
     /// The steps of `lua/acquire.lua`. There is no fenced lock in one process
     /// (the stream's file lock is the lock), so a fence is always held.
@@ -220,6 +249,12 @@ impl Pacer for LocalPacer {
         let mut state = self.state();
         let current = state.pauses.entry(quota.key().to_string()).or_insert(0);
         *current = (*current).max(until);
+        Ok(())
+    }
+
+    async fn spend_windows(&self, quota: &Quota) -> Result<(), PacerError> {
+        let now = self.now_us();
+        self.state().spend_windows(quota, now);
         Ok(())
     }
 

@@ -44,6 +44,8 @@ pub struct Quota {
     horizon: Duration,
     /// Slack kept against the vendor's bucket for arrival jitter.
     margin: Duration,
+    /// Fixed-window quotas a request must also fit in.
+    windows: Vec<super::Window>,
 }
 
 impl Quota {
@@ -65,6 +67,7 @@ impl Quota {
             lease_ttl: Duration::from_secs(60),
             horizon: Duration::from_secs(60),
             margin: Duration::ZERO,
+            windows: Vec::new(),
         })
     }
 
@@ -87,6 +90,26 @@ impl Quota {
             concurrency: Some(cap.max(1)),
         });
         self
+    }
+
+    /// Adds a fixed-window quota: at most `window.calls` requests booked
+    /// in each of its windows, beside every gate's bucket.
+    pub fn with_window(mut self, window: super::Window) -> Quota {
+        self.windows.push(window);
+        self
+    }
+
+    /// The fixed-window quotas.
+    pub fn windows(&self) -> &[super::Window] {
+        &self.windows
+    }
+
+    /// The shape of each window, margin included, as the pacers use it.
+    pub fn window_shapes(&self) -> Vec<super::window::WindowShape> {
+        self.windows
+            .iter()
+            .map(|w| super::window::WindowShape::new(w, self.margin))
+            .collect()
     }
 
     /// Every concurrency cap a request takes a slot under: the account's

@@ -34,6 +34,7 @@ struct Inner {
     acquire: Script,
     pause: Script,
     lease: Script,
+    spend: Script,
     calls: AtomicU64,
 }
 
@@ -43,9 +44,14 @@ pub struct RedisPacer {
     inner: Arc<Inner>,
 }
 
-/// A script from `lua/`, with the shared GCRA functions before it.
+/// A script from `lua/`, with the shared GCRA and window functions
+/// before it.
 fn with_gcra(body: &str) -> Script {
-    Script::new(&format!("{}\n{body}", include_str!("lua/gcra.lua")))
+    Script::new(&format!(
+        "{}\n{}\n{body}",
+        include_str!("lua/gcra.lua"),
+        include_str!("lua/window.lua")
+    ))
 }
 
 impl RedisPacer {
@@ -99,6 +105,7 @@ impl RedisPacer {
                 acquire: with_gcra(include_str!("lua/acquire.lua")),
                 pause: Script::new(include_str!("lua/pause.lua")),
                 lease: Script::new(include_str!("lua/lease.lua")),
+                spend: with_gcra(include_str!("lua/spend.lua")),
                 calls: AtomicU64::new(0),
             }),
         })
@@ -126,17 +133,17 @@ impl RedisPacer {
         &self.inner.endpoint
     }
 
-    /// The scripts in `lua/` that run on the server (gcra.lua is part of
-    /// reserve.lua and acquire.lua), in the order [`Self::load_scripts`]
-    /// answers.
-    pub const SCRIPTS: [&'static str; 4] = ["reserve.lua", "acquire.lua", "pause.lua", "lease.lua"];
+    /// The scripts in `lua/` that run on the server (gcra.lua and
+    /// window.lua are part of reserve.lua, acquire.lua and spend.lua), in
+    /// the order [`Self::load_scripts`] answers.
+    pub const SCRIPTS: [&'static str; 5] = ["reserve.lua", "acquire.lua", "pause.lua", "lease.lua", "spend.lua"];
 
     /// Loads every script now (EVALSHA would also load on first use); the
     /// IQ uses this to prove the scripts are accepted by this server.
     pub async fn load_scripts(&self) -> Result<Vec<String>, PacerError> {
         let mut hashes = Vec::new();
         let inner = &self.inner;
-        let scripts = [&inner.reserve, &inner.acquire, &inner.pause, &inner.lease];
+        let scripts = [&inner.reserve, &inner.acquire, &inner.pause, &inner.lease, &inner.spend];
         for (name, script) in Self::SCRIPTS.into_iter().zip(scripts) {
             let mut conn = self.inner.conn.clone();
             let hash: String = script
@@ -294,7 +301,27 @@ impl RedisPacer {
         keys.push(self.key(quota, "waiting:until"));
         args.push(ask.waiter.unwrap_or_default().to_string());
         args.push(millis(super::WAITER_TTL).to_string());
+        let windows = if ask.book { quota.windows() } else { &[] };
+        self.push_windows(quota, windows, &mut keys, &mut args);
         (keys, args)
+    }
+
+    /// The keys and shape arguments of `windows` (see `lua/window.lua`).
+    fn push_windows(
+        &self,
+        quota: &Quota,
+        windows: &[super::Window],
+        keys: &mut Vec<String>,
+        args: &mut Vec<String>,
+    ) {
+        args.push(windows.len().to_string());
+        for (window, shape) in windows.iter().zip(quota.window_shapes()) {
+            keys.push(self.key(quota, &format!("window:{}", window.name)));
+            args.push(shape.calls.to_string());
+            args.push(shape.length_us.to_string());
+            args.push(if shape.aligned { "1" } else { "0" }.to_string());
+            args.push(shape.margin_us.to_string());
+        }
     }
 }
 
@@ -337,12 +364,20 @@ impl Pacer for RedisPacer {
     }
 
     async fn reserve(&self, quota: &Quota) -> Result<Reservation, PacerError> {
-        let mut inv = self.inner.reserve.prepare_invoke();
-        inv.key(self.key(quota, "pause")).arg(micros(quota.horizon()));
+        let mut keys = vec![self.key(quota, "pause")];
+        let mut args = vec![micros(quota.horizon()).to_string(), quota.gates().len().to_string()];
         for (gate, shape) in quota.gates().iter().zip(quota.shapes()) {
-            inv.key(self.key(quota, &format!("gate:{}", gate.name)))
-                .arg(format!("{:.3}", shape.interval_us))
-                .arg(format!("{:.3}", shape.tolerance_us));
+            keys.push(self.key(quota, &format!("gate:{}", gate.name)));
+            args.push(format!("{:.3}", shape.interval_us));
+            args.push(format!("{:.3}", shape.tolerance_us));
+        }
+        self.push_windows(quota, quota.windows(), &mut keys, &mut args);
+        let mut inv = self.inner.reserve.prepare_invoke();
+        for k in &keys {
+            inv.key(k);
+        }
+        for a in &args {
+            inv.arg(a);
         }
         let (granted, wait_ms, at_us, _now): (i64, i64, String, String) =
             self.call("reserve.lua", &inv).await?;
@@ -361,6 +396,23 @@ impl Pacer for RedisPacer {
         let mut inv = self.inner.pause.prepare_invoke();
         inv.key(self.key(quota, "pause")).arg(millis(pause));
         let _: (String, String) = self.call("pause.lua", &inv).await?;
+        Ok(())
+    }
+
+    async fn spend_windows(&self, quota: &Quota) -> Result<(), PacerError> {
+        if quota.windows().is_empty() {
+            return Ok(());
+        }
+        let (mut keys, mut args) = (Vec::new(), Vec::new());
+        self.push_windows(quota, quota.windows(), &mut keys, &mut args);
+        let mut inv = self.inner.spend.prepare_invoke();
+        for k in &keys {
+            inv.key(k);
+        }
+        for a in &args {
+            inv.arg(a);
+        }
+        let _: String = self.call("spend.lua", &inv).await?;
         Ok(())
     }
 

@@ -31,6 +31,10 @@ impl Pacer for Counting {
     async fn pause(&self, quota: &Quota, pause: Duration) -> Result<(), PacerError> {
         self.inner.pause(quota, pause).await
     }
+    async fn spend_windows(&self, quota: &Quota) -> Result<(), PacerError> {
+        self.inner.spend_windows(quota).await
+    }
+
     async fn try_lease(&self, quota: &Quota) -> Result<LeaseAttempt, PacerError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.inner.try_lease(quota).await

@@ -2,7 +2,7 @@
 -- back the leases of requests that finished, prove the run lock is still
 -- ours, take a slot under every concurrency cap of the quota and book a
 -- token in every gate; all of it, or (past the first two) none.
--- gcra.lua is prepended.
+-- gcra.lua and window.lua are prepended.
 --
 -- Order matters. Releases come first, so a worker handing its slot to its
 -- own next request never finds the cap full of itself. The run-lock check
@@ -31,6 +31,8 @@
 -- KEYS[5+L+G+R] when each of them must ask again by
 -- ARGV[9+L+2G+R] the caller's name in that line, or '' for none
 -- ARGV[10+L+2G+R] how long a name keeps its place without asking (ms)
+-- KEYS[6+L+G+R .. 5+L+G+R+W]  the quota's fixed windows (window.lua)
+-- ARGV[11+L+2G+R] W, then each window's shape (window.lua); W = 0 to check
 --
 -- Returns { status, value, at_us, lease_id, fence }
 --   status 1 granted (value = wait_ms)   0 refused: beyond the horizon (wait_ms)
@@ -105,12 +107,21 @@ end
 
 local arg0 = 7 + L
 local at, tats = gcra_decide(now, KEYS[1], 4 + L, 3 + L + G, arg0)
+local wk, wa = 6 + L + G + R, r0 + R + 3
+local W = tonumber(ARGV[wa] or '0')
+local held = {}
+if W > 0 then
+  at, held = window_settle(at, wk, wa, W)
+end
 local wait = at - now
 local wait_ms = math.ceil(wait / 1000)
 if wait > tonumber(ARGV[2]) then
   return { 0, wait_ms, string.format('%.0f', at), 0, fence }
 end
 gcra_commit(now, at, 4 + L, 3 + L + G, arg0, tats)
+if W > 0 then
+  window_commit(now, at, wk, wa, W, held)
+end
 
 -- One id, a slot in every set; it covers the request from its booked
 -- instant on.
