@@ -817,3 +817,46 @@ fn control_characters_in_templates_and_dot_segments_in_the_delta_path_are_refuse
         assert_rejected(&example.replacen(path, &bad, 1), &["delta.path", "segment"]);
     }
 }
+
+/// A fixed window is checked as any other key, and the bucket must fit in
+/// it on its own: a bucket of 1/s and burst 600 admits 1,200 calls in a
+/// 10-minute window of 600.
+#[test]
+fn a_window_quota_is_checked_and_the_bucket_must_fit_in_it() {
+    let with_window = |window: &str| {
+        example_with(
+            "  max_retry_attempts: 5 ",
+            &format!("  window_quota: {window}\n  max_retry_attempts: 5 "),
+        )
+    };
+    // The example's bucket: 5/s, burst 20 -> 20 + 5 x 600 = 3,020 calls.
+    assert_rejected(
+        &with_window("{calls: 600, window_s: 600, starts: first_call}"),
+        &[
+            "veeva_vault.window_quota",
+            "admits 3020 calls in 600 s",
+            "more than the window's 600 calls",
+        ],
+    );
+    assert_rejected(
+        &with_window("{calls: 5000, window_s: 600, starts: midnight}"),
+        &["veeva_vault.window_quota.starts", "first_call", "clock"],
+    );
+    assert_rejected(
+        &with_window("{calls: 0, window_s: 0, starts: clock}"),
+        &[
+            "veeva_vault.window_quota.calls",
+            "veeva_vault.window_quota.window_s",
+        ],
+    );
+    assert_rejected(
+        &with_window("{calls: 5000, window_s: 600, starts: clock, reset: 1}"),
+        &["veeva_vault.window_quota.reset"],
+    );
+    assert_rejected(
+        &with_window("{calls: 5000, window_s: 600}"),
+        &["veeva_vault.window_quota.starts"],
+    );
+    let fits = validate(&with_window("{calls: 3020, window_s: 600, starts: clock}"));
+    assert_eq!(fits.code, 0, "{}", fits.stderr);
+}

@@ -295,7 +295,10 @@ mod suite {
             }
         }
         let (_, next) = granted(p.reserve(&q).await.unwrap());
-        assert!(next - at[10] < 100_000, "the refusals booked nothing: {next} vs {at:?}");
+        assert!(
+            next - at[10] < 100_000,
+            "the refusals booked nothing: {next} vs {at:?}"
+        );
     }
 
     pub async fn a_spent_window_holds_every_caller_until_its_end<P: Pacer>(p: P) {
@@ -307,9 +310,18 @@ mod suite {
         let (_, next) = granted(p.reserve(&q).await.unwrap());
         assert!((next - first - 2_000_000).abs() <= 2, "{first} then {next}");
         // A quota with no window on record is held a whole window from now.
-        let fresh = windowed("suite:spent-fresh", 100, Duration::from_secs(2), WindowStart::FirstCall);
+        let fresh = windowed(
+            "suite:spent-fresh",
+            100,
+            Duration::from_secs(2),
+            WindowStart::FirstCall,
+        );
         p.spend_windows(&fresh).await.unwrap();
-        match p.reserve(&fresh.clone().with_horizon(Duration::from_secs(1))).await.unwrap() {
+        match p
+            .reserve(&fresh.clone().with_horizon(Duration::from_secs(1)))
+            .await
+            .unwrap()
+        {
             Reservation::Refused { wait } => assert!(wait > Duration::from_millis(1900), "{wait:?}"),
             other => panic!("{other:?}"),
         }
@@ -360,7 +372,11 @@ mod suite {
                 }
             };
             assert!(windows.iter().all(|n| *n <= 8), "{starts:?}: {windows:?}");
-            assert_eq!(windows.len(), 6, "{starts:?}: each window's calls used: {windows:?}");
+            assert_eq!(
+                windows.len(),
+                6,
+                "{starts:?}: each window's calls used: {windows:?}"
+            );
         }
     }
 

@@ -282,6 +282,36 @@ async fn exhaustion_exits_75_with_the_cursor_unchanged() {
     assert_eq!(landed_record_ids(&fx, "vault_json", "default").len(), 100);
 }
 
+/// A 429 on a quota with a fixed window (`window_quota`) marks the window
+/// spent: the retry waits for the window that began at the first call to
+/// end, although the answer asked for no wait at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_on_a_windowed_quota_waits_for_the_window_to_end() {
+    let fx = Fixture::new();
+    let sim = start_sim(100, &["2=429:absent"]).await;
+    let mut spec = fx.spec("windowed", &sim);
+    spec.study = "Mediflex(Prod)".into();
+    let result = run::execute(spec).await.unwrap();
+    assert_eq!(exit_of(&result), 0, "{:?}", result.outcome);
+    let limited = fx.events("rate_limited");
+    assert_eq!(limited.len(), 1);
+    assert_eq!(limited[0]["window_spent"], true, "{}", limited[0]);
+    assert_eq!(limited[0]["retry_after_s"], 0.0, "default_retry_after_s is 0");
+    let reqs = sim.requests();
+    assert_eq!(reqs[1].status, 429);
+    assert!(
+        reqs[2].t_us - reqs[0].t_us >= 900_000,
+        "the retry went {} us after the window's first call",
+        reqs[2].t_us - reqs[0].t_us
+    );
+    // No window of a second from any request holds more than 3 calls.
+    for (i, r) in reqs.iter().enumerate() {
+        let within = reqs[i..].iter().filter(|o| o.t_us - r.t_us < 1_000_000).count();
+        assert!(within <= 3, "{within} calls within a second of request {i}");
+    }
+    assert_eq!(landed_record_ids(&fx, "windowed", "default").len(), 100);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_after_beyond_max_wait_exits_75_without_sleeping() {
     let fx = Fixture::new();

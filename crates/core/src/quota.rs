@@ -1,6 +1,7 @@
 //! The quota a stream spends, as the pacer sees it: the policy's vendor
 //! bucket (`bucket_key` filled from the stream's identity), then the study
-//! and stream sub-limits that apply on top of it.
+//! and stream sub-limits that apply on top of it, and the fixed window the
+//! vendor counts beside it.
 
 use std::time::Duration;
 
@@ -30,6 +31,9 @@ pub(crate) fn for_stream(policy: &Policy, id: &StreamIdentity) -> Result<Quota, 
         .with_concurrency(policy.max_concurrency, policy.http.request_timeout + LEASE_MARGIN)
         .with_horizon(policy.max_wait)
         .with_margin(policy.pacing_margin);
+    if let Some(window) = &policy.window_quota {
+        quota = quota.with_window(window.pacer_window());
+    }
     if let (Some(rate), Some(study)) = (policy.study_limit, id.study.as_deref()) {
         quota = quota.with_gate(format!("study:{study}"), rate);
     }

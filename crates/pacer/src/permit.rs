@@ -268,6 +268,12 @@ impl<P: Pacer> Limiter<P> {
         self.shared.pacer.pause(&self.shared.quota, pause).await
     }
 
+    /// Marks the quota's fixed windows spent until their end, for every
+    /// process: the vendor answered that their calls are used up.
+    pub async fn spend_windows(&self) -> Result<(), PacerError> {
+        self.shared.pacer.spend_windows(&self.shared.quota).await
+    }
+
     /// Reserves a token in `other`, a quota beside this one on the same
     /// pacer (a gate shared more widely than this quota's key, such as a
     /// vendor's per-server allowance): the caller sleeps the wait.

@@ -136,14 +136,26 @@ impl RedisPacer {
     /// The scripts in `lua/` that run on the server (gcra.lua and
     /// window.lua are part of reserve.lua, acquire.lua and spend.lua), in
     /// the order [`Self::load_scripts`] answers.
-    pub const SCRIPTS: [&'static str; 5] = ["reserve.lua", "acquire.lua", "pause.lua", "lease.lua", "spend.lua"];
+    pub const SCRIPTS: [&'static str; 5] = [
+        "reserve.lua",
+        "acquire.lua",
+        "pause.lua",
+        "lease.lua",
+        "spend.lua",
+    ];
 
     /// Loads every script now (EVALSHA would also load on first use); the
     /// IQ uses this to prove the scripts are accepted by this server.
     pub async fn load_scripts(&self) -> Result<Vec<String>, PacerError> {
         let mut hashes = Vec::new();
         let inner = &self.inner;
-        let scripts = [&inner.reserve, &inner.acquire, &inner.pause, &inner.lease, &inner.spend];
+        let scripts = [
+            &inner.reserve,
+            &inner.acquire,
+            &inner.pause,
+            &inner.lease,
+            &inner.spend,
+        ];
         for (name, script) in Self::SCRIPTS.into_iter().zip(scripts) {
             let mut conn = self.inner.conn.clone();
             let hash: String = script
@@ -365,7 +377,10 @@ impl Pacer for RedisPacer {
 
     async fn reserve(&self, quota: &Quota) -> Result<Reservation, PacerError> {
         let mut keys = vec![self.key(quota, "pause")];
-        let mut args = vec![micros(quota.horizon()).to_string(), quota.gates().len().to_string()];
+        let mut args = vec![
+            micros(quota.horizon()).to_string(),
+            quota.gates().len().to_string(),
+        ];
         for (gate, shape) in quota.gates().iter().zip(quota.shapes()) {
             keys.push(self.key(quota, &format!("gate:{}", gate.name)));
             args.push(format!("{:.3}", shape.interval_us));

@@ -241,7 +241,12 @@ mod tests {
         for starts in [WindowStart::FirstCall, WindowStart::Clock] {
             let s = shape(5, 10, starts, 50);
             let booked = book(&s, 3 * S + 123, 40);
-            for pattern in [[0, 0, 0], [50_000, 50_000, 50_000], [0, 25_000, 50_000], [50_000, 0, 25_000]] {
+            for pattern in [
+                [0, 0, 0],
+                [50_000, 50_000, 50_000],
+                [0, 25_000, 50_000],
+                [50_000, 0, 25_000],
+            ] {
                 let mut arrivals: Vec<i64> = booked
                     .iter()
                     .enumerate()

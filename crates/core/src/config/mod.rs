@@ -17,6 +17,7 @@ mod template;
 mod validate;
 pub(crate) mod vql;
 mod window;
+mod window_quota;
 pub mod yaml;
 
 use std::fmt;

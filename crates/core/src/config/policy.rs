@@ -418,6 +418,9 @@ pub struct Policy {
     pub streams: Vec<StreamSpec>,
     /// An extra gate per study on top of the vendor quota.
     pub study_limit: Option<Rate>,
+    /// A fixed-window quota the vendor counts beside the bucket.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window_quota: Option<super::window_quota::WindowQuota>,
     /// Query parameters whose values identify a subject: masked in logs
     /// and audit lines.
     pub masked_query_params: Vec<String>,

@@ -182,7 +182,7 @@ fn is_identifier(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-const POLICY_KEYS: [&str; 22] = [
+const POLICY_KEYS: [&str; 23] = [
     "base_url_env",
     "token_env",
     "auth",
@@ -203,6 +203,7 @@ const POLICY_KEYS: [&str; 22] = [
     "delta",
     "streams",
     "study_limit",
+    "window_quota",
     "masked_query_params",
     "object_lock",
 ];
@@ -316,6 +317,10 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
         Some((p, n)) => rate_map(report, p, n).map(Some),
         None => Some(None),
     };
+    let window_quota = match f.optional("window_quota") {
+        Some((p, n)) => super::window_quota::window_quota(report, p, n, rate).map(Some),
+        None => Some(None),
+    };
     let clock_skew_warn = or_default(
         f.optional("clock_skew_warn_s"),
         DEFAULT_CLOCK_SKEW_WARN_S,
@@ -422,6 +427,7 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
         delta: delta?,
         streams: streams?,
         study_limit: study_limit?,
+        window_quota: window_quota?,
         masked_query_params: masked_query_params?,
         object_lock: object_lock?,
         clock_skew_warn: seconds(clock_skew_warn?),

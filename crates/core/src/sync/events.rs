@@ -45,6 +45,11 @@ pub(crate) struct RateLimited {
     pub resume_not_before: String,
     pub quota: String,
     pub quota_headers: BTreeMap<String, String>,
+    /// The quota's fixed window (`window_quota`) was marked spent: every
+    /// caller, in every process, waits for its end as well. Absent when
+    /// the quota has no window or the answer was not a throttle (503).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub window_spent: bool,
 }
 
 impl AuditEvent for RateLimited {

@@ -175,6 +175,10 @@ impl<'a, P: Pacer> Stream<'a, P> {
             source = RetryAfterSource::VendorBody;
         }
         let received = humantime::format_rfc3339_millis(meta.received_at).to_string();
+        // A 429 (or the vendor's throttle in a body) says the vendor's
+        // window is used up; a 503 says only that the server is busy.
+        let window_spent = !self.job.limiter.quota().windows().is_empty()
+            && (vendor.is_some() || meta.status == reqwest::StatusCode::TOO_MANY_REQUESTS);
         let resume = meta
             .received_at
             .checked_add(wait)
@@ -209,8 +213,12 @@ impl<'a, P: Pacer> Stream<'a, P> {
             resume_not_before: resume.unwrap_or_else(|| "never".into()),
             quota: self.job.limiter.quota().key().to_string(),
             quota_headers: meta.quota_headers.clone(),
+            window_spent,
         };
         self.job.audit.record(event).await?;
+        if window_spent {
+            self.job.limiter.spend_windows().await?;
+        }
         if wait > policy.max_wait {
             let why = format!(
                 "Retry-After of {} s exceeds max_wait_s ({} s)",
