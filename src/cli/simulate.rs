@@ -59,6 +59,10 @@ pub struct SimulateArgs {
     /// 200 FAILURE INVALID_SESSION_ID.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub session_ttl_requests: Option<u64>,
+    /// Castor profile: an access token lasts S seconds (its expires_in);
+    /// default 18000, Castor's five hours.
+    #[arg(long, value_name = "S", default_value_t = 18_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub token_lifetime_s: u64,
     /// Seconds added to the simulator's clock in Date and HTTP-date
     /// Retry-After headers (a server whose clock differs from yours).
     #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_name = "S")]
@@ -96,6 +100,12 @@ Profiles (--profile):
             <sessionId> or Bearer <sessionId>; an unknown or used-up session
             (--session-ttl-requests) gets 200 FAILURE INVALID_SESSION_ID; every
             response carries X-VaultAPI-ExecutionId.
+  castor    POST /oauth/token with the form fields grant_type=client_credentials,
+            client_id (--username) and client_secret (--password) answers
+            {\"access_token\":...,\"token_type\":\"Bearer\",\"expires_in\":S} (or 401
+            invalid_client); data requests send Authorization: Bearer <token>; a
+            token older than --token-lifetime-s or unknown gets 401 with Castor's
+            error body {\"type\",\"title\",\"status\",\"detail\"}.
   Every response carries Date from the simulator's clock (--clock-skew-s).
 
 Endpoints:
@@ -108,8 +118,8 @@ Endpoints:
       /api/v24.1/query/ID
   GET /RaveWebServices/datasets/ClinicalAuditRecords.odm?studyoid=S&startid=N&per_page=M
       Rave-style ODM 1.3 audit records; next page in a Link header
-  POST is accepted only at --login-path and the VQL query path (vault profile);
-  other methods get 405.
+  POST is accepted only at --login-path and the VQL query path (vault profile)
+  and at /oauth/token (castor profile); other methods get 405.
 
 Faults (--fault N=SPEC, N = the Nth request received, from 1):
   429:seconds:S | 429:date:S | 429:absent | 429:raw:TEXT     throttled, Retry-After in that form

@@ -7,6 +7,7 @@ mod support;
 
 mod audit_integrity;
 mod audit_trail;
+mod castor;
 mod claims;
 mod cli_conventions;
 mod config_provenance;

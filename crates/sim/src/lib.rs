@@ -50,6 +50,8 @@ pub struct SimConfig {
     /// Vault profile: a session serves this many data requests, then
     /// answers INVALID_SESSION_ID.
     pub session_ttl_requests: Option<u64>,
+    /// Castor profile: how long an access token lasts (its `expires_in`).
+    pub token_lifetime: Duration,
     /// Vault profile: serve `GET {audit_trail_path}{type}` (see
     /// `audit_trail.rs`) with records arriving at these instants.
     pub audit_trail: Option<audit_trail::Arrivals>,
@@ -101,6 +103,7 @@ impl Default for SimConfig {
             login_path: "/api/v24.1/auth".into(),
             vql_path: "/api/v24.1/query".into(),
             session_ttl_requests: None,
+            token_lifetime: vendor::castor::TOKEN_LIFETIME,
             clock_skew_s: 0,
             newest_first: false,
             audit_trail: None,
@@ -146,6 +149,7 @@ impl Simulator {
             burst_window: Mutex::new((std::time::Instant::now(), 0)),
             endless: Default::default(),
             sessions: Default::default(),
+            tokens: Default::default(),
             queries: Default::default(),
             log: log.clone(),
         });

@@ -37,6 +37,8 @@ pub struct State {
     pub endless: std::sync::atomic::AtomicBool,
     /// Vault profile: the sessions issued by the login endpoint.
     pub sessions: Sessions,
+    /// Castor profile: the access tokens issued by the token endpoint.
+    pub tokens: vendor::castor::Tokens,
     /// Vault profile: the VQL queries answered so far.
     pub queries: super::vql::Queries,
     pub log: RequestLog,
@@ -157,7 +159,7 @@ pub async fn handle(
     };
     let login = state.config.profile.logs_in_with_a_form()
         && method == Method::POST
-        && parts.uri.path() == state.config.login_path;
+        && parts.uri.path() == state.config.profile.form_login_path(&state.config);
     let auth = if login {
         None
     } else {
@@ -166,6 +168,7 @@ pub async fn handle(
             &parts.headers,
             &state.config,
             &state.sessions,
+            &state.tokens,
         ))
     };
     let form = form.flatten();
@@ -207,8 +210,19 @@ pub async fn handle(
             Some(Fault::Status(code)) if *code >= 500 => {
                 Answer::status(StatusCode::from_u16(*code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
             }
+            _ if state.config.profile == Profile::Castor => {
+                let (status, body) = vendor::castor::token(&state.config, &state.tokens, form);
+                Answer::body(status, "application/json", body)
+            }
             _ => vault_login(&state, form, &parts),
         },
+        // RFC 6749, section 5.2: a request missing a parameter is 400
+        // invalid_request.
+        (true, None) if state.config.profile == Profile::Castor => Answer::body(
+            StatusCode::BAD_REQUEST,
+            "application/json",
+            r#"{"error":"invalid_request","error_description":"The request is missing a required parameter."}"#.into(),
+        ),
         (true, None) => Answer::body(
             StatusCode::OK,
             "application/json",

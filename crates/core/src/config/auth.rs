@@ -9,10 +9,10 @@ use super::check::{env_name, string, Fields, Report};
 use super::policy::{Auth, Dialect, EnvVarName, PayloadFormat};
 use super::yaml::Node;
 
-const SCHEMES: &str = "bearer, basic, vault_session, command";
+const SCHEMES: &str = "bearer, basic, vault_session, command, oauth2_client_credentials";
 
 /// Every key any scheme reads (the first is the selector itself).
-const AUTH_KEYS: [&str; 7] = [
+const AUTH_KEYS: [&str; 10] = [
     "scheme",
     "username_env",
     "password_env",
@@ -20,7 +20,14 @@ const AUTH_KEYS: [&str; 7] = [
     "vault_dns",
     "command",
     "pass_env",
+    "client_id_env",
+    "client_secret_env",
+    "token_path",
 ];
+
+/// Where an OAuth2 token endpoint is when the policy does not say: Castor's
+/// (`POST {base}/oauth/token`, castoredc_api `CastorClient.auth_url`).
+const DEFAULT_TOKEN_PATH: &str = "/oauth/token";
 
 /// The keys each scheme reads inside `auth`, besides `scheme`.
 fn keys_of(scheme: &str) -> &'static [&'static str] {
@@ -28,6 +35,7 @@ fn keys_of(scheme: &str) -> &'static [&'static str] {
         "basic" => &["username_env", "password_env"],
         "vault_session" => &["username_env", "password_env", "login_path", "vault_dns"],
         "command" => &["command", "pass_env"],
+        "oauth2_client_credentials" => &["client_id_env", "client_secret_env", "token_path"],
         _ => &[],
     }
 }
@@ -137,6 +145,23 @@ pub(super) fn auth(
                         _ => None,
                     }
                 }
+                "oauth2_client_credentials" => {
+                    let (client_id_env, client_secret_env) = (env("client_id_env"), env("client_secret_env"));
+                    let token_path = match f.optional("token_path") {
+                        Some((p, n)) => login_path(report, &p, n),
+                        None => Some(DEFAULT_TOKEN_PATH.to_string()),
+                    };
+                    match (client_id_env, client_secret_env, token_path) {
+                        (Some(client_id_env), Some(client_secret_env), Some(token_path)) => {
+                            Some(Auth::OAuth2ClientCredentials {
+                                client_id_env,
+                                client_secret_env,
+                                token_path,
+                            })
+                        }
+                        _ => None,
+                    }
+                }
                 _ => {
                     let command = f
                         .required(report, "command")
@@ -189,7 +214,8 @@ fn vault_dns(report: &mut Report, path: &[String], node: &Node) -> Option<String
     Some(s.to_ascii_lowercase())
 }
 
-/// A path on the data origin: the login form must never go anywhere else.
+/// A path on the data origin: the login form (or the client secret) must
+/// never go anywhere else.
 fn login_path(report: &mut Report, path: &[String], node: &Node) -> Option<String> {
     let s = string(report, path, node)?;
     let problem = if !s.starts_with('/') {

@@ -108,6 +108,19 @@ pub enum Auth {
         command: Vec<String>,
         pass_env: Vec<EnvVarName>,
     },
+    /// OAuth2 client credentials (RFC 6749, section 4.4), as Castor EDC
+    /// takes them: `POST {token_path}` on the data origin with the form
+    /// fields `grant_type=client_credentials`, `client_id` and
+    /// `client_secret` (castoredc_api `CastorClient.request_auth_token`);
+    /// the answer's `access_token` goes as a Bearer token on every request,
+    /// renewed before its `expires_in` runs out and once on a 401.
+    #[serde(rename = "oauth2_client_credentials")]
+    OAuth2ClientCredentials {
+        client_id_env: EnvVarName,
+        client_secret_env: EnvVarName,
+        /// Path of the token endpoint on the data origin (`/oauth/token`).
+        token_path: String,
+    },
 }
 
 impl Auth {
@@ -118,6 +131,7 @@ impl Auth {
             Auth::Basic { .. } => "basic",
             Auth::VaultSession { .. } => "vault_session",
             Auth::Command { .. } => "command",
+            Auth::OAuth2ClientCredentials { .. } => "oauth2_client_credentials",
         }
     }
 
@@ -138,9 +152,37 @@ impl Auth {
                 ("auth.username_env", username_env),
                 ("auth.password_env", password_env),
             ],
+            Auth::OAuth2ClientCredentials {
+                client_id_env,
+                client_secret_env,
+                ..
+            } => vec![
+                ("auth.client_id_env", client_id_env),
+                ("auth.client_secret_env", client_secret_env),
+            ],
             Auth::Command { .. } => Vec::new(),
         }
     }
+
+    /// The variables that hold secrets (a password, a token, a client
+    /// secret), with their keys: never shown anywhere.
+    pub fn secret_env_vars(&self) -> Vec<(&'static str, &EnvVarName)> {
+        self.env_vars()
+            .into_iter()
+            .filter(|(key, _)| !Self::SHOWN_KEYS.contains(key))
+            .collect()
+    }
+
+    /// The variables that name who the tool is (a user name, a client id):
+    /// not secrets, so they may appear in messages.
+    pub fn shown_env_vars(&self) -> Vec<(&'static str, &EnvVarName)> {
+        self.env_vars()
+            .into_iter()
+            .filter(|(key, _)| Self::SHOWN_KEYS.contains(key))
+            .collect()
+    }
+
+    const SHOWN_KEYS: [&'static str; 2] = ["auth.username_env", "auth.client_id_env"];
 
     /// What an operator should check when the EDC refuses the credential:
     /// the variables (or program) of the scheme in use, never a value.

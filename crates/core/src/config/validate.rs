@@ -365,10 +365,7 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
     // A secret variable that is also the URL variable would print the
     // secret wherever the URL goes (errors, audit lines, logs).
     if let (Some(url_env), Some(auth)) = (&base_url_env, &auth) {
-        let secret_keys = auth
-            .env_vars()
-            .into_iter()
-            .filter(|(key, _)| *key != "auth.username_env");
+        let secret_keys = auth.secret_env_vars();
         for (key, name) in secret_keys {
             if name == url_env {
                 report.add(
@@ -468,20 +465,11 @@ pub(super) fn config(text: &str, root: &Node) -> Result<Config, Vec<Problem>> {
 /// and audit lines. (Within one vendor, `policy` checks the same.)
 fn secrets_apart(report: &mut Report, vendors: &[Policy]) {
     for owner in vendors {
-        let secrets = owner
-            .auth
-            .env_vars()
-            .into_iter()
-            .filter(|(key, _)| *key != "auth.username_env");
+        let secrets = owner.auth.secret_env_vars();
         for (key, secret) in secrets {
             for other in vendors.iter().filter(|p| p.vendor != owner.vendor) {
-                let shown = std::iter::once(("base_url_env", &other.base_url_env)).chain(
-                    other
-                        .auth
-                        .env_vars()
-                        .into_iter()
-                        .filter(|(k, _)| *k == "auth.username_env"),
-                );
+                let shown =
+                    std::iter::once(("base_url_env", &other.base_url_env)).chain(other.auth.shown_env_vars());
                 for (other_key, var) in shown {
                     if var == secret {
                         report.add(

@@ -1,9 +1,10 @@
 //! Credentials and the session that carries them.
 //!
-//! Four schemes (`config::Auth`): a bearer token and HTTP Basic are fixed
-//! for the run; a Vault session and a credential helper's token are
-//! *obtained* at run time and *renewed* once when the EDC says the session
-//! is no longer valid. The credential in use has a generation number, so
+//! Five schemes (`config::Auth`): a bearer token and HTTP Basic are fixed
+//! for the run; a Vault session, a credential helper's token and an OAuth2
+//! client-credentials token are *obtained* at run time and *renewed* once
+//! when the EDC says the session is no longer valid (an OAuth2 token also
+//! before its announced lifetime runs out). The credential in use has a generation number, so
 //! when several streams see the same expiry only the first renews and the
 //! others simply repeat their request with the new credential.
 //!
@@ -13,7 +14,7 @@
 
 use std::process::Stdio;
 use std::sync::RwLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use reqwest::header::HeaderValue;
 
@@ -38,6 +39,11 @@ pub enum Credentials {
         argv: Vec<String>,
         /// The variables passed through to the helper (auth.pass_env).
         pass_env: Vec<String>,
+    },
+    OAuth2 {
+        client_id: String,
+        client_secret: Secret,
+        token_path: String,
     },
 }
 
@@ -77,6 +83,15 @@ impl Credentials {
                 argv: command.clone(),
                 pass_env: pass_env.iter().map(|n| n.as_str().to_string()).collect(),
             },
+            Auth::OAuth2ClientCredentials {
+                client_id_env,
+                client_secret_env,
+                token_path,
+            } => Credentials::OAuth2 {
+                client_id: read(client_id_env, "auth.client_id_env")?,
+                client_secret: Secret::new(read(client_secret_env, "auth.client_secret_env")?),
+                token_path: token_path.clone(),
+            },
         };
         creds.register_secrets();
         Ok(creds)
@@ -95,6 +110,7 @@ impl Credentials {
             Credentials::Basic { .. } => "basic",
             Credentials::VaultSession { .. } => "vault_session",
             Credentials::Command { .. } => "command",
+            Credentials::OAuth2 { .. } => "oauth2_client_credentials",
         }
     }
 
@@ -102,7 +118,16 @@ impl Credentials {
     pub fn renewable(&self) -> bool {
         matches!(
             self,
-            Credentials::VaultSession { .. } | Credentials::Command { .. }
+            Credentials::VaultSession { .. } | Credentials::Command { .. } | Credentials::OAuth2 { .. }
+        )
+    }
+
+    /// Whether the credential is obtained with a request to the EDC (a
+    /// login or a token request, which spends the quota like any other).
+    pub fn requested(&self) -> bool {
+        matches!(
+            self,
+            Credentials::VaultSession { .. } | Credentials::OAuth2 { .. }
         )
     }
 
@@ -115,6 +140,7 @@ impl Credentials {
                 password.expose().to_string()
             }
             Credentials::Command { argv, .. } => argv.join("\0"),
+            Credentials::OAuth2 { client_secret, .. } => client_secret.expose().to_string(),
         }
     }
 
@@ -123,6 +149,9 @@ impl Credentials {
             Credentials::Bearer(t) => crate::redact::register_secret(t.expose()),
             Credentials::Basic { password, .. } | Credentials::VaultSession { password, .. } => {
                 crate::redact::register_secret(password.expose())
+            }
+            Credentials::OAuth2 { client_secret, .. } => {
+                crate::redact::register_secret(client_secret.expose())
             }
             Credentials::Command { .. } => {}
         }
@@ -189,6 +218,30 @@ fn header(value: &str, what: &str) -> Result<HeaderValue, AuthError> {
 pub(super) struct Credential {
     pub(super) header: HeaderValue,
     pub generation: u64,
+    /// When to obtain the next one: before the lifetime the vendor
+    /// announced runs out (`None`: it announced none).
+    renew_at: Option<Instant>,
+}
+
+/// What a login, token request or helper granted (its header is marked
+/// sensitive, so `Debug` never prints it).
+#[derive(Debug)]
+pub(crate) struct Granted {
+    /// The `Authorization` value.
+    pub header: HeaderValue,
+    /// Where the form went (path only), for the audit line.
+    pub login_path: Option<String>,
+    /// The response's execution id (Vault).
+    pub execution_id: Option<String>,
+    /// How long the vendor says the credential lasts (OAuth2 `expires_in`).
+    pub lifetime: Option<Duration>,
+}
+
+/// How long before a credential's announced end it is renewed: five
+/// minutes, or half its lifetime when that is shorter, so a request sent
+/// just before the mark still arrives with a live token.
+pub(crate) fn renewal_margin(lifetime: Duration) -> Duration {
+    (lifetime / 2).min(Duration::from_secs(300))
 }
 
 /// Why a credential could not be had.
@@ -207,8 +260,8 @@ pub enum AuthError {
     /// refused before the password left it (exit 65, as for a data request).
     #[error("the login endpoint {url}: {detail}")]
     OffOrigin { url: String, detail: String },
-    /// The login answer is not what the vendor documents (exit 65).
-    #[error("the login endpoint {url} answered something that is not a Vault login response: {detail}")]
+    /// The login or token answer is not what the vendor documents (exit 65).
+    #[error("the login endpoint {url} answered something that is not the login or token response its scheme documents: {detail}")]
     Protocol { url: String, detail: String },
     /// Vault logged the session in to another vault than the one the
     /// policy names (`vaultDNS` not honoured: the user has no access to it
@@ -235,6 +288,8 @@ pub struct Obtained {
     pub login_path: Option<String>,
     /// `X-VaultAPI-ExecutionId` of the login response.
     pub execution_id: Option<String>,
+    /// The lifetime the vendor announced (OAuth2 `expires_in`).
+    pub lifetime: Option<Duration>,
 }
 
 /// Holds the credential in use and serialises obtaining a new one.
@@ -249,6 +304,7 @@ impl Authenticator {
         let current = credentials.fixed_header()?.map(|header| Credential {
             header,
             generation: 1,
+            renew_at: None,
         });
         Ok(Authenticator {
             credentials,
@@ -261,6 +317,15 @@ impl Authenticator {
         self.current.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// The generation of the credential held when it is due for renewal
+    /// (its announced lifetime is nearly over), and how long it had left.
+    pub(super) fn due(&self) -> Option<(u64, Duration)> {
+        let held = self.current()?;
+        let at = held.renew_at?;
+        let now = Instant::now();
+        (now >= at).then(|| (held.generation, at.saturating_duration_since(now)))
+    }
+
     /// Runs `obtain` unless a credential other than `stale` is already
     /// held (another stream logged in or renewed first): then `None`.
     pub(super) async fn refresh<F, Fut>(
@@ -270,7 +335,7 @@ impl Authenticator {
     ) -> Result<Option<Obtained>, AuthError>
     where
         F: FnOnce() -> Fut,
-        Fut: std::future::Future<Output = Result<(HeaderValue, Option<String>, Option<String>), AuthError>>,
+        Fut: std::future::Future<Output = Result<Granted, AuthError>>,
     {
         let _one_at_a_time = self.obtaining.lock().await;
         let held = self.current().map(|c| c.generation);
@@ -282,13 +347,24 @@ impl Authenticator {
         if fresh_enough {
             return Ok(None);
         }
-        let (header, login_path, execution_id) = obtain().await?;
+        let asked_at = Instant::now();
+        let granted = obtain().await?;
         let generation = held.unwrap_or(0) + 1;
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(Credential { header, generation });
+        // Counted from when it was asked for: the vendor's clock started
+        // no earlier than that.
+        let renew_at = granted
+            .lifetime
+            .map(|life| asked_at + life.saturating_sub(renewal_margin(life)));
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(Credential {
+            header: granted.header,
+            generation,
+            renew_at,
+        });
         Ok(Some(Obtained {
             generation,
-            login_path,
-            execution_id,
+            login_path: granted.login_path,
+            execution_id: granted.execution_id,
+            lifetime: granted.lifetime,
         }))
     }
 }

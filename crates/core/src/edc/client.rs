@@ -1,9 +1,10 @@
 //! The only way `edc-sync` talks to an EDC: [`ReadOnlyClient`].
 //!
 //! Invariant 1, read-only by construction: the type has `get` and `head`,
-//! and exactly two POST shapes whose bodies it builds itself: the Vault
-//! login form (`login.rs`) from [`Credentials`], and a VQL query (`query`)
-//! from a [`super::VqlSelect`], which can only be a SELECT. There is
+//! and exactly three POST shapes whose bodies it builds itself: the Vault
+//! login form (`login.rs`) and the OAuth2 token request (`oauth.rs`), both
+//! from [`Credentials`], and a VQL query (`query`) from a
+//! [`super::VqlSelect`], which can only be a SELECT. There is
 //! no method that takes a body or a verb. Every URL it is given must be on the
 //! configured origin, and so must every redirect, so no credential ever
 //! leaves that origin.
@@ -16,8 +17,9 @@ use reqwest::header::{
 };
 use reqwest::{redirect, Url};
 
-use super::auth::{AuthError, Authenticator, Credentials, Obtained};
+use super::auth::{AuthError, Authenticator, Credentials, Granted, Obtained};
 use super::fetch_error::{describe, FetchError};
+use super::oauth::TokenForm;
 use super::origin::{Origin, OriginError};
 use super::reply::{Reply, ResponseMeta};
 use super::vendor::vault::login::{LoginForm, LoginReply};
@@ -88,7 +90,11 @@ impl ReadOnlyClient {
         // and nowhere else, so no redirect of it is followed, not even on
         // the origin (a 307 or 308 would re-send the form to another path).
         let login = match &credentials {
-            Credentials::VaultSession { login_path, .. } => origin
+            Credentials::VaultSession { login_path, .. }
+            | Credentials::OAuth2 {
+                token_path: login_path,
+                ..
+            } => origin
                 .endpoint(&base, login_path)
                 .ok()
                 .map(|u| u.path().to_string()),
@@ -217,7 +223,13 @@ impl ReadOnlyClient {
     /// Whether the scheme's credential is obtained over the network (a
     /// login request that spends the quota like any other).
     pub fn logs_in(&self) -> bool {
-        matches!(self.auth.credentials, Credentials::VaultSession { .. })
+        self.auth.credentials.requested()
+    }
+
+    /// The credential held when its announced lifetime is nearly over
+    /// (renew it before a request): its generation and how long it has.
+    pub fn credential_due(&self) -> Option<(u64, std::time::Duration)> {
+        self.auth.due()
     }
 
     /// The generation of the credential held, if any.
@@ -248,11 +260,27 @@ impl ReadOnlyClient {
                         password,
                         vault_dns: &dns,
                     };
-                    self.send_login(login_path, &form).await?.read(&dns)
+                    self.send_login(login_path, form.body()).await?.read(&dns)
+                }
+                Credentials::OAuth2 {
+                    client_id,
+                    client_secret,
+                    token_path,
+                } => {
+                    let form = TokenForm {
+                        client_id,
+                        client_secret,
+                    };
+                    super::oauth::read(self.send_login(token_path, form.body()).await?)
                 }
                 Credentials::Command { argv, pass_env } => {
                     let header = super::auth::run_helper(argv, pass_env, self.limits.request_timeout).await?;
-                    Ok((header, None, None))
+                    Ok(Granted {
+                        header,
+                        login_path: None,
+                        execution_id: None,
+                        lifetime: None,
+                    })
                 }
                 other => Err(AuthError::Refused {
                     code: "NOT_RENEWABLE".into(),
@@ -263,11 +291,12 @@ impl ReadOnlyClient {
         .await
     }
 
-    /// Sends Vault's login form to `login_path` on the data origin and
+    /// Sends a credential form to `login_path` on the data origin and
     /// brings its answer back, at most [`ERROR_BODY_CAP`] bytes of it, for
-    /// the vendor to read (`vendor/vault/login.rs`). The one body this
-    /// POST can carry is the closed [`LoginForm`].
-    async fn send_login(&self, login_path: &str, form: &LoginForm<'_>) -> Result<LoginReply, AuthError> {
+    /// the scheme to read (`vendor/vault/login.rs`, `oauth.rs`). The body
+    /// is one of the two closed forms, [`LoginForm`] or [`TokenForm`],
+    /// built by `obtain_credential` from the credential values alone.
+    async fn send_login(&self, login_path: &str, form: String) -> Result<LoginReply, AuthError> {
         let url = self
             .origin
             .endpoint(&self.base, login_path)
@@ -284,7 +313,7 @@ impl ReadOnlyClient {
             .client_id(self.http.post(url.clone()))
             .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
             .header(ACCEPT, "application/json")
-            .body(form.body())
+            .body(form)
             .send()
             .await
             .map_err(|e| match find_origin_error(&e) {

@@ -6,6 +6,7 @@ mod auth;
 mod client;
 mod fetch_error;
 pub(crate) mod link;
+mod oauth;
 mod origin;
 pub(crate) mod paging;
 pub mod payload;

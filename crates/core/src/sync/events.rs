@@ -194,6 +194,10 @@ pub(crate) struct SessionStarted {
     /// Where the login form went (path on the data origin), if one was sent.
     pub login_path: Option<String>,
     pub vendor_execution_id: Option<String>,
+    /// How long the vendor said the credential lasts (OAuth2
+    /// `expires_in`); absent when it said nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lifetime_s: Option<u64>,
 }
 
 impl AuditEvent for SessionStarted {
@@ -213,6 +217,10 @@ pub(crate) struct SessionRenewed {
     pub reason: String,
     pub login_path: Option<String>,
     pub vendor_execution_id: Option<String>,
+    /// How long the vendor said the credential lasts (OAuth2
+    /// `expires_in`); absent when it said nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lifetime_s: Option<u64>,
 }
 
 impl AuditEvent for SessionRenewed {

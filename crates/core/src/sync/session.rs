@@ -1,5 +1,7 @@
-//! Credentials inside the page loop: the run's first login (or credential
-//! helper run) and the one renewal a refused session gets.
+//! Credentials inside the page loop: the run's first login (or token
+//! request, or credential helper run), the renewal of a token whose
+//! announced lifetime is nearly over, and the one renewal a refused
+//! session gets.
 //!
 //! A Vault login is a request to the EDC like any other, so it spends a
 //! token of the quota and holds a concurrency slot (invariant 4); it is
@@ -31,12 +33,22 @@ pub(super) enum LoginWait {
 
 pub(super) type LoginThrottled = Option<LoginWait>;
 
-/// Makes sure the client holds a credential before a request.
+/// Makes sure the client holds a credential before a request, and one
+/// whose announced lifetime (OAuth2 `expires_in`) is not nearly over: that
+/// one is renewed first, so a long sync never sends a request with a token
+/// about to expire.
 pub(super) async fn ensure<P: Pacer>(
     stream: &mut Stream<'_, P>,
     slots: &mut Slots<P>,
     req: &Request<'_>,
 ) -> Result<LoginThrottled, SyncError> {
+    if let Some((generation, left)) = stream.job.client.credential_due() {
+        let reason = format!(
+            "the credential's announced lifetime ends in {} s (renewed before it does)",
+            left.as_secs()
+        );
+        return obtain(stream, slots, Some(generation), req, reason).await;
+    }
     if stream.job.client.credential_generation().is_some() {
         return Ok(None);
     }
@@ -123,6 +135,7 @@ async fn obtain<P: Pacer>(
                 generation: obtained.generation,
                 login_path: obtained.login_path,
                 vendor_execution_id: obtained.execution_id,
+                lifetime_s: obtained.lifetime.map(|l| l.as_secs()),
             };
             job.audit.record(event).await?;
         }
@@ -136,6 +149,7 @@ async fn obtain<P: Pacer>(
                 reason,
                 login_path: obtained.login_path,
                 vendor_execution_id: obtained.execution_id,
+                lifetime_s: obtained.lifetime.map(|l| l.as_secs()),
             };
             job.audit.record(event).await?;
         }

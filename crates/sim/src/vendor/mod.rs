@@ -6,6 +6,7 @@
 //! and never names a vendor itself; adding one is the checklist in
 //! docs/architecture.md ("Adding a vendor").
 
+pub mod castor;
 pub mod generic;
 pub mod rave;
 pub mod vault;
@@ -27,11 +28,13 @@ pub enum Profile {
     Rave,
     /// Veeva Vault.
     Vault,
+    /// Castor EDC.
+    Castor,
 }
 
 impl Profile {
     /// The profiles' names, as `--profile` takes them.
-    pub const NAMES: [&'static str; 3] = ["generic", "rave", "vault"];
+    pub const NAMES: [&'static str; 4] = ["generic", "rave", "vault", "castor"];
 }
 
 impl FromStr for Profile {
@@ -42,7 +45,10 @@ impl FromStr for Profile {
             "generic" => Ok(Profile::Generic),
             "rave" => Ok(Profile::Rave),
             "vault" => Ok(Profile::Vault),
-            other => Err(format!("unknown profile {other:?} (generic, rave, vault)")),
+            "castor" => Ok(Profile::Castor),
+            other => Err(format!(
+                "unknown profile {other:?} (generic, rave, vault, castor)"
+            )),
         }
     }
 }
@@ -74,6 +80,7 @@ pub fn authenticate(
     headers: &HeaderMap,
     config: &crate::SimConfig,
     sessions: &Sessions,
+    tokens: &castor::Tokens,
 ) -> Authn {
     let Some(value) = headers.get(AUTHORIZATION) else {
         return Authn::Missing;
@@ -83,6 +90,7 @@ pub fn authenticate(
         Profile::Generic => generic::authenticate(value, config),
         Profile::Rave => rave::authenticate(value, config),
         Profile::Vault => vault::authenticate(value, config, sessions),
+        Profile::Castor => castor::authenticate(value, config, tokens),
     }
 }
 
@@ -93,13 +101,24 @@ pub fn refused_credential(profile: Profile) -> (StatusCode, Option<(&'static str
         Profile::Generic => (StatusCode::UNAUTHORIZED, None),
         Profile::Rave => rave::refused_credential(),
         Profile::Vault => vault::refused_credential(),
+        Profile::Castor => castor::refused_credential(),
     }
 }
 
 impl Profile {
-    /// It logs in with a form POSTed to the login path (Vault).
+    /// It logs in with a form POSTed to the login path (Vault's login,
+    /// Castor's OAuth2 token request).
     pub fn logs_in_with_a_form(self) -> bool {
-        self == Profile::Vault
+        matches!(self, Profile::Vault | Profile::Castor)
+    }
+
+    /// Where its login form goes: the configured login path (Vault), or
+    /// Castor's fixed token endpoint.
+    pub fn form_login_path(self, config: &crate::SimConfig) -> &str {
+        match self {
+            Profile::Castor => castor::TOKEN_PATH,
+            _ => &config.login_path,
+        }
     }
 
     /// It refuses requests from client ids not allowed (Vault's Client ID

@@ -25,7 +25,7 @@
 
 use reqwest::header::HeaderValue;
 
-use crate::edc::auth::AuthError;
+use crate::edc::auth::{AuthError, Granted};
 use crate::edc::secret::Secret;
 use crate::edc::vendor_error::{VendorError, VendorErrorKind};
 
@@ -109,10 +109,7 @@ pub(crate) struct LoginReply {
 impl LoginReply {
     /// The session it grants: the `Authorization` value, the path the form
     /// went to and the response's execution id; or why it grants none.
-    pub(crate) fn read(
-        self,
-        vault_dns: &str,
-    ) -> Result<(HeaderValue, Option<String>, Option<String>), AuthError> {
+    pub(crate) fn read(self, vault_dns: &str) -> Result<Granted, AuthError> {
         let LoginReply {
             shown,
             status,
@@ -163,7 +160,12 @@ impl LoginReply {
                         detail: "the sessionId is not a valid header value".into(),
                     })?;
                 header.set_sensitive(true);
-                Ok((header, Some(shown), execution_id))
+                Ok(Granted {
+                    header,
+                    login_path: Some(shown),
+                    execution_id,
+                    lifetime: None,
+                })
             }
             (Some("SUCCESS"), _) => Err(AuthError::Protocol {
                 url: shown,

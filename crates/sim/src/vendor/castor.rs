@@ -1,0 +1,170 @@
+//! The castor profile: Castor EDC, as its helpdesk pages ("Application
+//! Programming Interface (API)", "Castor EDC/CDMS API rate limiting") and
+//! its clients (castoredc/castoRedc, reiniervlinschoten/castoredc_api)
+//! describe it.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use hyper::StatusCode;
+use sha2::{Digest, Sha256};
+
+use super::Authn;
+
+/// Where the token request goes: castoredc_api `CastorClient.__init__`
+/// (`self.auth_url = f"https://{url}/oauth/token"`).
+pub const TOKEN_PATH: &str = "/oauth/token";
+
+/// How long a token lasts when the simulator is not told otherwise: five
+/// hours, Castor's (helpdesk, "Application Programming Interface (API)").
+pub const TOKEN_LIFETIME: Duration = Duration::from_secs(5 * 3600);
+
+/// Access tokens the simulator issued: token -> when.
+#[derive(Default)]
+pub struct Tokens {
+    issued: Mutex<(u64, HashMap<String, Instant>)>,
+}
+
+impl Tokens {
+    /// A new token: 40 hex digits derived from the seed and a counter, so
+    /// runs are reproducible.
+    fn issue(&self, seed: u64) -> String {
+        let mut issued = self.issued.lock().unwrap_or_else(|p| p.into_inner());
+        issued.0 += 1;
+        let mut h = Sha256::new();
+        h.update(b"castor");
+        h.update(seed.to_le_bytes());
+        h.update(issued.0.to_le_bytes());
+        let token = hex::encode(&h.finalize()[..20]);
+        issued.1.insert(token.clone(), Instant::now());
+        token
+    }
+
+    /// How many tokens were issued so far.
+    pub fn count(&self) -> u64 {
+        self.issued.lock().unwrap_or_else(|p| p.into_inner()).0
+    }
+
+    fn check(&self, token: &str, lifetime: Duration) -> Authn {
+        let issued = self.issued.lock().unwrap_or_else(|p| p.into_inner());
+        match issued.1.get(token) {
+            None => Authn::Invalid,
+            Some(at) if at.elapsed() >= lifetime => Authn::Expired,
+            Some(_) => Authn::Ok,
+        }
+    }
+}
+
+/// `Authorization: Bearer {access_token}` (castoredc_api sets
+/// `headers["authorization"] = "Bearer " + token`); a token past its
+/// lifetime is refused as an unknown one is.
+pub(super) fn authenticate(value: &[u8], config: &crate::SimConfig, tokens: &Tokens) -> Authn {
+    let text = String::from_utf8_lossy(value);
+    match text.strip_prefix("Bearer ") {
+        Some(token) => tokens.check(token, config.token_lifetime),
+        None => Authn::Invalid,
+    }
+}
+
+/// A refused token: HTTP 401 with Castor's error body (`type`, `title`,
+/// `status`, `detail`, the shape of every Castor API error).
+pub(super) fn refused_credential() -> (StatusCode, Option<(&'static str, String)>) {
+    (
+        StatusCode::UNAUTHORIZED,
+        Some((
+            "application/problem+json",
+            problem(
+                401,
+                "Unauthorized",
+                "You are not authorized to view this resource.",
+            ),
+        )),
+    )
+}
+
+/// Castor's error body.
+pub fn problem(status: u16, title: &str, detail: &str) -> String {
+    serde_json::json!({
+        "type": "http://www.w3.org/Protocols/rfc2616/rfc2616-sec10.html",
+        "title": title,
+        "status": status,
+        "detail": detail,
+    })
+    .to_string()
+}
+
+/// The token endpoint: a form with `grant_type=client_credentials`,
+/// `client_id` and `client_secret` (castoredc_api
+/// `CastorClient.request_auth_token`) answers `access_token`, `token_type`
+/// and `expires_in` (RFC 6749, section 5.1); wrong credentials answer 401
+/// `invalid_client` and another grant 400 `unsupported_grant_type` (RFC
+/// 6749, section 5.2). The client id and secret are the simulator's user
+/// name and password.
+pub fn token(config: &crate::SimConfig, tokens: &Tokens, form: &[u8]) -> (StatusCode, String) {
+    let field = |name: &str| super::vault::form_field(form, name);
+    if field("grant_type").as_deref() != Some("client_credentials") {
+        return (
+            StatusCode::BAD_REQUEST,
+            serde_json::json!({
+                "error": "unsupported_grant_type",
+                "error_description": "The authorization grant type is not supported by the authorization server.",
+            })
+            .to_string(),
+        );
+    }
+    let good = field("client_id").as_deref() == Some(config.username.as_str())
+        && field("client_secret").as_deref() == Some(config.password.as_str());
+    if !good {
+        return (
+            StatusCode::UNAUTHORIZED,
+            serde_json::json!({
+                "error": "invalid_client",
+                "error_description": "Client authentication failed",
+                "message": "Client authentication failed",
+            })
+            .to_string(),
+        );
+    }
+    let body = serde_json::json!({
+        "token_type": "Bearer",
+        "expires_in": config.token_lifetime.as_secs(),
+        "access_token": tokens.issue(config.dataset.seed),
+    });
+    (StatusCode::OK, body.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_issued_for_the_right_client_and_expire() {
+        let config = crate::SimConfig {
+            token_lifetime: Duration::from_millis(50),
+            ..crate::SimConfig::default()
+        };
+        let tokens = Tokens::default();
+        let form = format!(
+            "grant_type=client_credentials&client_id={}&client_secret={}",
+            config.username, config.password
+        );
+        let (status, body) = token(&config, &tokens, form.as_bytes());
+        assert_eq!(status, StatusCode::OK);
+        let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let t = answer["access_token"].as_str().unwrap();
+        assert_eq!(tokens.check(t, config.token_lifetime), Authn::Ok);
+        std::thread::sleep(Duration::from_millis(60));
+        assert_eq!(tokens.check(t, config.token_lifetime), Authn::Expired);
+        assert_eq!(tokens.check("nope", config.token_lifetime), Authn::Invalid);
+        let (status, body) = token(
+            &config,
+            &tokens,
+            b"grant_type=client_credentials&client_id=x&client_secret=y",
+        );
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert!(body.contains("invalid_client"));
+        let (status, _) = token(&config, &tokens, b"grant_type=password");
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+    }
+}

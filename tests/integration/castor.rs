@@ -1,0 +1,255 @@
+//! Castor EDC end to end: the real binary against the simulator's castor
+//! profile over loopback (which imitates Castor's helpdesk pages and its
+//! clients castoRedc and castoredc_api; see `crates/sim/src/vendor/castor.rs`).
+
+use crate::support;
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use edc_core::audit::verify;
+use edc_sim::{Dataset, FaultSchedule, LogEntry, Profile, SimConfig, Simulator};
+
+const CLIENT_ID: &str = "castor-client-5d1c";
+const SECRET: &str = "castor-Secret-0b7e41";
+const STUDY: &str = "B5C8E3F1-6A2D-4F11-9E0C-2D7A1C5B9E44";
+
+/// The simulator policies committed in a scratch repository.
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = support::git_init(dir.path());
+        std::fs::write(dir.path().join("policies.yaml"), support::SIM_POLICIES).unwrap();
+        support::git_commit_all(&repo, "policies");
+        Fixture { dir }
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.dir.path().join(p)
+    }
+
+    fn sync(&self, vendor: &str, sim: &Simulator, secret: &str) -> Command {
+        let mut cmd = support::edc_sync();
+        cmd.args(["sync", "--config"])
+            .arg(self.path("policies.yaml"))
+            .args(["--vendor", vendor, "--study", STUDY, "--out"])
+            .arg(self.path("landing"))
+            .arg("--state")
+            .arg(self.path("state"))
+            .arg("--audit-log")
+            .arg(self.path("audit.jsonl"))
+            .args(["--pacer", "local"])
+            .env("EDC_SYNC_TEST_BASE_URL", sim.base_url())
+            .env("EDC_SYNC_TEST_USER", CLIENT_ID)
+            .env("EDC_SYNC_TEST_PASSWORD", secret)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    async fn run(&self, vendor: &str, sim: &Simulator, secret: &str) -> Output {
+        let mut cmd = self.sync(vendor, sim, secret);
+        tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap()
+    }
+
+    fn events(&self, name: &str) -> Vec<serde_json::Value> {
+        support::audit_events(&self.path("audit.jsonl"), name)
+    }
+
+    fn stream_dir(&self, vendor: &str, stream: &str) -> PathBuf {
+        self.path(&format!("landing/{vendor}/-/{STUDY}/-/{stream}"))
+    }
+}
+
+async fn sim(records: u32, faults: &[&str], tune: impl FnOnce(&mut SimConfig)) -> Simulator {
+    let mut schedule = FaultSchedule::default();
+    for f in faults {
+        let (n, fault) = FaultSchedule::parse_entry(f).unwrap();
+        schedule.insert(n, fault);
+    }
+    let mut config = SimConfig {
+        dataset: Dataset {
+            subjects: 7,
+            records,
+            seed: 23,
+            padding: 0,
+        },
+        profile: Profile::Castor,
+        username: CLIENT_ID.into(),
+        password: SECRET.into(),
+        faults: schedule,
+        ..SimConfig::default()
+    };
+    tune(&mut config);
+    Simulator::start(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
+}
+
+#[track_caller]
+fn assert_exit(out: &Output, code: i32) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Every byte the run wrote (files under the fixture, stdout, stderr).
+fn everything(fx: &Fixture, out: &Output) -> String {
+    let mut all = String::from_utf8_lossy(&out.stdout).into_owned();
+    all.push_str(&String::from_utf8_lossy(&out.stderr));
+    let mut stack = vec![fx.dir.path().to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|n| n != ".git") {
+                    stack.push(path);
+                }
+            } else {
+                all.push_str(&String::from_utf8_lossy(&std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    all
+}
+
+/// The tokens the simulator issued (it issues them from its seed and a
+/// counter: a fresh registry with the same seed issues the same ones).
+fn issued_tokens(sim: &Simulator, n: u64) -> Vec<String> {
+    let requests: Vec<LogEntry> = sim.requests();
+    assert!(requests.iter().filter(|r| r.method == "POST").count() as u64 >= n);
+    let config = SimConfig {
+        dataset: Dataset {
+            subjects: 7,
+            records: 1,
+            seed: 23,
+            padding: 0,
+        },
+        username: CLIENT_ID.into(),
+        password: SECRET.into(),
+        ..SimConfig::default()
+    };
+    let tokens = edc_sim::vendor::castor::Tokens::default();
+    let form = format!("grant_type=client_credentials&client_id={CLIENT_ID}&client_secret={SECRET}");
+    (0..n)
+        .map(|_| {
+            let (_, body) = edc_sim::vendor::castor::token(&config, &tokens, form.as_bytes());
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+            v["access_token"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+/// A sync that outlives several token lifetimes renews each token before it
+/// expires: no request is ever refused, every record lands once, and
+/// neither the secret nor any token appears in anything the run wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oauth2_token_is_renewed_before_it_expires_and_never_written() {
+    let fx = Fixture::new();
+    // 100 records in pages of 5 at 8 requests a second: about 2.5 s, with
+    // tokens that last one second.
+    let sim = sim(100, &[], |c| c.token_lifetime = Duration::from_secs(1)).await;
+    let out = fx.run("castor_oauth", &sim, SECRET).await;
+    assert_exit(&out, 0);
+    let requests = sim.requests();
+    assert!(
+        requests.iter().all(|r| r.status != 401),
+        "a request went out with an expired token: {requests:?}"
+    );
+    let posts: Vec<&LogEntry> = requests.iter().filter(|r| r.method == "POST").collect();
+    assert!(posts.iter().all(|r| r.path == "/oauth/token"), "{posts:?}");
+    assert!(requests
+        .iter()
+        .all(|r| matches!(r.method.as_str(), "GET" | "POST")));
+    let started = fx.events("session_started");
+    assert_eq!(started.len(), 1);
+    assert_eq!(started[0]["scheme"], "oauth2_client_credentials");
+    assert_eq!(started[0]["lifetime_s"], 1);
+    assert_eq!(started[0]["login_path"], "/oauth/token");
+    let renewed = fx.events("session_renewed");
+    assert!(renewed.len() >= 2, "{renewed:?}");
+    assert_eq!(renewed.len() + 1, posts.len());
+    for line in &renewed {
+        assert!(
+            line["reason"].as_str().unwrap().contains("lifetime ends"),
+            "{line}"
+        );
+    }
+    let mut ids =
+        edc_qualify::landed::landed_json_record_ids(&fx.stream_dir("castor_oauth", "default")).unwrap();
+    assert_eq!(ids.len(), 100);
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 100, "a record landed twice");
+    assert!(verify(&fx.path("audit.jsonl")).unwrap().intact());
+    let written = everything(&fx, &out);
+    assert!(
+        !written.contains(SECRET),
+        "the client secret was written somewhere"
+    );
+    for token in issued_tokens(&sim, posts.len() as u64) {
+        assert!(!written.contains(&token), "a token was written somewhere");
+    }
+}
+
+/// A 401 on a data request renews the token once and repeats the page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_401_renews_the_token_once_and_the_page_is_fetched_again() {
+    let fx = Fixture::new();
+    // 1 = token, 2 = page 1, 3 = page 2 refused, 4 = token, 5 = page 2.
+    let sim = sim(20, &["3=401"], |_| {}).await;
+    let out = fx.run("castor_oauth", &sim, SECRET).await;
+    assert_exit(&out, 0);
+    let renewed = fx.events("session_renewed");
+    assert_eq!(renewed.len(), 1, "{renewed:?}");
+    assert_eq!(renewed[0]["refused_generation"], 1);
+    assert!(
+        renewed[0]["reason"].as_str().unwrap().contains("401"),
+        "{}",
+        renewed[0]
+    );
+    let requests = sim.requests();
+    assert_eq!(requests[3].method, "POST");
+    assert_eq!(
+        requests[4].path, requests[2].path,
+        "the refused page is asked again"
+    );
+    assert_eq!(
+        edc_qualify::landed::landed_json_record_ids(&fx.stream_dir("castor_oauth", "default"))
+            .unwrap()
+            .len(),
+        20
+    );
+}
+
+/// A wrong secret: the token endpoint's `invalid_client`, exit 77 naming
+/// the variables, no data request, and the secret nowhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_client_secret_exits_77_naming_the_variables_not_the_secret() {
+    let fx = Fixture::new();
+    let sim = sim(20, &[], |_| {}).await;
+    let wrong = "castor-Wrong-99aa17";
+    let out = fx.run("castor_oauth", &sim, wrong).await;
+    assert_exit(&out, 77);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("invalid_client"), "{stderr}");
+    assert!(
+        stderr.contains("EDC_SYNC_TEST_USER / EDC_SYNC_TEST_PASSWORD"),
+        "{stderr}"
+    );
+    let requests = sim.requests();
+    assert_eq!(requests.len(), 1, "only the token request: {requests:?}");
+    let written = everything(&fx, &out);
+    assert!(!written.contains(wrong) && !written.contains(SECRET));
+}
