@@ -138,4 +138,6 @@ Faults (--fault N=SPEC, N = the Nth request received, from 1):
                       (e.g. API_LIMIT_EXCEEDED, INSUFFICIENT_ACCESS, INVALID_DATA)
   rave-error:STATUS:CODE       STATUS with <Response ReasonCode=CODE ...> (e.g. 404:RWS00092)
   rave-odm-error:STATUS:CODE   STATUS with an ODM whose mdsol:ErrorDescription ends [CODE]
+  castor-error:STATUS:DETAIL   STATUS with Castor's error body {\"type\",\"title\",\"status\",\"detail\":DETAIL}
+                      (e.g. castor-error:404:There are no data points.)
 ";

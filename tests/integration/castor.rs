@@ -253,3 +253,60 @@ async fn a_wrong_client_secret_exits_77_naming_the_variables_not_the_secret() {
     let written = everything(&fx, &out);
     assert!(!written.contains(wrong) && !written.contains(SECRET));
 }
+
+/// Castor answers an empty collection as an error whose detail says there
+/// are none: the window ends with nothing landed and the cursor where it
+/// was, audited as `collection_empty`; any other 404 naming the study is
+/// this credential not reaching it (77), and a 5xx with Castor's body is
+/// retried like a bare one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn castors_error_bodies_decide_the_step() {
+    // The first data request says the collection is empty.
+    let fx = Fixture::new();
+    let server = sim(20, &["2=castor-error:404:There are no data points."], |_| {}).await;
+    let out = fx.run("castor_oauth", &server, SECRET).await;
+    assert_exit(&out, 0);
+    let empty = fx.events("collection_empty");
+    assert_eq!(empty.len(), 1);
+    assert_eq!(empty[0]["status"], 404);
+    assert_eq!(empty[0]["vendor_error"]["kind"], "no_items");
+    assert_eq!(empty[0]["vendor_error"]["message"], "There are no data points.");
+    assert!(fx.events("page_committed").is_empty());
+    assert!(!fx
+        .stream_dir("castor_oauth", "default")
+        .join("manifest.jsonl")
+        .exists());
+    // The next run finds the records and lands each once.
+    let again = fx.run("castor_oauth", &server, SECRET).await;
+    assert_exit(&again, 0);
+    assert_eq!(
+        edc_qualify::landed::landed_json_record_ids(&fx.stream_dir("castor_oauth", "default"))
+            .unwrap()
+            .len(),
+        20
+    );
+
+    // A study Castor does not know (or this client may not see).
+    let fx = Fixture::new();
+    let server = sim(20, &["2=castor-error:404:Study not found"], |_| {}).await;
+    let out = fx.run("castor_oauth", &server, SECRET).await;
+    assert_exit(&out, 77);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("Study not found"), "{stderr}");
+    assert_eq!(fx.events("request_failed").len(), 1);
+
+    // A server error with Castor's body: retried, then the page lands.
+    let fx = Fixture::new();
+    let server = sim(20, &["2=castor-error:500:Something went wrong"], |_| {}).await;
+    let out = fx.run("castor_oauth", &server, SECRET).await;
+    assert_exit(&out, 0);
+    assert_eq!(fx.events("retry_scheduled").len(), 1);
+
+    // A 422 with Castor's body: exit 65 naming Castor's detail, nothing committed.
+    let fx = Fixture::new();
+    let server = sim(20, &["3=castor-error:422:The page size is too large"], |_| {}).await;
+    let out = fx.run("castor_oauth", &server, SECRET).await;
+    assert_exit(&out, 65);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("The page size is too large"));
+    assert_eq!(fx.events("page_committed").len(), 1);
+}

@@ -80,6 +80,11 @@ pub enum Fault {
         code: String,
         odm: bool,
     },
+    /// Castor's error body (`type`, `title`, `status`, `detail`) at this status.
+    CastorError {
+        status: u16,
+        detail: String,
+    },
 }
 
 impl FromStr for Fault {
@@ -138,6 +143,21 @@ impl FromStr for Fault {
                     odm: *form == "rave-odm-error",
                 }
             }
+            ["castor-error", status, detail] if !detail.is_empty() => {
+                let status = number(status)?;
+                if !(400..=599).contains(&status) {
+                    return Err(format!("fault {spec:?}: {status} is not an HTTP error status"));
+                }
+                Fault::CastorError {
+                    status: status as u16,
+                    detail: (*detail).to_string(),
+                }
+            }
+            ["castor-error", ..] => {
+                return Err(format!(
+                    "fault {spec:?}: expected castor-error:STATUS:DETAIL, e.g. castor-error:404:There are no data points."
+                ))
+            }
             [form @ ("rave-error" | "rave-odm-error"), ..] => {
                 return Err(format!(
                     "fault {spec:?}: expected {form}:STATUS:CODE, e.g. {form}:404:RWS00092"
@@ -179,6 +199,7 @@ impl std::fmt::Display for Fault {
                 let form = if *odm { "rave-odm-error" } else { "rave-error" };
                 write!(f, "{form}:{status}:{code}")
             }
+            Fault::CastorError { status, detail } => write!(f, "castor-error:{status}:{detail}"),
         }
     }
 }
@@ -313,6 +334,13 @@ mod tests {
                     status: 404,
                     code: "RWS00092".into(),
                     odm: false,
+                },
+            ),
+            (
+                "17=castor-error:404:There are no data points.",
+                Fault::CastorError {
+                    status: 404,
+                    detail: "There are no data points.".into(),
                 },
             ),
             (

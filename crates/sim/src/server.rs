@@ -367,6 +367,15 @@ async fn decide(
                 body,
             )
         }
+        Some(Fault::CastorError { status, detail }) => {
+            let code = StatusCode::from_u16(*status).unwrap_or(StatusCode::NOT_FOUND);
+            let title = code.canonical_reason().unwrap_or("Error");
+            Answer::body(
+                code,
+                "application/problem+json",
+                vendor::castor::problem(*status, title, detail),
+            )
+        }
         Some(Fault::Redirect { status, url }) => redirect(*status, url),
         Some(Fault::Oversize(bytes)) => {
             let mut a = Answer::status(StatusCode::OK);

@@ -302,16 +302,17 @@ pub(super) fn dialect(
         "generic" => Dialect::Generic,
         "vault" => Dialect::Vault,
         "rave" => Dialect::Rave,
+        "castor" => Dialect::Castor,
         other => {
             report.add(
                 &path,
-                format!("must be one of generic, vault, rave; got {other:?}"),
+                format!("must be one of generic, vault, rave, castor; got {other:?}"),
             );
             return None;
         }
     };
     let needs = match dialect {
-        Dialect::Vault => Some((PayloadFormat::Json, "json")),
+        Dialect::Vault | Dialect::Castor => Some((PayloadFormat::Json, "json")),
         Dialect::Rave => Some((PayloadFormat::Odm, "odm")),
         Dialect::Generic => None,
     };

@@ -213,6 +213,9 @@ pub enum Dialect {
     /// Medidata Rave Web Services: `<Response ReasonCode=...>` or an ODM
     /// carrying `mdsol:ErrorDescription`, at 4xx and sometimes at 200.
     Rave,
+    /// Castor EDC: JSON `{type, title, status, detail}` at the status it
+    /// names; a 404 "There are no ..." is an empty collection.
+    Castor,
 }
 
 /// How a delta response body is encoded.

@@ -18,6 +18,10 @@ pub enum VendorErrorKind {
     Throttled,
     /// The credential or its privileges were refused: exit 77.
     Permission,
+    /// The vendor says the collection is empty, as an error (Castor's 404
+    /// "There are no ..."): the window has nothing more; nothing is landed
+    /// and the cursor stays.
+    NoItems,
     /// Anything else: exit 65, naming the vendor's code.
     Other,
 }

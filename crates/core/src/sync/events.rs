@@ -56,6 +56,23 @@ impl AuditEvent for RateLimited {
     const NAME: &'static str = "rate_limited";
 }
 
+/// The vendor answered that the collection is empty, as an error (Castor's
+/// 404 "There are no ..."): nothing is landed, the window ends, the cursor
+/// stays where it was.
+#[derive(Debug, Serialize)]
+pub(crate) struct CollectionEmpty {
+    pub stream: String,
+    pub request_id: String,
+    pub url: String,
+    pub status: u16,
+    pub vendor_error: VendorError,
+    pub cursor: serde_json::Value,
+}
+
+impl AuditEvent for CollectionEmpty {
+    const NAME: &'static str = "collection_empty";
+}
+
 /// A 5xx, timeout, reset or truncated body: retried after a deterministic
 /// backoff derived from the rate.
 #[derive(Debug, Serialize)]

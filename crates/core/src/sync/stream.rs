@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use reqwest::Url;
 
-use super::events::{QuotaExhausted, RateLimited, RequestFailed, RetryScheduled, VendorBurstLow};
+use super::events::{
+    CollectionEmpty, QuotaExhausted, RateLimited, RequestFailed, RetryScheduled, VendorBurstLow,
+};
 use super::request::Request;
 use super::{Attempt, Spent, StreamJob, StreamReport, SyncError, Wait, WaitKind, MAX_BACKOFF};
 use crate::audit::{now_rfc3339, RunId};
@@ -450,6 +452,21 @@ impl<'a, P: Pacer> Stream<'a, P> {
             VendorErrorKind::Permission | VendorErrorKind::InvalidSession => {
                 let detail = format!("GET {url} answered HTTP {} with {error}", meta.status.as_u16());
                 self.refused(req, meta, Some(error), detail).await
+            }
+            VendorErrorKind::NoItems => {
+                let event = CollectionEmpty {
+                    stream: self.name.clone(),
+                    request_id: req.id.to_string(),
+                    url: url.to_string(),
+                    status: meta.status.as_u16(),
+                    vendor_error: error,
+                    cursor: req.cursor.to_json(),
+                };
+                self.job.audit.record(event).await?;
+                Ok(Attempt::Committed {
+                    next: None,
+                    cursor: Box::new(req.cursor.clone()),
+                })
             }
             VendorErrorKind::Other => {
                 let reason = format!(

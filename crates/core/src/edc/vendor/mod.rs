@@ -1,4 +1,4 @@
-//! The vendors: one folder each (`generic.rs`; `rave/`; `vault/`), holding
+//! The vendors: one folder each (`generic.rs`; `rave/`; `vault/`; `castor/`), holding
 //! what that vendor does differently (its error dialect, its
 //! authentication's login, its paging, its delta endpoints), each citing
 //! the vendor's documentation or its own clients. The page loop calls
@@ -8,8 +8,11 @@
 //!
 //! Judging is pure: what the payload scanners found becomes a page or a
 //! [`VendorError`] whose kind decides what the page loop does. A vendor
-//! error is never landed as data and never ends a window.
+//! error is never landed as data and never ends a window, save the
+//! vendor's own word that the collection is empty (`NoItems`), which ends
+//! it with nothing landed and the cursor where it was.
 
+pub(crate) mod castor;
 mod generic;
 pub(crate) mod rave;
 pub(crate) mod vault;
@@ -35,6 +38,7 @@ pub(crate) fn judge(
         Dialect::Generic => generic::judge(format, page, missing_records),
         Dialect::Vault => vault::judge(page, missing_records),
         Dialect::Rave => rave::judge(page),
+        Dialect::Castor => castor::judge(page, missing_records),
     }
 }
 
@@ -51,6 +55,7 @@ pub(crate) fn error_in_body(dialect: Dialect, body: &[u8]) -> Option<VendorError
         Dialect::Generic => None,
         Dialect::Vault => vault::in_error_body(body),
         Dialect::Rave => rave::in_error_body(body),
+        Dialect::Castor => castor::in_error_body(body),
     }
 }
 
