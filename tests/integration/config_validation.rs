@@ -451,7 +451,7 @@ fn auth_schemes_name_their_keys_and_refuse_the_ones_they_do_not_read() {
     let cases: [(&str, &[&str]); 10] = [
         (
             "  auth:\n    scheme: oauth\n",
-            &["veeva_vault.auth.scheme: must be one of bearer, basic, vault_session, command; got \"oauth\""],
+            &["veeva_vault.auth.scheme: must be one of bearer, basic, vault_session, command, oauth2_client_credentials; got \"oauth\""],
         ),
         (
             "  auth:\n    scheme: basic\n    username_env: U\n",
@@ -549,7 +549,7 @@ fn a_dialect_must_fit_the_payload_format() {
     );
     assert_rejected(
         &example_with("  dialect: vault\n", "  dialect: veeva\n"),
-        &["veeva_vault.dialect: must be one of generic, vault, rave; got \"veeva\""],
+        &["veeva_vault.dialect: must be one of generic, vault, rave, castor; got \"veeva\""],
     );
     assert_rejected(
         &example_with("  clock_skew_warn_s: 30\n", "  clock_skew_warn_s: -1\n"),

@@ -424,6 +424,51 @@ pub struct ObjectLock {
     pub days: u32,
 }
 
+/// A declared fixed-window quota.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowQuota {
+    /// Calls allowed in one window.
+    pub calls: u32,
+    /// The window's length.
+    pub window: Duration,
+    /// Where each window starts.
+    pub starts: quota_pacer::WindowStart,
+}
+
+impl serde::Serialize for WindowQuota {
+    /// As the policy file writes it, for `config show`.
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(3))?;
+        map.serialize_entry("calls", &self.calls)?;
+        map.serialize_entry("window_s", &self.window.as_secs_f64())?;
+        let starts = match self.starts {
+            quota_pacer::WindowStart::FirstCall => "first_call",
+            quota_pacer::WindowStart::Clock => "clock",
+        };
+        map.serialize_entry("starts", starts)?;
+        map.end()
+    }
+}
+
+impl WindowQuota {
+    /// The pacer's window of this quota.
+    pub fn pacer_window(&self) -> quota_pacer::Window {
+        quota_pacer::Window {
+            name: "vendor".into(),
+            calls: self.calls,
+            length: self.window,
+            starts: self.starts,
+        }
+    }
+
+    /// The most calls `rate` alone admits in one window: its burst plus
+    /// what it refills over the window.
+    pub fn bucket_admits(&self, rate: Rate) -> f64 {
+        f64::from(rate.burst()) + rate.per_sec() * self.window.as_secs_f64()
+    }
+}
+
 /// Everything the tool knows about one vendor's quota and delta API.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Policy {
@@ -465,7 +510,7 @@ pub struct Policy {
     pub study_limit: Option<Rate>,
     /// A fixed-window quota the vendor counts beside the bucket.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub window_quota: Option<super::window_quota::WindowQuota>,
+    pub window_quota: Option<WindowQuota>,
     /// Query parameters whose values identify a subject: masked in logs
     /// and audit lines.
     pub masked_query_params: Vec<String>,

@@ -10,62 +10,16 @@
 //! `calls`, and the window gate is what holds every caller once the vendor
 //! says the window is spent.
 
-use std::time::Duration;
-
 use quota_pacer::{Rate, WindowStart};
 
 use super::check::{integer, positive, seconds, string, Fields, Report};
+use super::policy::WindowQuota;
 use super::yaml::Node;
 
 const KEYS: [&str; 3] = ["calls", "window_s", "starts"];
 
 /// The longest window taken: a day, the longest any vendor we know counts.
 const MAX_WINDOW_S: f64 = 86_400.0;
-
-/// A declared fixed-window quota.
-#[derive(Debug, Clone, PartialEq)]
-pub struct WindowQuota {
-    /// Calls allowed in one window.
-    pub calls: u32,
-    /// The window's length.
-    pub window: Duration,
-    /// Where each window starts.
-    pub starts: WindowStart,
-}
-
-impl serde::Serialize for WindowQuota {
-    /// As the policy file writes it, for `config show`.
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut map = serializer.serialize_map(Some(3))?;
-        map.serialize_entry("calls", &self.calls)?;
-        map.serialize_entry("window_s", &self.window.as_secs_f64())?;
-        let starts = match self.starts {
-            WindowStart::FirstCall => "first_call",
-            WindowStart::Clock => "clock",
-        };
-        map.serialize_entry("starts", starts)?;
-        map.end()
-    }
-}
-
-impl WindowQuota {
-    /// The pacer's window of this quota.
-    pub fn pacer_window(&self) -> quota_pacer::Window {
-        quota_pacer::Window {
-            name: "vendor".into(),
-            calls: self.calls,
-            length: self.window,
-            starts: self.starts,
-        }
-    }
-
-    /// The most calls `rate` alone admits in one window: its burst plus
-    /// what it refills over the window.
-    pub fn bucket_admits(&self, rate: Rate) -> f64 {
-        f64::from(rate.burst()) + rate.per_sec() * self.window.as_secs_f64()
-    }
-}
 
 pub(super) fn window_quota(
     report: &mut Report,
