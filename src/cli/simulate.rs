@@ -83,6 +83,11 @@ pub struct SimulateArgs {
     /// X-VaultAPI-BurstLimit and X-VaultAPI-BurstLimitRemaining.
     #[arg(long)]
     pub vault_burst: Option<u64>,
+    /// Vault daily limit (API v20.3 and earlier): pages then carry
+    /// X-VaultAPI-DailyLimit and X-VaultAPI-DailyLimitRemaining, and after N
+    /// pages every request gets 200 FAILURE API_LIMIT_EXCEEDED.
+    #[arg(long, value_name = "N")]
+    pub vault_daily: Option<u64>,
     /// Append every request (arrival time, method, path, status) as JSON Lines.
     #[arg(long)]
     pub request_log: Option<PathBuf>,

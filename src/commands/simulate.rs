@@ -54,6 +54,7 @@ fn config(args: &SimulateArgs) -> SimConfig {
         quota,
         latency: Duration::from_millis(args.latency_ms),
         vault_burst: args.vault_burst,
+        vault_daily: args.vault_daily,
         request_log: args.request_log.clone(),
         audit_trail: (args.profile == Profile::Vault).then(|| vault_audit_trail(args.records)),
         ..SimConfig::default()

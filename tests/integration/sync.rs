@@ -1458,3 +1458,41 @@ async fn a_backfill_under_its_legacy_name_is_refused_until_moved_and_nothing_is_
         support::runs::verify_roots(&fx.path("landing"), &fx.path("state"), &fx.path("audit.jsonl"));
     assert_eq!(verified.code, 0, "{}{}", verified.stdout, verified.stderr);
 }
+
+/// Vault's daily allowance spent (`X-VaultAPI-DailyLimitRemaining: 0`) on a
+/// quota that declares it as its window: the window is marked spent, so no
+/// request goes before the window ends; Vault's refusals after it are
+/// waited as throttles and the run stops with exit 75, the cursor on the
+/// last landed page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vaults_daily_limit_spent_holds_every_request_until_the_window_ends() {
+    let fx = Fixture::new();
+    let sim = start_sim_with(SimConfig {
+        dataset: dataset(100),
+        vault_daily: Some(3),
+        ..SimConfig::default()
+    })
+    .await;
+    let result = run::execute(fx.spec("vault_daily", &sim)).await.unwrap();
+    assert_eq!(exit_of(&result), 75, "{:?}", result.outcome);
+    let spent = fx.events("vendor_limit_spent");
+    assert_eq!(spent.len(), 1, "{spent:?}");
+    assert_eq!(spent[0]["remaining"], 0);
+    assert_eq!(spent[0]["limit"], 3);
+    assert_eq!(spent[0]["window_spent"], true);
+    let reqs = sim.requests();
+    assert!(reqs[..3].iter().all(|r| r.status == 200));
+    // The fourth request waited for the window the first began to end.
+    assert!(
+        reqs[3].t_us - reqs[0].t_us >= 1_900_000,
+        "the request after the spent allowance went {} us after the first",
+        reqs[3].t_us - reqs[0].t_us
+    );
+    assert_eq!(fx.manifest("vault_daily", "default").len(), 3);
+    let page_lines = fx.events("page_committed");
+    assert_eq!(
+        page_lines[2]["quota_headers"]["x-vaultapi-dailylimitremaining"],
+        "0"
+    );
+    assert_eq!(fx.events("quota_exhausted").len(), 1);
+}

@@ -74,6 +74,11 @@ pub struct SimConfig {
     /// Vault's burst limit per 5-minute window: when set, every page carries
     /// X-VaultAPI-BurstLimit and X-VaultAPI-BurstLimitRemaining.
     pub vault_burst: Option<u64>,
+    /// Vault's daily limit (API v20.3 and earlier): every page carries
+    /// X-VaultAPI-DailyLimit and X-VaultAPI-DailyLimitRemaining, and once
+    /// this many pages were served every request gets 200 FAILURE
+    /// API_LIMIT_EXCEEDED (the simulator's day never ends).
+    pub vault_daily: Option<u64>,
     pub json_path: String,
     pub odm_path: String,
     pub request_log: Option<PathBuf>,
@@ -113,6 +118,7 @@ impl Default for SimConfig {
             quota_arrival_tolerance: Duration::ZERO,
             latency: Duration::ZERO,
             vault_burst: None,
+            vault_daily: None,
             json_path: "/api/v24.1/query/audit_trail".into(),
             odm_path: "/RaveWebServices/datasets/ClinicalAuditRecords.odm".into(),
             request_log: None,
@@ -147,6 +153,7 @@ impl Simulator {
             counter: AtomicU64::new(0),
             bucket: Mutex::new(bucket),
             burst_window: Mutex::new((std::time::Instant::now(), 0)),
+            daily_served: AtomicU64::new(0),
             endless: Default::default(),
             sessions: Default::default(),
             tokens: Default::default(),

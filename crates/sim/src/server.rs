@@ -33,6 +33,8 @@ pub struct State {
     pub bucket: Mutex<Option<ServerBucket>>,
     /// Vault burst window: (start, requests in it).
     pub burst_window: Mutex<(Instant, u64)>,
+    /// Vault daily limit: pages served so far today.
+    pub daily_served: AtomicU64,
     /// Set by an `endless` fault: every later page has a next link.
     pub endless: std::sync::atomic::AtomicBool,
     /// Vault profile: the sessions issued by the login endpoint.
@@ -483,6 +485,35 @@ fn route(state: &State, req: &Parts, fault: Option<&Fault>) -> Answer {
     };
     let garbage = matches!(fault, Some(Fault::Garbage));
     let mut answer = Answer::status(StatusCode::OK);
+    // Vault's daily limit (Vault REST API v14.0 release notes, "Vault
+    // Transactions API": once the 24-hour limit is reached "the API returns
+    // an API_LIMIT_EXCEEDED error message and no further calls will be
+    // processed until the next ... 24 hour period begins"; the counts in
+    // X-VaultAPI-DailyLimit and X-VaultAPI-DailyLimitRemaining).
+    if let Some(limit) = cfg.vault_daily {
+        let served = state.daily_served.load(Ordering::SeqCst);
+        let daily = |a: &mut Answer, remaining: u64| {
+            a.headers.push((
+                HeaderName::from_static("x-vaultapi-dailylimit"),
+                limit.to_string(),
+            ));
+            a.headers.push((
+                HeaderName::from_static("x-vaultapi-dailylimitremaining"),
+                remaining.to_string(),
+            ));
+        };
+        if served >= limit {
+            let mut spent = Answer::body(
+                StatusCode::OK,
+                "application/json",
+                vault::failure("API_LIMIT_EXCEEDED"),
+            );
+            daily(&mut spent, 0);
+            return spent;
+        }
+        let served = state.daily_served.fetch_add(1, Ordering::SeqCst) + 1;
+        daily(&mut answer, limit.saturating_sub(served));
+    }
     let audit_trail = cfg
         .audit_trail
         .as_ref()

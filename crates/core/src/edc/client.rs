@@ -26,10 +26,12 @@ use super::vendor::vault::login::{LoginForm, LoginReply};
 use crate::config::HttpLimits;
 
 /// Vendor quota headers recorded in the audit trail when present.
-pub(super) const QUOTA_HEADERS: [&str; 4] = [
+pub(super) const QUOTA_HEADERS: [&str; 6] = [
     "x-ratelimit-remaining",
     "x-vaultapi-burstlimit",
     "x-vaultapi-burstlimitremaining",
+    "x-vaultapi-dailylimit",
+    "x-vaultapi-dailylimitremaining",
     "x-vaultapi-responsedelay",
 ];
 

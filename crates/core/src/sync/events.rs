@@ -276,6 +276,24 @@ impl AuditEvent for VendorBurstLow {
     const NAME: &'static str = "vendor_burst_low";
 }
 
+/// The vendor said its allowance for the period is spent (Vault's
+/// `X-VaultAPI-DailyLimitRemaining: 0`): the quota's fixed window is marked
+/// spent for every caller, as a 429 marks it.
+#[derive(Debug, Serialize)]
+pub(crate) struct VendorLimitSpent {
+    pub stream: String,
+    pub request_id: String,
+    pub header: &'static str,
+    pub limit: Option<u64>,
+    pub remaining: u64,
+    pub window_spent: bool,
+    pub reason: String,
+}
+
+impl AuditEvent for VendorLimitSpent {
+    const NAME: &'static str = "vendor_limit_spent";
+}
+
 /// A stream's part of the run is over.
 #[derive(Debug, Serialize)]
 pub(crate) struct StreamFinished {

@@ -8,12 +8,14 @@
 //! (`request_failed`). Also where the server's clock is compared with ours.
 
 use crate::edc::vendor::vault::burst::{self, Allowance};
+use crate::edc::vendor::vault::daily::DailyAllowance;
 use std::time::Duration;
 
 use reqwest::Url;
 
 use super::events::{
     CollectionEmpty, QuotaExhausted, RateLimited, RequestFailed, RetryScheduled, VendorBurstLow,
+    VendorLimitSpent,
 };
 use super::request::Request;
 use super::{Attempt, Spent, StreamJob, StreamReport, SyncError, Wait, WaitKind, MAX_BACKOFF};
@@ -302,6 +304,7 @@ impl<'a, P: Pacer> Stream<'a, P> {
         request_id: &str,
         headers: &std::collections::BTreeMap<String, String>,
     ) -> Result<(), SyncError> {
+        self.vendor_daily(request_id, headers).await?;
         let Some(floor) = self.job.policy.vendor_burst_floor else {
             return Ok(());
         };
@@ -338,6 +341,44 @@ impl<'a, P: Pacer> Stream<'a, P> {
         };
         self.job.audit.record(event).await?;
         self.vault_burst = gate.map(|g| g.with_horizon(self.job.policy.max_wait));
+        Ok(())
+    }
+
+    /// Vault's daily allowance spent (`X-VaultAPI-DailyLimitRemaining: 0`,
+    /// `vault/daily.rs`): the quota's `window_quota` is marked spent for
+    /// every caller, so no request of any stream or process on the quota
+    /// goes before the window ends (past `max_wait_s`, exit 75 with the
+    /// cursor on the last page). Audited either way; without a declared
+    /// window, the next request meets Vault's `API_LIMIT_EXCEEDED`.
+    async fn vendor_daily(
+        &mut self,
+        request_id: &str,
+        headers: &std::collections::BTreeMap<String, String>,
+    ) -> Result<(), SyncError> {
+        let Some(allowance) = DailyAllowance::of(headers).filter(DailyAllowance::spent) else {
+            return Ok(());
+        };
+        let window_spent = !self.job.limiter.quota().windows().is_empty();
+        let reason = if window_spent {
+            "X-VaultAPI-DailyLimitRemaining is 0: the quota's window_quota is marked spent, and no request \
+             on it goes before the window ends"
+        } else {
+            "X-VaultAPI-DailyLimitRemaining is 0 and the policy declares no window_quota: Vault will refuse \
+             the next request with API_LIMIT_EXCEEDED"
+        };
+        let event = VendorLimitSpent {
+            stream: self.name.clone(),
+            request_id: request_id.to_string(),
+            header: "x-vaultapi-dailylimitremaining",
+            limit: allowance.limit,
+            remaining: allowance.remaining,
+            window_spent,
+            reason: reason.into(),
+        };
+        self.job.audit.record(event).await?;
+        if window_spent {
+            self.job.limiter.spend_windows().await?;
+        }
         Ok(())
     }
 

@@ -6,6 +6,7 @@
 //! The simulator's `vault` profile imitates the same documents.
 
 pub(crate) mod burst;
+pub(crate) mod daily;
 pub(crate) mod login;
 pub(crate) mod vql;
 
