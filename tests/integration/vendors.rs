@@ -36,6 +36,14 @@ impl Fixture {
         self.dir.path().join(p)
     }
 
+    /// The committed policies with `from` replaced by `to` (uncommitted:
+    /// runs need --allow-dirty).
+    fn edit_policies(&self, from: &str, to: &str) {
+        let policies = std::fs::read_to_string(self.path("policies.yaml")).unwrap();
+        assert!(policies.contains(from), "the policies contain {from:?}");
+        std::fs::write(self.path("policies.yaml"), policies.replacen(from, to, 1)).unwrap();
+    }
+
     /// The vault_audit block with `lookback: {seconds: 0}` (uncommitted:
     /// runs need --allow-dirty).
     fn vault_audit_without_lookback(&self) {
@@ -1061,6 +1069,134 @@ async fn late_visible_records_and_sub_second_times_land_once_with_the_lookback_a
         lost > 0,
         "without a lookback, late and sub-second records are lost"
     );
+}
+
+/// An audit trail whose rows carry no ids shows two identical changes made
+/// in one second as two identical rows. Three growing runs, every 5th row a
+/// twin of the one before it: with `identical_records: distinct` each twin
+/// lands once beside its original, across pages and the re-read span; with
+/// the default (`same`, one record listed twice) every twin is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identical_rows_are_two_events_each_landed_once_when_the_policy_says_so() {
+    const RECORDS: u32 = 100;
+    let origin = std::time::SystemTime::now() - std::time::Duration::from_secs(15);
+    let arrivals = edc_sim::audit_trail::Arrivals {
+        twins: Some(5),
+        ..edc_sim::audit_trail::Arrivals::every(origin, std::time::Duration::from_millis(250))
+    };
+    let distinct = Fixture::new();
+    distinct.edit_policies(
+        "      settle_lag_s: 1\nvault_vql:",
+        "      settle_lag_s: 1\n    lookback:\n      identical_records: distinct\nvault_vql:",
+    );
+    let same = Fixture::new();
+    let sim = sim(Profile::Vault, RECORDS, &[], |c| {
+        c.audit_trail = Some(arrivals.clone())
+    })
+    .await;
+    for run in 0..3 {
+        if run > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(2600)).await;
+        }
+        assert_exit(
+            &distinct
+                .run_with("vault_audit", &sim, PASSWORD, &["--allow-dirty"])
+                .await,
+            0,
+        );
+        assert_exit(&same.run("vault_audit", &sim, PASSWORD).await, 0);
+    }
+    let landed =
+        |fx: &Fixture| edc_qualify::landed::landed_json_record_ids(&fx.stream_dir("vault_audit")).unwrap();
+    // Every row served up to the last window, twins included, once: the
+    // landed rows are exactly the first N the server listed.
+    let mut got = landed(&distinct);
+    got.sort();
+    let served: Vec<String> = (1..=got.len() as u32)
+        .map(|n| format!("AT-{:07}", arrivals.original(n)))
+        .collect();
+    let mut expected = served;
+    expected.sort();
+    assert_eq!(got, expected, "with distinct, every row once, twins included");
+    assert!(
+        got.len() > 60,
+        "rows that arrived between runs were landed too ({})",
+        got.len()
+    );
+    let twins = |ids: &[String]| ids.windows(2).filter(|w| w[0] == w[1]).count();
+    assert!(twins(&got) >= 12, "{got:?}");
+    let repeats: u64 = distinct
+        .events("page_committed")
+        .iter()
+        .map(|l| l["repeated_records"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(repeats > 0, "the re-read span was recognised, twins and all");
+    let mut without = landed(&same);
+    without.sort();
+    assert_eq!(
+        twins(&without),
+        0,
+        "with same, each twin is its original listed twice: lost"
+    );
+}
+
+/// A window with twins stopped part-way (`--max-pages`) is read again from
+/// its first page by the next run: the twins' count is whole only so, and
+/// what the first run landed is recognised, not landed again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_window_with_twins_is_read_again_from_its_first_page() {
+    const RECORDS: u32 = 40;
+    // Every row arrived already: one window of 6 pages of 7.
+    let origin = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+    let arrivals = edc_sim::audit_trail::Arrivals {
+        twins: Some(3),
+        ..edc_sim::audit_trail::Arrivals::every(origin, std::time::Duration::from_millis(250))
+    };
+    let fx = Fixture::new();
+    fx.edit_policies(
+        "      settle_lag_s: 1\nvault_vql:",
+        "      settle_lag_s: 1\n    lookback:\n      identical_records: distinct\nvault_vql:",
+    );
+    let sim = sim(Profile::Vault, RECORDS, &[], |c| {
+        c.audit_trail = Some(arrivals.clone())
+    })
+    .await;
+    let first = fx
+        .run_with(
+            "vault_audit",
+            &sim,
+            PASSWORD,
+            &["--allow-dirty", "--max-pages", "3"],
+        )
+        .await;
+    assert_exit(&first, 0);
+    assert!(
+        fx.cursor("vault_audit")["next_page"].is_string(),
+        "stopped inside the window"
+    );
+    let before = sim.requests().len();
+    assert_exit(
+        &fx.run_with("vault_audit", &sim, PASSWORD, &["--allow-dirty"])
+            .await,
+        0,
+    );
+    let second: Vec<_> = sim.requests()[before..]
+        .iter()
+        .filter(|r| r.path.contains("/audittrail/"))
+        .cloned()
+        .collect();
+    assert!(
+        !second[0].path.contains("offset="),
+        "the second run began at the window's first page: {:?}",
+        second[0]
+    );
+    let mut got = edc_qualify::landed::landed_json_record_ids(&fx.stream_dir("vault_audit")).unwrap();
+    got.sort();
+    let mut expected: Vec<String> = (1..=RECORDS)
+        .map(|n| format!("AT-{:07}", arrivals.original(n)))
+        .collect();
+    expected.sort();
+    assert_eq!(got, expected, "every row once, twins included");
 }
 
 /// The completeness check: records a sync without a lookback lost (late

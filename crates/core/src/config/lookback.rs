@@ -12,10 +12,10 @@
 use std::time::Duration;
 
 use super::check::{integer, string, Fields, Report};
-use super::policy::{CursorKind, Lookback, PayloadFormat};
+use super::policy::{CursorKind, IdenticalRecords, Lookback, PayloadFormat};
 use super::yaml::Node;
 
-const LOOKBACK_KEYS: [&str; 3] = ["seconds", "record_id", "max_records"];
+const LOOKBACK_KEYS: [&str; 4] = ["seconds", "record_id", "max_records", "identical_records"];
 
 /// The lookback of a date window (Vault's audit trail) when the policy
 /// names none: an hour of lateness past the settle lag.
@@ -54,11 +54,30 @@ pub(super) fn lookback(
         Some((p, n)) => integer(report, &p, n, 1, 1_000_000).map(|m| m as u32),
         None => Some(DEFAULT_MAX_RECORDS),
     };
+    let identical = match f.optional("identical_records") {
+        Some((p, n)) => match string(report, &p, n) {
+            Some("same") => Some(IdenticalRecords::Same),
+            Some("distinct") => Some(IdenticalRecords::Distinct),
+            Some(other) => {
+                report.add(
+                    &p,
+                    format!(
+                        "must be same (two records of identical content are one record listed twice) or \
+                         distinct (they are two events, each landed once), got {other:?}"
+                    ),
+                );
+                None
+            }
+            None => None,
+        },
+        None => Some(IdenticalRecords::Same),
+    };
     f.finish(report, &LOOKBACK_KEYS);
     Some(Lookback {
         span: Duration::from_secs(seconds?),
         record_id: record_id?,
         max_records: max_records?,
+        identical: identical?,
     })
 }
 
@@ -102,5 +121,6 @@ pub(super) fn default(default_s: u64) -> Lookback {
         span: Duration::from_secs(default_s),
         record_id: None,
         max_records: DEFAULT_MAX_RECORDS,
+        identical: IdenticalRecords::Same,
     }
 }

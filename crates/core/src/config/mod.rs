@@ -30,7 +30,8 @@ pub use provenance::{ChangeState, Provenance};
 pub use stamp::{path_for as stamp_path, Stamp};
 
 pub(crate) use policy::{
-    Auth, Delta, Dialect, EnvVarName, HttpLimits, Lookback, Paging, PayloadFormat, RecordOrder, StreamSpec,
+    Auth, Delta, Dialect, EnvVarName, HttpLimits, IdenticalRecords, Lookback, Paging, PayloadFormat,
+    RecordOrder, StreamSpec,
 };
 pub(crate) use template::{MissingValue, Placeholder, PlaceholderValues};
 

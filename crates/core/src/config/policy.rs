@@ -366,6 +366,25 @@ pub struct Lookback {
     /// Identities kept at most; past it the oldest are dropped and the
     /// next window starts no earlier than the oldest kept.
     pub max_records: u32,
+    /// Whether records of identical content in one window are one record
+    /// read twice (`same`, the default) or distinct events (`distinct`:
+    /// an audit log's rows without ids, two identical rows in one second
+    /// being two events).
+    #[serde(rename = "identical_records")]
+    pub identical: IdenticalRecords,
+}
+
+/// What two records of identical content in one window are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum IdenticalRecords {
+    /// One record, listed twice: landed once.
+    #[default]
+    Same,
+    /// Two events: each landed once, told apart by their order among
+    /// their twins in the window (a window with twins is always read from
+    /// its first page, so the count is whole).
+    Distinct,
 }
 
 /// Per-request HTTP limits.

@@ -31,6 +31,23 @@ impl RecordIdentity {
         RecordIdentity(u128::from_be_bytes(first))
     }
 
+    /// The identity of the record read `n`th (from 0) among records of
+    /// identical content in one window: the first keeps the content's
+    /// identity (so a memory written without counting still recognises
+    /// it), each later one is a new identity derived from it and `n`. Two
+    /// identical rows are then two events, each landed once, and reading
+    /// the window again gives each the identity it had.
+    pub(crate) fn occurrence(self, n: u32) -> RecordIdentity {
+        if n == 0 {
+            return self;
+        }
+        let mut hash = Sha256::new();
+        hash.update(b"edc-sync occurrence\0");
+        hash.update(self.0.to_be_bytes());
+        hash.update(n.to_be_bytes());
+        RecordIdentity::of(hash)
+    }
+
     /// Its 32 lowercase hex digits, without allocating (16 bytes always
     /// fit; `hex` says so rather than assumes it).
     fn hex(self) -> Result<[u8; 32], hex::FromHexError> {
@@ -47,6 +64,11 @@ impl RecordIdentity {
 /// set of the memory's hundreds of identities is built for every page).
 pub(crate) type IdentitySet =
     std::collections::HashSet<RecordIdentity, std::hash::BuildHasherDefault<AlreadyHashed>>;
+
+/// How many records of each content identity a window's committed pages
+/// held so far (`lookback.identical_records: distinct`).
+pub(crate) type Occurrences =
+    std::collections::HashMap<RecordIdentity, u32, std::hash::BuildHasherDefault<AlreadyHashed>>;
 
 /// The hasher of [`IdentitySet`]: an identity's own bits.
 #[derive(Default)]

@@ -44,6 +44,9 @@ struct CommittedPage {
     /// Records on the page landed before.
     repeated: u64,
     replayed: bool,
+    /// The content identities of its records, for the window's count of
+    /// twins (`identical_records: distinct`; empty otherwise).
+    counted: Vec<crate::record::identity::RecordIdentity>,
 }
 
 /// A received page that will not be committed: its `request_failed` line
@@ -218,6 +221,7 @@ impl PageCommit {
             &mut summary,
             &mut temp,
             stream.landed_before.as_ref(),
+            window.occurrences(),
         )? {
             Ok(split) => split,
             Err(invalid) => return Err(self.quarantine(stream, page, temp, digest, invalid)),
@@ -335,6 +339,7 @@ impl PageCommit {
             records: new_records,
             repeated: repeated.len() as u64,
             replayed,
+            counted: split.map(|s| s.counted).unwrap_or_default(),
         })
     }
 
@@ -389,7 +394,7 @@ impl PageCommit {
         &mut self,
         stream: &mut Stream<'_, P>,
         slots: &mut Slots<P>,
-        window: &Window,
+        window: &mut Window,
         req: &Request<'_>,
         reply: Reply,
     ) -> Result<Attempt, SyncError> {
@@ -509,6 +514,7 @@ impl PageCommit {
         stream.report.bytes += digest.bytes;
         stream.report.replayed_pages += u64::from(committed.replayed);
         stream.report.repeated_records += committed.repeated;
+        window.count(&committed.counted);
         let bar = stream.job.options.progress.as_ref();
         super::progress::committed(bar, &stream.name, stream.report.records);
         stream.vendor_burst(request_id, &page.quota_headers).await?;

@@ -5,7 +5,7 @@
 use crate::config::{Delta, PayloadFormat};
 use crate::edc::payload::identity::odm_record_keys;
 use crate::edc::payload::{InvalidPayload, PageSummary};
-use crate::record::identity::{IdentitySet, RecordIdentity, RecordKey};
+use crate::record::identity::{IdentitySet, Occurrences, RecordIdentity, RecordKey};
 use crate::record::order::earlier;
 use crate::store::Cursor;
 use crate::store::{LandingTemp, StoreError};
@@ -46,6 +46,10 @@ pub(super) struct Split {
     /// Positions of the records an earlier page landed, or an earlier
     /// position of this page (a vendor listing one record twice).
     pub repeated: Vec<u32>,
+    /// With `identical_records: distinct`: the content identity of every
+    /// record on the page, in order, for the window's count of twins once
+    /// the page commits (empty otherwise).
+    pub counted: Vec<RecordIdentity>,
 }
 
 /// A received page's records told apart, when there is anything to tell
@@ -60,6 +64,7 @@ pub(super) fn split_page(
     summary: &mut PageSummary,
     temp: &mut LandingTemp,
     landed_before: Option<&IdentitySet>,
+    occurrences: Option<&Occurrences>,
 ) -> Result<Result<Option<Split>, InvalidPayload>, StoreError> {
     if !identifies(delta, landed_before) || summary.records == 0 {
         return Ok(Ok(None));
@@ -80,7 +85,7 @@ pub(super) fn split_page(
             odm_record_keys(temp.read_back()?, &at)
         }
     };
-    Ok(keys.map(|keys| Some(split(cursor, keys, landed_before))))
+    Ok(keys.map(|keys| Some(split(cursor, keys, landed_before, occurrences))))
 }
 
 /// Whether a page's check must learn its records' identities (JSON; an
@@ -91,7 +96,18 @@ pub(super) fn identifies(delta: &Delta, landed_before: Option<&IdentitySet>) -> 
 
 /// Splits a page's records by the memory of the cursor before it and,
 /// for `backfill --missing-only`, the records landed before elsewhere.
-pub(super) fn split(cursor: &Cursor, keys: Vec<RecordKey>, landed_before: Option<&IdentitySet>) -> Split {
+///
+/// With `occurrences` (`identical_records: distinct`, the count of each
+/// content identity on the window's pages committed before this one), a
+/// record's identity is first made its occurrence's: the third of three
+/// identical rows is told apart from the first two, on this page or
+/// across pages, and is the same third one when the window is read again.
+pub(super) fn split(
+    cursor: &Cursor,
+    mut keys: Vec<RecordKey>,
+    landed_before: Option<&IdentitySet>,
+    occurrences: Option<&Occurrences>,
+) -> Split {
     let known = cursor
         .lookback_memory()
         .map(|m| m.identities())
@@ -101,7 +117,19 @@ pub(super) fn split(cursor: &Cursor, keys: Vec<RecordKey>, landed_before: Option
     let mut out = Split {
         new: Vec::new(),
         repeated: Vec::new(),
+        counted: Vec::new(),
     };
+    if let Some(before) = occurrences {
+        let mut here = Occurrences::default();
+        for key in &mut keys {
+            let content = key.identity;
+            let seen = here.entry(content).or_insert(0);
+            let n = before.get(&content).copied().unwrap_or(0) + *seen;
+            *seen += 1;
+            key.identity = content.occurrence(n);
+            out.counted.push(content);
+        }
+    }
     for key in keys {
         if known.contains(&key.identity) || elsewhere(&key.identity) || !on_page.insert(key.identity) {
             out.repeated.push(key.position);

@@ -105,6 +105,10 @@ pub fn plan(
 pub(super) struct Window {
     /// The fixed end of the date window this run is paging, if any.
     end: Option<String>,
+    /// With `identical_records: distinct`: how many records of each
+    /// content identity the window's committed pages held (its twins are
+    /// told apart by their order among them).
+    occurrences: Option<crate::record::identity::Occurrences>,
     /// A VQL delta: the first page's URL and the query it is POSTed with
     /// (next pages are POSTs with no body).
     vql_first: Option<(Url, VqlSelect)>,
@@ -114,6 +118,21 @@ impl Window {
     /// The fixed end of the date window in progress, if any.
     pub(crate) fn end(&self) -> Option<&str> {
         self.end.as_deref()
+    }
+
+    /// The count of twins so far, when records of identical content are
+    /// distinct events.
+    pub(crate) fn occurrences(&self) -> Option<&crate::record::identity::Occurrences> {
+        self.occurrences.as_ref()
+    }
+
+    /// Adds a committed page's records to the count of twins.
+    pub(crate) fn count(&mut self, counted: &[crate::record::identity::RecordIdentity]) {
+        if let Some(occurrences) = &mut self.occurrences {
+            for content in counted {
+                *occurrences.entry(*content).or_insert(0) += 1;
+            }
+        }
     }
 
     /// The query to POST to `url`: the VQL delta's, on its first page only.
@@ -131,10 +150,24 @@ impl Window {
         cursor: &Cursor,
     ) -> Result<Option<Url>, SyncError> {
         let job = stream.job;
+        let distinct = job
+            .delta
+            .lookback
+            .as_ref()
+            .is_some_and(|l| l.identical == crate::config::IdenticalRecords::Distinct);
+        if distinct {
+            self.occurrences = Some(Default::default());
+        }
         if let Some(next) = cursor.next_page() {
             self.end = cursor.window_end().map(str::to_string);
-            let url = job.client.resolve(job.client.base(), next);
-            return url.map(Some).map_err(|e| stream.rejected(e.to_string()));
+            // Twins are told apart by their count in the window, which
+            // only a read from its first page has whole: an interrupted
+            // window is read again from there (what it landed is
+            // recognised by the lookback memory and not landed again).
+            if !distinct {
+                let url = job.client.resolve(job.client.base(), next);
+                return url.map(Some).map_err(|e| stream.rejected(e.to_string()));
+            }
         }
         if let Some(vql) = &job.delta.vql {
             let start = cursor.window_start().unwrap_or(&vql.initial_cursor);
@@ -153,12 +186,14 @@ impl Window {
             self.vql_first = Some((url.clone(), select));
             return Ok(Some(url));
         }
-        let (start, end) = match &job.delta.window {
-            Some(window) => match self.plan(stream, slots, window, cursor).await? {
+        let (start, end) = match (&job.delta.window, &self.end) {
+            // An interrupted date window keeps the end it was fixed with.
+            (Some(_), Some(end)) => (cursor.window_start().map(str::to_string), Some(end.clone())),
+            (Some(window), None) => match self.plan(stream, slots, window, cursor).await? {
                 Some((start, end)) => (start, Some(end)),
                 None => return Ok(None),
             },
-            None => (cursor.window_start().map(str::to_string), None),
+            (None, _) => (cursor.window_start().map(str::to_string), None),
         };
         self.end = end;
         paging::first_page(

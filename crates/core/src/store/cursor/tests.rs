@@ -116,6 +116,7 @@ fn a_lookback_starts_the_next_window_that_much_earlier_and_remembers_that_span()
         span: std::time::Duration::from_secs(60),
         record_id: None,
         max_records: 100,
+        identical: crate::config::IdenticalRecords::Same,
     };
     use crate::record::identity::RecordIdentity;
     let (old, recent, newest) = (
@@ -165,6 +166,7 @@ fn a_cursor_is_written_as_its_value_would_be() {
         span: std::time::Duration::from_secs(60),
         record_id: None,
         max_records: 100,
+        identical: crate::config::IdenticalRecords::Same,
     };
     let landed: Vec<RecordKey> = (0..5u32)
         .map(|i| RecordKey {
