@@ -3,6 +3,10 @@
 //! Every value here has passed validation, and the types keep it that way:
 //! a [`Rate`] cannot be zero, an [`EnvVarName`] cannot be empty, a template
 //! cannot hold an unknown placeholder. Code downstream never re-checks.
+//!
+//! One concept: the loaded policy as types, one per block of the file (a
+//! vendor's auth, delta, window, lookback, limits), kept together because
+//! together they are the one `Policy` a run is given.
 
 use std::fmt;
 use std::time::Duration;
