@@ -76,6 +76,14 @@ pub struct SimulateArgs {
     /// Server-side quota: bucket size.
     #[arg(long, requires = "quota_rate")]
     pub quota_burst: Option<u32>,
+    /// Server-side fixed window: at most N calls in each window (with
+    /// --window-s), the window opening at the first request after the last
+    /// one ended, as Castor counts its 600 calls per 10 minutes; past it, 429.
+    #[arg(long, value_name = "N", requires = "window_s", value_parser = clap::value_parser!(u32).range(1..))]
+    pub window_calls: Option<u32>,
+    /// Server-side fixed window: its length in seconds.
+    #[arg(long, value_name = "S", requires = "window_calls", value_parser = clap::value_parser!(u64).range(1..))]
+    pub window_s: Option<u64>,
     /// Latency added to every response, in milliseconds.
     #[arg(long, default_value_t = 0)]
     pub latency_ms: u64,

@@ -52,6 +52,10 @@ fn config(args: &SimulateArgs) -> SimConfig {
         clock_skew_s: args.clock_skew_s,
         faults,
         quota,
+        window_quota: args
+            .window_calls
+            .zip(args.window_s)
+            .map(|(calls, s)| (calls, std::time::Duration::from_secs(s))),
         latency: Duration::from_millis(args.latency_ms),
         vault_burst: args.vault_burst,
         vault_daily: args.vault_daily,

@@ -136,6 +136,8 @@ oq_test!(oq_032_object_store_landing, "OQ-032");
 oq_test!(oq_033_state_in_postgresql, "OQ-033");
 oq_test!(oq_034_late_records_lookback_and_completeness, "OQ-034");
 oq_test!(oq_035_landed_pages_retained_unchangeable, "OQ-035");
+oq_test!(oq_036_fixed_window_quota_never_exceeded, "OQ-036");
+oq_test!(oq_037_oauth2_token_renewed_before_expiry, "OQ-037");
 
 #[test]
 fn every_scenario_has_a_test_here() {

@@ -8,6 +8,7 @@
 
 mod audit_chain;
 mod boundaries;
+mod castor;
 mod change_control;
 mod chart;
 pub mod context;

@@ -19,6 +19,7 @@ pub fn all() -> Vec<Scenario> {
     all.extend(super::state_db::all());
     all.extend(super::late_records::all());
     all.extend(super::retention::all());
+    all.extend(super::castor::all());
     all.sort_by_key(|s| s.id);
     all
 }

@@ -8,6 +8,7 @@ mod body;
 pub mod dataset;
 pub mod fault;
 mod log;
+mod quota;
 mod render;
 mod server;
 pub mod study_dataset;
@@ -28,7 +29,7 @@ use tokio::task::JoinHandle;
 pub use dataset::Dataset;
 pub use fault::{Fault, FaultSchedule, RetryAfterForm};
 pub use log::{LogEntry, RequestLog};
-pub use server::ServerBucket;
+pub use quota::{ServerBucket, ServerWindow};
 pub use vendor::Profile;
 
 /// Everything the simulator is told.
@@ -65,6 +66,9 @@ pub struct SimConfig {
     pub faults: FaultSchedule,
     /// Server-side quota: (rate per second, burst).
     pub quota: Option<(f64, u32)>,
+    /// Server-side fixed window: (calls, window length), the window opening
+    /// at the first request after the last one ended (Castor's quota).
+    pub window_quota: Option<(u32, Duration)>,
     /// How much later than the client granted it a request may arrive and
     /// still conform to `quota` (a gateway that allows for transit): the
     /// quota then admits `burst + rate × (t + this)` in any window of t.
@@ -115,6 +119,7 @@ impl Default for SimConfig {
             audit_trail_path: "/api/v24.1/audittrail/".into(),
             faults: FaultSchedule::default(),
             quota: None,
+            window_quota: None,
             quota_arrival_tolerance: Duration::ZERO,
             latency: Duration::ZERO,
             vault_burst: None,
@@ -147,11 +152,15 @@ impl Simulator {
         };
         let bucket = config
             .quota
-            .map(|(rate, burst)| server::ServerBucket::new(rate, burst, config.quota_arrival_tolerance));
+            .map(|(rate, burst)| ServerBucket::new(rate, burst, config.quota_arrival_tolerance));
+        let window = config
+            .window_quota
+            .map(|(calls, length)| ServerWindow::new(calls, length));
         let state = Arc::new(server::State {
             config,
             counter: AtomicU64::new(0),
             bucket: Mutex::new(bucket),
+            window: Mutex::new(window),
             burst_window: Mutex::new((std::time::Instant::now(), 0)),
             daily_served: AtomicU64::new(0),
             endless: Default::default(),

@@ -17,6 +17,7 @@ use super::body::SimBody;
 use super::dataset::Page;
 use super::fault::{Fault, RetryAfterForm};
 use super::log::{LogEntry, RequestLog};
+use super::quota::{ServerBucket, ServerWindow};
 use super::vendor::{self, rave, vault, Authn, Profile, Sessions};
 use super::SimConfig;
 
@@ -31,6 +32,8 @@ pub struct State {
     pub config: SimConfig,
     pub counter: AtomicU64,
     pub bucket: Mutex<Option<ServerBucket>>,
+    /// A fixed-window quota counted on arrivals (Castor's).
+    pub window: Mutex<Option<ServerWindow>>,
     /// Vault burst window: (start, requests in it).
     pub burst_window: Mutex<(Instant, u64)>,
     /// Vault daily limit: pages served so far today.
@@ -56,48 +59,6 @@ impl State {
         } else {
             SystemTime::now() - shift
         }
-    }
-}
-
-/// The simulator's own quota: a token bucket on arrival times, as a vendor
-/// gateway keeps one.
-///
-/// It counts time on the host's wall clock, the clock a vendor's gateway
-/// keeps and the one Redis's `TIME` reads (the shared pacer's clock): on
-/// one host the two then agree. Counted on the monotonic clock instead, it
-/// disagreed with Redis by the rate at which the wall clock was being
-/// slewed (1,700 ppm measured on this project's CI machine), which over a
-/// few seconds at a quota equal to the policy is one request too many: a
-/// difference of clocks, not of pacing. (Between two hosts the same
-/// difference is real; docs/pacer.md says what margin covers it.)
-pub struct ServerBucket {
-    interval: Duration,
-    tolerance: Duration,
-    tat: SystemTime,
-}
-
-impl ServerBucket {
-    /// `rate` per second with `burst`, admitting arrivals up to
-    /// `arrival_tolerance` later than an exact pacer would send them.
-    pub fn new(rate: f64, burst: u32, arrival_tolerance: Duration) -> ServerBucket {
-        let interval = Duration::from_secs_f64(1.0 / rate);
-        ServerBucket {
-            interval,
-            tolerance: interval * burst.saturating_sub(1) + arrival_tolerance,
-            tat: SystemTime::now(),
-        }
-    }
-
-    /// `Ok` if a request arriving now conforms, else how long until one would.
-    pub fn admit(&mut self, now: SystemTime) -> Result<(), Duration> {
-        let allowed_at = self.tat.checked_sub(self.tolerance).unwrap_or(now);
-        if let Ok(wait) = allowed_at.duration_since(now) {
-            if !wait.is_zero() {
-                return Err(wait);
-            }
-        }
-        self.tat = self.tat.max(now) + self.interval;
-        Ok(())
     }
 }
 
@@ -435,10 +396,17 @@ async fn decide(
     answer
 }
 
+/// The simulator's own quotas, on the arrival: its bucket, then its
+/// fixed window.
 fn server_quota(state: &State) -> Result<(), Duration> {
+    let now = SystemTime::now();
     let mut bucket = state.bucket.lock().unwrap_or_else(|p| p.into_inner());
-    match bucket.as_mut() {
-        Some(b) => b.admit(SystemTime::now()),
+    if let Some(b) = bucket.as_mut() {
+        b.admit(now)?;
+    }
+    let mut window = state.window.lock().unwrap_or_else(|p| p.into_inner());
+    match window.as_mut() {
+        Some(w) => w.admit(now),
         None => Ok(()),
     }
 }
@@ -485,34 +453,19 @@ fn route(state: &State, req: &Parts, fault: Option<&Fault>) -> Answer {
     };
     let garbage = matches!(fault, Some(Fault::Garbage));
     let mut answer = Answer::status(StatusCode::OK);
-    // Vault's daily limit (Vault REST API v14.0 release notes, "Vault
-    // Transactions API": once the 24-hour limit is reached "the API returns
-    // an API_LIMIT_EXCEEDED error message and no further calls will be
-    // processed until the next ... 24 hour period begins"; the counts in
-    // X-VaultAPI-DailyLimit and X-VaultAPI-DailyLimitRemaining).
     if let Some(limit) = cfg.vault_daily {
-        let served = state.daily_served.load(Ordering::SeqCst);
-        let daily = |a: &mut Answer, remaining: u64| {
-            a.headers.push((
-                HeaderName::from_static("x-vaultapi-dailylimit"),
-                limit.to_string(),
-            ));
-            a.headers.push((
-                HeaderName::from_static("x-vaultapi-dailylimitremaining"),
-                remaining.to_string(),
-            ));
-        };
-        if served >= limit {
-            let mut spent = Answer::body(
-                StatusCode::OK,
-                "application/json",
-                vault::failure("API_LIMIT_EXCEEDED"),
-            );
-            daily(&mut spent, 0);
-            return spent;
+        match vault::daily(limit, &state.daily_served) {
+            Ok(headers) => answer.headers.extend(headers),
+            Err(headers) => {
+                let mut spent = Answer::body(
+                    StatusCode::OK,
+                    "application/json",
+                    vault::failure("API_LIMIT_EXCEEDED"),
+                );
+                spent.headers.extend(headers);
+                return spent;
+            }
         }
-        let served = state.daily_served.fetch_add(1, Ordering::SeqCst) + 1;
-        daily(&mut answer, limit.saturating_sub(served));
     }
     let audit_trail = cfg
         .audit_trail
@@ -588,35 +541,4 @@ fn client_id(parts: &hyper::http::request::Parts) -> Option<String> {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string)
         })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ServerBucket;
-    use std::time::{Duration, SystemTime};
-
-    /// 6 arrivals in 0.294 s at 10/s with burst 3: refused by an exact
-    /// gateway, admitted by one allowing 50 ms of transit; a seventh is
-    /// refused by both.
-    #[test]
-    fn the_arrival_tolerance_admits_a_late_arrival_and_no_extra_request() {
-        let at = |t0: SystemTime, ms: u64| t0 + Duration::from_millis(ms);
-        let arrivals = [0, 0, 0, 100, 200, 294, 294];
-        let admitted = |tolerance: Duration| {
-            let mut bucket = ServerBucket::new(10.0, 3, tolerance);
-            let t0 = bucket.tat;
-            arrivals
-                .iter()
-                .map(|ms| bucket.admit(at(t0, *ms)).is_ok())
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(
-            admitted(Duration::ZERO),
-            [true, true, true, true, true, false, false]
-        );
-        assert_eq!(
-            admitted(Duration::from_millis(50)),
-            [true, true, true, true, true, true, false]
-        );
-    }
 }

@@ -96,6 +96,38 @@ pub fn login(cfg: &crate::SimConfig, sessions: &Sessions, form: &[u8], own: Stri
     }
 }
 
+/// Response headers, as the server adds them.
+pub type Headers = Vec<(hyper::header::HeaderName, String)>;
+
+/// Vault's daily limit (Vault REST API v14.0 release notes, "Vault
+/// Transactions API": once the 24-hour limit is reached "the API returns an
+/// API_LIMIT_EXCEEDED error message and no further calls will be processed
+/// until the next ... 24 hour period begins"; the counts travel in
+/// X-VaultAPI-DailyLimit and X-VaultAPI-DailyLimitRemaining). `Ok`: serve
+/// the page with these headers; `Err`: the limit is spent, answer
+/// API_LIMIT_EXCEEDED with them. The simulator's day never ends.
+pub fn daily(limit: u64, served: &std::sync::atomic::AtomicU64) -> Result<Headers, Headers> {
+    use hyper::header::HeaderName;
+    use std::sync::atomic::Ordering;
+    let headers = |remaining: u64| {
+        vec![
+            (
+                HeaderName::from_static("x-vaultapi-dailylimit"),
+                limit.to_string(),
+            ),
+            (
+                HeaderName::from_static("x-vaultapi-dailylimitremaining"),
+                remaining.to_string(),
+            ),
+        ]
+    };
+    if served.load(Ordering::SeqCst) >= limit {
+        return Err(headers(0));
+    }
+    let served = served.fetch_add(1, Ordering::SeqCst) + 1;
+    Ok(headers(limit.saturating_sub(served)))
+}
+
 /// Vault's error envelope at HTTP 200 (Vault REST API reference, "Errors":
 /// `responseStatus` FAILURE and `errors[{type, message}]`).
 pub fn failure(kind: &str) -> String {

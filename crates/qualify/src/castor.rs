@@ -1,0 +1,209 @@
+//! OQ scenarios for Castor EDC's shapes (OQ-036, OQ-037): a quota counted
+//! in fixed windows from the first call, held across a 429, and OAuth2
+//! client-credentials tokens that expire during a sync.
+//!
+//! Each runs the installed executable against the simulator's castor
+//! profile, which imitates Castor's helpdesk pages and its clients (see
+//! `crates/sim/src/vendor/castor.rs` for the source of each behaviour), with
+//! the profile's own fixed-window quota as the vendor's gateway keeps it.
+
+use std::process::Output;
+use std::time::Duration;
+
+use super::context::{Ctx, OQ_PASSWORD};
+use super::scenario::{events, landed_and_distinct, scenario, stream_dir, Scenario};
+use edc_sim::{LogEntry, Profile, Simulator};
+
+/// The scenarios of this file, in id order.
+pub fn all() -> Vec<Scenario> {
+    vec![
+        scenario!(
+            "OQ-036",
+            "A vendor's fixed-window quota is never exceeded, and a 429 holds every request until the window ends",
+            ["URS-037", "URS-007"],
+            false,
+            oq_036
+        ),
+        scenario!(
+            "OQ-037",
+            "An OAuth2 token is renewed before it expires, never refused, and never written anywhere",
+            ["URS-038", "URS-015"],
+            false,
+            oq_037
+        ),
+    ]
+}
+
+const VENDOR: &str = "oq_castor";
+/// The fixture policy's window: 6 calls per 2 s from the first.
+const WINDOW_CALLS: usize = 6;
+const WINDOW: Duration = Duration::from_secs(2);
+
+async fn run(ctx: &Ctx, config: &std::path::Path, sim: &Simulator) -> anyhow::Result<Output> {
+    let mut cmd = ctx.vendor_command(config, sim, VENDOR, OQ_PASSWORD, &[]);
+    Ok(tokio::task::spawn_blocking(move || cmd.output()).await??)
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+/// The calls in each of the vendor's windows, as it counts them: the first
+/// arrival opens a window, and the first arrival after it ended the next.
+fn vendor_windows(requests: &[LogEntry]) -> Vec<usize> {
+    let mut counts: Vec<usize> = Vec::new();
+    let mut start = None;
+    for r in requests {
+        match start {
+            Some(s) if r.t_us - s < WINDOW.as_micros() as i64 => {
+                if let Some(last) = counts.last_mut() {
+                    *last += 1;
+                }
+            }
+            _ => {
+                start = Some(r.t_us);
+                counts.push(1);
+            }
+        }
+    }
+    counts
+}
+
+async fn oq_036(ctx: &mut Ctx) -> anyhow::Result<()> {
+    let config = ctx.policy_repo()?;
+    // 60 records in pages of 5 (12 pages and a token request), a server
+    // that refuses a 7th call in any of its windows, and a 429 without
+    // Retry-After on the 4th request.
+    let sim = ctx
+        .sim_with(60, &["4=429:absent"], |c| {
+            c.profile = Profile::Castor;
+            c.window_quota = Some((WINDOW_CALLS as u32, WINDOW));
+        })
+        .await?;
+    let out = run(ctx, &config, &sim).await?;
+    ctx.check_eq("exit code", 0, code(&out));
+    let ids = crate::landed::landed_json_record_ids(&stream_dir(ctx, VENDOR, "default"))?;
+    ctx.check_eq(
+        "records landed / distinct",
+        "60 / 60".to_string(),
+        landed_and_distinct(&ids),
+    );
+    let requests = sim.requests();
+    let windows = vendor_windows(&requests);
+    ctx.check(
+        "calls in each of the server's windows (6 a window of 2 s from its first call)",
+        format!("at most {WINDOW_CALLS} each"),
+        format!("{windows:?}"),
+        windows.iter().all(|n| *n <= WINDOW_CALLS),
+    );
+    let refused_by_window: Vec<&LogEntry> = requests
+        .iter()
+        .filter(|r| r.fault.as_deref() == Some("server_quota"))
+        .collect();
+    ctx.check_eq("requests the server's window refused", 0, refused_by_window.len());
+    let limited = events(ctx, "rate_limited");
+    ctx.check(
+        "the 429 marked the window spent",
+        "one rate_limited line with window_spent true",
+        format!(
+            "{} line(s), window_spent {}",
+            limited.len(),
+            limited
+                .first()
+                .map_or("absent".into(), |l| l["window_spent"].to_string())
+        ),
+        limited.len() == 1 && limited[0]["window_spent"] == true,
+    );
+    let (first, retry) = (requests[0].t_us, requests[4].t_us);
+    ctx.check(
+        "the request after the 429 waited for the end of the window the first call began",
+        "at least 2 s after the first call (the 429 asked for 1 s)",
+        format!("{:.3} s after", (retry - first) as f64 / 1e6),
+        retry - first >= 1_950_000,
+    );
+    ctx.attach_run_outputs();
+    Ok(())
+}
+
+async fn oq_037(ctx: &mut Ctx) -> anyhow::Result<()> {
+    let config = ctx.policy_repo()?;
+    // Tokens that last one second, a sync of about four.
+    let sim = ctx
+        .sim_with(60, &[], |c| {
+            c.profile = Profile::Castor;
+            c.token_lifetime = Duration::from_secs(1);
+        })
+        .await?;
+    let out = run(ctx, &config, &sim).await?;
+    ctx.check_eq("exit code", 0, code(&out));
+    let ids = crate::landed::landed_json_record_ids(&stream_dir(ctx, VENDOR, "default"))?;
+    ctx.check_eq(
+        "records landed / distinct",
+        "60 / 60".to_string(),
+        landed_and_distinct(&ids),
+    );
+    let requests = sim.requests();
+    let refused = requests.iter().filter(|r| r.status == 401).count();
+    ctx.check_eq("requests refused for an expired token (401)", 0, refused);
+    let posts: Vec<&LogEntry> = requests.iter().filter(|r| r.method == "POST").collect();
+    let renewed = events(ctx, "session_renewed");
+    ctx.check(
+        "tokens obtained: one session_started, then one session_renewed per token, each before expiry",
+        "token requests = 1 + renewals >= 3, every renewal for the token's lifetime",
+        format!(
+            "{} token request(s) to {:?}; {} renewal(s)",
+            posts.len(),
+            posts
+                .iter()
+                .map(|r| r.path.as_str())
+                .collect::<std::collections::BTreeSet<_>>(),
+            renewed.len()
+        ),
+        posts.len() == renewed.len() + 1
+            && posts.len() >= 3
+            && posts.iter().all(|r| r.path == "/oauth/token")
+            && renewed
+                .iter()
+                .all(|l| l["reason"].as_str().is_some_and(|r| r.contains("lifetime"))),
+    );
+    // Neither the client secret nor any token reached any file of the
+    // scenario or the run's output.
+    let mut written = String::from_utf8_lossy(&out.stdout).into_owned();
+    written.push_str(&String::from_utf8_lossy(&out.stderr));
+    for path in crate::files::under(&ctx.dir) {
+        written.push_str(&String::from_utf8_lossy(&edc_core::no_follow::read_bytes(&path)?));
+    }
+    let tokens = issued_tokens(posts.len());
+    let leaked = tokens.iter().filter(|t| written.contains(t.as_str())).count()
+        + usize::from(written.contains(OQ_PASSWORD));
+    ctx.check_eq(
+        "the client secret and the tokens issued, found in the evidence or the output",
+        0,
+        leaked,
+    );
+    ctx.attach_run_outputs();
+    Ok(())
+}
+
+/// The tokens the simulator issued: it issues them from its seed and a
+/// counter, so a fresh registry with the same seed issues the same ones.
+fn issued_tokens(n: usize) -> Vec<String> {
+    let config = edc_sim::SimConfig {
+        dataset: super::context::dataset(1),
+        username: super::context::OQ_USER.into(),
+        password: OQ_PASSWORD.into(),
+        ..edc_sim::SimConfig::default()
+    };
+    let tokens = edc_sim::vendor::castor::Tokens::default();
+    let form = format!(
+        "grant_type=client_credentials&client_id={}&client_secret={OQ_PASSWORD}",
+        super::context::OQ_USER
+    );
+    (0..n)
+        .filter_map(|_| {
+            let (_, body) = edc_sim::vendor::castor::token(&config, &tokens, form.as_bytes());
+            let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+            v["access_token"].as_str().map(str::to_string)
+        })
+        .collect()
+}
