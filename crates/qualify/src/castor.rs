@@ -127,11 +127,12 @@ async fn oq_036(ctx: &mut Ctx) -> anyhow::Result<()> {
 
 async fn oq_037(ctx: &mut Ctx) -> anyhow::Result<()> {
     let config = ctx.policy_repo()?;
-    // Tokens that last one second, a sync of about four.
+    // Tokens that last two seconds (renewed one second before their end),
+    // a sync of about four and a half.
     let sim = ctx
         .sim_with(60, &[], |c| {
             c.profile = Profile::Castor;
-            c.token_lifetime = Duration::from_secs(1);
+            c.token_lifetime = Duration::from_secs(2);
         })
         .await?;
     let out = run(ctx, &config, &sim).await?;
