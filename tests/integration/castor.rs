@@ -310,3 +310,60 @@ async fn castors_error_bodies_decide_the_step() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("The page size is too large"));
     assert_eq!(fx.events("page_committed").len(), 1);
 }
+
+/// `edc-sync simulate --profile castor` from the command line: the token
+/// endpoint, a token's lifetime, and the server's own fixed window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulate_serves_the_castor_profile_from_the_command_line() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::new();
+    let castor = crate::vendors::SimProcess::start(&[
+        "--profile",
+        "castor",
+        "--username",
+        CLIENT_ID,
+        "--password",
+        SECRET,
+        "--token-lifetime-s",
+        "1",
+        "--window-calls",
+        "3",
+        "--window-s",
+        "30",
+    ]);
+    let token = |secret: &str| {
+        http.post(format!("{}/oauth/token", castor.1))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!(
+                "grant_type=client_credentials&client_id={CLIENT_ID}&client_secret={secret}"
+            ))
+            .send()
+    };
+    let refused = token("nope").await.unwrap();
+    assert_eq!(refused.status(), 401);
+    assert!(refused.text().await.unwrap().contains("invalid_client"));
+    let granted: serde_json::Value =
+        serde_json::from_slice(&token(SECRET).await.unwrap().bytes().await.unwrap()).unwrap();
+    assert_eq!(granted["token_type"], "Bearer");
+    assert_eq!(granted["expires_in"], 1);
+    let bearer = format!("Bearer {}", granted["access_token"].as_str().unwrap());
+    let page = || {
+        http.get(format!("{}/api/v24.1/query/audit_trail?limit=5", castor.1))
+            .header("authorization", &bearer)
+            .send()
+    };
+    for _ in 0..3 {
+        assert_eq!(page().await.unwrap().status(), 200);
+    }
+    // The fourth call in the window opened by the first: 429.
+    assert_eq!(page().await.unwrap().status(), 429);
+    // A token older than its lifetime: 401 with Castor's error body.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let expired = page().await.unwrap();
+    assert_eq!(expired.status(), 401);
+    let body: serde_json::Value = serde_json::from_slice(&expired.bytes().await.unwrap()).unwrap();
+    assert_eq!(
+        (body["status"].as_u64(), body["title"].as_str()),
+        (Some(401), Some("Unauthorized"))
+    );
+}

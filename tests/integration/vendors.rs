@@ -817,10 +817,11 @@ async fn the_shipped_vendor_blocks_land_every_record_once_across_three_runs_whil
 }
 
 /// `edc-sync simulate` as a user starts it; killed when dropped.
-struct SimProcess(std::process::Child, String);
+/// `edc-sync simulate` as a process of its own, and its base URL.
+pub(crate) struct SimProcess(std::process::Child, pub(crate) String);
 
 impl SimProcess {
-    fn start(args: &[&str]) -> SimProcess {
+    pub(crate) fn start(args: &[&str]) -> SimProcess {
         use std::io::BufRead;
         let mut child = support::edc_sync()
             .args(["simulate", "--port", "0", "--records", "12"])
