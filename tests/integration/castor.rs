@@ -2,107 +2,13 @@
 //! profile over loopback (which imitates Castor's helpdesk pages and its
 //! clients castoRedc and castoredc_api; see `crates/sim/src/vendor/castor.rs`).
 
-use crate::support;
-
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
 use edc_core::audit::verify;
-use edc_sim::{Dataset, FaultSchedule, LogEntry, Profile, SimConfig, Simulator};
+use edc_sim::{Dataset, LogEntry, Profile, SimConfig, Simulator};
 
-const CLIENT_ID: &str = "castor-client-5d1c";
-const SECRET: &str = "castor-Secret-0b7e41";
-const STUDY: &str = "B5C8E3F1-6A2D-4F11-9E0C-2D7A1C5B9E44";
-
-/// The simulator policies committed in a scratch repository.
-struct Fixture {
-    dir: tempfile::TempDir,
-}
-
-impl Fixture {
-    fn new() -> Fixture {
-        let dir = tempfile::tempdir().unwrap();
-        let repo = support::git_init(dir.path());
-        std::fs::write(dir.path().join("policies.yaml"), support::SIM_POLICIES).unwrap();
-        support::git_commit_all(&repo, "policies");
-        Fixture { dir }
-    }
-
-    fn path(&self, p: &str) -> PathBuf {
-        self.dir.path().join(p)
-    }
-
-    fn sync(&self, vendor: &str, sim: &Simulator, secret: &str) -> Command {
-        let mut cmd = support::edc_sync();
-        cmd.args(["sync", "--config"])
-            .arg(self.path("policies.yaml"))
-            .args(["--vendor", vendor, "--study", STUDY, "--out"])
-            .arg(self.path("landing"))
-            .arg("--state")
-            .arg(self.path("state"))
-            .arg("--audit-log")
-            .arg(self.path("audit.jsonl"))
-            .args(["--pacer", "local"])
-            .env("EDC_SYNC_TEST_BASE_URL", sim.base_url())
-            .env("EDC_SYNC_TEST_USER", CLIENT_ID)
-            .env("EDC_SYNC_TEST_PASSWORD", secret)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        cmd
-    }
-
-    async fn run(&self, vendor: &str, sim: &Simulator, secret: &str) -> Output {
-        let mut cmd = self.sync(vendor, sim, secret);
-        tokio::task::spawn_blocking(move || cmd.output().unwrap())
-            .await
-            .unwrap()
-    }
-
-    fn events(&self, name: &str) -> Vec<serde_json::Value> {
-        support::audit_events(&self.path("audit.jsonl"), name)
-    }
-
-    fn stream_dir(&self, vendor: &str, stream: &str) -> PathBuf {
-        self.path(&format!("landing/{vendor}/-/{STUDY}/-/{stream}"))
-    }
-}
-
-async fn sim(records: u32, faults: &[&str], tune: impl FnOnce(&mut SimConfig)) -> Simulator {
-    let mut schedule = FaultSchedule::default();
-    for f in faults {
-        let (n, fault) = FaultSchedule::parse_entry(f).unwrap();
-        schedule.insert(n, fault);
-    }
-    let mut config = SimConfig {
-        dataset: Dataset {
-            subjects: 7,
-            records,
-            seed: 23,
-            padding: 0,
-        },
-        profile: Profile::Castor,
-        username: CLIENT_ID.into(),
-        password: SECRET.into(),
-        faults: schedule,
-        ..SimConfig::default()
-    };
-    tune(&mut config);
-    Simulator::start(config, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap()
-}
-
-#[track_caller]
-fn assert_exit(out: &Output, code: i32) {
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "stdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+use crate::vendors::{assert_exit, sim, Fixture, PASSWORD as SECRET, USER as CLIENT_ID};
 
 /// Every byte the run wrote (files under the fixture, stdout, stderr).
 fn everything(fx: &Fixture, out: &Output) -> String {
@@ -133,7 +39,7 @@ fn issued_tokens(sim: &Simulator, n: u64) -> Vec<String> {
         dataset: Dataset {
             subjects: 7,
             records: 1,
-            seed: 23,
+            seed: 11,
             padding: 0,
         },
         username: CLIENT_ID.into(),
@@ -159,7 +65,10 @@ async fn an_oauth2_token_is_renewed_before_it_expires_and_never_written() {
     let fx = Fixture::new();
     // 100 records in pages of 5 at 8 requests a second: about 2.5 s, with
     // tokens that last one second.
-    let sim = sim(100, &[], |c| c.token_lifetime = Duration::from_secs(1)).await;
+    let sim = sim(Profile::Castor, 100, &[], |c| {
+        c.token_lifetime = Duration::from_secs(1)
+    })
+    .await;
     let out = fx.run("castor_oauth", &sim, SECRET).await;
     assert_exit(&out, 0);
     let requests = sim.requests();
@@ -186,8 +95,7 @@ async fn an_oauth2_token_is_renewed_before_it_expires_and_never_written() {
             "{line}"
         );
     }
-    let mut ids =
-        edc_qualify::landed::landed_json_record_ids(&fx.stream_dir("castor_oauth", "default")).unwrap();
+    let mut ids = edc_qualify::landed::landed_json_record_ids(&fx.stream_dir("castor_oauth")).unwrap();
     assert_eq!(ids.len(), 100);
     ids.sort();
     ids.dedup();
@@ -208,7 +116,7 @@ async fn an_oauth2_token_is_renewed_before_it_expires_and_never_written() {
 async fn a_401_renews_the_token_once_and_the_page_is_fetched_again() {
     let fx = Fixture::new();
     // 1 = token, 2 = page 1, 3 = page 2 refused, 4 = token, 5 = page 2.
-    let sim = sim(20, &["3=401"], |_| {}).await;
+    let sim = sim(Profile::Castor, 20, &["3=401"], |_| {}).await;
     let out = fx.run("castor_oauth", &sim, SECRET).await;
     assert_exit(&out, 0);
     let renewed = fx.events("session_renewed");
@@ -226,7 +134,7 @@ async fn a_401_renews_the_token_once_and_the_page_is_fetched_again() {
         "the refused page is asked again"
     );
     assert_eq!(
-        edc_qualify::landed::landed_json_record_ids(&fx.stream_dir("castor_oauth", "default"))
+        edc_qualify::landed::landed_json_record_ids(&fx.stream_dir("castor_oauth"))
             .unwrap()
             .len(),
         20
@@ -238,7 +146,7 @@ async fn a_401_renews_the_token_once_and_the_page_is_fetched_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_client_secret_exits_77_naming_the_variables_not_the_secret() {
     let fx = Fixture::new();
-    let sim = sim(20, &[], |_| {}).await;
+    let sim = sim(Profile::Castor, 20, &[], |_| {}).await;
     let wrong = "castor-Wrong-99aa17";
     let out = fx.run("castor_oauth", &sim, wrong).await;
     assert_exit(&out, 77);
@@ -263,7 +171,13 @@ async fn a_wrong_client_secret_exits_77_naming_the_variables_not_the_secret() {
 async fn castors_error_bodies_decide_the_step() {
     // The first data request says the collection is empty.
     let fx = Fixture::new();
-    let server = sim(20, &["2=castor-error:404:There are no data points."], |_| {}).await;
+    let server = sim(
+        Profile::Castor,
+        20,
+        &["2=castor-error:404:There are no data points."],
+        |_| {},
+    )
+    .await;
     let out = fx.run("castor_oauth", &server, SECRET).await;
     assert_exit(&out, 0);
     let empty = fx.events("collection_empty");
@@ -272,15 +186,12 @@ async fn castors_error_bodies_decide_the_step() {
     assert_eq!(empty[0]["vendor_error"]["kind"], "no_items");
     assert_eq!(empty[0]["vendor_error"]["message"], "There are no data points.");
     assert!(fx.events("page_committed").is_empty());
-    assert!(!fx
-        .stream_dir("castor_oauth", "default")
-        .join("manifest.jsonl")
-        .exists());
+    assert!(!fx.stream_dir("castor_oauth").join("manifest.jsonl").exists());
     // The next run finds the records and lands each once.
     let again = fx.run("castor_oauth", &server, SECRET).await;
     assert_exit(&again, 0);
     assert_eq!(
-        edc_qualify::landed::landed_json_record_ids(&fx.stream_dir("castor_oauth", "default"))
+        edc_qualify::landed::landed_json_record_ids(&fx.stream_dir("castor_oauth"))
             .unwrap()
             .len(),
         20
@@ -288,7 +199,13 @@ async fn castors_error_bodies_decide_the_step() {
 
     // A study Castor does not know (or this client may not see).
     let fx = Fixture::new();
-    let server = sim(20, &["2=castor-error:404:Study not found"], |_| {}).await;
+    let server = sim(
+        Profile::Castor,
+        20,
+        &["2=castor-error:404:Study not found"],
+        |_| {},
+    )
+    .await;
     let out = fx.run("castor_oauth", &server, SECRET).await;
     assert_exit(&out, 77);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -297,14 +214,26 @@ async fn castors_error_bodies_decide_the_step() {
 
     // A server error with Castor's body: retried, then the page lands.
     let fx = Fixture::new();
-    let server = sim(20, &["2=castor-error:500:Something went wrong"], |_| {}).await;
+    let server = sim(
+        Profile::Castor,
+        20,
+        &["2=castor-error:500:Something went wrong"],
+        |_| {},
+    )
+    .await;
     let out = fx.run("castor_oauth", &server, SECRET).await;
     assert_exit(&out, 0);
     assert_eq!(fx.events("retry_scheduled").len(), 1);
 
     // A 422 with Castor's body: exit 65 naming Castor's detail, nothing committed.
     let fx = Fixture::new();
-    let server = sim(20, &["3=castor-error:422:The page size is too large"], |_| {}).await;
+    let server = sim(
+        Profile::Castor,
+        20,
+        &["3=castor-error:422:The page size is too large"],
+        |_| {},
+    )
+    .await;
     let out = fx.run("castor_oauth", &server, SECRET).await;
     assert_exit(&out, 65);
     assert!(String::from_utf8_lossy(&out.stderr).contains("The page size is too large"));

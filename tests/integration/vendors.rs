@@ -11,20 +11,20 @@ use std::process::{Command, Output, Stdio};
 use edc_core::audit::verify;
 use edc_sim::{Dataset, FaultSchedule, LogEntry, Profile, SimConfig, Simulator};
 
-const USER: &str = "oq.user@example.invalid";
-const PASSWORD: &str = "pw-Vendor-7f3c9a1e";
+pub(crate) const USER: &str = "oq.user@example.invalid";
+pub(crate) const PASSWORD: &str = "pw-Vendor-7f3c9a1e";
 const STUDY: &str = "Mediflex(Prod)";
 
 /// Policies for each scheme and dialect, against the simulator's shapes.
 const POLICIES: &str = include_str!("../../config/fixtures/simulator-policies.yaml");
 
 /// A working directory with the policies committed in a git repository.
-struct Fixture {
-    dir: tempfile::TempDir,
+pub(crate) struct Fixture {
+    pub(crate) dir: tempfile::TempDir,
 }
 
 impl Fixture {
-    fn new() -> Fixture {
+    pub(crate) fn new() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let repo = support::git_init(dir.path());
         std::fs::write(dir.path().join("policies.yaml"), POLICIES).unwrap();
@@ -32,16 +32,25 @@ impl Fixture {
         Fixture { dir }
     }
 
-    fn path(&self, p: &str) -> PathBuf {
+    pub(crate) fn path(&self, p: &str) -> PathBuf {
         self.dir.path().join(p)
     }
 
     /// The committed policies with `from` replaced by `to` (uncommitted:
     /// runs need --allow-dirty).
-    fn edit_policies(&self, from: &str, to: &str) {
+    pub(crate) fn edit_policies(&self, from: &str, to: &str) {
         let policies = std::fs::read_to_string(self.path("policies.yaml")).unwrap();
         assert!(policies.contains(from), "the policies contain {from:?}");
         std::fs::write(self.path("policies.yaml"), policies.replacen(from, to, 1)).unwrap();
+    }
+
+    /// The vault_audit block with `lookback: {identical_records: distinct}`
+    /// (uncommitted: runs need --allow-dirty).
+    fn vault_audit_with_distinct_twins(&self) {
+        self.edit_policies(
+            "      settle_lag_s: 1\nvault_vql:",
+            "      settle_lag_s: 1\n    lookback:\n      identical_records: distinct\nvault_vql:",
+        );
     }
 
     /// The vault_audit block with `lookback: {seconds: 0}` (uncommitted:
@@ -85,11 +94,17 @@ impl Fixture {
         cmd
     }
 
-    async fn run(&self, vendor: &str, sim: &Simulator, password: &str) -> Output {
+    pub(crate) async fn run(&self, vendor: &str, sim: &Simulator, password: &str) -> Output {
         self.run_with(vendor, sim, password, &[]).await
     }
 
-    async fn run_with(&self, vendor: &str, sim: &Simulator, password: &str, extra: &[&str]) -> Output {
+    pub(crate) async fn run_with(
+        &self,
+        vendor: &str,
+        sim: &Simulator,
+        password: &str,
+        extra: &[&str],
+    ) -> Output {
         let mut cmd = self.sync(vendor, sim, password);
         cmd.args(extra);
         tokio::task::spawn_blocking(move || cmd.output().unwrap())
@@ -97,15 +112,15 @@ impl Fixture {
             .unwrap()
     }
 
-    fn events(&self, name: &str) -> Vec<serde_json::Value> {
+    pub(crate) fn events(&self, name: &str) -> Vec<serde_json::Value> {
         support::audit_events(&self.path("audit.jsonl"), name)
     }
 
-    fn stream_dir(&self, vendor: &str) -> PathBuf {
+    pub(crate) fn stream_dir(&self, vendor: &str) -> PathBuf {
         self.path(&format!("landing/{vendor}/-/{STUDY}/-/default"))
     }
 
-    fn cursor(&self, vendor: &str) -> serde_json::Value {
+    pub(crate) fn cursor(&self, vendor: &str) -> serde_json::Value {
         let path = self.path(&format!("state/{vendor}/-/{STUDY}/-/default.cursor.json"));
         std::fs::read_to_string(path)
             .map(|t| serde_json::from_str(&t).unwrap())
@@ -121,7 +136,7 @@ impl Fixture {
 
 const HELPER_TOKEN: &str = "helper-issued-token-9c1b77";
 
-async fn sim(
+pub(crate) async fn sim(
     profile: Profile,
     records: u32,
     faults: &[&str],
@@ -152,7 +167,7 @@ async fn sim(
 }
 
 #[track_caller]
-fn assert_exit(out: &Output, code: i32) {
+pub(crate) fn assert_exit(out: &Output, code: i32) {
     assert_eq!(
         out.status.code(),
         Some(code),
@@ -1086,10 +1101,7 @@ async fn identical_rows_are_two_events_each_landed_once_when_the_policy_says_so(
         ..edc_sim::audit_trail::Arrivals::every(origin, std::time::Duration::from_millis(250))
     };
     let distinct = Fixture::new();
-    distinct.edit_policies(
-        "      settle_lag_s: 1\nvault_vql:",
-        "      settle_lag_s: 1\n    lookback:\n      identical_records: distinct\nvault_vql:",
-    );
+    distinct.vault_audit_with_distinct_twins();
     let same = Fixture::new();
     let sim = sim(Profile::Vault, RECORDS, &[], |c| {
         c.audit_trail = Some(arrivals.clone())
@@ -1113,11 +1125,7 @@ async fn identical_rows_are_two_events_each_landed_once_when_the_policy_says_so(
     // landed rows are exactly the first N the server listed.
     let mut got = landed(&distinct);
     got.sort();
-    let served: Vec<String> = (1..=got.len() as u32)
-        .map(|n| format!("AT-{:07}", arrivals.original(n)))
-        .collect();
-    let mut expected = served;
-    expected.sort();
+    let expected = served_rows(&arrivals, got.len() as u32);
     assert_eq!(got, expected, "with distinct, every row once, twins included");
     assert!(
         got.len() > 60,
@@ -1141,6 +1149,16 @@ async fn identical_rows_are_two_events_each_landed_once_when_the_policy_says_so(
     );
 }
 
+/// The ids of the first `n` rows the audit trail lists (twins repeat
+/// their original's), sorted.
+fn served_rows(arrivals: &edc_sim::audit_trail::Arrivals, n: u32) -> Vec<String> {
+    let mut ids: Vec<String> = (1..=n)
+        .map(|k| format!("AT-{:07}", arrivals.original(k)))
+        .collect();
+    ids.sort();
+    ids
+}
+
 /// A window with twins stopped part-way (`--max-pages`) is read again from
 /// its first page by the next run: the twins' count is whole only so, and
 /// what the first run landed is recognised, not landed again.
@@ -1154,10 +1172,7 @@ async fn an_interrupted_window_with_twins_is_read_again_from_its_first_page() {
         ..edc_sim::audit_trail::Arrivals::every(origin, std::time::Duration::from_millis(250))
     };
     let fx = Fixture::new();
-    fx.edit_policies(
-        "      settle_lag_s: 1\nvault_vql:",
-        "      settle_lag_s: 1\n    lookback:\n      identical_records: distinct\nvault_vql:",
-    );
+    fx.vault_audit_with_distinct_twins();
     let sim = sim(Profile::Vault, RECORDS, &[], |c| {
         c.audit_trail = Some(arrivals.clone())
     })
@@ -1193,10 +1208,7 @@ async fn an_interrupted_window_with_twins_is_read_again_from_its_first_page() {
     );
     let mut got = edc_qualify::landed::landed_json_record_ids(&fx.stream_dir("vault_audit")).unwrap();
     got.sort();
-    let mut expected: Vec<String> = (1..=RECORDS)
-        .map(|n| format!("AT-{:07}", arrivals.original(n)))
-        .collect();
-    expected.sort();
+    let expected = served_rows(&arrivals, RECORDS);
     assert_eq!(got, expected, "every row once, twins included");
 }
 

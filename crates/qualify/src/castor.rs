@@ -48,6 +48,17 @@ fn code(out: &Output) -> i32 {
     out.status.code().unwrap_or(-1)
 }
 
+/// The check both scenarios make of the landing: 60 records, each once.
+fn sixty_landed_once(ctx: &mut Ctx) -> anyhow::Result<()> {
+    let ids = crate::landed::landed_json_record_ids(&stream_dir(ctx, VENDOR, "default"))?;
+    ctx.check_eq(
+        "records landed / distinct",
+        "60 / 60".to_string(),
+        landed_and_distinct(&ids),
+    );
+    Ok(())
+}
+
 /// The calls in each of the vendor's windows, as it counts them: the first
 /// arrival opens a window, and the first arrival after it ended the next.
 fn vendor_windows(requests: &[LogEntry]) -> Vec<usize> {
@@ -82,12 +93,7 @@ async fn oq_036(ctx: &mut Ctx) -> anyhow::Result<()> {
         .await?;
     let out = run(ctx, &config, &sim).await?;
     ctx.check_eq("exit code", 0, code(&out));
-    let ids = crate::landed::landed_json_record_ids(&stream_dir(ctx, VENDOR, "default"))?;
-    ctx.check_eq(
-        "records landed / distinct",
-        "60 / 60".to_string(),
-        landed_and_distinct(&ids),
-    );
+    sixty_landed_once(ctx)?;
     let requests = sim.requests();
     let windows = vendor_windows(&requests);
     ctx.check(
@@ -137,12 +143,7 @@ async fn oq_037(ctx: &mut Ctx) -> anyhow::Result<()> {
         .await?;
     let out = run(ctx, &config, &sim).await?;
     ctx.check_eq("exit code", 0, code(&out));
-    let ids = crate::landed::landed_json_record_ids(&stream_dir(ctx, VENDOR, "default"))?;
-    ctx.check_eq(
-        "records landed / distinct",
-        "60 / 60".to_string(),
-        landed_and_distinct(&ids),
-    );
+    sixty_landed_once(ctx)?;
     let requests = sim.requests();
     let refused = requests.iter().filter(|r| r.status == 401).count();
     ctx.check_eq("requests refused for an expired token (401)", 0, refused);
