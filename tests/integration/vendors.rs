@@ -1095,11 +1095,7 @@ async fn late_visible_records_and_sub_second_times_land_once_with_the_lookback_a
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn identical_rows_are_two_events_each_landed_once_when_the_policy_says_so() {
     const RECORDS: u32 = 100;
-    let origin = std::time::SystemTime::now() - std::time::Duration::from_secs(15);
-    let arrivals = edc_sim::audit_trail::Arrivals {
-        twins: Some(5),
-        ..edc_sim::audit_trail::Arrivals::every(origin, std::time::Duration::from_millis(250))
-    };
+    let arrivals = rows_with_twins(15, 5);
     let distinct = Fixture::new();
     distinct.vault_audit_with_distinct_twins();
     let same = Fixture::new();
@@ -1149,6 +1145,16 @@ async fn identical_rows_are_two_events_each_landed_once_when_the_policy_says_so(
     );
 }
 
+/// An audit trail of rows every 250 ms from `ago_s` seconds ago, every
+/// `k`-th the twin of the one before it.
+fn rows_with_twins(ago_s: u64, k: u32) -> edc_sim::audit_trail::Arrivals {
+    let origin = std::time::SystemTime::now() - std::time::Duration::from_secs(ago_s);
+    edc_sim::audit_trail::Arrivals {
+        twins: Some(k),
+        ..edc_sim::audit_trail::Arrivals::every(origin, std::time::Duration::from_millis(250))
+    }
+}
+
 /// The ids of the first `n` rows the audit trail lists (twins repeat
 /// their original's), sorted.
 fn served_rows(arrivals: &edc_sim::audit_trail::Arrivals, n: u32) -> Vec<String> {
@@ -1166,11 +1172,7 @@ fn served_rows(arrivals: &edc_sim::audit_trail::Arrivals, n: u32) -> Vec<String>
 async fn an_interrupted_window_with_twins_is_read_again_from_its_first_page() {
     const RECORDS: u32 = 40;
     // Every row arrived already: one window of 6 pages of 7.
-    let origin = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
-    let arrivals = edc_sim::audit_trail::Arrivals {
-        twins: Some(3),
-        ..edc_sim::audit_trail::Arrivals::every(origin, std::time::Duration::from_millis(250))
-    };
+    let arrivals = rows_with_twins(60, 3);
     let fx = Fixture::new();
     fx.vault_audit_with_distinct_twins();
     let sim = sim(Profile::Vault, RECORDS, &[], |c| {
