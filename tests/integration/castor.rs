@@ -296,3 +296,100 @@ async fn simulate_serves_the_castor_profile_from_the_command_line() {
         (Some(401), Some("Unauthorized"))
     );
 }
+
+/// What identifies an event the simulator's audit trail listed, as a
+/// reader of the landing sees it: its time, record and change (its reason
+/// names the simulated change; a twin repeats its original's).
+fn event_key(event: &serde_json::Value) -> String {
+    format!(
+        "{} {} {}",
+        event["datetime"]["date"].as_str().unwrap_or_default(),
+        event["record_id"].as_str().unwrap_or_default(),
+        event["event_details"]["change_reason"]
+            .as_str()
+            .unwrap_or_default()
+    )
+}
+
+/// Castor's audit trail read in day windows of the study's zone (both ends
+/// inclusive), pages numbered from 1 until a short one, events stamped with
+/// a PHP DateTime and carrying no id, every 4th the twin of the one before:
+/// three growing syncs land every event once, twins included, although
+/// each run reads the whole current day again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn castors_audit_trail_lands_every_event_once_across_runs_in_day_windows() {
+    const EVENTS: u32 = 90;
+    let fx = Fixture::new();
+    let origin = std::time::SystemTime::now() - Duration::from_secs(12);
+    let arrivals = edc_sim::audit_trail::Arrivals {
+        twins: Some(4),
+        ..edc_sim::audit_trail::Arrivals::every(origin, Duration::from_millis(250))
+    };
+    let server = sim(Profile::Castor, EVENTS, &[], |c| {
+        c.audit_trail = Some(arrivals.clone())
+    })
+    .await;
+    for run in 0..3 {
+        if run > 0 {
+            tokio::time::sleep(Duration::from_millis(2600)).await;
+        }
+        assert_exit(&fx.run("castor_audit", &server, SECRET).await, 0);
+    }
+    let events = edc_qualify::landed::landed_json_records(&fx.stream_dir("castor_audit"), "/items").unwrap();
+    let mut got: Vec<String> = events.iter().map(event_key).collect();
+    got.sort();
+    let requests = server.requests();
+    assert!(requests.iter().all(|r| r.status == 200), "{requests:?}");
+    let data: Vec<&LogEntry> = requests
+        .iter()
+        .filter(|r| r.path.contains("/audit-trail"))
+        .collect();
+    assert!(
+        data.iter().all(|r| r.path.contains("date_from=")
+            && r.path.contains("date_to=")
+            && r.path.contains("page=")),
+        "every request names its days and its page: {data:?}"
+    );
+    let twins = got.windows(2).filter(|w| w[0] == w[1]).count();
+    assert!(
+        got.len() > 50,
+        "events that arrived between runs landed too ({})",
+        got.len()
+    );
+    assert!(
+        twins >= 10,
+        "twins land beside their originals: {twins} of {got:?}"
+    );
+    let mut distinct = got.clone();
+    distinct.dedup();
+    assert_eq!(got.len() - distinct.len(), twins);
+    // Every event up to the last one landed is there, none missing: their
+    // reasons are visits 1..=N, twins counted as their original.
+    let mut visits: Vec<u32> = events
+        .iter()
+        .filter_map(|e| {
+            e["event_details"]["change_reason"]
+                .as_str()?
+                .strip_prefix("visit ")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    visits.sort_unstable();
+    let expected: Vec<u32> = {
+        let mut v: Vec<u32> = (1..=got.len() as u32).map(|n| arrivals.original(n)).collect();
+        v.sort_unstable();
+        v
+    };
+    assert_eq!(visits, expected, "every event once, twins included");
+    let repeats: u64 = fx
+        .events("page_committed")
+        .iter()
+        .map(|l| l["repeated_records"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(
+        repeats > 0,
+        "each run read the day again and recognised what it had landed"
+    );
+    assert!(verify(&fx.path("audit.jsonl")).unwrap().intact());
+}

@@ -64,6 +64,7 @@ proptest! {
             end_param: "end_date".into(),
             max_age: Some(Duration::from_secs(30 * 86_400)),
             settle_lag: Duration::from_secs(lag),
+            format: Default::default(),
         };
         let mut now = std::time::UNIX_EPOCH + Duration::from_secs(first);
         let mut start: Option<String> = None;

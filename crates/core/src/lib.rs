@@ -48,6 +48,7 @@ pub mod store;
 pub mod stream;
 pub mod sync;
 pub(crate) mod trace_context;
+pub(crate) mod zone;
 
 /// Every Redis key edc-sync writes starts with this: the pacer's keys,
 /// each stream's run lock and the audit anchor.

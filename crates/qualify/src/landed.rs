@@ -81,16 +81,34 @@ pub fn listed_json_record_ids(stream_dir: &Path, manifest_lines: &str) -> anyhow
 }
 
 fn json_record_ids(pages: Vec<Listed>) -> anyhow::Result<Vec<String>> {
-    let mut ids = Vec::new();
+    Ok(json_records(pages, "/data")?
+        .iter()
+        .map(|record| record["id"].as_str().unwrap_or_default().to_string())
+        .collect())
+}
+
+/// Every record a reader of the landing takes from the JSON pages of
+/// `stream_dir` (the array at `records_pointer` of each page, less the
+/// positions its manifest entry lists as repeated), in landing order.
+pub fn landed_json_records(
+    stream_dir: &Path,
+    records_pointer: &str,
+) -> anyhow::Result<Vec<serde_json::Value>> {
+    json_records(landed_pages(stream_dir)?, records_pointer)
+}
+
+fn json_records(pages: Vec<Listed>, records_pointer: &str) -> anyhow::Result<Vec<serde_json::Value>> {
+    let mut records = Vec::new();
     for page in pages {
         let json: serde_json::Value = serde_json::from_slice(&page.bytes)?;
-        for (at, record) in json["data"].as_array().into_iter().flatten().enumerate() {
+        let listed = json.pointer(records_pointer).and_then(|r| r.as_array());
+        for (at, record) in listed.into_iter().flatten().enumerate() {
             if !page.repeated.contains(&(at as u64)) {
-                ids.push(record["id"].as_str().unwrap_or_default().to_string());
+                records.push(record.clone());
             }
         }
     }
-    Ok(ids)
+    Ok(records)
 }
 
 /// The `SourceID`s of the simulator's audit records in the landed ODM

@@ -471,7 +471,15 @@ fn route(state: &State, req: &Parts, fault: Option<&Fault>) -> Answer {
         .audit_trail
         .as_ref()
         .filter(|_| path.starts_with(&cfg.audit_trail_path) && path.len() > cfg.audit_trail_path.len());
-    let (page, next, content_type) = if let Some(arrivals) = audit_trail {
+    let castor_trail = cfg.audit_trail.as_ref().filter(|_| {
+        cfg.profile == Profile::Castor && path.starts_with("/api/study/") && path.ends_with("/audit-trail")
+    });
+    let (page, next, content_type) = if let Some(arrivals) = castor_trail {
+        match vendor::castor::audit_trail(&cfg.dataset, arrivals, &query, state.now()) {
+            Ok(page) => (page, None, "application/json"),
+            Err((status, body)) => return Answer::body(status, "application/problem+json", body),
+        }
+    } else if let Some(arrivals) = audit_trail {
         let page = super::audit_trail::page(&cfg.dataset, arrivals, path, &query, state.now());
         (page, None, "application/json")
     } else if path == cfg.json_path {

@@ -9,8 +9,13 @@ const DEFAULT_NEXT_POINTER: &str = "/responseDetails/next_page";
 
 const DEFAULT_MAX_PAGES_PER_WINDOW: i64 = 100_000;
 
-const DELTA_KEYS: [&str; 16] = [
+/// The page number's query parameter when the policy names none
+/// (Castor's, as castoredc_api and Airbyte's source-castor-edc send it).
+const DEFAULT_PAGE_PARAM: &str = "page";
+
+const DELTA_KEYS: [&str; 17] = [
     "lookback",
+    "page_param",
     "vql",
     "order",
     "window",
@@ -75,12 +80,12 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
     let paging_name = f.required(report, "paging").and_then(|(p, n)| {
         let s = string(report, &p, n)?;
         match s {
-            "json_next" | "link_header" | "rave_startid" | "rave_dataset" => Some(s),
+            "json_next" | "link_header" | "page_number" | "rave_startid" | "rave_dataset" => Some(s),
             other => {
                 report.add(
                     &p,
                     format!(
-                        "must be one of json_next, link_header, rave_startid, rave_dataset; got {other:?}"
+                        "must be one of json_next, link_header, page_number, rave_startid, rave_dataset; got {other:?}"
                     ),
                 );
                 None
@@ -89,6 +94,11 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
     });
     let next_pointer = f.optional("next_pointer");
     let next_pointer_path = f.child("next_pointer");
+    let page_param_path = f.child("page_param");
+    let page_param = match f.optional("page_param") {
+        Some((p, n)) => string(report, &p, n).map(|s| Some(s.to_string())),
+        None => Some(None),
+    };
     let next_pointer = match next_pointer {
         Some((p, n)) => json_pointer(report, &p, n).map(Some),
         None => Some(None),
@@ -137,10 +147,11 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
             "timestamp" => Some(CursorKind::Timestamp),
             "number" => Some(CursorKind::Number),
             "text" => Some(CursorKind::Text),
+            "php_datetime" => Some(CursorKind::PhpDatetime),
             other => {
                 report.add(
                     p,
-                    format!("must be one of timestamp, number, text; got {other:?}"),
+                    format!("must be one of timestamp, number, text, php_datetime; got {other:?}"),
                 );
                 None
             }
@@ -197,7 +208,7 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
 
     // Cross-key rules: each paging style fits one payload format, and JSON
     // needs to know where its records and its high-water mark are.
-    let (format, paging_name, next_pointer) = (format?, paging_name?, next_pointer?);
+    let (format, paging_name, next_pointer, page_param) = (format?, paging_name?, next_pointer?, page_param?);
     let paging = match (paging_name, format) {
         ("json_next", PayloadFormat::Json) => Paging::JsonNext {
             next_pointer: next_pointer
@@ -218,8 +229,20 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
             return None;
         }
         ("rave_dataset", PayloadFormat::Odm) => Paging::RaveDataset,
+        ("page_number", PayloadFormat::Json) => Paging::PageNumber {
+            page_param: page_param
+                .clone()
+                .unwrap_or_else(|| DEFAULT_PAGE_PARAM.to_string()),
+        },
+        ("page_number", PayloadFormat::Odm) => {
+            report.add(&paging_path, "page_number paging needs format: json");
+            return None;
+        }
         _ => Paging::LinkHeader,
     };
+    if page_param.is_some() && !matches!(paging, Paging::PageNumber { .. }) {
+        report.add(&page_param_path, "only used with paging: page_number");
+    }
     if is_vql && matches!(window, Some(Some(_))) {
         report.add(&vql_path, "a VQL delta is not a date window: remove delta.window");
         return None;
@@ -275,8 +298,12 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
         (None, default_s) => super::lookback::default(default_s.unwrap_or(0)),
     };
     // A dataset's `start` has whole seconds: its boundary second is always
-    // read again, and recognised, even with `seconds: 0`.
-    let lookback = (is_dataset || !lookback.span.is_zero()).then_some(lookback);
+    // read again, and recognised, even with `seconds: 0`; so is the day a
+    // window of whole days starts in.
+    let whole_days = window
+        .as_ref()
+        .is_some_and(|w| matches!(w.format, super::policy::WindowFormat::Date { .. }));
+    let lookback = (is_dataset || whole_days || !lookback.span.is_zero()).then_some(lookback);
     Some(Delta {
         path: endpoint?,
         format,

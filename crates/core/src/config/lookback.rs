@@ -84,7 +84,7 @@ pub(super) fn lookback(
 /// The default `seconds` of a delta's lookback, or `None` when its cursor
 /// is not a time (no lookback possible).
 pub(super) fn default_seconds(format: PayloadFormat, cursor_kind: CursorKind, windowed: bool) -> Option<u64> {
-    if format != PayloadFormat::Json || cursor_kind != CursorKind::Timestamp {
+    if format != PayloadFormat::Json || !cursor_kind.is_instant() {
         None
     } else if windowed {
         Some(DEFAULT_WINDOW_LOOKBACK_S)
@@ -95,7 +95,7 @@ pub(super) fn default_seconds(format: PayloadFormat, cursor_kind: CursorKind, wi
 
 /// What a lookback block given where no lookback is possible is told.
 pub(super) const NOT_A_TIME: &str =
-    "only used with format: json and cursor_kind: timestamp (a lookback re-reads a \
+    "only used with format: json and cursor_kind: timestamp or php_datetime (a lookback re-reads a \
                                      span of time; an ODM SourceID or a number cursor has none)";
 
 /// A stream's own `lookback` block, over its delta's: `Some(None)` turns

@@ -23,8 +23,10 @@ pub mod yaml;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+pub use crate::zone::Zone;
 pub use policy::{
-    Config, CursorKind, DateWindow, LockMode, MissingEnv, ObjectLock, Policy, DEFAULT_VAULT_CLIENT_ID,
+    Config, CursorKind, DateWindow, LockMode, MissingEnv, ObjectLock, Policy, WindowFormat,
+    DEFAULT_VAULT_CLIENT_ID,
 };
 pub use provenance::{ChangeState, Provenance};
 pub use stamp::{path_for as stamp_path, Stamp};

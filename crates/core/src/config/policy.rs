@@ -241,6 +241,12 @@ pub enum Paging {
     JsonNext { next_pointer: String },
     /// RFC 8288 `Link: <...>; rel="next"`.
     LinkHeader,
+    /// Pages numbered from 1 in a query parameter (`page_param`, with
+    /// `page_size_param`), as Castor pages its collections (castoredc_api
+    /// `retrieve_multiple_pages`; Airbyte's source-castor-edc, "audit
+    /// trail": `PageIncrement` from 1): the next page is the next number,
+    /// until a page holds fewer records than `page_size`.
+    PageNumber { page_param: String },
     /// Rave ODM audit records: `startid` / `per_page`, next page in a Link
     /// header, cursor = largest `AuditRecord/SourceID` + 1.
     RaveStartid,
@@ -265,15 +271,26 @@ pub enum CursorKind {
     Number,
     /// A string compared as text.
     Text,
+    /// A PHP `DateTime` object, `{"date": "YYYY-MM-DD HH:MM:SS.ffffff",
+    /// "timezone_type": 3, "timezone": "Europe/Amsterdam"}` (Castor's audit
+    /// trail), compared as the instant its zone makes it.
+    PhpDatetime,
 }
 
 impl CursorKind {
+    /// Whether its values are instants (a lookback can re-read a span of
+    /// them).
+    pub fn is_instant(self) -> bool {
+        matches!(self, CursorKind::Timestamp | CursorKind::PhpDatetime)
+    }
+
     /// The policy's spelling of the kind.
     pub fn as_str(self) -> &'static str {
         match self {
             CursorKind::Timestamp => "timestamp",
             CursorKind::Number => "number",
             CursorKind::Text => "text",
+            CursorKind::PhpDatetime => "php_datetime",
         }
     }
 }
@@ -305,6 +322,22 @@ pub struct DateWindow {
     /// The window's end stays this far behind the server's clock.
     #[serde(rename = "settle_lag_s", serialize_with = "secs")]
     pub settle_lag: Duration,
+    /// How the window's two ends are written in the request.
+    pub format: WindowFormat,
+}
+
+/// How a date window's ends are written in the request.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum WindowFormat {
+    /// `YYYY-MM-DDTHH:MM:SSZ` (Vault's audit trail).
+    #[default]
+    Rfc3339,
+    /// The calendar date in `zone`, `YYYY-MM-DD`, both ends inclusive
+    /// (Castor's audit trail, `date_from` and `date_to`): each window asks
+    /// for whole days, a superset of its instants, and its lookback
+    /// recognises the records of a day read again.
+    Date { zone: crate::zone::Zone },
 }
 
 fn opt_days<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {

@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use super::check::{non_negative, string, Fields, Report};
-use super::policy::DateWindow;
+use super::policy::{DateWindow, WindowFormat};
 use super::yaml::Node;
 
-const WINDOW_KEYS: [&str; 3] = ["end_param", "max_age_days", "settle_lag_s"];
+const WINDOW_KEYS: [&str; 5] = ["end_param", "max_age_days", "settle_lag_s", "format", "zone"];
 
 /// Seconds a window's end stays behind the server's clock by default, so
 /// records still being written are left for the next run.
@@ -32,10 +32,55 @@ pub(super) fn window(report: &mut Report, path: Vec<String>, node: &Node) -> Opt
         Some((p, n)) => non_negative(report, &p, n, 86_400.0),
         None => Some(DEFAULT_SETTLE_LAG_S),
     };
+    let zone_path = f.child("zone");
+    let zone = match f.optional("zone") {
+        Some((p, n)) => string(report, &p, n).and_then(|name| match crate::zone::Zone::parse(name) {
+            Ok(zone) => Some(Some(zone)),
+            Err(e) => {
+                report.add(&p, e);
+                None
+            }
+        }),
+        None => Some(None),
+    };
+    let format = match f.optional("format") {
+        Some((p, n)) => match string(report, &p, n) {
+            Some("rfc3339") => Some("rfc3339"),
+            Some("date") => Some("date"),
+            Some(other) => {
+                report.add(
+                    &p,
+                    format!(
+                        "must be rfc3339 (YYYY-MM-DDTHH:MM:SSZ) or date (YYYY-MM-DD in zone, both ends \
+                         inclusive), got {other:?}"
+                    ),
+                );
+                None
+            }
+            None => None,
+        },
+        None => Some("rfc3339"),
+    };
     f.finish(report, &WINDOW_KEYS);
+    let format = match (format?, zone?) {
+        ("date", Some(zone)) => WindowFormat::Date { zone },
+        ("date", None) => {
+            report.add(
+                &zone_path,
+                "required key is missing (format: date writes the dates of a time zone, such as Europe/Amsterdam)",
+            );
+            return None;
+        }
+        (_, Some(_)) => {
+            report.add(&zone_path, "only used with format: date");
+            return None;
+        }
+        _ => WindowFormat::Rfc3339,
+    };
     Some(DateWindow {
         end_param: end_param?,
         max_age: max_age?,
         settle_lag: Duration::from_secs_f64(settle_lag?),
+        format,
     })
 }

@@ -3,6 +3,8 @@
 //! - `json_next`: the next page's link is in the body at a JSON pointer
 //!   (Vault: `/responseDetails/next_page`);
 //! - `link_header`: RFC 8288 `Link: <...>; rel="next"`;
+//! - `page_number`: `page=1, 2, ...` until a page holds fewer records than
+//!   the page size (Castor's collections);
 //! - `rave_startid` and `rave_dataset`: Rave's, in its vendor folder
 //!   (`vendor/rave/paging.rs`), which says how rwslib pages them.
 //!
@@ -15,7 +17,7 @@ use super::link::{self, MalformedLink};
 use super::origin::{Origin, OriginError};
 use super::payload::{CursorValue, PageSummary};
 use super::vendor::rave::paging as rave;
-use crate::config::{Delta, MissingValue, Paging, StreamSpec};
+use crate::config::{Delta, MissingValue, Paging, StreamSpec, WindowFormat};
 use crate::stream::StreamIdentity;
 
 /// Why the next request cannot be formed.
@@ -27,6 +29,9 @@ pub enum PagingError {
     Link(#[from] MalformedLink),
     #[error(transparent)]
     Template(#[from] MissingValue),
+    /// A window end that is no instant (a cursor edited by hand).
+    #[error("the window's date: {0}")]
+    Window(String),
 }
 
 /// The first page of a window starting at `window_start` (the cursor;
@@ -48,10 +53,11 @@ pub fn first_page(
             query.append_pair(name, &value.fill(id)?);
         }
         let start = match (window_start, &delta.paging) {
-            (Some(s), _) => Some(s),
-            (None, Paging::RaveStartid) => Some(rave::FIRST_SOURCE_ID),
+            (Some(s), _) => Some(written(delta, s)?),
+            (None, Paging::RaveStartid) => Some(rave::FIRST_SOURCE_ID.to_string()),
             (None, _) => None,
         };
+        let start = start.as_deref();
         match (start, &delta.paging) {
             (Some(start), Paging::RaveDataset) => {
                 query.append_pair(&delta.cursor_param, rave::dataset_start(start));
@@ -62,13 +68,54 @@ pub fn first_page(
             (None, _) => {}
         }
         if let (Some(window), Some(end)) = (&delta.window, window_end) {
-            query.append_pair(&window.end_param, end);
+            query.append_pair(&window.end_param, &written(delta, end)?);
         }
         if !one_document_a_window(&delta.paging) {
             query.append_pair(&delta.page_size_param, &delta.page_size.to_string());
         }
+        if let Paging::PageNumber { page_param } = &delta.paging {
+            query.append_pair(page_param, "1");
+        }
     }
     Ok(url)
+}
+
+/// A window end or cursor as the request writes it: itself, or for a
+/// window of calendar dates its date in the window's zone.
+fn written(delta: &Delta, at: &str) -> Result<String, PagingError> {
+    match delta.window.as_ref().map(|w| &w.format) {
+        Some(WindowFormat::Date { zone }) => zone.date_of(at).map_err(PagingError::Window),
+        _ => Ok(at.to_string()),
+    }
+}
+
+/// The page after `page_url` under page-number paging: the same request
+/// with the next number, while the page was full (a page of fewer records
+/// than asked for is the last).
+fn next_numbered(page_url: &Url, page_param: &str, records: u64, page_size: u32) -> Option<Url> {
+    if records < u64::from(page_size) {
+        return None;
+    }
+    let current: u64 = page_url
+        .query_pairs()
+        .find(|(k, _)| k == page_param)
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(1);
+    let pairs: Vec<(String, String)> = page_url
+        .query_pairs()
+        .filter(|(k, _)| k != page_param)
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    let mut next = page_url.clone();
+    {
+        let mut query = next.query_pairs_mut();
+        query.clear();
+        for (k, v) in &pairs {
+            query.append_pair(k, v);
+        }
+        query.append_pair(page_param, &(current + 1).to_string());
+    }
+    Some(next)
 }
 
 /// The next page after one that arrived from `page_url`, or `None` at the
@@ -80,7 +127,15 @@ pub fn next_page(
     link_headers: &[String],
     summary: &PageSummary,
 ) -> Result<Option<Url>, PagingError> {
-    let link = match delta.paging {
+    let link = match &delta.paging {
+        Paging::PageNumber { page_param } => {
+            return Ok(next_numbered(
+                page_url,
+                page_param,
+                summary.records,
+                delta.page_size,
+            ));
+        }
         Paging::RaveDataset => None,
         Paging::JsonNext { .. } => summary.next_link.clone(),
         Paging::LinkHeader | Paging::RaveStartid => {
@@ -124,6 +179,30 @@ pub(crate) fn cursor_is_server_clock(paging: &Paging) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_numbered_page_is_followed_by_the_next_number_until_one_is_short() {
+        let first = Url::parse(
+            "https://castor.example/api/study/S/audit-trail?date_from=2026-12-01&page_size=3&page=1",
+        )
+        .unwrap();
+        let second = next_numbered(&first, "page", 3, 3).unwrap();
+        assert_eq!(
+            second.as_str(),
+            "https://castor.example/api/study/S/audit-trail?date_from=2026-12-01&page_size=3&page=2"
+        );
+        assert_eq!(
+            next_numbered(&second, "page", 2, 3),
+            None,
+            "a short page is the last"
+        );
+        assert_eq!(next_numbered(&second, "page", 0, 3), None);
+        let without = Url::parse("https://castor.example/x?page_size=3").unwrap();
+        assert_eq!(
+            next_numbered(&without, "page", 3, 3).unwrap().query(),
+            Some("page_size=3&page=2")
+        );
+    }
 
     #[test]
     fn rave_high_water_is_the_next_start_id() {

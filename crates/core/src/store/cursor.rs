@@ -259,6 +259,10 @@ pub(crate) struct PageAdvance<'a> {
     /// A date window's next start (the second after its end), used when
     /// this page completes the window instead of the high-water mark.
     pub next_start: Option<String>,
+    /// A window of whole days in this zone (`format: date`): the next
+    /// window starts at the beginning of the day its start falls in, which
+    /// it asks for whole, and the memory keeps that whole day's records.
+    pub whole_days: Option<&'a crate::zone::Zone>,
     /// With a lookback: its policy and the page's records that were not
     /// landed before (the ones this page lands).
     pub lookback: Option<(&'a Lookback, &'a [RecordKey])>,
@@ -336,6 +340,10 @@ impl PendingCursor {
                         Some(memory.next_start(wanted))
                     }
                     (next, _, _) => next,
+                };
+                let next = match (next, page.whole_days) {
+                    (Some(start), Some(zone)) => Some(zone.start_of_day(&start).unwrap_or(start)),
+                    (next, _) => next,
                 };
                 if let Some(start) = next {
                     let backwards = state

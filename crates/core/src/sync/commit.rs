@@ -227,6 +227,11 @@ impl PageCommit {
             Err(invalid) => return Err(self.quarantine(stream, page, temp, digest, invalid)),
         };
         let new_records = split.as_ref().map_or(summary.records, |s| s.new.len() as u64);
+        let whole_days = job
+            .delta
+            .window
+            .as_ref()
+            .is_some_and(|w| matches!(w.format, crate::config::WindowFormat::Date { .. }));
         let advance = PageAdvance {
             window_end: window.end().map(str::to_string),
             next_start,
@@ -237,11 +242,17 @@ impl PageCommit {
             run_id: stream.run_id.as_str(),
             paging: &job.delta.paging,
             lookback: lookback.map(|lb| (lb, split.as_ref().map_or(&[][..], |s| &s.new[..]))),
+            whole_days: job.delta.window.as_ref().and_then(|w| match &w.format {
+                crate::config::WindowFormat::Date { zone } => Some(zone),
+                crate::config::WindowFormat::Rfc3339 => None,
+            }),
             // On an ascending endpoint nothing older than the high-water
             // mark less the lookback can come again (a study dataset is one
-            // page a window: nothing to forget early).
+            // page a window: nothing to forget early), unless the next
+            // window reads its first day whole again.
             forget_early: job.delta.order == crate::config::RecordOrder::Ascending
-                && !paging::one_document_a_window(&job.delta.paging),
+                && !paging::one_document_a_window(&job.delta.paging)
+                && !whole_days,
         };
         let pending = crate::store::PendingCursor::advance(cursor, advance)
             .map_err(|e| stream.rejected(format!("page {url}: {e}")))?;

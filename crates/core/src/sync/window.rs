@@ -22,7 +22,7 @@ use super::session;
 use super::slots::{self, Slots};
 use super::stream::Stream;
 use super::SyncError;
-use crate::config::DateWindow;
+use crate::config::{DateWindow, WindowFormat};
 use crate::edc::paging;
 use crate::edc::VqlSelect;
 use crate::store::Cursor;
@@ -74,10 +74,12 @@ pub fn plan(
     };
     let end = format(end);
     let oldest = window.max_age.and_then(|age| server_now.checked_sub(age));
-    let start = match (start, oldest) {
-        (Some(s), _) => Some(parse(s)?),
-        (None, Some(oldest)) => Some(oldest + FIRST_START_MARGIN),
-        (None, None) => None,
+    let start = match (start, oldest, &window.format) {
+        (Some(s), _, _) => Some(parse(s)?),
+        (None, Some(oldest), _) => Some(oldest + FIRST_START_MARGIN),
+        // A window of whole days reads at least the current one.
+        (None, None, WindowFormat::Date { zone }) => Some(parse(&zone.start_of_day(&end)?)?),
+        (None, None, WindowFormat::Rfc3339) => None,
     };
     if let (Some(s), Some(oldest)) = (start, oldest) {
         if s < oldest {
@@ -295,6 +297,7 @@ mod tests {
             end_param: "end_date".into(),
             max_age: Some(Duration::from_secs(30 * 86_400)),
             settle_lag: Duration::from_secs(60),
+            format: Default::default(),
         }
     }
 

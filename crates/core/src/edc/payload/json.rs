@@ -253,6 +253,7 @@ impl PageScan {
     fn kind_error(&self, kind: CursorKind, seen: &Seen<'_>) -> String {
         let expected = match kind {
             CursorKind::Timestamp => "an RFC 3339 timestamp",
+            CursorKind::PhpDatetime => "a PHP DateTime object",
             CursorKind::Number => "a number",
             CursorKind::Text => "a string",
         };
@@ -271,6 +272,9 @@ impl PageScan {
     }
 
     fn cursor_value(&mut self, raw: &[u8], plain: Option<&str>) -> Result<(), String> {
+        if self.cursor_kind == Some(CursorKind::PhpDatetime) {
+            return self.php_datetime_value(raw);
+        }
         // The common case, a string the lexer read plainly, needs no
         // parser and no check (the lexer has made both) and no copy unless
         // it moves a mark.
@@ -284,6 +288,22 @@ impl PageScan {
             Ok(text) if !text.contains('\\') => self.observe(&Seen::text(text)),
             _ => self.parsed_cursor_value(raw),
         }
+    }
+
+    /// A PHP `DateTime` object (`cursor_kind: php_datetime`): its instant,
+    /// in the zone it names, is the value compared and remembered.
+    fn php_datetime_value(&mut self, raw: &[u8]) -> Result<(), String> {
+        let parsed: serde_json::Value = serde_json::from_slice(raw).map_err(|e| e.to_string())?;
+        let position = self.record_position() + 1;
+        let field = String::from_utf8_lossy(&self.cursor_field).into_owned();
+        let instant = crate::zone::php_datetime(&parsed).map_err(|why| {
+            format!(
+                "record {position} of {}: the cursor field {field:?} is not a PHP DateTime (delta.cursor_kind: \
+                 php_datetime): {why}",
+                self.records_pointer
+            )
+        })?;
+        self.observe(&Seen::text(&instant))
     }
 
     /// A cursor value with escapes, or no string: through serde_json.
@@ -304,7 +324,7 @@ impl PageScan {
         }
         if let Some(kind) = self.cursor_kind {
             let fits = match kind {
-                CursorKind::Timestamp => seen.is_instant(),
+                CursorKind::Timestamp | CursorKind::PhpDatetime => seen.is_instant(),
                 CursorKind::Number => seen.text_value().is_none(),
                 CursorKind::Text => seen.text_value().is_some(),
             };

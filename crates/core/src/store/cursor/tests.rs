@@ -25,6 +25,7 @@ fn page(high: &str, sha256: &'static str, records: u64) -> PageAdvance<'static> 
         sha256,
         run_id: "r",
         paging: &Paging::LinkHeader,
+        whole_days: None,
         window_end: None,
         next_start: None,
         lookback: None,
