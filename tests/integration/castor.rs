@@ -393,3 +393,60 @@ async fn castors_audit_trail_lands_every_event_once_across_runs_in_day_windows()
     );
     assert!(verify(&fx.path("audit.jsonl")).unwrap().intact());
 }
+
+/// The shipped `castor` vendor, as an operator runs it against a server
+/// that follows Castor's documents: three growing syncs of the
+/// `audit_trail` stream land every event once, twins included, with the
+/// token from the client credentials and within the 600-a-window quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_castor_vendor_lands_its_audit_trail_once_across_runs() {
+    let dir = crate::vendors::shipped_policy_repo();
+    let origin = std::time::SystemTime::now() - Duration::from_secs(20);
+    let arrivals = edc_sim::audit_trail::Arrivals {
+        twins: Some(6),
+        ..edc_sim::audit_trail::Arrivals::every(origin, Duration::from_millis(200))
+    };
+    let server = sim(Profile::Castor, 150, &[], |c| {
+        c.audit_trail = Some(arrivals.clone())
+    })
+    .await;
+    let env = [
+        ("CASTOR_BASE_URL", server.base_url()),
+        ("CASTOR_CLIENT_ID", CLIENT_ID.to_string()),
+        ("CASTOR_CLIENT_SECRET", SECRET.to_string()),
+    ];
+    let args = ["--stream", "audit_trail", "--tenant", "client-1"];
+    for run in 0..3 {
+        if run > 0 {
+            tokio::time::sleep(Duration::from_millis(2500)).await;
+        }
+        let out = crate::vendors::shipped_sync(dir.path(), "castor", &args, &env).await;
+        assert_exit(&out, 0);
+    }
+    let stream_dir = dir
+        .path()
+        .join("landing/castor/client-1/Mediflex(Prod)/-/audit_trail");
+    let events = edc_qualify::landed::landed_json_records(&stream_dir, "/items").unwrap();
+    let mut visits: Vec<u32> = events
+        .iter()
+        .filter_map(|e| {
+            e["event_details"]["change_reason"]
+                .as_str()?
+                .strip_prefix("visit ")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    visits.sort_unstable();
+    let mut expected: Vec<u32> = (1..=visits.len() as u32).map(|n| arrivals.original(n)).collect();
+    expected.sort_unstable();
+    assert!(visits.len() > 100, "{}", visits.len());
+    assert_eq!(visits, expected, "every event once, twins included");
+    let requests = server.requests();
+    assert!(requests.iter().all(|r| r.status == 200), "{requests:?}");
+    assert_eq!(
+        requests.iter().filter(|r| r.method == "POST").count(),
+        3,
+        "one token a run"
+    );
+}

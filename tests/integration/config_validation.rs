@@ -49,7 +49,7 @@ fn the_shipped_example_is_valid() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(
         out.stdout.contains(
-            "valid: 4 vendor(s): veeva_vault, veeva_vault_vql, medidata_rave, medidata_rave_dataset"
+            "valid: 5 vendor(s): veeva_vault, veeva_vault_vql, medidata_rave, medidata_rave_dataset, castor"
         ),
         "{}",
         out.stdout
@@ -581,6 +581,9 @@ fn check_env_names_the_missing_variable_never_a_value() {
     let out = support::run_cmd(
         support::edc_sync()
             .args(["config", "validate", "--check-env", "--config", path])
+            .env("CASTOR_BASE_URL", "http://127.0.0.1:9")
+            .env("CASTOR_CLIENT_ID", "castor-client")
+            .env("CASTOR_CLIENT_SECRET", secret)
             .env("VAULT_API_BASE_URL", "http://127.0.0.1:9")
             .env("VAULT_USERNAME", "svc-edc")
             .env("VAULT_PASSWORD", secret)
@@ -605,6 +608,9 @@ fn check_env_names_the_missing_variable_never_a_value() {
     let out = support::run_cmd(
         support::edc_sync()
             .args(["config", "validate", "--check-env", "--config", path])
+            .env("CASTOR_BASE_URL", "http://127.0.0.1:9")
+            .env("CASTOR_CLIENT_ID", "castor-client")
+            .env("CASTOR_CLIENT_SECRET", secret)
             .env("VAULT_API_BASE_URL", "http://127.0.0.1:9")
             .env("VAULT_USERNAME", "svc-edc")
             .env("VAULT_PASSWORD", secret)
@@ -784,7 +790,7 @@ fn a_policy_that_starts_with_a_byte_order_mark_validates() {
 fn the_cursor_kind_is_one_of_three_and_json_only() {
     assert_rejected(
         &example_with("    cursor_kind: timestamp ", "    cursor_kind: date "),
-        &["delta.cursor_kind: must be one of timestamp, number, text; got \"date\""],
+        &["delta.cursor_kind: must be one of timestamp, number, text, php_datetime; got \"date\""],
     );
     assert_rejected(
         &example_with("    format: odm\n", "    format: odm\n    cursor_kind: number\n"),
@@ -859,4 +865,50 @@ fn a_window_quota_is_checked_and_the_bucket_must_fit_in_it() {
     );
     let fits = validate(&with_window("{calls: 3020, window_s: 600, starts: clock}"));
     assert_eq!(fits.code, 0, "{}", fits.stderr);
+}
+
+/// The keys Castor's audit trail takes are checked as any other: a page
+/// number needs JSON, a PHP DateTime cursor is a kind of its own, and a
+/// window of dates needs a real time zone.
+#[test]
+fn page_numbers_php_datetimes_and_day_windows_are_checked() {
+    let castor = |delta_tail: &str| {
+        format!(
+            "castor:\n  base_url_env: CASTOR_BASE_URL\n  token_env: CASTOR_TOKEN\n  sustained_rate_per_sec: 1\n  \
+             burst_capacity: 1\n  bucket_key: \"rl:castor:{{study}}\"\n  delta:\n    path: /api/study/{{study}}/audit-trail\n    \
+             format: json\n    records_pointer: /items\n    cursor_param: date_from\n    cursor_field: datetime\n    \
+             page_size_param: page_size\n    page_size: 1000\n{delta_tail}"
+        )
+    };
+    let good = castor(
+        "    paging: page_number\n    cursor_kind: php_datetime\n    window:\n      end_param: date_to\n      format: date\n      zone: Europe/Amsterdam\n",
+    );
+    let out = validate(&good);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_rejected(
+        &castor("    paging: page_number\n    cursor_kind: php_datetime\n    window:\n      end_param: date_to\n      format: date\n      zone: Europe/Amsterdm\n"),
+        &["castor.delta.window.zone", "not an IANA time zone"],
+    );
+    assert_rejected(
+        &castor("    paging: page_number\n    window:\n      end_param: date_to\n      format: date\n"),
+        &["castor.delta.window.zone: required key is missing"],
+    );
+    assert_rejected(
+        &castor("    paging: page_number\n    window:\n      end_param: date_to\n      format: days\n"),
+        &["castor.delta.window.format", "rfc3339", "date"],
+    );
+    assert_rejected(
+        &castor("    paging: json_next\n    page_param: page\n    cursor_kind: datetime\n"),
+        &[
+            "castor.delta.page_param: only used with paging: page_number",
+            "castor.delta.cursor_kind",
+            "php_datetime",
+        ],
+    );
+    assert_rejected(
+        &castor(
+            "    paging: link_header\n    window:\n      end_param: date_to\n      zone: Europe/Amsterdam\n",
+        ),
+        &["castor.delta.window.zone: only used with format: date"],
+    );
 }

@@ -240,6 +240,7 @@ struct Site {
     bin: PathBuf,
     vault: edc_sim::Simulator,
     rave: edc_sim::Simulator,
+    castor: edc_sim::Simulator,
     redis: support::redis::RedisServer,
     pg: support::postgres::Postgres,
     s3: edc_testkit::s3_server::PrivateS3,
@@ -306,6 +307,7 @@ impl Site {
         let start = |config| edc_sim::Simulator::start(config, "127.0.0.1:0".parse().unwrap());
         let vault = start(sim(edc_sim::Profile::Vault)).await.unwrap();
         let rave = start(sim(edc_sim::Profile::Rave)).await.unwrap();
+        let castor = start(sim(edc_sim::Profile::Castor)).await.unwrap();
         let redis = support::redis::start();
         let pg = edc_testkit::postgres_server::PrivatePostgres::start_bare()
             .unwrap_or_else(|e| panic!("{e}; install PostgreSQL 15: sudo apt-get install -y postgresql-15"));
@@ -346,6 +348,7 @@ impl Site {
             bin,
             vault,
             rave,
+            castor,
             redis,
             pg,
             s3,
@@ -424,6 +427,9 @@ impl Site {
             ("RAVE_API_BASE_URL".into(), self.rave.base_url()),
             ("RAVE_USERNAME".into(), USER.into()),
             ("RAVE_PASSWORD".into(), PASSWORD.into()),
+            ("CASTOR_BASE_URL".into(), self.castor.base_url()),
+            ("CASTOR_CLIENT_ID".into(), USER.into()),
+            ("CASTOR_CLIENT_SECRET".into(), PASSWORD.into()),
             ("EDC_SYNC_AUDIT_KEY".into(), AUDIT_KEY.into()),
             ("PGPASSWORD".into(), "run-password".into()),
             // The private store speaks plain HTTP on loopback.

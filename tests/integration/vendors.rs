@@ -702,7 +702,7 @@ async fn a_retry_after_date_is_measured_against_the_servers_clock_not_ours() {
 /// `edc-sync sync` of a shipped vendor block, as an operator runs it.
 /// A directory whose git repository holds the shipped policy, committed,
 /// as `rate_limits.yaml`.
-fn shipped_policy_repo() -> tempfile::TempDir {
+pub(crate) fn shipped_policy_repo() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let repo = support::git_init(dir.path());
     std::fs::write(dir.path().join("rate_limits.yaml"), support::example_config()).unwrap();
@@ -710,7 +710,7 @@ fn shipped_policy_repo() -> tempfile::TempDir {
     dir
 }
 
-async fn shipped_sync(dir: &Path, vendor: &str, extra: &[&str], env: &[(&str, String)]) -> Output {
+pub(crate) async fn shipped_sync(dir: &Path, vendor: &str, extra: &[&str], env: &[(&str, String)]) -> Output {
     let mut cmd = support::edc_sync();
     cmd.args(["sync", "--config"])
         .arg(dir.join("rate_limits.yaml"))

@@ -11,6 +11,10 @@
 //! write in a crash is behind, never ahead, and is caught up before a page
 //! is fetched. `docs/commit.md` gives the whole transaction.
 //!
+//! One concept: the cursor and the one way it moves (a page advancing it),
+//! with the file that caches it; split, the rules of a move would sit apart
+//! from the state they guard.
+//!
 //! Invariant 2 is kept by types, not by the order of statements:
 //!
 //! - a [`CursorStore`] can only be made from a held [`RunLock`] (it owns
