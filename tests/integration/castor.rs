@@ -14,17 +14,9 @@ use crate::vendors::{assert_exit, sim, Fixture, PASSWORD as SECRET, USER as CLIE
 fn everything(fx: &Fixture, out: &Output) -> String {
     let mut all = String::from_utf8_lossy(&out.stdout).into_owned();
     all.push_str(&String::from_utf8_lossy(&out.stderr));
-    let mut stack = vec![fx.dir.path().to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                if path.file_name().is_some_and(|n| n != ".git") {
-                    stack.push(path);
-                }
-            } else {
-                all.push_str(&String::from_utf8_lossy(&std::fs::read(&path).unwrap()));
-            }
+    for path in walk(fx.dir.path()) {
+        if !path.components().any(|c| c.as_os_str() == ".git") {
+            all.push_str(&String::from_utf8_lossy(&std::fs::read(&path).unwrap()));
         }
     }
     all
@@ -449,4 +441,118 @@ async fn the_shipped_castor_vendor_lands_its_audit_trail_once_across_runs() {
         3,
         "one token a run"
     );
+}
+
+/// Castor's days around Amsterdam's autumn DST change, read by a backfill
+/// of whole days: an event in the last second of 24 October, and the hour
+/// that happens twice on the 25th (02:00-03:00, first CEST then CET): every
+/// event lands once, twins included, each with the instant its local time
+/// and zone make it; the same backfill again lands nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backfill_across_a_dst_change_lands_every_event_once() {
+    const EVENTS: u32 = 48;
+    let fx = Fixture::new();
+    // Every 10 minutes from 23:59:59 CEST on 24 October (event 1, with its
+    // milliseconds) to past 05:00 CET on the 25th.
+    let origin = humantime::parse_rfc3339("2026-10-24T21:49:59Z").unwrap();
+    let arrivals = edc_sim::audit_trail::Arrivals {
+        twins: Some(5),
+        subsecond: true,
+        ..edc_sim::audit_trail::Arrivals::every(origin, Duration::from_secs(600))
+    };
+    let server = sim(Profile::Castor, EVENTS, &[], |c| {
+        c.audit_trail = Some(arrivals.clone())
+    })
+    .await;
+    let backfill = |fx: &Fixture| {
+        let mut cmd = fx.command("backfill", "castor_audit", &server, SECRET);
+        cmd.args([
+            "--since",
+            "2026-10-24T00:00:00Z",
+            "--until",
+            "2026-10-26T00:00:00Z",
+        ]);
+        cmd
+    };
+    let out = tokio::task::spawn_blocking({
+        let mut cmd = backfill(&fx);
+        move || cmd.output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert_exit(&out, 0);
+    let data: Vec<LogEntry> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.contains("/audit-trail"))
+        .collect();
+    assert!(
+        data.iter()
+            .all(|r| r.path.contains("date_from=2026-10-24") && r.path.contains("date_to=2026-10-26")),
+        "{data:?}"
+    );
+    let landed = |fx: &Fixture| {
+        let root = fx.path("landing");
+        let dir = walk(&root)
+            .into_iter()
+            .find(|p| p.ends_with("manifest.jsonl"))
+            .and_then(|p| p.parent().map(std::path::Path::to_path_buf))
+            .expect("a manifest");
+        edc_qualify::landed::landed_json_records(&dir, "/items").unwrap()
+    };
+    let events = landed(&fx);
+    let mut visits: Vec<u32> = events
+        .iter()
+        .filter_map(|e| {
+            e["event_details"]["change_reason"]
+                .as_str()?
+                .strip_prefix("visit ")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    visits.sort_unstable();
+    let mut expected: Vec<u32> = (1..=EVENTS).map(|n| arrivals.original(n)).collect();
+    expected.sort_unstable();
+    assert_eq!(visits, expected, "every event once, twins included");
+    let dates: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e["datetime"]["date"].as_str())
+        .collect();
+    assert!(
+        dates.iter().any(|d| d.starts_with("2026-10-24 23:59:59.")),
+        "{dates:?}"
+    );
+    let twice: Vec<&&str> = dates.iter().filter(|d| d.starts_with("2026-10-25 02:")).collect();
+    assert!(
+        twice.len() >= 10,
+        "the repeated hour, once in CEST and once in CET: {twice:?}"
+    );
+    // The same backfill again: everything is recognised, nothing lands.
+    let before = events.len();
+    let again = tokio::task::spawn_blocking({
+        let mut cmd = backfill(&fx);
+        move || cmd.output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert_exit(&again, 0);
+    assert_eq!(landed(&fx).len(), before);
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out
 }

@@ -72,7 +72,7 @@ impl Fixture {
     }
 
     /// `edc-sync <sub>` (sync or backfill) on this fixture's directories.
-    fn command(&self, sub: &str, vendor: &str, sim: &Simulator, password: &str) -> Command {
+    pub(crate) fn command(&self, sub: &str, vendor: &str, sim: &Simulator, password: &str) -> Command {
         let env_file = self.path("helper-env.txt");
         let mut cmd = support::edc_sync();
         cmd.args([sub, "--config"])
