@@ -31,6 +31,13 @@ pub fn all() -> Vec<Scenario> {
             false,
             oq_037
         ),
+        scenario!(
+            "OQ-038",
+            "An audit trail of whole days in the study's zone lands every event once, identical events and a DST change included",
+            ["URS-039", "URS-025"],
+            false,
+            oq_038
+        ),
     ]
 }
 
@@ -182,6 +189,179 @@ async fn oq_037(ctx: &mut Ctx) -> anyhow::Result<()> {
         "the client secret and the tokens issued, found in the evidence or the output",
         0,
         leaked,
+    );
+    ctx.attach_run_outputs();
+    Ok(())
+}
+
+const AUDIT_VENDOR: &str = "oq_castor_audit";
+
+/// The visits (the simulator's record numbers, which a twin repeats) of the
+/// events a reader of the landing takes, sorted.
+fn landed_visits(ctx: &Ctx) -> anyhow::Result<Vec<u32>> {
+    let events = crate::landed::landed_json_records(&stream_dir(ctx, AUDIT_VENDOR, "default"), "/items")?;
+    let mut visits: Vec<u32> = events
+        .iter()
+        .filter_map(|e| {
+            e["event_details"]["change_reason"]
+                .as_str()?
+                .strip_prefix("visit ")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    visits.sort_unstable();
+    Ok(visits)
+}
+
+/// The visits of the first `n` events the simulator lists, sorted.
+fn listed_visits(arrivals: &edc_sim::audit_trail::Arrivals, n: u32) -> Vec<u32> {
+    let mut visits: Vec<u32> = (1..=n).map(|k| arrivals.original(k)).collect();
+    visits.sort_unstable();
+    visits
+}
+
+async fn oq_038(ctx: &mut Ctx) -> anyhow::Result<()> {
+    let config = ctx.policy_repo()?;
+    // Events every 250 ms from 10 s ago, every 4th the twin of the one
+    // before: three syncs 2.5 s apart while they arrive.
+    let origin = std::time::SystemTime::now() - Duration::from_secs(10);
+    let arrivals = edc_sim::audit_trail::Arrivals {
+        twins: Some(4),
+        ..edc_sim::audit_trail::Arrivals::every(origin, Duration::from_millis(250))
+    };
+    let sim = ctx
+        .sim_with(80, &[], |c| {
+            c.profile = Profile::Castor;
+            c.audit_trail = Some(arrivals.clone());
+        })
+        .await?;
+    let mut codes = Vec::new();
+    for run in 0..3 {
+        if run > 0 {
+            tokio::time::sleep(Duration::from_millis(2500)).await;
+        }
+        let mut cmd = ctx.vendor_command(&config, &sim, AUDIT_VENDOR, OQ_PASSWORD, &[]);
+        let out = tokio::task::spawn_blocking(move || cmd.output()).await??;
+        codes.push(code(&out));
+    }
+    ctx.check_eq(
+        "exit codes of the three syncs",
+        "[0, 0, 0]".to_string(),
+        format!("{codes:?}"),
+    );
+    let visits = landed_visits(ctx)?;
+    let expected = listed_visits(&arrivals, visits.len() as u32);
+    let twins = visits.windows(2).filter(|w| w[0] == w[1]).count();
+    ctx.check(
+        "events landed: the first N the server listed, each once, identical ones as two",
+        "every listed event once, at least 60, at least 15 twins",
+        format!(
+            "{} events, {twins} twins, equal to the server's first {}: {}",
+            visits.len(),
+            visits.len(),
+            visits == expected
+        ),
+        visits == expected && visits.len() >= 60 && twins >= 15,
+    );
+    let data: Vec<LogEntry> = sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.contains("/audit-trail"))
+        .collect();
+    ctx.check(
+        "every data request names its days (date_from, date_to: YYYY-MM-DD) and its page",
+        "all of them",
+        format!("{} request(s)", data.len()),
+        !data.is_empty()
+            && data.iter().all(|r| {
+                let days = |name: &str| {
+                    r.path
+                        .split(&format!("{name}="))
+                        .nth(1)
+                        .is_some_and(|v| v.len() >= 10 && v.as_bytes()[4] == b'-' && v.as_bytes()[7] == b'-')
+                };
+                days("date_from") && days("date_to") && r.path.contains("page=")
+            }),
+    );
+
+    // A backfill of the days around Amsterdam's autumn DST change (the hour
+    // 02:00-03:00 of 25 October happens twice).
+    let dst_origin = humantime::parse_rfc3339("2026-10-24T21:49:59Z")?;
+    let dst = edc_sim::audit_trail::Arrivals {
+        twins: Some(5),
+        subsecond: true,
+        ..edc_sim::audit_trail::Arrivals::every(dst_origin, Duration::from_secs(600))
+    };
+    let dst_sim = ctx
+        .sim_with(48, &[], |c| {
+            c.profile = Profile::Castor;
+            c.audit_trail = Some(dst.clone());
+        })
+        .await?;
+    let roots_dir = ctx.dir.join("dst");
+    let (out_dir, state, trail) = (
+        roots_dir.join("landing"),
+        roots_dir.join("state"),
+        roots_dir.join("audit.jsonl"),
+    );
+    let roots = super::context::Roots {
+        out: &out_dir,
+        state: &state,
+        audit_log: &trail,
+    };
+    let mut cmd = ctx.command_over(
+        "backfill",
+        &config,
+        &dst_sim,
+        AUDIT_VENDOR,
+        OQ_PASSWORD,
+        &[
+            "--since",
+            "2026-10-24T00:00:00Z",
+            "--until",
+            "2026-10-26T00:00:00Z",
+        ],
+        roots,
+    );
+    let out = tokio::task::spawn_blocking(move || cmd.output()).await??;
+    ctx.check_eq("exit code of the backfill across the DST change", 0, code(&out));
+    let manifest = crate::files::under(&out_dir)
+        .into_iter()
+        .find(|p| p.ends_with("manifest.jsonl"))
+        .and_then(|p| p.parent().map(std::path::Path::to_path_buf));
+    let events = match &manifest {
+        Some(dir) => crate::landed::landed_json_records(dir, "/items")?,
+        None => Vec::new(),
+    };
+    let mut visits: Vec<u32> = events
+        .iter()
+        .filter_map(|e| {
+            e["event_details"]["change_reason"]
+                .as_str()?
+                .strip_prefix("visit ")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    visits.sort_unstable();
+    let repeated_hour = events
+        .iter()
+        .filter(|e| {
+            e["datetime"]["date"]
+                .as_str()
+                .is_some_and(|d| d.starts_with("2026-10-25 02:"))
+        })
+        .count();
+    ctx.check(
+        "events of 24-26 October landed (the repeated hour in CEST and in CET)",
+        "all 48, each once, twins included; at least 10 in the hour 02:00-03:00 of the 25th",
+        format!(
+            "{} events, equal to the 48 listed: {}; {repeated_hour} in that hour",
+            visits.len(),
+            visits == listed_visits(&dst, 48)
+        ),
+        visits == listed_visits(&dst, 48) && repeated_hour >= 10,
     );
     ctx.attach_run_outputs();
     Ok(())
