@@ -153,4 +153,7 @@ Faults (--fault N=SPEC, N = the Nth request received, from 1):
   rave-odm-error:STATUS:CODE   STATUS with an ODM whose mdsol:ErrorDescription ends [CODE]
   castor-error:STATUS:DETAIL   STATUS with Castor's error body {\"type\",\"title\",\"status\",\"detail\":DETAIL}
                       (e.g. castor-error:404:There are no data points.)
+  redcap-error:STATUS:TEXT     STATUS with REDCap's {\"error\":TEXT}, or TEXT as a line of text when
+                      it says banned (e.g. redcap-error:429:Your IP address has been banned due
+                      to suspected abuse)
 ";

@@ -549,7 +549,7 @@ fn a_dialect_must_fit_the_payload_format() {
     );
     assert_rejected(
         &example_with("  dialect: vault\n", "  dialect: veeva\n"),
-        &["veeva_vault.dialect: must be one of generic, vault, rave, castor; got \"veeva\""],
+        &["veeva_vault.dialect: must be one of generic, vault, rave, castor, redcap; got \"veeva\""],
     );
     assert_rejected(
         &example_with("  clock_skew_warn_s: 30\n", "  clock_skew_warn_s: -1\n"),

@@ -276,6 +276,14 @@ fn examples() -> Vec<(&'static str, Error, u8)> {
             75,
         ),
         (
+            "the EDC banned this host's address",
+            sync(SyncError::Banned {
+                stream: stream(),
+                detail: "banned".into(),
+            }),
+            76,
+        ),
+        (
             "a stream's audit append failing",
             sync(SyncError::Audit(AuditError::Io {
                 path: path(),
@@ -721,6 +729,7 @@ fn exhaustive_sync(s: &SyncError) {
         | SyncError::Exhausted { .. }
         | SyncError::Unreachable { .. }
         | SyncError::Permission { .. }
+        | SyncError::Banned { .. }
         | SyncError::Rejected { .. }
         | SyncError::Locked(_)
         | SyncError::LockLost { .. }

@@ -30,6 +30,7 @@ mod operations;
 mod oq;
 mod pacer;
 mod properties;
+mod redcap;
 mod secrets;
 mod state_db;
 mod sync;

@@ -67,7 +67,7 @@ impl Fixture {
         std::fs::write(self.path("policies.yaml"), policies).unwrap();
     }
 
-    fn sync(&self, vendor: &str, sim: &Simulator, password: &str) -> Command {
+    pub(crate) fn sync(&self, vendor: &str, sim: &Simulator, password: &str) -> Command {
         self.command("sync", vendor, sim, password)
     }
 

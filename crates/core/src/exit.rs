@@ -37,6 +37,9 @@ pub enum Exit {
     IoErr = 74,
     /// Temporary failure, progress saved: try again later.
     TempFail = 75,
+    /// The EDC banned this host's address (REDCap): only its administrator
+    /// can lift the ban; retrying keeps it.
+    Banned = 76,
     /// Permission: the EDC refused the credential (401/403, a vendor's
     /// refusal in the body, a failed login or credential helper).
     NoPerm = 77,
@@ -57,7 +60,7 @@ pub struct Documented {
 impl Exit {
     /// Every code the tool exits with, in order. 130 is not an [`Exit`]:
     /// it is the signal handler's abort, outside the error mapping.
-    pub const ALL: [Documented; 11] = [
+    pub const ALL: [Documented; 12] = [
         Documented { code: 0, label: "ok", meaning: "done: everything requested completed", what_to_do: "nothing" },
         Documented { code: 2, label: "usage", meaning: "usage error (bad flags)", what_to_do: "fix the command line" },
         Documented {
@@ -95,6 +98,12 @@ impl Exit {
             label: "try later",
             meaning: "temporary failure, progress saved (retry budget or max wait exhausted, stream locked, the run lock taken over by another run, interrupted, the object store throttling: 429 or SlowDown, a state-database deadlock or serialization failure that outlasted its retries)",
             what_to_do: "nothing: the next scheduled run resumes",
+        },
+        Documented {
+            code: 76,
+            label: "banned",
+            meaning: "the EDC banned this host's address for suspected abuse (REDCap's per-minute hit threshold): it answers every request, from every user behind the same address, with 429 until its administrator lifts the ban; nothing was retried",
+            what_to_do: "stop the schedule; ask the EDC's administrator to lift the ban (REDCap: Control Center), lower the policy's rate, then resume",
         },
         Documented {
             code: 77,

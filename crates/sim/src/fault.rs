@@ -85,6 +85,12 @@ pub enum Fault {
         status: u16,
         detail: String,
     },
+    /// REDCap's JSON error body `{"error": TEXT}` at this status; a TEXT
+    /// that says the address is banned is REDCap's ban, sent as plain text.
+    RedcapError {
+        status: u16,
+        text: String,
+    },
 }
 
 impl FromStr for Fault {
@@ -153,6 +159,21 @@ impl FromStr for Fault {
                     detail: (*detail).to_string(),
                 }
             }
+            ["redcap-error", status, text] if !text.is_empty() => {
+                let status = number(status)?;
+                if !(400..=599).contains(&status) {
+                    return Err(format!("fault {spec:?}: {status} is not an HTTP error status"));
+                }
+                Fault::RedcapError {
+                    status: status as u16,
+                    text: (*text).to_string(),
+                }
+            }
+            ["redcap-error", ..] => {
+                return Err(format!(
+                    "fault {spec:?}: expected redcap-error:STATUS:TEXT, e.g. redcap-error:403:You do not have permissions to use the API"
+                ))
+            }
             ["castor-error", ..] => {
                 return Err(format!(
                     "fault {spec:?}: expected castor-error:STATUS:DETAIL, e.g. castor-error:404:There are no data points."
@@ -200,6 +221,7 @@ impl std::fmt::Display for Fault {
                 write!(f, "{form}:{status}:{code}")
             }
             Fault::CastorError { status, detail } => write!(f, "castor-error:{status}:{detail}"),
+            Fault::RedcapError { status, text } => write!(f, "redcap-error:{status}:{text}"),
         }
     }
 }

@@ -339,6 +339,21 @@ async fn decide(
                 vendor::castor::problem(*status, title, detail),
             )
         }
+        // REDCap answers an error in the requested format (JSON here), and
+        // its ban as a bare line of text (REDCap's API help, "Error
+        // handling"; the ban: the issue trackers of PyCap and REDCapR).
+        Some(Fault::RedcapError { status, text }) => {
+            let code = StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST);
+            if text.contains("banned") {
+                Answer::body(code, "text/html; charset=utf-8", text.clone())
+            } else {
+                Answer::body(
+                    code,
+                    "application/json",
+                    serde_json::json!({ "error": text }).to_string(),
+                )
+            }
+        }
         Some(Fault::Redirect { status, url }) => redirect(*status, url),
         Some(Fault::Oversize(bytes)) => {
             let mut a = Answer::status(StatusCode::OK);

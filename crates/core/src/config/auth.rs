@@ -303,16 +303,17 @@ pub(super) fn dialect(
         "vault" => Dialect::Vault,
         "rave" => Dialect::Rave,
         "castor" => Dialect::Castor,
+        "redcap" => Dialect::Redcap,
         other => {
             report.add(
                 &path,
-                format!("must be one of generic, vault, rave, castor; got {other:?}"),
+                format!("must be one of generic, vault, rave, castor, redcap; got {other:?}"),
             );
             return None;
         }
     };
     let needs = match dialect {
-        Dialect::Vault | Dialect::Castor => Some((PayloadFormat::Json, "json")),
+        Dialect::Vault | Dialect::Castor | Dialect::Redcap => Some((PayloadFormat::Json, "json")),
         Dialect::Rave => Some((PayloadFormat::Odm, "odm")),
         Dialect::Generic => None,
     };

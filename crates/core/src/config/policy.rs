@@ -220,6 +220,9 @@ pub enum Dialect {
     /// Castor EDC: JSON `{type, title, status, detail}` at the status it
     /// names; a 404 "There are no ..." is an empty collection.
     Castor,
+    /// REDCap: `{"error": ...}`, `<hash><error>`, `ERROR: ...` at any
+    /// status; a 429 saying the address is banned stops the run (76).
+    Redcap,
 }
 
 /// How a delta response body is encoded.

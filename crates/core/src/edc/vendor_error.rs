@@ -22,6 +22,9 @@ pub enum VendorErrorKind {
     /// "There are no ..."): the window has nothing more; nothing is landed
     /// and the cursor stays.
     NoItems,
+    /// The vendor banned this address (REDCap's hit threshold): no request
+    /// will succeed until an administrator lifts it; never retried, exit 76.
+    Banned,
     /// Anything else: exit 65, naming the vendor's code.
     Other,
 }

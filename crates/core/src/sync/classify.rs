@@ -31,6 +31,11 @@ pub(super) fn classify(
     renewable: bool,
     url: &Url,
 ) -> Verdict {
+    // A ban is not a throttle, though it comes as a 429: waiting cannot
+    // lift it, and asking again keeps the address banned.
+    if let Some(error) = vendor.as_ref().filter(|e| e.kind == VendorErrorKind::Banned) {
+        return Verdict::Vendor(error.clone());
+    }
     if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
         return Verdict::Throttled;
     }
@@ -98,6 +103,14 @@ mod tests {
         assert!(matches!(judge(500, VendorErrorKind::Other), Verdict::Retry(r) if r.contains("RWS00100")));
         assert!(matches!(judge(502, VendorErrorKind::Other), Verdict::Retry(_)));
         assert!(matches!(judge(404, VendorErrorKind::Other), Verdict::Vendor(_)));
+        // A ban comes as a 429 but is never a throttle to wait out.
+        assert!(
+            matches!(judge(429, VendorErrorKind::Banned), Verdict::Vendor(e) if e.kind == VendorErrorKind::Banned)
+        );
+        assert!(matches!(
+            judge(429, VendorErrorKind::Throttled),
+            Verdict::Throttled
+        ));
         assert!(matches!(judge(200, VendorErrorKind::Other), Verdict::Vendor(_)));
         assert!(matches!(
             judge(500, VendorErrorKind::Permission),

@@ -22,6 +22,10 @@ pub enum SyncError {
     },
     /// 401 / 403, or a vendor's refusal in the body (exit 77). `hint`
     /// names the credential variables of the scheme in use.
+    /// The EDC banned this host's address (REDCap's hit threshold): exit
+    /// 76, never retried.
+    #[error("{stream}: {detail}")]
+    Banned { stream: String, detail: String },
     #[error("{stream}: {detail}: {hint}")]
     Permission {
         stream: String,
@@ -69,6 +73,7 @@ impl SyncError {
             SyncError::Unreachable { .. } => Exit::Unavailable,
             SyncError::Pacer(e) => Exit::for_pacer(e),
             SyncError::Permission { .. } => Exit::NoPerm,
+            SyncError::Banned { .. } => Exit::Banned,
             SyncError::Credential { error, .. } => match error {
                 AuthError::Refused { .. } | AuthError::Helper { .. } | AuthError::WrongVault { .. } => {
                     Exit::NoPerm

@@ -404,7 +404,11 @@ impl<P: Pacer> Loop<'_, P> {
         let dialect = job.policy.dialect;
         let vendor = match vendor::reads_error_bodies(dialect) {
             false => None,
-            true => vendor::error_in_body(dialect, &reply.error_body(ERROR_BODY_CAP).await),
+            true => vendor::error_in_body(
+                dialect,
+                meta.status.as_u16(),
+                &reply.error_body(ERROR_BODY_CAP).await,
+            ),
         };
         match classify(meta.status, vendor, job.client.renewable(), url) {
             Verdict::Throttled => stream.throttled(req, &meta, None).await,

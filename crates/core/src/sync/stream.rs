@@ -494,6 +494,19 @@ impl<'a, P: Pacer> Stream<'a, P> {
                 let detail = format!("GET {url} answered HTTP {} with {error}", meta.status.as_u16());
                 self.refused(req, meta, Some(error), detail).await
             }
+            VendorErrorKind::Banned => {
+                let detail = format!(
+                    "GET {url} answered HTTP {} with {error}: the EDC has banned this host's address; no request \
+                     will succeed, for any user behind this address, until its administrator lifts the ban \
+                     (REDCap: Control Center); stop the schedule and lower the policy's rate before resuming",
+                    meta.status.as_u16()
+                );
+                self.failed(req, Some(meta), Some(error), detail.clone()).await?;
+                Err(SyncError::Banned {
+                    stream: self.name.clone(),
+                    detail,
+                })
+            }
             VendorErrorKind::NoItems => {
                 let event = CollectionEmpty {
                     stream: self.name.clone(),

@@ -1,4 +1,5 @@
-//! The vendors: one folder each (`generic.rs`; `rave/`; `vault/`; `castor/`), holding
+//! The vendors: one folder each (`generic.rs`; `rave/`; `vault/`; `castor/`;
+//! `redcap/`), holding
 //! what that vendor does differently (its error dialect, its
 //! authentication's login, its paging, its delta endpoints), each citing
 //! the vendor's documentation or its own clients. The page loop calls
@@ -15,6 +16,7 @@
 pub(crate) mod castor;
 mod generic;
 pub(crate) mod rave;
+pub(crate) mod redcap;
 pub(crate) mod vault;
 
 use super::payload::{InvalidPayload, PageSummary};
@@ -39,6 +41,7 @@ pub(crate) fn judge(
         Dialect::Vault => vault::judge(page, missing_records),
         Dialect::Rave => rave::judge(page),
         Dialect::Castor => castor::judge(page, missing_records),
+        Dialect::Redcap => redcap::judge(page, missing_records),
     }
 }
 
@@ -49,13 +52,15 @@ pub(crate) fn reads_error_bodies(dialect: Dialect) -> bool {
     dialect != Dialect::Generic
 }
 
-/// The vendor error in a non-2xx body, if the dialect finds one.
-pub(crate) fn error_in_body(dialect: Dialect, body: &[u8]) -> Option<VendorError> {
+/// The vendor error in a non-2xx body at `status`, if the dialect finds
+/// one.
+pub(crate) fn error_in_body(dialect: Dialect, status: u16, body: &[u8]) -> Option<VendorError> {
     match dialect {
         Dialect::Generic => None,
         Dialect::Vault => vault::in_error_body(body),
         Dialect::Rave => rave::in_error_body(body),
         Dialect::Castor => castor::in_error_body(body),
+        Dialect::Redcap => redcap::in_error_body(status, body),
     }
 }
 

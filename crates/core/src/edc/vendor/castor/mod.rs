@@ -82,7 +82,7 @@ mod tests {
     use crate::edc::vendor::error_in_body;
 
     fn kind(body: &str) -> Option<VendorErrorKind> {
-        error_in_body(Dialect::Castor, body.as_bytes()).map(|e| e.kind)
+        error_in_body(Dialect::Castor, 0, body.as_bytes()).map(|e| e.kind)
     }
 
     #[test]
@@ -118,6 +118,7 @@ mod tests {
         );
         let e = error_in_body(
             Dialect::Castor,
+            422,
             doc(422, "Unprocessable Entity", "bad page").as_bytes(),
         )
         .unwrap();

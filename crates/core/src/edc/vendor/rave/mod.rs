@@ -104,12 +104,12 @@ mod tests {
         // The generic dialect keeps today's behaviour: an empty page.
         assert!(judge_as(Dialect::Generic, PayloadFormat::Odm, "", summary).is_ok());
         let resp = br#"<Response ReferenceNumber="r" IsTransactionSuccessful="0" ReasonCode="RWS00092" ErrorClientResponseMessage="CRF version not found"/>"#;
-        let e = error_in_body(Dialect::Rave, resp).unwrap();
+        let e = error_in_body(Dialect::Rave, 0, resp).unwrap();
         assert_eq!(
             (e.kind, e.code.as_str(), e.message.as_str()),
             (VendorErrorKind::Other, "RWS00092", "CRF version not found")
         );
-        assert_eq!(error_in_body(Dialect::Generic, resp), None);
+        assert_eq!(error_in_body(Dialect::Generic, 0, resp), None);
         let _ = RaveResponse::default();
     }
 
