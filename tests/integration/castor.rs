@@ -357,22 +357,8 @@ async fn castors_audit_trail_lands_every_event_once_across_runs_in_day_windows()
     assert_eq!(got.len() - distinct.len(), twins);
     // Every event up to the last one landed is there, none missing: their
     // reasons are visits 1..=N, twins counted as their original.
-    let mut visits: Vec<u32> = events
-        .iter()
-        .filter_map(|e| {
-            e["event_details"]["change_reason"]
-                .as_str()?
-                .strip_prefix("visit ")?
-                .parse()
-                .ok()
-        })
-        .collect();
-    visits.sort_unstable();
-    let expected: Vec<u32> = {
-        let mut v: Vec<u32> = (1..=got.len() as u32).map(|n| arrivals.original(n)).collect();
-        v.sort_unstable();
-        v
-    };
+    let visits = edc_qualify::landed::event_visits(&events);
+    let expected = edc_qualify::landed::listed_visits(&arrivals, got.len() as u32);
     assert_eq!(visits, expected, "every event once, twins included");
     let repeats: u64 = fx
         .events("page_committed")
@@ -419,19 +405,8 @@ async fn the_shipped_castor_vendor_lands_its_audit_trail_once_across_runs() {
         .path()
         .join("landing/castor/client-1/Mediflex(Prod)/-/audit_trail");
     let events = edc_qualify::landed::landed_json_records(&stream_dir, "/items").unwrap();
-    let mut visits: Vec<u32> = events
-        .iter()
-        .filter_map(|e| {
-            e["event_details"]["change_reason"]
-                .as_str()?
-                .strip_prefix("visit ")?
-                .parse()
-                .ok()
-        })
-        .collect();
-    visits.sort_unstable();
-    let mut expected: Vec<u32> = (1..=visits.len() as u32).map(|n| arrivals.original(n)).collect();
-    expected.sort_unstable();
+    let visits = edc_qualify::landed::event_visits(&events);
+    let expected = edc_qualify::landed::listed_visits(&arrivals, visits.len() as u32);
     assert!(visits.len() > 100, "{}", visits.len());
     assert_eq!(visits, expected, "every event once, twins included");
     let requests = server.requests();
@@ -501,19 +476,8 @@ async fn a_backfill_across_a_dst_change_lands_every_event_once() {
         edc_qualify::landed::landed_json_records(&dir, "/items").unwrap()
     };
     let events = landed(&fx);
-    let mut visits: Vec<u32> = events
-        .iter()
-        .filter_map(|e| {
-            e["event_details"]["change_reason"]
-                .as_str()?
-                .strip_prefix("visit ")?
-                .parse()
-                .ok()
-        })
-        .collect();
-    visits.sort_unstable();
-    let mut expected: Vec<u32> = (1..=EVENTS).map(|n| arrivals.original(n)).collect();
-    expected.sort_unstable();
+    let visits = edc_qualify::landed::event_visits(&events);
+    let expected = edc_qualify::landed::listed_visits(&arrivals, EVENTS);
     assert_eq!(visits, expected, "every event once, twins included");
     let dates: Vec<&str> = events
         .iter()

@@ -200,25 +200,7 @@ const AUDIT_VENDOR: &str = "oq_castor_audit";
 /// events a reader of the landing takes, sorted.
 fn landed_visits(ctx: &Ctx) -> anyhow::Result<Vec<u32>> {
     let events = crate::landed::landed_json_records(&stream_dir(ctx, AUDIT_VENDOR, "default"), "/items")?;
-    let mut visits: Vec<u32> = events
-        .iter()
-        .filter_map(|e| {
-            e["event_details"]["change_reason"]
-                .as_str()?
-                .strip_prefix("visit ")?
-                .parse()
-                .ok()
-        })
-        .collect();
-    visits.sort_unstable();
-    Ok(visits)
-}
-
-/// The visits of the first `n` events the simulator lists, sorted.
-fn listed_visits(arrivals: &edc_sim::audit_trail::Arrivals, n: u32) -> Vec<u32> {
-    let mut visits: Vec<u32> = (1..=n).map(|k| arrivals.original(k)).collect();
-    visits.sort_unstable();
-    visits
+    Ok(crate::landed::event_visits(&events))
 }
 
 async fn oq_038(ctx: &mut Ctx) -> anyhow::Result<()> {
@@ -251,7 +233,7 @@ async fn oq_038(ctx: &mut Ctx) -> anyhow::Result<()> {
         format!("{codes:?}"),
     );
     let visits = landed_visits(ctx)?;
-    let expected = listed_visits(&arrivals, visits.len() as u32);
+    let expected = crate::landed::listed_visits(&arrivals, visits.len() as u32);
     let twins = visits.windows(2).filter(|w| w[0] == w[1]).count();
     ctx.check(
         "events landed: the first N the server listed, each once, identical ones as two",
@@ -334,17 +316,7 @@ async fn oq_038(ctx: &mut Ctx) -> anyhow::Result<()> {
         Some(dir) => crate::landed::landed_json_records(dir, "/items")?,
         None => Vec::new(),
     };
-    let mut visits: Vec<u32> = events
-        .iter()
-        .filter_map(|e| {
-            e["event_details"]["change_reason"]
-                .as_str()?
-                .strip_prefix("visit ")?
-                .parse()
-                .ok()
-        })
-        .collect();
-    visits.sort_unstable();
+    let visits = crate::landed::event_visits(&events);
     let repeated_hour = events
         .iter()
         .filter(|e| {
@@ -359,9 +331,9 @@ async fn oq_038(ctx: &mut Ctx) -> anyhow::Result<()> {
         format!(
             "{} events, equal to the 48 listed: {}; {repeated_hour} in that hour",
             visits.len(),
-            visits == listed_visits(&dst, 48)
+            visits == crate::landed::listed_visits(&dst, 48)
         ),
-        visits == listed_visits(&dst, 48) && repeated_hour >= 10,
+        visits == crate::landed::listed_visits(&dst, 48) && repeated_hour >= 10,
     );
     ctx.attach_run_outputs();
     Ok(())

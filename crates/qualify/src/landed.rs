@@ -97,6 +97,33 @@ pub fn landed_json_records(
     json_records(landed_pages(stream_dir)?, records_pointer)
 }
 
+/// The simulated record each of `events` (the castor profile's audit
+/// trail) shows, from its change reason (`visit N`; a twin shows its
+/// original's), sorted: what a test compares with the events listed.
+pub fn event_visits(events: &[serde_json::Value]) -> Vec<u32> {
+    let mut visits: Vec<u32> = events
+        .iter()
+        .filter_map(|e| {
+            e["event_details"]["change_reason"]
+                .as_str()?
+                .strip_prefix("visit ")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    visits.sort_unstable();
+    visits
+}
+
+/// The simulated records of the first `n` events an audit trail of
+/// `arrivals` lists (a twin shows its original's), sorted: what
+/// [`event_visits`] of a complete landing equals.
+pub fn listed_visits(arrivals: &edc_sim::audit_trail::Arrivals, n: u32) -> Vec<u32> {
+    let mut visits: Vec<u32> = (1..=n).map(|k| arrivals.original(k)).collect();
+    visits.sort_unstable();
+    visits
+}
+
 fn json_records(pages: Vec<Listed>, records_pointer: &str) -> anyhow::Result<Vec<serde_json::Value>> {
     let mut records = Vec::new();
     for page in pages {
