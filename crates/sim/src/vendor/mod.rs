@@ -1,5 +1,5 @@
 //! The vendors the simulator imitates, one file each (`generic.rs`,
-//! `rave.rs`, `vault.rs`): how each authenticates, reports errors, logs in,
+//! `rave.rs`, `vault.rs`, `castor.rs`): how each authenticates, reports errors, logs in,
 //! pages and stamps its answers, each behaviour beside the document or
 //! client it imitates. When the documents and a file here disagree, the
 //! file is wrong. The server asks this file what the profile in use does
