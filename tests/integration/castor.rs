@@ -155,8 +155,9 @@ async fn a_wrong_client_secret_exits_77_naming_the_variables_not_the_secret() {
 }
 
 /// Castor answers an empty collection as an error whose detail says there
-/// are none: the window ends with nothing landed and the cursor where it
-/// was, audited as `collection_empty`; any other 404 naming the study is
+/// are none: the window ends with nothing landed, audited as
+/// `collection_empty` and closed by a page without records; any other 404
+/// naming the study is
 /// this credential not reaching it (77), and a 5xx with Castor's body is
 /// retried like a bare one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -177,7 +178,20 @@ async fn castors_error_bodies_decide_the_step() {
     assert_eq!(empty[0]["status"], 404);
     assert_eq!(empty[0]["vendor_error"]["kind"], "no_items");
     assert_eq!(empty[0]["vendor_error"]["message"], "There are no data points.");
-    assert!(fx.events("page_committed").is_empty());
+    let committed = fx.events("page_committed");
+    assert_eq!(committed.len(), 1, "the answer closes the window");
+    assert_eq!(
+        (
+            &committed[0]["status"],
+            &committed[0]["records"],
+            &committed[0]["landed"]
+        ),
+        (
+            &serde_json::json!(404),
+            &serde_json::json!(0),
+            &serde_json::json!(false)
+        )
+    );
     assert!(!fx.stream_dir("castor_oauth").join("manifest.jsonl").exists());
     // The next run finds the records and lands each once.
     let again = fx.run("castor_oauth", &server, SECRET).await;
@@ -370,6 +384,68 @@ async fn castors_audit_trail_lands_every_event_once_across_runs_in_day_windows()
         "each run read the day again and recognised what it had landed"
     );
     assert!(verify(&fx.path("audit.jsonl")).unwrap().intact());
+}
+
+/// A window whose last page is exactly full: Castor answers the page after
+/// it with its 404 "There are no ..." error. The window is complete, and
+/// the cursor says so: a `page_committed` line for that answer (its hash,
+/// no records, nothing landed) closes the window, so the next run starts
+/// the next window instead of asking that page again, and a window whose
+/// days have passed can never hold the stream on one page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_page_after_a_full_last_page_closes_the_window() {
+    let fx = Fixture::new();
+    let origin = std::time::SystemTime::now() - Duration::from_secs(30);
+    let arrivals = edc_sim::audit_trail::Arrivals::every(origin, Duration::from_millis(100));
+    // 1 = token, 2 and 3 = two full pages of 7, 4 = page 3: no items.
+    let server = sim(
+        Profile::Castor,
+        14,
+        &["4=castor-error:404:There are no audit trail items."],
+        |c| c.audit_trail = Some(arrivals.clone()),
+    )
+    .await;
+    assert_exit(&fx.run("castor_audit", &server, SECRET).await, 0);
+    let requests = server.requests();
+    assert!(requests[3].path.contains("page=3"), "{requests:?}");
+    let cursor = fx.cursor("castor_audit");
+    assert!(
+        cursor["next_page"].is_null(),
+        "the window is complete, not left on the page that had no items: {cursor}"
+    );
+    let committed = fx.events("page_committed");
+    assert_eq!(committed.len(), 3, "{committed:?}");
+    let closing = &committed[2];
+    assert_eq!(closing["status"], 404);
+    assert_eq!(closing["records"], 0);
+    assert_eq!(closing["landed"], false);
+    assert_eq!(closing["payload_sha256"].as_str().unwrap().len(), 64);
+    assert!(closing["cursor_after"]["next_page"].is_null(), "{closing}");
+    let empty = fx.events("collection_empty");
+    assert_eq!(empty.len(), 1);
+    assert_eq!(empty[0]["request_id"], closing["request_id"]);
+    // The next run reads the (current) day again from its first page and
+    // lands nothing twice; the trail, manifest and landing agree.
+    assert_exit(&fx.run("castor_audit", &server, SECRET).await, 0);
+    let again: Vec<LogEntry> = server.requests()[4..]
+        .iter()
+        .filter(|r| r.path.contains("/audit-trail"))
+        .cloned()
+        .collect();
+    assert!(again[0].path.contains("page=1"), "{again:?}");
+    let events = edc_qualify::landed::landed_json_records(&fx.stream_dir("castor_audit"), "/items").unwrap();
+    assert_eq!(events.len(), 14);
+    assert!(verify(&fx.path("audit.jsonl")).unwrap().intact());
+    let verified = crate::support::run_cmd(
+        crate::support::edc_sync()
+            .args(["verify", "--out"])
+            .arg(fx.path("landing"))
+            .arg("--state")
+            .arg(fx.path("state"))
+            .arg("--audit-log")
+            .arg(fx.path("audit.jsonl")),
+    );
+    assert_eq!(verified.code, 0, "{}", verified.stderr);
 }
 
 /// The shipped `castor` vendor, as an operator runs it against a server

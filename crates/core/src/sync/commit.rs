@@ -5,7 +5,7 @@
 
 use reqwest::Url;
 
-use super::events::{PageCommitted, RequestFailed, StateJson};
+use super::events::{CollectionEmpty, PageCommitted, RequestFailed, StateJson};
 use super::lookback;
 use super::request::Request;
 use super::slots::Slots;
@@ -16,8 +16,8 @@ use crate::audit::now_rfc3339;
 use crate::config::PayloadFormat;
 use crate::edc::paging;
 use crate::edc::payload::{self, InvalidPayload, PageSummary};
-use crate::edc::vendor::{self, NotAPage};
-use crate::edc::Reply;
+use crate::edc::vendor::{self, NotAPage, VendorError, VendorErrorKind};
+use crate::edc::{Reply, ResponseMeta};
 use crate::ledger::StreamLedger;
 use crate::store::object_lock::Retention;
 use crate::store::{Cursor, LandingStore, ManifestEntry, PageAdvance};
@@ -399,6 +399,83 @@ impl PageCommit {
         Ok((landed, listed, retention))
     }
 
+    /// The vendor's word that a page holds nothing (Castor's 404 "There are
+    /// no ..."), with the answer's temp file and hash. Audited as
+    /// `collection_empty`, then committed as a page without records (the
+    /// answer's hash in its `page_committed` line, nothing landed), which
+    /// completes the window in the cursor. Without that commit a window
+    /// whose last page was exactly full stays on the page after it: every
+    /// run asks it again, and once the window's days have passed the stream
+    /// never gets past it.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn collection_empty<P: Pacer>(
+        &mut self,
+        stream: &mut Stream<'_, P>,
+        slots: &mut Slots<P>,
+        window: &mut Window,
+        req: &Request<'_>,
+        meta: &ResponseMeta,
+        error: VendorError,
+        answer: (crate::store::LandingTemp, crate::edc::BodyDigest),
+    ) -> Result<Attempt, SyncError> {
+        let (temp, digest) = answer;
+        let event = CollectionEmpty {
+            stream: stream.name.clone(),
+            request_id: req.id.to_string(),
+            url: req.url.to_string(),
+            status: meta.status.as_u16(),
+            vendor_error: error,
+            cursor: req.cursor.to_json(),
+        };
+        stream.job.audit.record(event).await?;
+        let page = Received {
+            url: req.url.clone(),
+            page_url: meta.url.clone(),
+            status: meta.status.as_u16(),
+            links: Vec::new(),
+            quota_headers: meta.quota_headers.clone(),
+            execution_id: meta.execution_id.clone(),
+            request_id: req.id.to_string(),
+            attempt: req.attempt,
+        };
+        let committed = self
+            .commit_page(
+                stream,
+                window,
+                slots,
+                &page,
+                req.cursor,
+                temp,
+                &digest,
+                PageSummary::empty(),
+            )
+            .await?;
+        stream.report.pages += 1;
+        stream.report.bytes += digest.bytes;
+        Ok(Attempt::Committed {
+            next: None,
+            cursor: Box::new(committed.cursor),
+        })
+    }
+
+    /// A non-2xx answer's body, read whole, as the temp file and hash a
+    /// page without records is committed with (nothing is written to the
+    /// file: such a page lands nothing).
+    pub(super) fn answer<P: Pacer>(
+        &self,
+        stream: &Stream<'_, P>,
+        body: &[u8],
+    ) -> Result<(crate::store::LandingTemp, crate::edc::BodyDigest), SyncError> {
+        let temp = self
+            .landing
+            .begin(&format!("{}-{}", stream.run_id, stream.requests()))?;
+        let digest = crate::edc::BodyDigest {
+            bytes: body.len() as u64,
+            sha256: crate::digest::sha256_hex(body),
+        };
+        Ok((temp, digest))
+    }
+
     /// 2xx: stream into SHA-256, the payload check and a temp file at once,
     /// then land, list, audit and commit the cursor, in that order.
     pub(super) async fn land<P: Pacer>(
@@ -485,6 +562,11 @@ impl PageCommit {
         // to read the last chunks.
         let summary = match Self::check_page(stream, check) {
             Ok(summary) => summary,
+            Err(NotAPage::Vendor(error)) if error.kind == VendorErrorKind::NoItems => {
+                return self
+                    .collection_empty(stream, slots, window, req, &meta, error, (temp, digest))
+                    .await;
+            }
             Err(NotAPage::Vendor(error)) => {
                 temp.discard();
                 return stream.vendor_error(req, &meta, error).await;

@@ -57,8 +57,9 @@ impl AuditEvent for RateLimited {
 }
 
 /// The vendor answered that the collection is empty, as an error (Castor's
-/// 404 "There are no ..."): nothing is landed, the window ends, the cursor
-/// stays where it was.
+/// 404 "There are no ..."): nothing is landed, and a `page_committed` line
+/// for the same request (no records, the answer's hash) follows it and
+/// closes the window, so the cursor never stays on a page with no items.
 #[derive(Debug, Serialize)]
 pub(crate) struct CollectionEmpty {
     pub stream: String,

@@ -399,18 +399,34 @@ impl<P: Pacer> Loop<'_, P> {
             } = self;
             return commit.land(stream, slots, window, req, reply).await;
         }
-        let stream = &mut self.stream;
         let meta = reply.meta.clone();
         let dialect = job.policy.dialect;
+        let body = match vendor::reads_error_bodies(dialect) {
+            false => Vec::new(),
+            true => reply.error_body(ERROR_BODY_CAP).await,
+        };
         let vendor = match vendor::reads_error_bodies(dialect) {
             false => None,
-            true => vendor::error_in_body(
-                dialect,
-                meta.status.as_u16(),
-                &reply.error_body(ERROR_BODY_CAP).await,
-            ),
+            true => vendor::error_in_body(dialect, meta.status.as_u16(), &body),
         };
-        match classify(meta.status, vendor, job.client.renewable(), url) {
+        let verdict = classify(meta.status, vendor, job.client.renewable(), url);
+        if let Verdict::Vendor(error) = &verdict {
+            // Read whole (a capped read would not be the answer's hash).
+            if error.kind == vendor::VendorErrorKind::NoItems && body.len() < ERROR_BODY_CAP {
+                let answer = self.commit.answer(&self.stream, &body)?;
+                let Loop {
+                    stream,
+                    slots,
+                    window,
+                    commit,
+                } = self;
+                return commit
+                    .collection_empty(stream, slots, window, req, &meta, error.clone(), answer)
+                    .await;
+            }
+        }
+        let stream = &mut self.stream;
+        match verdict {
             Verdict::Throttled => stream.throttled(req, &meta, None).await,
             Verdict::Vendor(error) => stream.vendor_error(req, &meta, error).await,
             Verdict::Retry(reason) => stream.retry_later(req, reason, meta.execution_id).await,

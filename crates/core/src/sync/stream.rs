@@ -14,8 +14,7 @@ use std::time::Duration;
 use reqwest::Url;
 
 use super::events::{
-    CollectionEmpty, QuotaExhausted, RateLimited, RequestFailed, RetryScheduled, VendorBurstLow,
-    VendorLimitSpent,
+    QuotaExhausted, RateLimited, RequestFailed, RetryScheduled, VendorBurstLow, VendorLimitSpent,
 };
 use super::request::Request;
 use super::{Attempt, Spent, StreamJob, StreamReport, SyncError, Wait, WaitKind, MAX_BACKOFF};
@@ -507,22 +506,10 @@ impl<'a, P: Pacer> Stream<'a, P> {
                     detail,
                 })
             }
-            VendorErrorKind::NoItems => {
-                let event = CollectionEmpty {
-                    stream: self.name.clone(),
-                    request_id: req.id.to_string(),
-                    url: url.to_string(),
-                    status: meta.status.as_u16(),
-                    vendor_error: error,
-                    cursor: req.cursor.to_json(),
-                };
-                self.job.audit.record(event).await?;
-                Ok(Attempt::Committed {
-                    next: None,
-                    cursor: Box::new(req.cursor.clone()),
-                })
-            }
-            VendorErrorKind::Other => {
+            // An empty collection is committed as a page without records
+            // before it gets here (`PageCommit::collection_empty`); one
+            // that was not (its answer larger than the cap) stops too.
+            VendorErrorKind::NoItems | VendorErrorKind::Other => {
                 let reason = format!(
                     "GET {url} answered HTTP {} with the vendor error {error}; nothing was committed",
                     meta.status.as_u16()

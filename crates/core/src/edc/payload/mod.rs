@@ -113,3 +113,19 @@ pub struct PageSummary {
     #[serde(skip)]
     pub keys: Option<Result<Vec<crate::record::identity::RecordKey>, InvalidPayload>>,
 }
+
+impl PageSummary {
+    /// A page the vendor said holds nothing (Castor's "There are no ..."):
+    /// no records, no next page, no marks.
+    pub fn empty() -> PageSummary {
+        PageSummary {
+            records: 0,
+            records_found: true,
+            next_link: None,
+            high_water: None,
+            low_water: None,
+            envelope: Envelope::default(),
+            keys: Some(Ok(Vec::new())),
+        }
+    }
+}
