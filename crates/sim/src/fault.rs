@@ -28,6 +28,9 @@
 //! | `vault-failure:TYPE` | 200 with Vault's `{"responseStatus":"FAILURE","errors":[{"type":TYPE,...}]}` |
 //! | `rave-error:STATUS:CODE` | STATUS with Rave's `<Response ReasonCode="CODE" ...>` |
 //! | `rave-odm-error:STATUS:CODE` | STATUS with an ODM whose `mdsol:ErrorDescription` ends `[CODE]` |
+//! | `castor-error:STATUS:DETAIL` | STATUS with Castor's problem document whose `detail` is DETAIL |
+//! | `redcap-error:STATUS:TEXT` | STATUS with REDCap's error TEXT, in the format the request asked for |
+//! | `grow` | castor profile: one more study data point is in the collection from this request on (held back by `study_data_held`), inserted among its participant's, so every later page shifts; then the page |
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -65,6 +68,8 @@ pub enum Fault {
     /// The page labelled `Content-Encoding: gzip`.
     Gzip,
     Endless,
+    /// One more held-back study data point joins the collection.
+    Grow,
     Stall(Duration),
     CrossOriginNext(String),
     /// A redirect: 302, or 307 (which keeps a POST's method and body).
@@ -125,6 +130,7 @@ impl FromStr for Fault {
             ["backdated"] => Fault::Backdated,
             ["cursor-value", rest @ ..] if !rest.is_empty() => Fault::CursorValue(rest.join(":")),
             ["endless"] => Fault::Endless,
+            ["grow"] => Fault::Grow,
             ["gzip"] => Fault::Gzip,
             ["content-type", rest @ ..] if !rest.is_empty() => Fault::ContentType(rest.join(":")),
             ["stall", ms] => Fault::Stall(Duration::from_millis(number(ms)?)),
@@ -211,6 +217,7 @@ impl std::fmt::Display for Fault {
             Fault::ContentType(v) => write!(f, "content-type:{v}"),
             Fault::Gzip => f.write_str("gzip"),
             Fault::Endless => f.write_str("endless"),
+            Fault::Grow => f.write_str("grow"),
             Fault::Stall(d) => write!(f, "stall:{}", d.as_millis()),
             Fault::CrossOriginNext(url) => write!(f, "cross-origin-next:{url}"),
             Fault::Redirect { status: 307, url } => write!(f, "redirect-307:{url}"),
@@ -284,6 +291,7 @@ mod tests {
             "content-type:text/html",
             "gzip",
             "endless",
+            "grow",
             "stall:100",
             "cross-origin-next:http://evil.example/next",
             "redirect:http://127.0.0.1:1/x",

@@ -94,6 +94,12 @@ pub struct SimConfig {
     /// Vault profile: Client ID Filtering on, admitting these client IDs
     /// only (`None`: off).
     pub client_id_filter: Option<Vec<String>>,
+    /// Castor profile: study data points held out of the collection at
+    /// first, one joining it at each `grow` fault (a live collection).
+    pub study_data_held: u32,
+    /// Castor profile: the most items a collection page serves, whatever
+    /// `page_size` asks (Castor documents 5000; a server may serve fewer).
+    pub max_page_size: usize,
 }
 
 impl Default for SimConfig {
@@ -129,6 +135,8 @@ impl Default for SimConfig {
             request_log: None,
             vaults: Vec::new(),
             client_id_filter: None,
+            study_data_held: 0,
+            max_page_size: vendor::castor::MAX_PAGE_SIZE,
         }
     }
 }
@@ -164,6 +172,7 @@ impl Simulator {
             burst_window: Mutex::new((std::time::Instant::now(), 0)),
             daily_served: AtomicU64::new(0),
             endless: Default::default(),
+            grown: Default::default(),
             sessions: Default::default(),
             tokens: Default::default(),
             queries: Default::default(),

@@ -40,6 +40,8 @@ pub struct State {
     pub daily_served: AtomicU64,
     /// Set by an `endless` fault: every later page has a next link.
     pub endless: std::sync::atomic::AtomicBool,
+    /// Counted by `grow` faults: held-back study data points that joined.
+    pub grown: std::sync::atomic::AtomicU32,
     /// Vault profile: the sessions issued by the login endpoint.
     pub sessions: Sessions,
     /// Castor profile: the access tokens issued by the token endpoint.
@@ -486,6 +488,23 @@ fn route(state: &State, req: &Parts, fault: Option<&Fault>) -> Answer {
         .audit_trail
         .as_ref()
         .filter(|_| path.starts_with(&cfg.audit_trail_path) && path.len() > cfg.audit_trail_path.len());
+    if matches!(fault, Some(Fault::Grow)) {
+        state.grown.fetch_add(1, Ordering::SeqCst);
+    }
+    if cfg.profile == Profile::Castor
+        && path.starts_with("/api/study/")
+        && path.ends_with("/data-points/study")
+    {
+        let grown = state.grown.load(Ordering::SeqCst);
+        return match vendor::castor::study_data(cfg, grown, path, &query) {
+            Ok(body) => {
+                answer.headers.push((CONTENT_TYPE, "application/hal+json".into()));
+                answer.page = Some(crate::dataset::Page::whole(body));
+                answer
+            }
+            Err((status, body)) => Answer::body(status, "application/problem+json", body),
+        };
+    }
     let castor_trail = cfg.audit_trail.as_ref().filter(|_| {
         cfg.profile == Profile::Castor && path.starts_with("/api/study/") && path.ends_with("/audit-trail")
     });

@@ -216,6 +216,81 @@ pub fn audit_trail(
     )))
 }
 
+/// The most items a page of a Castor collection holds: `page_size` "max
+/// 5000" (Castor's API reference; Airbyte's source-castor-edc and
+/// castoredc_api ask for 1000).
+pub const MAX_PAGE_SIZE: usize = 5000;
+
+/// A page of the study's data points (`GET /api/study/{study}/data-points/
+/// study`): a HAL collection, `_embedded.items`, with `page`, `page_size`,
+/// `page_count` and `total_items` on every page and `_links` (self, first,
+/// last, next, prev) as Castor's API reference shows them and as
+/// castoredc_api `retrieve_multiple_pages` reads them (it takes
+/// `page_count` from page 1 and asks pages 2..page_count). There is no
+/// since-filter. Items are listed by participant, so a data point added
+/// for an earlier participant shifts every later page (the live collection
+/// the helpdesk's paging warns of); the simulator holds back
+/// `study_data_held` data points and adds one at each `grow` fault. An
+/// empty collection is Castor's 404 "There are no data points."
+/// (castoredc_api `all_report_instances` shows the same shape); so is a
+/// page past the last.
+pub fn study_data(
+    cfg: &crate::SimConfig,
+    grown: u32,
+    path: &str,
+    query: &std::collections::BTreeMap<String, String>,
+) -> Result<String, (StatusCode, String)> {
+    let ds = &cfg.dataset;
+    let visible = ds.records - cfg.study_data_held.saturating_sub(grown).min(ds.records);
+    let mut points: Vec<crate::dataset::Record> = (1..=visible).map(|n| ds.record(n)).collect();
+    points.sort_by_key(|r| (r.subject, r.n));
+    let number = |name: &str, default: usize| query.get(name).and_then(|v| v.parse().ok()).unwrap_or(default);
+    let asked = number("page_size", 25).max(1);
+    let size = asked.min(cfg.max_page_size).min(MAX_PAGE_SIZE);
+    let page = number("page", 1).max(1);
+    let total = points.len();
+    let page_count = total.div_ceil(size);
+    let none = || {
+        (
+            StatusCode::NOT_FOUND,
+            problem(404, "Not Found", "There are no data points."),
+        )
+    };
+    if total == 0 || page > page_count {
+        return Err(none());
+    }
+    let items: Vec<serde_json::Value> = points
+        .iter()
+        .skip((page - 1) * size)
+        .take(size)
+        .map(|r| {
+            serde_json::json!({
+                "field_id": format!("{:08X}-{}-{}", r.n.wrapping_mul(2_654_435_761), r.form, r.field),
+                "field_value": r.value.to_string(),
+                "participant_id": format!("{:06}", 110_000 + r.subject),
+                "updated_on": r.modified.replace('T', " ").trim_end_matches('Z'),
+            })
+        })
+        .collect();
+    let link = |p: usize| serde_json::json!({"href": format!("{path}?page={p}&page_size={asked}")});
+    let mut links = serde_json::json!({"self": link(page), "first": link(1), "last": link(page_count)});
+    if page < page_count {
+        links["next"] = link(page + 1);
+    }
+    if page > 1 {
+        links["prev"] = link(page - 1);
+    }
+    Ok(serde_json::json!({
+        "_links": links,
+        "_embedded": {"items": items},
+        "page_count": page_count,
+        "page_size": size,
+        "total_items": total,
+        "page": page,
+    })
+    .to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
