@@ -912,3 +912,64 @@ fn page_numbers_php_datetimes_and_day_windows_are_checked() {
         &["castor.delta.window.zone: only used with format: date"],
     );
 }
+
+/// A collection read whole (Castor's study data) has no since-filter: it
+/// takes numbered pages and refuses the cursor, window and lookback keys
+/// it would never use; a stream may bring its own delta (not with a
+/// lookback of its own beside it).
+#[test]
+fn a_collection_takes_page_numbers_and_no_cursor_and_a_stream_may_have_its_own_delta() {
+    let castor = |delta: &str, stream: &str| {
+        format!(
+            "castor:\n  base_url_env: CASTOR_BASE_URL\n  token_env: CASTOR_TOKEN\n  sustained_rate_per_sec: 1\n  \
+             burst_capacity: 1\n  bucket_key: \"rl:castor:{{study}}\"\n  delta:\n    path: /api/study/{{study}}/audit-trail\n    \
+             format: json\n    paging: page_number\n    records_pointer: /items\n    cursor_param: date_from\n    \
+             cursor_field: datetime\n    page_size_param: page_size\n    page_size: 1000\n  streams:\n    audit_trail: {{}}\n    \
+             study_data:\n{stream}      delta:\n        path: /api/study/{{study}}/data-points/study\n        format: json\n        \
+             records_pointer: /_embedded/items\n        page_size_param: page_size\n        page_size: 1000\n{delta}"
+        )
+    };
+    let out = validate(&castor(
+        "        paging: page_number\n        collection: {}\n",
+        "",
+    ));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_rejected(
+        &castor("        paging: link_header\n        collection: {}\n", ""),
+        &["castor.streams.study_data.delta.collection: needs paging: page_number"],
+    );
+    assert_rejected(
+        &castor(
+            "        paging: page_number\n        cursor_param: since\n        cursor_field: updated_on\n        collection: {}\n",
+            "",
+        ),
+        &[
+            "castor.streams.study_data.delta.cursor_param: not used with delta.collection",
+            "castor.streams.study_data.delta.cursor_field: not used with delta.collection",
+        ],
+    );
+    assert_rejected(
+        &castor(
+            "        paging: page_number\n        lookback:\n          seconds: 60\n        collection: {}\n",
+            "",
+        ),
+        &["castor.streams.study_data.delta.lookback: not used with delta.collection"],
+    );
+    assert_rejected(
+        &castor(
+            "        paging: page_number\n        collection:\n          max_passes: 0\n          total_items_pointer: total\n",
+            "",
+        ),
+        &[
+            "castor.streams.study_data.delta.collection.max_passes",
+            "castor.streams.study_data.delta.collection.total_items_pointer: must be a JSON pointer",
+        ],
+    );
+    assert_rejected(
+        &castor(
+            "        paging: page_number\n        collection: {}\n",
+            "      lookback:\n        seconds: 60\n",
+        ),
+        &["castor.streams.study_data.lookback: not used with the stream's own delta"],
+    );
+}

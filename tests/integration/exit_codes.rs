@@ -276,6 +276,14 @@ fn examples() -> Vec<(&'static str, Error, u8)> {
             75,
         ),
         (
+            "a collection that changed under every pass",
+            sync(SyncError::Unsettled {
+                stream: stream(),
+                detail: "changed".into(),
+            }),
+            75,
+        ),
+        (
             "the EDC banned this host's address",
             sync(SyncError::Banned {
                 stream: stream(),
@@ -733,6 +741,7 @@ fn exhaustive_sync(s: &SyncError) {
         | SyncError::Rejected { .. }
         | SyncError::Locked(_)
         | SyncError::LockLost { .. }
+        | SyncError::Unsettled { .. }
         | SyncError::Interrupted { .. } => {}
     }
 }

@@ -8,6 +8,7 @@ mod support;
 mod audit_integrity;
 mod audit_trail;
 mod castor;
+mod castor_collection;
 mod claims;
 mod cli_conventions;
 mod config_provenance;

@@ -1,6 +1,7 @@
-//! OQ scenarios for Castor EDC's shapes (OQ-036, OQ-037): a quota counted
-//! in fixed windows from the first call, held across a 429, and OAuth2
-//! client-credentials tokens that expire during a sync.
+//! OQ scenarios for Castor EDC's shapes (OQ-036 to OQ-039): a quota counted
+//! in fixed windows from the first call, held across a 429, OAuth2
+//! client-credentials tokens that expire during a sync, an audit trail by
+//! whole days, and study data read whole as a live collection.
 //!
 //! Each runs the installed executable against the simulator's castor
 //! profile, which imitates Castor's helpdesk pages and its clients (see
@@ -37,6 +38,13 @@ pub fn all() -> Vec<Scenario> {
             ["URS-039", "URS-025"],
             false,
             oq_038
+        ),
+        scenario!(
+            "OQ-039",
+            "A live collection with no delta filter is read whole in one consistent pass, read again when it changed under the pass, and landed only where it changed",
+            ["URS-040", "URS-030"],
+            false,
+            oq_039
         ),
     ]
 }
@@ -334,6 +342,107 @@ async fn oq_038(ctx: &mut Ctx) -> anyhow::Result<()> {
             visits == crate::landed::listed_visits(&dst, 48)
         ),
         visits == crate::landed::listed_visits(&dst, 48) && repeated_hour >= 10,
+    );
+    ctx.attach_run_outputs();
+    Ok(())
+}
+
+const DATA_VENDOR: &str = "oq_castor_data";
+
+/// The snapshot of the last consistent pass (its `page_committed` line's
+/// `snapshot`) and the keys of the items its pages hold, read back from
+/// the landing by their content address (each page's bytes checked
+/// against its name).
+fn snapshot_items(ctx: &Ctx) -> anyhow::Result<(serde_json::Value, Vec<String>)> {
+    let made = events(ctx, "page_committed")
+        .into_iter()
+        .rev()
+        .find_map(|l| l.get("snapshot").cloned())
+        .unwrap_or(serde_json::Value::Null);
+    let dir = stream_dir(ctx, DATA_VENDOR, "default");
+    let mut keys = Vec::new();
+    for sha in made["pages"].as_array().into_iter().flatten() {
+        let sha = sha.as_str().unwrap_or_default();
+        let bytes = edc_core::no_follow::read_bytes(dir.join(format!("pages/{sha}.json")))?;
+        anyhow::ensure!(
+            edc_core::digest::sha256_hex(&bytes) == sha,
+            "pages/{sha}.json does not hash to its name"
+        );
+        let page: serde_json::Value = serde_json::from_slice(&bytes)?;
+        for item in page["_embedded"]["items"].as_array().into_iter().flatten() {
+            keys.push(format!("{} {}", item["participant_id"], item["field_id"]));
+        }
+    }
+    Ok((made, keys))
+}
+
+async fn oq_039(ctx: &mut Ctx) -> anyhow::Result<()> {
+    let config = ctx.policy_repo()?;
+    // 40 data points in pages of 10, one held back until the request for
+    // page 2 of the first pass: it joins among its participant's points
+    // and shifts every later page.
+    let sim = ctx
+        .sim_with(40, &["3=grow"], |c| {
+            c.profile = Profile::Castor;
+            c.study_data_held = 1;
+        })
+        .await?;
+    let mut first = ctx.vendor_command(&config, &sim, DATA_VENDOR, OQ_PASSWORD, &[]);
+    let out = tokio::task::spawn_blocking(move || first.output()).await??;
+    ctx.check_eq("exit code of the first sync", 0, code(&out));
+    let changed = events(ctx, "collection_changed");
+    ctx.check(
+        "the pass during which the collection grew is audited and read again",
+        "one collection_changed line: pass 1, 39 items on its first page, 40 on its last",
+        format!(
+            "{} line(s): {}",
+            changed.len(),
+            changed
+                .first()
+                .map(|c| format!(
+                    "pass {}, {} then {}",
+                    c["pass"], c["first_total_items"], c["last_total_items"]
+                ))
+                .unwrap_or_default()
+        ),
+        changed.len() == 1
+            && changed[0]["pass"] == 1
+            && changed[0]["first_total_items"] == 39
+            && changed[0]["last_total_items"] == 40,
+    );
+    let (made, keys) = snapshot_items(ctx)?;
+    ctx.check(
+        "the snapshot's pages, read from the landing by their hashes, hold every data point once",
+        "40 / 40, and the snapshot says 40 items",
+        format!(
+            "{}, the snapshot says {} items",
+            landed_and_distinct(&keys),
+            made["items"]
+        ),
+        landed_and_distinct(&keys) == "40 / 40" && made["items"] == 40,
+    );
+    let pages_dir = stream_dir(ctx, DATA_VENDOR, "default").join("pages");
+    let files = || edc_core::no_follow::read_dir(&pages_dir).map(|d| d.count());
+    let files_before = files()?;
+    let mut second = ctx.vendor_command(&config, &sim, DATA_VENDOR, OQ_PASSWORD, &[]);
+    let out = tokio::task::spawn_blocking(move || second.output()).await??;
+    ctx.check_eq("exit code of the second sync (nothing changed)", 0, code(&out));
+    let committed = events(ctx, "page_committed");
+    let again: Vec<&serde_json::Value> = committed.iter().rev().take(4).collect();
+    let (made_again, _) = snapshot_items(ctx)?;
+    ctx.check(
+        "a second sync over an unchanged collection reads it whole and lands nothing",
+        "its 4 pages unchanged, no file added, the same snapshot hash",
+        format!(
+            "{} of its 4 pages unchanged, {} file(s) before and {} after, same snapshot: {}",
+            again.iter().filter(|l| l["unchanged"] == true).count(),
+            files_before,
+            files()?,
+            made_again["sha256"] == made["sha256"]
+        ),
+        again.iter().all(|l| l["unchanged"] == true)
+            && files()? == files_before
+            && made_again["sha256"] == made["sha256"],
     );
     ctx.attach_run_outputs();
     Ok(())

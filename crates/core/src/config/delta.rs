@@ -9,11 +9,15 @@ const DEFAULT_NEXT_POINTER: &str = "/responseDetails/next_page";
 
 const DEFAULT_MAX_PAGES_PER_WINDOW: i64 = 100_000;
 
+const NOT_WITH_COLLECTION: &str =
+    "not used with delta.collection (a collection has no since-filter: every run reads it whole)";
+
 /// The page number's query parameter when the policy names none
 /// (Castor's, as castoredc_api and Airbyte's source-castor-edc send it).
 const DEFAULT_PAGE_PARAM: &str = "page";
 
-const DELTA_KEYS: [&str; 17] = [
+const DELTA_KEYS: [&str; 18] = [
+    "collection",
     "lookback",
     "page_param",
     "vql",
@@ -113,12 +117,24 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
         None => Some(None),
     };
     let is_vql = matches!(vql, Some(Some(_)));
+    // A live collection read whole: no since-filter, no cursor field.
+    let collection_path = f.child("collection");
+    let collection = match f.optional("collection") {
+        Some((p, n)) => super::collection::collection(report, p, n).map(Some),
+        None => Some(None),
+    };
+    let is_collection = matches!(collection, Some(Some(_)));
     // A Rave study dataset is one document a run: nothing to page by.
     let is_dataset = paging_name == Some("rave_dataset");
     let param = |f: &mut Fields, report: &mut Report, key: &str| {
         if is_vql {
             if f.optional(key).is_some() {
                 report.add(&f.child(key), "not used with delta.vql (the query carries it)");
+            }
+            Some(String::new())
+        } else if is_collection && key == "cursor_param" {
+            if f.optional(key).is_some() {
+                report.add(&f.child(key), NOT_WITH_COLLECTION);
             }
             Some(String::new())
         } else if is_dataset && key == "page_size_param" {
@@ -136,6 +152,10 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
     };
     let cursor_param = param(&mut f, report, "cursor_param");
     let cursor_field = match f.optional("cursor_field") {
+        Some((p, _)) if is_collection => {
+            report.add(&p, NOT_WITH_COLLECTION);
+            None
+        }
         Some((p, n)) => string(report, &p, n).map(|s| Some(s.to_string())),
         None => Some(None),
     };
@@ -199,6 +219,7 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
         Some((p, n)) => super::window::window(report, p, n).map(Some),
         None => Some(None),
     };
+    let lookback_path = f.child("lookback");
     let lookback_entry = f.optional("lookback");
     let vql_path = f.child("vql");
     let f_window_path = f.child("window");
@@ -257,12 +278,32 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
     if next_pointer.is_some() && !matches!(paging, Paging::JsonNext { .. }) {
         report.add(&next_pointer_path, "only used with paging: json_next");
     }
+    let collection = collection?;
+    if collection.is_some() {
+        if !matches!(paging, Paging::PageNumber { .. }) {
+            report.add(
+                &collection_path,
+                "needs paging: page_number (a collection is read by its page numbers, 1 to page_count)",
+            );
+            return None;
+        }
+        for (given, path) in [
+            (matches!(window, Some(Some(_))), &f_window_path),
+            (lookback_entry.is_some(), &lookback_path),
+            (is_vql, &vql_path),
+        ] {
+            if given {
+                report.add(path, NOT_WITH_COLLECTION);
+                return None;
+            }
+        }
+    }
     let (records_pointer, cursor_field) = (records_pointer?, cursor_field?);
     if format == PayloadFormat::Json {
         if records_pointer.is_none() {
             report.add(&records_pointer_path, "required key is missing (format: json)");
         }
-        if cursor_field.is_none() {
+        if cursor_field.is_none() && collection.is_none() {
             report.add(&cursor_field_path, "required key is missing (format: json)");
         }
     }
@@ -272,7 +313,9 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
             "only used with format: json (an ODM cursor is the AuditRecord SourceID, a number)",
         );
     }
-    if format == PayloadFormat::Json && (records_pointer.is_none() || cursor_field.is_none()) {
+    if format == PayloadFormat::Json
+        && (records_pointer.is_none() || (cursor_field.is_none() && collection.is_none()))
+    {
         return None;
     }
     // A lookback re-reads a span of time: only a timestamp cursor has one.
@@ -303,7 +346,8 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
     let whole_days = window
         .as_ref()
         .is_some_and(|w| matches!(w.format, super::policy::WindowFormat::Date { .. }));
-    let lookback = (is_dataset || whole_days || !lookback.span.is_zero()).then_some(lookback);
+    let lookback =
+        (collection.is_none() && (is_dataset || whole_days || !lookback.span.is_zero())).then_some(lookback);
     Some(Delta {
         path: endpoint?,
         format,
@@ -320,5 +364,6 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
         lookback,
         vql: vql?,
         query: query?,
+        collection,
     })
 }

@@ -6,6 +6,7 @@
 
 mod auth;
 mod check;
+mod collection;
 mod delta;
 mod locate;
 pub(crate) mod lookback;

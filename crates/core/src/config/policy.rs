@@ -391,6 +391,28 @@ pub struct Delta {
     pub lookback: Option<Lookback>,
     /// Fixed query parameters added to every first-page request.
     pub query: Vec<(String, Template)>,
+    /// A live collection read whole on every run (Castor's study data):
+    /// no since-filter, pages `1..page_count`, a snapshot a run.
+    pub collection: Option<Collection>,
+}
+
+/// `delta.collection`: an endpoint with no delta filter, numbered pages
+/// whose count and size the server states on every page (Castor's HAL
+/// collections: `page_count`, `total_items`), and whose items may change
+/// while it is read. Each run reads pages `1..page_count` as one pass; the
+/// pass is consistent only if `total_items` on its last page is what its
+/// first page said, else it is read again (at most `max_passes` times).
+/// What it read is the snapshot: the cursor records its hash, and a page
+/// whose bytes were landed before is not landed again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Collection {
+    /// JSON pointer to the number of pages (`/page_count`).
+    pub page_count_pointer: String,
+    /// JSON pointer to the number of items (`/total_items`).
+    pub total_items_pointer: String,
+    /// Passes a run makes before it stops (75) on a collection that kept
+    /// changing while it was read.
+    pub max_passes: u32,
 }
 
 /// `delta.lookback`: every window starts this much before where the last
@@ -448,6 +470,10 @@ pub struct StreamSpec {
     /// This stream's own lookback over its delta's (`Some(None)`: none
     /// for this stream); `None`: the delta's.
     pub lookback: Option<Option<Lookback>>,
+    /// This stream's own endpoint, in place of the vendor's `delta` (a
+    /// vendor whose streams are shaped differently: Castor's audit trail
+    /// by day, its study data a collection read whole).
+    pub delta: Option<Box<Delta>>,
 }
 
 /// The client ID a `vault`-dialect policy sends without `client_id`: in the

@@ -106,7 +106,7 @@ fn http(report: &mut Report, path: Vec<String>, node: Option<&Node>) -> Option<H
     Some(limits)
 }
 
-const STREAM_KEYS: [&str; 3] = ["query", "sub_limit", "lookback"];
+const STREAM_KEYS: [&str; 4] = ["query", "sub_limit", "lookback", "delta"];
 
 fn streams(
     report: &mut Report,
@@ -121,6 +121,7 @@ fn streams(
             query: Vec::new(),
             sub_limit: None,
             lookback: None,
+            delta: None,
         }]);
     };
     let Node::Map(entries) = node else {
@@ -154,9 +155,20 @@ fn streams(
                 Some((sp, n)) => rate_map(report, sp, n).map(Some),
                 None => Some(None),
             };
-            let lookback = match f.optional("lookback") {
-                Some((lp, n)) => super::lookback::for_stream(report, lp, n, delta).map(Some),
+            let own = match f.optional("delta") {
+                Some((dp, n)) => super::delta::delta(report, dp, n).map(|d| Some(Box::new(d))),
                 None => Some(None),
+            };
+            let lookback = match (f.optional("lookback"), &own) {
+                (Some((lp, _)), Some(Some(_))) => {
+                    report.add(
+                        &lp,
+                        "not used with the stream's own delta: give it a delta.lookback",
+                    );
+                    None
+                }
+                (Some((lp, n)), _) => super::lookback::for_stream(report, lp, n, delta).map(Some),
+                (None, _) => Some(None),
             };
             f.finish(report, &STREAM_KEYS);
             Some(StreamSpec {
@@ -164,6 +176,7 @@ fn streams(
                 query: query?,
                 sub_limit: sub_limit?,
                 lookback: lookback?,
+                delta: own?,
             })
         })();
         match stream {

@@ -4,7 +4,8 @@
 //!   (Vault: `/responseDetails/next_page`);
 //! - `link_header`: RFC 8288 `Link: <...>; rel="next"`;
 //! - `page_number`: `page=1, 2, ...` until a page holds fewer records than
-//!   the page size (Castor's collections);
+//!   the page size (Castor's audit trail), or for a `delta.collection` up
+//!   to the `page_count` every page states (Castor's HAL collections);
 //! - `rave_startid` and `rave_dataset`: Rave's, in its vendor folder
 //!   (`vendor/rave/paging.rs`), which says how rwslib pages them.
 //!
@@ -32,6 +33,11 @@ pub enum PagingError {
     /// A window end that is no instant (a cursor edited by hand).
     #[error("the window's date: {0}")]
     Window(String),
+    /// A collection's page that does not say how many pages there are.
+    #[error(
+        "the page does not state the collection's page count at {0} (delta.collection.page_count_pointer)"
+    )]
+    NoPageCount(String),
 }
 
 /// The first page of a window starting at `window_start` (the cursor;
@@ -89,18 +95,17 @@ fn written(delta: &Delta, at: &str) -> Result<String, PagingError> {
     }
 }
 
-/// The page after `page_url` under page-number paging: the same request
-/// with the next number, while the page was full (a page of fewer records
-/// than asked for is the last).
-fn next_numbered(page_url: &Url, page_param: &str, records: u64, page_size: u32) -> Option<Url> {
-    if records < u64::from(page_size) {
-        return None;
-    }
-    let current: u64 = page_url
+/// The page number `page_url` asks for (1 when it names none).
+pub(crate) fn page_number(page_url: &Url, page_param: &str) -> u64 {
+    page_url
         .query_pairs()
         .find(|(k, _)| k == page_param)
         .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(1);
+        .unwrap_or(1)
+}
+
+/// `page_url` asking for page `number` instead.
+pub(crate) fn numbered(page_url: &Url, page_param: &str, number: u64) -> Url {
     let pairs: Vec<(String, String)> = page_url
         .query_pairs()
         .filter(|(k, _)| k != page_param)
@@ -113,9 +118,9 @@ fn next_numbered(page_url: &Url, page_param: &str, records: u64, page_size: u32)
         for (k, v) in &pairs {
             query.append_pair(k, v);
         }
-        query.append_pair(page_param, &(current + 1).to_string());
+        query.append_pair(page_param, &number.to_string());
     }
-    Some(next)
+    next
 }
 
 /// The next page after one that arrived from `page_url`, or `None` at the
@@ -129,12 +134,18 @@ pub fn next_page(
 ) -> Result<Option<Url>, PagingError> {
     let link = match &delta.paging {
         Paging::PageNumber { page_param } => {
-            return Ok(next_numbered(
-                page_url,
-                page_param,
-                summary.records,
-                delta.page_size,
-            ));
+            // A collection is paged by the count the server states (it may
+            // serve fewer items a page than asked); a log until a short page.
+            let more = match &delta.collection {
+                Some(c) => {
+                    let count = summary
+                        .page_count
+                        .ok_or_else(|| PagingError::NoPageCount(c.page_count_pointer.clone()))?;
+                    page_number(page_url, page_param) < count
+                }
+                None => summary.records >= u64::from(delta.page_size),
+            };
+            return Ok(more.then(|| numbered(page_url, page_param, page_number(page_url, page_param) + 1)));
         }
         Paging::RaveDataset => None,
         Paging::JsonNext { .. } => summary.next_link.clone(),
@@ -181,27 +192,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_numbered_page_is_followed_by_the_next_number_until_one_is_short() {
+    fn a_numbered_page_is_followed_by_the_next_number() {
         let first = Url::parse(
             "https://castor.example/api/study/S/audit-trail?date_from=2026-12-01&page_size=3&page=1",
         )
         .unwrap();
-        let second = next_numbered(&first, "page", 3, 3).unwrap();
+        assert_eq!(page_number(&first, "page"), 1);
+        let second = numbered(&first, "page", page_number(&first, "page") + 1);
         assert_eq!(
             second.as_str(),
             "https://castor.example/api/study/S/audit-trail?date_from=2026-12-01&page_size=3&page=2"
         );
-        assert_eq!(
-            next_numbered(&second, "page", 2, 3),
-            None,
-            "a short page is the last"
-        );
-        assert_eq!(next_numbered(&second, "page", 0, 3), None);
+        assert_eq!(page_number(&second, "page"), 2);
         let without = Url::parse("https://castor.example/x?page_size=3").unwrap();
-        assert_eq!(
-            next_numbered(&without, "page", 3, 3).unwrap().query(),
-            Some("page_size=3&page=2")
-        );
+        assert_eq!(page_number(&without, "page"), 1);
+        assert_eq!(numbered(&without, "page", 2).query(), Some("page_size=3&page=2"));
     }
 
     #[test]

@@ -479,13 +479,15 @@ async fn run_streams(
             .entry(quota.key().to_string())
             .or_insert_with(|| CapQueue::new(quota.max_concurrency()))
             .clone();
-        // A stream's own lookback is its delta's, changed in that one key.
-        let delta = match &stream.lookback {
-            Some(own) => Arc::new(crate::config::Delta {
+        // A stream's own delta replaces the vendor's; its own lookback is
+        // the vendor's delta changed in that one key.
+        let delta = match (&stream.delta, &stream.lookback) {
+            (Some(own), _) => Arc::new((**own).clone()),
+            (None, Some(own)) => Arc::new(crate::config::Delta {
                 lookback: own.clone(),
                 ..(*prepared.delta).clone()
             }),
-            None => prepared.delta.clone(),
+            (None, None) => prepared.delta.clone(),
         };
         let job = StreamJob {
             policy: prepared.policy.clone(),

@@ -46,6 +46,7 @@ use crate::record::order::{compare_params, earlier};
 use crate::record::CursorValue;
 use crate::stream::StreamIdentity;
 use memory::RecordMemory;
+pub(crate) use snapshot::Snapshot;
 
 /// The state-file format this version writes and reads.
 const FORMAT: u32 = 1;
@@ -82,6 +83,10 @@ struct State {
     /// line records, so it is proven and rolled forward like the rest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     lookback: Option<RecordMemory>,
+    /// A collection (`delta.collection`): its last consistent pass, by
+    /// hash (`snapshot.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    snapshot: Option<Snapshot>,
 }
 
 /// Which `page_committed` line a cursor file reflects: the trail's file
@@ -246,6 +251,11 @@ impl Cursor {
     pub fn lookback_memory(&self) -> Option<&RecordMemory> {
         self.state.lookback.as_ref()
     }
+
+    /// A collection's last consistent pass, if one completed.
+    pub fn snapshot(&self) -> Option<&Snapshot> {
+        self.state.snapshot.as_ref()
+    }
 }
 
 /// One page's effect on the cursor.
@@ -275,6 +285,9 @@ pub(crate) struct PageAdvance<'a> {
     /// by the next one: the memory forgets them page by page, so it holds
     /// the lookback's span, not the whole window.
     pub forget_early: bool,
+    /// A collection's pass that this page completes consistently: the
+    /// cursor records it.
+    pub snapshot: Option<Snapshot>,
 }
 
 /// A cursor advanced past one page, not yet durable. Only
@@ -361,6 +374,9 @@ impl PendingCursor {
                 if let (Some(memory), Some(start)) = (state.lookback.as_mut(), state.window_start.as_deref())
                 {
                     memory.keep_from(start);
+                }
+                if let Some(snapshot) = page.snapshot {
+                    state.snapshot = Some(snapshot);
                 }
                 state.next_page = None;
                 state.window_end = None;
@@ -598,6 +614,7 @@ impl CursorStore {
 mod difference;
 pub(super) mod memory;
 mod read;
+mod snapshot;
 pub(crate) use difference::differences;
 use read::load;
 

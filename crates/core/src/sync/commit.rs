@@ -2,11 +2,16 @@
 //! the vendor dialect's verdict), and a page is made durable in the order
 //! invariant 2 requires: landing file (fsync, rename, directory fsync),
 //! manifest line, `page_committed` audit line, and last the cursor.
+//!
+//! One concept: a received answer made a committed page (a 2xx page, or
+//! the vendor's word that a page holds nothing), in invariant 2's order;
+//! split, the steps of that order would sit apart from each other.
 
 use reqwest::Url;
 
 use super::events::{CollectionEmpty, PageCommitted, RequestFailed, StateJson};
 use super::lookback;
+use super::pass::Step;
 use super::request::Request;
 use super::slots::Slots;
 use super::stream::Stream;
@@ -164,7 +169,7 @@ impl PageCommit {
     async fn commit_page<P: Pacer>(
         &mut self,
         stream: &mut Stream<'_, P>,
-        window: &Window,
+        window: &mut Window,
         slots: &mut Slots<P>,
         page: &Received,
         cursor: &Cursor,
@@ -190,6 +195,37 @@ impl PageCommit {
                     digest,
                     format!("page {url}: {e}; nothing was committed"),
                 ));
+            }
+        };
+        // A collection's pass decides what follows its last page: the
+        // snapshot, or page 1 again when its item count moved.
+        let mut snapshot = None;
+        let mut unchanged = false;
+        let next = match window.pass() {
+            None => next,
+            Some((first, pass)) => {
+                let Some(total) = summary.total_items else {
+                    temp.discard();
+                    let pointer = job
+                        .delta
+                        .collection
+                        .as_ref()
+                        .map_or("", |c| c.total_items_pointer.as_str());
+                    let reason = format!(
+                        "page {url}: it does not state the collection's item count at {pointer} \
+                         (delta.collection.total_items_pointer); nothing was committed"
+                    );
+                    return Err(refuse(stream, page, digest, reason));
+                };
+                unchanged = pass.knows(&digest.sha256);
+                match pass.page(summary.records, Some(total), &digest.sha256, next.is_none()) {
+                    Step::Going => next,
+                    Step::Consistent(made) => {
+                        snapshot = Some(made);
+                        None
+                    }
+                    Step::ReadAgain => Some(first.clone()),
+                }
             }
         };
         // A cursor value becomes a query parameter (a VQL literal, a date
@@ -226,7 +262,12 @@ impl PageCommit {
             Ok(split) => split,
             Err(invalid) => return Err(self.quarantine(stream, page, temp, digest, invalid)),
         };
-        let new_records = split.as_ref().map_or(summary.records, |s| s.new.len() as u64);
+        // A collection's page whose bytes are landed already is unchanged:
+        // nothing new to land or list.
+        let new_records = match unchanged {
+            true => 0,
+            false => split.as_ref().map_or(summary.records, |s| s.new.len() as u64),
+        };
         let whole_days = job
             .delta
             .window
@@ -253,6 +294,7 @@ impl PageCommit {
             forget_early: job.delta.order == crate::config::RecordOrder::Ascending
                 && !paging::one_document_a_window(&job.delta.paging)
                 && !whole_days,
+            snapshot: snapshot.clone(),
         };
         let pending = crate::store::PendingCursor::advance(cursor, advance)
             .map_err(|e| stream.rejected(format!("page {url}: {e}")))?;
@@ -321,6 +363,8 @@ impl PageCommit {
             vendor_warnings: summary.envelope.warnings.clone(),
             vendor_execution_id: page.execution_id.clone(),
             retention,
+            unchanged,
+            snapshot,
         };
         let book_next = next.is_some()
             && !job.options.interrupt.requested()

@@ -57,6 +57,10 @@ pub enum SyncError {
     /// (exit 75). `now` says which.
     #[error("{stream}: lost the run lock (fence {fence}): {now}; the cursor was not moved")]
     LockLost { stream: String, fence: u64, now: String },
+    /// A collection changed under every pass a run may make (exit 75: the
+    /// pages read are committed, and the next run reads it again).
+    #[error("{stream}: {detail}")]
+    Unsettled { stream: String, detail: String },
     /// SIGINT / SIGTERM (exit 75: progress saved, run again).
     #[error("{stream}: interrupted at a safe point; committed pages are kept and the next run resumes")]
     Interrupted { stream: String },
@@ -69,6 +73,7 @@ impl SyncError {
             SyncError::Exhausted { .. }
             | SyncError::Locked(_)
             | SyncError::LockLost { .. }
+            | SyncError::Unsettled { .. }
             | SyncError::Interrupted { .. } => Exit::TempFail,
             SyncError::Unreachable { .. } => Exit::Unavailable,
             SyncError::Pacer(e) => Exit::for_pacer(e),

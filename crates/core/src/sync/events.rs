@@ -147,6 +147,37 @@ pub(crate) struct PageCommitted {
     /// the policy asks for one (`object_lock`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retention: Option<crate::store::object_lock::Retention>,
+    /// A collection's page whose bytes the last snapshot, or an earlier
+    /// pass of this run, landed already: not landed or listed again.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unchanged: bool,
+    /// The last page of a collection's consistent pass: the snapshot it
+    /// completes (`delta.collection`): its hash (which the cursor keeps),
+    /// the item count the pass's first and last page stated, and the
+    /// SHA-256 of each of its pages with items, in order (each landed as
+    /// `pages/<sha256>.json`), from which a reader rebuilds the collection
+    /// and proves it by the hash.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<crate::store::Snapshot>,
+}
+
+/// A collection's item count moved while a pass read it: the pass is read
+/// again from page 1 (its pages landed are recognised by their hash).
+#[derive(Debug, Serialize)]
+pub(crate) struct CollectionChanged {
+    pub stream: String,
+    /// The pass that changed, from 1.
+    pub pass: u32,
+    /// The item count its first page stated.
+    pub first_total_items: Option<u64>,
+    /// The item count its last page stated.
+    pub last_total_items: Option<u64>,
+    /// Passes a run makes at most (`delta.collection.max_passes`).
+    pub max_passes: u32,
+}
+
+impl AuditEvent for CollectionChanged {
+    const NAME: &'static str = "collection_changed";
 }
 
 fn is_zero(n: &u64) -> bool {

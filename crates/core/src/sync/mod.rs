@@ -37,6 +37,7 @@ pub(crate) mod events;
 mod lookback;
 mod open;
 mod options;
+mod pass;
 mod progress;
 
 mod report;
@@ -241,6 +242,9 @@ impl<P: Pacer> Loop<'_, P> {
             }
             let (next, new_cursor) = self.page_with_retries(&url, cursor).await?;
             cursor = new_cursor;
+            if self.collection_changed().await? {
+                seen = visited::Visited::default();
+            }
             // Only records in ascending order let a backfill stop before the
             // window's end: newest-first or unordered data may still hold
             // records inside [since, until] on any later page.
@@ -262,6 +266,42 @@ impl<P: Pacer> Loop<'_, P> {
                 }
             }
         }
+    }
+
+    /// A collection pass that ended with another item count than it began
+    /// with: audited, and `true` when the next pass may start (page 1 is
+    /// already the cursor's next page); past `max_passes` the run stops
+    /// (75, try later), its pages committed.
+    async fn collection_changed(&mut self) -> Result<bool, SyncError> {
+        let job = self.stream.job;
+        let Some(max_passes) = job.delta.collection.as_ref().map(|c| c.max_passes) else {
+            return Ok(false);
+        };
+        let Some(changed) = self.window.pass().and_then(|(_, pass)| pass.take_changed()) else {
+            return Ok(false);
+        };
+        let event = CollectionChanged {
+            stream: self.stream.name.clone(),
+            pass: changed.pass,
+            first_total_items: changed.first_total,
+            last_total_items: changed.last_total,
+            max_passes,
+        };
+        job.audit.record(event).await?;
+        if changed.pass >= max_passes {
+            let count = |n: Option<u64>| n.map_or_else(|| "none".to_string(), |n| n.to_string());
+            return Err(SyncError::Unsettled {
+                stream: self.stream.name.clone(),
+                detail: format!(
+                    "the collection changed while it was read in each of {max_passes} pass(es) (the last: \
+                     {} items on its first page, {} on its last; delta.collection.max_passes); the pages read \
+                     are landed and committed, and the next run reads the collection again from page 1",
+                    count(changed.first_total),
+                    count(changed.last_total)
+                ),
+            });
+        }
+        Ok(true)
     }
 
     /// One page, with up to `max_retry_attempts` attempts. A refused

@@ -17,6 +17,7 @@ use time::OffsetDateTime;
 use reqwest::Url;
 
 use super::events::RequestFailed;
+use super::pass::Pass;
 use super::request::Request;
 use super::session;
 use super::slots::{self, Slots};
@@ -114,6 +115,9 @@ pub(super) struct Window {
     /// A VQL delta: the first page's URL and the query it is POSTed with
     /// (next pages are POSTs with no body).
     vql_first: Option<(Url, VqlSelect)>,
+    /// A collection (`delta.collection`): its first page, which every
+    /// pass starts from, and the pass in progress.
+    collection: Option<(Url, Pass)>,
 }
 
 impl Window {
@@ -135,6 +139,11 @@ impl Window {
                 *occurrences.entry(*content).or_insert(0) += 1;
             }
         }
+    }
+
+    /// A collection's first page and the pass in progress.
+    pub(crate) fn pass(&mut self) -> Option<(&Url, &mut Pass)> {
+        self.collection.as_mut().map(|(first, pass)| (&*first, pass))
     }
 
     /// The query to POST to `url`: the VQL delta's, on its first page only.
@@ -159,6 +168,22 @@ impl Window {
             .is_some_and(|l| l.identical == crate::config::IdenticalRecords::Distinct);
         if distinct {
             self.occurrences = Some(Default::default());
+        }
+        if job.delta.collection.is_some() {
+            // A pass is consistent only as a whole: one cut short is read
+            // again from page 1 (what it landed is recognised by its hash).
+            let url = paging::first_page(
+                job.client.origin(),
+                job.client.base(),
+                &job.delta,
+                &job.spec,
+                &job.identity,
+                None,
+                None,
+            )
+            .map_err(|e| stream.rejected(e.to_string()))?;
+            self.collection = Some((url.clone(), Pass::new(cursor.snapshot())));
+            return Ok(Some(url));
         }
         if let Some(next) = cursor.next_page() {
             self.end = cursor.window_end().map(str::to_string);

@@ -45,6 +45,10 @@ impl PageCheck {
                 let records = delta.records_pointer.as_deref().unwrap_or("/data");
                 let field = delta.cursor_field.as_deref().unwrap_or_default();
                 let check = JsonCheck::of_kind(records, next, field, delta.cursor_kind);
+                let check = match &delta.collection {
+                    Some(c) => check.counting(&c.page_count_pointer, &c.total_items_pointer),
+                    None => check,
+                };
                 let record_id = delta.lookback.as_ref().and_then(|l| l.record_id.as_deref());
                 Format::Json(Box::new(if identify {
                     check.identifying(record_id)
@@ -108,6 +112,8 @@ fn odm_summary(odm: OdmSummary) -> PageSummary {
         },
         records_found: true,
         next_link: None,
+        page_count: None,
+        total_items: None,
         high_water: odm.max_source_id.map(|id| CursorValue::Number(id.into())),
         low_water: odm.min_source_id.map(|id| CursorValue::Number(id.into())),
         envelope: Envelope {

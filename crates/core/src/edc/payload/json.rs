@@ -42,6 +42,10 @@ fn pointer(p: &str) -> Vec<Token> {
 /// The targets, as bits of a mask.
 const RECORDS: u8 = 1;
 const NEXT: u8 = 2;
+/// A collection's page count and item count (`delta.collection`).
+const PAGES: u8 = 4;
+const TOTAL: u8 = 8;
+const TARGETS: [u8; 4] = [RECORDS, NEXT, PAGES, TOTAL];
 
 /// The top-level members in which Vault says how a request went (Vault
 /// REST API reference, "Errors": `responseStatus`, `errors[{type,
@@ -109,6 +113,8 @@ enum Captured {
         id: bool,
     },
     Next,
+    /// The page count or the item count of a collection (`PAGES`, `TOTAL`).
+    Count(u8),
     Envelope(Member),
 }
 
@@ -117,6 +123,8 @@ enum Captured {
 pub(super) struct Found {
     pub(super) records: Option<u64>,
     pub(super) next: Option<Option<String>>,
+    pub(super) page_count: Option<u64>,
+    pub(super) total_items: Option<u64>,
     pub(super) high_water: Option<Mark>,
     pub(super) low_water: Option<Mark>,
     pub(super) envelope: Envelope,
@@ -136,6 +144,8 @@ impl Found {
             records: self.records.unwrap_or(0),
             records_found: self.records.is_some(),
             next_link: self.next.flatten().filter(|s| !s.is_empty()),
+            page_count: self.page_count,
+            total_items: self.total_items,
             high_water: self.high_water.map(Mark::into_value),
             low_water: self.low_water.map(Mark::into_value),
             envelope: self.envelope,
@@ -161,7 +171,13 @@ struct PageScan {
     records: Vec<Token>,
     records_pointer: String,
     next: Option<Vec<Token>>,
+    /// A collection's page count and item count pointers.
+    counts: Option<(Vec<Token>, Vec<Token>)>,
+    /// The same pointers as written, for messages.
+    count_pointers: (String, String),
     cursor_field: Vec<u8>,
+    /// False for a collection, whose records carry no cursor.
+    has_cursor: bool,
     /// What every record's cursor value must be; `None` takes any string
     /// or number (a check built without a policy: tests, benchmarks).
     cursor_kind: Option<CursorKind>,
@@ -190,13 +206,15 @@ impl PageScan {
     fn target(&self, bit: u8) -> Option<&[Token]> {
         match bit {
             RECORDS => Some(&self.records),
+            PAGES => self.counts.as_ref().map(|c| &c.0[..]),
+            TOTAL => self.counts.as_ref().map(|c| &c.1[..]),
             _ => self.next.as_deref(),
         }
     }
 
     /// The targets in `mask` whose token at `depth` `matches`.
     fn narrow(&self, mask: u8, depth: usize, matches: impl Fn(&Token) -> bool) -> u8 {
-        [RECORDS, NEXT]
+        TARGETS
             .into_iter()
             .filter(|&bit| mask & bit != 0)
             .filter(|&bit| self.target(bit).and_then(|t| t.get(depth)).is_some_and(&matches))
@@ -228,6 +246,12 @@ impl PageScan {
         if self.ends_at(NEXT, mask, depth) {
             self.capturing = Some(Captured::Next);
             return Ok(Want::Capture);
+        }
+        for bit in [PAGES, TOTAL] {
+            if self.ends_at(bit, mask, depth) {
+                self.capturing = Some(Captured::Count(bit));
+                return Ok(Want::Capture);
+            }
         }
         if let Some(member) = member {
             self.capturing = Some(Captured::Envelope(member));
@@ -359,7 +383,9 @@ impl PageScan {
     fn begin_elsewhere(&mut self, kind: Kind, slot: Slot) -> Result<Want, String> {
         match self.frames.last_mut() {
             None => {
-                let all = RECORDS | if self.next.is_some() { NEXT } else { 0 };
+                let all = RECORDS
+                    | if self.next.is_some() { NEXT } else { 0 }
+                    | if self.counts.is_some() { PAGES | TOTAL } else { 0 };
                 self.on_path(kind, all, 0, None)
             }
             Some(Frame::Records { count }) => {
@@ -440,7 +466,7 @@ impl Handler for PageScan {
     fn key(&mut self, key: &[u8]) -> Result<(), String> {
         if let Some(Frame::Record) = self.frames.last() {
             self.slot = Slot {
-                cursor: key == self.cursor_field.as_slice(),
+                cursor: self.has_cursor && key == self.cursor_field.as_slice(),
                 id: self.identities.as_ref().is_some_and(|ids| ids.is_id(key)),
                 ..Slot::default()
             };
@@ -497,6 +523,19 @@ impl Handler for PageScan {
                 self.found.next = Some(next);
                 Ok(())
             }
+            Some(Captured::Count(bit)) => {
+                let (name, pointer) = match bit {
+                    PAGES => ("page count", &self.count_pointers.0),
+                    _ => ("item count", &self.count_pointers.1),
+                };
+                let n: u64 = serde_json::from_slice(raw)
+                    .map_err(|_| format!("the collection's {name} at {pointer} is not a whole number"))?;
+                match bit {
+                    PAGES => self.found.page_count = Some(n),
+                    _ => self.found.total_items = Some(n),
+                }
+                Ok(())
+            }
             Some(Captured::Envelope(member)) => {
                 let value: serde_json::Value = serde_json::from_slice(raw).map_err(|e| e.to_string())?;
                 let envelope = &mut self.found.envelope;
@@ -547,7 +586,10 @@ impl JsonCheck {
                 records: pointer(records_pointer),
                 records_pointer: records_pointer.to_string(),
                 next: next_pointer.map(pointer),
+                counts: None,
+                count_pointers: Default::default(),
                 cursor_field: cursor_field.as_bytes().to_vec(),
+                has_cursor: true,
                 cursor_kind,
                 frames: Vec::new(),
                 slot: Slot::default(),
@@ -567,6 +609,17 @@ impl JsonCheck {
             record_id,
             &String::from_utf8_lossy(&scan.cursor_field),
         ));
+        self
+    }
+
+    /// A collection's page (`delta.collection`): its records carry no
+    /// cursor, and the page count and item count are read at these
+    /// pointers (a page without them is refused when it is paged).
+    pub fn counting(mut self, page_count_pointer: &str, total_items_pointer: &str) -> JsonCheck {
+        let scan = self.lexer.handler_mut();
+        scan.has_cursor = false;
+        scan.counts = Some((pointer(page_count_pointer), pointer(total_items_pointer)));
+        scan.count_pointers = (page_count_pointer.to_string(), total_items_pointer.to_string());
         self
     }
 

@@ -99,6 +99,10 @@ pub struct PageSummary {
     pub records_found: bool,
     /// JSON: the value at the next-page pointer, if any.
     pub next_link: Option<String>,
+    /// A collection's page (`delta.collection`): how many pages and items
+    /// the server says the collection has now.
+    pub page_count: Option<u64>,
+    pub total_items: Option<u64>,
     /// JSON: the largest `cursor_field`; ODM: the largest `SourceID`.
     pub high_water: Option<CursorValue>,
     /// The smallest of the same: below the cursor means records arrived
@@ -122,6 +126,9 @@ impl PageSummary {
             records: 0,
             records_found: true,
             next_link: None,
+            // A collection of no items on no pages.
+            page_count: Some(0),
+            total_items: Some(0),
             high_water: None,
             low_water: None,
             envelope: Envelope::default(),

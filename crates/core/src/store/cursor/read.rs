@@ -64,6 +64,7 @@ pub(super) fn initial(stream: &StreamIdentity, window_start: Option<String>) -> 
             receipt: None,
             manifest_bytes: None,
             lookback: None,
+            snapshot: None,
         },
     }
 }

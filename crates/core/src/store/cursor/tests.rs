@@ -30,6 +30,7 @@ fn page(high: &str, sha256: &'static str, records: u64) -> PageAdvance<'static> 
         next_start: None,
         lookback: None,
         forget_early: false,
+        snapshot: None,
     }
 }
 

@@ -86,6 +86,8 @@ mod tests {
             records: 0,
             records_found: true,
             next_link: None,
+            page_count: None,
+            total_items: None,
             high_water: None,
             low_water: None,
             envelope: Envelope {

@@ -1,0 +1,172 @@
+//! A collection's pass (`delta.collection`): one read of a live collection
+//! from page 1 to the `page_count` its pages state, judged consistent only
+//! when its last page states the same `total_items` as its first.
+//!
+//! Castor's HAL collections are paged by number over live data: an item
+//! inserted or deleted while pages 2..n are read shifts every later page,
+//! so a pass may miss an item or list one twice. The item count on the
+//! first and last page is the server's own word on whether that happened;
+//! a pass whose count moved is read again from page 1 (its pages already
+//! landed are recognised by their hash and not landed twice), at most
+//! `max_passes` times a run. A consistent pass is the run's snapshot.
+
+use crate::store::Snapshot;
+
+/// The pass in progress.
+pub(super) struct Pass {
+    /// Passes begun this run, from 1.
+    number: u32,
+    /// The item count the pass's first page stated.
+    first_total: Option<u64>,
+    /// The SHA-256 of each page with items so far, in order.
+    pages: Vec<String>,
+    /// Pages whose bytes are landed already: the last snapshot's, and
+    /// every page with items this run read.
+    known: std::collections::HashSet<String>,
+    /// Set when the page just committed ended an inconsistent pass: its
+    /// counts, for the audit line the loop writes before the next pass.
+    changed: Option<Changed>,
+}
+
+/// A pass whose last page stated another item count than its first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Changed {
+    /// The pass that changed (from 1).
+    pub pass: u32,
+    pub first_total: Option<u64>,
+    pub last_total: Option<u64>,
+}
+
+/// What a page does to its pass.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Step {
+    /// More pages follow.
+    Going,
+    /// The last page of a consistent pass: the window is complete.
+    Consistent(Snapshot),
+    /// The last page of a pass whose item count moved: page 1 is next.
+    ReadAgain,
+}
+
+impl Pass {
+    /// The first pass of a run after the snapshot `last` (if any).
+    pub(super) fn new(last: Option<&Snapshot>) -> Pass {
+        Pass {
+            number: 1,
+            first_total: None,
+            pages: Vec::new(),
+            known: last
+                .map(|s| s.pages.iter().cloned().collect())
+                .unwrap_or_default(),
+            changed: None,
+        }
+    }
+
+    /// Whether a page of these bytes is landed already (unchanged since
+    /// the last snapshot, or read by an earlier pass of this run): it is
+    /// not landed or listed again.
+    pub(super) fn knows(&self, sha256: &str) -> bool {
+        self.known.contains(sha256)
+    }
+
+    /// A page of the pass: its items, the item count it states, its
+    /// SHA-256, and whether the page count says it is the last.
+    pub(super) fn page(&mut self, records: u64, total: Option<u64>, sha256: &str, last: bool) -> Step {
+        if self.pages.is_empty() && self.first_total.is_none() {
+            self.first_total = total;
+        }
+        if records > 0 {
+            self.pages.push(sha256.to_string());
+            self.known.insert(sha256.to_string());
+        }
+        if !last {
+            return Step::Going;
+        }
+        match (self.first_total, total) {
+            (Some(first), Some(now)) if first == now => {
+                Step::Consistent(Snapshot::of(std::mem::take(&mut self.pages), now))
+            }
+            (first_total, last_total) => {
+                self.changed = Some(Changed {
+                    pass: self.number,
+                    first_total,
+                    last_total,
+                });
+                self.number += 1;
+                self.first_total = None;
+                self.pages.clear();
+                Step::ReadAgain
+            }
+        }
+    }
+
+    /// The change that ended the last pass, once (the loop audits it and
+    /// starts the next pass).
+    pub(super) fn take_changed(&mut self) -> Option<Changed> {
+        self.changed.take()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sha(c: char) -> String {
+        c.to_string().repeat(64)
+    }
+
+    #[test]
+    fn a_pass_whose_count_held_is_a_snapshot_of_its_pages_with_items() {
+        let mut pass = Pass::new(None);
+        assert_eq!(pass.page(3, Some(5), &sha('a'), false), Step::Going);
+        assert_eq!(
+            pass.page(2, Some(5), &sha('b'), true),
+            Step::Consistent(Snapshot::of(vec![sha('a'), sha('b')], 5))
+        );
+        assert_eq!(pass.take_changed(), None);
+    }
+
+    #[test]
+    fn a_pass_whose_count_moved_is_read_again_and_said_once() {
+        let mut pass = Pass::new(None);
+        pass.page(3, Some(5), &sha('a'), false);
+        assert_eq!(pass.page(3, Some(6), &sha('b'), true), Step::ReadAgain);
+        let changed = Changed {
+            pass: 1,
+            first_total: Some(5),
+            last_total: Some(6),
+        };
+        assert_eq!(pass.take_changed(), Some(changed));
+        assert_eq!(pass.take_changed(), None);
+        // The second pass starts afresh: its own first count and pages.
+        pass.page(3, Some(6), &sha('c'), false);
+        assert_eq!(
+            pass.page(3, Some(6), &sha('d'), true),
+            Step::Consistent(Snapshot::of(vec![sha('c'), sha('d')], 6))
+        );
+    }
+
+    #[test]
+    fn pages_of_the_last_snapshot_and_of_earlier_passes_are_known() {
+        let last = Snapshot::of(vec![sha('a')], 3);
+        let mut pass = Pass::new(Some(&last));
+        assert!(pass.knows(&sha('a')) && !pass.knows(&sha('b')));
+        pass.page(3, Some(4), &sha('b'), true);
+        assert!(pass.knows(&sha('b')), "read by the pass that changed");
+    }
+
+    #[test]
+    fn an_empty_collection_is_a_snapshot_of_no_pages() {
+        let mut pass = Pass::new(None);
+        assert_eq!(
+            pass.page(0, Some(0), &sha('e'), true),
+            Step::Consistent(Snapshot::of(Vec::new(), 0))
+        );
+    }
+
+    #[test]
+    fn a_page_that_states_no_count_never_makes_a_snapshot() {
+        let mut pass = Pass::new(None);
+        assert_eq!(pass.page(2, None, &sha('a'), true), Step::ReadAgain);
+    }
+}
