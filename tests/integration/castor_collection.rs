@@ -266,3 +266,64 @@ async fn the_shipped_castor_vendor_reads_its_study_data_beside_its_audit_trail()
     .unwrap();
     assert_eq!(cursor["snapshot"]["items"], 40, "{cursor}");
 }
+
+/// Both Castor streams on one client's fixed-window quota (scaled down to 6
+/// calls per 2 s, the simulator keeping the same window as Castor's
+/// gateway would) with tokens that last three seconds: a sync of several
+/// seconds renews its token before each expires, is never refused or
+/// throttled, never sends more than the window's calls in any window the
+/// server counted, and lands every audit event and every data point once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_outliving_its_tokens_lands_every_event_and_data_point_once_within_the_window() {
+    let fx = Fixture::new();
+    let origin = std::time::SystemTime::now() - std::time::Duration::from_secs(20);
+    let arrivals = edc_sim::audit_trail::Arrivals::every(origin, std::time::Duration::from_millis(100));
+    let server = sim(Profile::Castor, 20, &[], |c| {
+        c.audit_trail = Some(arrivals.clone());
+        c.token_lifetime = std::time::Duration::from_secs(3);
+        c.window_quota = Some((6, std::time::Duration::from_secs(2)));
+    })
+    .await;
+    let out = fx
+        .run_with("castor_paced", &server, SECRET, &["--all-streams"])
+        .await;
+    if out.status.code() != Some(0) {
+        for r in server.requests() {
+            eprintln!("{} {} {} {}", r.ts, r.method, r.status, r.path);
+        }
+        eprintln!("{}", std::fs::read_to_string(fx.path("audit.jsonl")).unwrap());
+    }
+    assert_exit(&out, 0);
+    let requests = server.requests();
+    assert!(
+        requests.iter().all(|r| r.status != 429 && r.status != 401),
+        "{requests:?}"
+    );
+    // Every window the server counted, from its first call, held at most 6.
+    let mut start = None;
+    let mut in_window = 0;
+    for r in &requests {
+        match start {
+            Some(s) if r.t_us - s < 2_000_000 => in_window += 1,
+            _ => {
+                start = Some(r.t_us);
+                in_window = 1;
+            }
+        }
+        assert!(in_window <= 6, "more than 6 calls in a window: {requests:?}");
+    }
+    assert!(
+        fx.events("session_renewed").len() >= 2,
+        "the sync outlived several tokens"
+    );
+    let root = fx.path("landing/castor_paced/-/Mediflex(Prod)/-");
+    let trail = edc_qualify::landed::landed_json_records(&root.join("audit_trail"), "/items").unwrap();
+    let visits = edc_qualify::landed::event_visits(&trail);
+    assert_eq!(visits, (1..=20).collect::<Vec<u32>>(), "every event once");
+    let points =
+        edc_qualify::landed::landed_json_records(&root.join("study_data"), "/_embedded/items").unwrap();
+    let all = keys(&points);
+    let mut distinct = all.clone();
+    distinct.dedup();
+    assert_eq!((all.len(), distinct.len()), (20, 20), "every data point once");
+}
