@@ -320,6 +320,17 @@ fn bad_placeholders_are_rejected() {
         &example_with("studyoid: \"{study}\"", "studyoid: \"{studdy}\""),
         &["medidata_rave.delta.query.studyoid"],
     );
+    // {host} is the base URL's host: a quota key's (one quota for every
+    // project on a server), never a path's or a query's.
+    let out = validate(&example_with(
+        "rl:veeva:{study}:{protocol_version}",
+        "rl:veeva:{host}",
+    ));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_rejected(
+        &example_with("studyoid: \"{study}\"", "studyoid: \"{host}\""),
+        &["medidata_rave.delta.query.studyoid: {host} is only taken in bucket_key"],
+    );
 }
 
 #[test]

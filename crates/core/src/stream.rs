@@ -24,6 +24,8 @@ impl PlaceholderValues for StreamIdentity {
             Placeholder::Study => self.study.as_deref(),
             Placeholder::ProtocolVersion => self.protocol_version.as_deref(),
             Placeholder::Stream => self.stream.as_deref(),
+            // Not the stream's: the quota key is filled with the base URL's.
+            Placeholder::Host => None,
         }
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::locate;
 use super::policy::EnvVarName;
-use super::template::Template;
+use super::template::{Placeholder, Template};
 use super::yaml::Node;
 use super::Problem;
 
@@ -209,6 +209,22 @@ pub(super) fn string<'n>(report: &mut Report, path: &[String], node: &'n Node) -
 }
 
 pub(super) fn template(report: &mut Report, path: &[String], node: &Node) -> Option<Template> {
+    let t = quota_template(report, path, node)?;
+    if t.placeholders().contains(&Placeholder::Host) {
+        report.add(
+            path,
+            format!(
+                "{{host}} is only taken in bucket_key (one quota for every project on a server), got {:?}",
+                t.as_str()
+            ),
+        );
+        return None;
+    }
+    Some(t)
+}
+
+/// A template that may also name `{host}`: the quota key's.
+pub(super) fn quota_template(report: &mut Report, path: &[String], node: &Node) -> Option<Template> {
     let s = string(report, path, node)?;
     Template::parse(s).map_err(|e| report.add(path, e)).ok()
 }

@@ -15,15 +15,21 @@ pub enum Placeholder {
     ProtocolVersion,
     /// The stream's name (e.g. a Vault audit-trail type in the path).
     Stream,
+    /// The host of the vendor's base URL (with its port when that is not
+    /// the scheme's default), in `bucket_key` only: one quota for every
+    /// project on one server, as REDCap counts its hit threshold per
+    /// client address, not per project or token.
+    Host,
 }
 
 impl Placeholder {
-    pub const ALL: [Placeholder; 5] = [
+    pub const ALL: [Placeholder; 6] = [
         Placeholder::Vendor,
         Placeholder::Tenant,
         Placeholder::Study,
         Placeholder::ProtocolVersion,
         Placeholder::Stream,
+        Placeholder::Host,
     ];
 
     pub fn name(self) -> &'static str {
@@ -33,6 +39,7 @@ impl Placeholder {
             Placeholder::Study => "study",
             Placeholder::ProtocolVersion => "protocol_version",
             Placeholder::Stream => "stream",
+            Placeholder::Host => "host",
         }
     }
 

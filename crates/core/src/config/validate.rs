@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use super::check::{
-    env_name, integer, non_negative, or_default, positive, query_map, seconds, string, template, Fields,
-    Report, MAX_SECONDS,
+    env_name, integer, non_negative, or_default, positive, query_map, seconds, string, Fields, Report,
+    MAX_SECONDS,
 };
 use super::delta::delta;
 use super::policy::{Config, HttpLimits, Policy, Rate, StreamSpec};
@@ -266,7 +266,7 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
     );
     let bucket_key = f
         .required(report, "bucket_key")
-        .and_then(|(p, n)| template(report, &p, n));
+        .and_then(|(p, n)| super::check::quota_template(report, &p, n));
     let max_wait_path = f.child("max_wait_s");
     let max_wait = or_default(f.optional("max_wait_s"), DEFAULT_MAX_WAIT_S, |p, n| {
         positive(report, p, n, MAX_SECONDS)

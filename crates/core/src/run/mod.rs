@@ -168,19 +168,6 @@ pub(crate) fn plan(spec: &RunSpec) -> Result<RunPlan, ConfigError> {
                 })?]
         }
     };
-    let mut jobs = Vec::new();
-    for stream in chosen {
-        let id = StreamIdentity {
-            vendor: spec.vendor.clone(),
-            tenant: spec.tenant.clone(),
-            study: Some(spec.study.clone()),
-            protocol_version: spec.protocol_version.clone(),
-            stream: Some(stream.name.clone()),
-        };
-        let quota = crate::quota::for_stream(&policy, &id)
-            .map_err(|e| ConfigError::Identity(format!("{}: {e}", policy.vendor)))?;
-        jobs.push((id, stream, quota));
-    }
     let endpoint = match &spec.endpoint {
         Some(e) => e.clone(),
         None => Endpoint {
@@ -190,6 +177,21 @@ pub(crate) fn plan(spec: &RunSpec) -> Result<RunPlan, ConfigError> {
             credentials: Credentials::from_policy(&policy)?,
         },
     };
+    // A quota keyed by `{host}` is the server's, whatever the project.
+    let base_url = reqwest::Url::parse(&endpoint.base_url).ok();
+    let mut jobs = Vec::new();
+    for stream in chosen {
+        let id = StreamIdentity {
+            vendor: spec.vendor.clone(),
+            tenant: spec.tenant.clone(),
+            study: Some(spec.study.clone()),
+            protocol_version: spec.protocol_version.clone(),
+            stream: Some(stream.name.clone()),
+        };
+        let quota = crate::quota::for_stream(&policy, &id, base_url.as_ref())
+            .map_err(|e| ConfigError::Identity(format!("{}: {e}", policy.vendor)))?;
+        jobs.push((id, stream, quota));
+    }
     let client = ReadOnlyClient::new(&endpoint.base_url, endpoint.credentials.clone(), policy.http)
         .map_err(|e| match e {
             crate::edc::FetchError::Credential(detail) => {
