@@ -238,10 +238,12 @@ pub(crate) struct Granted {
 }
 
 /// How long before a credential's announced end it is renewed: five
-/// minutes, or half its lifetime when that is shorter, so a request sent
-/// just before the mark still arrives with a live token.
-pub(crate) fn renewal_margin(lifetime: Duration) -> Duration {
-    (lifetime / 2).min(Duration::from_secs(300))
+/// minutes, or the longest a request may wait for its slot after the
+/// check (the policy's `max_wait_s`) when that is longer, so a request
+/// that waited out a spent window still arrives with a live token; never
+/// more than half its lifetime.
+pub(crate) fn renewal_margin(lifetime: Duration, longest_wait: Duration) -> Duration {
+    (lifetime / 2).min(Duration::from_secs(300).max(longest_wait))
 }
 
 /// Why a credential could not be had.
@@ -295,6 +297,9 @@ pub struct Obtained {
 /// Holds the credential in use and serialises obtaining a new one.
 pub(super) struct Authenticator {
     pub(super) credentials: Credentials,
+    /// The longest a request may wait for its slot once its credential
+    /// was checked (the policy's `max_wait_s`): renewals allow for it.
+    pub(super) longest_wait: Duration,
     current: RwLock<Option<Credential>>,
     obtaining: tokio::sync::Mutex<()>,
 }
@@ -308,6 +313,7 @@ impl Authenticator {
         });
         Ok(Authenticator {
             credentials,
+            longest_wait: Duration::ZERO,
             current: RwLock::new(current),
             obtaining: tokio::sync::Mutex::new(()),
         })
@@ -354,7 +360,7 @@ impl Authenticator {
         // no earlier than that.
         let renew_at = granted
             .lifetime
-            .map(|life| asked_at + life.saturating_sub(renewal_margin(life)));
+            .map(|life| asked_at + life.saturating_sub(renewal_margin(life, self.longest_wait)));
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(Credential {
             header: granted.header,
             generation,
@@ -477,4 +483,28 @@ pub(super) async fn run_helper(
     }
     header(&format!("Bearer {token}"), "the helper's token")
         .map_err(|_| fail("its token contains characters not allowed in an HTTP header".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: Duration = Duration::from_secs(60);
+
+    /// A token is renewed early enough to outlive the longest wait for a
+    /// slot the policy allows (`max_wait_s`): Castor's five-hour token with
+    /// the shipped 15-minute wait is renewed 15 minutes before its end, not
+    /// 5, so a request that waited out a spent 10-minute window still goes
+    /// with a live token. Never earlier than half the lifetime (a short
+    /// token would otherwise be renewed before every request).
+    #[test]
+    fn a_token_is_renewed_before_the_longest_wait_could_outlive_it() {
+        assert_eq!(renewal_margin(300 * MIN, 15 * MIN), 15 * MIN);
+        assert_eq!(renewal_margin(300 * MIN, MIN), 5 * MIN);
+        assert_eq!(renewal_margin(10 * MIN, 15 * MIN), 5 * MIN);
+        assert_eq!(
+            renewal_margin(Duration::from_secs(1), 15 * MIN),
+            Duration::from_millis(500)
+        );
+    }
 }

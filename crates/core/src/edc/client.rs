@@ -169,6 +169,18 @@ impl ReadOnlyClient {
         Ok(self)
     }
 
+    /// Renews a credential with an announced lifetime early enough to
+    /// outlive `wait`, the longest a request may wait for its slot after
+    /// the credential was checked (the policy's `max_wait_s`). Called on
+    /// the new client, before it is shared.
+    pub fn with_longest_wait(mut self, wait: std::time::Duration) -> ReadOnlyClient {
+        match Arc::get_mut(&mut self.auth) {
+            Some(auth) => auth.longest_wait = wait,
+            None => debug_assert!(false, "with_longest_wait on a shared client"),
+        }
+        self
+    }
+
     /// The client ID header, for a request builder.
     pub(super) fn client_id(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         match &self.client_id {

@@ -199,6 +199,7 @@ pub(crate) fn plan(spec: &RunSpec) -> Result<RunPlan, ConfigError> {
             }
             e => ConfigError::Identity(format!("{}.base_url_env: {e}", policy.vendor)),
         })?
+        .with_longest_wait(policy.max_wait)
         .with_client_id(policy.client_id.as_deref())
         .map_err(|e| ConfigError::Identity(format!("{}.{e}", policy.vendor)))?;
     Ok(RunPlan {
