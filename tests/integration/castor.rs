@@ -386,6 +386,55 @@ async fn castors_audit_trail_lands_every_event_once_across_runs_in_day_windows()
     assert!(verify(&fx.path("audit.jsonl")).unwrap().intact());
 }
 
+/// Castor fills an event's details in about an hour after the event
+/// (helpdesk, "Application Programming Interface (API)"): an event read
+/// while its `event_details` were still empty is landed again once they
+/// are filled in, because the next run reads its day again and the filled
+/// event is content it has not landed. Every event ends up landed with its
+/// details exactly once, and only the late ones also have an empty version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_whose_details_fill_in_later_is_landed_again_with_them() {
+    const EVENTS: u32 = 20;
+    let fx = Fixture::new();
+    let origin = std::time::SystemTime::now() - Duration::from_secs(6);
+    let arrivals = edc_sim::audit_trail::Arrivals {
+        details_late: Some((5, Duration::from_secs(4))),
+        ..edc_sim::audit_trail::Arrivals::every(origin, Duration::from_millis(200))
+    };
+    let server = sim(Profile::Castor, EVENTS, &[], |c| {
+        c.audit_trail = Some(arrivals.clone())
+    })
+    .await;
+    assert_exit(&fx.run("castor_audit", &server, SECRET).await, 0);
+    let first = edc_qualify::landed::landed_json_records(&fx.stream_dir("castor_audit"), "/items").unwrap();
+    let empty = |events: &[serde_json::Value]| {
+        events
+            .iter()
+            .filter(|e| e["event_details"].as_array().is_some_and(|d| d.is_empty()))
+            .count()
+    };
+    assert!(empty(&first) >= 1, "some details were still to come: {first:?}");
+    tokio::time::sleep(Duration::from_millis(4200)).await;
+    assert_exit(&fx.run("castor_audit", &server, SECRET).await, 0);
+    let events = edc_qualify::landed::landed_json_records(&fx.stream_dir("castor_audit"), "/items").unwrap();
+    let filled: Vec<serde_json::Value> = events
+        .iter()
+        .filter(|e| e["event_details"].is_object())
+        .cloned()
+        .collect();
+    assert_eq!(
+        edc_qualify::landed::event_visits(&filled),
+        (1..=EVENTS).collect::<Vec<u32>>(),
+        "every event with its details, once"
+    );
+    assert_eq!(
+        empty(&events),
+        empty(&first),
+        "the empty versions stay as landed, none twice"
+    );
+    assert_eq!(events.len() - filled.len(), empty(&first));
+}
+
 /// A window whose last page is exactly full: Castor answers the page after
 /// it with its 404 "There are no ..." error. The window is complete, and
 /// the cursor says so: a `page_committed` line for that answer (its hash,

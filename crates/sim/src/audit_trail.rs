@@ -48,6 +48,10 @@ pub struct Arrivals {
     /// audit log without row ids shows two identical changes made in one
     /// second (REDCap's logging export, Castor's audit trail).
     pub twins: Option<u32>,
+    /// `(k, delay)`: every k-th event's details are empty until `delay`
+    /// after its stamp (Castor: an event's details fill in about an hour
+    /// late in its export; castor profile only).
+    pub details_late: Option<(u32, Duration)>,
 }
 
 impl Arrivals {
@@ -60,6 +64,7 @@ impl Arrivals {
             late: None,
             subsecond: false,
             twins: None,
+            details_late: None,
         }
     }
 
@@ -101,6 +106,16 @@ impl Arrivals {
         match self.twins {
             Some(k) if k > 1 && n > 1 && n.is_multiple_of(k) => n - 1,
             _ => n,
+        }
+    }
+
+    /// Whether record `n`'s details are still to come at `now_ms`.
+    pub(crate) fn details_pending(&self, n: u32, now_ms: i64) -> bool {
+        match self.details_late {
+            Some((k, delay)) if k > 0 && n.is_multiple_of(k) => {
+                now_ms < self.stamp_ms(n) + delay.as_millis() as i64
+            }
+            _ => false,
         }
     }
 
