@@ -430,13 +430,13 @@ impl<P: Pacer> Loop<'_, P> {
                 reply.meta.server_date,
             )
             .await?;
+        let Loop {
+            stream,
+            slots,
+            window,
+            commit,
+        } = self;
         if reply.status.is_success() {
-            let Loop {
-                stream,
-                slots,
-                window,
-                commit,
-            } = self;
             return commit.land(stream, slots, window, req, reply).await;
         }
         let meta = reply.meta.clone();
@@ -453,19 +453,12 @@ impl<P: Pacer> Loop<'_, P> {
         if let Verdict::Vendor(error) = &verdict {
             // Read whole (a capped read would not be the answer's hash).
             if error.kind == vendor::VendorErrorKind::NoItems && body.len() < ERROR_BODY_CAP {
-                let answer = self.commit.answer(&self.stream, &body)?;
-                let Loop {
-                    stream,
-                    slots,
-                    window,
-                    commit,
-                } = self;
+                let answer = commit.answer(stream, &body)?;
                 return commit
                     .collection_empty(stream, slots, window, req, &meta, error.clone(), answer)
                     .await;
             }
         }
-        let stream = &mut self.stream;
         match verdict {
             Verdict::Throttled => stream.throttled(req, &meta, None).await,
             Verdict::Vendor(error) => stream.vendor_error(req, &meta, error).await,
