@@ -13,6 +13,14 @@ fn validate(text: &str) -> support::Outcome {
     run(&["config", "validate", "--config", path.to_str().unwrap()])
 }
 
+/// Where `needle` first occurs in the shipped example, as the `:LINE:` an
+/// error about that line shows (lines counted from 1).
+fn example_line_of(needle: &str) -> String {
+    let text = example_config();
+    let at = text.find(needle).expect("the example holds the needle");
+    format!(":{}:", text[..at].matches('\n').count() + 1)
+}
+
 /// The example with `from` replaced by `to` (which must occur).
 fn example_with(from: &str, to: &str) -> String {
     let text = example_config();
@@ -140,7 +148,7 @@ fn unknown_keys_are_rejected_at_every_level() {
         ),
         &[
             "veeva_vault.burst_capacty: unknown key (did you mean burst_capacity?)",
-            ":30:",
+            &example_line_of("  burst_capacity: 20 "),
         ],
     );
     assert_rejected(
@@ -184,7 +192,11 @@ fn zero_negative_nan_and_infinite_rates_are_rejected() {
                 "sustained_rate_per_sec: 5 ",
                 &format!("sustained_rate_per_sec: {value} "),
             ),
-            &["veeva_vault.sustained_rate_per_sec: must be > 0", shown, ":29:"],
+            &[
+                "veeva_vault.sustained_rate_per_sec: must be > 0",
+                shown,
+                &example_line_of("sustained_rate_per_sec: 5 "),
+            ],
         );
     }
 }
@@ -411,7 +423,12 @@ fn empty_file_and_not_yaml_are_rejected() {
 fn duplicate_keys_are_rejected_with_their_line() {
     assert_rejected(
         &example_with("burst_capacity: 20 ", "burst_capacity: 20\n  burst_capacity: 30 "),
-        &["burst_capacity: duplicate key", ":31:"],
+        // The second of the two, on the line after the first.
+        &["burst_capacity: duplicate key", &{
+            let first = example_line_of("burst_capacity: 20 ");
+            let n: usize = first.trim_matches(':').parse().unwrap();
+            format!(":{}:", n + 1)
+        }],
     );
 }
 
