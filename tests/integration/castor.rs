@@ -386,6 +386,53 @@ async fn castors_audit_trail_lands_every_event_once_across_runs_in_day_windows()
     assert!(verify(&fx.path("audit.jsonl")).unwrap().intact());
 }
 
+/// The study's days are the zone its events name: a policy whose
+/// `delta.window.zone` puts an event on another day than its own zone does
+/// would ask for the wrong days. The first page that shows it is refused
+/// (65) naming both zones and the event's day in each, before anything
+/// lands, so the operator fixes the key instead of reading days that are
+/// not the study's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_stamped_in_another_zone_than_the_policys_stop_the_run_naming_both() {
+    let fx = Fixture::new();
+    fx.edit_policies(
+        "      zone: Europe/Amsterdam\n      settle_lag_s: 1\n    # Whole days are read again anyway",
+        "      zone: America/New_York\n      settle_lag_s: 1\n    # Whole days are read again anyway",
+    );
+    // 23:59:59 CEST on 24 October, then every 10 minutes: the second is
+    // 00:09:59 on the 25th in Amsterdam, still the 24th in New York.
+    let origin = humantime::parse_rfc3339("2026-10-24T21:49:59Z").unwrap();
+    let arrivals = edc_sim::audit_trail::Arrivals::every(origin, Duration::from_secs(600));
+    let server = sim(Profile::Castor, 6, &[], |c| {
+        c.audit_trail = Some(arrivals.clone())
+    })
+    .await;
+    let mut cmd = fx.command("backfill", "castor_audit", &server, SECRET);
+    cmd.args([
+        "--since",
+        "2026-10-24T00:00:00Z",
+        "--until",
+        "2026-10-26T00:00:00Z",
+        "--allow-dirty",
+    ]);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_exit(&out, 65);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for needle in [
+        "Europe/Amsterdam",
+        "America/New_York",
+        "2026-10-25",
+        "2026-10-24",
+        "delta.window.zone",
+    ] {
+        assert!(stderr.contains(needle), "{needle}: {stderr}");
+    }
+    assert!(fx.events("page_committed").is_empty(), "nothing committed");
+    assert_eq!(fx.events("request_failed").len(), 1);
+}
+
 /// Castor fills an event's details in about an hour after the event
 /// (helpdesk, "Application Programming Interface (API)"): an event read
 /// while its `event_details` were still empty is landed again once they

@@ -103,6 +103,30 @@ pub(crate) fn php_datetime(value: &serde_json::Value) -> Result<String, String> 
     Ok(zoned.timestamp().to_string())
 }
 
+/// Whether a PHP `DateTime` (`value`, at `instant`) falls on another day in
+/// `zone` than in the zone it names: that day pair, described, or `None`
+/// when they agree. A window of days in the wrong zone asks for days that
+/// are not the study's (Castor's study days are its events' zone).
+pub(crate) fn other_day(zone: &Zone, value: &serde_json::Value, instant: &str) -> Option<String> {
+    let own = value.get("date")?.as_str()?.trim().get(..10)?;
+    let named = value
+        .get("timezone")
+        .and_then(|z| z.as_str())
+        .unwrap_or("its zone");
+    let ours = zone.date_of(instant).ok()?;
+    let fix = match value.get("timezone_type").and_then(|t| t.as_u64()) {
+        Some(3) => format!("set delta.window.zone: {named}"),
+        _ => "set delta.window.zone to the study's zone".to_string(),
+    };
+    (ours != own).then(|| {
+        format!(
+            "stamped {own} in {named}, which is {ours} in {} (delta.window.zone): the study's days are the zone its \
+             events name; {fix}",
+            zone.name()
+        )
+    })
+}
+
 /// `+HH:MM` or `-HH:MM` as an offset.
 fn offset(text: &str) -> Option<jiff::tz::Offset> {
     let (sign, rest) = match text.as_bytes().first()? {
@@ -191,5 +215,20 @@ mod tests {
         );
         assert!(Zone::parse("Europe/Nowhere").unwrap_err().contains("IANA"));
         assert!(ams.date_of("yesterday").is_err());
+    }
+
+    #[test]
+    fn an_event_on_another_day_in_the_windows_zone_is_named() {
+        let event = serde_json::json!({"date": "2026-10-25 00:09:59.000000", "timezone_type": 3, "timezone": "Europe/Amsterdam"});
+        let instant = php_datetime(&event).unwrap();
+        let ams = Zone::parse("Europe/Amsterdam").unwrap();
+        assert_eq!(other_day(&ams, &event, &instant), None);
+        let ny = Zone::parse("America/New_York").unwrap();
+        let said = other_day(&ny, &event, &instant).unwrap();
+        assert!(
+            said.contains("stamped 2026-10-25 in Europe/Amsterdam, which is 2026-10-24 in America/New_York")
+                && said.ends_with("set delta.window.zone: Europe/Amsterdam"),
+            "{said}"
+        );
     }
 }

@@ -179,6 +179,11 @@ impl PageCommit {
     ) -> Result<CommittedPage, SyncError> {
         let job = stream.job;
         let url = &page.url;
+        if let Some(other_day) = summary.other_day.take() {
+            temp.discard();
+            let reason = format!("page {url}: {other_day}; nothing was committed");
+            return Err(refuse(stream, page, digest, reason));
+        }
         let next = match paging::next_page(
             job.client.origin(),
             &job.delta,

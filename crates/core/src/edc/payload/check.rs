@@ -49,6 +49,10 @@ impl PageCheck {
                     Some(c) => check.counting(&c.page_count_pointer, &c.total_items_pointer),
                     None => check,
                 };
+                let check = match delta.window.as_ref().map(|w| &w.format) {
+                    Some(crate::config::WindowFormat::Date { zone }) => check.in_days_of(zone),
+                    _ => check,
+                };
                 let record_id = delta.lookback.as_ref().and_then(|l| l.record_id.as_deref());
                 Format::Json(Box::new(if identify {
                     check.identifying(record_id)
@@ -114,6 +118,7 @@ fn odm_summary(odm: OdmSummary) -> PageSummary {
         next_link: None,
         page_count: None,
         total_items: None,
+        other_day: None,
         high_water: odm.max_source_id.map(|id| CursorValue::Number(id.into())),
         low_water: odm.min_source_id.map(|id| CursorValue::Number(id.into())),
         envelope: Envelope {

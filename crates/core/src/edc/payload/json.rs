@@ -125,6 +125,7 @@ pub(super) struct Found {
     pub(super) next: Option<Option<String>>,
     pub(super) page_count: Option<u64>,
     pub(super) total_items: Option<u64>,
+    pub(super) other_day: Option<String>,
     pub(super) high_water: Option<Mark>,
     pub(super) low_water: Option<Mark>,
     pub(super) envelope: Envelope,
@@ -146,6 +147,7 @@ impl Found {
             next_link: self.next.flatten().filter(|s| !s.is_empty()),
             page_count: self.page_count,
             total_items: self.total_items,
+            other_day: self.other_day,
             high_water: self.high_water.map(Mark::into_value),
             low_water: self.low_water.map(Mark::into_value),
             envelope: self.envelope,
@@ -178,6 +180,9 @@ struct PageScan {
     cursor_field: Vec<u8>,
     /// False for a collection, whose records carry no cursor.
     has_cursor: bool,
+    /// A window of whole days in this zone: each PHP DateTime's own date
+    /// must be its day here too.
+    day_zone: Option<crate::zone::Zone>,
     /// What every record's cursor value must be; `None` takes any string
     /// or number (a check built without a policy: tests, benchmarks).
     cursor_kind: Option<CursorKind>,
@@ -327,6 +332,10 @@ impl PageScan {
                 self.records_pointer
             )
         })?;
+        if let (Some(zone), None) = (&self.day_zone, &self.found.other_day) {
+            self.found.other_day = crate::zone::other_day(zone, &parsed, &instant)
+                .map(|d| format!("record {position} of {}: {d}", self.records_pointer));
+        }
         self.observe(&Seen::text(&instant))
     }
 
@@ -590,6 +599,7 @@ impl JsonCheck {
                 count_pointers: Default::default(),
                 cursor_field: cursor_field.as_bytes().to_vec(),
                 has_cursor: true,
+                day_zone: None,
                 cursor_kind,
                 frames: Vec::new(),
                 slot: Slot::default(),
@@ -620,6 +630,14 @@ impl JsonCheck {
         scan.has_cursor = false;
         scan.counts = Some((pointer(page_count_pointer), pointer(total_items_pointer)));
         scan.count_pointers = (page_count_pointer.to_string(), total_items_pointer.to_string());
+        self
+    }
+
+    /// A page of a window of whole days in `zone`: the first record whose
+    /// PHP DateTime falls on another day there than in its own zone is
+    /// noted (`PageSummary::other_day`), for the commit to refuse.
+    pub fn in_days_of(mut self, zone: &crate::zone::Zone) -> JsonCheck {
+        self.lexer.handler_mut().day_zone = Some(zone.clone());
         self
     }
 

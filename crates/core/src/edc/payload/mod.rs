@@ -103,6 +103,10 @@ pub struct PageSummary {
     /// the server says the collection has now.
     pub page_count: Option<u64>,
     pub total_items: Option<u64>,
+    /// A window of whole days: the first record whose own day (its PHP
+    /// DateTime's date, in the zone it names) is another day in the
+    /// window's zone, described; the page is never committed.
+    pub other_day: Option<String>,
     /// JSON: the largest `cursor_field`; ODM: the largest `SourceID`.
     pub high_water: Option<CursorValue>,
     /// The smallest of the same: below the cursor means records arrived
@@ -129,6 +133,7 @@ impl PageSummary {
             // A collection of no items on no pages.
             page_count: Some(0),
             total_items: Some(0),
+            other_day: None,
             high_water: None,
             low_water: None,
             envelope: Envelope::default(),

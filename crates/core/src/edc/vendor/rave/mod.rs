@@ -88,6 +88,7 @@ mod tests {
             next_link: None,
             page_count: None,
             total_items: None,
+            other_day: None,
             high_water: None,
             low_water: None,
             envelope: Envelope {
