@@ -10,6 +10,19 @@ use edc_sim::{Dataset, LogEntry, Profile, SimConfig, Simulator};
 
 use crate::vendors::{assert_exit, sim, Fixture, PASSWORD as SECRET, USER as CLIENT_ID};
 
+/// A backfill of the `castor_audit` stream over 24-26 October 2026, the
+/// days around Amsterdam's autumn DST change.
+fn dst_backfill(fx: &Fixture, server: &Simulator) -> std::process::Command {
+    let mut cmd = fx.command("backfill", "castor_audit", server, SECRET);
+    cmd.args([
+        "--since",
+        "2026-10-24T00:00:00Z",
+        "--until",
+        "2026-10-26T00:00:00Z",
+    ]);
+    cmd
+}
+
 /// Every byte the run wrote (files under the fixture, stdout, stderr).
 fn everything(fx: &Fixture, out: &Output) -> String {
     let mut all = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -407,14 +420,8 @@ async fn events_stamped_in_another_zone_than_the_policys_stop_the_run_naming_bot
         c.audit_trail = Some(arrivals.clone())
     })
     .await;
-    let mut cmd = fx.command("backfill", "castor_audit", &server, SECRET);
-    cmd.args([
-        "--since",
-        "2026-10-24T00:00:00Z",
-        "--until",
-        "2026-10-26T00:00:00Z",
-        "--allow-dirty",
-    ]);
+    let mut cmd = dst_backfill(&fx, &server);
+    cmd.arg("--allow-dirty");
     let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
         .unwrap();
@@ -611,18 +618,8 @@ async fn a_backfill_across_a_dst_change_lands_every_event_once() {
         c.audit_trail = Some(arrivals.clone())
     })
     .await;
-    let backfill = |fx: &Fixture| {
-        let mut cmd = fx.command("backfill", "castor_audit", &server, SECRET);
-        cmd.args([
-            "--since",
-            "2026-10-24T00:00:00Z",
-            "--until",
-            "2026-10-26T00:00:00Z",
-        ]);
-        cmd
-    };
     let out = tokio::task::spawn_blocking({
-        let mut cmd = backfill(&fx);
+        let mut cmd = dst_backfill(&fx, &server);
         move || cmd.output().unwrap()
     })
     .await
@@ -667,7 +664,7 @@ async fn a_backfill_across_a_dst_change_lands_every_event_once() {
     // The same backfill again: everything is recognised, nothing lands.
     let before = events.len();
     let again = tokio::task::spawn_blocking({
-        let mut cmd = backfill(&fx);
+        let mut cmd = dst_backfill(&fx, &server);
         move || cmd.output().unwrap()
     })
     .await
