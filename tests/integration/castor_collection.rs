@@ -327,3 +327,25 @@ async fn a_sync_outliving_its_tokens_lands_every_event_and_data_point_once_withi
     distinct.dedup();
     assert_eq!((all.len(), distinct.len()), (20, 20), "every data point once");
 }
+
+/// A page that does not state the collection's item count where the
+/// policy says (`total_items_pointer`) cannot be judged consistent: it is
+/// refused (65) naming the pointer and the key, before anything lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_without_the_item_count_is_refused_naming_the_pointer() {
+    let fx = Fixture::new();
+    fx.edit_policies(
+        "    collection:\n      max_passes: 2\n",
+        "    collection:\n      total_items_pointer: /count\n      max_passes: 2\n",
+    );
+    let server = sim(Profile::Castor, 30, &[], |_| {}).await;
+    let out = fx.run_with(VENDOR, &server, SECRET, &["--allow-dirty"]).await;
+    assert_exit(&out, 65);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("/count") && stderr.contains("delta.collection.total_items_pointer"),
+        "{stderr}"
+    );
+    assert!(fx.events("page_committed").is_empty());
+    assert!(!fx.stream_dir(VENDOR).join("manifest.jsonl").exists());
+}

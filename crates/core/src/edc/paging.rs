@@ -136,16 +136,17 @@ pub fn next_page(
         Paging::PageNumber { page_param } => {
             // A collection is paged by the count the server states (it may
             // serve fewer items a page than asked); a log until a short page.
+            let current = page_number(page_url, page_param);
             let more = match &delta.collection {
                 Some(c) => {
                     let count = summary
                         .page_count
                         .ok_or_else(|| PagingError::NoPageCount(c.page_count_pointer.clone()))?;
-                    page_number(page_url, page_param) < count
+                    current < count
                 }
                 None => summary.records >= u64::from(delta.page_size),
             };
-            return Ok(more.then(|| numbered(page_url, page_param, page_number(page_url, page_param) + 1)));
+            return Ok(more.then(|| numbered(page_url, page_param, current + 1)));
         }
         Paging::RaveDataset => None,
         Paging::JsonNext { .. } => summary.next_link.clone(),

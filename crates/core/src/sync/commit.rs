@@ -223,7 +223,7 @@ impl PageCommit {
                     return Err(refuse(stream, page, digest, reason));
                 };
                 unchanged = pass.knows(&digest.sha256);
-                match pass.page(summary.records, Some(total), &digest.sha256, next.is_none()) {
+                match pass.page(summary.records, total, &digest.sha256, next.is_none()) {
                     Step::Going => next,
                     Step::Consistent(made) => {
                         snapshot = Some(made);

@@ -169,9 +169,9 @@ pub(crate) struct CollectionChanged {
     /// The pass that changed, from 1.
     pub pass: u32,
     /// The item count its first page stated.
-    pub first_total_items: Option<u64>,
+    pub first_total_items: u64,
     /// The item count its last page stated.
-    pub last_total_items: Option<u64>,
+    pub last_total_items: u64,
     /// Passes a run makes at most (`delta.collection.max_passes`).
     pub max_passes: u32,
 }

@@ -289,15 +289,13 @@ impl<P: Pacer> Loop<'_, P> {
         };
         job.audit.record(event).await?;
         if changed.pass >= max_passes {
-            let count = |n: Option<u64>| n.map_or_else(|| "none".to_string(), |n| n.to_string());
             return Err(SyncError::Unsettled {
                 stream: self.stream.name.clone(),
                 detail: format!(
                     "the collection changed while it was read in each of {max_passes} pass(es) (the last: \
                      {} items on its first page, {} on its last; delta.collection.max_passes); the pages read \
                      are landed and committed, and the next run reads the collection again from page 1",
-                    count(changed.first_total),
-                    count(changed.last_total)
+                    changed.first_total, changed.last_total
                 ),
             });
         }
@@ -441,13 +439,13 @@ impl<P: Pacer> Loop<'_, P> {
         }
         let meta = reply.meta.clone();
         let dialect = job.policy.dialect;
-        let body = match vendor::reads_error_bodies(dialect) {
-            false => Vec::new(),
-            true => reply.error_body(ERROR_BODY_CAP).await,
-        };
-        let vendor = match vendor::reads_error_bodies(dialect) {
-            false => None,
-            true => vendor::error_in_body(dialect, meta.status.as_u16(), &body),
+        let (body, vendor) = match vendor::reads_error_bodies(dialect) {
+            false => (Vec::new(), None),
+            true => {
+                let body = reply.error_body(ERROR_BODY_CAP).await;
+                let error = vendor::error_in_body(dialect, meta.status.as_u16(), &body);
+                (body, error)
+            }
         };
         let verdict = classify(meta.status, vendor, job.client.renewable(), url);
         if let Verdict::Vendor(error) = &verdict {

@@ -16,7 +16,7 @@ use crate::store::Snapshot;
 pub(super) struct Pass {
     /// Passes begun this run, from 1.
     number: u32,
-    /// The item count the pass's first page stated.
+    /// The item count the pass's first page stated (`None` before it).
     first_total: Option<u64>,
     /// The SHA-256 of each page with items so far, in order.
     pages: Vec<String>,
@@ -33,8 +33,8 @@ pub(super) struct Pass {
 pub(super) struct Changed {
     /// The pass that changed (from 1).
     pub pass: u32,
-    pub first_total: Option<u64>,
-    pub last_total: Option<u64>,
+    pub first_total: u64,
+    pub last_total: u64,
 }
 
 /// What a page does to its pass.
@@ -69,12 +69,11 @@ impl Pass {
         self.known.contains(sha256)
     }
 
-    /// A page of the pass: its items, the item count it states, its
-    /// SHA-256, and whether the page count says it is the last.
-    pub(super) fn page(&mut self, records: u64, total: Option<u64>, sha256: &str, last: bool) -> Step {
-        if self.pages.is_empty() && self.first_total.is_none() {
-            self.first_total = total;
-        }
+    /// A page of the pass: its items, the item count it states (a page
+    /// that states none is refused before it gets here), its SHA-256, and
+    /// whether the page count says it is the last.
+    pub(super) fn page(&mut self, records: u64, total: u64, sha256: &str, last: bool) -> Step {
+        let first_total = *self.first_total.get_or_insert(total);
         if records > 0 {
             self.pages.push(sha256.to_string());
             self.known.insert(sha256.to_string());
@@ -82,22 +81,18 @@ impl Pass {
         if !last {
             return Step::Going;
         }
-        match (self.first_total, total) {
-            (Some(first), Some(now)) if first == now => {
-                Step::Consistent(Snapshot::of(std::mem::take(&mut self.pages), now))
-            }
-            (first_total, last_total) => {
-                self.changed = Some(Changed {
-                    pass: self.number,
-                    first_total,
-                    last_total,
-                });
-                self.number += 1;
-                self.first_total = None;
-                self.pages.clear();
-                Step::ReadAgain
-            }
+        if first_total == total {
+            return Step::Consistent(Snapshot::of(std::mem::take(&mut self.pages), total));
         }
+        self.changed = Some(Changed {
+            pass: self.number,
+            first_total,
+            last_total: total,
+        });
+        self.number += 1;
+        self.first_total = None;
+        self.pages.clear();
+        Step::ReadAgain
     }
 
     /// The change that ended the last pass, once (the loop audits it and
@@ -118,9 +113,9 @@ mod tests {
     #[test]
     fn a_pass_whose_count_held_is_a_snapshot_of_its_pages_with_items() {
         let mut pass = Pass::new(None);
-        assert_eq!(pass.page(3, Some(5), &sha('a'), false), Step::Going);
+        assert_eq!(pass.page(3, 5, &sha('a'), false), Step::Going);
         assert_eq!(
-            pass.page(2, Some(5), &sha('b'), true),
+            pass.page(2, 5, &sha('b'), true),
             Step::Consistent(Snapshot::of(vec![sha('a'), sha('b')], 5))
         );
         assert_eq!(pass.take_changed(), None);
@@ -129,19 +124,19 @@ mod tests {
     #[test]
     fn a_pass_whose_count_moved_is_read_again_and_said_once() {
         let mut pass = Pass::new(None);
-        pass.page(3, Some(5), &sha('a'), false);
-        assert_eq!(pass.page(3, Some(6), &sha('b'), true), Step::ReadAgain);
+        pass.page(3, 5, &sha('a'), false);
+        assert_eq!(pass.page(3, 6, &sha('b'), true), Step::ReadAgain);
         let changed = Changed {
             pass: 1,
-            first_total: Some(5),
-            last_total: Some(6),
+            first_total: 5,
+            last_total: 6,
         };
         assert_eq!(pass.take_changed(), Some(changed));
         assert_eq!(pass.take_changed(), None);
         // The second pass starts afresh: its own first count and pages.
-        pass.page(3, Some(6), &sha('c'), false);
+        pass.page(3, 6, &sha('c'), false);
         assert_eq!(
-            pass.page(3, Some(6), &sha('d'), true),
+            pass.page(3, 6, &sha('d'), true),
             Step::Consistent(Snapshot::of(vec![sha('c'), sha('d')], 6))
         );
     }
@@ -151,7 +146,7 @@ mod tests {
         let last = Snapshot::of(vec![sha('a')], 3);
         let mut pass = Pass::new(Some(&last));
         assert!(pass.knows(&sha('a')) && !pass.knows(&sha('b')));
-        pass.page(3, Some(4), &sha('b'), true);
+        pass.page(3, 4, &sha('b'), true);
         assert!(pass.knows(&sha('b')), "read by the pass that changed");
     }
 
@@ -159,14 +154,8 @@ mod tests {
     fn an_empty_collection_is_a_snapshot_of_no_pages() {
         let mut pass = Pass::new(None);
         assert_eq!(
-            pass.page(0, Some(0), &sha('e'), true),
+            pass.page(0, 0, &sha('e'), true),
             Step::Consistent(Snapshot::of(Vec::new(), 0))
         );
-    }
-
-    #[test]
-    fn a_page_that_states_no_count_never_makes_a_snapshot() {
-        let mut pass = Pass::new(None);
-        assert_eq!(pass.page(2, None, &sha('a'), true), Step::ReadAgain);
     }
 }
