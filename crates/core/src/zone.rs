@@ -66,6 +66,170 @@ impl Zone {
     }
 }
 
+/// How finely a server-local wall time is written: REDCap's log takes
+/// minutes (`beginTime`, `YYYY-MM-DD HH:MM`), its records seconds
+/// (`dateRangeBegin`, `YYYY-MM-DD HH:MM:SS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Precision {
+    Minute,
+    Second,
+}
+
+impl Precision {
+    fn unit(self) -> jiff::SignedDuration {
+        match self {
+            Precision::Minute => jiff::SignedDuration::from_secs(60),
+            Precision::Second => jiff::SignedDuration::from_secs(1),
+        }
+    }
+
+    fn pattern(self) -> &'static str {
+        match self {
+            Precision::Minute => "%Y-%m-%d %H:%M",
+            Precision::Second => "%Y-%m-%d %H:%M:%S",
+        }
+    }
+}
+
+/// How far before a window's start its DST fall-backs are looked for when
+/// the window has no start (a stream's first run): one repeated hour.
+const FIRST_WINDOW_FOLD_SPAN: jiff::SignedDuration = jiff::SignedDuration::from_hours(2);
+
+impl Zone {
+    /// The instant (RFC 3339, UTC) of a server-local wall time
+    /// `YYYY-MM-DD HH:MM[:SS]` (REDCap's log `timestamp`): a time that a
+    /// DST fall-back repeats is taken as its *later* instant, so a record
+    /// of the repeated hour is remembered at least as long as any reading
+    /// of it could come back in a window; one that spring-forward skips
+    /// (no server clock shows it) is read with the offset before the gap,
+    /// past it.
+    pub fn instant_of_wall(&self, text: &str) -> Result<String, String> {
+        let civil = wall_time(text)?;
+        let instant = self
+            .tz
+            .to_ambiguous_timestamp(civil)
+            .later()
+            .map_err(|e| format!("{text:?} in {}: {e}", self.name))?;
+        Ok(instant.to_string())
+    }
+
+    /// Where a window whose cursor is `start` really starts, aligned to
+    /// the wall clock: the earliest instant showing one `precision` unit
+    /// before `start`'s own wall time, truncated. Whether the server reads
+    /// a bound as inclusive or exclusive ("after", "before": the REDCap API
+    /// help leaves it open), the unit `start` falls in is asked for, and
+    /// the records of that extra unit are recognised by the lookback.
+    ///
+    /// Within the repeated hour's length before a DST fall-back, the next
+    /// request asks from a unit before the fall-back's first wall time
+    /// ([`Zone::wall_bounds`]): the start moves back to it, so the
+    /// lookback's memory holds every record that request can bring back.
+    pub fn wall_start(&self, start: &str, precision: Precision) -> Result<String, String> {
+        let ts = instant(start)?;
+        let shown = truncated(self.wall(ts), precision)
+            .checked_sub(precision.unit())
+            .map_err(|e| format!("the window start {start}: {e}"))?;
+        let aligned = self.earliest(shown, start)?;
+        let reach = aligned
+            .checked_add(FIRST_WINDOW_FOLD_SPAN)
+            .map_err(|e| format!("the window start {start}: {e}"))?;
+        let mut shown = shown;
+        for (_, after) in self.fall_backs(aligned, reach) {
+            shown = shown.min(truncated(after, precision) - precision.unit());
+        }
+        Ok(self.earliest(shown, start)?.to_string())
+    }
+
+    /// The window `[start, end]` (RFC 3339 instants) as the server-local
+    /// wall times that cover it, at `precision`, for a server that reads
+    /// its bounds inclusively or not: from `start`'s wall time (a window
+    /// start is aligned a unit back already, `wall_start`) to `end`'s.
+    /// Across a DST fall-back the wall clock runs back an hour: the begin
+    /// is then a unit before the first wall time after the change, and the
+    /// end a unit past the last one before it, so every record of the
+    /// window comes back, with some before and after it, which the lookback
+    /// recognises. `start` absent: only `end` is bounded.
+    pub fn wall_bounds(
+        &self,
+        start: Option<&str>,
+        end: &str,
+        precision: Precision,
+    ) -> Result<(Option<String>, String), String> {
+        let end_ts = instant(end)?;
+        let start_ts = start.map(instant).transpose()?;
+        let from = match start_ts {
+            Some(s) => s,
+            None => end_ts
+                .checked_sub(FIRST_WINDOW_FOLD_SPAN)
+                .map_err(|e| format!("the window end {end}: {e}"))?,
+        };
+        let mut begin = start_ts.map(|s| truncated(self.wall(s), precision));
+        let mut last = truncated(self.wall(end_ts), precision);
+        for (before, after) in self.fall_backs(from, end_ts) {
+            begin = begin.map(|b| b.min(truncated(after, precision) - precision.unit()));
+            last = last.max(truncated(before, precision) + precision.unit());
+        }
+        let show = |dt: DateTime| dt.strftime(precision.pattern()).to_string();
+        Ok((begin.map(show), show(last)))
+    }
+
+    /// The wall time of `ts` here.
+    fn wall(&self, ts: Timestamp) -> DateTime {
+        ts.to_zoned(self.tz.clone()).datetime()
+    }
+
+    /// The earliest instant showing the wall time `shown` (`start` names
+    /// the window in errors).
+    fn earliest(&self, shown: DateTime, start: &str) -> Result<Timestamp, String> {
+        self.tz
+            .to_ambiguous_timestamp(shown)
+            .earlier()
+            .map_err(|e| format!("the window start {start} in {}: {e}", self.name))
+    }
+
+    /// The DST fall-backs in `(from, to]`: the last wall time before each
+    /// (a second before it) and the first after.
+    fn fall_backs(&self, from: Timestamp, to: Timestamp) -> Vec<(DateTime, DateTime)> {
+        self.tz
+            .following(from)
+            .take_while(|change| change.timestamp() <= to)
+            .filter_map(|change| {
+                let at = change.timestamp();
+                let before = self.wall(at - jiff::SignedDuration::from_secs(1));
+                let after = self.wall(at);
+                (after < before).then_some((before, after))
+            })
+            .collect()
+    }
+}
+
+/// `YYYY-MM-DD HH:MM` or `YYYY-MM-DD HH:MM:SS` as a civil time.
+fn wall_time(text: &str) -> Result<DateTime, String> {
+    let t = text.trim();
+    let shaped = t.len() >= 16 && t.as_bytes().get(10) == Some(&b' ');
+    let parsed = shaped
+        .then(|| t.replacen(' ', "T", 1).parse::<DateTime>().ok())
+        .flatten();
+    parsed.ok_or_else(|| format!("{text:?} is not a server-local time YYYY-MM-DD HH:MM[:SS]"))
+}
+
+/// An RFC 3339 instant.
+fn instant(at: &str) -> Result<Timestamp, String> {
+    at.trim()
+        .parse()
+        .map_err(|_| format!("{at:?} is not an RFC 3339 instant"))
+}
+
+/// `dt` cut to whole `precision` units.
+fn truncated(dt: DateTime, precision: Precision) -> DateTime {
+    let dt = dt.with().subsec_nanosecond(0).build().unwrap_or(dt);
+    match precision {
+        Precision::Second => dt,
+        Precision::Minute => dt.with().second(0).build().unwrap_or(dt),
+    }
+}
+
 impl serde::Serialize for Zone {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(&self.name)
@@ -191,6 +355,104 @@ mod tests {
         assert_eq!(
             php("2026-03-29 02:30:00.000000", 3, "Europe/Amsterdam").unwrap(),
             "2026-03-29T01:30:00Z"
+        );
+    }
+
+    #[test]
+    fn a_wall_time_of_the_repeated_hour_is_its_later_instant() {
+        // 2026-11-01, America/Chicago: 02:00 CDT goes back to 01:00 CST.
+        let chi = Zone::parse("America/Chicago").unwrap();
+        assert_eq!(
+            chi.instant_of_wall("2026-11-01 01:30").unwrap(),
+            "2026-11-01T07:30:00Z"
+        );
+        assert_eq!(
+            chi.instant_of_wall("2026-11-01 00:59:59").unwrap(),
+            "2026-11-01T05:59:59Z"
+        );
+        assert_eq!(
+            chi.instant_of_wall("2026-11-01 02:00").unwrap(),
+            "2026-11-01T08:00:00Z"
+        );
+        // 2026-03-08: 02:00 CST jumps to 03:00 CDT; 02:30 is never shown.
+        assert_eq!(
+            chi.instant_of_wall("2026-03-08 02:30").unwrap(),
+            "2026-03-08T08:30:00Z"
+        );
+        assert!(chi.instant_of_wall("2026-11-01T01:30:00Z").is_err());
+        assert!(chi.instant_of_wall("01:30").is_err());
+    }
+
+    #[test]
+    fn a_window_start_is_aligned_one_unit_back_on_the_wall_clock() {
+        let chi = Zone::parse("America/Chicago").unwrap();
+        // 10:05:30 CST is shown 10:05; a unit back, 10:04, is 16:04Z.
+        assert_eq!(
+            chi.wall_start("2026-12-01T16:05:30Z", Precision::Minute).unwrap(),
+            "2026-12-01T16:04:00Z"
+        );
+        assert_eq!(
+            chi.wall_start("2026-12-01T16:05:30Z", Precision::Second).unwrap(),
+            "2026-12-01T16:05:29Z"
+        );
+        // In the repeated hour (01:20 CST, the second 01:20), the aligned
+        // start is the *first* 01:19 (CDT): nothing between is skipped,
+        // and the fall-back ahead of it moves it to a unit before the
+        // repeated hour (00:59 CDT), where the next request asks from.
+        assert_eq!(
+            chi.wall_start("2026-11-01T07:20:00Z", Precision::Minute).unwrap(),
+            "2026-11-01T05:59:00Z"
+        );
+        // An hour and more before the fall-back, nothing moves.
+        assert_eq!(
+            chi.wall_start("2026-11-01T04:30:00Z", Precision::Minute).unwrap(),
+            "2026-11-01T04:29:00Z"
+        );
+        // After the repeated hour, nothing moves either.
+        assert_eq!(
+            chi.wall_start("2026-11-01T08:30:00Z", Precision::Minute).unwrap(),
+            "2026-11-01T08:29:00Z"
+        );
+    }
+
+    #[test]
+    fn a_window_across_a_fall_back_is_asked_for_by_its_widest_wall_times() {
+        let chi = Zone::parse("America/Chicago").unwrap();
+        let m = Precision::Minute;
+        // An ordinary window: its own ends, at minute precision.
+        assert_eq!(
+            chi.wall_bounds(Some("2026-12-01T16:04:00Z"), "2026-12-01T16:10:59Z", m)
+                .unwrap(),
+            (Some("2026-12-01 10:04".into()), "2026-12-01 10:10".into())
+        );
+        // From 01:50 CDT to 01:05 CST: the wall clock ran back at 02:00
+        // CDT, so the window is every wall time from 01:00 to 01:59, and
+        // a unit either side of it for a server reading bounds strictly.
+        assert_eq!(
+            chi.wall_bounds(Some("2026-11-01T06:50:00Z"), "2026-11-01T07:05:00Z", m)
+                .unwrap(),
+            (Some("2026-11-01 00:59".into()), "2026-11-01 02:00".into())
+        );
+        assert_eq!(
+            chi.wall_bounds(
+                Some("2026-11-01T06:50:00Z"),
+                "2026-11-01T07:05:00Z",
+                Precision::Second
+            )
+            .unwrap(),
+            (Some("2026-11-01 00:59:59".into()), "2026-11-01 02:00:00".into())
+        );
+        // Spring-forward skips an hour: the wall times are monotonic.
+        assert_eq!(
+            chi.wall_bounds(Some("2026-03-08T07:50:00Z"), "2026-03-08T08:10:00Z", m)
+                .unwrap(),
+            (Some("2026-03-08 01:50".into()), "2026-03-08 03:10".into())
+        );
+        // A first window has no start; a fall-back just before its end
+        // still widens its end.
+        assert_eq!(
+            chi.wall_bounds(None, "2026-11-01T07:05:00Z", m).unwrap(),
+            (None, "2026-11-01 02:00".into())
         );
     }
 

@@ -9,7 +9,10 @@ use super::check::{env_name, string, Fields, Report};
 use super::policy::{Auth, Dialect, EnvVarName, PayloadFormat};
 use super::yaml::Node;
 
-const SCHEMES: &str = "bearer, basic, vault_session, command, oauth2_client_credentials";
+const SCHEMES: &str = "bearer, basic, vault_session, command, oauth2_client_credentials, redcap_token";
+
+/// The schemes that read the top-level `token_env` and nothing in `auth`.
+const TOKEN_SCHEMES: [&str; 2] = ["bearer", "redcap_token"];
 
 /// Every key any scheme reads (the first is the selector itself).
 const AUTH_KEYS: [&str; 10] = [
@@ -55,7 +58,7 @@ pub(super) fn auth(
             let mut f = Fields::of(report, path.clone(), node)?;
             let scheme = f.required(report, "scheme").and_then(|(p, n)| {
                 let s = string(report, &p, n)?;
-                if keys_of(s).is_empty() && s != "bearer" {
+                if keys_of(s).is_empty() && !TOKEN_SCHEMES.contains(&s) {
                     report.add(&p, format!("must be one of {SCHEMES}; got {s:?}"));
                     return None;
                 }
@@ -91,12 +94,15 @@ pub(super) fn auth(
         }
     }
     let auth = match scheme.as_str() {
-        "bearer" => match token_env {
-            Some((p, n)) => env_name(report, &p, n).map(|token_env| Auth::Bearer { token_env }),
+        scheme @ ("bearer" | "redcap_token") => match token_env {
+            Some((p, n)) => env_name(report, &p, n).map(|token_env| match scheme {
+                "bearer" => Auth::Bearer { token_env },
+                _ => Auth::RedcapToken { token_env },
+            }),
             None => {
                 report.add(
                     &token_path,
-                    "required key is missing (auth.scheme bearer reads the token from it)",
+                    format!("required key is missing (auth.scheme {scheme} reads the token from it)"),
                 );
                 None
             }
@@ -185,7 +191,7 @@ pub(super) fn auth(
 /// What a scheme reads, for messages.
 fn reads(scheme: &str) -> String {
     match scheme {
-        "bearer" => "token_env".into(),
+        "bearer" | "redcap_token" => "token_env".into(),
         other => keys_of(other)
             .iter()
             .map(|k| format!("auth.{k}"))

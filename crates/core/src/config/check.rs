@@ -235,13 +235,17 @@ pub(super) fn env_name(report: &mut Report, path: &[String], node: &Node) -> Opt
 }
 
 pub(super) fn json_pointer(report: &mut Report, path: &[String], node: &Node) -> Option<String> {
-    let s = string(report, path, node)?;
-    if s.starts_with('/') {
+    let s = match node {
+        Node::Str(s) if s.is_empty() => "",
+        _ => string(report, path, node)?,
+    };
+    // "" is the whole document (RFC 6901, section 5): a bare array.
+    if s.is_empty() || s.starts_with('/') {
         Some(s.to_string())
     } else {
         report.add(
             path,
-            format!("must be a JSON pointer starting with '/', got {s:?}"),
+            format!("must be a JSON pointer: \"\" (the whole document) or starting with '/', got {s:?}"),
         );
         None
     }

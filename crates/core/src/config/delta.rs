@@ -37,7 +37,13 @@ const DELTA_KEYS: [&str; 18] = [
     "query",
 ];
 
-pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Option<Delta> {
+/// `server_zone`: the vendor's `server_timezone`, if it states one.
+pub(super) fn delta(
+    report: &mut Report,
+    path: Vec<String>,
+    node: &Node,
+    server_zone: Option<&crate::zone::Zone>,
+) -> Option<Delta> {
     let mut f = Fields::of(report, path, node)?;
     let endpoint = f.required(report, "path").and_then(|(p, n)| {
         let t = template(report, &p, n)?;
@@ -84,12 +90,14 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
     let paging_name = f.required(report, "paging").and_then(|(p, n)| {
         let s = string(report, &p, n)?;
         match s {
-            "json_next" | "link_header" | "page_number" | "rave_startid" | "rave_dataset" => Some(s),
+            "json_next" | "link_header" | "page_number" | "rave_startid" | "rave_dataset"
+            | "whole_window" => Some(s),
             other => {
                 report.add(
                     &p,
                     format!(
-                        "must be one of json_next, link_header, page_number, rave_startid, rave_dataset; got {other:?}"
+                        "must be one of json_next, link_header, page_number, rave_startid, rave_dataset, \
+                         whole_window; got {other:?}"
                     ),
                 );
                 None
@@ -124,8 +132,14 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
         None => Some(None),
     };
     let is_collection = matches!(collection, Some(Some(_)));
-    // A Rave study dataset is one document a run: nothing to page by.
+    // A Rave study dataset is one document a run, a whole window one
+    // document a window: nothing to page by.
     let is_dataset = paging_name == Some("rave_dataset");
+    let one_document = is_dataset || paging_name == Some("whole_window");
+    let one_document_why = match paging_name {
+        Some("whole_window") => "not used with paging: whole_window (a window is one document)",
+        _ => "not used with paging: rave_dataset (a study dataset is one document)",
+    };
     let param = |f: &mut Fields, report: &mut Report, key: &str| {
         if is_vql {
             if f.optional(key).is_some() {
@@ -137,12 +151,9 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
                 report.add(&f.child(key), NOT_WITH_COLLECTION);
             }
             Some(String::new())
-        } else if is_dataset && key == "page_size_param" {
+        } else if one_document && key == "page_size_param" {
             if f.optional(key).is_some() {
-                report.add(
-                    &f.child(key),
-                    "not used with paging: rave_dataset (a study dataset is one document)",
-                );
+                report.add(&f.child(key), one_document_why);
             }
             Some(String::new())
         } else {
@@ -168,22 +179,22 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
             "number" => Some(CursorKind::Number),
             "text" => Some(CursorKind::Text),
             "php_datetime" => Some(CursorKind::PhpDatetime),
+            "server_local" => Some(CursorKind::ServerLocal),
             other => {
                 report.add(
                     p,
-                    format!("must be one of timestamp, number, text, php_datetime; got {other:?}"),
+                    format!(
+                        "must be one of timestamp, number, text, php_datetime, server_local; got {other:?}"
+                    ),
                 );
                 None
             }
         }
     });
     let page_size_param = param(&mut f, report, "page_size_param");
-    let page_size = if is_dataset {
+    let page_size = if one_document {
         if f.optional("page_size").is_some() {
-            report.add(
-                &f.child("page_size"),
-                "not used with paging: rave_dataset (a study dataset is one document)",
-            );
+            report.add(&f.child("page_size"), one_document_why);
         }
         Some(1)
     } else {
@@ -216,7 +227,7 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
         },
     );
     let window = match f.optional("window") {
-        Some((p, n)) => super::window::window(report, p, n).map(Some),
+        Some((p, n)) => super::window::window(report, p, n, server_zone).map(Some),
         None => Some(None),
     };
     let lookback_path = f.child("lookback");
@@ -250,6 +261,11 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
             return None;
         }
         ("rave_dataset", PayloadFormat::Odm) => Paging::RaveDataset,
+        ("whole_window", PayloadFormat::Json) => Paging::WholeWindow,
+        ("whole_window", PayloadFormat::Odm) => {
+            report.add(&paging_path, "whole_window paging needs format: json");
+            return None;
+        }
         ("page_number", PayloadFormat::Json) => Paging::PageNumber {
             page_param: page_param
                 .clone()
@@ -327,6 +343,21 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
         );
         return None;
     }
+    if paging == Paging::WholeWindow && window.is_none() {
+        report.add(
+            &paging_path,
+            "whole_window paging needs a delta.window (each window is asked for in one request)",
+        );
+        return None;
+    }
+    if cursor_kind == CursorKind::ServerLocal && server_zone.is_none() {
+        report.add(
+            &cursor_kind_path,
+            "server_local needs the vendor's server_timezone (the zone the server's clock shows, such as \
+             America/Chicago)",
+        );
+        return None;
+    }
     let default_s = if is_dataset {
         Some(super::lookback::DEFAULT_DATASET_LOOKBACK_S)
     } else {
@@ -343,11 +374,9 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
     // A dataset's `start` has whole seconds: its boundary second is always
     // read again, and recognised, even with `seconds: 0`; so is the day a
     // window of whole days starts in.
-    let whole_days = window
-        .as_ref()
-        .is_some_and(|w| matches!(w.format, super::policy::WindowFormat::Date { .. }));
+    let whole_units = window.as_ref().is_some_and(|w| w.format.reads_before_start());
     let lookback =
-        (collection.is_none() && (is_dataset || whole_days || !lookback.span.is_zero())).then_some(lookback);
+        (collection.is_none() && (is_dataset || whole_units || !lookback.span.is_zero())).then_some(lookback);
     Some(Delta {
         path: endpoint?,
         format,
@@ -365,5 +394,6 @@ pub(super) fn delta(report: &mut Report, path: Vec<String>, node: &Node) -> Opti
         vql: vql?,
         query: query?,
         collection,
+        server_zone: server_zone.cloned(),
     })
 }

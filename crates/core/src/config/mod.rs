@@ -13,6 +13,7 @@ pub(crate) mod lookback;
 mod object_lock;
 mod policy;
 pub(crate) mod provenance;
+mod redcap;
 mod stamp;
 mod template;
 mod validate;
@@ -30,6 +31,7 @@ pub use policy::{
     DEFAULT_VAULT_CLIENT_ID,
 };
 pub use provenance::{ChangeState, Provenance};
+pub use redcap::ExportContent;
 pub use stamp::{path_for as stamp_path, Stamp};
 
 pub(crate) use policy::{

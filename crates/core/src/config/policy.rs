@@ -125,6 +125,10 @@ pub enum Auth {
         /// Path of the token endpoint on the data origin (`/oauth/token`).
         token_path: String,
     },
+    /// REDCap's API token from `token_env`: a form field `token` of every
+    /// export POST, never a header or a URL parameter (REDCap's API help;
+    /// PyCap `redcap/request.py` puts it in the payload).
+    RedcapToken { token_env: EnvVarName },
 }
 
 impl Auth {
@@ -136,6 +140,7 @@ impl Auth {
             Auth::VaultSession { .. } => "vault_session",
             Auth::Command { .. } => "command",
             Auth::OAuth2ClientCredentials { .. } => "oauth2_client_credentials",
+            Auth::RedcapToken { .. } => "redcap_token",
         }
     }
 
@@ -143,7 +148,7 @@ impl Auth {
     /// names it (for `config validate --check-env` and error messages).
     pub fn env_vars(&self) -> Vec<(&'static str, &EnvVarName)> {
         match self {
-            Auth::Bearer { token_env } => vec![("token_env", token_env)],
+            Auth::Bearer { token_env } | Auth::RedcapToken { token_env } => vec![("token_env", token_env)],
             Auth::Basic {
                 username_env,
                 password_env,
@@ -257,6 +262,11 @@ pub enum Paging {
     /// `StudyDatasetRequest`): one ODM document a run, incremental with
     /// `start=` (whole seconds); cursor = the document's `CreationDateTime`.
     RaveDataset,
+    /// A JSON window answered in one document, with no paging and no page
+    /// size (REDCap's Export Logging: the whole `beginTime`..`endTime`
+    /// log, REDCap's API help, "Export Logging"; redcapAPI
+    /// `exportLogging` sends no paging parameter). Needs `delta.window`.
+    WholeWindow,
 }
 
 /// What a JSON delta's cursor field holds (`delta.cursor_kind`). Every
@@ -278,13 +288,21 @@ pub enum CursorKind {
     /// "timezone_type": 3, "timezone": "Europe/Amsterdam"}` (Castor's audit
     /// trail), compared as the instant its zone makes it.
     PhpDatetime,
+    /// The server's wall-clock time without an offset, `YYYY-MM-DD HH:MM`
+    /// or `YYYY-MM-DD HH:MM:SS` (REDCap's log `timestamp`), compared as
+    /// the instant it is in the vendor's `server_timezone` (the later one
+    /// in a repeated hour: `Zone::instant_of_wall`).
+    ServerLocal,
 }
 
 impl CursorKind {
     /// Whether its values are instants (a lookback can re-read a span of
     /// them).
     pub fn is_instant(self) -> bool {
-        matches!(self, CursorKind::Timestamp | CursorKind::PhpDatetime)
+        matches!(
+            self,
+            CursorKind::Timestamp | CursorKind::PhpDatetime | CursorKind::ServerLocal
+        )
     }
 
     /// The policy's spelling of the kind.
@@ -294,6 +312,7 @@ impl CursorKind {
             CursorKind::Number => "number",
             CursorKind::Text => "text",
             CursorKind::PhpDatetime => "php_datetime",
+            CursorKind::ServerLocal => "server_local",
         }
     }
 }
@@ -341,6 +360,38 @@ pub enum WindowFormat {
     /// for whole days, a superset of its instants, and its lookback
     /// recognises the records of a day read again.
     Date { zone: crate::zone::Zone },
+    /// The server's wall-clock time in `zone` at `precision`, without an
+    /// offset (REDCap: `beginTime`/`endTime` `YYYY-MM-DD HH:MM`,
+    /// `dateRangeBegin`/`dateRangeEnd` `YYYY-MM-DD HH:MM:SS`; the API help
+    /// states every time in the server's local time). A window across a
+    /// DST fall-back is asked for by its widest wall times
+    /// (`Zone::wall_bounds`), and its start aligned a unit back, so either
+    /// reading of a bound (inclusive or not) misses nothing.
+    Local {
+        zone: crate::zone::Zone,
+        precision: crate::zone::Precision,
+    },
+}
+
+impl WindowFormat {
+    /// Where a window whose cursor is `start` begins in what the request
+    /// asks for: the first instant of its day (`date`), of the wall-clock
+    /// unit before it (`local_*`), or `start` itself. The next window's
+    /// cursor is aligned so, so the lookback's memory covers everything
+    /// the request brings back.
+    pub fn aligned_start(&self, start: &str) -> Result<String, String> {
+        match self {
+            WindowFormat::Rfc3339 => Ok(start.to_string()),
+            WindowFormat::Date { zone } => zone.start_of_day(start),
+            WindowFormat::Local { zone, precision } => zone.wall_start(start, *precision),
+        }
+    }
+
+    /// Whether a window reads records from before its cursor again (whole
+    /// days, wall-clock units): nothing may be forgotten early.
+    pub fn reads_before_start(&self) -> bool {
+        !matches!(self, WindowFormat::Rfc3339)
+    }
 }
 
 fn opt_days<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
@@ -394,6 +445,10 @@ pub struct Delta {
     /// A live collection read whole on every run (Castor's study data):
     /// no since-filter, pages `1..page_count`, a snapshot a run.
     pub collection: Option<Collection>,
+    /// The zone of `cursor_kind: server_local` values: the vendor's
+    /// `server_timezone`.
+    #[serde(skip)]
+    pub server_zone: Option<crate::zone::Zone>,
 }
 
 /// `delta.collection`: an endpoint with no delta filter, numbered pages
@@ -612,6 +667,9 @@ pub struct Policy {
     /// derived from it.
     #[serde(rename = "clock_skew_max_s", serialize_with = "secs")]
     pub clock_skew_max: Duration,
+    /// The zone the server's clock shows (`server_timezone`; REDCap's):
+    /// every time it states is a wall-clock time there.
+    pub server_timezone: Option<crate::zone::Zone>,
 }
 
 impl Policy {

@@ -113,6 +113,7 @@ fn streams(
     path: Vec<String>,
     node: Option<&Node>,
     delta: Option<&super::policy::Delta>,
+    server_zone: Option<&crate::zone::Zone>,
 ) -> Option<Vec<StreamSpec>> {
     let Some(node) = node else {
         // No streams listed: the vendor's delta is one stream of its own.
@@ -156,7 +157,7 @@ fn streams(
                 None => Some(None),
             };
             let own = match f.optional("delta") {
-                Some((dp, n)) => super::delta::delta(report, dp, n).map(|d| Some(Box::new(d))),
+                Some((dp, n)) => super::delta::delta(report, dp, n, server_zone).map(|d| Some(Box::new(d))),
                 None => Some(None),
             };
             let lookback = match (f.optional("lookback"), &own) {
@@ -195,8 +196,9 @@ fn is_identifier(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-const POLICY_KEYS: [&str; 23] = [
+const POLICY_KEYS: [&str; 24] = [
     "base_url_env",
+    "server_timezone",
     "token_env",
     "auth",
     "dialect",
@@ -285,8 +287,22 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
     };
     let http_node = f.optional("http");
     let http = http(report, f.child("http"), http_node.map(|(_, n)| n));
+    // REDCap states every time in its server's local time, without an
+    // offset (REDCap's API help): the zone that clock shows.
+    let server_timezone_path = f.child("server_timezone");
+    let server_timezone = match f.optional("server_timezone") {
+        Some((p, n)) => string(report, &p, n).and_then(|name| match crate::zone::Zone::parse(name) {
+            Ok(zone) => Some(Some(zone)),
+            Err(e) => {
+                report.add(&p, e);
+                None
+            }
+        }),
+        None => Some(None),
+    };
+    let zone = server_timezone.as_ref().and_then(Option::as_ref);
     let delta = match f.optional("delta") {
-        Some((p, n)) => delta(report, p, n).map(Some),
+        Some((p, n)) => delta(report, p, n, zone).map(Some),
         None => Some(None),
     };
     let streams_node = f.optional("streams");
@@ -295,6 +311,7 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
         f.child("streams"),
         streams_node.map(|(_, n)| n),
         delta.as_ref().and_then(Option::as_ref),
+        zone,
     );
     let masked_query_params = match f.optional("masked_query_params") {
         Some((p, Node::Seq(items))) => {
@@ -416,6 +433,24 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
         return None;
     }
     let dialect = dialect?;
+    if let (Some(auth), Some(delta), Some(streams)) = (&auth, &delta, &streams) {
+        super::redcap::check(
+            report,
+            &[vendor.to_string()],
+            dialect,
+            auth,
+            delta.as_ref(),
+            streams,
+        );
+    }
+    if dialect == super::policy::Dialect::Redcap && matches!(server_timezone, Some(None)) {
+        report.add(
+            &server_timezone_path,
+            "required key is missing (REDCap states every time in its server's local time, without an offset: \
+             name that zone, such as America/Chicago)",
+        );
+        return None;
+    }
     let client_id = client_id?.or_else(|| {
         (dialect == super::policy::Dialect::Vault).then(|| super::policy::DEFAULT_VAULT_CLIENT_ID.to_string())
     });
@@ -442,6 +477,7 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
         object_lock: object_lock?,
         clock_skew_warn: seconds(clock_skew_warn?),
         clock_skew_max: seconds(clock_skew_max.filter(|max| *max >= clock_skew_warn.unwrap_or(0.0))?),
+        server_timezone: server_timezone?,
     })
 }
 

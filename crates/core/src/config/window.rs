@@ -1,11 +1,14 @@
 //! `delta.window`: endpoints whose delta is a closed date window, such as
-//! Vault's audit trail (`start_date`, `end_date`, at most 30 days back).
+//! Vault's audit trail (`start_date`, `end_date`, at most 30 days back),
+//! Castor's by days in a zone, or REDCap's in the server's wall-clock
+//! minutes or seconds (`server_timezone`).
 
 use std::time::Duration;
 
 use super::check::{non_negative, string, Fields, Report};
 use super::policy::{DateWindow, WindowFormat};
 use super::yaml::Node;
+use crate::zone::Precision;
 
 const WINDOW_KEYS: [&str; 5] = ["end_param", "max_age_days", "settle_lag_s", "format", "zone"];
 
@@ -13,7 +16,18 @@ const WINDOW_KEYS: [&str; 5] = ["end_param", "max_age_days", "settle_lag_s", "fo
 /// records still being written are left for the next run.
 const DEFAULT_SETTLE_LAG_S: f64 = 60.0;
 
-pub(super) fn window(report: &mut Report, path: Vec<String>, node: &Node) -> Option<DateWindow> {
+/// The formats, as the policy spells them.
+const FORMATS: &str = "rfc3339 (YYYY-MM-DDTHH:MM:SSZ), date (YYYY-MM-DD in zone, both ends inclusive), \
+                       local_minute (YYYY-MM-DD HH:MM) or local_second (YYYY-MM-DD HH:MM:SS) in the server's zone";
+
+/// `server_zone`: the vendor's `server_timezone`, the zone of the
+/// `local_*` formats when the window names none.
+pub(super) fn window(
+    report: &mut Report,
+    path: Vec<String>,
+    node: &Node,
+    server_zone: Option<&crate::zone::Zone>,
+) -> Option<DateWindow> {
     let mut f = Fields::of(report, path, node)?;
     let end_param = f
         .required(report, "end_param")
@@ -47,14 +61,10 @@ pub(super) fn window(report: &mut Report, path: Vec<String>, node: &Node) -> Opt
         Some((p, n)) => match string(report, &p, n) {
             Some("rfc3339") => Some("rfc3339"),
             Some("date") => Some("date"),
+            Some("local_minute") => Some("local_minute"),
+            Some("local_second") => Some("local_second"),
             Some(other) => {
-                report.add(
-                    &p,
-                    format!(
-                        "must be rfc3339 (YYYY-MM-DDTHH:MM:SSZ) or date (YYYY-MM-DD in zone, both ends \
-                         inclusive), got {other:?}"
-                    ),
-                );
+                report.add(&p, format!("must be {FORMATS}, got {other:?}"));
                 None
             }
             None => None,
@@ -71,8 +81,30 @@ pub(super) fn window(report: &mut Report, path: Vec<String>, node: &Node) -> Opt
             );
             return None;
         }
+        (local @ ("local_minute" | "local_second"), zone) => {
+            let precision = match local {
+                "local_minute" => Precision::Minute,
+                _ => Precision::Second,
+            };
+            match zone.or_else(|| server_zone.cloned()) {
+                Some(zone) => WindowFormat::Local { zone, precision },
+                None => {
+                    report.add(
+                        &zone_path,
+                        format!(
+                            "required key is missing (format: {local} writes the server's wall-clock time: \
+                             set the vendor's server_timezone, such as America/Chicago)"
+                        ),
+                    );
+                    return None;
+                }
+            }
+        }
         (_, Some(_)) => {
-            report.add(&zone_path, "only used with format: date");
+            report.add(
+                &zone_path,
+                "only used with format: date, local_minute or local_second",
+            );
             return None;
         }
         _ => WindowFormat::Rfc3339,

@@ -45,6 +45,8 @@ pub enum Credentials {
         client_secret: Secret,
         token_path: String,
     },
+    /// REDCap's API token: a form field of every export, never a header.
+    RedcapToken(Secret),
 }
 
 impl std::fmt::Debug for Credentials {
@@ -61,6 +63,9 @@ impl Credentials {
         let read = |name: &crate::config::EnvVarName, key: &str| name.read(&format!("{vendor}.{key}"));
         let creds = match &policy.auth {
             Auth::Bearer { token_env } => Credentials::Bearer(Secret::new(read(token_env, "token_env")?)),
+            Auth::RedcapToken { token_env } => {
+                Credentials::RedcapToken(Secret::new(read(token_env, "token_env")?))
+            }
             Auth::Basic {
                 username_env,
                 password_env,
@@ -97,6 +102,13 @@ impl Credentials {
         Ok(creds)
     }
 
+    /// A REDCap API token (the simulator's, in tests).
+    pub fn redcap_token(token: impl Into<String>) -> Credentials {
+        let creds = Credentials::RedcapToken(Secret::new(token));
+        creds.register_secrets();
+        creds
+    }
+
     /// A bearer token (the simulator's, in tests, the demo and the OQ).
     pub fn bearer(token: impl Into<String>) -> Credentials {
         let creds = Credentials::Bearer(Secret::new(token));
@@ -111,6 +123,7 @@ impl Credentials {
             Credentials::VaultSession { .. } => "vault_session",
             Credentials::Command { .. } => "command",
             Credentials::OAuth2 { .. } => "oauth2_client_credentials",
+            Credentials::RedcapToken(_) => "redcap_token",
         }
     }
 
@@ -135,7 +148,7 @@ impl Credentials {
     /// key (see `mask`): never printed, only hashed.
     pub fn key_material(&self) -> String {
         match self {
-            Credentials::Bearer(t) => t.expose().to_string(),
+            Credentials::Bearer(t) | Credentials::RedcapToken(t) => t.expose().to_string(),
             Credentials::Basic { password, .. } | Credentials::VaultSession { password, .. } => {
                 password.expose().to_string()
             }
@@ -146,7 +159,9 @@ impl Credentials {
 
     fn register_secrets(&self) {
         match self {
-            Credentials::Bearer(t) => crate::redact::register_secret(t.expose()),
+            Credentials::Bearer(t) | Credentials::RedcapToken(t) => {
+                crate::redact::register_secret(t.expose())
+            }
             Credentials::Basic { password, .. } | Credentials::VaultSession { password, .. } => {
                 crate::redact::register_secret(password.expose())
             }
@@ -157,7 +172,16 @@ impl Credentials {
         }
     }
 
-    /// The header of a fixed scheme; `None` for schemes obtained at run time.
+    /// The proof of a fixed scheme; `None` for schemes obtained at run time.
+    fn fixed_proof(&self) -> Result<Option<Proof>, AuthError> {
+        Ok(self.fixed_header()?.map(Proof::Header).or(match self {
+            Credentials::RedcapToken(t) => Some(Proof::FormToken(t.clone())),
+            _ => None,
+        }))
+    }
+
+    /// The header of a fixed scheme; `None` for schemes obtained at run
+    /// time or sent in a form.
     fn fixed_header(&self) -> Result<Option<HeaderValue>, AuthError> {
         match self {
             Credentials::Bearer(t) => header(&format!("Bearer {}", t.expose()), "the token").map(Some),
@@ -213,10 +237,20 @@ fn header(value: &str, what: &str) -> Result<HeaderValue, AuthError> {
     Ok(v)
 }
 
+/// How a request proves who sends it.
+#[derive(Clone)]
+pub(super) enum Proof {
+    /// An `Authorization` value (marked sensitive).
+    Header(HeaderValue),
+    /// A form field `token` of the request body (REDCap's exports only:
+    /// the client sends no other request with it).
+    FormToken(Secret),
+}
+
 /// The credential a request carries, and which generation it is.
 #[derive(Clone)]
 pub(super) struct Credential {
-    pub(super) header: HeaderValue,
+    pub(super) proof: Proof,
     pub generation: u64,
     /// When to obtain the next one: before the lifetime the vendor
     /// announced runs out (`None`: it announced none).
@@ -306,8 +340,8 @@ pub(super) struct Authenticator {
 
 impl Authenticator {
     pub(super) fn new(credentials: Credentials) -> Result<Authenticator, AuthError> {
-        let current = credentials.fixed_header()?.map(|header| Credential {
-            header,
+        let current = credentials.fixed_proof()?.map(|proof| Credential {
+            proof,
             generation: 1,
             renew_at: None,
         });
@@ -362,7 +396,7 @@ impl Authenticator {
             .lifetime
             .map(|life| asked_at + life.saturating_sub(renewal_margin(life, self.longest_wait)));
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(Credential {
-            header: granted.header,
+            proof: Proof::Header(granted.header),
             generation,
             renew_at,
         });

@@ -1,13 +1,18 @@
 //! The only way `edc-sync` talks to an EDC: [`ReadOnlyClient`].
 //!
 //! Invariant 1, read-only by construction: the type has `get` and `head`,
-//! and exactly three POST shapes whose bodies it builds itself: the Vault
+//! and exactly four POST shapes whose bodies it builds itself: the Vault
 //! login form (`login.rs`) and the OAuth2 token request (`oauth.rs`), both
-//! from [`Credentials`], and a VQL query (`query`) from a
-//! [`super::VqlSelect`], which can only be a SELECT. There is
+//! from [`Credentials`], a VQL query (`query`) from a
+//! [`super::VqlSelect`], which can only be a SELECT, and a REDCap export
+//! (`export`) from an [`Export`], whose content can only be a read. There is
 //! no method that takes a body or a verb. Every URL it is given must be on the
 //! configured origin, and so must every redirect, so no credential ever
 //! leaves that origin.
+//!
+//! One concept: the read-only client, its every request shape and the
+//! response metadata it records, kept together because the closed set of
+//! shapes is the invariant.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -17,11 +22,12 @@ use reqwest::header::{
 };
 use reqwest::{redirect, Url};
 
-use super::auth::{AuthError, Authenticator, Credentials, Granted, Obtained};
+use super::auth::{AuthError, Authenticator, Credentials, Granted, Obtained, Proof};
 use super::fetch_error::{describe, FetchError};
 use super::oauth::TokenForm;
 use super::origin::{Origin, OriginError};
 use super::reply::{Reply, ResponseMeta};
+use super::vendor::redcap::export::Export;
 use super::vendor::vault::login::{LoginForm, LoginReply};
 use crate::config::HttpLimits;
 
@@ -415,6 +421,23 @@ impl ReadOnlyClient {
         self.send(reqwest::Method::POST, url, Some(body)).await
     }
 
+    /// Whether data requests are REDCap exports ([`ReadOnlyClient::export`]):
+    /// the credential is a token sent in their form body.
+    pub fn exports_by_form(&self) -> bool {
+        matches!(self.auth.credentials, Credentials::RedcapToken(_))
+    }
+
+    /// A REDCap export: the page key `key` (the API URL with the export's
+    /// fields as its query) POSTed to the API URL, its fields and the
+    /// token in the form body. Refused unless the key is a read export
+    /// ([`Export::of_page`]) of this client's API URL.
+    pub async fn export(&self, key: &Url) -> Result<Reply, FetchError> {
+        let api = self.origin.endpoint(&self.base, "/")?;
+        let export = Export::of_page(key, &api)?;
+        self.send_as(reqwest::Method::POST, key, &api, Body::Export(&export))
+            .await
+    }
+
     /// The one place a data request is built. Private, and only ever given
     /// GET or HEAD, or POST with a VQL form body, by the methods above.
     async fn send(
@@ -423,16 +446,49 @@ impl ReadOnlyClient {
         url: &Url,
         form: Option<String>,
     ) -> Result<Reply, FetchError> {
+        let body = match &form {
+            Some(form) => Body::Form(form),
+            None => Body::None,
+        };
+        self.send_as(method, url, url, body).await
+    }
+
+    /// Sends `body` to `target`; `url` names the request in errors and
+    /// checks (a REDCap export's page key, else `target` itself).
+    async fn send_as(
+        &self,
+        method: reqwest::Method,
+        url: &Url,
+        target: &Url,
+        body: Body<'_>,
+    ) -> Result<Reply, FetchError> {
         self.origin.check(url)?;
+        self.origin.check(target)?;
         let credential = self
             .auth
             .current()
             .ok_or_else(|| FetchError::NoCredential { url: url.to_string() })?;
-        let mut request = self.client_id(
-            self.http
-                .request(method, url.clone())
-                .header(AUTHORIZATION, credential.header),
-        );
+        let mut request = self.client_id(self.http.request(method, target.clone()));
+        // A token meant for a form goes in an export's body and nowhere
+        // else: a GET or HEAD carries no credential at all.
+        let form = match (&credential.proof, body) {
+            (Proof::Header(_), Body::Export(_)) => {
+                return Err(FetchError::Credential(
+                    "a REDCap export carries its token in the form (auth.scheme: redcap_token)".into(),
+                ));
+            }
+            (Proof::FormToken(token), Body::Export(export)) => Some(export.form_body(token)),
+            (Proof::Header(header), Body::Form(form)) => {
+                request = request.header(AUTHORIZATION, header.clone());
+                Some(form.to_string())
+            }
+            (Proof::Header(header), Body::None) => {
+                request = request.header(AUTHORIZATION, header.clone());
+                None
+            }
+            (Proof::FormToken(_), Body::Form(form)) => Some(form.to_string()),
+            (Proof::FormToken(_), Body::None) => None,
+        };
         if let Some(form) = form {
             request = request
                 .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
@@ -535,6 +591,15 @@ impl ReadOnlyClient {
         }
         Ok(reply)
     }
+}
+
+/// What a data request sends: nothing, a form built by the caller (a VQL
+/// query), or a REDCap export, whose form the client builds with the
+/// token.
+enum Body<'a> {
+    None,
+    Form(&'a str),
+    Export(&'a Export),
 }
 
 /// Our own cross-origin refusal, when the redirect policy raised it.

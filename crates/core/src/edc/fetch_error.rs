@@ -35,6 +35,10 @@ pub enum FetchError {
     /// A credential value cannot be sent (for example a newline in it).
     #[error("{0}")]
     Credential(String),
+    /// A REDCap page key that is not a read export of the API URL:
+    /// refused before anything is sent.
+    #[error(transparent)]
+    NotAnExport(#[from] super::vendor::redcap::export::NotAnExport),
     /// No credential is held (the page loop obtains one before a request).
     #[error("GET {url}: no credential has been obtained yet")]
     NoCredential { url: String },

@@ -58,8 +58,9 @@ pub fn first_page(
         for (name, value) in delta.query.iter().chain(stream.query.iter()) {
             query.append_pair(name, &value.fill(id)?);
         }
+        let bounds = written_bounds(delta, window_start, window_end)?;
         let start = match (window_start, &delta.paging) {
-            (Some(s), _) => Some(written(delta, s)?),
+            (Some(_), _) => bounds.0,
             (None, Paging::RaveStartid) => Some(rave::FIRST_SOURCE_ID.to_string()),
             (None, _) => None,
         };
@@ -73,8 +74,8 @@ pub fn first_page(
             }
             (None, _) => {}
         }
-        if let (Some(window), Some(end)) = (&delta.window, window_end) {
-            query.append_pair(&window.end_param, &written(delta, end)?);
+        if let (Some(window), Some(end)) = (&delta.window, bounds.1) {
+            query.append_pair(&window.end_param, &end);
         }
         if !one_document_a_window(&delta.paging) {
             query.append_pair(&delta.page_size_param, &delta.page_size.to_string());
@@ -86,12 +87,43 @@ pub fn first_page(
     Ok(url)
 }
 
-/// A window end or cursor as the request writes it: itself, or for a
-/// window of calendar dates its date in the window's zone.
-fn written(delta: &Delta, at: &str) -> Result<String, PagingError> {
-    match delta.window.as_ref().map(|w| &w.format) {
-        Some(WindowFormat::Date { zone }) => zone.date_of(at).map_err(PagingError::Window),
-        _ => Ok(at.to_string()),
+/// A window's start (or cursor) and end as the request writes them:
+/// themselves; for a window of calendar dates their dates in the window's
+/// zone; for a wall-clock window the server's wall times that cover it,
+/// widened across a DST fall-back (`Zone::wall_bounds`).
+fn written_bounds(
+    delta: &Delta,
+    start: Option<&str>,
+    end: Option<&str>,
+) -> Result<(Option<String>, Option<String>), PagingError> {
+    let format = delta.window.as_ref().map(|w| &w.format);
+    let date = |zone: &crate::zone::Zone, at: Option<&str>| {
+        at.map(|a| zone.date_of(a))
+            .transpose()
+            .map_err(PagingError::Window)
+    };
+    match (format, end) {
+        (Some(WindowFormat::Date { zone }), _) => Ok((date(zone, start)?, date(zone, end)?)),
+        (Some(WindowFormat::Local { zone, precision }), Some(end)) => {
+            let (begin, end) = zone
+                .wall_bounds(start, end, *precision)
+                .map_err(PagingError::Window)?;
+            Ok((begin, Some(end)))
+        }
+        // A wall-clock cursor with no window end (never planned so) has
+        // only its own wall time.
+        (Some(WindowFormat::Local { zone, precision }), None) => {
+            let begin = match start {
+                Some(s) => Some(
+                    zone.wall_bounds(None, s, *precision)
+                        .map_err(PagingError::Window)?
+                        .1,
+                ),
+                None => None,
+            };
+            Ok((begin, None))
+        }
+        _ => Ok((start.map(str::to_string), end.map(str::to_string))),
     }
 }
 
@@ -148,7 +180,7 @@ pub fn next_page(
             };
             return Ok(more.then(|| numbered(page_url, page_param, current + 1)));
         }
-        Paging::RaveDataset => None,
+        Paging::RaveDataset | Paging::WholeWindow => None,
         Paging::JsonNext { .. } => summary.next_link.clone(),
         Paging::LinkHeader | Paging::RaveStartid => {
             let values: Vec<&str> = link_headers.iter().map(String::as_str).collect();
@@ -175,10 +207,10 @@ pub fn next_window_start(paging: &Paging, high_water: Option<&CursorValue>) -> O
 }
 
 /// A style that serves one document a window, with no next page and no
-/// page size (a Rave study dataset): nothing older than the high-water
-/// mark can come later in the window.
+/// page size (a Rave study dataset, a whole window): nothing older than
+/// the high-water mark can come later in the window.
 pub(crate) fn one_document_a_window(paging: &Paging) -> bool {
-    *paging == Paging::RaveDataset
+    matches!(paging, Paging::RaveDataset | Paging::WholeWindow)
 }
 
 /// A style whose cursor is the server's own clock in the document (a Rave

@@ -273,10 +273,11 @@ pub(crate) struct PageAdvance<'a> {
     /// A date window's next start (the second after its end), used when
     /// this page completes the window instead of the high-water mark.
     pub next_start: Option<String>,
-    /// A window of whole days in this zone (`format: date`): the next
-    /// window starts at the beginning of the day its start falls in, which
-    /// it asks for whole, and the memory keeps that whole day's records.
-    pub whole_days: Option<&'a crate::zone::Zone>,
+    /// A date window's format: the next window starts where its request
+    /// really begins (the day its start falls in, for `date`; a wall-clock
+    /// unit back, for `local_*`), and the memory keeps every record from
+    /// there (`WindowFormat::aligned_start`).
+    pub aligned: Option<&'a crate::config::WindowFormat>,
     /// With a lookback: its policy and the page's records that were not
     /// landed before (the ones this page lands).
     pub lookback: Option<(&'a Lookback, &'a [RecordKey])>,
@@ -358,8 +359,8 @@ impl PendingCursor {
                     }
                     (next, _, _) => next,
                 };
-                let next = match (next, page.whole_days) {
-                    (Some(start), Some(zone)) => Some(zone.start_of_day(&start).unwrap_or(start)),
+                let next = match (next, page.aligned) {
+                    (Some(start), Some(format)) => Some(format.aligned_start(&start).unwrap_or(start)),
                     (next, _) => next,
                 };
                 if let Some(start) = next {

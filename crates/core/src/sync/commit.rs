@@ -273,11 +273,11 @@ impl PageCommit {
             true => 0,
             false => split.as_ref().map_or(summary.records, |s| s.new.len() as u64),
         };
-        let whole_days = job
+        let reads_before_start = job
             .delta
             .window
             .as_ref()
-            .is_some_and(|w| matches!(w.format, crate::config::WindowFormat::Date { .. }));
+            .is_some_and(|w| w.format.reads_before_start());
         let advance = PageAdvance {
             window_end: window.end().map(str::to_string),
             next_start,
@@ -288,17 +288,14 @@ impl PageCommit {
             run_id: stream.run_id.as_str(),
             paging: &job.delta.paging,
             lookback: lookback.map(|lb| (lb, split.as_ref().map_or(&[][..], |s| &s.new[..]))),
-            whole_days: job.delta.window.as_ref().and_then(|w| match &w.format {
-                crate::config::WindowFormat::Date { zone } => Some(zone),
-                crate::config::WindowFormat::Rfc3339 => None,
-            }),
+            aligned: job.delta.window.as_ref().map(|w| &w.format),
             // On an ascending endpoint nothing older than the high-water
             // mark less the lookback can come again (a study dataset is one
             // page a window: nothing to forget early), unless the next
-            // window reads its first day whole again.
+            // window reads its first day (or wall-clock unit) again.
             forget_early: job.delta.order == crate::config::RecordOrder::Ascending
                 && !paging::one_document_a_window(&job.delta.paging)
-                && !whole_days,
+                && !reads_before_start,
             snapshot: snapshot.clone(),
         };
         let pending = crate::store::PendingCursor::advance(cursor, advance)

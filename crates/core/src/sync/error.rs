@@ -20,12 +20,16 @@ pub enum SyncError {
         attempts: u32,
         detail: String,
     },
-    /// 401 / 403, or a vendor's refusal in the body (exit 77). `hint`
-    /// names the credential variables of the scheme in use.
     /// The EDC banned this host's address (REDCap's hit threshold): exit
     /// 76, never retried.
     #[error("{stream}: {detail}")]
     Banned { stream: String, detail: String },
+    /// The server does not offer what the policy asks of it (REDCap older
+    /// than its Export Logging): exit 78, a configuration to change.
+    #[error("{stream}: {detail}")]
+    Unsupported { stream: String, detail: String },
+    /// 401 / 403, or a vendor's refusal in the body (exit 77). `hint`
+    /// names the credential variables of the scheme in use.
     #[error("{stream}: {detail}: {hint}")]
     Permission {
         stream: String,
@@ -79,6 +83,7 @@ impl SyncError {
             SyncError::Pacer(e) => Exit::for_pacer(e),
             SyncError::Permission { .. } => Exit::NoPerm,
             SyncError::Banned { .. } => Exit::Banned,
+            SyncError::Unsupported { .. } => Exit::Config,
             SyncError::Credential { error, .. } => match error {
                 AuthError::Refused { .. } | AuthError::Helper { .. } | AuthError::WrongVault { .. } => {
                     Exit::NoPerm

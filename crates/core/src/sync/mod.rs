@@ -42,6 +42,7 @@ mod progress;
 
 mod report;
 mod request;
+mod server_version;
 mod session;
 mod slots;
 mod stream;
@@ -412,6 +413,7 @@ impl<P: Pacer> Loop<'_, P> {
         let url = req.url;
         let job = self.stream.job;
         let sent = match &job.delta.vql {
+            None if job.client.exports_by_form() => job.client.export(url).await,
             None => job.client.get(url).await,
             Some(_) => job.client.query(url, self.window.query_for(url)).await,
         };

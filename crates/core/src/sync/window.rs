@@ -80,7 +80,9 @@ pub fn plan(
         (None, Some(oldest), _) => Some(oldest + FIRST_START_MARGIN),
         // A window of whole days reads at least the current one.
         (None, None, WindowFormat::Date { zone }) => Some(parse(&zone.start_of_day(&end)?)?),
-        (None, None, WindowFormat::Rfc3339) => None,
+        // A wall-clock window without a start asks for the whole history
+        // (REDCap's log and records serve it whole).
+        (None, None, WindowFormat::Rfc3339 | WindowFormat::Local { .. }) => None,
     };
     if let (Some(s), Some(oldest)) = (start, oldest) {
         if s < oldest {
@@ -267,7 +269,9 @@ impl Window {
             budget: 1,
         };
         session::ensure(stream, slots, &req).await?;
-        if !job.client.server_clock_known() {
+        if job.client.exports_by_form() {
+            super::server_version::check(stream, &req, &endpoint).await?;
+        } else if !job.client.server_clock_known() {
             let permit = slots::permit(stream, &req).await?;
             let probe = job.client.head(&endpoint).await;
             permit.release();

@@ -53,6 +53,10 @@ impl PageCheck {
                     Some(crate::config::WindowFormat::Date { zone }) => check.in_days_of(zone),
                     _ => check,
                 };
+                let check = match &delta.server_zone {
+                    Some(zone) => check.in_zone(zone),
+                    None => check,
+                };
                 let record_id = delta.lookback.as_ref().and_then(|l| l.record_id.as_deref());
                 Format::Json(Box::new(if identify {
                     check.identifying(record_id)

@@ -183,6 +183,8 @@ struct PageScan {
     /// A window of whole days in this zone: each PHP DateTime's own date
     /// must be its day here too.
     day_zone: Option<crate::zone::Zone>,
+    /// The zone of `server_local` cursor values.
+    server_zone: Option<crate::zone::Zone>,
     /// What every record's cursor value must be; `None` takes any string
     /// or number (a check built without a policy: tests, benchmarks).
     cursor_kind: Option<CursorKind>,
@@ -283,6 +285,7 @@ impl PageScan {
         let expected = match kind {
             CursorKind::Timestamp => "an RFC 3339 timestamp",
             CursorKind::PhpDatetime => "a PHP DateTime object",
+            CursorKind::ServerLocal => "a server-local time",
             CursorKind::Number => "a number",
             CursorKind::Text => "a string",
         };
@@ -303,6 +306,9 @@ impl PageScan {
     fn cursor_value(&mut self, raw: &[u8], plain: Option<&str>) -> Result<(), String> {
         if self.cursor_kind == Some(CursorKind::PhpDatetime) {
             return self.php_datetime_value(raw);
+        }
+        if self.cursor_kind == Some(CursorKind::ServerLocal) {
+            return self.server_local_value(raw);
         }
         // The common case, a string the lexer read plainly, needs no
         // parser and no check (the lexer has made both) and no copy unless
@@ -339,6 +345,30 @@ impl PageScan {
         self.observe(&Seen::text(&instant))
     }
 
+    /// A server-local wall time (`cursor_kind: server_local`): its instant
+    /// in the server's zone is the value compared and remembered.
+    fn server_local_value(&mut self, raw: &[u8]) -> Result<(), String> {
+        let position = self.record_position() + 1;
+        let field = String::from_utf8_lossy(&self.cursor_field).into_owned();
+        let refused = |why: &str| {
+            format!(
+                "record {position} of {}: the cursor field {field:?} is not a server-local time \
+                 (delta.cursor_kind: server_local): {why}",
+                self.records_pointer
+            )
+        };
+        let text: String = serde_json::from_slice(raw).map_err(|_| refused("not a string"))?;
+        let zone = self
+            .server_zone
+            .as_ref()
+            .ok_or_else(|| refused("no server_timezone to read it in"))?;
+        // The message names the record and the shape, never the value.
+        let instant = zone
+            .instant_of_wall(&text)
+            .map_err(|_| refused("not YYYY-MM-DD HH:MM[:SS]"))?;
+        self.observe(&Seen::text(&instant))
+    }
+
     /// A cursor value with escapes, or no string: through serde_json.
     fn parsed_cursor_value(&mut self, raw: &[u8]) -> Result<(), String> {
         let parsed: serde_json::Value = serde_json::from_slice(raw).map_err(|e| e.to_string())?;
@@ -357,7 +387,9 @@ impl PageScan {
         }
         if let Some(kind) = self.cursor_kind {
             let fits = match kind {
-                CursorKind::Timestamp | CursorKind::PhpDatetime => seen.is_instant(),
+                CursorKind::Timestamp | CursorKind::PhpDatetime | CursorKind::ServerLocal => {
+                    seen.is_instant()
+                }
                 CursorKind::Number => seen.text_value().is_none(),
                 CursorKind::Text => seen.text_value().is_some(),
             };
@@ -593,13 +625,18 @@ impl JsonCheck {
         JsonCheck {
             lexer: Lexer::new(PageScan {
                 records: pointer(records_pointer),
-                records_pointer: records_pointer.to_string(),
+                // "" is the whole document (RFC 6901): REDCap's bare array.
+                records_pointer: match records_pointer {
+                    "" => "the document".to_string(),
+                    p => p.to_string(),
+                },
                 next: next_pointer.map(pointer),
                 counts: None,
                 count_pointers: Default::default(),
                 cursor_field: cursor_field.as_bytes().to_vec(),
                 has_cursor: true,
                 day_zone: None,
+                server_zone: None,
                 cursor_kind,
                 frames: Vec::new(),
                 slot: Slot::default(),
@@ -638,6 +675,13 @@ impl JsonCheck {
     /// noted (`PageSummary::other_day`), for the commit to refuse.
     pub fn in_days_of(mut self, zone: &crate::zone::Zone) -> JsonCheck {
         self.lexer.handler_mut().day_zone = Some(zone.clone());
+        self
+    }
+
+    /// Server-local cursor values (`cursor_kind: server_local`) are read
+    /// as wall-clock times in `zone`.
+    pub fn in_zone(mut self, zone: &crate::zone::Zone) -> JsonCheck {
+        self.lexer.handler_mut().server_zone = Some(zone.clone());
         self
     }
 

@@ -25,7 +25,7 @@ fn page(high: &str, sha256: &'static str, records: u64) -> PageAdvance<'static> 
         sha256,
         run_id: "r",
         paging: &Paging::LinkHeader,
-        whole_days: None,
+        aligned: None,
         window_end: None,
         next_start: None,
         lookback: None,

@@ -109,3 +109,33 @@ fn pointers_with_escapes_and_indices() {
     let s = scan(r#"{"a/b":[{"r":[{"k":1}]}]}"#.as_bytes(), "/a~1b/0/r", None, "k").unwrap();
     assert_eq!(s.records, 1);
 }
+
+#[test]
+fn a_root_array_of_server_local_times_is_read_in_the_servers_zone() {
+    // REDCap's Export Logging: a bare array, newest first, minute stamps
+    // without an offset (REDCap's API help, "Export Logging").
+    let doc = r#"[{"timestamp":"2026-11-01 01:05","username":"u","action":"Update record 3","details":"a"},
+                  {"timestamp":"2026-11-01 01:59","username":"u","action":"Update record 3","details":"a"}]"#;
+    let chi = crate::zone::Zone::parse("America/Chicago").unwrap();
+    let mut check = JsonCheck::of_kind("", None, "timestamp", CursorKind::ServerLocal).in_zone(&chi);
+    check.feed(doc.as_bytes());
+    let s = check.finish().unwrap();
+    assert_eq!(s.records, 2);
+    // 01:05 and 01:59 are both in the repeated hour: their later instants.
+    assert_eq!(
+        s.high_water,
+        Some(CursorValue::Text("2026-11-01T07:59:00Z".into()))
+    );
+    assert_eq!(
+        s.low_water,
+        Some(CursorValue::Text("2026-11-01T07:05:00Z".into()))
+    );
+    let mut bad = JsonCheck::of_kind("", None, "timestamp", CursorKind::ServerLocal).in_zone(&chi);
+    bad.feed(br#"[{"timestamp":"2026-11-01T01:05:00Z"}]"#);
+    let why = bad.finish().unwrap_err().to_string();
+    assert!(
+        why.contains("record 1 of the document: the cursor field \"timestamp\" is not a server-local time")
+            && !why.contains("01:05"),
+        "{why}"
+    );
+}

@@ -14,6 +14,9 @@
 //!
 //! The simulator's `redcap-error` fault answers in these shapes.
 
+pub(crate) mod export;
+pub(crate) mod version;
+
 use super::{scrubbed, NotAPage, VendorError, VendorErrorKind};
 use crate::edc::payload::PageSummary;
 
