@@ -119,6 +119,14 @@ Profiles (--profile):
             invalid_client); data requests send Authorization: Bearer <token>; a
             token older than --token-lifetime-s or unknown gets 401 with Castor's
             error body {\"type\",\"title\",\"status\",\"detail\"}.
+  redcap    every request is POST /api/ with form fields, the token (--token) the
+            field token; a bad one gets 403 {\"error\":\"You do not have
+            permissions to use the API\"}. content=version answers 14.0.1;
+            content=log the dataset's changes (stamped 250 ms apart, ending three
+            minutes before the simulator started) as Export Logging: a JSON array,
+            newest first, timestamps YYYY-MM-DD HH:MM in America/Chicago, between
+            beginTime and endTime (inclusive) of the logtype asked; every export
+            it answers is logged too (logtype export).
   Every response carries Date from the simulator's clock (--clock-skew-s).
 
 Endpoints:
@@ -131,8 +139,10 @@ Endpoints:
       /api/v24.1/query/ID
   GET /RaveWebServices/datasets/ClinicalAuditRecords.odm?studyoid=S&startid=N&per_page=M
       Rave-style ODM 1.3 audit records; next page in a Link header
-  POST is accepted only at --login-path and the VQL query path (vault profile)
-  and at /oauth/token (castor profile); other methods get 405.
+  POST /api/ with content=version|log   (redcap profile) REDCap's one endpoint
+  POST is accepted only at --login-path and the VQL query path (vault profile),
+  at /oauth/token (castor profile) and at /api/ (redcap profile, POST only);
+  other methods get 405.
 
 Faults (--fault N=SPEC, N = the Nth request received, from 1):
   429:seconds:S | 429:date:S | 429:absent | 429:raw:TEXT     throttled, Retry-After in that form

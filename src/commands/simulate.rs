@@ -60,14 +60,16 @@ fn config(args: &SimulateArgs) -> SimConfig {
         vault_burst: args.vault_burst,
         vault_daily: args.vault_daily,
         request_log: args.request_log.clone(),
-        audit_trail: (args.profile == Profile::Vault).then(|| vault_audit_trail(args.records)),
+        audit_trail: matches!(args.profile, Profile::Vault | Profile::Redcap)
+            .then(|| vault_audit_trail(args.records)),
         ..SimConfig::default()
     }
 }
 
 /// The vault profile serves Vault's audit trail endpoint too, as the
 /// shipped `veeva_vault` vendor reads it (Vault REST API reference,
-/// "Retrieve Audit Details": `GET /api/{version}/audittrail/{type}`):
+/// "Retrieve Audit Details": `GET /api/{version}/audittrail/{type}`), and
+/// the redcap profile the same changes as its Export Logging:
 /// every record of the dataset stamped a quarter of a second apart, the
 /// last three minutes before the simulator started, so a first run (whose
 /// window closes `settle_lag_s` before the server's clock) takes them all.

@@ -57,7 +57,7 @@ fn the_shipped_example_is_valid() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(
         out.stdout.contains(
-            "valid: 5 vendor(s): veeva_vault, veeva_vault_vql, medidata_rave, medidata_rave_dataset, castor"
+            "valid: 6 vendor(s): veeva_vault, veeva_vault_vql, medidata_rave, medidata_rave_dataset, castor, redcap"
         ),
         "{}",
         out.stdout
@@ -479,7 +479,7 @@ fn auth_schemes_name_their_keys_and_refuse_the_ones_they_do_not_read() {
     let cases: [(&str, &[&str]); 10] = [
         (
             "  auth:\n    scheme: oauth\n",
-            &["veeva_vault.auth.scheme: must be one of bearer, basic, vault_session, command, oauth2_client_credentials; got \"oauth\""],
+            &["veeva_vault.auth.scheme: must be one of bearer, basic, vault_session, command, oauth2_client_credentials, redcap_token; got \"oauth\""],
         ),
         (
             "  auth:\n    scheme: basic\n    username_env: U\n",
@@ -615,6 +615,8 @@ fn check_env_names_the_missing_variable_never_a_value() {
             .env("VAULT_API_BASE_URL", "http://127.0.0.1:9")
             .env("VAULT_USERNAME", "svc-edc")
             .env("VAULT_PASSWORD", secret)
+            .env("REDCAP_API_URL", "http://127.0.0.1:9/api/")
+            .env("REDCAP_API_TOKEN", secret)
             .env_remove("RAVE_API_BASE_URL")
             .env_remove("RAVE_USERNAME")
             .env_remove("RAVE_PASSWORD"),
@@ -639,6 +641,8 @@ fn check_env_names_the_missing_variable_never_a_value() {
             .env("CASTOR_BASE_URL", "http://127.0.0.1:9")
             .env("CASTOR_CLIENT_ID", "castor-client")
             .env("CASTOR_CLIENT_SECRET", secret)
+            .env("REDCAP_API_URL", "http://127.0.0.1:9/api/")
+            .env("REDCAP_API_TOKEN", secret)
             .env("VAULT_API_BASE_URL", "http://127.0.0.1:9")
             .env("VAULT_USERNAME", "svc-edc")
             .env("VAULT_PASSWORD", secret)
@@ -818,7 +822,7 @@ fn a_policy_that_starts_with_a_byte_order_mark_validates() {
 fn the_cursor_kind_is_one_of_three_and_json_only() {
     assert_rejected(
         &example_with("    cursor_kind: timestamp ", "    cursor_kind: date "),
-        &["delta.cursor_kind: must be one of timestamp, number, text, php_datetime; got \"date\""],
+        &["delta.cursor_kind: must be one of timestamp, number, text, php_datetime, server_local; got \"date\""],
     );
     assert_rejected(
         &example_with("    format: odm\n", "    format: odm\n    cursor_kind: number\n"),

@@ -241,6 +241,7 @@ struct Site {
     vault: edc_sim::Simulator,
     rave: edc_sim::Simulator,
     castor: edc_sim::Simulator,
+    redcap: edc_sim::Simulator,
     redis: support::redis::RedisServer,
     pg: support::postgres::Postgres,
     s3: edc_testkit::s3_server::PrivateS3,
@@ -308,6 +309,12 @@ impl Site {
         let vault = start(sim(edc_sim::Profile::Vault)).await.unwrap();
         let rave = start(sim(edc_sim::Profile::Rave)).await.unwrap();
         let castor = start(sim(edc_sim::Profile::Castor)).await.unwrap();
+        let redcap = start(edc_sim::SimConfig {
+            token: PASSWORD.into(),
+            ..sim(edc_sim::Profile::Redcap)
+        })
+        .await
+        .unwrap();
         let redis = support::redis::start();
         let pg = edc_testkit::postgres_server::PrivatePostgres::start_bare()
             .unwrap_or_else(|e| panic!("{e}; install PostgreSQL 15: sudo apt-get install -y postgresql-15"));
@@ -349,6 +356,7 @@ impl Site {
             vault,
             rave,
             castor,
+            redcap,
             redis,
             pg,
             s3,
@@ -430,6 +438,11 @@ impl Site {
             ("CASTOR_BASE_URL".into(), self.castor.base_url()),
             ("CASTOR_CLIENT_ID".into(), USER.into()),
             ("CASTOR_CLIENT_SECRET".into(), PASSWORD.into()),
+            (
+                "REDCAP_API_URL".into(),
+                format!("{}/api/", self.redcap.base_url()),
+            ),
+            ("REDCAP_API_TOKEN".into(), PASSWORD.into()),
             ("EDC_SYNC_AUDIT_KEY".into(), AUDIT_KEY.into()),
             ("PGPASSWORD".into(), "run-password".into()),
             // The private store speaks plain HTTP on loopback.

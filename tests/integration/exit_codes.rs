@@ -284,6 +284,14 @@ fn examples() -> Vec<(&'static str, Error, u8)> {
             75,
         ),
         (
+            "the server does not offer what the policy asks",
+            sync(SyncError::Unsupported {
+                stream: stream(),
+                detail: "REDCap 10.7.9 has no Export Logging".into(),
+            }),
+            78,
+        ),
+        (
             "the EDC banned this host's address",
             sync(SyncError::Banned {
                 stream: stream(),
@@ -738,6 +746,7 @@ fn exhaustive_sync(s: &SyncError) {
         | SyncError::Unreachable { .. }
         | SyncError::Permission { .. }
         | SyncError::Banned { .. }
+        | SyncError::Unsupported { .. }
         | SyncError::Rejected { .. }
         | SyncError::Locked(_)
         | SyncError::LockLost { .. }

@@ -1,21 +1,212 @@
-//! REDCap's error dialect end to end: the real binary against the
-//! simulator's JSON endpoint answering in REDCap's shapes (its API help,
-//! "Error handling"; the ban as PyCap's and REDCapR's users report it).
+//! REDCap end to end: the real binary against the simulator's redcap
+//! profile over loopback (which imitates REDCap's API help and its clients
+//! PyCap, REDCapR and redcapAPI; see `crates/sim/src/vendor/redcap.rs`):
+//! the one POST endpoint with the token in the form, Export Logging in the
+//! server's wall-clock minutes across a DST fall-back, the version check,
+//! the error dialect and the ban.
 
+use std::collections::BTreeMap;
 use std::process::Output;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use edc_core::audit::verify;
+use edc_sim::audit_trail::Arrivals;
 use edc_sim::{Profile, Simulator};
 
 use crate::vendors::{assert_exit, sim, Fixture, PASSWORD};
 
-const VENDOR: &str = "redcap_dialect";
+const VENDOR: &str = "redcap_log";
+
+/// The simulator's token (`SimConfig::token`).
+const TOKEN: &str = "sim-token";
+
+/// 2026-11-01 07:00:00Z: America/Chicago's clocks go back from 02:00 CDT
+/// to 01:00 CST.
+const FALL_BACK_S: u64 = 1_793_516_400;
 
 async fn run(fx: &Fixture, server: &Simulator) -> Output {
+    run_at(fx, server, 0).await
+}
+
+/// Where Debian's libfaketime puts its preload library.
+const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// A sync whose wall clock is `skew_s` seconds off the real one (as the
+/// simulator's is, `clock_skew_s`), by libfaketime: the host and the
+/// server agree on a time at a DST fall-back. Monotonic time is real.
+async fn run_at(fx: &Fixture, server: &Simulator, skew_s: i64) -> Output {
     let mut cmd = fx.sync(VENDOR, server, PASSWORD);
-    cmd.env("EDC_SYNC_TEST_TOKEN", "sim-token");
+    cmd.env("EDC_SYNC_TEST_TOKEN", TOKEN)
+        .env("EDC_SYNC_TEST_BASE_URL", format!("{}/api/", server.base_url()));
+    if skew_s != 0 {
+        assert!(
+            std::path::Path::new(FAKETIME_LIB).exists(),
+            "{FAKETIME_LIB} is missing: install libfaketime with `apt-get install -y faketime`"
+        );
+        cmd.env("LD_PRELOAD", FAKETIME_LIB)
+            .env("FAKETIME", format!("{skew_s:+}"))
+            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+            .env("FAKETIME_DONT_RESET", "1");
+    }
     tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
         .unwrap()
+}
+
+/// A redcap simulator with `records` log changes arriving from `origin`,
+/// and `faults`.
+async fn redcap(records: u32, faults: &[&str], tune: impl FnOnce(&mut edc_sim::SimConfig)) -> Simulator {
+    sim(Profile::Redcap, records, faults, |c| {
+        c.audit_trail = Some(Arrivals::every(
+            SystemTime::now() - Duration::from_secs(30),
+            Duration::from_millis(100),
+        ));
+        tune(c)
+    })
+    .await
+}
+
+/// Every row the runs landed as new, as (timestamp, action, details) with
+/// its count: a page lands whole, as the server sent it, and its
+/// `page_committed` line lists the positions of the rows landed before
+/// (`repeated`), which are not counted again.
+fn landed_rows(fx: &Fixture) -> BTreeMap<(String, String, String), usize> {
+    let mut rows = BTreeMap::new();
+    for line in fx.events("page_committed") {
+        let Some(file) = line["landing_file"].as_str() else {
+            continue;
+        };
+        let repeated: Vec<u64> = line["repeated"]
+            .as_array()
+            .map(|r| r.iter().filter_map(|p| p.as_u64()).collect())
+            .unwrap_or_default();
+        let page: Vec<serde_json::Value> =
+            serde_json::from_slice(&std::fs::read(fx.stream_dir(VENDOR).join(file)).unwrap()).unwrap();
+        for (position, row) in page.iter().enumerate() {
+            if repeated.contains(&(position as u64)) {
+                continue;
+            }
+            let key = |k: &str| row[k].as_str().unwrap().to_string();
+            *rows
+                .entry((key("timestamp"), key("action"), key("details")))
+                .or_insert(0) += 1;
+        }
+    }
+    rows
+}
+
+/// Three growing syncs of the log across America/Chicago's DST fall-back,
+/// where the wall clock shows 01:59 and then 01:00 again: every change is
+/// landed exactly once, two identical rows of one minute as two, whether
+/// the server reads `beginTime`/`endTime` inclusively or strictly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_syncs_across_a_dst_fall_back_land_every_change_once() {
+    for strict in [false, true] {
+        three_syncs_across_a_fall_back(strict).await;
+    }
+}
+
+async fn three_syncs_across_a_fall_back(strict: bool) {
+    let fx = Fixture::new();
+    // The server's clock starts 4 s before the fall-back; a change arrives
+    // every 250 ms from 6 s before it to 3 s after it, every 4th an exact
+    // twin of the one before (the same minute, user, action and details).
+    let real_now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let skew = FALL_BACK_S as i64 - 4 - real_now as i64;
+    let server = sim(Profile::Redcap, 36, &[], |c| {
+        c.clock_skew_s = skew;
+        c.redcap_exclusive_bounds = strict;
+        c.audit_trail = Some(Arrivals {
+            twins: Some(4),
+            ..Arrivals::every(
+                UNIX_EPOCH + Duration::from_secs(FALL_BACK_S - 6),
+                Duration::from_millis(250),
+            )
+        });
+    })
+    .await;
+    for pause in [0, 5, 6] {
+        tokio::time::sleep(Duration::from_secs(pause)).await;
+        assert_exit(&run_at(&fx, &server, skew).await, 0);
+    }
+    let rows = landed_rows(&fx);
+    let total: usize = rows.values().sum();
+    assert_eq!(total, 36, "strict: {strict}; {rows:#?}");
+    let twins = rows.values().filter(|n| **n == 2).count();
+    assert_eq!(twins, 9, "every 4th change is its predecessor's twin: {rows:#?}");
+    let minutes: std::collections::BTreeSet<&str> = rows.keys().map(|k| k.0.as_str()).collect();
+    assert_eq!(
+        minutes.into_iter().collect::<Vec<_>>(),
+        ["2026-11-01 01:00", "2026-11-01 01:59"],
+        "the changes are stamped on both sides of the fall-back"
+    );
+    // Every request was an export POSTed to the API URL, the token in its
+    // form; a window across the fall-back asked for its widest wall times.
+    let requests = server.requests();
+    assert!(
+        requests.iter().all(|r| r.method == "POST" && r.path == "/api/"),
+        "{requests:?}"
+    );
+    let exports: Vec<&str> = requests.iter().filter_map(|r| r.export.as_deref()).collect();
+    assert!(
+        exports.iter().all(|e| e.starts_with("token=***&content=")),
+        "{exports:?}"
+    );
+    assert_eq!(
+        exports.iter().filter(|e| e.contains("content=version")).count(),
+        3
+    );
+    assert!(
+        exports
+            .iter()
+            .any(|e| e.contains("beginTime=2026-11-01+00%3A59") && e.contains("endTime=2026-11-01+02%3A00")),
+        "{exports:?}"
+    );
+    assert!(verify(&fx.path("audit.jsonl")).unwrap().intact());
+    let trail = std::fs::read_to_string(fx.path("audit.jsonl")).unwrap();
+    assert!(!trail.contains(TOKEN), "the token reached the audit trail");
+}
+
+/// The product's own exports are logged by REDCap too (`logtype=export`):
+/// the shipped log stream asks for record changes only, so polling does
+/// not grow what it reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polling_the_log_does_not_read_the_products_own_exports() {
+    let fx = Fixture::new();
+    let server = redcap(20, &[], |_| {}).await;
+    for _ in 0..3 {
+        assert_exit(&run(&fx, &server).await, 0);
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+    }
+    let rows = landed_rows(&fx);
+    assert_eq!(rows.values().sum::<usize>(), 20);
+    assert!(
+        rows.keys()
+            .all(|(_, action, _)| action.starts_with("Update record")),
+        "{rows:#?}"
+    );
+    assert_eq!(fx.events("page_committed").len(), 3);
+    let pages = std::fs::read_dir(fx.stream_dir(VENDOR).join("pages"))
+        .unwrap()
+        .count();
+    assert_eq!(pages, 1, "a poll with nothing new lands nothing");
+}
+
+/// A server older than Export Logging (REDCap 10.8.0) stops a log stream
+/// before anything is asked of it, with 78 naming the version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_export_logging_is_a_configuration_error() {
+    let fx = Fixture::new();
+    let server = redcap(5, &[], |c| c.redcap_version = "10.7.9".into()).await;
+    let out = run(&fx, &server).await;
+    assert_exit(&out, 78);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("REDCap 10.7.9 has no Export Logging (content=log needs REDCap 10.8.0 or later)"),
+        "{stderr}"
+    );
+    assert_eq!(server.requests().len(), 1, "only the version was asked");
+    assert!(fx.events("page_committed").is_empty());
 }
 
 /// A 429 whose body says the address is banned is not a throttle: the run
@@ -24,8 +215,7 @@ async fn run(fx: &Fixture, server: &Simulator) -> Output {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_banned_address_stops_the_run_at_once_with_76() {
     let fx = Fixture::new();
-    let server = sim(
-        Profile::Generic,
+    let server = redcap(
         40,
         &["2=redcap-error:429:Your IP address (127.0.0.1) has been banned due to suspected abuse. Please contact your REDCap administrator."],
         |_| {},
@@ -44,7 +234,10 @@ async fn a_banned_address_stops_the_run_at_once_with_76() {
     assert_eq!(failed[0]["vendor_error"]["kind"], "banned");
     assert_eq!(failed[0]["status"], 429);
     assert!(fx.events("rate_limited").is_empty(), "a ban is not waited out");
-    assert_eq!(fx.events("page_committed").len(), 1, "the cursor stays on page 1");
+    assert!(
+        fx.events("page_committed").is_empty(),
+        "the cursor stays where it was"
+    );
 }
 
 /// REDCap's errors in its formats decide the step and name REDCap's text:
@@ -52,20 +245,13 @@ async fn a_banned_address_stops_the_run_at_once_with_76() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redcaps_error_bodies_decide_the_step() {
     let fx = Fixture::new();
-    let server = sim(
-        Profile::Generic,
-        40,
-        &["1=redcap-error:403:You do not have permissions to use the API"],
-        |_| {},
-    )
-    .await;
+    let server = redcap(40, &[], |c| c.token = "another-token".into()).await;
     let out = run(&fx, &server).await;
     assert_exit(&out, 77);
     assert!(String::from_utf8_lossy(&out.stderr).contains("You do not have permissions to use the API"));
 
     let fx = Fixture::new();
-    let server = sim(
-        Profile::Generic,
+    let server = redcap(
         40,
         &["2=redcap-error:400:The value of the parameter \"content\" is not valid"],
         |_| {},
@@ -74,17 +260,12 @@ async fn redcaps_error_bodies_decide_the_step() {
     let out = run(&fx, &server).await;
     assert_exit(&out, 65);
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not valid"));
-    assert_eq!(fx.events("page_committed").len(), 1);
+    assert!(fx.events("page_committed").is_empty());
 
     let fx = Fixture::new();
-    let server = sim(
-        Profile::Generic,
-        40,
-        &["2=redcap-error:500:Internal error"],
-        |_| {},
-    )
-    .await;
+    let server = redcap(40, &["2=redcap-error:500:Internal error"], |_| {}).await;
     let out = run(&fx, &server).await;
     assert_exit(&out, 0);
     assert_eq!(fx.events("retry_scheduled").len(), 1);
+    assert_eq!(landed_rows(&fx).values().sum::<usize>(), 40);
 }

@@ -100,6 +100,14 @@ pub struct SimConfig {
     /// Castor profile: the most items a collection page serves, whatever
     /// `page_size` asks (Castor documents 5000; a server may serve fewer).
     pub max_page_size: usize,
+    /// Redcap profile: the version `content=version` answers.
+    pub redcap_version: String,
+    /// Redcap profile: the zone of the server's clock, which every time it
+    /// states is shown in (IANA name).
+    pub server_zone: String,
+    /// Redcap profile: `beginTime`/`endTime` are strict ("after",
+    /// "before"); inclusive otherwise.
+    pub redcap_exclusive_bounds: bool,
 }
 
 impl Default for SimConfig {
@@ -137,6 +145,9 @@ impl Default for SimConfig {
             client_id_filter: None,
             study_data_held: 0,
             max_page_size: vendor::castor::MAX_PAGE_SIZE,
+            redcap_version: vendor::redcap::VERSION.into(),
+            server_zone: "America/Chicago".into(),
+            redcap_exclusive_bounds: false,
         }
     }
 }
@@ -176,6 +187,7 @@ impl Simulator {
             sessions: Default::default(),
             tokens: Default::default(),
             queries: Default::default(),
+            redcap_exports: Default::default(),
             log: log.clone(),
         });
         let (tx, mut rx) = oneshot::channel();

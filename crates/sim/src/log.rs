@@ -36,6 +36,10 @@ pub struct LogEntry {
     /// A Vault login: the `vaultDNS` its form asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vault_dns: Option<String>,
+    /// A REDCap export: its form fields but the token, URL-encoded in the
+    /// order sent, and whether a token field came in the form at all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub export: Option<String>,
 }
 
 /// The in-memory log, optionally mirrored to a file as it grows.

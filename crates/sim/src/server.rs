@@ -1,4 +1,7 @@
 //! The simulator's HTTP side: routing, auth, quota, faults, the log.
+//!
+//! One concept: one request's way through the simulator, from arrival to
+//! answer; what each vendor answers lives in `vendor/`.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,6 +51,9 @@ pub struct State {
     pub tokens: vendor::castor::Tokens,
     /// Vault profile: the VQL queries answered so far.
     pub queries: super::vql::Queries,
+    /// Redcap profile: when each export was answered (ms since the
+    /// epoch), logged as REDCap logs an API export.
+    pub redcap_exports: Mutex<Vec<i64>>,
     pub log: RequestLog,
 }
 
@@ -137,6 +143,13 @@ pub async fn handle(
         ))
     };
     let form = form.flatten();
+    // REDCap reads its token from the form.
+    let auth = match state.config.profile.exports_by_form() {
+        true => Some(form.as_deref().map_or(Authn::Missing, |f| {
+            vendor::redcap::authenticate(&vendor::redcap::form_fields(f), &state.config)
+        })),
+        false => auth,
+    };
     // Client ID Filtering (Vault REST API reference, "Client ID": "Once
     // Client ID Filtering is enabled, Vault will reject API requests
     // originating with a client ID that does not match an active
@@ -221,6 +234,12 @@ pub async fn handle(
         vault_dns: login
             .then(|| form.as_deref().and_then(|f| vault::form_field(f, "vaultDNS")))
             .flatten(),
+        export: state
+            .config
+            .profile
+            .exports_by_form()
+            .then(|| form.as_deref().map(export_shown))
+            .flatten(),
     });
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
@@ -251,6 +270,19 @@ pub async fn handle(
     Ok(response
         .body(body)
         .unwrap_or_else(|_| Response::new(SimBody::empty())))
+}
+
+/// A REDCap export's form as the request log shows it: every field but
+/// the token, whose presence is `token=***`.
+fn export_shown(form: &[u8]) -> String {
+    let mut shown = url::form_urlencoded::Serializer::new(String::new());
+    for (k, v) in url::form_urlencoded::parse(form) {
+        match k.as_ref() {
+            "token" => shown.append_pair("token", "***"),
+            _ => shown.append_pair(&k, &v),
+        };
+    }
+    shown.finish()
 }
 
 /// A POST body up to [`MAX_FORM_BYTES`]; `None` when larger or broken.
@@ -302,7 +334,14 @@ async fn decide(
     form: Option<&[u8]>,
 ) -> Answer {
     let vql = is_vql(state, method, req);
-    if method != Method::GET && method != Method::HEAD && !vql {
+    // REDCap: every request is a POST to the API path (REDCap's API help).
+    let export = state.config.profile.exports_by_form() && req.uri.path() == vendor::redcap::API_PATH;
+    if export && method != Method::POST {
+        let mut a = Answer::status(StatusCode::METHOD_NOT_ALLOWED);
+        a.headers.push((ALLOW, "POST".into()));
+        return a;
+    }
+    if method != Method::GET && method != Method::HEAD && !vql && !export {
         let mut a = Answer::status(StatusCode::METHOD_NOT_ALLOWED);
         a.headers.push((ALLOW, "GET, HEAD".into()));
         return a;
@@ -391,6 +430,25 @@ async fn decide(
                 a.page = Some(page);
                 a.vql_since = since;
                 a
+            }
+            Ok(()) if export => {
+                let fields = form.map(vendor::redcap::form_fields).unwrap_or_default();
+                let now = state.now();
+                let own = state
+                    .redcap_exports
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone();
+                let (status, content_type, body) = vendor::redcap::export(&state.config, &fields, now, &own);
+                if status.is_success() && fields.get("content").is_some_and(|c| c != "version") {
+                    let ms = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+                    state
+                        .redcap_exports
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(ms);
+                }
+                Answer::body(status, content_type, body)
             }
             Ok(()) => route(state, req, fault.as_ref()),
         },

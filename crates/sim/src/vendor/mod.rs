@@ -1,5 +1,5 @@
 //! The vendors the simulator imitates, one file each (`generic.rs`,
-//! `rave.rs`, `vault.rs`, `castor.rs`): how each authenticates, reports errors, logs in,
+//! `rave.rs`, `vault.rs`, `castor.rs`, `redcap.rs`): how each authenticates, reports errors, logs in,
 //! pages and stamps its answers, each behaviour beside the document or
 //! client it imitates. When the documents and a file here disagree, the
 //! file is wrong. The server asks this file what the profile in use does
@@ -9,6 +9,7 @@
 pub mod castor;
 pub mod generic;
 pub mod rave;
+pub mod redcap;
 pub mod vault;
 
 use std::str::FromStr;
@@ -30,11 +31,13 @@ pub enum Profile {
     Vault,
     /// Castor EDC.
     Castor,
+    /// REDCap: one POST endpoint, the token in the form.
+    Redcap,
 }
 
 impl Profile {
     /// The profiles' names, as `--profile` takes them.
-    pub const NAMES: [&'static str; 4] = ["generic", "rave", "vault", "castor"];
+    pub const NAMES: [&'static str; 5] = ["generic", "rave", "vault", "castor", "redcap"];
 }
 
 impl FromStr for Profile {
@@ -46,8 +49,9 @@ impl FromStr for Profile {
             "rave" => Ok(Profile::Rave),
             "vault" => Ok(Profile::Vault),
             "castor" => Ok(Profile::Castor),
+            "redcap" => Ok(Profile::Redcap),
             other => Err(format!(
-                "unknown profile {other:?} (generic, rave, vault, castor)"
+                "unknown profile {other:?} (generic, rave, vault, castor, redcap)"
             )),
         }
     }
@@ -91,6 +95,9 @@ pub fn authenticate(
         Profile::Rave => rave::authenticate(value, config),
         Profile::Vault => vault::authenticate(value, config, sessions),
         Profile::Castor => castor::authenticate(value, config, tokens),
+        // REDCap reads its token from the form (`redcap::authenticate`):
+        // an Authorization header proves nothing to it.
+        Profile::Redcap => Authn::Missing,
     }
 }
 
@@ -102,6 +109,7 @@ pub fn refused_credential(profile: Profile) -> (StatusCode, Option<(&'static str
         Profile::Rave => rave::refused_credential(),
         Profile::Vault => vault::refused_credential(),
         Profile::Castor => castor::refused_credential(),
+        Profile::Redcap => redcap::refused_credential(),
     }
 }
 
@@ -131,6 +139,12 @@ impl Profile {
     /// `X-VaultAPI-ExecutionId`).
     pub fn stamps_execution_ids(self) -> bool {
         self == Profile::Vault
+    }
+
+    /// Every request is a form POSTed to one path, the token in the form
+    /// (REDCap's API).
+    pub fn exports_by_form(self) -> bool {
+        self == Profile::Redcap
     }
 
     /// It answers queries POSTed to its query path (Vault's VQL).
