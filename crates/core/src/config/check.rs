@@ -234,6 +234,24 @@ pub(super) fn env_name(report: &mut Report, path: &[String], node: &Node) -> Opt
     EnvVarName::parse(s).map_err(|e| report.add(path, e)).ok()
 }
 
+/// An optional IANA time zone name (`server_timezone`, `window.zone`):
+/// `Some(None)` when absent, `None` when given and not a zone.
+pub(super) fn optional_zone(
+    report: &mut Report,
+    entry: Option<(Vec<String>, &Node)>,
+) -> Option<Option<crate::zone::Zone>> {
+    match entry {
+        Some((p, n)) => string(report, &p, n).and_then(|name| match crate::zone::Zone::parse(name) {
+            Ok(zone) => Some(Some(zone)),
+            Err(e) => {
+                report.add(&p, e);
+                None
+            }
+        }),
+        None => Some(None),
+    }
+}
+
 pub(super) fn json_pointer(report: &mut Report, path: &[String], node: &Node) -> Option<String> {
     let s = match node {
         Node::Str(s) if s.is_empty() => "",

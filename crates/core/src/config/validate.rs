@@ -290,16 +290,7 @@ fn policy(report: &mut Report, vendor: &str, node: &Node) -> Option<Policy> {
     // REDCap states every time in its server's local time, without an
     // offset (REDCap's API help): the zone that clock shows.
     let server_timezone_path = f.child("server_timezone");
-    let server_timezone = match f.optional("server_timezone") {
-        Some((p, n)) => string(report, &p, n).and_then(|name| match crate::zone::Zone::parse(name) {
-            Ok(zone) => Some(Some(zone)),
-            Err(e) => {
-                report.add(&p, e);
-                None
-            }
-        }),
-        None => Some(None),
-    };
+    let server_timezone = super::check::optional_zone(report, f.optional("server_timezone"));
     let zone = server_timezone.as_ref().and_then(Option::as_ref);
     let delta = match f.optional("delta") {
         Some((p, n)) => delta(report, p, n, zone).map(Some),

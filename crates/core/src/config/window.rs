@@ -47,16 +47,7 @@ pub(super) fn window(
         None => Some(DEFAULT_SETTLE_LAG_S),
     };
     let zone_path = f.child("zone");
-    let zone = match f.optional("zone") {
-        Some((p, n)) => string(report, &p, n).and_then(|name| match crate::zone::Zone::parse(name) {
-            Ok(zone) => Some(Some(zone)),
-            Err(e) => {
-                report.add(&p, e);
-                None
-            }
-        }),
-        None => Some(None),
-    };
+    let zone = super::check::optional_zone(report, f.optional("zone"));
     let format = match f.optional("format") {
         Some((p, n)) => match string(report, &p, n) {
             Some("rfc3339") => Some("rfc3339"),
