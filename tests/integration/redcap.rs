@@ -35,7 +35,13 @@ const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 /// simulator's is, `clock_skew_s`), by libfaketime: the host and the
 /// server agree on a time at a DST fall-back. Monotonic time is real.
 async fn run_at(fx: &Fixture, server: &Simulator, skew_s: i64) -> Output {
+    run_with(fx, server, skew_s, &[]).await
+}
+
+/// A sync with `extra` arguments.
+async fn run_with(fx: &Fixture, server: &Simulator, skew_s: i64, extra: &[&str]) -> Output {
     let mut cmd = fx.sync(VENDOR, server, PASSWORD);
+    cmd.args(extra);
     cmd.env("EDC_SYNC_TEST_TOKEN", TOKEN)
         .env("EDC_SYNC_TEST_BASE_URL", format!("{}/api/", server.base_url()));
     if skew_s != 0 {
@@ -190,6 +196,53 @@ async fn polling_the_log_does_not_read_the_products_own_exports() {
         .unwrap()
         .count();
     assert_eq!(pages, 1, "a poll with nothing new lands nothing");
+}
+
+/// The version is asked once a run, whatever the number of streams: the
+/// second stream on the server reads it from the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_version_is_asked_once_a_run() {
+    let fx = Fixture::new();
+    fx.edit_policies("      logtype: record\n", "");
+    fx.edit_policies(
+        "      identical_records: distinct\nvault_newest:",
+        "      identical_records: distinct\n  streams:\n    changes:\n      query:\n        logtype: record\n    \
+         exports:\n      query:\n        logtype: export\nvault_newest:",
+    );
+    let server = redcap(10, &[], |_| {}).await;
+    let out = run_with(&fx, &server, 0, &["--all-streams", "--allow-dirty"]).await;
+    assert_exit(&out, 0);
+    let exports: Vec<String> = server.requests().into_iter().filter_map(|r| r.export).collect();
+    assert_eq!(
+        exports.iter().filter(|e| e.contains("content=version")).count(),
+        1,
+        "{exports:?}"
+    );
+    assert_eq!(
+        exports.iter().filter(|e| e.contains("content=log")).count(),
+        2,
+        "{exports:?}"
+    );
+}
+
+/// A throttled version request pauses the quota for every worker, as a
+/// throttled page does, and ends the run with 75 (try later), never 65.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_version_request_is_a_temporary_failure() {
+    let fx = Fixture::new();
+    let server = redcap(5, &["1=429:seconds:1"], |_| {}).await;
+    let out = run(&fx, &server).await;
+    assert_exit(&out, 75);
+    let limited = fx.events("rate_limited");
+    assert_eq!(limited.len(), 1, "{limited:?}");
+    assert!(limited[0]["url"]
+        .as_str()
+        .unwrap()
+        .ends_with("/api/?content=version"));
+    assert!(fx.events("page_committed").is_empty());
+    // The next run asks again and lands the log.
+    assert_exit(&run(&fx, &server).await, 0);
+    assert_eq!(landed_rows(&fx).values().sum::<usize>(), 5);
 }
 
 /// A server older than Export Logging (REDCap 10.8.0) stops a log stream

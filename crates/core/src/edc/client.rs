@@ -28,6 +28,7 @@ use super::oauth::TokenForm;
 use super::origin::{Origin, OriginError};
 use super::reply::{Reply, ResponseMeta};
 use super::vendor::redcap::export::Export;
+use super::vendor::redcap::version::Version;
 use super::vendor::vault::login::{LoginForm, LoginReply};
 use crate::config::HttpLimits;
 
@@ -68,6 +69,9 @@ pub struct ReadOnlyClient {
     /// policy's `client_id`): Vault's API Usage Log names the integration
     /// by it, and a vault with Client ID Filtering admits only known ones.
     client_id: Option<HeaderValue>,
+    /// The REDCap version this run's first stream asked (`content=version`),
+    /// which every later stream on the server reads instead of asking.
+    redcap_version: Arc<tokio::sync::OnceCell<Version>>,
 }
 
 /// The header that names the integration to Vault (Vault REST API
@@ -161,6 +165,7 @@ impl ReadOnlyClient {
             skew_ms: Arc::default(),
             clock_seen: Arc::default(),
             client_id: None,
+            redcap_version: Arc::default(),
         })
     }
 
@@ -419,6 +424,12 @@ impl ReadOnlyClient {
     pub async fn query(&self, url: &Url, select: Option<&super::VqlSelect>) -> Result<Reply, FetchError> {
         let body = select.map(super::VqlSelect::form_body).unwrap_or_default();
         self.send(reqwest::Method::POST, url, Some(body)).await
+    }
+
+    /// The REDCap version asked once a run (`sync/server_version.rs`):
+    /// streams that start together wait for the first one's answer.
+    pub(crate) fn redcap_version(&self) -> &tokio::sync::OnceCell<Version> {
+        &self.redcap_version
     }
 
     /// Whether data requests are REDCap exports ([`ReadOnlyClient::export`]):

@@ -110,19 +110,10 @@ fn written_bounds(
                 .map_err(PagingError::Window)?;
             Ok((begin, Some(end)))
         }
-        // A wall-clock cursor with no window end (never planned so) has
-        // only its own wall time.
-        (Some(WindowFormat::Local { zone, precision }), None) => {
-            let begin = match start {
-                Some(s) => Some(
-                    zone.wall_bounds(None, s, *precision)
-                        .map_err(PagingError::Window)?
-                        .1,
-                ),
-                None => None,
-            };
-            Ok((begin, None))
-        }
+        // A wall-clock window is always planned with its end.
+        (Some(WindowFormat::Local { .. }), None) => Err(PagingError::Window(
+            "a wall-clock window has no end to ask up to".into(),
+        )),
         _ => Ok((start.map(str::to_string), end.map(str::to_string))),
     }
 }

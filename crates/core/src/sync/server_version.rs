@@ -6,6 +6,7 @@
 
 use reqwest::Url;
 
+use super::classify::{classify, Verdict};
 use super::request::Request;
 use super::slots;
 use super::stream::Stream;
@@ -15,47 +16,20 @@ use crate::edc::vendor::{self, redcap::export::Content, redcap::version::Version
 use crate::edc::ERROR_BODY_CAP;
 use quota_pacer::Pacer;
 
-/// Asks the version of the REDCap at `api` (paced like any request) and
-/// refuses a server that cannot serve the content this stream exports.
+/// Asks the version of the REDCap at `api` (paced like any request),
+/// once a run: streams after the first read it from the client. Refuses a
+/// server that cannot serve the content this stream exports.
 pub(super) async fn check<P: Pacer>(
     stream: &mut Stream<'_, P>,
     req: &Request<'_>,
     api: &Url,
 ) -> Result<(), SyncError> {
     let job = stream.job;
-    let mut probe = api.clone();
-    probe.query_pairs_mut().clear().append_pair("content", "version");
-    let asked = Request { url: &probe, ..*req };
-    let permit = slots::permit(stream, &asked).await?;
-    let sent = job.client.export(&probe).await;
-    permit.release();
-    let reply = sent.map_err(|e| SyncError::Unreachable {
-        stream: stream.name.clone(),
-        attempts: 1,
-        detail: format!("asking the REDCap version (content=version): {e}"),
-    })?;
-    let meta = reply.meta.clone();
-    let body = reply.error_body(ERROR_BODY_CAP).await;
-    if !meta.status.is_success() {
-        let error = vendor::error_in_body(Dialect::Redcap, meta.status.as_u16(), &body);
-        return match error {
-            Some(error) => stream.vendor_error(&asked, &meta, error).await.and_then(|_| {
-                Err(stream.rejected(format!(
-                    "POST {probe} answered HTTP {} to content=version",
-                    meta.status.as_u16()
-                )))
-            }),
-            None => {
-                let reason = format!(
-                    "POST {probe} answered HTTP {} to content=version; nothing was asked of the stream",
-                    meta.status.as_u16()
-                );
-                stream.failed(&asked, Some(&meta), None, reason.clone()).await?;
-                Err(stream.rejected(reason))
-            }
-        };
-    }
-    let version = Version::parse(&body).map_err(|why| stream.rejected(why))?;
+    let version = *job
+        .client
+        .redcap_version()
+        .get_or_try_init(|| ask(stream, req, api))
+        .await?;
     let exported = job
         .delta
         .query
@@ -68,9 +42,69 @@ pub(super) async fn check<P: Pacer>(
             stream: stream.name.clone(),
             detail,
         }),
-        None => {
-            tracing::debug!(stream = %stream.name, %version, "REDCap version");
-            Ok(())
+        None => Ok(()),
+    }
+}
+
+/// One `content=version` request. It is not a page: an answer that is not
+/// a version is judged as a page's would be and audited by the same steps
+/// (a ban 76, a refused token 77, a throttle paused for every worker), but
+/// never waited out here: a throttle ends the run with 75 and a server
+/// failure with 69, and the next run asks again.
+async fn ask<P: Pacer>(
+    stream: &mut Stream<'_, P>,
+    req: &Request<'_>,
+    api: &Url,
+) -> Result<Version, SyncError> {
+    let job = stream.job;
+    let mut probe = api.clone();
+    probe.query_pairs_mut().clear().append_pair("content", "version");
+    let asked = Request { url: &probe, ..*req };
+    let permit = slots::permit(stream, &asked).await?;
+    let sent = job.client.export(&probe).await;
+    permit.release();
+    let unreachable = |stream: &Stream<'_, P>, detail: String| SyncError::Unreachable {
+        stream: stream.name.clone(),
+        attempts: 1,
+        detail: format!("asking the REDCap version (content=version): {detail}"),
+    };
+    let reply = sent.map_err(|e| unreachable(stream, e.to_string()))?;
+    let meta = reply.meta.clone();
+    let body = reply.error_body(ERROR_BODY_CAP).await;
+    if meta.status.is_success() {
+        let version = Version::parse(&body).map_err(|why| stream.rejected(why))?;
+        tracing::debug!(stream = %stream.name, %version, "REDCap version");
+        return Ok(version);
+    }
+    let vendor = vendor::error_in_body(Dialect::Redcap, meta.status.as_u16(), &body);
+    let later = |stream: &Stream<'_, P>| SyncError::Exhausted {
+        stream: stream.name.clone(),
+        reason: format!(
+            "POST {probe} (content=version) was throttled (HTTP {})",
+            meta.status.as_u16()
+        ),
+    };
+    match classify(meta.status, vendor, job.client.renewable(), &probe) {
+        Verdict::Throttled => {
+            stream.throttled(&asked, &meta, None).await?;
+            Err(later(stream))
+        }
+        Verdict::Vendor(error) => {
+            stream.vendor_error(&asked, &meta, error).await?;
+            Err(later(stream))
+        }
+        Verdict::Retry(reason) => {
+            stream.failed(&asked, Some(&meta), None, reason.clone()).await?;
+            Err(unreachable(stream, reason))
+        }
+        Verdict::Refused(detail) => {
+            stream.refused(&asked, &meta, None, detail).await?;
+            Err(stream.rejected("the version request was refused".into()))
+        }
+        Verdict::Renew(reason) | Verdict::Failed(reason) => {
+            let reason = format!("{reason} to content=version; nothing was asked of the stream");
+            stream.failed(&asked, Some(&meta), None, reason.clone()).await?;
+            Err(stream.rejected(reason))
         }
     }
 }

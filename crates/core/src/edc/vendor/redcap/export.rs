@@ -31,8 +31,9 @@ pub enum NotAnExport {
     NotARead { url: String, content: String },
     #[error("{url}: action={action:?}: edc-sync only exports (action absent or export)")]
     NotExport { url: String, action: String },
-    #[error("{url}: the token is never a URL parameter; it goes in the form body only")]
-    TokenInUrl { url: String },
+    /// `api` only: the URL holds the token, and is never shown.
+    #[error("{api}: a request whose URL holds token= was refused unsent: the token is never a URL parameter; it goes in the form body only")]
+    TokenInUrl { api: String },
     #[error("{url}: the field {field:?} is given twice")]
     Twice { url: String, field: String },
 }
@@ -69,7 +70,7 @@ impl Export {
                 false => Ok(()),
             };
             match name.as_ref() {
-                "token" => return Err(NotAnExport::TokenInUrl { url }),
+                "token" => return Err(NotAnExport::TokenInUrl { api: api.to_string() }),
                 "content" => {
                     once(content.is_some())?;
                     content = Some(Content::parse(&value).ok_or_else(|| NotAnExport::NotARead {
@@ -185,10 +186,9 @@ mod tests {
 
     #[test]
     fn the_token_goes_in_the_form_body_and_the_request_to_the_api_url_only() {
-        assert!(matches!(
-            Export::of_page(&key("content=log&token=ABC"), &api()),
-            Err(NotAnExport::TokenInUrl { .. })
-        ));
+        let refused = Export::of_page(&key("content=log&token=ABC123SECRET"), &api()).unwrap_err();
+        assert!(matches!(refused, NotAnExport::TokenInUrl { .. }));
+        assert!(!refused.to_string().contains("ABC123SECRET"), "{refused}");
         let elsewhere = Url::parse("https://redcap.example.edu/redcap_v14/api/?content=log").unwrap();
         assert!(matches!(
             Export::of_page(&elsewhere, &api()),
