@@ -203,11 +203,15 @@ async fn polling_the_log_does_not_read_the_products_own_exports() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_version_is_asked_once_a_run() {
     let fx = Fixture::new();
-    fx.edit_policies("      logtype: record\n", "");
+    // The fixture's own block ends where vault_newest begins (edit_policies
+    // changes the first match, and oq_redcap comes first in the file).
+    let ours = "      logtype: record\n    window:\n      end_param: endTime\n      format: local_minute\n      \
+                settle_lag_s: 1\n    lookback:\n      seconds: 120\n      identical_records: distinct\nvault_newest:";
     fx.edit_policies(
-        "      identical_records: distinct\nvault_newest:",
-        "      identical_records: distinct\n  streams:\n    changes:\n      query:\n        logtype: record\n    \
-         exports:\n      query:\n        logtype: export\nvault_newest:",
+        ours,
+        "    window:\n      end_param: endTime\n      format: local_minute\n      settle_lag_s: 1\n    lookback:\n      \
+         seconds: 120\n      identical_records: distinct\n  streams:\n    changes:\n      query:\n        logtype: \
+         record\n    exports:\n      query:\n        logtype: export\nvault_newest:",
     );
     let server = redcap(10, &[], |_| {}).await;
     let out = run_with(&fx, &server, 0, &["--all-streams", "--allow-dirty"]).await;

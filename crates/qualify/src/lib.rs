@@ -23,6 +23,7 @@ mod late_records;
 mod oq_redis;
 mod pacing;
 pub mod printed;
+mod redcap;
 pub mod release_record;
 mod report;
 mod resilience;

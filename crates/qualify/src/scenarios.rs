@@ -20,6 +20,7 @@ pub fn all() -> Vec<Scenario> {
     all.extend(super::late_records::all());
     all.extend(super::retention::all());
     all.extend(super::castor::all());
+    all.extend(super::redcap::all());
     all.sort_by_key(|s| s.id);
     all
 }

@@ -186,12 +186,16 @@ fn record_rows(
             if !inside(at) {
                 return None;
             }
-            let rec = ds.record(arrivals.original(n));
+            let shown = arrivals.original(n);
+            let rec = ds.record(shown);
+            // The fields changed, as REDCap's log lists them; `visit` numbers
+            // the change, so a test can tell which it is (a twin shows its
+            // original's).
             let row = serde_json::json!({
                 "timestamp": at.strftime("%Y-%m-%d %H:%M").to_string(),
                 "username": "sim_user",
                 "action": format!("Update record {}", rec.subject),
-                "details": format!("{} = '{}'", rec.field, rec.value),
+                "details": format!("{} = '{}', visit = '{shown}'", rec.field, rec.value),
                 "record": rec.subject.to_string(),
             });
             Some((arrivals.stamp_ms(n), row))

@@ -1,0 +1,276 @@
+//! The OQ scenario for REDCap's shapes (OQ-040): one POST endpoint whose
+//! every request is an export with the token in its form, a log in the
+//! server's wall-clock minutes without row ids, newest first, across a DST
+//! fall-back, a server too old for its log, and a banned address.
+//!
+//! It runs the installed executable against the simulator's redcap
+//! profile, which imitates REDCap's API help and its clients PyCap,
+//! REDCapR and redcapAPI (see `crates/sim/src/vendor/redcap.rs` for the
+//! source of each behaviour).
+
+use std::process::Output;
+use std::time::Duration;
+
+use super::context::{Ctx, OQ_PASSWORD, OQ_TOKEN};
+use super::scenario::{events, scenario, stream_dir, Scenario};
+use edc_sim::audit_trail::Arrivals;
+use edc_sim::{Profile, Simulator};
+
+/// The scenarios of this file, in id order.
+pub fn all() -> Vec<Scenario> {
+    vec![scenario!(
+        "OQ-040",
+        "A REDCap log is read with exports only, the token in the form body, in the server's wall-clock minutes: every change once, identical ones as two, a DST fall-back included; an old server and a banned address stop the run with their own exits",
+        ["URS-041", "URS-001"],
+        false,
+        oq_040
+    )]
+}
+
+const VENDOR: &str = "oq_redcap";
+
+/// A run of `subcommand` against `sim`'s API URL, with `extra` arguments.
+async fn run(
+    ctx: &Ctx,
+    config: &std::path::Path,
+    sim: &Simulator,
+    subcommand: &str,
+    extra: &[&str],
+) -> anyhow::Result<Output> {
+    let mut cmd = ctx.command(subcommand, config, sim, VENDOR, OQ_PASSWORD, extra);
+    cmd.env("EDC_SYNC_OQ_REDCAP_URL", format!("{}/api/", sim.base_url()));
+    Ok(tokio::task::spawn_blocking(move || cmd.output()).await??)
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+/// The change numbers of the rows landed as new (a row's `visit`; a twin
+/// shows its original's), sorted.
+fn landed_visits(ctx: &Ctx) -> anyhow::Result<Vec<u32>> {
+    let rows = crate::landed::landed_json_records(&stream_dir(ctx, VENDOR, "default"), "")?;
+    let mut visits: Vec<u32> = rows
+        .iter()
+        .filter_map(|row| {
+            let details = row["details"].as_str()?;
+            details
+                .split("visit = '")
+                .nth(1)?
+                .trim_end_matches('\'')
+                .parse()
+                .ok()
+        })
+        .collect();
+    visits.sort_unstable();
+    Ok(visits)
+}
+
+async fn oq_040(ctx: &mut Ctx) -> anyhow::Result<()> {
+    let config = ctx.policy_repo()?;
+    // Changes every 250 ms from 10 s ago, every 4th the twin of the one
+    // before: three syncs 2.5 s apart while they arrive.
+    let arrivals = Arrivals {
+        twins: Some(4),
+        ..Arrivals::every(
+            std::time::SystemTime::now() - Duration::from_secs(10),
+            Duration::from_millis(250),
+        )
+    };
+    let sim = ctx
+        .sim_with(80, &[], |c| {
+            c.profile = Profile::Redcap;
+            c.audit_trail = Some(arrivals.clone());
+        })
+        .await?;
+    let mut codes = Vec::new();
+    for pass in 0..3 {
+        if pass > 0 {
+            tokio::time::sleep(Duration::from_millis(2500)).await;
+        }
+        codes.push(code(&run(ctx, &config, &sim, "sync", &[]).await?));
+    }
+    ctx.check_eq(
+        "exit codes of the three syncs",
+        "[0, 0, 0]".to_string(),
+        format!("{codes:?}"),
+    );
+    let visits = landed_visits(ctx)?;
+    let expected = crate::landed::listed_visits(&arrivals, visits.len() as u32);
+    let twins = visits.windows(2).filter(|w| w[0] == w[1]).count();
+    ctx.check(
+        "changes landed: the first N the server logged, each once, identical rows as two",
+        "every logged change once, at least 50, at least 12 twins",
+        format!(
+            "{} changes, {twins} twins, equal to the server's first {}: {}",
+            visits.len(),
+            visits.len(),
+            visits == expected
+        ),
+        visits == expected && visits.len() >= 50 && twins >= 12,
+    );
+    let requests = sim.requests();
+    let exports: Vec<&str> = requests.iter().filter_map(|r| r.export.as_deref()).collect();
+    ctx.check(
+        "every request is a POST of an export to the API URL, the token in its form body only",
+        "all of them: POST /api/, form token=***&content=version|log",
+        format!(
+            "{} request(s), {} as expected",
+            requests.len(),
+            requests
+                .iter()
+                .filter(|r| r.method == "POST"
+                    && r.path == "/api/"
+                    && r.export
+                        .as_deref()
+                        .is_some_and(|e| e.starts_with("token=***&content=version")
+                            || e.starts_with("token=***&content=log&")))
+                .count()
+        ),
+        !requests.is_empty()
+            && exports.len() == requests.len()
+            && requests.iter().all(|r| r.method == "POST" && r.path == "/api/")
+            && exports.iter().all(|e| {
+                e.starts_with("token=***&content=version") || e.starts_with("token=***&content=log&")
+            }),
+    );
+    let written: String = crate::files::under(&ctx.dir)
+        .iter()
+        .filter(|p| !p.ends_with("simulator-requests.jsonl"))
+        .filter_map(|p| edc_core::no_follow::read_bytes(p).ok())
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .collect();
+    ctx.check(
+        "the token appears in no file the runs wrote (trail, state, landing)",
+        "absent",
+        if written.contains(OQ_TOKEN) {
+            "present"
+        } else {
+            "absent"
+        },
+        !written.contains(OQ_TOKEN),
+    );
+    ctx.attach_run_outputs();
+
+    // A backfill across America/Chicago's fall-back of 1 November 2026:
+    // the wall clock shows 01:00-01:59 twice (CDT, then CST).
+    let origin = humantime::parse_rfc3339("2026-11-01T06:00:00Z")?;
+    let dst = Arrivals {
+        twins: Some(5),
+        ..Arrivals::every(origin, Duration::from_secs(120))
+    };
+    let dst_sim = ctx
+        .sim_with(48, &[], |c| {
+            c.profile = Profile::Redcap;
+            c.audit_trail = Some(dst.clone());
+        })
+        .await?;
+    let dst_config = config.clone();
+    let mut cmd = ctx.command_over(
+        "backfill",
+        &dst_config,
+        &dst_sim,
+        VENDOR,
+        OQ_PASSWORD,
+        &[
+            "--since",
+            "2026-11-01T05:00:00Z",
+            "--until",
+            "2026-11-01T09:00:00Z",
+        ],
+        super::context::Roots {
+            out: &ctx.dir.join("dst/landing"),
+            state: &ctx.dir.join("dst/state"),
+            audit_log: &ctx.dir.join("dst/audit.jsonl"),
+        },
+    );
+    cmd.env("EDC_SYNC_OQ_REDCAP_URL", format!("{}/api/", dst_sim.base_url()));
+    let out = tokio::task::spawn_blocking(move || cmd.output()).await??;
+    ctx.check_eq("exit code of the backfill across the fall-back", 0, code(&out));
+    let manifest = crate::files::under(&ctx.dir.join("dst/landing"))
+        .into_iter()
+        .find(|p| p.ends_with("manifest.jsonl"))
+        .and_then(|p| p.parent().map(std::path::Path::to_path_buf));
+    let rows = match &manifest {
+        Some(dir) => crate::landed::landed_json_records(dir, "")?,
+        None => Vec::new(),
+    };
+    let mut visits: Vec<u32> = rows
+        .iter()
+        .filter_map(|row| {
+            row["details"]
+                .as_str()?
+                .split("visit = '")
+                .nth(1)?
+                .trim_end_matches('\'')
+                .parse()
+                .ok()
+        })
+        .collect();
+    visits.sort_unstable();
+    let repeated_hour = rows
+        .iter()
+        .filter(|r| {
+            r["timestamp"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("2026-11-01 01:"))
+        })
+        .count();
+    ctx.check(
+        "changes of the fall-back night landed (the hour 01:00-01:59 in CDT and in CST)",
+        "all 48, each once, twins included; more than 30 stamped in that hour",
+        format!(
+            "{} changes, equal to the 48 logged: {}; {repeated_hour} in that hour",
+            visits.len(),
+            visits == crate::landed::listed_visits(&dst, 48)
+        ),
+        visits == crate::landed::listed_visits(&dst, 48) && repeated_hour > 30,
+    );
+
+    // A server older than Export Logging (REDCap 10.8.0).
+    let old = ctx.sim_with(5, &[], |c| {
+        c.profile = Profile::Redcap;
+        c.redcap_version = "10.7.9".into();
+    });
+    let old = old.await?;
+    let out = run(ctx, &config, &old, "sync", &[]).await?;
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    ctx.check(
+        "a server without Export Logging: exit 78 naming its version, only the version asked",
+        "78; REDCap 10.7.9 has no Export Logging; 1 request",
+        format!(
+            "{}; {}; {} request(s)",
+            code(&out),
+            stderr.trim(),
+            old.requests().len()
+        ),
+        code(&out) == 78
+            && stderr.contains("REDCap 10.7.9 has no Export Logging")
+            && old.requests().len() == 1,
+    );
+
+    // A banned address: REDCap's 429 "... banned due to suspected abuse".
+    let banned = ctx
+        .sim_with(
+            5,
+            &["2=redcap-error:429:Your IP address (127.0.0.1) has been banned due to suspected abuse."],
+            |c| c.profile = Profile::Redcap,
+        )
+        .await?;
+    let out = run(ctx, &config, &banned, "sync", &[]).await?;
+    let failed = events(ctx, "request_failed")
+        .into_iter()
+        .filter(|e| e["vendor_error"]["kind"] == "banned")
+        .count();
+    ctx.check(
+        "a banned address: exit 76 at once, nothing asked after, the ban audited",
+        "76; 2 requests; 1 request_failed line of kind banned",
+        format!(
+            "{}; {} requests; {failed} line(s)",
+            code(&out),
+            banned.requests().len()
+        ),
+        code(&out) == 76 && banned.requests().len() == 2 && failed == 1,
+    );
+    Ok(())
+}
