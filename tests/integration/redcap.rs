@@ -316,7 +316,13 @@ async fn redcaps_error_bodies_decide_the_step() {
     .await;
     let out = run(&fx, &server).await;
     assert_exit(&out, 65);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("is not valid"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("is not valid"), "{stderr}");
+    // The message names the request as it was sent: a POST of the export.
+    assert!(
+        stderr.contains(&format!("POST {}/api/?content=log&", server.base_url())) && !stderr.contains("GET "),
+        "{stderr}"
+    );
     assert!(fx.events("page_committed").is_empty());
 
     let fx = Fixture::new();

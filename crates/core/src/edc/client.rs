@@ -475,10 +475,12 @@ impl ReadOnlyClient {
     ) -> Result<Reply, FetchError> {
         self.origin.check(url)?;
         self.origin.check(target)?;
-        let credential = self
-            .auth
-            .current()
-            .ok_or_else(|| FetchError::NoCredential { url: url.to_string() })?;
+        // How errors and the reply name the request: its method and URL
+        // (an export's page key, which holds no token).
+        let request_line = format!("{method} {url}");
+        let credential = self.auth.current().ok_or_else(|| FetchError::NoCredential {
+            request: request_line.clone(),
+        })?;
         let mut request = self.client_id(self.http.request(method, target.clone()));
         // A token meant for a form goes in an export's body and nowhere
         // else: a GET or HEAD carries no credential at all.
@@ -510,7 +512,7 @@ impl ReadOnlyClient {
                 return FetchError::Origin(origin_error);
             }
             FetchError::Transport {
-                url: url.to_string(),
+                request: request_line.clone(),
                 detail: describe(&e),
             }
         })?;
@@ -588,14 +590,17 @@ impl ReadOnlyClient {
             meta,
             response,
             max_body_bytes: self.limits.max_body_bytes,
+            request: request_line.clone(),
         };
         if headers_framed_twice {
-            return Err(FetchError::Framing { url: url.to_string() });
+            return Err(FetchError::Framing {
+                request: request_line,
+            });
         }
         // Refuse an oversized body before reading a byte of it.
         if let Some(size) = reply.content_length.filter(|n| *n > self.limits.max_body_bytes) {
             return Err(FetchError::TooLarge {
-                url: url.to_string(),
+                request: request_line,
                 size,
                 limit: self.limits.max_body_bytes,
             });

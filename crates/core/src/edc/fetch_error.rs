@@ -8,25 +8,26 @@ use super::origin::OriginError;
 pub enum FetchError {
     #[error(transparent)]
     Origin(#[from] OriginError),
-    /// Connect failure, timeout, reset: worth a bounded retry.
-    #[error("GET {url}: {detail}")]
-    Transport { url: String, detail: String },
+    /// Connect failure, timeout, reset: worth a bounded retry. `request`
+    /// is the method and URL (`POST https://...`) of every variant here.
+    #[error("{request}: {detail}")]
+    Transport { request: String, detail: String },
     /// The body ended before its Content-Length: worth a bounded retry,
     /// never a commit.
-    #[error("GET {url}: body truncated after {received} of {expected} bytes")]
+    #[error("{request}: body truncated after {received} of {expected} bytes")]
     Truncated {
-        url: String,
+        request: String,
         expected: u64,
         received: u64,
     },
     /// The response is framed two ways (RFC 9112, section 6.3: chunked and
     /// a Content-Length): refused unread, as a possible response-splitting
     /// attempt, never retried as if truncated.
-    #[error("GET {url}: the response has both Transfer-Encoding and Content-Length (RFC 9112, section 6.3); refused unread")]
-    Framing { url: String },
+    #[error("{request}: the response has both Transfer-Encoding and Content-Length (RFC 9112, section 6.3); refused unread")]
+    Framing { request: String },
     /// The body is larger than `http.max_body_bytes`: refused unread.
-    #[error("GET {url}: body of {size} bytes exceeds max_body_bytes ({limit})")]
-    TooLarge { url: String, size: u64, limit: u64 },
+    #[error("{request}: body of {size} bytes exceeds max_body_bytes ({limit})")]
+    TooLarge { request: String, size: u64, limit: u64 },
     /// Writing the body where it lands failed (exit 74).
     #[error("writing the body of {url}: {error}")]
     Sink { url: String, error: std::io::Error },
@@ -40,8 +41,8 @@ pub enum FetchError {
     #[error(transparent)]
     NotAnExport(#[from] super::vendor::redcap::export::NotAnExport),
     /// No credential is held (the page loop obtains one before a request).
-    #[error("GET {url}: no credential has been obtained yet")]
-    NoCredential { url: String },
+    #[error("{request}: no credential has been obtained yet")]
+    NoCredential { request: String },
 }
 
 impl FetchError {

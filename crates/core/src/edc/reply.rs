@@ -57,6 +57,8 @@ pub struct Reply {
     pub meta: ResponseMeta,
     pub(super) response: reqwest::Response,
     pub(super) max_body_bytes: u64,
+    /// The request's method and URL, for errors (`POST https://...`).
+    pub(super) request: String,
 }
 
 impl std::ops::Deref for Reply {
@@ -96,6 +98,7 @@ impl Reply {
     /// body shorter than its Content-Length.
     pub async fn stream_into(mut self, sink: &mut impl Write) -> Result<BodyDigest, FetchError> {
         let url = self.meta.url.to_string();
+        let request = self.request.clone();
         let mut hasher = Sha256::new();
         let mut bytes: u64 = 0;
         loop {
@@ -105,12 +108,12 @@ impl Reply {
                 Err(e) => {
                     return Err(match self.meta.content_length {
                         Some(expected) if bytes < expected && !timed_out(&e) => FetchError::Truncated {
-                            url,
+                            request,
                             expected,
                             received: bytes,
                         },
                         _ => FetchError::Transport {
-                            url,
+                            request,
                             detail: describe(&e),
                         },
                     })
@@ -119,7 +122,7 @@ impl Reply {
             bytes += chunk.len() as u64;
             if bytes > self.max_body_bytes {
                 return Err(FetchError::TooLarge {
-                    url,
+                    request,
                     size: bytes,
                     limit: self.max_body_bytes,
                 });
@@ -133,7 +136,7 @@ impl Reply {
         if let Some(expected) = self.meta.content_length {
             if bytes != expected {
                 return Err(FetchError::Truncated {
-                    url,
+                    request,
                     expected,
                     received: bytes,
                 });

@@ -2,7 +2,7 @@
 //! function of the status, the vendor's verdict on the body and whether the
 //! credential can be renewed, so every branch is unit-tested without I/O.
 
-use reqwest::{StatusCode, Url};
+use reqwest::StatusCode;
 
 use crate::edc::vendor::{VendorError, VendorErrorKind};
 
@@ -29,7 +29,7 @@ pub(super) fn classify(
     status: StatusCode,
     vendor: Option<VendorError>,
     renewable: bool,
-    url: &Url,
+    request: &str,
 ) -> Verdict {
     // A ban is not a throttle, though it comes as a 429: waiting cannot
     // lift it, and asking again keeps the address banned.
@@ -57,9 +57,9 @@ pub(super) fn classify(
         return Verdict::Renew(format!("HTTP {}", status.as_u16()));
     }
     if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
-        return Verdict::Refused(format!("GET {url} answered {status}"));
+        return Verdict::Refused(format!("{request} answered {status}"));
     }
-    Verdict::Failed(format!("GET {url} answered {status}"))
+    Verdict::Failed(format!("{request} answered {status}"))
 }
 
 #[cfg(test)]
@@ -67,8 +67,12 @@ mod tests {
     use super::*;
 
     fn judge(code: u16, renewable: bool) -> Verdict {
-        let url = Url::parse("https://edc.example/api/x").unwrap();
-        classify(StatusCode::from_u16(code).unwrap(), None, renewable, &url)
+        classify(
+            StatusCode::from_u16(code).unwrap(),
+            None,
+            renewable,
+            "GET https://edc.example/api/x",
+        )
     }
 
     #[test]
@@ -80,13 +84,14 @@ mod tests {
         assert!(matches!(judge(401, true), Verdict::Renew(r) if r == "HTTP 401"));
         assert!(matches!(judge(401, false), Verdict::Refused(_)));
         assert!(matches!(judge(403, true), Verdict::Refused(d) if d.contains("403")));
-        assert!(matches!(judge(404, false), Verdict::Failed(d) if d.contains("https://edc.example/api/x")));
+        assert!(
+            matches!(judge(404, false), Verdict::Failed(d) if d == "GET https://edc.example/api/x answered 404 Not Found")
+        );
         assert!(matches!(judge(400, true), Verdict::Failed(_)));
     }
 
     #[test]
     fn a_5xx_with_an_error_document_is_retried_a_4xx_is_not() {
-        let url = Url::parse("https://edc.example/api/x").unwrap();
         let error = |kind| VendorError {
             kind,
             code: "RWS00100".into(),
@@ -97,7 +102,7 @@ mod tests {
                 StatusCode::from_u16(code).unwrap(),
                 Some(error(kind)),
                 false,
-                &url,
+                "GET https://edc.example/api/x",
             )
         };
         assert!(matches!(judge(500, VendorErrorKind::Other), Verdict::Retry(r) if r.contains("RWS00100")));

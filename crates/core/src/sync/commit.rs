@@ -156,7 +156,10 @@ impl PageCommit {
             ..RequestFailed::default()
         });
         match recorded {
-            Ok(_) => stream.rejected(format!("GET {url}: {invalid}; nothing was committed")),
+            Ok(_) => stream.rejected(format!(
+                "{}: {invalid}; nothing was committed",
+                stream.job.request_line(url)
+            )),
             Err(e) => e.into(),
         }
     }
@@ -542,8 +545,9 @@ impl PageCommit {
         let meta = reply.meta.clone();
         if let Some(encoding) = reply.content_encoding.as_deref() {
             let reason = format!(
-                "GET {url}: the body is Content-Encoding: {encoding}, which was not asked for (requests \
-                 send Accept-Encoding: identity); nothing was committed"
+                "{}: the body is Content-Encoding: {encoding}, which was not asked for (requests send \
+                 Accept-Encoding: identity); nothing was committed",
+                stream.job.request_line(url)
             );
             stream.failed(req, Some(&meta), None, reason.clone()).await?;
             return Err(stream.rejected(reason));
@@ -555,7 +559,8 @@ impl PageCommit {
             };
             if !ct.to_ascii_lowercase().contains(expected) {
                 let reason = format!(
-                    "GET {url}: Content-Type {ct:?} is not {expected} (delta.format); nothing was committed"
+                    "{}: Content-Type {ct:?} is not {expected} (delta.format); nothing was committed",
+                    stream.job.request_line(url)
                 );
                 stream.failed(req, Some(&meta), None, reason.clone()).await?;
                 return Err(stream.rejected(reason));

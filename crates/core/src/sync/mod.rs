@@ -102,6 +102,16 @@ pub(crate) struct StreamJob<P: Pacer> {
     pub redis: Option<quota_pacer::RedisPacer>,
 }
 
+impl<P: Pacer> StreamJob<P> {
+    /// A data request as the audit trail and messages name it: its method
+    /// and URL (a VQL query and a REDCap export are POSTs; the page key of
+    /// an export is the API URL with its form fields, never the token).
+    pub(crate) fn request_line(&self, url: &Url) -> String {
+        let posts = self.delta.vql.is_some() || self.client.exports_by_form();
+        format!("{} {url}", if posts { "POST" } else { "GET" })
+    }
+}
+
 /// How one request attempt ended.
 enum Attempt {
     /// A page was committed; `None` next means the window is complete.
@@ -354,7 +364,10 @@ impl<P: Pacer> Loop<'_, P> {
                 Attempt::Renew { reason, .. } => {
                     return Err(SyncError::Permission {
                         stream: self.stream.name.clone(),
-                        detail: format!("GET {url}: the renewed credential was refused too ({reason})"),
+                        detail: format!(
+                            "{}: the renewed credential was refused too ({reason})",
+                            self.stream.job.request_line(url)
+                        ),
                         hint: self.stream.job.policy.auth.hint(),
                     });
                 }
@@ -449,7 +462,12 @@ impl<P: Pacer> Loop<'_, P> {
                 (body, error)
             }
         };
-        let verdict = classify(meta.status, vendor, job.client.renewable(), url);
+        let verdict = classify(
+            meta.status,
+            vendor,
+            job.client.renewable(),
+            &job.request_line(url),
+        );
         if let Verdict::Vendor(error) = &verdict {
             // Read whole (a capped read would not be the answer's hash).
             if error.kind == vendor::VendorErrorKind::NoItems && body.len() < ERROR_BODY_CAP {

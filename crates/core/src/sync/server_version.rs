@@ -84,7 +84,12 @@ async fn ask<P: Pacer>(
             meta.status.as_u16()
         ),
     };
-    match classify(meta.status, vendor, job.client.renewable(), &probe) {
+    match classify(
+        meta.status,
+        vendor,
+        job.client.renewable(),
+        &format!("POST {probe}"),
+    ) {
         Verdict::Throttled => {
             stream.throttled(&asked, &meta, None).await?;
             Err(later(stream))

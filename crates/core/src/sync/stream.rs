@@ -490,14 +490,19 @@ impl<'a, P: Pacer> Stream<'a, P> {
             }),
             VendorErrorKind::Throttled => self.throttled(req, meta, Some(error)).await,
             VendorErrorKind::Permission | VendorErrorKind::InvalidSession => {
-                let detail = format!("GET {url} answered HTTP {} with {error}", meta.status.as_u16());
+                let detail = format!(
+                    "{} answered HTTP {} with {error}",
+                    self.job.request_line(url),
+                    meta.status.as_u16()
+                );
                 self.refused(req, meta, Some(error), detail).await
             }
             VendorErrorKind::Banned => {
                 let detail = format!(
-                    "GET {url} answered HTTP {} with {error}: the EDC has banned this host's address; no request \
+                    "{} answered HTTP {} with {error}: the EDC has banned this host's address; no request \
                      will succeed, for any user behind this address, until its administrator lifts the ban \
                      (REDCap: Control Center); stop the schedule and lower the policy's rate before resuming",
+                    self.job.request_line(url),
                     meta.status.as_u16()
                 );
                 self.failed(req, Some(meta), Some(error), detail.clone()).await?;
@@ -511,7 +516,8 @@ impl<'a, P: Pacer> Stream<'a, P> {
             // that was not (its answer larger than the cap) stops too.
             VendorErrorKind::NoItems | VendorErrorKind::Other => {
                 let reason = format!(
-                    "GET {url} answered HTTP {} with the vendor error {error}; nothing was committed",
+                    "{} answered HTTP {} with the vendor error {error}; nothing was committed",
+                    self.job.request_line(url),
                     meta.status.as_u16()
                 );
                 self.failed(req, Some(meta), Some(error), reason.clone()).await?;
