@@ -92,9 +92,11 @@ impl Precision {
     }
 }
 
-/// How far before a window's start its DST fall-backs are looked for when
-/// the window has no start (a stream's first run): one repeated hour.
-const FIRST_WINDOW_FOLD_SPAN: jiff::SignedDuration = jiff::SignedDuration::from_hours(2);
+/// How far from a window's edge a DST fall-back can reach its wall times:
+/// two hours, longer than any zone's repeated span (an hour; half an hour
+/// on Lord Howe Island). Fall-backs are looked for this far after an
+/// aligned start, and this far before the end of a window with no start.
+const FOLD_REACH: jiff::SignedDuration = jiff::SignedDuration::from_hours(2);
 
 impl Zone {
     /// The instant (RFC 3339, UTC) of a server-local wall time
@@ -126,17 +128,13 @@ impl Zone {
     /// ([`Zone::wall_bounds`]): the start moves back to it, so the
     /// lookback's memory holds every record that request can bring back.
     pub fn wall_start(&self, start: &str, precision: Precision) -> Result<String, String> {
-        let ts = instant(start)?;
-        let shown = truncated(self.wall(ts), precision)
-            .checked_sub(precision.unit())
-            .map_err(|e| format!("the window start {start}: {e}"))?;
+        let mut shown = before_unit(self.wall(instant(start)?), precision);
         let aligned = self.earliest(shown, start)?;
         let reach = aligned
-            .checked_add(FIRST_WINDOW_FOLD_SPAN)
+            .checked_add(FOLD_REACH)
             .map_err(|e| format!("the window start {start}: {e}"))?;
-        let mut shown = shown;
         for (_, after) in self.fall_backs(aligned, reach) {
-            shown = shown.min(truncated(after, precision) - precision.unit());
+            shown = shown.min(before_unit(after, precision));
         }
         Ok(self.earliest(shown, start)?.to_string())
     }
@@ -161,14 +159,14 @@ impl Zone {
         let from = match start_ts {
             Some(s) => s,
             None => end_ts
-                .checked_sub(FIRST_WINDOW_FOLD_SPAN)
+                .checked_sub(FOLD_REACH)
                 .map_err(|e| format!("the window end {end}: {e}"))?,
         };
         let mut begin = start_ts.map(|s| truncated(self.wall(s), precision));
         let mut last = truncated(self.wall(end_ts), precision);
         for (before, after) in self.fall_backs(from, end_ts) {
-            begin = begin.map(|b| b.min(truncated(after, precision) - precision.unit()));
-            last = last.max(truncated(before, precision) + precision.unit());
+            begin = begin.map(|b| b.min(before_unit(after, precision)));
+            last = last.max(after_unit(before, precision));
         }
         let show = |dt: DateTime| dt.strftime(precision.pattern()).to_string();
         Ok((begin.map(show), show(last)))
@@ -219,6 +217,18 @@ fn instant(at: &str) -> Result<Timestamp, String> {
     at.trim()
         .parse()
         .map_err(|_| format!("{at:?} is not an RFC 3339 instant"))
+}
+
+/// The unit before the one `dt` falls in (itself at the calendar's start).
+fn before_unit(dt: DateTime, precision: Precision) -> DateTime {
+    let unit = truncated(dt, precision);
+    unit.checked_sub(precision.unit()).unwrap_or(unit)
+}
+
+/// The unit after the one `dt` falls in (itself at the calendar's end).
+fn after_unit(dt: DateTime, precision: Precision) -> DateTime {
+    let unit = truncated(dt, precision);
+    unit.checked_add(precision.unit()).unwrap_or(unit)
 }
 
 /// `dt` cut to whole `precision` units.
