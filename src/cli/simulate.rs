@@ -126,7 +126,10 @@ Profiles (--profile):
             minutes before the simulator started) as Export Logging: a JSON array,
             newest first, timestamps YYYY-MM-DD HH:MM in America/Chicago, between
             beginTime and endTime (inclusive) of the logtype asked; every export
-            it answers is logged too (logtype export).
+            it answers is logged too (logtype export). content=record exports
+            the same changes as records (format=json, type=flat): a baseline row
+            and a repeating visit row per change, by dateRangeBegin/dateRangeEnd
+            (YYYY-MM-DD HH:MM:SS), records[N] and fields[N].
   Every response carries Date from the simulator's clock (--clock-skew-s).
 
 Endpoints:
@@ -139,7 +142,7 @@ Endpoints:
       /api/v24.1/query/ID
   GET /RaveWebServices/datasets/ClinicalAuditRecords.odm?studyoid=S&startid=N&per_page=M
       Rave-style ODM 1.3 audit records; next page in a Link header
-  POST /api/ with content=version|log   (redcap profile) REDCap's one endpoint
+  POST /api/ with content=version|log|record   (redcap profile) REDCap's one endpoint
   POST is accepted only at --login-path and the VQL query path (vault profile),
   at /oauth/token (castor profile) and at /api/ (redcap profile, POST only);
   other methods get 405.

@@ -108,6 +108,10 @@ pub struct SimConfig {
     /// Redcap profile: `beginTime`/`endTime` are strict ("after",
     /// "before"); inclusive otherwise.
     pub redcap_exclusive_bounds: bool,
+    /// Redcap profile: this record is deleted once an id list (an export
+    /// of `fields[]`) has been answered: deleted between the list and its
+    /// batch.
+    pub redcap_delete_after_list: Option<u32>,
 }
 
 impl Default for SimConfig {
@@ -148,6 +152,7 @@ impl Default for SimConfig {
             redcap_version: vendor::redcap::VERSION.into(),
             server_zone: "America/Chicago".into(),
             redcap_exclusive_bounds: false,
+            redcap_delete_after_list: None,
         }
     }
 }
@@ -188,6 +193,7 @@ impl Simulator {
             tokens: Default::default(),
             queries: Default::default(),
             redcap_exports: Default::default(),
+            redcap_deleted: Default::default(),
             log: log.clone(),
         });
         let (tx, mut rx) = oneshot::channel();

@@ -54,6 +54,9 @@ pub struct State {
     /// Redcap profile: when each export was answered (ms since the
     /// epoch), logged as REDCap logs an API export.
     pub redcap_exports: Mutex<Vec<i64>>,
+    /// Redcap profile: the records deleted so far
+    /// (`SimConfig::redcap_delete_after_list`).
+    pub redcap_deleted: Mutex<std::collections::BTreeSet<u32>>,
     pub log: RequestLog,
 }
 
@@ -439,7 +442,24 @@ async fn decide(
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .clone();
-                let (status, content_type, body) = vendor::redcap::export(&state.config, &fields, now, &own);
+                let deleted = state
+                    .redcap_deleted
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone();
+                let (status, content_type, body) =
+                    vendor::redcap::export(&state.config, &fields, now, &own, &deleted);
+                // A record deleted once an id list has named it: the batch
+                // that asks for it next finds it gone.
+                let id_list = fields.get("content").is_some_and(|c| c == "record")
+                    && fields.keys().any(|k| k.starts_with("fields["));
+                if let (true, Some(id)) = (id_list, state.config.redcap_delete_after_list) {
+                    state
+                        .redcap_deleted
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(id);
+                }
                 if status.is_success() && fields.get("content").is_some_and(|c| c != "version") {
                     let ms = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
                     state
