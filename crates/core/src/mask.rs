@@ -92,13 +92,13 @@ impl Masker {
         while i < text.len() {
             let at_boundary = i == 0 || matches!(bytes[i - 1], b'?' | b'&');
             let hit = at_boundary.then(|| self.param_at(bytes, i)).flatten();
-            let Some(param) = hit else {
+            let Some(equals) = hit else {
                 let ch = text[i..].chars().next().map_or(1, char::len_utf8);
                 out.push_str(&text[i..i + ch]);
                 i += ch;
                 continue;
             };
-            let value_start = i + param.len() + 1;
+            let value_start = equals + 1;
             let value_end = text[value_start..]
                 .find(|c: char| matches!(c, '&' | '"' | '\'' | ')' | '>' | ',' | '#') || c.is_whitespace())
                 .map_or(text.len(), |n| value_start + n);
@@ -130,9 +130,10 @@ impl Masker {
     pub(crate) fn leaves_alone(&self, json: &str) -> bool {
         let bytes = json.as_bytes();
         !memchr::memchr_iter(b'=', bytes).any(|equals| {
+            let name_end = before_index(bytes, equals);
             self.params.iter().any(|p| {
                 // [`Self::params_in`]'s boundaries, and a quote: a string's start.
-                equals.checked_sub(p.len()).is_some_and(|i| {
+                name_end.checked_sub(p.len()).is_some_and(|i| {
                     (i == 0 || matches!(bytes[i - 1], b'?' | b'&' | b'"'))
                         && self.param_at(bytes, i).is_some()
                 })
@@ -140,13 +141,16 @@ impl Masker {
         })
     }
 
-    /// The identifier parameter `text` names at byte `i`: its name in any
-    /// ASCII case, then `=`.
-    fn param_at(&self, text: &[u8], i: usize) -> Option<&String> {
-        self.params.iter().find(|p| {
-            text.get(i..i + p.len())
-                .is_some_and(|name| name.eq_ignore_ascii_case(p.as_bytes()))
-                && text.get(i + p.len()) == Some(&b'=')
+    /// The identifier parameter `text` names at byte `i`, in any ASCII
+    /// case, with or without an array index (`records[0]`, or encoded
+    /// `records%5B0%5D`: REDCap's list of record ids): where its `=` is.
+    fn param_at(&self, text: &[u8], i: usize) -> Option<usize> {
+        self.params.iter().find_map(|p| {
+            let end = i + p.len();
+            let named = text
+                .get(i..end)
+                .is_some_and(|name| name.eq_ignore_ascii_case(p.as_bytes()));
+            named.then(|| after_index(text, end)).flatten()
         })
     }
 
@@ -213,6 +217,56 @@ fn is_structured(key: &str) -> bool {
 static GLOBAL: std::sync::RwLock<Option<Masker>> = std::sync::RwLock::new(None);
 
 /// Makes `masker` the one stderr output goes through.
+/// The two spellings of an array index's brackets: as written, and as a
+/// URL's query encodes them.
+const BRACKETS: [(&[u8], &[u8]); 2] = [(b"[", b"]"), (b"%5B", b"%5D")];
+
+/// Where the `=` is after a name ending at `end`: right there, or after an
+/// array index of digits (`[0]`, `%5B0%5D`).
+fn after_index(text: &[u8], end: usize) -> Option<usize> {
+    if text.get(end) == Some(&b'=') {
+        return Some(end);
+    }
+    BRACKETS.iter().find_map(|(open, close)| {
+        let digits_at = end + open.len();
+        let opened = text
+            .get(end..digits_at)
+            .is_some_and(|o| o.eq_ignore_ascii_case(open));
+        let digits = text
+            .get(digits_at..)?
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        let closed_at = digits_at + digits;
+        let equals = closed_at + close.len();
+        let closed = text
+            .get(closed_at..equals)
+            .is_some_and(|c| c.eq_ignore_ascii_case(close));
+        (opened && digits > 0 && closed && text.get(equals) == Some(&b'=')).then_some(equals)
+    })
+}
+
+/// Where a name ends that an `=` at `equals` follows: before its array
+/// index, if it has one (the reverse of [`after_index`]).
+fn before_index(text: &[u8], equals: usize) -> usize {
+    BRACKETS
+        .iter()
+        .find_map(|(open, close)| {
+            let closed_at = equals.checked_sub(close.len())?;
+            if !text[closed_at..equals].eq_ignore_ascii_case(close) {
+                return None;
+            }
+            let digits = text[..closed_at]
+                .iter()
+                .rev()
+                .take_while(|b| b.is_ascii_digit())
+                .count();
+            let name_end = (closed_at - digits).checked_sub(open.len())?;
+            (digits > 0 && text[name_end..closed_at - digits].eq_ignore_ascii_case(open)).then_some(name_end)
+        })
+        .unwrap_or(equals)
+}
+
 pub(crate) fn set_global(masker: Masker) {
     *GLOBAL.write().unwrap_or_else(|p| p.into_inner()) = Some(masker);
 }
@@ -245,6 +299,26 @@ impl std::io::Write for MaskedStderr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_array_parameter_is_masked_like_its_name() {
+        let m = Masker::new(b"k", &["records".to_string()]);
+        let url =
+            "https://redcap.example/api/?content=record&records%5B0%5D=1001&records%5B1%5D=1002&recordsx=3";
+        let masked = m.text(url);
+        assert_eq!(
+            masked,
+            format!(
+                "https://redcap.example/api/?content=record&records%5B0%5D={}&records%5B1%5D={}&recordsx=3",
+                m.mask("1001"),
+                m.mask("1002")
+            )
+        );
+        assert!(!m.leaves_alone(&format!("\"{url}\"")));
+        assert!(m.leaves_alone("\"https://redcap.example/api/?records%5B%5D=1&recordsx=3\""));
+        assert_eq!(m.text("records[12]=7"), format!("records[12]={}", m.mask("7")));
+        assert_eq!(m.text("records[x]=7"), "records[x]=7");
+    }
 
     fn masker() -> Masker {
         Masker::new(b"k", &DEFAULT_PARAMS.map(String::from))
