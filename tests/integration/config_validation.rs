@@ -816,6 +816,37 @@ fn a_policy_that_starts_with_a_byte_order_mark_validates() {
     assert_eq!(out.code, 0, "{}", out.stderr);
 }
 
+/// REDCap's records name their id field; its batch keys mean nothing to
+/// other pagings, and a record carries no cursor.
+#[test]
+fn redcap_records_name_their_id_field() {
+    assert_rejected(
+        &example_with(
+            "        record_id_field: record_id     # the project's first field\n",
+            "",
+        ),
+        &["redcap.streams.records.delta.record_id_field: required key is missing (paging: redcap_records"],
+    );
+    assert_rejected(
+        &example_with("        batch_size: 100\n", "        batch_size: 5000\n"),
+        &["redcap.streams.records.delta.batch_size"],
+    );
+    assert_rejected(
+        &example_with(
+            "        record_id_field: record_id     # the project's first field\n",
+            "        record_id_field: record_id\n        cursor_field: record_id\n",
+        ),
+        &["redcap.streams.records.delta.cursor_field: not used with paging: redcap_records"],
+    );
+    assert_rejected(
+        &example_with(
+            "    paging: whole_window\n",
+            "    paging: whole_window\n    batch_size: 10\n",
+        ),
+        &["redcap.delta.batch_size: only used with paging: redcap_records"],
+    );
+}
+
 /// `delta.cursor_kind` is one of three kinds, and means something only for
 /// JSON (an ODM cursor is the SourceID).
 #[test]

@@ -203,15 +203,15 @@ async fn polling_the_log_does_not_read_the_products_own_exports() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_version_is_asked_once_a_run() {
     let fx = Fixture::new();
-    // The fixture's own block ends where vault_newest begins (edit_policies
+    // The fixture's own block ends where redcap_records begins (edit_policies
     // changes the first match, and oq_redcap comes first in the file).
     let ours = "      logtype: record\n    window:\n      end_param: endTime\n      format: local_minute\n      \
-                settle_lag_s: 1\n    lookback:\n      seconds: 120\n      identical_records: distinct\nvault_newest:";
+                settle_lag_s: 1\n    lookback:\n      seconds: 120\n      identical_records: distinct\nredcap_records:";
     fx.edit_policies(
         ours,
         "    window:\n      end_param: endTime\n      format: local_minute\n      settle_lag_s: 1\n    lookback:\n      \
          seconds: 120\n      identical_records: distinct\n  streams:\n    changes:\n      query:\n        logtype: \
-         record\n    exports:\n      query:\n        logtype: export\nvault_newest:",
+         record\n    exports:\n      query:\n        logtype: export\nredcap_records:",
     );
     let server = redcap(10, &[], |_| {}).await;
     let out = run_with(&fx, &server, 0, &["--all-streams", "--allow-dirty"]).await;
@@ -331,4 +331,117 @@ async fn redcaps_error_bodies_decide_the_step() {
     assert_exit(&out, 0);
     assert_eq!(fx.events("retry_scheduled").len(), 1);
     assert_eq!(landed_rows(&fx).values().sum::<usize>(), 40);
+}
+
+/// A sync of `redcap_records` against `server`'s API URL.
+async fn run_records(fx: &Fixture, server: &Simulator) -> Output {
+    let mut cmd = fx.sync("redcap_records", server, PASSWORD);
+    cmd.env("EDC_SYNC_TEST_TOKEN", TOKEN)
+        .env("EDC_SYNC_TEST_BASE_URL", format!("{}/api/", server.base_url()));
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
+}
+
+/// The rows of whole records the records stream landed as new (the id
+/// lists, landed too, hold the record id and row keys only).
+fn landed_record_rows(fx: &Fixture) -> Vec<serde_json::Value> {
+    let mut rows = Vec::new();
+    let dir = fx.path("landing/redcap_records/-/Mediflex(Prod)/-/default");
+    for line in fx.events("page_committed") {
+        let Some(file) = line["landing_file"].as_str() else {
+            continue;
+        };
+        let repeated: Vec<u64> = line["repeated"]
+            .as_array()
+            .map(|r| r.iter().filter_map(|p| p.as_u64()).collect())
+            .unwrap_or_default();
+        let page: Vec<serde_json::Value> =
+            serde_json::from_slice(&std::fs::read(std::path::Path::new(&dir).join(file)).unwrap()).unwrap();
+        for (position, row) in page.into_iter().enumerate() {
+            if !repeated.contains(&(position as u64)) && row.get("visit_change").is_some() {
+                rows.push(row);
+            }
+        }
+    }
+    rows
+}
+
+/// Growing syncs of REDCap's records: each window lists the ids changed in
+/// it, then reads them whole in batches; every change to a record (a visit
+/// row of its repeating instrument) is landed exactly once across runs,
+/// and no request is anything but a read export.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_are_read_by_id_list_then_batches_and_every_change_lands_once() {
+    let fx = Fixture::new();
+    // 40 changes to 7 records, every 250 ms from 5 s ago: they keep
+    // arriving through the first syncs.
+    let server = sim(Profile::Redcap, 40, &[], |c| {
+        c.audit_trail = Some(Arrivals::every(
+            SystemTime::now() - Duration::from_secs(5),
+            Duration::from_millis(250),
+        ));
+    })
+    .await;
+    for pause in [0, 2, 2, 4] {
+        tokio::time::sleep(Duration::from_secs(pause)).await;
+        assert_exit(&run_records(&fx, &server).await, 0);
+    }
+    let rows = landed_record_rows(&fx);
+    let mut changes: Vec<u64> = rows
+        .iter()
+        .filter(|r| r["redcap_repeat_instrument"] == "visit")
+        .map(|r| r["visit_change"].as_str().unwrap().parse().unwrap())
+        .collect();
+    changes.sort_unstable();
+    // A batch brings a record whole, its earlier visits too; within the
+    // lookback's memory (all of this test) they are recognised, so every
+    // change lands exactly once.
+    assert_eq!(changes, (1..=40).collect::<Vec<u64>>(), "every change once");
+    // The id lists asked for the record id only, with the window's range;
+    // the batches for at most 3 records each, with no range.
+    let exports: Vec<String> = server.requests().into_iter().filter_map(|r| r.export).collect();
+    let lists: Vec<&String> = exports
+        .iter()
+        .filter(|e| e.contains("fields%5B0%5D=record_id"))
+        .collect();
+    assert_eq!(lists.len(), 4, "{exports:?}");
+    assert!(lists
+        .iter()
+        .all(|e| e.contains("dateRangeEnd=") && e.contains("content=record")));
+    let batches: Vec<&String> = exports.iter().filter(|e| e.contains("records%5B0%5D=")).collect();
+    assert!(!batches.is_empty());
+    assert!(batches
+        .iter()
+        .all(|e| !e.contains("records%5B3%5D") && !e.contains("dateRange") && !e.contains("fields")));
+    // The record ids in the audit trail are masked.
+    let committed = fx.events("page_committed");
+    let batch_lines: Vec<&serde_json::Value> = committed
+        .iter()
+        .filter(|l| l["url"].as_str().unwrap().contains("records%5B0%5D="))
+        .collect();
+    assert!(!batch_lines.is_empty());
+    assert!(batch_lines
+        .iter()
+        .all(|l| l["url"].as_str().unwrap().contains("records%5B0%5D=masked-")));
+    assert!(verify(&fx.path("audit.jsonl")).unwrap().intact());
+}
+
+/// A record deleted between the id list and its batch is audited as
+/// vanished (its id masked), never skipped silently; the run goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_deleted_between_its_id_list_and_its_batch_is_audited() {
+    let fx = Fixture::new();
+    let server = redcap(20, &[], |c| c.redcap_delete_after_list = Some(3)).await;
+    let out = run_records(&fx, &server).await;
+    assert_exit(&out, 0);
+    let vanished = fx.events("records_vanished");
+    assert_eq!(vanished.len(), 1, "{vanished:?}");
+    assert_eq!(vanished[0]["asked"], 3);
+    let missing = vanished[0]["missing"].as_array().unwrap();
+    assert_eq!(missing.len(), 1);
+    assert!(missing[0].as_str().unwrap().starts_with("masked-"), "{missing:?}");
+    let rows = landed_record_rows(&fx);
+    assert!(rows.iter().all(|r| r["record_id"] != "3"));
+    assert!(rows.iter().any(|r| r["record_id"] == "4"));
 }

@@ -271,6 +271,16 @@ pub(crate) fn set_global(masker: Masker) {
     *GLOBAL.write().unwrap_or_else(|p| p.into_inner()) = Some(masker);
 }
 
+/// A whole identifier (a record id, not a `name=value`) masked by the
+/// current run's masker; before a run, by a masker of no key, so an
+/// identifier never appears in clear.
+pub(crate) fn global_mask(value: &str) -> String {
+    match GLOBAL.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        Some(m) => m.mask(value),
+        None => Masker::new(b"", &[]).mask(value),
+    }
+}
+
 /// `text` masked by the current run's masker (unchanged before a run).
 pub fn global_text(text: &str) -> String {
     match GLOBAL.read().unwrap_or_else(|p| p.into_inner()).as_ref() {

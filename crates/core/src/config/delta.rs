@@ -16,7 +16,13 @@ const NOT_WITH_COLLECTION: &str =
 /// (Castor's, as castoredc_api and Airbyte's source-castor-edc send it).
 const DEFAULT_PAGE_PARAM: &str = "page";
 
-const DELTA_KEYS: [&str; 18] = [
+/// Records a REDCap batch asks for when the policy names no size (REDCapR
+/// `redcap_read` reads 100 records a batch by default).
+const DEFAULT_BATCH_SIZE: i64 = 100;
+
+const DELTA_KEYS: [&str; 20] = [
+    "record_id_field",
+    "batch_size",
     "collection",
     "lookback",
     "page_param",
@@ -91,13 +97,13 @@ pub(super) fn delta(
         let s = string(report, &p, n)?;
         match s {
             "json_next" | "link_header" | "page_number" | "rave_startid" | "rave_dataset"
-            | "whole_window" => Some(s),
+            | "whole_window" | "redcap_records" => Some(s),
             other => {
                 report.add(
                     &p,
                     format!(
                         "must be one of json_next, link_header, page_number, rave_startid, rave_dataset, \
-                         whole_window; got {other:?}"
+                         whole_window, redcap_records; got {other:?}"
                     ),
                 );
                 None
@@ -135,10 +141,27 @@ pub(super) fn delta(
     // A Rave study dataset is one document a run, a whole window one
     // document a window: nothing to page by.
     let is_dataset = paging_name == Some("rave_dataset");
-    let one_document = is_dataset || paging_name == Some("whole_window");
+    let is_batches = paging_name == Some("redcap_records");
+    let one_document = is_dataset || is_batches || paging_name == Some("whole_window");
     let one_document_why = match paging_name {
         Some("whole_window") => "not used with paging: whole_window (a window is one document)",
+        Some("redcap_records") => "not used with paging: redcap_records (its pages are batches: batch_size)",
         _ => "not used with paging: rave_dataset (a study dataset is one document)",
+    };
+    // REDCap's records: the ids changed in a window, then batches of them.
+    let record_id_field_path = f.child("record_id_field");
+    let record_id_field = match f.optional("record_id_field") {
+        Some((p, n)) => string(report, &p, n).map(|s| Some(s.to_string())),
+        None => Some(None),
+    };
+    let batch_size_path = f.child("batch_size");
+    let batch_size = or_default(f.optional("batch_size"), DEFAULT_BATCH_SIZE, |p, n| {
+        integer(report, p, n, 1, 1000)
+    });
+    let batch_keys_given = match (&record_id_field, f.optional("batch_size")) {
+        (Some(Some(_)), _) => Some(record_id_field_path.clone()),
+        (_, Some(_)) => Some(batch_size_path.clone()),
+        _ => None,
     };
     let param = |f: &mut Fields, report: &mut Report, key: &str| {
         if is_vql {
@@ -165,6 +188,13 @@ pub(super) fn delta(
     let cursor_field = match f.optional("cursor_field") {
         Some((p, _)) if is_collection => {
             report.add(&p, NOT_WITH_COLLECTION);
+            None
+        }
+        Some((p, _)) if is_batches => {
+            report.add(
+                &p,
+                "not used with paging: redcap_records (a record carries no time: the window's date range finds it)",
+            );
             None
         }
         Some((p, n)) => string(report, &p, n).map(|s| Some(s.to_string())),
@@ -262,6 +292,24 @@ pub(super) fn delta(
         }
         ("rave_dataset", PayloadFormat::Odm) => Paging::RaveDataset,
         ("whole_window", PayloadFormat::Json) => Paging::WholeWindow,
+        ("redcap_records", PayloadFormat::Json) => match (record_id_field.clone()?, batch_size?) {
+            (Some(id_field), size) => Paging::RedcapRecords {
+                id_field,
+                batch_size: u32::try_from(size).ok()?,
+            },
+            (None, _) => {
+                report.add(
+                    &record_id_field_path,
+                    "required key is missing (paging: redcap_records lists the ids changed in a window by this \
+                     field, the project's first, such as record_id)",
+                );
+                return None;
+            }
+        },
+        ("redcap_records", PayloadFormat::Odm) => {
+            report.add(&paging_path, "redcap_records paging needs format: json");
+            return None;
+        }
         ("whole_window", PayloadFormat::Odm) => {
             report.add(&paging_path, "whole_window paging needs format: json");
             return None;
@@ -277,6 +325,9 @@ pub(super) fn delta(
         }
         _ => Paging::LinkHeader,
     };
+    if let Some(given) = batch_keys_given.filter(|_| !is_batches) {
+        report.add(&given, "only used with paging: redcap_records");
+    }
     if page_param.is_some() && !matches!(paging, Paging::PageNumber { .. }) {
         report.add(&page_param_path, "only used with paging: page_number");
     }
@@ -319,7 +370,7 @@ pub(super) fn delta(
         if records_pointer.is_none() {
             report.add(&records_pointer_path, "required key is missing (format: json)");
         }
-        if cursor_field.is_none() && collection.is_none() {
+        if cursor_field.is_none() && collection.is_none() && !is_batches {
             report.add(&cursor_field_path, "required key is missing (format: json)");
         }
     }
@@ -330,7 +381,7 @@ pub(super) fn delta(
         );
     }
     if format == PayloadFormat::Json
-        && (records_pointer.is_none() || (cursor_field.is_none() && collection.is_none()))
+        && (records_pointer.is_none() || (cursor_field.is_none() && collection.is_none() && !is_batches))
     {
         return None;
     }
@@ -347,6 +398,13 @@ pub(super) fn delta(
         report.add(
             &paging_path,
             "whole_window paging needs a delta.window (each window is asked for in one request)",
+        );
+        return None;
+    }
+    if is_batches && window.is_none() {
+        report.add(
+            &paging_path,
+            "redcap_records paging needs a delta.window (the records changed in a window are read)",
         );
         return None;
     }

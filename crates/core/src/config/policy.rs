@@ -267,6 +267,14 @@ pub enum Paging {
     /// log, REDCap's API help, "Export Logging"; redcapAPI
     /// `exportLogging` sends no paging parameter). Needs `delta.window`.
     WholeWindow,
+    /// REDCap's records (REDCap's API help, "Export Records"; REDCapR
+    /// `redcap_read`, which reads the ids first and then the records in
+    /// batches): a window's first page lists the ids of the records
+    /// changed in it (`fields[0]` = `id_field` with the window's date
+    /// range), each next page is a batch of up to `batch_size` whole
+    /// records by `records[N]`. A window left part-way is read again from
+    /// its id list. Needs `delta.window`.
+    RedcapRecords { id_field: String, batch_size: u32 },
 }
 
 /// What a JSON delta's cursor field holds (`delta.cursor_kind`). Every

@@ -77,8 +77,15 @@ pub fn first_page(
         if let (Some(window), Some(end)) = (&delta.window, bounds.1) {
             query.append_pair(&window.end_param, &end);
         }
-        if !one_document_a_window(&delta.paging) {
-            query.append_pair(&delta.page_size_param, &delta.page_size.to_string());
+        match &delta.paging {
+            // The id list: only the record id field, for the window's range.
+            Paging::RedcapRecords { id_field, .. } => {
+                query.append_pair("fields[0]", id_field);
+            }
+            paging if !one_document_a_window(paging) => {
+                query.append_pair(&delta.page_size_param, &delta.page_size.to_string());
+            }
+            _ => {}
         }
         if let Paging::PageNumber { page_param } = &delta.paging {
             query.append_pair(page_param, "1");
@@ -171,7 +178,8 @@ pub fn next_page(
             };
             return Ok(more.then(|| numbered(page_url, page_param, current + 1)));
         }
-        Paging::RaveDataset | Paging::WholeWindow => None,
+        // REDCap's batches follow from the id list (`sync/batches.rs`).
+        Paging::RaveDataset | Paging::WholeWindow | Paging::RedcapRecords { .. } => None,
         Paging::JsonNext { .. } => summary.next_link.clone(),
         Paging::LinkHeader | Paging::RaveStartid => {
             let values: Vec<&str> = link_headers.iter().map(String::as_str).collect();

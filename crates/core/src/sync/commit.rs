@@ -205,6 +205,34 @@ impl PageCommit {
                 ));
             }
         };
+        // REDCap's records: the id list names the batches that follow.
+        let next = match &job.delta.paging {
+            crate::config::Paging::RedcapRecords { id_field, batch_size } => {
+                let records = window::RecordsPaging {
+                    id_field,
+                    batch_size: *batch_size,
+                    begin: &job.delta.cursor_param,
+                    end: job.delta.window.as_ref().map_or("", |w| w.end_param.as_str()),
+                };
+                let body = match read_whole(&mut temp) {
+                    Ok(body) => body,
+                    Err(e) => {
+                        temp.discard();
+                        return Err(e.into());
+                    }
+                };
+                // The page key: an export's answer comes from the bare API URL.
+                match window.after_records(url, &body, &records) {
+                    Ok(next) => next,
+                    Err(why) => {
+                        temp.discard();
+                        let reason = format!("page {url}: {why}; nothing was committed");
+                        return Err(refuse(stream, page, digest, reason));
+                    }
+                }
+            }
+            _ => next,
+        };
         // A collection's pass decides what follows its last page: the
         // snapshot, or page 1 again when its item count moved.
         let mut snapshot = None;
@@ -580,6 +608,13 @@ impl PageCommit {
         let mut check = payload::PageCheck::new(&stream.job.delta, identify).map_err(|e| {
             crate::store::StoreError::io(self.landing.dir(), "start the ODM validator's thread", e)
         })?;
+        // REDCap's records carry no time: the window's end stands for them
+        // in the lookback's memory.
+        if let (crate::config::Paging::RedcapRecords { .. }, Some(end)) =
+            (&stream.job.delta.paging, window.end())
+        {
+            check.stamp_all(end);
+        }
         let mut temp = self
             .landing
             .begin(&format!("{}-{}", stream.run_id, stream.requests()))?;
@@ -668,4 +703,15 @@ impl PageCommit {
             cursor: Box::new(committed.cursor),
         })
     }
+}
+
+/// The whole body of a page held in its temp file (a REDCap id list or
+/// batch: the rows are read once more, for their record ids).
+fn read_whole(temp: &mut crate::store::LandingTemp) -> Result<Vec<u8>, crate::store::StoreError> {
+    use std::io::Read;
+    let mut body = Vec::new();
+    temp.read_back()?
+        .read_to_end(&mut body)
+        .map_err(|e| crate::store::StoreError::io(std::path::Path::new("(landing temp)"), "read back", e))?;
+    Ok(body)
 }

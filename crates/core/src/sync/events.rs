@@ -180,6 +180,24 @@ impl AuditEvent for CollectionChanged {
     const NAME: &'static str = "collection_changed";
 }
 
+/// Records a REDCap batch asked for and holds no row of: deleted between
+/// the window's id list and the batch (their deletion reaches the landing
+/// through the log stream). Written after the batch's `page_committed`.
+#[derive(Debug, Serialize)]
+pub(crate) struct RecordsVanished {
+    pub stream: String,
+    /// The batch (its record ids masked like every identifier parameter).
+    pub url: String,
+    /// How many records the batch asked for.
+    pub asked: usize,
+    /// The ids it did not get, masked (`masked-` and 12 hex digits).
+    pub missing: Vec<String>,
+}
+
+impl AuditEvent for RecordsVanished {
+    const NAME: &'static str = "records_vanished";
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }

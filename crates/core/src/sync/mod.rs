@@ -28,6 +28,7 @@
 //! manifest), `fence.rs` (the cross-host lock), `events.rs`, `error.rs`,
 //! `options.rs`, `report.rs`.
 
+mod batches;
 mod classify;
 mod commit;
 mod completeness;
@@ -256,6 +257,7 @@ impl<P: Pacer> Loop<'_, P> {
             if self.collection_changed().await? {
                 seen = visited::Visited::default();
             }
+            self.records_vanished().await?;
             // Only records in ascending order let a backfill stop before the
             // window's end: newest-first or unordered data may still hold
             // records inside [since, until] on any later page.
@@ -277,6 +279,27 @@ impl<P: Pacer> Loop<'_, P> {
                 }
             }
         }
+    }
+
+    /// Records a batch asked for and did not get (deleted since the id
+    /// list named them): audited after the batch's commit, never skipped
+    /// silently. Their ids are masked as every identifier in the trail.
+    async fn records_vanished(&mut self) -> Result<(), SyncError> {
+        let Some((url, vanished)) = self.window.take_vanished() else {
+            return Ok(());
+        };
+        let event = RecordsVanished {
+            stream: self.stream.name.clone(),
+            url: url.to_string(),
+            asked: vanished.asked,
+            missing: vanished
+                .missing
+                .iter()
+                .map(|id| crate::mask::global_mask(id))
+                .collect(),
+        };
+        self.stream.job.audit.record(event).await?;
+        Ok(())
     }
 
     /// A collection pass that ended with another item count than it began

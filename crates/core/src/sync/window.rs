@@ -16,6 +16,7 @@ use time::OffsetDateTime;
 
 use reqwest::Url;
 
+use super::batches::{self, Batches, Vanished};
 use super::events::RequestFailed;
 use super::pass::Pass;
 use super::request::Request;
@@ -32,6 +33,16 @@ use quota_pacer::Pacer;
 /// A new stream starts this far inside the oldest instant the endpoint
 /// serves, so the first request is not refused for a second's drift.
 const FIRST_START_MARGIN: Duration = Duration::from_secs(60);
+
+/// What the records of `paging: redcap_records` are read by: the record id
+/// field, the batch size, and the window's two date-range parameters
+/// (which the batches leave out).
+pub(crate) struct RecordsPaging<'a> {
+    pub id_field: &'a str,
+    pub batch_size: u32,
+    pub begin: &'a str,
+    pub end: &'a str,
+}
 
 /// What a run does about its window.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,6 +131,11 @@ pub(super) struct Window {
     /// A collection (`delta.collection`): its first page, which every
     /// pass starts from, and the pass in progress.
     collection: Option<(Url, Pass)>,
+    /// REDCap's records (`paging: redcap_records`): the ids of the window
+    /// still to ask for, and the last batch's records it did not get, to
+    /// audit once it is committed.
+    batches: Batches,
+    vanished: Option<(Url, Vanished)>,
 }
 
 impl Window {
@@ -141,6 +157,35 @@ impl Window {
                 *occurrences.entry(*content).or_insert(0) += 1;
             }
         }
+    }
+
+    /// What follows a page of REDCap's records (`url`, its `body`): after
+    /// the id list, the first batch of the ids it names; after a batch, the
+    /// next, with the records the batch asked for and did not get kept
+    /// for [`Window::take_vanished`]. `None` when the window is read.
+    pub(crate) fn after_records(
+        &mut self,
+        url: &Url,
+        body: &[u8],
+        paging: &RecordsPaging<'_>,
+    ) -> Result<Option<Url>, String> {
+        match batches::Kind::of(url) {
+            batches::Kind::IdList => self.batches = Batches::listed(body, paging.id_field)?,
+            batches::Kind::Batch(asked) => {
+                let vanished = batches::vanished(&asked, body, paging.id_field)?;
+                if !vanished.missing.is_empty() {
+                    self.vanished = Some((url.clone(), vanished));
+                }
+            }
+        }
+        Ok(self
+            .batches
+            .next(url, paging.batch_size, paging.begin, paging.end))
+    }
+
+    /// The records the last batch did not get, once.
+    pub(crate) fn take_vanished(&mut self) -> Option<(Url, Vanished)> {
+        self.vanished.take()
     }
 
     /// A collection's first page and the pass in progress.
@@ -192,8 +237,10 @@ impl Window {
             // Twins are told apart by their count in the window, which
             // only a read from its first page has whole: an interrupted
             // window is read again from there (what it landed is
-            // recognised by the lookback memory and not landed again).
-            if !distinct {
+            // recognised by the lookback memory and not landed again); so
+            // are REDCap's batches, whose ids only the id list holds.
+            let batched = matches!(job.delta.paging, crate::config::Paging::RedcapRecords { .. });
+            if !distinct && !batched {
                 let url = job.client.resolve(job.client.base(), next);
                 return url.map(Some).map_err(|e| stream.rejected(e.to_string()));
             }

@@ -53,6 +53,10 @@ impl PageCheck {
                     Some(crate::config::WindowFormat::Date { zone }) => check.in_days_of(zone),
                     _ => check,
                 };
+                let check = match &delta.paging {
+                    Paging::RedcapRecords { .. } => check.without_cursor(),
+                    _ => check,
+                };
                 let check = match &delta.server_zone {
                     Some(zone) => check.in_zone(zone),
                     None => check,
@@ -67,6 +71,14 @@ impl PageCheck {
             PayloadFormat::Odm => Format::Odm(OdmCheck::start()?, delta.paging == Paging::RaveDataset),
         };
         Ok(PageCheck { format })
+    }
+
+    /// Records that carry no time are remembered at `at` (REDCap's records:
+    /// the end of the window they were read in).
+    pub(crate) fn stamp_all(&mut self, at: &str) {
+        if let Format::Json(json) = &mut self.format {
+            json.stamp_all(at);
+        }
     }
 
     /// The next chunk of the body.

@@ -100,6 +100,9 @@ pub(super) struct Identities {
     problem: Option<String>,
     /// The record being read: its cursor value and raw `record_id` value.
     at: Option<String>,
+    /// The time of every record of a page whose records carry none (the
+    /// window's end: REDCap's records).
+    stamp: Option<String>,
     id: Option<Vec<u8>>,
 }
 
@@ -111,8 +114,14 @@ impl Identities {
             keys: Vec::new(),
             problem: None,
             at: None,
+            stamp: None,
             id: None,
         }
+    }
+
+    /// Every record of the page is remembered at `at` (it carries no time).
+    pub(super) fn stamp_all(&mut self, at: &str) {
+        self.stamp = Some(at.to_string());
     }
 
     /// Identities by content need each record's bytes.
@@ -156,6 +165,7 @@ impl Identities {
         let at = self
             .at
             .take()
+            .or_else(|| self.stamp.clone())
             .ok_or_else(|| format!("record {position} has no cursor field {:?}", self.cursor_field))?;
         let mut hash = Sha256::new();
         match (&self.record_id, raw) {

@@ -670,6 +670,21 @@ impl JsonCheck {
         self
     }
 
+    /// A page whose records carry no cursor (REDCap's records, found by
+    /// their window's date range).
+    pub fn without_cursor(mut self) -> JsonCheck {
+        self.lexer.handler_mut().has_cursor = false;
+        self
+    }
+
+    /// Every record's identity is remembered at `at` (records that carry
+    /// no time: the window's end stands for them).
+    pub(crate) fn stamp_all(&mut self, at: &str) {
+        if let Some(ids) = &mut self.lexer.handler_mut().identities {
+            ids.stamp_all(at);
+        }
+    }
+
     /// A page of a window of whole days in `zone`: the first record whose
     /// PHP DateTime falls on another day there than in its own zone is
     /// noted (`PageSummary::other_day`), for the commit to refuse.

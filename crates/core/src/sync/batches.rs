@@ -1,0 +1,184 @@
+//! REDCap's records by batches (`paging: redcap_records`): a window's
+//! first page lists the ids of the records created or modified in it (an
+//! export of the record id field alone, with the window's date range), and
+//! every next page is a batch of whole records named by `records[N]`
+//! (REDCap's API help, "Export Records"; REDCapR `redcap_read` reads the
+//! ids first, then batches of them). Pure: what a page says becomes the
+//! next request, so the rule is tested without a server.
+//!
+//! The ids live only in memory: a window left part-way is read again from
+//! its id list (what it landed is recognised by the lookback). A record
+//! the list named and its batch does not hold was deleted in between: the
+//! caller audits it, never skips it silently.
+
+use std::collections::{BTreeSet, VecDeque};
+
+use reqwest::Url;
+
+/// The records of a window still to ask for.
+#[derive(Debug, Default)]
+pub(super) struct Batches {
+    left: VecDeque<String>,
+}
+
+/// A page of the records stream: the id list, or a batch.
+pub(super) enum Kind {
+    IdList,
+    /// The ids it asked for, in order.
+    Batch(Vec<String>),
+}
+
+/// What a batch page brought back of what it asked for.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Vanished {
+    pub asked: usize,
+    /// The ids asked for that no row holds (deleted since the list).
+    pub missing: Vec<String>,
+}
+
+/// The query parameter of a batch's `n`-th record id.
+fn record_param(n: usize) -> String {
+    format!("records[{n}]")
+}
+
+impl Kind {
+    /// Which page `url` is: a batch names its records.
+    pub(super) fn of(url: &Url) -> Kind {
+        let asked: Vec<String> = url
+            .query_pairs()
+            .filter(|(k, _)| k.starts_with("records[") && k.ends_with(']'))
+            .map(|(_, v)| v.into_owned())
+            .collect();
+        match asked.is_empty() {
+            true => Kind::IdList,
+            false => Kind::Batch(asked),
+        }
+    }
+}
+
+impl Batches {
+    /// The distinct ids of an id list (`body`: a JSON array of rows, one a
+    /// record's event or instance), in the order they first appear.
+    pub(super) fn listed(body: &[u8], id_field: &str) -> Result<Batches, String> {
+        let mut seen = BTreeSet::new();
+        let left = ids(body, id_field)?
+            .into_iter()
+            .filter(|id| seen.insert(id.clone()))
+            .collect();
+        Ok(Batches { left })
+    }
+
+    /// The next batch after the page `url` (the id list or a batch): the
+    /// same export without the list's own fields (`fields[N]`, the date
+    /// range `begin` and `end`) or the last batch's ids, naming the next
+    /// `size` records; `None` when none is left.
+    pub(super) fn next(&mut self, url: &Url, size: u32, begin: &str, end: &str) -> Option<Url> {
+        if self.left.is_empty() {
+            return None;
+        }
+        let kept: Vec<(String, String)> = url
+            .query_pairs()
+            .filter(|(k, _)| {
+                let array = |prefix: &str| k.starts_with(prefix) && k.ends_with(']');
+                !array("fields[") && !array("records[") && k != begin && k != end
+            })
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        let mut next = url.clone();
+        {
+            let mut query = next.query_pairs_mut();
+            query.clear();
+            for (k, v) in &kept {
+                query.append_pair(k, v);
+            }
+            let take = self.left.len().min(size as usize);
+            for (n, id) in self.left.drain(..take).enumerate() {
+                query.append_pair(&record_param(n), &id);
+            }
+        }
+        Some(next)
+    }
+}
+
+/// What of `asked` a batch page (`body`) holds no row of.
+pub(super) fn vanished(asked: &[String], body: &[u8], id_field: &str) -> Result<Vanished, String> {
+    let present: BTreeSet<String> = ids(body, id_field)?.into_iter().collect();
+    Ok(Vanished {
+        asked: asked.len(),
+        missing: asked
+            .iter()
+            .filter(|id| !present.contains(*id))
+            .cloned()
+            .collect(),
+    })
+}
+
+/// The `id_field` of every row of a bare JSON array: a string or a number.
+fn ids(body: &[u8], id_field: &str) -> Result<Vec<String>, String> {
+    let rows: Vec<serde_json::Map<String, serde_json::Value>> =
+        serde_json::from_slice(body).map_err(|e| format!("the records are not a JSON array of rows: {e}"))?;
+    rows.iter()
+        .enumerate()
+        .map(|(n, row)| match row.get(id_field) {
+            Some(serde_json::Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+            Some(serde_json::Value::Number(v)) => Ok(v.to_string()),
+            _ => Err(format!("row {} has no record id {id_field:?}", n + 1)),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(query: &str) -> Url {
+        Url::parse(&format!("https://redcap.example/api/?{query}")).unwrap()
+    }
+
+    #[test]
+    fn an_id_list_becomes_batches_of_whole_records() {
+        let list = url(
+            "content=record&format=json&type=flat&fields%5B0%5D=record_id&dateRangeBegin=2026-12-01+10%3A00%3A00\
+             &dateRangeEnd=2026-12-01+10%3A05%3A00",
+        );
+        assert!(matches!(Kind::of(&list), Kind::IdList));
+        // One row per event or instance: each id once, in order.
+        let body = br#"[{"record_id":"7","redcap_event_name":"a"},{"record_id":"7","redcap_event_name":"b"},
+                        {"record_id":"3"},{"record_id":12},{"record_id":"5"}]"#;
+        let mut batches = Batches::listed(body, "record_id").unwrap();
+        let first = batches.next(&list, 3, "dateRangeBegin", "dateRangeEnd").unwrap();
+        assert_eq!(
+            first.query(),
+            Some("content=record&format=json&type=flat&records%5B0%5D=7&records%5B1%5D=3&records%5B2%5D=12")
+        );
+        let Kind::Batch(asked) = Kind::of(&first) else {
+            panic!("a batch")
+        };
+        assert_eq!(asked, ["7", "3", "12"]);
+        let second = batches.next(&first, 3, "dateRangeBegin", "dateRangeEnd").unwrap();
+        assert_eq!(
+            second.query(),
+            Some("content=record&format=json&type=flat&records%5B0%5D=5")
+        );
+        assert_eq!(batches.next(&second, 3, "dateRangeBegin", "dateRangeEnd"), None);
+        let mut none = Batches::listed(b"[]", "record_id").unwrap();
+        assert_eq!(none.next(&list, 3, "dateRangeBegin", "dateRangeEnd"), None);
+    }
+
+    #[test]
+    fn a_record_deleted_since_the_list_is_named() {
+        let asked = ["7".to_string(), "3".to_string()];
+        let body = br#"[{"record_id":"7","x":"1"},{"record_id":"7","x":"2"}]"#;
+        assert_eq!(
+            vanished(&asked, body, "record_id").unwrap(),
+            Vanished {
+                asked: 2,
+                missing: vec!["3".into()]
+            }
+        );
+        assert!(Batches::listed(br#"[{"id":"1"}]"#, "record_id")
+            .unwrap_err()
+            .contains("row 1 has no record id"));
+        assert!(Batches::listed(b"<html>", "record_id").is_err());
+    }
+}
