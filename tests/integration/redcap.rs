@@ -35,12 +35,12 @@ const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 /// simulator's is, `clock_skew_s`), by libfaketime: the host and the
 /// server agree on a time at a DST fall-back. Monotonic time is real.
 async fn run_at(fx: &Fixture, server: &Simulator, skew_s: i64) -> Output {
-    run_with(fx, server, skew_s, &[]).await
+    run_with(fx, server, VENDOR, skew_s, &[]).await
 }
 
 /// A sync with `extra` arguments.
-async fn run_with(fx: &Fixture, server: &Simulator, skew_s: i64, extra: &[&str]) -> Output {
-    let mut cmd = fx.sync(VENDOR, server, PASSWORD);
+async fn run_with(fx: &Fixture, server: &Simulator, vendor: &str, skew_s: i64, extra: &[&str]) -> Output {
+    let mut cmd = fx.sync(vendor, server, PASSWORD);
     cmd.args(extra);
     cmd.env("EDC_SYNC_TEST_TOKEN", TOKEN)
         .env("EDC_SYNC_TEST_BASE_URL", format!("{}/api/", server.base_url()));
@@ -78,7 +78,7 @@ async fn redcap(records: u32, faults: &[&str], tune: impl FnOnce(&mut edc_sim::S
 /// (`repeated`), which are not counted again.
 fn landed_rows(fx: &Fixture) -> BTreeMap<(String, String, String), usize> {
     let mut rows = BTreeMap::new();
-    for line in fx.events("page_committed") {
+    for line in stream_commits(fx, VENDOR) {
         let Some(file) = line["landing_file"].as_str() else {
             continue;
         };
@@ -101,10 +101,24 @@ fn landed_rows(fx: &Fixture) -> BTreeMap<(String, String, String), usize> {
     rows
 }
 
-/// Three growing syncs of the log across America/Chicago's DST fall-back,
-/// where the wall clock shows 01:59 and then 01:00 again: every change is
-/// landed exactly once, two identical rows of one minute as two, whether
-/// the server reads `beginTime`/`endTime` inclusively or strictly.
+/// The `page_committed` lines of `vendor`'s stream (the log and the
+/// records share one audit trail).
+fn stream_commits(fx: &Fixture, vendor: &str) -> Vec<serde_json::Value> {
+    fx.events("page_committed")
+        .into_iter()
+        .filter(|l| {
+            l["landing_dir"]
+                .as_str()
+                .is_none_or(|d| d.starts_with(&format!("{vendor}/")))
+        })
+        .collect()
+}
+
+/// Three growing syncs of the log and of the records across America/
+/// Chicago's DST fall-back, where the wall clock shows 01:59 and then 01:00
+/// again: every change is landed exactly once (two identical log rows of
+/// one minute as two, every visit of a record once), whether the server
+/// reads its bounds inclusively or strictly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_syncs_across_a_dst_fall_back_land_every_change_once() {
     for strict in [false, true] {
@@ -134,7 +148,16 @@ async fn three_syncs_across_a_fall_back(strict: bool) {
     for pause in [0, 5, 6] {
         tokio::time::sleep(Duration::from_secs(pause)).await;
         assert_exit(&run_at(&fx, &server, skew).await, 0);
+        assert_exit(&run_with(&fx, &server, RECORDS, skew, &[]).await, 0);
     }
+    // The records: every change (a visit row) once, on both sides of the
+    // fall-back (windows of wall seconds, `dateRangeBegin`/`dateRangeEnd`).
+    let mut changes: Vec<u64> = landed_record_rows(&fx)
+        .iter()
+        .map(|r| r["visit_change"].as_str().unwrap().parse().unwrap())
+        .collect();
+    changes.sort_unstable();
+    assert_eq!(changes, (1..=36).collect::<Vec<u64>>(), "strict: {strict}");
     let rows = landed_rows(&fx);
     let total: usize = rows.values().sum();
     assert_eq!(total, 36, "strict: {strict}; {rows:#?}");
@@ -160,7 +183,8 @@ async fn three_syncs_across_a_fall_back(strict: bool) {
     );
     assert_eq!(
         exports.iter().filter(|e| e.contains("content=version")).count(),
-        3
+        6,
+        "once a run, for the log and for the records"
     );
     assert!(
         exports
@@ -214,7 +238,7 @@ async fn the_version_is_asked_once_a_run() {
          record\n    exports:\n      query:\n        logtype: export\nredcap_records:",
     );
     let server = redcap(10, &[], |_| {}).await;
-    let out = run_with(&fx, &server, 0, &["--all-streams", "--allow-dirty"]).await;
+    let out = run_with(&fx, &server, VENDOR, 0, &["--all-streams", "--allow-dirty"]).await;
     assert_exit(&out, 0);
     let exports: Vec<String> = server.requests().into_iter().filter_map(|r| r.export).collect();
     assert_eq!(
@@ -333,22 +357,20 @@ async fn redcaps_error_bodies_decide_the_step() {
     assert_eq!(landed_rows(&fx).values().sum::<usize>(), 40);
 }
 
+const RECORDS: &str = "redcap_records";
+
 /// A sync of `redcap_records` against `server`'s API URL.
 async fn run_records(fx: &Fixture, server: &Simulator) -> Output {
-    let mut cmd = fx.sync("redcap_records", server, PASSWORD);
-    cmd.env("EDC_SYNC_TEST_TOKEN", TOKEN)
-        .env("EDC_SYNC_TEST_BASE_URL", format!("{}/api/", server.base_url()));
-    tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap()
+    run_with(fx, server, RECORDS, 0, &[]).await
 }
 
-/// The rows of whole records the records stream landed as new (the id
-/// lists, landed too, hold the record id and row keys only).
+/// The visit rows (one a change) of whole records the records stream
+/// landed as new (the id lists, landed too, hold the record id and row
+/// keys only; a record's baseline row holds no change).
 fn landed_record_rows(fx: &Fixture) -> Vec<serde_json::Value> {
     let mut rows = Vec::new();
-    let dir = fx.path("landing/redcap_records/-/Mediflex(Prod)/-/default");
-    for line in fx.events("page_committed") {
+    let dir = fx.path(&format!("landing/{RECORDS}/-/Mediflex(Prod)/-/default"));
+    for line in stream_commits(fx, RECORDS) {
         let Some(file) = line["landing_file"].as_str() else {
             continue;
         };
@@ -359,7 +381,11 @@ fn landed_record_rows(fx: &Fixture) -> Vec<serde_json::Value> {
         let page: Vec<serde_json::Value> =
             serde_json::from_slice(&std::fs::read(std::path::Path::new(&dir).join(file)).unwrap()).unwrap();
         for (position, row) in page.into_iter().enumerate() {
-            if !repeated.contains(&(position as u64)) && row.get("visit_change").is_some() {
+            let visit = row
+                .get("visit_change")
+                .and_then(|v| v.as_str())
+                .is_some_and(|v| !v.is_empty());
+            if !repeated.contains(&(position as u64)) && visit {
                 rows.push(row);
             }
         }
