@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use edc_core::audit::verify;
 use edc_sim::audit_trail::Arrivals;
-use edc_sim::{Profile, Simulator};
+use edc_sim::{Profile, RedcapRights, Simulator};
 
 use crate::vendors::{assert_exit, sim, Fixture, PASSWORD};
 
@@ -470,4 +470,62 @@ async fn a_record_deleted_between_its_id_list_and_its_batch_is_audited() {
     let rows = landed_record_rows(&fx);
     assert!(rows.iter().all(|r| r["record_id"] != "3"));
     assert!(rows.iter().any(|r| r["record_id"] == "4"));
+}
+
+/// A token whose export rights are de-identified, or whose user is in a
+/// data access group, exports a subset without saying so: the first batch
+/// is refused before it lands (77), naming what is missing; declared in the
+/// policy's `restricted_scope`, the same subset is landed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restricted_token_is_refused_unless_its_scope_is_declared() {
+    for (rights, said) in [
+        (
+            RedcapRights::DeIdentified,
+            "lacks 1 of the project's fields (aeterm)",
+        ),
+        (RedcapRights::OneGroup, "no redcap_data_access_group column"),
+    ] {
+        let fx = Fixture::new();
+        let server = redcap(20, &[], |c| c.redcap_rights = rights).await;
+        let out = run_records(&fx, &server).await;
+        assert_exit(&out, 77);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(said) && stderr.contains("restricted_scope"),
+            "{stderr}"
+        );
+        assert!(landed_record_rows(&fx).is_empty(), "nothing of a batch landed");
+        let failed = fx.events("request_failed");
+        assert_eq!(failed.len(), 1);
+        assert!(failed[0]["reason"].as_str().unwrap().contains(said));
+        // Both facts were asked once, with the version.
+        let exports: Vec<String> = server.requests().into_iter().filter_map(|r| r.export).collect();
+        assert_eq!(
+            exports
+                .iter()
+                .filter(|e| e.contains("content=exportFieldNames") || e.contains("content=dag"))
+                .count(),
+            2,
+            "{exports:?}"
+        );
+    }
+    let fx = Fixture::new();
+    fx.edit_policies(
+        "    record_id_field: record_id\n    batch_size: 3\n",
+        "    record_id_field: record_id\n    batch_size: 3\n    restricted_scope:\n      fields: [aeterm]\n      one_group: true\n",
+    );
+    let server = redcap(20, &[], |c| c.redcap_rights = RedcapRights::OneGroup).await;
+    let mut cmd = fx.sync(RECORDS, &server, PASSWORD);
+    cmd.env("EDC_SYNC_TEST_TOKEN", TOKEN)
+        .env("EDC_SYNC_TEST_BASE_URL", format!("{}/api/", server.base_url()))
+        .arg("--allow-dirty");
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_exit(&out, 0);
+    let rows = landed_record_rows(&fx);
+    assert!(!rows.is_empty());
+    assert!(rows
+        .iter()
+        .all(|r| r["record_id"].as_str().unwrap().parse::<u32>().unwrap() % 2 == 1));
 }

@@ -112,6 +112,21 @@ pub struct SimConfig {
     /// of `fields[]`) has been answered: deleted between the list and its
     /// batch.
     pub redcap_delete_after_list: Option<u32>,
+    /// Redcap profile: the export rights of the token.
+    pub redcap_rights: RedcapRights,
+}
+
+/// The export rights a REDCap token may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RedcapRights {
+    /// Full data set, no data access group.
+    #[default]
+    Full,
+    /// De-identified: identifier fields removed from exports.
+    DeIdentified,
+    /// A user in the data access group `site_a`: its records only, and no
+    /// group column.
+    OneGroup,
 }
 
 impl Default for SimConfig {
@@ -153,6 +168,7 @@ impl Default for SimConfig {
             server_zone: "America/Chicago".into(),
             redcap_exclusive_bounds: false,
             redcap_delete_after_list: None,
+            redcap_rights: RedcapRights::Full,
         }
     }
 }

@@ -20,7 +20,8 @@ const DEFAULT_PAGE_PARAM: &str = "page";
 /// `redcap_read` reads 100 records a batch by default).
 const DEFAULT_BATCH_SIZE: i64 = 100;
 
-const DELTA_KEYS: [&str; 20] = [
+const DELTA_KEYS: [&str; 21] = [
+    "restricted_scope",
     "record_id_field",
     "batch_size",
     "collection",
@@ -158,6 +159,14 @@ pub(super) fn delta(
     let batch_size = or_default(f.optional("batch_size"), DEFAULT_BATCH_SIZE, |p, n| {
         integer(report, p, n, 1, 1000)
     });
+    let declared = match f.optional("restricted_scope") {
+        Some((p, n)) if is_batches => super::redcap::restricted_scope(report, p, n),
+        Some((p, _)) => {
+            report.add(&p, "only used with paging: redcap_records");
+            None
+        }
+        None => Some(Default::default()),
+    };
     let batch_keys_given = match (&record_id_field, f.optional("batch_size")) {
         (Some(Some(_)), _) => Some(record_id_field_path.clone()),
         (_, Some(_)) => Some(batch_size_path.clone()),
@@ -296,6 +305,7 @@ pub(super) fn delta(
             (Some(id_field), size) => Paging::RedcapRecords {
                 id_field,
                 batch_size: u32::try_from(size).ok()?,
+                declared: declared.clone()?,
             },
             (None, _) => {
                 report.add(

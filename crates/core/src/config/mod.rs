@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 pub use crate::zone::Zone;
 pub use policy::{
-    Config, CursorKind, DateWindow, LockMode, MissingEnv, ObjectLock, Policy, WindowFormat,
+    Config, CursorKind, DateWindow, LockMode, MissingEnv, ObjectLock, Policy, RestrictedScope, WindowFormat,
     DEFAULT_VAULT_CLIENT_ID,
 };
 pub use provenance::{ChangeState, Provenance};

@@ -274,7 +274,24 @@ pub enum Paging {
     /// range), each next page is a batch of up to `batch_size` whole
     /// records by `records[N]`. A window left part-way is read again from
     /// its id list. Needs `delta.window`.
-    RedcapRecords { id_field: String, batch_size: u32 },
+    RedcapRecords {
+        id_field: String,
+        batch_size: u32,
+        /// What the token may not export, declared (`restricted_scope`).
+        declared: RestrictedScope,
+    },
+}
+
+/// What a REDCap token may not export, declared by the policy
+/// (`delta.restricted_scope`): a batch lacking only this is landed, and the
+/// policy, stamped in every run's audit header by its hash and git ids,
+/// records that the landing is a subset.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+pub struct RestrictedScope {
+    /// Fields the token's rights remove (its de-identified export).
+    pub fields: Vec<String>,
+    /// The token's user is in one data access group: its records only.
+    pub one_group: bool,
 }
 
 /// What a JSON delta's cursor field holds (`delta.cursor_kind`). Every

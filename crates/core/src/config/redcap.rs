@@ -5,8 +5,9 @@
 //! (the API URL itself), and each stream exports one read content (the
 //! closed set of `edc/vendor/redcap/export.rs`), never with a `token`.
 
-use super::check::Report;
-use super::policy::{Auth, Delta, Dialect, StreamSpec};
+use super::check::{string, Fields, Report};
+use super::policy::{Auth, Delta, Dialect, RestrictedScope, StreamSpec};
+use super::yaml::Node;
 
 /// Reports what in a vendor's policy does not fit REDCap's one request
 /// shape. `at` is the vendor's path in the file.
@@ -143,4 +144,42 @@ impl ExportContent {
     pub fn parse(value: &str) -> Option<ExportContent> {
         ExportContent::ALL.into_iter().find(|c| c.as_str() == value)
     }
+}
+
+/// `restricted_scope: {fields: [...], one_group: true}`.
+pub(super) fn restricted_scope(
+    report: &mut Report,
+    path: Vec<String>,
+    node: &Node,
+) -> Option<RestrictedScope> {
+    let mut f = Fields::of(report, path, node)?;
+    let fields = match f.optional("fields") {
+        Some((p, Node::Seq(items))) => {
+            let mut out = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                let mut ip = p.clone();
+                ip.push(i.to_string());
+                out.extend(string(report, &ip, item).map(str::to_string));
+            }
+            (out.len() == items.len()).then_some(out)
+        }
+        Some((p, other)) => {
+            report.add(&p, format!("must be a list of field names, got {}", other.kind()));
+            None
+        }
+        None => Some(Vec::new()),
+    };
+    let one_group = match f.optional("one_group") {
+        Some((_, Node::Bool(b))) => Some(*b),
+        Some((p, other)) => {
+            report.add(&p, format!("must be true or false, got {other}"));
+            None
+        }
+        None => Some(false),
+    };
+    f.finish(report, &["fields", "one_group"]);
+    Some(RestrictedScope {
+        fields: fields?,
+        one_group: one_group?,
+    })
 }

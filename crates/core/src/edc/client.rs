@@ -28,6 +28,7 @@ use super::oauth::TokenForm;
 use super::origin::{Origin, OriginError};
 use super::reply::{Reply, ResponseMeta};
 use super::vendor::redcap::export::Export;
+use super::vendor::redcap::scope::Scope;
 use super::vendor::redcap::version::Version;
 use super::vendor::vault::login::{LoginForm, LoginReply};
 use crate::config::HttpLimits;
@@ -72,6 +73,8 @@ pub struct ReadOnlyClient {
     /// The REDCap version this run's first stream asked (`content=version`),
     /// which every later stream on the server reads instead of asking.
     redcap_version: Arc<tokio::sync::OnceCell<Version>>,
+    /// The REDCap project's fields and groups, asked once a run.
+    redcap_scope: Arc<tokio::sync::OnceCell<Scope>>,
 }
 
 /// The header that names the integration to Vault (Vault REST API
@@ -166,6 +169,7 @@ impl ReadOnlyClient {
             clock_seen: Arc::default(),
             client_id: None,
             redcap_version: Arc::default(),
+            redcap_scope: Arc::default(),
         })
     }
 
@@ -430,6 +434,11 @@ impl ReadOnlyClient {
     /// streams that start together wait for the first one's answer.
     pub(crate) fn redcap_version(&self) -> &tokio::sync::OnceCell<Version> {
         &self.redcap_version
+    }
+
+    /// The REDCap project's fields and groups (`sync/project_facts.rs`).
+    pub(crate) fn redcap_scope(&self) -> &tokio::sync::OnceCell<Scope> {
+        &self.redcap_scope
     }
 
     /// Whether data requests are REDCap exports ([`ReadOnlyClient::export`]):

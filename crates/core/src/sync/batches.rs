@@ -61,7 +61,7 @@ impl Batches {
     /// record's event or instance), in the order they first appear.
     pub(super) fn listed(body: &[u8], id_field: &str) -> Result<Batches, String> {
         let mut seen = BTreeSet::new();
-        let left = ids(body, id_field)?
+        let left = ids(&rows(body)?, id_field)?
             .into_iter()
             .filter(|id| seen.insert(id.clone()))
             .collect();
@@ -100,23 +100,44 @@ impl Batches {
     }
 }
 
-/// What of `asked` a batch page (`body`) holds no row of.
-pub(super) fn vanished(asked: &[String], body: &[u8], id_field: &str) -> Result<Vanished, String> {
-    let present: BTreeSet<String> = ids(body, id_field)?.into_iter().collect();
-    Ok(Vanished {
-        asked: asked.len(),
-        missing: asked
-            .iter()
-            .filter(|id| !present.contains(*id))
-            .cloned()
-            .collect(),
-    })
+/// A batch's rows, as far as they are looked at: the record each is of,
+/// and the columns of a flat export (every row has them all).
+pub(super) struct Rows {
+    ids: Vec<String>,
+    columns: Option<BTreeSet<String>>,
 }
 
-/// The `id_field` of every row of a bare JSON array: a string or a number.
-fn ids(body: &[u8], id_field: &str) -> Result<Vec<String>, String> {
-    let rows: Vec<serde_json::Map<String, serde_json::Value>> =
-        serde_json::from_slice(body).map_err(|e| format!("the records are not a JSON array of rows: {e}"))?;
+impl Rows {
+    pub(super) fn of(body: &[u8], id_field: &str) -> Result<Rows, String> {
+        let rows = rows(body)?;
+        Ok(Rows {
+            ids: ids(&rows, id_field)?,
+            columns: rows.first().map(|row| row.keys().cloned().collect()),
+        })
+    }
+
+    /// The columns of the batch (`None`: no rows).
+    pub(super) fn columns(&self) -> Option<&BTreeSet<String>> {
+        self.columns.as_ref()
+    }
+
+    /// What of `asked` the batch holds no row of.
+    pub(super) fn vanished(&self, asked: &[String]) -> Vanished {
+        let present: BTreeSet<&String> = self.ids.iter().collect();
+        Vanished {
+            asked: asked.len(),
+            missing: asked.iter().filter(|id| !present.contains(id)).cloned().collect(),
+        }
+    }
+}
+
+/// A bare JSON array of rows.
+fn rows(body: &[u8]) -> Result<Vec<serde_json::Map<String, serde_json::Value>>, String> {
+    serde_json::from_slice(body).map_err(|e| format!("the records are not a JSON array of rows: {e}"))
+}
+
+/// The `id_field` of every row: a string or a number.
+fn ids(rows: &[serde_json::Map<String, serde_json::Value>], id_field: &str) -> Result<Vec<String>, String> {
     rows.iter()
         .enumerate()
         .map(|(n, row)| match row.get(id_field) {
@@ -169,8 +190,10 @@ mod tests {
     fn a_record_deleted_since_the_list_is_named() {
         let asked = ["7".to_string(), "3".to_string()];
         let body = br#"[{"record_id":"7","x":"1"},{"record_id":"7","x":"2"}]"#;
+        let rows = Rows::of(body, "record_id").unwrap();
+        assert_eq!(rows.columns().unwrap().len(), 2);
         assert_eq!(
-            vanished(&asked, body, "record_id").unwrap(),
+            rows.vanished(&asked),
             Vanished {
                 asked: 2,
                 missing: vec!["3".into()]

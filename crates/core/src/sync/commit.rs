@@ -207,12 +207,20 @@ impl PageCommit {
         };
         // REDCap's records: the id list names the batches that follow.
         let next = match &job.delta.paging {
-            crate::config::Paging::RedcapRecords { id_field, batch_size } => {
+            crate::config::Paging::RedcapRecords {
+                id_field,
+                batch_size,
+                declared,
+            } => {
                 let records = window::RecordsPaging {
                     id_field,
                     batch_size: *batch_size,
                     begin: &job.delta.cursor_param,
                     end: job.delta.window.as_ref().map_or("", |w| w.end_param.as_str()),
+                    declared,
+                    groups_asked: url
+                        .query_pairs()
+                        .any(|(k, v)| k == "exportDataAccessGroups" && v == "true"),
                 };
                 let body = match read_whole(&mut temp) {
                     Ok(body) => body,
@@ -224,10 +232,14 @@ impl PageCommit {
                 // The page key: an export's answer comes from the bare API URL.
                 match window.after_records(url, &body, &records) {
                     Ok(next) => next,
-                    Err(why) => {
+                    Err(window::RecordsRefusal::Invalid(why)) => {
                         temp.discard();
                         let reason = format!("page {url}: {why}; nothing was committed");
                         return Err(refuse(stream, page, digest, reason));
+                    }
+                    Err(window::RecordsRefusal::Restricted(what)) => {
+                        temp.discard();
+                        return Err(restricted(stream, page, what).await);
                     }
                 }
             }
@@ -714,4 +726,32 @@ fn read_whole(temp: &mut crate::store::LandingTemp) -> Result<Vec<u8>, crate::st
         .read_to_end(&mut body)
         .map_err(|e| crate::store::StoreError::io(std::path::Path::new("(landing temp)"), "read back", e))?;
     Ok(body)
+}
+
+/// A batch of a restricted token refused before it lands: audited, then
+/// 77 naming what is restricted and how to go on.
+async fn restricted<P: Pacer>(stream: &mut Stream<'_, P>, page: &Received, what: String) -> SyncError {
+    let detail = format!(
+        "{}: {what}; nothing of it was landed",
+        stream.job.request_line(&page.url)
+    );
+    let failed = RequestFailed {
+        stream: stream.name.clone(),
+        request_id: page.request_id.clone(),
+        attempt: page.attempt,
+        url: page.url.to_string(),
+        status: Some(page.status),
+        reason: detail.clone(),
+        ..RequestFailed::default()
+    };
+    if let Err(e) = stream.job.audit.record(failed).await {
+        return e.into();
+    }
+    SyncError::Permission {
+        stream: stream.name.clone(),
+        detail,
+        hint: "give the token's user Full Data Set export rights and no data access group, or declare what it may \
+               not export in the stream's delta.restricted_scope (fields, one_group)"
+            .into(),
+    }
 }

@@ -41,9 +41,9 @@ mod options;
 mod pass;
 mod progress;
 
+mod project_facts;
 mod report;
 mod request;
-mod server_version;
 mod session;
 mod slots;
 mod stream;

@@ -26,6 +26,7 @@ use super::stream::Stream;
 use super::SyncError;
 use crate::config::{DateWindow, WindowFormat};
 use crate::edc::paging;
+use crate::edc::vendor::redcap::scope::Scope;
 use crate::edc::VqlSelect;
 use crate::store::Cursor;
 use quota_pacer::Pacer;
@@ -42,6 +43,19 @@ pub(crate) struct RecordsPaging<'a> {
     pub batch_size: u32,
     pub begin: &'a str,
     pub end: &'a str,
+    /// What the policy declares the token may not export.
+    pub declared: &'a crate::config::RestrictedScope,
+    /// The export asks for the group column (`exportDataAccessGroups`).
+    pub groups_asked: bool,
+}
+
+/// Why a page of REDCap's records is not committed.
+pub(crate) enum RecordsRefusal {
+    /// The page is not the rows it should be (65).
+    Invalid(String),
+    /// The batch is a restricted token's subset the policy does not
+    /// declare (77).
+    Restricted(String),
 }
 
 /// What a run does about its window.
@@ -136,6 +150,9 @@ pub(super) struct Window {
     /// audit once it is committed.
     batches: Batches,
     vanished: Option<(Url, Vanished)>,
+    /// What a full export of the REDCap project holds, each batch checked
+    /// against it.
+    scope: Option<Scope>,
 }
 
 impl Window {
@@ -168,11 +185,24 @@ impl Window {
         url: &Url,
         body: &[u8],
         paging: &RecordsPaging<'_>,
-    ) -> Result<Option<Url>, String> {
+    ) -> Result<Option<Url>, RecordsRefusal> {
         match batches::Kind::of(url) {
-            batches::Kind::IdList => self.batches = Batches::listed(body, paging.id_field)?,
+            batches::Kind::IdList => {
+                self.batches = Batches::listed(body, paging.id_field).map_err(RecordsRefusal::Invalid)?
+            }
             batches::Kind::Batch(asked) => {
-                let vanished = batches::vanished(&asked, body, paging.id_field)?;
+                let rows = batches::Rows::of(body, paging.id_field).map_err(RecordsRefusal::Invalid)?;
+                let restricted = self
+                    .scope
+                    .as_ref()
+                    .zip(rows.columns())
+                    .and_then(|(scope, columns)| {
+                        scope.restricted(columns, paging.groups_asked, paging.declared)
+                    });
+                if let Some(what) = restricted {
+                    return Err(RecordsRefusal::Restricted(what));
+                }
+                let vanished = rows.vanished(&asked);
                 if !vanished.missing.is_empty() {
                     self.vanished = Some((url.clone(), vanished));
                 }
@@ -239,8 +269,7 @@ impl Window {
             // window is read again from there (what it landed is
             // recognised by the lookback memory and not landed again); so
             // are REDCap's batches, whose ids only the id list holds.
-            let batched = matches!(job.delta.paging, crate::config::Paging::RedcapRecords { .. });
-            if !distinct && !batched {
+            if !distinct && !batched(job) {
                 let url = job.client.resolve(job.client.base(), next);
                 return url.map(Some).map_err(|e| stream.rejected(e.to_string()));
             }
@@ -263,8 +292,15 @@ impl Window {
             return Ok(Some(url));
         }
         let (start, end) = match (&job.delta.window, &self.end) {
-            // An interrupted date window keeps the end it was fixed with.
-            (Some(_), Some(end)) => (cursor.window_start().map(str::to_string), Some(end.clone())),
+            // An interrupted date window keeps the end it was fixed with
+            // (REDCap's records read it again with the project's scope).
+            (Some(_), Some(end)) => {
+                let end = end.clone();
+                if batched(job) && self.scope.is_none() {
+                    self.scope = Some(self.resumed_scope(stream, slots, cursor).await?);
+                }
+                (cursor.window_start().map(str::to_string), Some(end))
+            }
             (Some(window), None) => match self.plan(stream, slots, window, cursor).await? {
                 Some((start, end)) => (start, Some(end)),
                 None => return Ok(None),
@@ -285,6 +321,27 @@ impl Window {
         .map_err(|e| stream.rejected(e.to_string()))
     }
 
+    /// The REDCap project's scope, for a records window resumed without a
+    /// plan (its end was fixed by an earlier run).
+    async fn resumed_scope<P: Pacer>(
+        &mut self,
+        stream: &mut Stream<'_, P>,
+        slots: &mut Slots<P>,
+        cursor: &Cursor,
+    ) -> Result<Scope, SyncError> {
+        let endpoint = endpoint(stream)?;
+        let request_id = stream.next_request_id();
+        let req = Request {
+            url: &endpoint,
+            cursor,
+            id: &request_id,
+            attempt: 1,
+            budget: 1,
+        };
+        session::ensure(stream, slots, &req).await?;
+        super::project_facts::scope(stream, &req, &endpoint).await
+    }
+
     /// Plans this run's window: `Some((start, end))` to fetch, `None` when
     /// there is nothing to ask for yet. The end is measured on the server's
     /// clock: a Vault login shows it; otherwise one paced HEAD of the
@@ -297,16 +354,7 @@ impl Window {
         cursor: &Cursor,
     ) -> Result<Option<(Option<String>, String)>, SyncError> {
         let job = stream.job;
-        let path = job
-            .delta
-            .path
-            .fill(&job.identity)
-            .map_err(|e| stream.rejected(e.to_string()))?;
-        let endpoint: Url = job
-            .client
-            .origin()
-            .endpoint(job.client.base(), &path)
-            .map_err(|e| stream.rejected(e.to_string()))?;
+        let endpoint = endpoint(stream)?;
         let request_id = stream.next_request_id();
         let req = Request {
             url: &endpoint,
@@ -317,7 +365,10 @@ impl Window {
         };
         session::ensure(stream, slots, &req).await?;
         if job.client.exports_by_form() {
-            super::server_version::check(stream, &req, &endpoint).await?;
+            super::project_facts::check(stream, &req, &endpoint).await?;
+            if batched(job) {
+                self.scope = Some(super::project_facts::scope(stream, &req, &endpoint).await?);
+            }
         } else if !job.client.server_clock_known() {
             let permit = slots::permit(stream, &req).await?;
             let probe = job.client.head(&endpoint).await;
@@ -344,10 +395,11 @@ impl Window {
             Plan::UpToDate { .. } => Ok(None),
             Plan::TooOld { start, oldest } => {
                 let reason = format!(
-                    "the window start {start} is older than {path} serves (delta.window.max_age_days): records \
+                    "the window start {start} is older than {} serves (delta.window.max_age_days): records \
                      stamped in [{start}, {oldest}) can no longer be fetched from it and were not skipped; recover \
                      that interval from a full export (Vault: an all_dates audit export), then remove this \
-                     stream's cursor file to continue from the oldest servable instant"
+                     stream's cursor file to continue from the oldest servable instant",
+                    endpoint.path()
                 );
                 let failed = RequestFailed {
                     stream: stream.name.clone(),
@@ -362,6 +414,25 @@ impl Window {
             }
         }
     }
+}
+
+/// The stream's endpoint (its delta's path on the configured origin).
+fn endpoint<P: Pacer>(stream: &Stream<'_, P>) -> Result<Url, SyncError> {
+    let job = stream.job;
+    let path = job
+        .delta
+        .path
+        .fill(&job.identity)
+        .map_err(|e| stream.rejected(e.to_string()))?;
+    job.client
+        .origin()
+        .endpoint(job.client.base(), &path)
+        .map_err(|e| stream.rejected(e.to_string()))
+}
+
+/// Whether the stream reads REDCap's records by batches.
+fn batched<P: Pacer>(job: &super::StreamJob<P>) -> bool {
+    matches!(job.delta.paging, crate::config::Paging::RedcapRecords { .. })
 }
 
 #[cfg(test)]

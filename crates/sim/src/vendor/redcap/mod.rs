@@ -7,7 +7,8 @@
 //!   field `token` (every client puts it in the body);
 //! - `content=version`: plain text (`14.0.1`; `SimConfig::redcap_version`);
 //! - `content=log`: Export Logging (`log.rs`);
-//! - `content=record`: Export Records (`records.rs`);
+//! - `content=record`: Export Records, `content=exportFieldNames` and
+//!   `content=dag` (`records.rs`);
 //! - every export the profile answers is itself logged, as REDCap logs an
 //!   API export (`logtype=export`, "Data export (API)");
 //! - errors in the format asked for, at their status: a refused token is
@@ -89,6 +90,8 @@ pub fn export(
             Ok(body) => (StatusCode::OK, "application/json", body),
             Err(text) => (StatusCode::BAD_REQUEST, "application/json", error(&text)),
         },
+        Some("exportFieldNames") => (StatusCode::OK, "application/json", records::field_names()),
+        Some("dag") => (StatusCode::OK, "application/json", records::groups()),
         _ => (
             StatusCode::BAD_REQUEST,
             "application/json",

@@ -19,6 +19,14 @@
 //! - `exportDataAccessGroups=true`: the column `redcap_data_access_group`
 //!   (each record in `site_a` or `site_b`); `exportSurveyFields=true`:
 //!   `redcap_survey_identifier` and `visit_timestamp`.
+//!
+//! A token with restricted rights exports a subset without saying so
+//! (REDCap's API help, "Export Records": "if you have 'De-Identified' or
+//! 'Remove all tagged Identifier fields' data export rights, then some
+//! data fields *might* be removed"; a user in a data access group sees
+//! only its records, and no group column): `SimConfig::redcap_rights`
+//! plays either. `content=exportFieldNames` and `content=dag` describe the
+//! whole project whatever the token.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
@@ -42,6 +50,27 @@ struct Record {
     changes: Vec<u32>,
     /// When its latest change was made, ms since the epoch.
     modified_ms: i64,
+}
+
+/// The field tagged as an identifier, which de-identified rights remove.
+const IDENTIFIER: &str = "aeterm";
+
+/// Export List of Export Field Names: every field, as its export names it.
+pub(super) fn field_names() -> String {
+    let names: Vec<serde_json::Value> = FIELDS
+        .iter()
+        .map(|f| serde_json::json!({"original_field_name": f, "choice_value": "", "export_field_name": f}))
+        .collect();
+    serde_json::Value::Array(names).to_string()
+}
+
+/// Export DAGs: the project's two data access groups.
+pub(super) fn groups() -> String {
+    serde_json::json!([
+        {"data_access_group_name": "Site A", "unique_group_name": "site_a", "data_access_group_id": 1},
+        {"data_access_group_name": "Site B", "unique_group_name": "site_b", "data_access_group_id": 2}
+    ])
+    .to_string()
 }
 
 /// The records of `content=record` for `form` at `now`, deleted ones left out.
@@ -68,9 +97,11 @@ pub(super) fn export(
     let now_ms = now
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
+    let in_group = config.redcap_rights == crate::RedcapRights::OneGroup;
     let records = records(config, now_ms)
         .into_iter()
         .filter(|r| !deleted.contains(&r.id))
+        .filter(|r| !in_group || r.id % 2 == 1)
         .filter(|r| only.is_empty() || only.contains(&r.id.to_string()))
         .filter(|r| clock.inside(clock.at(r.modified_ms), begin, end));
     let mut columns: Vec<&str> = ROW_KEYS.to_vec();
@@ -80,7 +111,11 @@ pub(super) fn export(
             .skip(1)
             .filter(|f| fields.is_empty() || fields.iter().any(|x| x == *f)),
     );
-    if yes("exportDataAccessGroups") {
+    if config.redcap_rights == crate::RedcapRights::DeIdentified {
+        columns.retain(|c| *c != IDENTIFIER);
+    }
+    // A user in a group gets no group column, asked or not.
+    if yes("exportDataAccessGroups") && !in_group {
         columns.push("redcap_data_access_group");
     }
     if yes("exportSurveyFields") {

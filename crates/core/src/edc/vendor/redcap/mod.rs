@@ -15,6 +15,7 @@
 //! The simulator's `redcap-error` fault answers in these shapes.
 
 pub(crate) mod export;
+pub(crate) mod scope;
 pub(crate) mod version;
 
 use super::{scrubbed, NotAPage, VendorError, VendorErrorKind};
