@@ -141,6 +141,7 @@ oq_test!(oq_037_oauth2_token_renewed_before_expiry, "OQ-037");
 oq_test!(oq_038_audit_trail_by_whole_days_in_a_zone, "OQ-038");
 oq_test!(oq_039_live_collection_read_whole, "OQ-039");
 oq_test!(oq_040_redcap_log_by_exports_in_wall_clock_minutes, "OQ-040");
+oq_test!(oq_041_redcap_records_by_id_list_then_batches, "OQ-041");
 
 #[test]
 fn every_scenario_has_a_test_here() {

@@ -1,7 +1,9 @@
-//! The OQ scenario for REDCap's shapes (OQ-040): one POST endpoint whose
-//! every request is an export with the token in its form, a log in the
-//! server's wall-clock minutes without row ids, newest first, across a DST
-//! fall-back, a server too old for its log, and a banned address.
+//! The OQ scenarios for REDCap's shapes: one POST endpoint whose every
+//! request is an export with the token in its form, a log in the server's
+//! wall-clock minutes without row ids, newest first, across a DST
+//! fall-back, a server too old for its log, and a banned address (OQ-040);
+//! records by id list then batches, a record deleted in between, and a
+//! restricted token's silent subset (OQ-041).
 //!
 //! It runs the installed executable against the simulator's redcap
 //! profile, which imitates REDCap's API help and its clients PyCap,
@@ -14,17 +16,198 @@ use std::time::Duration;
 use super::context::{Ctx, OQ_PASSWORD, OQ_TOKEN};
 use super::scenario::{events, scenario, stream_dir, Scenario};
 use edc_sim::audit_trail::Arrivals;
-use edc_sim::{Profile, Simulator};
+use edc_sim::{Profile, RedcapRights, Simulator};
 
 /// The scenarios of this file, in id order.
 pub fn all() -> Vec<Scenario> {
-    vec![scenario!(
-        "OQ-040",
-        "A REDCap log is read with exports only, the token in the form body, in the server's wall-clock minutes: every change once, identical ones as two, a DST fall-back included; an old server and a banned address stop the run with their own exits",
-        ["URS-041", "URS-001"],
-        false,
-        oq_040
-    )]
+    vec![
+        scenario!(
+            "OQ-040",
+            "A REDCap log is read with exports only, the token in the form body, in the server's wall-clock minutes: every change once, identical ones as two, a DST fall-back included; an old server and a banned address stop the run with their own exits",
+            ["URS-041", "URS-001"],
+            false,
+            oq_040
+        ),
+        scenario!(
+            "OQ-041",
+            "REDCap records are read by the ids changed in a window, then whole in batches: every change once, a record deleted in between audited, and a restricted token's silent subset refused unless declared",
+            ["URS-042", "URS-041"],
+            false,
+            oq_041
+        ),
+    ]
+}
+
+const RECORDS_VENDOR: &str = "oq_redcap_records";
+
+/// A records run against `sim` over the scenario's roots `under`.
+async fn records_run(
+    ctx: &Ctx,
+    config: &std::path::Path,
+    sim: &Simulator,
+    under: &str,
+) -> anyhow::Result<(Output, std::path::PathBuf)> {
+    let dir = ctx.dir.join(under);
+    let mut cmd = ctx.command_over(
+        "sync",
+        config,
+        sim,
+        RECORDS_VENDOR,
+        OQ_PASSWORD,
+        &[],
+        super::context::Roots {
+            out: &dir.join("landing"),
+            state: &dir.join("state"),
+            audit_log: &dir.join("audit.jsonl"),
+        },
+    );
+    cmd.env("EDC_SYNC_OQ_REDCAP_URL", format!("{}/api/", sim.base_url()));
+    Ok((tokio::task::spawn_blocking(move || cmd.output()).await??, dir))
+}
+
+/// The changes (visit rows) landed as new under `dir`'s landing, sorted.
+fn landed_changes(dir: &std::path::Path) -> anyhow::Result<Vec<u32>> {
+    let stream = crate::files::under(&dir.join("landing"))
+        .into_iter()
+        .find(|p| p.ends_with("manifest.jsonl"))
+        .and_then(|p| p.parent().map(std::path::Path::to_path_buf));
+    let rows = match stream {
+        Some(stream) => crate::landed::landed_json_records(&stream, "")?,
+        None => Vec::new(),
+    };
+    let mut changes: Vec<u32> = rows
+        .iter()
+        .filter_map(|r| r["visit_change"].as_str()?.parse().ok())
+        .collect();
+    changes.sort_unstable();
+    Ok(changes)
+}
+
+/// The lines named `event` of the trail under `dir`.
+fn trail_events(dir: &std::path::Path, event: &str) -> Vec<serde_json::Value> {
+    edc_core::no_follow::read_string(dir.join("audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|l| l["event"] == event)
+        .collect()
+}
+
+async fn oq_041(ctx: &mut Ctx) -> anyhow::Result<()> {
+    let config = ctx.policy_repo()?;
+    // 40 changes to 20 records every 250 ms from 5 s ago: they keep
+    // arriving through the first syncs.
+    let arrivals = Arrivals::every(
+        std::time::SystemTime::now() - Duration::from_secs(5),
+        Duration::from_millis(250),
+    );
+    let sim = ctx
+        .sim_with(40, &[], |c| {
+            c.profile = Profile::Redcap;
+            c.audit_trail = Some(arrivals.clone());
+        })
+        .await?;
+    let mut codes = Vec::new();
+    for pause in [0, 2, 2, 4] {
+        tokio::time::sleep(Duration::from_secs(pause)).await;
+        codes.push(code(&records_run(ctx, &config, &sim, "growing").await?.0));
+    }
+    ctx.check_eq(
+        "exit codes of the four syncs",
+        "[0, 0, 0, 0]".to_string(),
+        format!("{codes:?}"),
+    );
+    let changes = landed_changes(&ctx.dir.join("growing"))?;
+    ctx.check(
+        "every change to a record (a visit row) landed once",
+        "changes 1..40, each once",
+        format!(
+            "{} changes, 1..40 each once: {}",
+            changes.len(),
+            changes == (1..=40).collect::<Vec<u32>>()
+        ),
+        changes == (1..=40).collect::<Vec<u32>>(),
+    );
+    let exports: Vec<String> = sim.requests().into_iter().filter_map(|r| r.export).collect();
+    let lists = exports
+        .iter()
+        .filter(|e| e.contains("fields%5B0%5D=record_id"))
+        .count();
+    let batches: Vec<&String> = exports.iter().filter(|e| e.contains("records%5B0%5D=")).collect();
+    ctx.check(
+        "each window asks its ids (record id field, date range), then batches of at most 3 records",
+        "4 id lists; batches with no date range and no 4th record",
+        format!("{lists} id lists, {} batches", batches.len()),
+        lists == 4
+            && !batches.is_empty()
+            && batches
+                .iter()
+                .all(|e| !e.contains("dateRange") && !e.contains("records%5B3%5D")),
+    );
+
+    // A record deleted between the id list and its batch.
+    let deleting = ctx
+        .sim_with(20, &[], |c| {
+            c.profile = Profile::Redcap;
+            c.audit_trail = Some(arrivals.clone());
+            c.redcap_delete_after_list = Some(3);
+        })
+        .await?;
+    let (out, dir) = records_run(ctx, &config, &deleting, "deleted").await?;
+    let vanished = trail_events(&dir, "records_vanished");
+    ctx.check(
+        "a record deleted after its id list: exit 0, one records_vanished line, its id masked",
+        "0; 1 line; missing: 1 id, masked",
+        format!(
+            "{}; {} line(s); {:?}",
+            code(&out),
+            vanished.len(),
+            vanished.first().map(|v| &v["missing"])
+        ),
+        code(&out) == 0
+            && vanished.len() == 1
+            && vanished[0]["missing"]
+                .as_array()
+                .is_some_and(|m| m.len() == 1 && m[0].as_str().is_some_and(|id| id.starts_with("masked-"))),
+    );
+
+    // Tokens that export a subset without saying so.
+    for (rights, name, said) in [
+        (
+            RedcapRights::DeIdentified,
+            "deidentified",
+            "lacks 1 of the project's fields (aeterm)",
+        ),
+        (
+            RedcapRights::OneGroup,
+            "one-group",
+            "no redcap_data_access_group column",
+        ),
+    ] {
+        let restricted = ctx
+            .sim_with(20, &[], |c| {
+                c.profile = Profile::Redcap;
+                c.audit_trail = Some(arrivals.clone());
+                c.redcap_rights = rights;
+            })
+            .await?;
+        let (out, dir) = records_run(ctx, &config, &restricted, name).await?;
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let changes = landed_changes(&dir)?;
+        ctx.check(
+            &format!("a {name} token: exit 77 naming what is missing, no record landed"),
+            format!("77; {said}; 0 changes"),
+            format!(
+                "{}; {}; {} changes",
+                code(&out),
+                if stderr.contains(said) { said } else { "not named" },
+                changes.len()
+            ),
+            code(&out) == 77 && stderr.contains(said) && changes.is_empty(),
+        );
+    }
+    ctx.attach_run_outputs();
+    Ok(())
 }
 
 const VENDOR: &str = "oq_redcap";
