@@ -510,9 +510,11 @@ async fn a_restricted_token_is_refused_unless_its_scope_is_declared() {
         );
     }
     let fx = Fixture::new();
+    // The fixture's own block ends where vault_newest begins (edit_policies
+    // changes the first match; the OQ's records block comes earlier).
     fx.edit_policies(
-        "    record_id_field: record_id\n    batch_size: 3\n",
-        "    record_id_field: record_id\n    batch_size: 3\n    restricted_scope:\n      fields: [aeterm]\n      one_group: true\n",
+        "    lookback:\n      seconds: 120\nvault_newest:",
+        "    lookback:\n      seconds: 120\n    restricted_scope:\n      fields: [aeterm]\n      one_group: true\nvault_newest:",
     );
     let server = redcap(20, &[], |c| c.redcap_rights = RedcapRights::OneGroup).await;
     let mut cmd = fx.sync(RECORDS, &server, PASSWORD);
