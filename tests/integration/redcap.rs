@@ -73,45 +73,18 @@ async fn redcap(records: u32, faults: &[&str], tune: impl FnOnce(&mut edc_sim::S
 }
 
 /// Every row the runs landed as new, as (timestamp, action, details) with
-/// its count: a page lands whole, as the server sent it, and its
-/// `page_committed` line lists the positions of the rows landed before
-/// (`repeated`), which are not counted again.
+/// its count: a page lands whole, as the server sent it, and its manifest
+/// line lists the positions of the rows landed before (`repeated`), which
+/// are not counted again.
 fn landed_rows(fx: &Fixture) -> BTreeMap<(String, String, String), usize> {
     let mut rows = BTreeMap::new();
-    for line in stream_commits(fx, VENDOR) {
-        let Some(file) = line["landing_file"].as_str() else {
-            continue;
-        };
-        let repeated: Vec<u64> = line["repeated"]
-            .as_array()
-            .map(|r| r.iter().filter_map(|p| p.as_u64()).collect())
-            .unwrap_or_default();
-        let page: Vec<serde_json::Value> =
-            serde_json::from_slice(&std::fs::read(fx.stream_dir(VENDOR).join(file)).unwrap()).unwrap();
-        for (position, row) in page.iter().enumerate() {
-            if repeated.contains(&(position as u64)) {
-                continue;
-            }
-            let key = |k: &str| row[k].as_str().unwrap().to_string();
-            *rows
-                .entry((key("timestamp"), key("action"), key("details")))
-                .or_insert(0) += 1;
-        }
+    for row in edc_qualify::landed::landed_json_records(&fx.stream_dir(VENDOR), "").unwrap() {
+        let key = |k: &str| row[k].as_str().unwrap().to_string();
+        *rows
+            .entry((key("timestamp"), key("action"), key("details")))
+            .or_insert(0) += 1;
     }
     rows
-}
-
-/// The `page_committed` lines of `vendor`'s stream (the log and the
-/// records share one audit trail).
-fn stream_commits(fx: &Fixture, vendor: &str) -> Vec<serde_json::Value> {
-    fx.events("page_committed")
-        .into_iter()
-        .filter(|l| {
-            l["landing_dir"]
-                .as_str()
-                .is_none_or(|d| d.starts_with(&format!("{vendor}/")))
-        })
-        .collect()
 }
 
 /// Three growing syncs of the log and of the records across America/
@@ -368,29 +341,12 @@ async fn run_records(fx: &Fixture, server: &Simulator) -> Output {
 /// landed as new (the id lists, landed too, hold the record id and row
 /// keys only; a record's baseline row holds no change).
 fn landed_record_rows(fx: &Fixture) -> Vec<serde_json::Value> {
-    let mut rows = Vec::new();
     let dir = fx.path(&format!("landing/{RECORDS}/-/Mediflex(Prod)/-/default"));
-    for line in stream_commits(fx, RECORDS) {
-        let Some(file) = line["landing_file"].as_str() else {
-            continue;
-        };
-        let repeated: Vec<u64> = line["repeated"]
-            .as_array()
-            .map(|r| r.iter().filter_map(|p| p.as_u64()).collect())
-            .unwrap_or_default();
-        let page: Vec<serde_json::Value> =
-            serde_json::from_slice(&std::fs::read(std::path::Path::new(&dir).join(file)).unwrap()).unwrap();
-        for (position, row) in page.into_iter().enumerate() {
-            let visit = row
-                .get("visit_change")
-                .and_then(|v| v.as_str())
-                .is_some_and(|v| !v.is_empty());
-            if !repeated.contains(&(position as u64)) && visit {
-                rows.push(row);
-            }
-        }
-    }
-    rows
+    edc_qualify::landed::landed_json_records(std::path::Path::new(&dir), "")
+        .unwrap()
+        .into_iter()
+        .filter(|row| row["visit_change"].as_str().is_some_and(|v| !v.is_empty()))
+        .collect()
 }
 
 /// Growing syncs of REDCap's records: each window lists the ids changed in

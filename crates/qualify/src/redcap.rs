@@ -38,6 +38,23 @@ pub fn all() -> Vec<Scenario> {
     ]
 }
 
+/// A redcap-profile simulator whose `changes` arrive as `arrivals`, with
+/// `faults`, tuned further by `tune`.
+async fn redcap_sim(
+    ctx: &mut Ctx,
+    changes: u32,
+    arrivals: Option<&Arrivals>,
+    faults: &[&str],
+    tune: impl FnOnce(&mut edc_sim::SimConfig),
+) -> anyhow::Result<Simulator> {
+    ctx.sim_with(changes, faults, |c| {
+        c.profile = Profile::Redcap;
+        c.audit_trail = arrivals.cloned();
+        tune(c)
+    })
+    .await
+}
+
 const RECORDS_VENDOR: &str = "oq_redcap_records";
 
 /// A records run against `sim` over the scenario's roots `under`.
@@ -101,12 +118,7 @@ async fn oq_041(ctx: &mut Ctx) -> anyhow::Result<()> {
         std::time::SystemTime::now() - Duration::from_secs(5),
         Duration::from_millis(250),
     );
-    let sim = ctx
-        .sim_with(40, &[], |c| {
-            c.profile = Profile::Redcap;
-            c.audit_trail = Some(arrivals.clone());
-        })
-        .await?;
+    let sim = redcap_sim(ctx, 40, Some(&arrivals), &[], |_| {}).await?;
     let mut codes = Vec::new();
     for pause in [0, 2, 2, 4] {
         tokio::time::sleep(Duration::from_secs(pause)).await;
@@ -146,13 +158,10 @@ async fn oq_041(ctx: &mut Ctx) -> anyhow::Result<()> {
     );
 
     // A record deleted between the id list and its batch.
-    let deleting = ctx
-        .sim_with(20, &[], |c| {
-            c.profile = Profile::Redcap;
-            c.audit_trail = Some(arrivals.clone());
-            c.redcap_delete_after_list = Some(3);
-        })
-        .await?;
+    let deleting = redcap_sim(ctx, 20, Some(&arrivals), &[], |c| {
+        c.redcap_delete_after_list = Some(3)
+    })
+    .await?;
     let (out, dir) = records_run(ctx, &config, &deleting, "deleted").await?;
     let vanished = trail_events(&dir, "records_vanished");
     ctx.check(
@@ -184,13 +193,7 @@ async fn oq_041(ctx: &mut Ctx) -> anyhow::Result<()> {
             "no redcap_data_access_group column",
         ),
     ] {
-        let restricted = ctx
-            .sim_with(20, &[], |c| {
-                c.profile = Profile::Redcap;
-                c.audit_trail = Some(arrivals.clone());
-                c.redcap_rights = rights;
-            })
-            .await?;
+        let restricted = redcap_sim(ctx, 20, Some(&arrivals), &[], |c| c.redcap_rights = rights).await?;
         let (out, dir) = records_run(ctx, &config, &restricted, name).await?;
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         let changes = landed_changes(&dir)?;
@@ -260,12 +263,7 @@ async fn oq_040(ctx: &mut Ctx) -> anyhow::Result<()> {
             Duration::from_millis(250),
         )
     };
-    let sim = ctx
-        .sim_with(80, &[], |c| {
-            c.profile = Profile::Redcap;
-            c.audit_trail = Some(arrivals.clone());
-        })
-        .await?;
+    let sim = redcap_sim(ctx, 80, Some(&arrivals), &[], |_| {}).await?;
     let mut codes = Vec::new();
     for pass in 0..3 {
         if pass > 0 {
@@ -342,12 +340,7 @@ async fn oq_040(ctx: &mut Ctx) -> anyhow::Result<()> {
         twins: Some(5),
         ..Arrivals::every(origin, Duration::from_secs(120))
     };
-    let dst_sim = ctx
-        .sim_with(48, &[], |c| {
-            c.profile = Profile::Redcap;
-            c.audit_trail = Some(dst.clone());
-        })
-        .await?;
+    let dst_sim = redcap_sim(ctx, 48, Some(&dst), &[], |_| {}).await?;
     let dst_config = config.clone();
     let mut cmd = ctx.command_over(
         "backfill",
@@ -411,11 +404,7 @@ async fn oq_040(ctx: &mut Ctx) -> anyhow::Result<()> {
     );
 
     // A server older than Export Logging (REDCap 10.8.0).
-    let old = ctx.sim_with(5, &[], |c| {
-        c.profile = Profile::Redcap;
-        c.redcap_version = "10.7.9".into();
-    });
-    let old = old.await?;
+    let old = redcap_sim(ctx, 5, None, &[], |c| c.redcap_version = "10.7.9".into()).await?;
     let out = run(ctx, &config, &old, "sync", &[]).await?;
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     ctx.check(
@@ -433,13 +422,14 @@ async fn oq_040(ctx: &mut Ctx) -> anyhow::Result<()> {
     );
 
     // A banned address: REDCap's 429 "... banned due to suspected abuse".
-    let banned = ctx
-        .sim_with(
-            5,
-            &["2=redcap-error:429:Your IP address (127.0.0.1) has been banned due to suspected abuse."],
-            |c| c.profile = Profile::Redcap,
-        )
-        .await?;
+    let banned = redcap_sim(
+        ctx,
+        5,
+        None,
+        &["2=redcap-error:429:Your IP address (127.0.0.1) has been banned due to suspected abuse."],
+        |_| {},
+    )
+    .await?;
     let out = run(ctx, &config, &banned, "sync", &[]).await?;
     let failed = events(ctx, "request_failed")
         .into_iter()
