@@ -429,9 +429,10 @@ async fn a_record_deleted_between_its_id_list_and_its_batch_is_audited() {
 }
 
 /// A token whose export rights are de-identified, or whose user is in a
-/// data access group, exports a subset without saying so: the first batch
-/// is refused before it lands (77), naming what is missing; declared in the
-/// policy's `restricted_scope`, the same subset is landed.
+/// data access group, exports a subset without saying so: the run is
+/// refused before anything lands (77), naming what is missing; declared in
+/// the policy's `restricted_scope`, the same subset is landed and the audit
+/// header records the declaration.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restricted_token_is_refused_unless_its_scope_is_declared() {
     for (rights, said) in [
@@ -450,7 +451,8 @@ async fn a_restricted_token_is_refused_unless_its_scope_is_declared() {
             stderr.contains(said) && stderr.contains("restricted_scope"),
             "{stderr}"
         );
-        assert!(landed_record_rows(&fx).is_empty(), "nothing of a batch landed");
+        // Refused before anything lands: not even the window's id list.
+        assert!(fx.events("page_committed").is_empty(), "nothing landed");
         let failed = fx.events("request_failed");
         assert_eq!(failed.len(), 1);
         assert!(failed[0]["reason"].as_str().unwrap().contains(said));
@@ -481,6 +483,14 @@ async fn a_restricted_token_is_refused_unless_its_scope_is_declared() {
         .await
         .unwrap();
     assert_exit(&out, 0);
+    // The audit header records the subset the policy declared.
+    let started = fx.events("run_started");
+    let declared = started[0]["restricted_scope"]
+        .as_object()
+        .expect("restricted_scope in the header");
+    let (_, scope) = declared.iter().next().unwrap();
+    assert_eq!(scope["fields"], serde_json::json!(["aeterm"]));
+    assert_eq!(scope["one_group"], true);
     let rows = landed_record_rows(&fx);
     assert!(!rows.is_empty());
     assert!(rows

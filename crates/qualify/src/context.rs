@@ -91,12 +91,23 @@ impl Ctx {
     /// `policy/` in the scenario directory: a git repository with
     /// `rate_limits.yaml` committed. Returns the file's path.
     pub fn policy_repo(&mut self) -> anyhow::Result<PathBuf> {
-        let repo_dir = self.dir.join("policy");
+        self.policy_repo_as("policy", |policy| policy.to_string())
+    }
+
+    /// A policy repository of its own under the scenario's directory
+    /// (`dir`), its one commit the OQ policy as `edit` changes it: a
+    /// variant a scenario runs beside the OQ policy.
+    pub fn policy_repo_as(
+        &mut self,
+        dir: &str,
+        edit: impl FnOnce(&str) -> String,
+    ) -> anyhow::Result<PathBuf> {
+        let repo_dir = self.dir.join(dir);
         std::fs::create_dir_all(&repo_dir)?;
         let repo =
             git2::Repository::init(&repo_dir).context("git init of the scenario's policy repository")?;
         let path = repo_dir.join("rate_limits.yaml");
-        edc_core::no_follow::write(&path, OQ_POLICY)?;
+        edc_core::no_follow::write(&path, edit(OQ_POLICY))?;
         let mut index = repo.index()?;
         index.add_path(Path::new("rate_limits.yaml"))?;
         index.write()?;

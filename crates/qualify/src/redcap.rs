@@ -82,6 +82,19 @@ async fn records_run(
     Ok((tokio::task::spawn_blocking(move || cmd.output()).await??, dir))
 }
 
+/// The pages listed in every manifest under `dir`'s landing.
+fn landed_pages(dir: &std::path::Path) -> anyhow::Result<usize> {
+    let mut pages = 0;
+    for manifest in crate::files::under(&dir.join("landing"))
+        .into_iter()
+        .filter(|p| p.ends_with("manifest.jsonl"))
+    {
+        let text = edc_core::no_follow::read_string(&manifest)?;
+        pages += text.lines().filter(|l| !l.trim().is_empty()).count();
+    }
+    Ok(pages)
+}
+
 /// The changes (visit rows) landed as new under `dir`'s landing, sorted.
 fn landed_changes(dir: &std::path::Path) -> anyhow::Result<Vec<u32>> {
     let stream = crate::files::under(&dir.join("landing"))
@@ -196,19 +209,45 @@ async fn oq_041(ctx: &mut Ctx) -> anyhow::Result<()> {
         let restricted = redcap_sim(ctx, 20, Some(&arrivals), &[], |c| c.redcap_rights = rights).await?;
         let (out, dir) = records_run(ctx, &config, &restricted, name).await?;
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        let changes = landed_changes(&dir)?;
+        let pages = landed_pages(&dir)?;
         ctx.check(
-            &format!("a {name} token: exit 77 naming what is missing, no record landed"),
-            format!("77; {said}; 0 changes"),
+            &format!("a {name} token: exit 77 naming what is missing, before anything lands (not even the id list)"),
+            format!("77; {said}; 0 pages"),
             format!(
-                "{}; {}; {} changes",
+                "{}; {}; {pages} pages",
                 code(&out),
                 if stderr.contains(said) { said } else { "not named" },
-                changes.len()
             ),
-            code(&out) == 77 && stderr.contains(said) && changes.is_empty(),
+            code(&out) == 77 && stderr.contains(said) && pages == 0,
         );
     }
+
+    // The same subset declared in the policy: landed, and the audit
+    // header says what the landing lacks.
+    let declared = ctx.policy_repo_as("policy-declared", |policy| {
+        policy.replacen(
+            "    lookback:\n      seconds: 120\n# OQ-039",
+            "    lookback:\n      seconds: 120\n    restricted_scope:\n      fields: [aeterm]\n      one_group: true\n# OQ-039",
+            1,
+        )
+    })?;
+    let one_group = redcap_sim(ctx, 20, Some(&arrivals), &[], |c| {
+        c.redcap_rights = RedcapRights::OneGroup
+    })
+    .await?;
+    let (out, dir) = records_run(ctx, &declared, &one_group, "declared").await?;
+    let header = trail_events(&dir, "run_started")
+        .first()
+        .map(|h| h["restricted_scope"].clone())
+        .unwrap_or_default();
+    let changes = landed_changes(&dir)?;
+    let expected = serde_json::json!({"default": {"fields": ["aeterm"], "one_group": true}});
+    ctx.check(
+        "a one-group token whose scope the policy declares: exit 0, its records landed, the header records the scope",
+        format!("0; changes landed; restricted_scope {expected}"),
+        format!("{}; {} changes; restricted_scope {header}", code(&out), changes.len()),
+        code(&out) == 0 && !changes.is_empty() && header == expected,
+    );
     ctx.attach_run_outputs();
     Ok(())
 }

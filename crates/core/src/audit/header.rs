@@ -42,6 +42,12 @@ pub struct RunStarted {
     /// required, so the evidence says which schema held it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state_schema_version: Option<i32>,
+    /// Per stream, what the policy declares its token may not export
+    /// (REDCap's `delta.restricted_scope`): the run lands that subset, and
+    /// the evidence says so in the run's own words, not only through the
+    /// policy's hash.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub restricted_scope: std::collections::BTreeMap<String, crate::config::RestrictedScope>,
 }
 
 impl AuditEvent for RunStarted {
@@ -71,6 +77,7 @@ impl RunStarted {
             stream,
             state_db: None,
             state_schema_version: None,
+            restricted_scope: Default::default(),
         }
     }
 

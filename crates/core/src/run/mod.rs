@@ -249,6 +249,24 @@ fn named_streams(spec: &RunSpec) -> Vec<String> {
     }
 }
 
+/// The subsets the run's streams declare they land (REDCap's
+/// `delta.restricted_scope`), by stream name.
+fn declared_scopes(prepared: &RunPlan) -> std::collections::BTreeMap<String, crate::config::RestrictedScope> {
+    prepared
+        .jobs
+        .iter()
+        .filter_map(|(_, stream, _)| {
+            let delta = stream.delta.as_deref().unwrap_or(&prepared.delta);
+            match &delta.paging {
+                crate::config::Paging::RedcapRecords { declared, .. } if *declared != Default::default() => {
+                    Some((stream.name.clone(), declared.clone()))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
 /// Runs a planned `spec` to the end.
 pub(crate) async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> Result<RunResult, Error> {
     let started = Instant::now();
@@ -271,7 +289,8 @@ pub(crate) async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> Result<Run
         stream: (prepared.jobs.len() == 1).then(|| id.stream.clone()).flatten(),
         ..id.clone()
     });
-    let header = RunStarted::new(&prepared.loaded.provenance, spec.allow_dirty, header_stream);
+    let mut header = RunStarted::new(&prepared.loaded.provenance, spec.allow_dirty, header_stream);
+    header.restricted_scope = declared_scopes(&prepared);
     // A database unreachable (69), read-only or of the wrong schema (78):
     // before any line, like a policy mistake.
     let ledger = Ledger::open(&spec.state).await?;

@@ -100,6 +100,21 @@ impl Batches {
     }
 }
 
+/// The first record of the batch `batch` alone: what a run asks once,
+/// before its first id list lands, to see the columns the batches will
+/// have.
+pub(super) fn first_record(batch: &Url) -> Url {
+    let first = record_param(0);
+    let kept: Vec<(String, String)> = batch
+        .query_pairs()
+        .filter(|(k, _)| !(k.starts_with("records[") && k.ends_with(']')) || *k == first)
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    let mut probe = batch.clone();
+    probe.query_pairs_mut().clear().extend_pairs(kept);
+    probe
+}
+
 /// A batch's rows, as far as they are looked at: the record each is of,
 /// and the columns of a flat export (every row has them all).
 pub(super) struct Rows {
@@ -182,6 +197,10 @@ mod tests {
             Some("content=record&format=json&type=flat&records%5B0%5D=5")
         );
         assert_eq!(batches.next(&second, 3, "dateRangeBegin", "dateRangeEnd"), None);
+        assert_eq!(
+            first_record(&first).query(),
+            Some("content=record&format=json&type=flat&records%5B0%5D=7")
+        );
         let mut none = Batches::listed(b"[]", "record_id").unwrap();
         assert_eq!(none.next(&list, 3, "dateRangeBegin", "dateRangeEnd"), None);
     }

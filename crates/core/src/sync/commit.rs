@@ -231,7 +231,16 @@ impl PageCommit {
                 };
                 // The page key: an export's answer comes from the bare API URL.
                 match window.after_records(url, &body, &records) {
-                    Ok(next) => next,
+                    Ok(next) => {
+                        if let Some(probe) = window.scope_probe(url, next.as_ref()) {
+                            if let Err(e) = prove_scope(stream, window, page, cursor, &probe, &records).await
+                            {
+                                temp.discard();
+                                return Err(e);
+                            }
+                        }
+                        next
+                    }
                     Err(window::RecordsRefusal::Invalid(why)) => {
                         temp.discard();
                         let reason = format!("page {url}: {why}; nothing was committed");
@@ -239,7 +248,7 @@ impl PageCommit {
                     }
                     Err(window::RecordsRefusal::Restricted(what)) => {
                         temp.discard();
-                        return Err(restricted(stream, page, what).await);
+                        return Err(restricted(stream, page, url, what).await);
                     }
                 }
             }
@@ -728,23 +737,87 @@ fn read_whole(temp: &mut crate::store::LandingTemp) -> Result<Vec<u8>, crate::st
     Ok(body)
 }
 
-/// A batch of a restricted token refused before it lands: audited, then
-/// 77 naming what is restricted and how to go on.
-async fn restricted<P: Pacer>(stream: &mut Stream<'_, P>, page: &Received, what: String) -> SyncError {
-    let detail = format!(
-        "{}: {what}; nothing of it was landed",
-        stream.job.request_line(&page.url)
-    );
-    let failed = RequestFailed {
+/// Holds back a run's first id list of a records stream until one record,
+/// exported as its batches will be (`probe`), shows the token exports the
+/// project's full scope or what the policy declared: a restricted token is
+/// refused before anything of the window lands.
+async fn prove_scope<P: Pacer>(
+    stream: &mut Stream<'_, P>,
+    window: &mut Window,
+    page: &Received,
+    cursor: &Cursor,
+    probe: &Url,
+    records: &window::RecordsPaging<'_>,
+) -> Result<(), SyncError> {
+    let request_id = stream.next_request_id();
+    let req = Request {
+        url: probe,
+        cursor,
+        id: &request_id,
+        attempt: 1,
+        budget: 1,
+    };
+    let body = super::project_facts::columns(stream, &req, probe).await?;
+    match window.prove_scope(&body, records) {
+        Ok(()) => Ok(()),
+        Err(window::RecordsRefusal::Restricted(what)) => Err(restricted(stream, page, probe, what).await),
+        Err(window::RecordsRefusal::Invalid(why)) => {
+            let reason = format!(
+                "{}: {why}; the id list of {} was not committed",
+                stream.job.request_line(probe),
+                page.url
+            );
+            match stream
+                .job
+                .audit
+                .record(failed_line(stream, page, probe, reason.clone()))
+                .await
+            {
+                Ok(_) => Err(stream.rejected(reason)),
+                Err(e) => Err(e.into()),
+            }
+        }
+    }
+}
+
+/// The `request_failed` line of `asked` (a page, or the record a run
+/// checks its scope by) refused after its 2xx answer.
+fn failed_line<P: Pacer>(
+    stream: &Stream<'_, P>,
+    page: &Received,
+    asked: &Url,
+    reason: String,
+) -> RequestFailed {
+    RequestFailed {
         stream: stream.name.clone(),
         request_id: page.request_id.clone(),
         attempt: page.attempt,
-        url: page.url.to_string(),
+        url: asked.to_string(),
         status: Some(page.status),
-        reason: detail.clone(),
+        reason,
         ..RequestFailed::default()
-    };
-    if let Err(e) = stream.job.audit.record(failed).await {
+    }
+}
+
+/// An export of a restricted token refused before it lands (`asked`: a
+/// batch, or the record that proves a run's scope): audited, then 77
+/// naming what is restricted and how to go on.
+async fn restricted<P: Pacer>(
+    stream: &mut Stream<'_, P>,
+    page: &Received,
+    asked: &Url,
+    what: String,
+) -> SyncError {
+    let detail = format!(
+        "{}: {what}; nothing of it was landed",
+        stream.job.request_line(asked)
+    );
+    if let Err(e) = stream
+        .job
+        .audit
+        .record(failed_line(stream, page, asked, detail.clone()))
+        .await
+    {
         return e.into();
     }
     SyncError::Permission {

@@ -7,7 +7,10 @@
 //! - for a records stream, the project's fields as exports name them
 //!   (`content=exportFieldNames`) and whether it has data access groups
 //!   (`content=dag`): what a token with full export rights gets, against
-//!   which every batch is checked (`edc/vendor/redcap/scope.rs`).
+//!   which every batch is checked (`edc/vendor/redcap/scope.rs`);
+//! - and, before a run's first id list of a records stream lands, one of
+//!   its records exported as the batches will be ([`columns`]): a
+//!   restricted token is refused before anything of the window lands.
 
 use reqwest::Url;
 
@@ -34,7 +37,14 @@ pub(super) async fn check<P: Pacer>(
         .client
         .redcap_version()
         .get_or_try_init(|| async {
-            let body = ask(stream, req, api, "version").await?;
+            let body = ask(
+                stream,
+                req,
+                &content_url(api, "version"),
+                "content=version",
+                ERROR_BODY_CAP,
+            )
+            .await?;
             let version = Version::parse(&body).map_err(|why| stream.rejected(why))?;
             tracing::debug!(stream = %stream.name, %version, "REDCap version");
             Ok::<_, SyncError>(version)
@@ -68,52 +78,80 @@ pub(super) async fn scope<P: Pacer>(
         .client
         .redcap_scope()
         .get_or_try_init(|| async {
-            let fields = ask(stream, req, api, "exportFieldNames").await?;
-            let groups = ask(stream, req, api, "dag").await?;
+            let cap = page_cap(stream);
+            let fields = ask(
+                stream,
+                req,
+                &content_url(api, "exportFieldNames"),
+                "content=exportFieldNames",
+                cap,
+            )
+            .await?;
+            let groups = ask(stream, req, &content_url(api, "dag"), "content=dag", cap).await?;
             Scope::of(&fields, &groups).map_err(|why| stream.rejected(why))
         })
         .await?;
     Ok(scope.clone())
 }
 
-/// One export of `content` whose answer is read, not landed (at most
-/// [`ERROR_BODY_CAP`] bytes: a version, a project's field list). It is not
-/// a page: an answer that is not 2xx is judged as a page's would be and
-/// audited by the same steps (a ban 76, a refused token 77, a throttle
-/// paused for every worker), but never waited out here: a throttle ends the
-/// run with 75 and a server failure with 69, and the next run asks again.
-async fn ask<P: Pacer>(
+/// One record of a records stream's first batch (`probe`: the batch cut
+/// to its first id), exported as the batch will be, read and not landed:
+/// its columns say what the token may export before the window's id list
+/// lands.
+pub(super) async fn columns<P: Pacer>(
     stream: &mut Stream<'_, P>,
     req: &Request<'_>,
-    api: &Url,
-    content: &str,
+    probe: &Url,
 ) -> Result<Vec<u8>, SyncError> {
-    let job = stream.job;
-    let mut probe = api.clone();
+    let cap = page_cap(stream);
+    ask(stream, req, probe, "one record, for its columns", cap).await
+}
+
+/// The export of `content` alone from the API URL `api` (JSON, but the
+/// version: plain text).
+fn content_url(api: &Url, content: &str) -> Url {
+    let mut url = api.clone();
     {
-        let mut query = probe.query_pairs_mut();
+        let mut query = url.query_pairs_mut();
         query.clear().append_pair("content", content);
         if content != "version" {
             query.append_pair("format", "json");
         }
     }
-    let asked = Request { url: &probe, ..*req };
+    url
+}
+
+/// A page's size cap: a project's field list is a few hundred bytes a
+/// field, a record a few per value.
+fn page_cap<P: Pacer>(stream: &Stream<'_, P>) -> usize {
+    usize::try_from(stream.job.policy.http.max_body_bytes).unwrap_or(usize::MAX)
+}
+
+/// One export (`probe`, `what` it asks for) whose answer is read, not
+/// landed (at most `cap` bytes). It is not a page: an answer that is not
+/// 2xx is judged as a page's would be and audited by the same steps (a ban
+/// 76, a refused token 77, a throttle paused for every worker), but never
+/// waited out here: a throttle ends the run with 75 and a server failure
+/// with 69, and the next run asks again.
+async fn ask<P: Pacer>(
+    stream: &mut Stream<'_, P>,
+    req: &Request<'_>,
+    probe: &Url,
+    what: &str,
+    cap: usize,
+) -> Result<Vec<u8>, SyncError> {
+    let job = stream.job;
+    let asked = Request { url: probe, ..*req };
     let permit = slots::permit(stream, &asked).await?;
-    let sent = job.client.export(&probe).await;
+    let sent = job.client.export(probe).await;
     permit.release();
     let unreachable = |stream: &Stream<'_, P>, detail: String| SyncError::Unreachable {
         stream: stream.name.clone(),
         attempts: 1,
-        detail: format!("asking REDCap (content={content}): {detail}"),
+        detail: format!("asking REDCap ({what}): {detail}"),
     };
     let reply = sent.map_err(|e| unreachable(stream, e.to_string()))?;
     let meta = reply.meta.clone();
-    // A version is a few bytes; a project's field list, a few hundred a
-    // field: read whole up to the cap of any page.
-    let cap = match content {
-        "version" => ERROR_BODY_CAP,
-        _ => usize::try_from(job.policy.http.max_body_bytes).unwrap_or(usize::MAX),
-    };
     let body = reply.error_body(cap).await;
     if meta.status.is_success() {
         return Ok(body);
@@ -122,7 +160,7 @@ async fn ask<P: Pacer>(
     let later = |stream: &Stream<'_, P>| SyncError::Exhausted {
         stream: stream.name.clone(),
         reason: format!(
-            "POST {probe} (content={content}) was throttled (HTTP {})",
+            "POST {probe} ({what}) was throttled (HTTP {})",
             meta.status.as_u16()
         ),
     };
@@ -146,10 +184,10 @@ async fn ask<P: Pacer>(
         }
         Verdict::Refused(detail) => {
             stream.refused(&asked, &meta, None, detail).await?;
-            Err(stream.rejected(format!("the content={content} request was refused")))
+            Err(stream.rejected(format!("the request for {what} was refused")))
         }
         Verdict::Renew(reason) | Verdict::Failed(reason) => {
-            let reason = format!("{reason} to content={content}; nothing was asked of the stream");
+            let reason = format!("{reason} to the request for {what}; nothing was asked of the stream");
             stream.failed(&asked, Some(&meta), None, reason.clone()).await?;
             Err(stream.rejected(reason))
         }

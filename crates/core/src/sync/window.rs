@@ -153,6 +153,9 @@ pub(super) struct Window {
     /// What a full export of the REDCap project holds, each batch checked
     /// against it.
     scope: Option<Scope>,
+    /// A record exported as the batches are has been checked against the
+    /// scope this run (before its first id list landed).
+    scope_proven: bool,
 }
 
 impl Window {
@@ -192,16 +195,7 @@ impl Window {
             }
             batches::Kind::Batch(asked) => {
                 let rows = batches::Rows::of(body, paging.id_field).map_err(RecordsRefusal::Invalid)?;
-                let restricted = self
-                    .scope
-                    .as_ref()
-                    .zip(rows.columns())
-                    .and_then(|(scope, columns)| {
-                        scope.restricted(columns, paging.groups_asked, paging.declared)
-                    });
-                if let Some(what) = restricted {
-                    return Err(RecordsRefusal::Restricted(what));
-                }
+                self.check_columns(&rows, paging)?;
                 let vanished = rows.vanished(&asked);
                 if !vanished.missing.is_empty() {
                     self.vanished = Some((url.clone(), vanished));
@@ -211,6 +205,47 @@ impl Window {
         Ok(self
             .batches
             .next(url, paging.batch_size, paging.begin, paging.end))
+    }
+
+    /// The one record to export, as the batch `next` after the id list
+    /// `url` will, before that list lands: once a run, so a restricted
+    /// token is refused before anything of the window lands. `None` when
+    /// proven already, or when the list names no record (an export of
+    /// nothing has no columns to tell by).
+    pub(crate) fn scope_probe(&self, url: &Url, next: Option<&Url>) -> Option<Url> {
+        let unproven = self.scope.is_some() && !self.scope_proven;
+        match (batches::Kind::of(url), next) {
+            (batches::Kind::IdList, Some(batch)) if unproven => Some(batches::first_record(batch)),
+            _ => None,
+        }
+    }
+
+    /// Checks the answer to [`Window::scope_probe`]: its columns against
+    /// the project's. A record deleted since the list leaves it unproven
+    /// (every batch is still checked).
+    pub(crate) fn prove_scope(
+        &mut self,
+        body: &[u8],
+        paging: &RecordsPaging<'_>,
+    ) -> Result<(), RecordsRefusal> {
+        let rows = batches::Rows::of(body, paging.id_field).map_err(RecordsRefusal::Invalid)?;
+        self.check_columns(&rows, paging)?;
+        self.scope_proven = rows.columns().is_some();
+        Ok(())
+    }
+
+    /// Refuses rows that lack what a full export of the project holds,
+    /// less what the policy declared.
+    fn check_columns(&self, rows: &batches::Rows, paging: &RecordsPaging<'_>) -> Result<(), RecordsRefusal> {
+        let restricted = self
+            .scope
+            .as_ref()
+            .zip(rows.columns())
+            .and_then(|(scope, columns)| scope.restricted(columns, paging.groups_asked, paging.declared));
+        match restricted {
+            Some(what) => Err(RecordsRefusal::Restricted(what)),
+            None => Ok(()),
+        }
     }
 
     /// The records the last batch did not get, once.
