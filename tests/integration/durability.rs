@@ -296,7 +296,13 @@ async fn a_cursor_behind_the_trail_is_rolled_forward_before_any_fetch() {
     assert_eq!(rolled.len(), 1, "{rolled:?}");
     assert_eq!(rolled[0]["pages"], 3);
     let now = fx.cursor();
-    for key in ["window_start", "next_page", "high_water", "last_page_sha256"] {
+    for key in [
+        "window_start",
+        "next_page",
+        "high_water",
+        "last_page_sha256",
+        "lookback",
+    ] {
         assert_eq!(now[key], ahead[key], "{key}");
     }
     // And the next page fetched is the seventh, not the fourth again.
@@ -304,6 +310,59 @@ async fn a_cursor_behind_the_trail_is_rolled_forward_before_any_fetch() {
     let committed = events(&fx, "page_committed");
     assert_eq!(committed.last().unwrap()["replayed"], false);
     assert_eq!(committed.len(), 7);
+}
+
+/// A page's `page_committed` line carries what the page changed in the
+/// lookback memory and a seal of the memory, never the memory itself: the
+/// trail grows by the page, however many identities the memory holds. The
+/// seal is the SHA-256 of the memory as the cursor file holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_trail_grows_by_the_page_not_by_the_lookback_memory() {
+    let fx = Fixture::new(5);
+    let sim = sim(100).await;
+    pages(&fx, &sim, 20);
+    let committed = events(&fx, "page_committed");
+    assert_eq!(committed.len(), 20);
+    let text = std::fs::read_to_string(fx.path("audit.jsonl")).unwrap();
+    let sizes: Vec<usize> = text
+        .lines()
+        .filter(|l| l.contains("\"event\":\"page_committed\""))
+        .map(str::len)
+        .collect();
+    // Five records a page: the first page's line and the last's are the
+    // same size, give or take the longer page numbers in their URLs.
+    let (first, last) = (sizes[0], *sizes.last().unwrap());
+    assert!(last < first + 200, "line sizes grow with the memory: {sizes:?}");
+    assert!(sizes.iter().all(|&n| n < 3 * 1024), "{sizes:?}");
+    let added: usize = committed
+        .iter()
+        .map(|l| {
+            l["lookback_change"]["added"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|g| g[1].as_array().unwrap().len())
+                .sum::<usize>()
+        })
+        .sum();
+    let cursor = fx.cursor();
+    let memory = &cursor["lookback"];
+    let held: usize = memory["seen"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g[1].as_array().unwrap().len())
+        .sum();
+    assert_eq!(added, 100, "every record landed is in a line's change");
+    let seal = &committed.last().unwrap()["cursor_state"]["lookback"];
+    assert_eq!(seal["identities"], held);
+    assert!(seal.get("seen").is_none(), "{seal}");
+    // The seal is of the memory's compact JSON, as the cursor file holds it.
+    assert_eq!(
+        seal["sha256"].as_str().unwrap(),
+        edc_core::digest::sha256_hex(serde_json::to_string(memory).unwrap().as_bytes())
+    );
+    assert_eq!(fx.verify().code, 0);
 }
 
 /// A commit whose landed file has gone stops the roll: the cursor stays
@@ -349,7 +408,13 @@ async fn a_torn_cursor_file_is_rebuilt_from_the_trail() {
     let rebuilt = events(&fx, "cursor_rebuilt");
     assert_eq!(rebuilt.len(), 1, "{rebuilt:?}");
     let now = fx.cursor();
-    for key in ["window_start", "next_page", "high_water", "last_page_sha256"] {
+    for key in [
+        "window_start",
+        "next_page",
+        "high_water",
+        "last_page_sha256",
+        "lookback",
+    ] {
         assert_eq!(now[key], before[key], "{key}");
     }
     pages(&fx, &sim, 1);

@@ -333,7 +333,7 @@ fn edit_db(rng: &mut Rng, site: &Site) -> String {
                 serde_json::to_string(&cursor).unwrap().replace('\'', "''")
             );
             // The database refuses a row that moves without its line
-            // (schema version 2); the edit is then one that did not happen.
+            // (schema version 2 on); the edit is then one that did not happen.
             let refused = match pg.psql_as("edc_run", "edc", &sql) {
                 Ok(_) => "",
                 Err(_) => ", which the database refused",

@@ -47,7 +47,7 @@ async fn a_run_keeps_cursor_manifest_and_trail_in_the_database_and_the_next_resu
     assert!(!fx.path("state").exists(), "no state directory");
     let rows = trail_rows(&pg, "audit.jsonl");
     assert_eq!(rows[0]["event"], "run_started");
-    assert_eq!(rows[0]["state_schema_version"], 2);
+    assert_eq!(rows[0]["state_schema_version"], 3);
     let commits: Vec<_> = rows.iter().filter(|l| l["event"] == "page_committed").collect();
     assert_eq!(commits.len(), 1);
     spec.options.max_pages = None;
@@ -190,12 +190,12 @@ async fn a_database_without_the_schema_or_with_another_version_is_refused_78_bef
     );
     pg.psql(
         "edc",
-        "INSERT INTO edc_sync_schema (version, description, tool_version) VALUES (3, 'from the future', '9.9.9')",
+        "INSERT INTO edc_sync_schema (version, description, tool_version) VALUES (4, 'from the future', '9.9.9')",
     )
     .unwrap();
     let out = sync_bin(&fx, &sim, &pg.owner_url(), &[]);
     assert_eq!(out.code, 78, "{}", out.stderr);
-    assert!(out.stderr.contains("schema version 3 is newer"), "{}", out.stderr);
+    assert!(out.stderr.contains("schema version 4 is newer"), "{}", out.stderr);
     assert_eq!(
         pg.psql("edc", "SELECT count(*) FROM edc_sync_audit_line")
             .unwrap(),
@@ -1088,12 +1088,12 @@ async fn a_cursor_row_moves_only_with_its_page_committed_line() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_at_schema_version_1_is_migrated_in_place_and_resumed() {
     let (pg, fx, sim) = four_pages_in_a_database().await;
-    // What version 1 was: no cursor trigger, no version 2 row.
+    // What version 1 was: no cursor trigger, no version 2 or 3 row.
     as_owner(
         &pg,
         "DROP TRIGGER edc_sync_cursor_with_its_line ON edc_sync_cursor; \
          DROP FUNCTION edc_sync_cursor_with_its_line(); \
-         DELETE FROM edc_sync_schema WHERE version = 2;",
+         DELETE FROM edc_sync_schema WHERE version >= 2;",
     );
     let out = sync_bin(&fx, &sim, &pg.run_url(), &[]);
     assert_eq!(out.code, 78, "{}", out.stderr);
@@ -1101,7 +1101,8 @@ async fn a_database_at_schema_version_1_is_migrated_in_place_and_resumed() {
     let migrated = support::run(&["state", "migrate", "--state", &pg.owner_url()]);
     assert_eq!(migrated.code, 0, "{}", migrated.stderr);
     assert!(
-        migrated.stdout.contains("applied schema version 2"),
+        migrated.stdout.contains("applied schema version 2")
+            && migrated.stdout.contains("applied schema version 3"),
         "{}",
         migrated.stdout
     );

@@ -38,7 +38,7 @@ use super::{LedgerError, StreamLedger};
 use crate::audit::commit::{last_commit, CommitLine, CommitsOf};
 use crate::audit::PathsReinterpreted;
 use crate::state_db::DbStream;
-use crate::store::{roll_forward, Cursor, CursorStore, LandingStore, ManifestEntry, StoreError};
+use crate::store::{roll_forward, sealed, Cursor, CursorStore, LandingStore, ManifestEntry, StoreError};
 
 /// Proves `stream`'s state as the module says, before anything is fetched.
 pub(super) async fn prove(
@@ -303,7 +303,8 @@ async fn prove_cursor_named_by_no_line(
     let last = last_commit(trail, &CommitsOf::new(p.name, &dir), wanted)
         .map_err(|e| StoreError::io(trail, "read back", e))?;
     let said = p.trail.as_recorded(cursor.to_state_json());
-    let says = last.as_ref().map(|l| l.get("cursor_state"));
+    let says = last.as_ref().map(|l| sealed(l.get("cursor_state").clone()));
+    let says = says.as_ref();
     let place = cursors.path().to_path_buf();
     let verdict = judge_cursor(Some(&said), says);
     let (Some(line), Some(says)) = (last.as_ref(), says) else {
@@ -314,7 +315,7 @@ async fn prove_cursor_named_by_no_line(
     match verdict {
         Cursor1::Agrees if p.dry_run => {}
         Cursor1::Agrees => {
-            roll_forward::take_the_trails(cursors, line, manifest_bytes)?;
+            roll_forward::take_the_trails(cursors, trail, p.name, &dir, line, Some(&cursor), manifest_bytes)?;
             let event = events::CursorReceipted {
                 stream: p.name.to_string(),
                 cursor_file: cursors.recorded_file(),
@@ -325,7 +326,7 @@ async fn prove_cursor_named_by_no_line(
         }
         _ if !p.repair_state || p.dry_run => return Err(cursor_refused(place, &at, &said, says).into()),
         _ => {
-            roll_forward::take_the_trails(cursors, line, manifest_bytes)?;
+            roll_forward::take_the_trails(cursors, trail, p.name, &dir, line, None, manifest_bytes)?;
             let event = events::StateRepaired {
                 stream: p.name.to_string(),
                 cursor_file: cursors.recorded_file(),
@@ -417,7 +418,8 @@ fn judge_db(
     let said = row_cursor
         .as_ref()
         .map(|c| p.trail.as_recorded(c.to_state_json()));
-    let says = last.as_ref().map(|l| &l["cursor_state"]);
+    let says = last.as_ref().map(|l| sealed(l["cursor_state"].clone()));
+    let says = says.as_ref();
     let commit_n = facts.last_commit.as_ref().map(|(n, ..)| *n);
     match judge_cursor(said.as_ref(), says) {
         Cursor1::Agrees | Cursor1::StartsOver => {}

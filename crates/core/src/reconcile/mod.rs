@@ -134,9 +134,11 @@ pub(super) struct Commit {
 }
 
 /// The digest a cursor's lookback memory (`null` when it keeps none) is
-/// compared by.
+/// compared by: its seal's, whether it is whole (a cursor file, a line of
+/// a version before seals) or sealed (a line).
 pub(super) fn lookback_digest(memory: &Value) -> String {
-    crate::digest::sha256_hex(memory.to_string().as_bytes())
+    let sealed = crate::store::sealed(serde_json::json!({ "lookback": memory }));
+    crate::digest::sha256_hex(sealed["lookback"].to_string().as_bytes())
 }
 
 /// Reconciles the landing under `out`, the cursors under `state` and the

@@ -18,7 +18,7 @@ use super::DbUrl;
 use crate::db_error::DbError;
 
 /// The schema version this binary reads and writes.
-pub const CURRENT: i32 = 2;
+pub const CURRENT: i32 = 3;
 
 /// One migration: its version, what it does, and its SQL.
 struct Migration {
@@ -27,7 +27,7 @@ struct Migration {
     sql: &'static str,
 }
 
-const MIGRATIONS: [Migration; 2] = [
+const MIGRATIONS: [Migration; 3] = [
     Migration {
         version: 1,
         description: "audit trail, manifest, cursor, run lock and anchors; append-only and chain triggers",
@@ -37,6 +37,11 @@ const MIGRATIONS: [Migration; 2] = [
         version: 2,
         description: "a cursor row moves only with its page_committed line",
         sql: V2,
+    },
+    Migration {
+        version: 3,
+        description: "page_committed lines seal the lookback memory: the cursor trigger compares the rest",
+        sql: V3,
     },
 ];
 
@@ -179,6 +184,39 @@ END $$;
 
 CREATE TRIGGER edc_sync_cursor_with_its_line BEFORE INSERT OR UPDATE ON edc_sync_cursor
     FOR EACH ROW EXECUTE FUNCTION edc_sync_cursor_with_its_line();
+"#;
+
+/// A `page_committed` line records the lookback memory by its seal (its
+/// SHA-256, which SQL cannot recompute from `jsonb`), the cursor row holds
+/// it whole: the trigger holds a row moved outside its commit's
+/// transaction to everything else the line records, and the start-up
+/// proof holds its memory to the seal.
+const V3: &str = r#"
+CREATE OR REPLACE FUNCTION edc_sync_cursor_with_its_line() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    ours boolean;
+    says jsonb;
+    last_commit bigint;
+BEGIN
+    SELECT l.xmin = pg_current_xact_id()::xid, (l.line::jsonb) -> 'cursor_state' INTO ours, says
+        FROM edc_sync_audit_line l
+        WHERE l.trail = NEW.trail AND l.n = NEW.audit_n AND l.event = 'page_committed' AND l.stream = NEW.stream;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'edc-sync: edc_sync_cursor row % names line % of trail %, which is no page_committed line of its stream',
+            NEW.stream, NEW.audit_n, NEW.trail USING ERRCODE = 'ED003';
+    END IF;
+    IF ours THEN
+        RETURN NEW;
+    END IF;
+    SELECT max(n) INTO last_commit FROM edc_sync_audit_line
+        WHERE trail = NEW.trail AND event = 'page_committed' AND stream = NEW.stream;
+    IF NEW.audit_n IS DISTINCT FROM last_commit
+        OR (NEW.state::jsonb - 'receipt' - 'lookback') IS DISTINCT FROM (says - 'lookback') THEN
+        RAISE EXCEPTION 'edc-sync: edc_sync_cursor row % moves only with its page_committed line, in one transaction, or to what the stream''s last commit (line %) records',
+            NEW.stream, last_commit USING ERRCODE = 'ED003';
+    END IF;
+    RETURN NEW;
+END $$;
 "#;
 
 /// What the run role is granted (`state migrate --grant-to ROLE`): reading

@@ -313,9 +313,23 @@ impl DbStream {
             (line.get(0), line.get(1), line.get(2), line.get(3));
         let said = cursor_row(&client, &self.db, &self.key).await?;
         let line: Value = serde_json::from_str(&text).unwrap_or_default();
-        let state = line["cursor_state"].to_string();
+        // The line holds the lookback memory by its seal: the memory is
+        // replayed from the stream's commits up to it.
+        let mut replay = crate::store::Replay::default();
+        for row in client
+            .query(
+                "SELECT line FROM edc_sync_audit_line \
+                 WHERE trail = $1 AND stream = $2 AND event = $3 AND n <= $4 ORDER BY n",
+                &[&self.trail, &self.key, &COMMIT_EVENT, &n],
+            )
+            .await
+            .map_err(|e| self.db_error("read the trail in", e))?
+        {
+            let text: String = row.get(0);
+            replay.line(&serde_json::from_str(&text).unwrap_or_default());
+        }
         let receipt = crate::audit::CommitReceipt::in_db(self.trail.clone().into(), offset as u64, sha256);
-        let cursor = Cursor::from_row(Some(&state), &self.identity, None)
+        let cursor = Cursor::from_line(&line, replay.memory(), &self.identity)
             .map_err(|d| self.damaged(format!("line {n} of trail {}: its cursor_state: {d}", self.trail)))?
             .with_receipt(&receipt);
         // The page commit's own statement: the row as a commit writes it.

@@ -51,9 +51,12 @@ pub(crate) use snapshot::Snapshot;
 /// The state-file format this version writes and reads.
 const FORMAT: u32 = 1;
 
+/// A cursor's state. `M` is how it holds the lookback memory: whole
+/// (the cursor file, the database row), or by its seal (what a
+/// `page_committed` line records, `seal.rs`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct State {
+#[serde(deny_unknown_fields, bound(deserialize = "M: Deserialize<'de>"))]
+struct State<M = RecordMemory> {
     format: u32,
     stream: StreamIdentity,
     /// The cursor the current window started from (`None`: from the start).
@@ -79,10 +82,11 @@ struct State {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     manifest_bytes: Option<u64>,
     /// With a lookback: the records landed in the span the next window
-    /// re-reads (`memory.rs`). Part of the state every `page_committed`
-    /// line records, so it is proven and rolled forward like the rest.
+    /// re-reads (`memory.rs`). Every `page_committed` line records its
+    /// seal and the page's change to it (`seal.rs`), so it is proven and
+    /// rolled forward like the rest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    lookback: Option<RecordMemory>,
+    lookback: Option<M>,
     /// A collection (`delta.collection`): its last consistent pass, by
     /// hash (`snapshot.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -163,6 +167,21 @@ impl Cursor {
         read::parse(text.as_bytes(), stream)
     }
 
+    /// The cursor of `stream` the `page_committed` line `line` records,
+    /// with `memory` the lookback memory replayed up to it (which must
+    /// have the line's seal): `--repair-state` of a database's row.
+    pub(crate) fn from_line(
+        line: &serde_json::Value,
+        memory: Option<RecordMemory>,
+        stream: &StreamIdentity,
+    ) -> Result<Cursor, String> {
+        let state = from_line(line, memory)?;
+        if &state.stream != stream {
+            return Err("it belongs to a different stream".into());
+        }
+        Ok(Cursor { state })
+    }
+
     /// This cursor as the one the `page_committed` line of `receipt`
     /// records (`--repair-state` of a state database's cursor row).
     pub(crate) fn with_receipt(mut self, receipt: &CommitReceipt) -> Cursor {
@@ -212,28 +231,38 @@ impl Cursor {
     }
 
     /// The state a `page_committed` line records (`cursor_state`): the
-    /// file's content without its receipt, which names that line.
+    /// file's content without its receipt, which names that line, and
+    /// without its manifest length, its lookback memory sealed.
     pub fn to_state_json(&self) -> serde_json::Value {
-        serde_json::to_value(&*self.line_state()).unwrap_or_default()
+        serde_json::to_value(self.line_state()).unwrap_or_default()
     }
 
     /// [`Self::to_state_json`] written as JSON straight from the state,
     /// with no value between: the same bytes (tested).
     pub(crate) fn to_state_raw(&self) -> Result<Box<serde_json::value::RawValue>, serde_json::Error> {
-        serde_json::value::to_raw_value(&*self.line_state())
+        serde_json::value::to_raw_value(&self.line_state())
     }
 
-    /// The state without its receipt and manifest length. A pending
-    /// cursor (every commit's) has neither: it is lent as it is, with no
-    /// copy of its lookback memory.
-    fn line_state(&self) -> std::borrow::Cow<'_, State> {
-        if self.state.receipt.is_none() && self.state.manifest_bytes.is_none() {
-            return std::borrow::Cow::Borrowed(&self.state);
+    /// The state as a line records it.
+    fn line_state(&self) -> State<Seal> {
+        let s = &self.state;
+        State {
+            format: s.format,
+            stream: s.stream.clone(),
+            window_start: s.window_start.clone(),
+            next_page: s.next_page.clone(),
+            window_end: s.window_end.clone(),
+            high_water: s.high_water.clone(),
+            pages_in_window: s.pages_in_window,
+            records_in_window: s.records_in_window,
+            last_page_sha256: s.last_page_sha256.clone(),
+            updated_at: s.updated_at.clone(),
+            run_id: s.run_id.clone(),
+            receipt: None,
+            manifest_bytes: None,
+            lookback: s.lookback.as_ref().map(RecordMemory::seal),
+            snapshot: s.snapshot.clone(),
         }
-        let mut state = self.state.clone();
-        state.receipt = None;
-        state.manifest_bytes = None;
-        std::borrow::Cow::Owned(state)
     }
 
     /// The audit line this cursor reflects, if it was written with one.
@@ -299,6 +328,9 @@ pub(crate) struct PendingCursor {
     cursor: Cursor,
     page_sha256: String,
     records: u64,
+    /// What the page changed in the lookback memory (`None`: the cursor
+    /// keeps none), for its `page_committed` line.
+    change: Option<MemoryChange>,
 }
 
 impl PendingCursor {
@@ -311,6 +343,10 @@ impl PendingCursor {
         let mut state = before.state.clone();
         state.receipt = None;
         state.manifest_bytes = None;
+        // The page's change to the memory, for its line (`seal.rs`): what
+        // it adds, and how many cursor values it holds then; whatever goes
+        // after that goes from the oldest.
+        let mut change = None;
         if let Some((lookback, landed)) = page.lookback {
             let window_start = state.window_start.clone();
             let memory = state
@@ -319,6 +355,7 @@ impl PendingCursor {
             for key in landed {
                 memory.add(&key.at, key.identity);
             }
+            change = Some((MemoryChange::added(landed), memory.values()));
             let forget = page
                 .forget_early
                 .then_some(high_water.as_ref())
@@ -386,11 +423,21 @@ impl PendingCursor {
                 state.records_in_window = 0;
             }
         }
+        let change = change.map(|(mut change, values): (MemoryChange, usize)| {
+            change.dropped = values.saturating_sub(state.lookback.as_ref().map_or(0, RecordMemory::values));
+            change
+        });
         Ok(PendingCursor {
             cursor: Cursor { state },
             page_sha256: page.sha256.to_string(),
             records: page.records,
+            change,
         })
+    }
+
+    /// What the page changed in the lookback memory, for its line.
+    pub(crate) fn memory_change(&self) -> Option<&MemoryChange> {
+        self.change.as_ref()
     }
     /// The cursor of `stream` it becomes with the receipt of its
     /// `page_committed` line and, for a page with records, of its landed
@@ -557,15 +604,20 @@ impl CursorStore {
     }
 
     /// Makes the state a later `page_committed` line of this stream
-    /// records (its `cursor_state`) the cursor, durably: the start-up
-    /// roll-forward (`roll_forward.rs`), and nothing else.
-    pub(super) fn roll_forward(&self, line: &CommitLine, manifest_bytes: u64) -> Result<Cursor, StoreError> {
+    /// records (its `cursor_state`) the cursor, durably, with `memory` the
+    /// lookback memory rebuilt up to that line ([`memory_after`]): the
+    /// start-up roll-forward (`roll_forward.rs`), and nothing else.
+    pub(super) fn roll_forward(
+        &self,
+        line: &CommitLine,
+        memory: Option<RecordMemory>,
+        manifest_bytes: u64,
+    ) -> Result<Cursor, StoreError> {
         let unproven = |detail: String| StoreError::Unproven {
             path: self.path.clone(),
             detail,
         };
-        let mut state: State = serde_json::from_value(line.get("cursor_state").clone())
-            .map_err(|e| unproven(format!("the audit line's cursor_state is not a cursor ({e})")))?;
+        let mut state = from_line(line.line(), memory).map_err(unproven)?;
         if state.stream != self.stream {
             return Err(unproven(
                 "the audit line's cursor belongs to another stream".into(),
@@ -612,12 +664,78 @@ impl CursorStore {
     }
 }
 
+/// The state a `page_committed` line records, its lookback memory the
+/// one given (rebuilt up to that line, [`memory_after`]): it must have the
+/// line's seal. A line of a version before seals holds the memory whole.
+fn from_line(line: &serde_json::Value, memory: Option<RecordMemory>) -> Result<State, String> {
+    let state: State<LineMemory> = serde_json::from_value(line["cursor_state"].clone())
+        .map_err(|e| format!("the audit line's cursor_state is not a cursor ({e})"))?;
+    let lookback = match (state.lookback, memory) {
+        (None, _) => None,
+        (Some(LineMemory::Whole(whole)), _) => Some(whole),
+        (Some(LineMemory::Sealed(seal)), Some(memory)) if memory.seal() == seal => Some(memory),
+        (Some(LineMemory::Sealed(_)), _) => {
+            return Err("the lookback memory rebuilt from the trail is not the one the line seals".into())
+        }
+    };
+    Ok(State {
+        format: state.format,
+        stream: state.stream,
+        window_start: state.window_start,
+        next_page: state.next_page,
+        window_end: state.window_end,
+        high_water: state.high_water,
+        pages_in_window: state.pages_in_window,
+        records_in_window: state.records_in_window,
+        last_page_sha256: state.last_page_sha256,
+        updated_at: state.updated_at,
+        run_id: state.run_id,
+        receipt: None,
+        manifest_bytes: None,
+        lookback,
+        snapshot: state.snapshot,
+    })
+}
+
+/// The lookback memory after the `page_committed` line `line` of a
+/// cursor whose memory was `before` and whose window started at
+/// `before_start` (the line's `cursor_before`): the line's change replayed
+/// and proven by its seal; a line of a version before seals holds it
+/// whole. `Err` names what does not match.
+pub(crate) fn memory_after(
+    before: Option<&RecordMemory>,
+    before_start: Option<&str>,
+    line: &serde_json::Value,
+) -> Result<Option<RecordMemory>, String> {
+    let recorded = &line["cursor_state"]["lookback"];
+    if recorded.is_null() {
+        return Ok(None);
+    }
+    let recorded: LineMemory = serde_json::from_value(recorded.clone())
+        .map_err(|e| format!("its cursor_state's lookback is neither a memory nor a seal ({e})"))?;
+    let seal = match recorded {
+        LineMemory::Whole(whole) => return Ok(Some(whole)),
+        LineMemory::Sealed(seal) => seal,
+    };
+    let change: MemoryChange = match &line["lookback_change"] {
+        serde_json::Value::Null => MemoryChange::default(),
+        change => serde_json::from_value(change.clone())
+            .map_err(|e| format!("its lookback_change is not a change of the memory ({e})"))?,
+    };
+    let base = before
+        .cloned()
+        .unwrap_or_else(|| RecordMemory::starting_at(before_start.map(str::to_string)));
+    base.changed(&change, &seal).map(Some)
+}
+
 mod difference;
-pub(super) mod memory;
+pub(crate) mod memory;
 mod read;
+pub(crate) mod seal;
 mod snapshot;
 pub(crate) use difference::differences;
 use read::load;
+use seal::{LineMemory, MemoryChange, Seal};
 
 #[cfg(test)]
 mod tests;

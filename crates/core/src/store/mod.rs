@@ -25,6 +25,7 @@ pub use object::{scheme_of, Failure, ObjectError, ObjectLanding};
 pub use object_lock::Retention;
 pub use run_lock::{load_script as load_run_lock_script, RunLockName};
 
+pub(crate) use cursor::seal::{sealed, MemoryChange, Replay};
 pub(crate) use cursor::{differences, Cursor, CursorStore, PageAdvance, PendingCursor, Receipt, Snapshot};
 pub(crate) use landing::{LandedPage, LandingStore, LandingTemp};
 pub use lock::StreamLocked;

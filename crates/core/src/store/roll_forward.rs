@@ -1,7 +1,8 @@
 //! Start-up: the cursor caught up with the audit trail.
 //!
 //! A page's commit record is its fsynced `page_committed` line, which
-//! carries the whole cursor (`cursor_state`). The cursor file and the
+//! carries the whole cursor (`cursor_state`), its lookback memory by its
+//! seal and the page's change to it (`cursor/seal.rs`). The cursor file and the
 //! manifest line are written after it without an fsync of their own, so a
 //! crash can leave either a step behind the trail, never ahead of it. Before
 //! a stream fetches anything, the trail is read from the line the cursor
@@ -27,6 +28,8 @@
 
 use std::path::Path;
 
+use super::cursor::memory::RecordMemory;
+use super::cursor::seal::Replay;
 use super::{Cursor, CursorStore, LandingStore, ManifestEntry, StoreError};
 use crate::audit::commit::{commits_after, last_commit, CommitLine, CommitsOf};
 
@@ -90,7 +93,8 @@ pub(crate) fn rebuild_if_torn(
     else {
         return Ok(None);
     };
-    let cursor = cursors.roll_forward(&line, landing.manifest_len())?;
+    let memory = replayed(trail, stream, &dir, &line)?;
+    let cursor = cursors.roll_forward(&line, memory, landing.manifest_len())?;
     Ok(Some(Rebuilt {
         from_offset: line.receipt().offset(),
         cursor,
@@ -133,7 +137,7 @@ pub(crate) fn catch_up(
         return Ok(done);
     };
     let file_said = as_recorded(cursor.to_state_json());
-    let trail_says = named.get("cursor_state");
+    let trail_says = &super::sealed(named.get("cursor_state").clone());
     if !trail_says.is_null() && file_said != *trail_says {
         if !repair {
             return Err(StoreError::Corrupt {
@@ -148,7 +152,8 @@ pub(crate) fn catch_up(
                 ),
             });
         }
-        cursor = cursors.roll_forward(&named, cursor.manifest_bytes().unwrap_or(0))?;
+        let memory = replayed(trail, stream, landing.recorded_dir(), &named)?;
+        cursor = cursors.roll_forward(&named, memory, cursor.manifest_bytes().unwrap_or(0))?;
         done.repaired = Some(Repaired {
             audit_offset: receipt.offset(),
             file_said,
@@ -160,6 +165,7 @@ pub(crate) fn catch_up(
     // a run that had lost the stream's lock (written before it found out)
     // starts from an older cursor and must never move this one back.
     let mut at_cursor = cursor.to_json();
+    let mut memory = cursor.lookback_memory().cloned();
     let mut last: Option<CommitLine> = None;
     let mut pages = 0u64;
     for line in lines {
@@ -184,6 +190,17 @@ pub(crate) fn catch_up(
                 landing.list(&entry)?;
             }
         }
+        // The page's change to the lookback memory, proven by its seal: a
+        // line that does not reach it stops the run, naming it.
+        memory =
+            super::cursor::memory_after(memory.as_ref(), at_cursor["window_start"].as_str(), line.line())
+                .map_err(|detail| StoreError::Corrupt {
+                    path: trail.to_path_buf(),
+                    detail: format!(
+                    "the page_committed line at byte {} of stream {stream}: {detail}; nothing was fetched",
+                    line.receipt().offset()
+                ),
+                })?;
         at_cursor = line.get("cursor_after").clone();
         last = Some(line);
         pages += 1;
@@ -191,18 +208,54 @@ pub(crate) fn catch_up(
     let Some(line) = last else {
         return Ok(done);
     };
-    let cursor = cursors.roll_forward(&line, landing.manifest_len())?;
+    let cursor = cursors.roll_forward(&line, memory, landing.manifest_len())?;
     done.rolled = Some(RolledForward { pages, cursor });
     Ok(done)
 }
 
-/// `--repair-state` of a cursor file that names no commit line and
-/// disagrees with the trail's last commit of its stream: the cursor takes
-/// the state `line` records (the ledger's start-up proof decides when).
+/// A cursor file that names no commit line takes the state `line` (the
+/// trail's last commit of its stream) records: when it agrees with it
+/// (`keeps`: its own memory, which has the line's seal), or on
+/// `--repair-state` (the memory replayed from the trail). The ledger's
+/// start-up proof decides when.
 pub(crate) fn take_the_trails(
     cursors: &CursorStore,
+    trail: &Path,
+    stream: &str,
+    dir: &str,
     line: &CommitLine,
+    keeps: Option<&Cursor>,
     manifest_bytes: u64,
 ) -> Result<Cursor, StoreError> {
-    cursors.roll_forward(line, manifest_bytes)
+    let memory = match keeps {
+        Some(cursor) => cursor.lookback_memory().cloned(),
+        None => replayed(trail, stream, dir, line)?,
+    };
+    cursors.roll_forward(line, memory, manifest_bytes)
+}
+
+/// The lookback memory of `stream` (landing in `dir`) at its commit
+/// `line`, replayed from the trail's first commit of the stream
+/// (`seal.rs`): the one way to a memory when no cursor holds one to start
+/// from. It reads the trail to that line.
+fn replayed(
+    trail: &Path,
+    stream: &str,
+    dir: &str,
+    line: &CommitLine,
+) -> Result<Option<RecordMemory>, StoreError> {
+    let mut replay = Replay::default();
+    let mut reached = false;
+    crate::audit::read::each_event(trail, "page_committed", |_, value| {
+        let here = value["landing_dir"]
+            .as_str()
+            .and_then(crate::stream::relative_landing_dir);
+        if reached || value["stream"] != stream || here.as_deref() != Some(dir) {
+            return;
+        }
+        replay.line(&value);
+        reached = &value == line.line();
+    })
+    .map_err(|e| StoreError::io(trail, "read back", e))?;
+    Ok(replay.memory())
 }

@@ -308,6 +308,8 @@ fn rebuild(
             path: cursors.path().to_path_buf(),
             detail: "the audit line the cursor names is not where it was".into(),
         })?;
-    cursors.roll_forward(&named, bytes)?;
+    // The cursor agrees with the line it names: its memory is the line's.
+    let memory = cursors.load()?.lookback_memory().cloned();
+    cursors.roll_forward(&named, memory, bytes)?;
     Ok(entries.len() as u64)
 }

@@ -407,6 +407,7 @@ impl PageCommit {
             cursor_before: cursor.to_json(),
             cursor_after: after_json,
             cursor_state: StateJson(cursor_state),
+            lookback_change: pending.memory_change().cloned(),
             quota_headers: page.quota_headers.clone(),
             older_than_cursor: match (&summary.low_water, cursor.window_start()) {
                 (Some(low), Some(start)) => {

@@ -136,6 +136,12 @@ pub(crate) struct PageCommitted {
     /// The whole cursor after this page: this line is the commit record,
     /// and a run rolls its cursor file forward from it (docs/commit.md).
     pub cursor_state: StateJson,
+    /// With a lookback: what the page changed in the memory, whose seal
+    /// `cursor_state` holds (`store/cursor/seal.rs`): the identities it
+    /// added and how many of the oldest cursor values it forgot. A run
+    /// rolling its cursor forward replays it and must reach the seal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lookback_change: Option<crate::store::MemoryChange>,
     pub quota_headers: BTreeMap<String, String>,
     /// The page holds records older than the window's start (out of
     /// order, or a vendor clock set back): landed, never moving the cursor back.

@@ -80,7 +80,7 @@ impl<'de> Deserialize<'de> for RecordMemory {
 /// cost an allocation a value: the value's text is shared between copies,
 /// and a value's one identity (the common case) is held in place.
 #[derive(Debug, Clone)]
-struct Group {
+pub(crate) struct Group {
     at: Arc<str>,
     ids: Ids,
 }
@@ -92,21 +92,25 @@ enum Ids {
 }
 
 impl Group {
-    fn new(at: &str, identity: RecordIdentity) -> Group {
+    pub(super) fn new(at: &str, identity: RecordIdentity) -> Group {
         Group {
             at: at.into(),
             ids: Ids::One(identity),
         }
     }
 
-    fn ids(&self) -> &[RecordIdentity] {
+    pub(super) fn at(&self) -> &str {
+        &self.at
+    }
+
+    pub(super) fn ids(&self) -> &[RecordIdentity] {
         match &self.ids {
             Ids::One(id) => std::slice::from_ref(id),
             Ids::Many(ids) => ids,
         }
     }
 
-    fn push(&mut self, identity: RecordIdentity) {
+    pub(super) fn push(&mut self, identity: RecordIdentity) {
         match &mut self.ids {
             Ids::One(first) => self.ids = Ids::Many(vec![*first, identity]),
             Ids::Many(ids) => ids.push(identity),
@@ -171,6 +175,34 @@ impl RecordMemory {
     /// Where the memory is complete from.
     pub fn complete_from(&self) -> Option<&str> {
         self.held.complete_from.as_deref()
+    }
+
+    /// How many cursor values it holds identities at.
+    pub(super) fn values(&self) -> usize {
+        self.held.seen.len()
+    }
+
+    /// Forgets the `n` oldest cursor values whole (a change replayed from
+    /// the trail, `seal.rs`).
+    pub(super) fn drop_oldest(&mut self, n: usize) -> Result<(), String> {
+        if n > self.held.seen.len() {
+            return Err(format!(
+                "the line forgets {n} cursor values of a memory that holds {}",
+                self.held.seen.len()
+            ));
+        }
+        if n > 0 {
+            self.change().seen.drain(..n);
+        }
+        Ok(())
+    }
+
+    /// Sets where the memory is complete from (a change replayed from the
+    /// trail, whose seal says it).
+    pub(super) fn set_complete_from(&mut self, from: Option<String>) {
+        if self.held.complete_from != from {
+            self.change().complete_from = from;
+        }
     }
 
     /// Every identity kept, for looking a page's records up at once.
