@@ -997,6 +997,45 @@ async fn four_pages_in_a_database() -> (postgres::Postgres, runs::Fixture, edc_s
     (pg, fx, sim)
 }
 
+/// The whole database restored from an older backup (its trail, manifest
+/// and cursor together, so it agrees with itself) while the landing kept
+/// what was landed since: without Redis nothing in the database can tell,
+/// so the landing's head (`ledger-head.json`, the stream's last commit as
+/// a run left it) names a line the database does not hold. The run stops
+/// (65) before any request, naming the head, the line and the way on;
+/// `--accept-rollback` records the deviation and goes on, and nothing is
+/// listed twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_restored_from_an_older_backup_is_refused_until_accepted() {
+    let (mut pg, fx, sim) = four_pages_in_a_database().await;
+    let backup = fx.path("database-backup");
+    pg.back_up_to(&backup).unwrap();
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &["--max-pages", "3"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    pg.restore_from(&backup).unwrap();
+
+    let requests = sim.requests().len();
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &[]);
+    assert_eq!(out.code, 65, "{}", out.stderr);
+    for needed in ["ledger-head.json", "older backup", "--accept-rollback"] {
+        assert!(
+            out.stderr.contains(needed),
+            "{needed:?} missing from: {}",
+            out.stderr
+        );
+    }
+    assert_eq!(sim.requests().len(), requests, "nothing was fetched");
+
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &["--accept-rollback"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let accepted: Vec<_> = trail_rows(&pg, "audit.jsonl")
+        .into_iter()
+        .filter(|l| l["event"] == "rollback_accepted")
+        .collect();
+    assert_eq!(accepted.len(), 1, "{accepted:?}");
+    assert_exact(&pg, &fx, 100);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cursor_row_changed_outside_edc_sync_stops_the_run_and_repair_state_takes_the_trails() {
     let (pg, fx, sim) = four_pages_in_a_database().await;

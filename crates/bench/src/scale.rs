@@ -6,6 +6,12 @@
 //!   growth over N against the target of 2 KB a one-record page; and the
 //!   growth of one run that finds nothing new (an empty poll, which with a
 //!   lookback re-reads its span), against a bounded line.
+//! - **A page at a full memory**: a sync of pages of 100 records with a
+//!   lookback that keeps 20,000 identities (a day's span, the default
+//!   `max_records`): the `page_committed` line and the cursor file of its
+//!   last pages, when the memory is full. The line is held to the page
+//!   (it carries the page's change and the memory's seal); the cursor
+//!   file keeps the memory whole.
 //! - **A quiet stream's start-up**: a quiet stream (its own vendor and
 //!   simulator) shares its trail with a busy one. Its run with nothing new
 //!   is timed on the trail as its own sync left it, then again after the
@@ -28,12 +34,30 @@ pub struct Figures {
     pub trail_bytes_per_page: f64,
     /// Trail growth of a run with nothing new, with the same lookback.
     pub empty_poll_trail_bytes: u64,
+    /// At a full memory: the identities it holds, and the average
+    /// `page_committed` line and the cursor file of the last pages.
+    pub full_memory: FullMemory,
     /// Lines the busy stream appended between the quiet stream's runs.
     pub busy_lines: u64,
     pub quiet_fresh: Measured,
     pub quiet_after_busy: Measured,
     pub quiet_ratio: f64,
 }
+
+/// What a page costs the trail and the cursor once the lookback memory
+/// is full.
+#[derive(Debug, Clone, Serialize)]
+pub struct FullMemory {
+    pub records_per_page: u64,
+    pub identities: u64,
+    pub line_bytes: u64,
+    pub cursor_bytes: u64,
+}
+
+/// Records a page, and pages, of the full-memory sync: 40,000 records,
+/// twice what the memory keeps.
+const FULL_PAGE: u64 = 100;
+const FULL_PAGES: u64 = 400;
 
 /// The target of a one-record page's trail bytes.
 pub const TRAIL_BYTES_TARGET: f64 = 2048.0;
@@ -44,6 +68,7 @@ pub const QUIET_RATIO_TARGET: f64 = 1.1;
 pub fn run(exe: &Path, work: &Path, pages: u64) -> anyhow::Result<Figures> {
     std::fs::create_dir_all(work)?;
     let (trail_bytes_per_page, empty_poll_trail_bytes) = trail_growth(exe, &work.join("lookback"), pages)?;
+    let full_memory = full_memory(exe, &work.join("full-memory"))?;
     let quiet = work.join("quiet");
     std::fs::create_dir_all(&quiet)?;
     let busy_sim = SimProcess::start(exe, pages, 0)?;
@@ -72,6 +97,7 @@ pub fn run(exe: &Path, work: &Path, pages: u64) -> anyhow::Result<Figures> {
         pages,
         trail_bytes_per_page,
         empty_poll_trail_bytes,
+        full_memory,
         busy_lines,
         quiet_ratio: quiet_after_busy.wall_s / quiet_fresh.wall_s,
         quiet_fresh,
@@ -96,6 +122,50 @@ fn trail_growth(exe: &Path, work: &Path, pages: u64) -> anyhow::Result<(f64, u64
         bail!("the run with nothing new failed");
     }
     Ok((landed as f64 / pages as f64, size(&trail)? - landed))
+}
+
+/// A sync of [`FULL_PAGES`] pages of [`FULL_PAGE`] records whose
+/// lookback keeps 20,000 identities: its last 50 `page_committed` lines
+/// and its cursor file.
+fn full_memory(exe: &Path, work: &Path) -> anyhow::Result<FullMemory> {
+    std::fs::create_dir_all(work)?;
+    let sim = SimProcess::start(exe, FULL_PAGE * FULL_PAGES, 0)?;
+    let config = work.join("bench-policy.yaml");
+    let policy = policy(FULL_PAGE, 1024 * 1024).replace("      seconds: 300\n", "      seconds: 86400\n");
+    std::fs::write(&config, policy)?;
+    let trail = work.join("audit.jsonl");
+    if !waited(super::harness::bench_sync(
+        Command::new(exe),
+        &config,
+        work,
+        &sim.url,
+    ))?
+    .0
+    {
+        bail!("the sync of {FULL_PAGES} pages of {FULL_PAGE} records failed");
+    }
+    let text = std::fs::read_to_string(&trail).context("reading the full-memory trail")?;
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("\"event\":\"page_committed\""))
+        .collect();
+    let last = &lines[lines.len().saturating_sub(50)..];
+    let line_bytes = last.iter().map(|l| l.len() as u64).sum::<u64>() / (last.len() as u64).max(1);
+    let identities = last
+        .last()
+        .and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .and_then(|l| l["cursor_state"]["lookback"]["identities"].as_u64())
+        .unwrap_or(0);
+    let cursor = edc_qualify::files::under(&work.join("state"))
+        .into_iter()
+        .find(|p| p.to_string_lossy().ends_with(".cursor.json"))
+        .context("the full-memory sync left no cursor file")?;
+    Ok(FullMemory {
+        records_per_page: FULL_PAGE,
+        identities,
+        line_bytes,
+        cursor_bytes: size(&cursor)?,
+    })
 }
 
 fn timed(cmd: Command, what: &str) -> anyhow::Result<Measured> {
@@ -156,6 +226,11 @@ pub fn render(f: &Figures) -> String {
     out.push_str(&format!(
         "trail bytes of a run with nothing new (same lookback): {}\n",
         f.empty_poll_trail_bytes
+    ));
+    let full = &f.full_memory;
+    out.push_str(&format!(
+        "a page of {} records at a memory of {} identities: a {}-byte page_committed line, a {}-byte cursor file\n",
+        full.records_per_page, full.identities, full.line_bytes, full.cursor_bytes
     ));
     out.push_str(&format!(
         "quiet stream's run with nothing new: {:.3} s on its own trail, {:.3} s after {} lines of another stream: \

@@ -284,6 +284,32 @@ impl PrivatePostgres {
         Ok(())
     }
 
+    /// A copy of the whole cluster as a file-level backup takes it: the
+    /// server stopped cleanly, its data directory copied (ownership kept)
+    /// to `backup`, the server started again.
+    pub fn back_up_to(&mut self, backup: &Path) -> Result<(), String> {
+        self.stop_cleanly()?;
+        copy_tree(&self.data_dir(), backup)?;
+        self.restart()
+    }
+
+    /// The cluster restored from a backup [`Self::back_up_to`] took: the
+    /// server stopped, its data directory replaced by the copy, started.
+    pub fn restore_from(&mut self, backup: &Path) -> Result<(), String> {
+        self.stop_cleanly()?;
+        let data = self.data_dir();
+        std::fs::remove_dir_all(&data).map_err(|e| format!("cannot remove {}: {e}", data.display()))?;
+        copy_tree(backup, &data)?;
+        self.restart()
+    }
+
+    fn stop_cleanly(&mut self) -> Result<(), String> {
+        let data = self.data_dir();
+        self.tool("pg_ctl", &["-D", path_str(&data)?, "-m", "fast", "-w", "stop"])?;
+        self.stopped = true;
+        Ok(())
+    }
+
     /// A hot standby of this server (`pg_basebackup -R`, streaming from
     /// it) on a port of its own: a read-only replica, as an operator might
     /// give by mistake.
@@ -425,6 +451,26 @@ fn append(path: &Path, text: &str) -> Result<(), String> {
         .open(path)
         .and_then(|mut f| f.write_all(text.as_bytes()))
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// `cp -a from to`: the tree with its owners and modes (the data
+/// directory must stay the server account's, mode 0700).
+fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
+    let out = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .output()
+        .map_err(|e| format!("cannot run cp: {e}"))?;
+    match out.status.success() {
+        true => Ok(()),
+        false => Err(format!(
+            "cp -a {} {} failed: {}",
+            from.display(),
+            to.display(),
+            String::from_utf8_lossy(&out.stderr)
+        )),
+    }
 }
 
 fn path_str(p: &Path) -> Result<&str, String> {

@@ -26,6 +26,7 @@
 
 mod events;
 mod fence;
+mod landing_head;
 mod open;
 mod proof;
 mod publish;

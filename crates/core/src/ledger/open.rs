@@ -57,6 +57,9 @@ pub(crate) async fn open(ledger: &Ledger, p: OpenStream<'_>) -> Result<Opened, L
         claim_landing(&landing, &Claimant { id: &id, kind }, &p).await?;
     }
     super::proof::prove(&stream, &mut landing, &p).await?;
+    if let StreamLedger::Db(held) = &stream {
+        super::landing_head::check(held, &landing, &p).await?;
+    }
     if !p.dry_run {
         super::publish::publish_manifest(&stream, &landing, &p).await?;
     }

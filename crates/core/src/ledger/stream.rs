@@ -98,14 +98,17 @@ impl StreamLedger {
         }
     }
 
-    /// An object-store landing whose run ended cleanly: every line of the
-    /// manifest index has its object (each was acknowledged before its
-    /// commit line), which the publication watermark records. (A state
-    /// database's manifest is its rows: nothing is published.)
-    pub(crate) fn published_to_end(&self, landing: &LandingStore) -> Result<(), StoreError> {
+    /// A stream whose run ended cleanly. An object-store landing kept in
+    /// files: every line of the manifest index has its object (each was
+    /// acknowledged before its commit line), which the publication
+    /// watermark records. A state database (whose manifest is its rows):
+    /// the landing's head names the stream's last commit
+    /// (`landing_head.rs`).
+    pub(crate) async fn ended_cleanly(&self, landing: &LandingStore) -> Result<(), StoreError> {
         match (self, landing.remote()) {
             (StreamLedger::Files(_), Some(_)) => landing.set_published_watermark(landing.manifest_len()),
-            _ => Ok(()),
+            (StreamLedger::Files(_), None) => Ok(()),
+            (StreamLedger::Db(held), _) => super::landing_head::write(held, landing).await,
         }
     }
 

@@ -364,6 +364,30 @@ impl DbStream {
             .await;
     }
 
+    /// The line number and SHA-256 of the stream's last commit in the
+    /// trail, if it has one.
+    pub(crate) async fn last_commit_line(&self) -> Result<Option<(i64, String)>, StoreError> {
+        let client = self.db.client().await;
+        Ok(self
+            .last_commit(&client)
+            .await?
+            .map(|row| (row.get(0), row.get(2))))
+    }
+
+    /// The SHA-256 of line `n` of the trail when it is a commit of this
+    /// stream; `None` when the trail holds no such line.
+    pub(crate) async fn commit_sha256_at(&self, n: i64) -> Result<Option<String>, StoreError> {
+        let client = self.db.client().await;
+        let row = client
+            .query_opt(
+                "SELECT sha256 FROM edc_sync_audit_line WHERE trail = $1 AND n = $2 AND stream = $3 AND event = $4",
+                &[&self.trail, &n, &self.key, &COMMIT_EVENT],
+            )
+            .await
+            .map_err(|e| self.db_error("read the trail in", e))?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
     fn db_error(&self, op: &'static str, e: tokio_postgres::Error) -> StoreError {
         StoreError::Db(super::error::classify(self.db.url(), op, e))
     }

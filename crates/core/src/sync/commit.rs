@@ -106,10 +106,10 @@ impl PageCommit {
         self.ledger.release().await;
     }
 
-    /// An object-store landing whose run ended cleanly: every line of its
-    /// manifest has its object.
-    pub(super) fn published_to_end(&self) -> Result<(), crate::store::StoreError> {
-        self.ledger.published_to_end(&self.landing)
+    /// The stream's run ended cleanly: an object-store landing's manifest
+    /// has every object, a database's landing gets its head.
+    pub(super) async fn ended_cleanly(&self) -> Result<(), crate::store::StoreError> {
+        self.ledger.ended_cleanly(&self.landing).await
     }
 
     /// The verdict on a body checked as it streamed in, under the policy's

@@ -156,8 +156,9 @@ pub(crate) async fn run_stream<P: Pacer>(job: &StreamJob<P>) -> StreamOutcome {
     if result.is_ok() && !job.options.dry_run {
         // Every line the run listed had its object acknowledged before its
         // commit line, and the start published the rest: the next start
-        // checks none of them again. (A dry run published nothing.)
-        if let Err(e) = l.commit.published_to_end() {
+        // checks none of them again. A database's landing gets its head.
+        // (A dry run published nothing.)
+        if let Err(e) = l.commit.ended_cleanly().await {
             result = Err(e.into());
         }
     }
