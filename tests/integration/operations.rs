@@ -757,6 +757,15 @@ fn bench_scale_prints_its_figures() {
     assert!(f["trail_bytes_per_page"].as_f64().unwrap() > 0.0, "{last}");
     assert!(f["busy_lines"].as_u64().unwrap() >= 30, "{last}");
     assert!(f["quiet_after_busy"]["wall_s"].as_f64().unwrap() > 0.0, "{last}");
+    // The full-memory sync: 30 pages of 100 records, all remembered.
+    assert_eq!(f["full_memory"]["identities"], 3000, "{last}");
+    assert!(f["full_memory"]["line_bytes"].as_u64().unwrap() > 0, "{last}");
+    assert!(
+        out.stdout
+            .contains("a page of 100 records at a memory of 3000 identities"),
+        "{}",
+        out.stdout
+    );
 }
 
 /// `bench streams` runs N streams of one quota in one `sync --redis

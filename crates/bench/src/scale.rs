@@ -54,8 +54,8 @@ pub struct FullMemory {
     pub cursor_bytes: u64,
 }
 
-/// Records a page, and pages, of the full-memory sync: 40,000 records,
-/// twice what the memory keeps.
+/// Records a page, and at most pages, of the full-memory sync: 40,000
+/// records, twice what the memory keeps (fewer with a smaller `--pages`).
 const FULL_PAGE: u64 = 100;
 const FULL_PAGES: u64 = 400;
 
@@ -68,7 +68,7 @@ pub const QUIET_RATIO_TARGET: f64 = 1.1;
 pub fn run(exe: &Path, work: &Path, pages: u64) -> anyhow::Result<Figures> {
     std::fs::create_dir_all(work)?;
     let (trail_bytes_per_page, empty_poll_trail_bytes) = trail_growth(exe, &work.join("lookback"), pages)?;
-    let full_memory = full_memory(exe, &work.join("full-memory"))?;
+    let full_memory = full_memory(exe, &work.join("full-memory"), pages.min(FULL_PAGES))?;
     let quiet = work.join("quiet");
     std::fs::create_dir_all(&quiet)?;
     let busy_sim = SimProcess::start(exe, pages, 0)?;
@@ -124,12 +124,12 @@ fn trail_growth(exe: &Path, work: &Path, pages: u64) -> anyhow::Result<(f64, u64
     Ok((landed as f64 / pages as f64, size(&trail)? - landed))
 }
 
-/// A sync of [`FULL_PAGES`] pages of [`FULL_PAGE`] records whose
-/// lookback keeps 20,000 identities: its last 50 `page_committed` lines
-/// and its cursor file.
-fn full_memory(exe: &Path, work: &Path) -> anyhow::Result<FullMemory> {
+/// A sync of `pages` pages of [`FULL_PAGE`] records whose lookback keeps
+/// 20,000 identities: its last 50 `page_committed` lines and its cursor
+/// file.
+fn full_memory(exe: &Path, work: &Path, pages: u64) -> anyhow::Result<FullMemory> {
     std::fs::create_dir_all(work)?;
-    let sim = SimProcess::start(exe, FULL_PAGE * FULL_PAGES, 0)?;
+    let sim = SimProcess::start(exe, FULL_PAGE * pages, 0)?;
     let config = work.join("bench-policy.yaml");
     let policy = policy(FULL_PAGE, 1024 * 1024).replace("      seconds: 300\n", "      seconds: 86400\n");
     std::fs::write(&config, policy)?;
@@ -142,7 +142,7 @@ fn full_memory(exe: &Path, work: &Path) -> anyhow::Result<FullMemory> {
     ))?
     .0
     {
-        bail!("the sync of {FULL_PAGES} pages of {FULL_PAGE} records failed");
+        bail!("the sync of {pages} pages of {FULL_PAGE} records failed");
     }
     let text = std::fs::read_to_string(&trail).context("reading the full-memory trail")?;
     let lines: Vec<&str> = text
