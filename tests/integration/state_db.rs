@@ -1025,6 +1025,9 @@ async fn a_database_restored_from_an_older_backup_is_refused_until_accepted() {
         );
     }
     assert_eq!(sim.requests().len(), requests, "nothing was fetched");
+    // The reviewer's proof sees it too: pages landed that no row lists.
+    let out = verify_db(&pg, &fx);
+    assert_eq!(out.code, 65, "{}{}", out.stdout, out.stderr);
 
     let out = sync_bin(&fx, &sim, &pg.run_url(), &["--accept-rollback"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
