@@ -262,6 +262,21 @@ fn pages(fx: &Fixture, sim: &Simulator, max: u32) {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// A cursor caught up from the trail is the one the commits left: where
+/// it stands, its last page and its lookback memory (rebuilt from the
+/// lines' changes and held to their seals).
+fn assert_same_cursor(now: &serde_json::Value, then: &serde_json::Value) {
+    for key in [
+        "window_start",
+        "next_page",
+        "high_water",
+        "last_page_sha256",
+        "lookback",
+    ] {
+        assert_eq!(now[key], then[key], "{key}");
+    }
+}
+
 fn events(fx: &Fixture, name: &str) -> Vec<serde_json::Value> {
     support::audit_events(&fx.path("audit.jsonl"), name)
 }
@@ -295,16 +310,7 @@ async fn a_cursor_behind_the_trail_is_rolled_forward_before_any_fetch() {
     let rolled = events(&fx, "cursor_rolled_forward");
     assert_eq!(rolled.len(), 1, "{rolled:?}");
     assert_eq!(rolled[0]["pages"], 3);
-    let now = fx.cursor();
-    for key in [
-        "window_start",
-        "next_page",
-        "high_water",
-        "last_page_sha256",
-        "lookback",
-    ] {
-        assert_eq!(now[key], ahead[key], "{key}");
-    }
+    assert_same_cursor(&fx.cursor(), &ahead);
     // And the next page fetched is the seventh, not the fourth again.
     pages(&fx, &sim, 1);
     let committed = events(&fx, "page_committed");
@@ -407,16 +413,7 @@ async fn a_torn_cursor_file_is_rebuilt_from_the_trail() {
     assert_eq!(sim.requests().len(), requests, "nothing was fetched");
     let rebuilt = events(&fx, "cursor_rebuilt");
     assert_eq!(rebuilt.len(), 1, "{rebuilt:?}");
-    let now = fx.cursor();
-    for key in [
-        "window_start",
-        "next_page",
-        "high_water",
-        "last_page_sha256",
-        "lookback",
-    ] {
-        assert_eq!(now[key], before[key], "{key}");
-    }
+    assert_same_cursor(&fx.cursor(), &before);
     pages(&fx, &sim, 1);
     let committed = events(&fx, "page_committed");
     assert_eq!(committed.len(), 4);
