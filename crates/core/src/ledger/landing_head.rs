@@ -18,7 +18,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::events;
-use super::stream::OpenStream;
+use super::trail::Trail;
 use super::LedgerError;
 use crate::state_db::DbStream;
 use crate::store::{LandingStore, StoreError};
@@ -38,11 +38,15 @@ struct Head {
     sha256: String,
 }
 
-/// Refuses a database older than the landing's head (see the module).
+/// Refuses a database older than the landing's head (see the module),
+/// unless `accept` (`--accept-rollback` in a run that commits): then the
+/// deviation is recorded in `trail` for `stream`.
 pub(super) async fn check(
     held: &DbStream,
     landing: &LandingStore,
-    p: &OpenStream<'_>,
+    stream: &str,
+    trail: &Trail,
+    accept: bool,
 ) -> Result<(), LedgerError> {
     let (place, text) = read(landing).await?;
     let Some(text) = text else {
@@ -61,7 +65,7 @@ pub(super) async fn check(
         .last_commit_line()
         .await?
         .map_or("none".to_string(), |(n, _)| n.to_string());
-    if !p.accept_rollback || p.dry_run {
+    if !accept {
         return Err(StoreError::Corrupt {
             path: place.into(),
             detail: format!(
@@ -79,12 +83,12 @@ pub(super) async fn check(
         .into());
     }
     let event = events::RollbackAccepted {
-        stream: p.name.to_string(),
+        stream: stream.to_string(),
         manifest: landing.recorded(HEAD_FILE),
         cursor_points_at: u64::try_from(head.line).unwrap_or(0),
         unrecorded: Vec::new(),
     };
-    p.trail.record(event).await?;
+    trail.record(event).await?;
     Ok(())
 }
 

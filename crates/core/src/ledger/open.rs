@@ -58,7 +58,8 @@ pub(crate) async fn open(ledger: &Ledger, p: OpenStream<'_>) -> Result<Opened, L
     }
     super::proof::prove(&stream, &mut landing, &p).await?;
     if let StreamLedger::Db(held) = &stream {
-        super::landing_head::check(held, &landing, &p).await?;
+        let accept = p.accept_rollback && !p.dry_run;
+        super::landing_head::check(held, &landing, p.name, p.trail, accept).await?;
     }
     if !p.dry_run {
         super::publish::publish_manifest(&stream, &landing, &p).await?;
