@@ -192,15 +192,16 @@ pub(crate) fn catch_up(
         }
         // The page's change to the lookback memory, proven by its seal: a
         // line that does not reach it stops the run, naming it.
-        memory =
-            super::cursor::memory_after(memory.as_ref(), at_cursor["window_start"].as_str(), line.line())
-                .map_err(|detail| StoreError::Corrupt {
-                    path: trail.to_path_buf(),
-                    detail: format!(
-                    "the page_committed line at byte {} of stream {stream}: {detail}; nothing was fetched",
-                    line.receipt().offset()
+        let start = at_cursor["window_start"].as_str();
+        memory = super::cursor::memory_after(memory.as_ref(), start, line.line()).map_err(|detail| {
+            let at = line.receipt().offset();
+            StoreError::Corrupt {
+                path: trail.to_path_buf(),
+                detail: format!(
+                    "the page_committed line at byte {at} of stream {stream}: {detail}; nothing was fetched"
                 ),
-                })?;
+            }
+        })?;
         at_cursor = line.get("cursor_after").clone();
         last = Some(line);
         pages += 1;
