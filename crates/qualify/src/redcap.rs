@@ -115,10 +115,8 @@ fn landed_changes(dir: &std::path::Path) -> anyhow::Result<Vec<u32>> {
 
 /// The lines named `event` of the trail under `dir`.
 fn trail_events(dir: &std::path::Path, event: &str) -> Vec<serde_json::Value> {
-    edc_core::no_follow::read_string(dir.join("audit.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    super::scenario::json_lines(&dir.join("audit.jsonl"))
+        .into_iter()
         .filter(|l| l["event"] == event)
         .collect()
 }

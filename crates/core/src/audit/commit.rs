@@ -118,15 +118,7 @@ impl CommitLine {
     /// A commit of `stream` into the landing directory `dir` (relative to
     /// the landing root; a dry run commits nothing).
     pub(crate) fn is_commit_of(&self, stream: &str, dir: &str) -> bool {
-        self.line["stream"] == stream
-            && self.landing_dir().as_deref() == Some(dir)
-            && self.line["dry_run"] != true
-    }
-
-    /// The landing directory the line names, relative to the landing root
-    /// (a line of an older version names it absolutely: read relative).
-    pub(crate) fn landing_dir(&self) -> Option<std::borrow::Cow<'_, str>> {
-        crate::stream::relative_landing_dir(self.line["landing_dir"].as_str()?)
+        is_commit_of(&self.line, stream, dir)
     }
 
     /// The line names its landing directory by an absolute path (written
@@ -148,6 +140,17 @@ impl CommitLine {
             line,
         })
     }
+}
+
+/// Whether the `page_committed` line `line` (parsed) is a commit of
+/// `stream` into the landing directory `dir` (relative to the landing
+/// root; a line of an older version names it absolutely, read relative;
+/// a dry run commits nothing).
+pub(crate) fn is_commit_of(line: &Value, stream: &str, dir: &str) -> bool {
+    let here = line["landing_dir"]
+        .as_str()
+        .and_then(crate::stream::relative_landing_dir);
+    line["stream"] == stream && here.as_deref() == Some(dir) && line["dry_run"] != true
 }
 
 /// What a `page_committed` line of one stream holds in its bytes, looked

@@ -248,10 +248,7 @@ fn replayed(
     let mut replay = Replay::default();
     let mut reached = false;
     crate::audit::read::each_event(trail, "page_committed", |_, value| {
-        let here = value["landing_dir"]
-            .as_str()
-            .and_then(crate::stream::relative_landing_dir);
-        if reached || value["stream"] != stream || here.as_deref() != Some(dir) {
+        if reached || !crate::audit::commit::is_commit_of(&value, stream, dir) {
             return;
         }
         replay.line(&value);

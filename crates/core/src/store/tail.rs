@@ -285,13 +285,7 @@ fn rebuild(
     let mut seen = HashSet::new();
     let mut entries = Vec::new();
     crate::audit::read::each_event(trail, "page_committed", |_, line| {
-        let here = line["landing_dir"]
-            .as_str()
-            .and_then(crate::stream::relative_landing_dir);
-        if line["stream"] != stream || here.as_deref() != Some(dir.as_str()) {
-            return;
-        }
-        if line["landed"] != true || line["dry_run"] == true {
+        if !crate::audit::commit::is_commit_of(&line, stream, &dir) || line["landed"] != true {
             return;
         }
         if let Some(entry) = ManifestEntry::of_commit(&line, stream) {
