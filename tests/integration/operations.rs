@@ -768,10 +768,11 @@ fn bench_scale_prints_its_figures() {
     );
 }
 
-/// `bench streams` runs N streams of one quota in one `sync --redis
-/// --all-streams`, twice (one page a stream, then the pages asked), and
-/// prints the Redis calls per request against their floor and when each
-/// stream finished (measured only by hand: here the shape of the output).
+/// `bench streams` runs N streams of one quota in `sync --redis
+/// --all-streams` processes (here two, sharing the cap), twice (one page a
+/// stream, then the pages asked), and prints the Redis calls per request
+/// against their floor and when each stream finished (measured only by
+/// hand: here the shape of the output).
 #[test]
 fn bench_streams_prints_its_figures() {
     let redis = support::redis::start();
@@ -785,11 +786,15 @@ fn bench_streams_prints_its_figures() {
         "2",
         "--rate",
         "200",
+        "--procs",
+        "2",
     ]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let last: serde_json::Value = serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
     let figures = last["figures"].as_array().unwrap();
     assert_eq!(figures.len(), 2, "{last}");
+    assert_eq!(figures[0]["procs"], 1, "{last}: one stream, one process");
+    assert_eq!(figures[1]["procs"], 2, "{last}");
     assert_eq!(figures[1]["streams"], 6, "{last}");
     assert_eq!(figures[1]["requests"], 12, "{last}");
     for key in [

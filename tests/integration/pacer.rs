@@ -416,12 +416,44 @@ mod suite {
         while let Some(done) = tasks.join_next().await {
             done.unwrap();
         }
-        // It waits for the slots to free and for its next ask (every 5 to
-        // 50 ms: the busy process may use a slot the line leaves it
-        // meanwhile); before, only after the busy process ran dry (121).
+        // It waits for a slot to free and is woken by the give-back (the
+        // busy process may use a slot the line leaves it meanwhile: its
+        // own give-back lingers); before, only after the busy process ran
+        // dry (121).
         assert!(
             at < 100,
             "the other process asked after {asked} of the busy one's 120 requests and got its slot only after {at}"
+        );
+    }
+
+    /// A process waiting for the cap (a queue of its own, as another
+    /// process has) asks again when a slot frees, not every few
+    /// milliseconds: while another process holds the only slot for 600 ms
+    /// it is turned away once, woken by the give-back, and granted; a
+    /// keep-alive of its place in line at most besides. Before, it asked
+    /// every 5 to 50 ms: a dozen calls or more.
+    pub async fn a_process_waiting_for_the_cap_is_woken_when_a_slot_frees<P: Pacer>(p: P) {
+        let q = Quota::new("suite:wake", rate(1_000_000.0, 1_000_000))
+            .unwrap()
+            .with_concurrency(1, Duration::from_secs(600))
+            .with_horizon(Duration::from_secs(10));
+        let holder = Limiter::new(p.clone(), q.clone());
+        let held = holder.acquire().await.unwrap();
+        let counting = support::counting::Counting::new(p.clone());
+        let other = Limiter::new(counting.clone(), q.clone());
+        let waiting = tokio::spawn(async move {
+            let permit = other.acquire().await.unwrap();
+            permit.release();
+            other.flush().await.unwrap();
+        });
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert!(!waiting.is_finished(), "the only slot is held");
+        held.release();
+        waiting.await.unwrap();
+        let calls = counting.calls();
+        assert!(
+            calls <= 4,
+            "{calls} calls to wait 600 ms for a slot (turned away, woken, granted, given back)"
         );
     }
 
@@ -526,6 +558,12 @@ macro_rules! pacer_suite {
             async fn a_released_slot_is_given_back_within_the_linger() {
                 let (p, _server) = $make.await;
                 suite::a_released_slot_is_given_back_within_the_linger(p).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_process_waiting_for_the_cap_is_woken_when_a_slot_frees() {
+                let (p, _server) = $make.await;
+                suite::a_process_waiting_for_the_cap_is_woken_when_a_slot_frees(p).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

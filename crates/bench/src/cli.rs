@@ -93,7 +93,8 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 10_000)]
         pages: u64,
     },
-    /// Many streams of one quota in one `sync --redis --all-streams`:
+    /// Many streams of one quota in `sync --redis --all-streams` (one
+    /// process, or several):
     /// Redis script calls per request (all, and the marginal cost of a
     /// request against its floor of 1.0) and when each stream finished.
     ///
@@ -111,6 +112,10 @@ pub enum BenchCommand {
         /// The quota's rate, requests per second (its cap is 4 in flight).
         #[arg(long, default_value_t = 50.0)]
         rate: f64,
+        /// Sync processes the streams are split between (the cap is
+        /// shared across them).
+        #[arg(long, default_value_t = 1)]
+        procs: u32,
     },
     /// Crash soak: start a sync, SIGKILL it at a seeded random moment (or
     /// fail its Nth fsync with EIO), resume; ROUNDS times, with faults on;

@@ -167,13 +167,14 @@ fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             streams,
             pages,
             rate,
+            procs,
         } => {
             if let Err(e) = quota_pacer::RedisPacer::check_url(&redis) {
                 let _ = writeln!(std::io::stderr().lock(), "edc-sync-bench: --redis {e}");
                 std::process::exit(i32::from(edc_core::exit::Exit::Config.code()));
             }
-            if pages == 0 || !rate.is_finite() || rate <= 0.0 || streams.contains(&0) {
-                anyhow::bail!("--streams, --pages and --rate must be > 0");
+            if pages == 0 || procs == 0 || !rate.is_finite() || rate <= 0.0 || streams.contains(&0) {
+                anyhow::bail!("--streams, --pages, --rate and --procs must be > 0");
             }
             let exe = edc_sync_exe()?;
             let mut all = Vec::new();
@@ -181,6 +182,7 @@ fn run(cmd: BenchCommand) -> anyhow::Result<()> {
                 let (_scratch, work) = sync::scratch()?;
                 let shape = edc_sync_bench::streams::Shape {
                     streams: n,
+                    procs: procs.min(n),
                     pages,
                     rate,
                 };

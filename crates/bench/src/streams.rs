@@ -1,9 +1,11 @@
 //! `bench streams`: Redis calls per request when many streams share one
-//! quota in one process, and whether every stream progresses.
+//! quota, in one process or several, and whether every stream progresses.
 //!
-//! One `edc-sync sync --redis --all-streams` process runs N streams of
-//! one quota (a cap of 4 in flight, a tight rate) against the simulator in
-//! a child process. Redis's own `INFO commandstats` counts the script
+//! `--procs` `edc-sync sync --redis --all-streams` processes run N streams
+//! of one quota between them (a cap of 4 in flight, a tight rate; stream k
+//! in process k mod procs) against the simulator in a child process. With
+//! several, the cap is shared across processes: a caller one of them turns
+//! away waits for a wake-up, and what that costs is in the figure. Redis's own `INFO commandstats` counts the script
 //! calls, the trail the requests (`page_committed` lines) and each
 //! stream's finish (`stream_finished`). A stream costs a few calls
 //! whatever its pages (its run lock taken and let go, the trail's
@@ -27,6 +29,8 @@ const CAP: u32 = 4;
 #[derive(Debug, Clone, Copy)]
 pub struct Shape {
     pub streams: u32,
+    /// Sync processes the streams are split between.
+    pub procs: u32,
     pub pages: u64,
     pub rate: f64,
 }
@@ -35,6 +39,7 @@ pub struct Shape {
 #[derive(Debug, Clone, Serialize)]
 pub struct Figures {
     pub streams: u32,
+    pub procs: u32,
     pub pages_per_stream: u64,
     pub rate: f64,
     pub cap: u32,
@@ -68,6 +73,7 @@ pub async fn run(exe: &Path, redis: &str, work: &Path, shape: Shape) -> anyhow::
     let at = |q: f64| finishes[((finishes.len() - 1) as f64 * q).round() as usize];
     Ok(Figures {
         streams: shape.streams,
+        procs: shape.procs,
         pages_per_stream: shape.pages,
         rate: shape.rate,
         cap: CAP,
@@ -91,7 +97,8 @@ struct Counted {
     finishes: Vec<f64>,
 }
 
-/// A sync of `shape.streams` streams of `pages` pages each.
+/// A sync of `shape.streams` streams of `pages` pages each, split between
+/// `shape.procs` processes that run at once.
 async fn sync(
     exe: &Path,
     redis: &str,
@@ -101,40 +108,51 @@ async fn sync(
     admin: &mut quota_pacer::Conn,
 ) -> anyhow::Result<Counted> {
     let sim = SimProcess::start(exe, pages * PAGE, 0)?;
-    std::fs::create_dir_all(work)?;
-    let config = work.join("streams-policy.yaml");
-    std::fs::write(&config, policy(shape))?;
     // A quota of its own each run: no earlier run's bucket or leases.
     let study = format!("STREAMS-{}", edc_core::audit::RunId::new()).replace(':', "-");
     reset_stats(admin).await?;
-    let trail = work.join("audit.jsonl");
+    let mut children = Vec::new();
     let started = std::time::Instant::now();
-    let status = sync_command(exe, &config, "bench", &study, work, &trail)
-        .args(["--all-streams", "--redis", redis])
-        .env("EDC_SYNC_BENCH_URL", &sim.url)
-        .status()
-        .context("running the sync")?;
-    let wall_s = started.elapsed().as_secs_f64();
-    if !status.success() {
-        bail!("the sync of {} streams exited {status}", shape.streams);
+    for proc in 0..shape.procs {
+        let dir = work.join(format!("proc-{proc}"));
+        std::fs::create_dir_all(&dir)?;
+        let config = dir.join("streams-policy.yaml");
+        std::fs::write(&config, policy(shape, proc))?;
+        let trail = dir.join("audit.jsonl");
+        let child = sync_command(exe, &config, "bench", &study, &dir, &trail)
+            .args(["--all-streams", "--redis", redis])
+            .env("EDC_SYNC_BENCH_URL", &sim.url)
+            .spawn()
+            .context("starting a sync")?;
+        children.push((child, trail));
     }
-    let calls = script_calls_counted(admin).await?;
-    let mut requests = 0;
-    edc_core::audit::each_event(&trail, "page_committed", |_, _| requests += 1)?;
-    let mut start = None;
-    edc_core::audit::each_event(&trail, "run_started", |_, line| {
-        start = start.or_else(|| instant(&line));
-    })?;
-    let start = start.context("the trail has no run_started line")?;
-    let mut finishes = Vec::new();
-    edc_core::audit::each_event(&trail, "stream_finished", |_, line| {
-        if let Some(t) = instant(&line) {
-            finishes.push((t - start).as_seconds_f64());
+    for (child, _) in &mut children {
+        let status = child.wait().context("waiting for a sync")?;
+        if !status.success() {
+            bail!(
+                "a sync of {} streams in {} processes exited {status}",
+                shape.streams,
+                shape.procs
+            );
         }
-    })?;
-    if finishes.len() != shape.streams as usize {
-        bail!("{} of {} streams finished", finishes.len(), shape.streams);
     }
+    let wall_s = started.elapsed().as_secs_f64();
+    let calls = script_calls_counted(admin).await?;
+    let (mut requests, mut start, mut ends) = (0, None, Vec::new());
+    for (_, trail) in &children {
+        edc_core::audit::each_event(trail, "page_committed", |_, _| requests += 1)?;
+        edc_core::audit::each_event(trail, "run_started", |_, line| {
+            if let Some(t) = instant(&line) {
+                start = Some(start.map_or(t, |s: time::OffsetDateTime| s.min(t)));
+            }
+        })?;
+        edc_core::audit::each_event(trail, "stream_finished", |_, line| ends.extend(instant(&line)))?;
+    }
+    let start = start.context("no trail has a run_started line")?;
+    if ends.len() != shape.streams as usize {
+        bail!("{} of {} streams finished", ends.len(), shape.streams);
+    }
+    let mut finishes: Vec<f64> = ends.iter().map(|t| (*t - start).as_seconds_f64()).collect();
     finishes.sort_by(f64::total_cmp);
     Ok(Counted {
         requests,
@@ -149,10 +167,12 @@ fn instant(line: &serde_json::Value) -> Option<time::OffsetDateTime> {
     time::OffsetDateTime::parse(ts, &time::format_description::well_known::Rfc3339).ok()
 }
 
-/// The policy: one quota of `CAP` in flight at `shape.rate` requests a
-/// second (a burst of `CAP`), `shape.streams` streams of it.
-fn policy(shape: Shape) -> String {
+/// The policy of process `proc`: one quota of `CAP` in flight at
+/// `shape.rate` requests a second (a burst of `CAP`), every `shape.procs`th
+/// of `shape.streams` streams of it, from the `proc`th.
+fn policy(shape: Shape, proc: u32) -> String {
     let streams: String = (1..=shape.streams)
+        .filter(|n| (n - 1) % shape.procs == proc)
         .map(|n| format!("    s{n}:\n      query:\n        object: o{n}__v\n"))
         .collect();
     format!(
@@ -174,13 +194,14 @@ fn policy(shape: Shape) -> String {
 /// The figures against their floor, then one JSON line.
 pub fn render(all: &[Figures]) -> String {
     let mut out = String::from(
-        "streams  pages/stream  requests  script calls  calls/request  marginal (floor 1.0, target 1.1)  \
+        "streams  procs  pages/stream  requests  script calls  calls/request  marginal (floor 1.0, target 1.1)  \
          finish first/median/last s\n",
     );
     for f in all {
         out.push_str(&format!(
-            "{:>7}  {:>12}  {:>8}  {:>12}  {:>13.3}  {:>32.3}  {:.2} / {:.2} / {:.2}\n",
+            "{:>7}  {:>5}  {:>12}  {:>8}  {:>12}  {:>13.3}  {:>32.3}  {:.2} / {:.2} / {:.2}\n",
             f.streams,
+            f.procs,
             f.pages_per_stream,
             f.requests,
             f.script_calls,

@@ -44,8 +44,10 @@ pub struct Ask<'a> {
 }
 
 /// How long a caller turned away by the cap keeps its place in line
-/// without asking again.
-pub const WAITER_TTL: Duration = Duration::from_secs(1);
+/// without asking again. A waiter is woken when a slot frees for it and
+/// otherwise asks every [`super::KEEP_ASKING`], well within this; a caller
+/// that died holds up the line at most this long.
+pub const WAITER_TTL: Duration = Duration::from_secs(3);
 
 impl<'a> Ask<'a> {
     /// A token and a slot, giving back `release` first.

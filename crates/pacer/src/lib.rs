@@ -46,7 +46,9 @@ mod quota;
 mod rate;
 mod redis;
 mod redis_conn;
+mod redis_wake;
 pub mod retry_after;
+mod wake;
 pub mod window;
 
 use std::future::Future;
@@ -61,6 +63,7 @@ pub use rate::Rate;
 pub use redis::{Conn, RedisPacer};
 pub use redis_conn::CLUSTER_SCHEME;
 pub use retry_after::{RetryAfter, RetryAfterSource};
+pub use wake::KEEP_ASKING;
 pub use window::{Window, WindowStart};
 
 /// The answer to a reservation.
@@ -171,6 +174,13 @@ pub trait Pacer: Clone + Send + Sync + 'static {
 
     /// Gives lease `id` back; `false` if it had already expired.
     fn release(&self, quota: &Quota, id: u64) -> impl Future<Output = Result<bool, PacerError>> + Send;
+
+    /// Waits, asking nothing, after the cap turned `waiter` away (an
+    /// [`Answer::Full`] to an [`Ask`] made [`Ask::waiting`] under that
+    /// name): until a call of any process frees a slot for it, or
+    /// `retry_in` passes (the first held lease's expiry), or
+    /// [`KEEP_ASKING`] (to keep its place in line). Then it asks again.
+    fn wait_turn(&self, quota: &Quota, waiter: &str, retry_in: Duration) -> impl Future<Output = ()> + Send;
 }
 
 /// Either pacer, chosen at run time (a command-line flag, say).
@@ -229,6 +239,13 @@ impl Pacer for AnyPacer {
         match self {
             AnyPacer::Redis(p) => p.release(quota, id).await,
             AnyPacer::Local(p) => p.release(quota, id).await,
+        }
+    }
+
+    async fn wait_turn(&self, quota: &Quota, waiter: &str, retry_in: Duration) {
+        match self {
+            AnyPacer::Redis(p) => p.wait_turn(quota, waiter, retry_in).await,
+            AnyPacer::Local(p) => p.wait_turn(quota, waiter, retry_in).await,
         }
     }
 }

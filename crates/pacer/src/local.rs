@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::gcra::{self, GateShape};
+use super::wake::Wakeups;
 use super::window::{self, WindowState};
 use super::{ceil_ms, Answer, Ask, LeaseAttempt, LeaseSet, Pacer, PacerError, Quota, Reservation};
 
@@ -34,6 +35,8 @@ struct State {
 pub struct LocalPacer {
     origin: Instant,
     state: Arc<Mutex<State>>,
+    /// The callers the cap turned away, woken when a call frees a slot.
+    wakeups: Wakeups,
 }
 
 impl Default for LocalPacer {
@@ -48,6 +51,7 @@ impl LocalPacer {
         LocalPacer {
             origin: Instant::now(),
             state: Arc::default(),
+            wakeups: Wakeups::default(),
         }
     }
 
@@ -148,6 +152,22 @@ impl State {
         }
     }
 
+    /// The first `n` callers in line (those that stopped asking dropped),
+    /// `me` left out: the ones a freed slot is for.
+    fn first_in_line(&mut self, quota: &Quota, n: usize, me: Option<&str>, now: i64) -> Vec<String> {
+        let Some(line) = self.lines.get_mut(quota.key()) else {
+            return Vec::new();
+        };
+        line.retain(|_, (_, until)| *until > now);
+        let mut order: Vec<(i64, &String)> = line
+            .iter()
+            .filter(|(name, _)| Some(name.as_str()) != me)
+            .map(|(name, (arrival, _))| (*arrival, name))
+            .collect();
+        order.sort_unstable();
+        order.into_iter().take(n).map(|(_, name)| name.clone()).collect()
+    }
+
     /// Puts `me` in the line (keeping its place if it was there), to ask
     /// again within [`super::WAITER_TTL`].
     fn join_line(&mut self, quota: &Quota, me: Option<&str>, now: i64) {
@@ -203,21 +223,34 @@ impl Pacer for LocalPacer {
     async fn acquire(&self, quota: &Quota, ask: Ask<'_>) -> Result<Answer, PacerError> {
         let now = self.now_us();
         let mut state = self.state();
+        let sets = quota.lease_sets();
+        let account = &sets[0];
+        let held = |state: &State| {
+            let key = (quota.key().to_string(), account.part.clone());
+            state.leases.get(&key).map_or(0, BTreeMap::len)
+        };
+        let before = held(&state);
         for id in ask.release {
             state.give_back(quota, *id, now);
+        }
+        // The slots this call freed (given back or expired) go to the
+        // first callers in line: they are woken, as `acquire.lua` wakes
+        // them, and ask again.
+        let after = state.leases(quota, &account.part, now).len();
+        let free = (account.cap as usize).saturating_sub(after);
+        let woken = state.first_in_line(quota, before.saturating_sub(after).min(free), ask.waiter, now);
+        for name in &woken {
+            self.wakeups.wake(name);
         }
         if !ask.book {
             return Ok(Answer::Checked);
         }
-        let sets = quota.lease_sets();
         let ahead = state.ahead(quota, ask.waiter, now);
-        let account = &sets[..1];
         let turned_away = match state.full(quota, &sets, now) {
             Some(retry_in) => Some(retry_in),
-            None if ahead > 0
-                && state.leases(quota, &account[0].part, now).len() + ahead >= account[0].cap as usize =>
-            {
-                Some(Duration::ZERO)
+            None if ahead > 0 && after + ahead >= account.cap as usize => {
+                let leases = state.leases(quota, &account.part, now);
+                Some(ceil_ms(leases.values().min().copied().unwrap_or(now) - now))
             }
             None => None,
         };
@@ -283,5 +316,9 @@ impl Pacer for LocalPacer {
     async fn release(&self, quota: &Quota, id: u64) -> Result<bool, PacerError> {
         let now = self.now_us();
         Ok(self.state().give_back(quota, id, now))
+    }
+
+    async fn wait_turn(&self, _quota: &Quota, waiter: &str, retry_in: Duration) {
+        self.wakeups.wait(waiter, retry_in).await;
     }
 }

@@ -27,10 +27,6 @@ use tokio::sync::Notify;
 use super::queue::{self, Queue, Turn, Waits};
 use super::{Answer, Ask, Fence, LeaseSet, Pacer, PacerError, Quota};
 
-/// Bounds on how often a waiting caller re-asks for a lease slot.
-const LEASE_POLL_MIN: Duration = Duration::from_millis(5);
-const LEASE_POLL_MAX: Duration = Duration::from_millis(50);
-
 /// The longest a given-back lease waits for the next call to carry it.
 pub const LINGER: Duration = Duration::from_millis(50);
 
@@ -327,7 +323,13 @@ impl<P: Pacer> Limiter<P> {
                     if waited >= self.shared.quota.horizon() {
                         return Err(self.too_long(waited, Some(self.shared.quota.max_concurrency())));
                     }
-                    tokio::time::sleep(retry_in.clamp(LEASE_POLL_MIN, LEASE_POLL_MAX)).await;
+                    // Every slot is held, by this process or another:
+                    // asleep until a give-back frees one for this caller
+                    // (`wake.rs`), asking nothing meanwhile.
+                    self.shared
+                        .pacer
+                        .wait_turn(&self.shared.quota, &waiter, retry_in)
+                        .await;
                 }
                 Answer::Checked | Answer::FenceLost => {
                     return Err(AcquireError::Pacer(PacerError::Protocol {
@@ -438,8 +440,9 @@ impl<P: Pacer> Limiter<P> {
 }
 
 /// A name for a caller in the line of those the cap turned away, unique
-/// across processes and hosts: this process's id and start (nanoseconds)
-/// and a count.
+/// across processes and hosts: `<process>/<count>`, the process named by
+/// its id and start (nanoseconds). The Redis pacer wakes a caller through
+/// a list of its process, found by the part before the `/`.
 fn waiter_name() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::OnceLock;
@@ -451,7 +454,7 @@ fn waiter_name() -> String {
             .map_or(0, |d| d.as_nanos());
         format!("{}-{started}", std::process::id())
     });
-    format!("{process}-{}", COUNT.fetch_add(1, Ordering::Relaxed))
+    format!("{process}/{}", COUNT.fetch_add(1, Ordering::Relaxed))
 }
 
 /// The limiter's one background task: sends given-back leases that no

@@ -12,8 +12,9 @@
 //! many tasks wait, and a task that keeps paging goes to the back of the
 //! queue when others wait: every stream progresses.
 //!
-//! Only the cap of other processes is still polled (`Answer::Full`): this
-//! queue cannot see their slots free.
+//! The cap of other processes is what this queue cannot see: a task
+//! holding a local slot that the pacer turns away (`Answer::Full`) sleeps
+//! until a give-back of any process frees a slot for it (`wake.rs`).
 //!
 //! The queue knows a waiter only as `C` (its limiter, [`Waits`]) and a
 //! booking only as `B`: what they are is `permit.rs`'s business

@@ -20,11 +20,12 @@ use redis::{FromRedisValue, Script, ScriptInvocation};
 use super::redis_conn::without_userinfo;
 pub use super::redis_conn::Conn;
 use super::redis_conn::{OpenError, Target};
+use super::redis_wake::{self, Listeners};
 use super::{ceil_ms, Answer, Ask, LeaseAttempt, Pacer, PacerError, Quota, Reservation};
 
 const ATTEMPTS: u32 = 3;
-const CALL_TIMEOUT: Duration = Duration::from_secs(2);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 struct Inner {
     conn: Conn,
@@ -36,6 +37,8 @@ struct Inner {
     lease: Script,
     spend: Script,
     calls: AtomicU64,
+    /// Where this process's callers the cap turned away are woken.
+    listeners: Arc<Listeners>,
 }
 
 /// Pacer whose state is shared by every process that talks to one Redis.
@@ -99,6 +102,7 @@ impl RedisPacer {
         Ok(RedisPacer {
             inner: Arc::new(Inner {
                 conn,
+                listeners: Arc::new(Listeners::new(target, endpoint.clone())),
                 endpoint,
                 prefix: prefix.to_string(),
                 reserve: with_gcra(include_str!("lua/reserve.lua")),
@@ -311,8 +315,13 @@ impl RedisPacer {
         // again by.
         keys.push(self.key(quota, "waiting"));
         keys.push(self.key(quota, "waiting:until"));
+        // The slots the line waits for, and where its callers are woken.
+        let account = &sets[0];
+        keys.push(self.key(quota, &account.part));
         args.push(ask.waiter.unwrap_or_default().to_string());
         args.push(millis(super::WAITER_TTL).to_string());
+        args.push(account.cap.to_string());
+        args.push(self.key(quota, super::redis_wake::LIST));
         let windows = if ask.book { quota.windows() } else { &[] };
         self.push_windows(quota, windows, &mut keys, &mut args);
         (keys, args)
@@ -477,5 +486,16 @@ impl Pacer for RedisPacer {
             held |= ok == 1;
         }
         Ok(held)
+    }
+
+    /// Woken through the wake-up list of the waiter's process
+    /// (`redis_wake.rs`), which a task of this process pops while it waits.
+    async fn wait_turn(&self, quota: &Quota, waiter: &str, retry_in: Duration) {
+        let listeners = &self.inner.listeners;
+        let entered = listeners.wakeups.enter(waiter);
+        if let Some((process, _)) = waiter.rsplit_once('/') {
+            listeners.ensure(self.key(quota, &format!("{}{process}", redis_wake::LIST)));
+        }
+        entered.wait(retry_in).await;
     }
 }

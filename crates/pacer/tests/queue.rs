@@ -46,6 +46,9 @@ impl Pacer for Counting {
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.inner.release(quota, id).await
     }
+    async fn wait_turn(&self, quota: &Quota, waiter: &str, retry_in: Duration) {
+        self.inner.wait_turn(quota, waiter, retry_in).await
+    }
 }
 
 const TASKS: usize = 40;

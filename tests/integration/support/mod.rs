@@ -2,6 +2,7 @@
 //! git repositories. Each test binary uses a subset.
 #![allow(dead_code)]
 
+pub mod counting;
 pub mod postgres;
 pub mod redis;
 pub mod runs;

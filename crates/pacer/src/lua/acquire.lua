@@ -29,10 +29,21 @@
 -- ARGV[8+L+2G] R, then R lease ids, one per release entry
 -- KEYS[4+L+G+R] the line of callers the cap turned away (arrival order)
 -- KEYS[5+L+G+R] when each of them must ask again by
+-- KEYS[6+L+G+R] the account's lease set (the line's cap), in either mode
 -- ARGV[9+L+2G+R] the caller's name in that line, or '' for none
 -- ARGV[10+L+2G+R] how long a name keeps its place without asking (ms)
--- KEYS[6+L+G+R .. 5+L+G+R+W]  the quota's fixed windows (window.lua)
--- ARGV[11+L+2G+R] W, then each window's shape (window.lua); W = 0 to check
+-- ARGV[11+L+2G+R] the account's cap
+-- ARGV[12+L+2G+R] the prefix of every process's wake-up list
+-- KEYS[7+L+G+R .. 6+L+G+R+W]  the quota's fixed windows (window.lua)
+-- ARGV[13+L+2G+R] W, then each window's shape (window.lua); W = 0 to check
+--
+-- Waking. A slot this call frees (given back, or its lease expired) is
+-- for the first caller in line: that caller is woken by its name pushed
+-- onto the wake-up list of its process, `<wake prefix><process>` (a name
+-- is `<process>/<count>`), which one task of that process pops (BLPOP).
+-- Those lists are not in KEYS: their names come from the line. They carry
+-- the quota's hash tag in the prefix, so on a Redis Cluster they live in
+-- this script's one slot. A wake is a hint; the woken caller still asks.
 --
 -- Returns { status, value, at_us, lease_id, fence }
 --   status 1 granted (value = wait_ms)   0 refused: beyond the horizon (wait_ms)
@@ -45,12 +56,44 @@ local L = tonumber(ARGV[6])
 local G = tonumber(ARGV[7 + L])
 local r0 = 8 + L + 2 * G
 local R = tonumber(ARGV[r0])
+local line = KEYS[4 + L + G + R]
+local line_until = KEYS[5 + L + G + R]
+local account = KEYS[6 + L + G + R]
+local me = ARGV[r0 + R + 1]
+local keep_ms = tonumber(ARGV[r0 + R + 2])
+local account_cap = tonumber(ARGV[r0 + R + 3])
+local wake_prefix = ARGV[r0 + R + 4]
+local stamp = string.format('%.0f', now)
+
+local before = redis.call('ZCARD', account)
 for k = 1, R do
   redis.call('ZREM', KEYS[3 + L + G + k], ARGV[r0 + k])
 end
-local stamp = string.format('%.0f', now)
+redis.call('ZREMRANGEBYSCORE', account, '-inf', stamp)
 for i = 4, 3 + L do
   redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', stamp)
+end
+
+local gone = redis.call('ZRANGEBYSCORE', line_until, '-inf', stamp)
+for _, name in ipairs(gone) do
+  redis.call('ZREM', line, name)
+  redis.call('ZREM', line_until, name)
+end
+local after = redis.call('ZCARD', account)
+local freed = math.min(before - after, account_cap - after)
+if freed > 0 then
+  local woken = 0
+  for _, name in ipairs(redis.call('ZRANGE', line, 0, freed)) do
+    if woken < freed and name ~= me then
+      local process = string.match(name, '^(.+)/%d+$')
+      if process then
+        local list = wake_prefix .. process
+        redis.call('RPUSH', list, name)
+        redis.call('PEXPIRE', list, keep_ms * 4)
+      end
+      woken = woken + 1
+    end
+  end
 end
 
 local fence = -1
@@ -67,15 +110,6 @@ if ARGV[1] == 'check' then
   return { 3, 0, '0', 0, fence }
 end
 
-local line = KEYS[4 + L + G + R]
-local line_until = KEYS[5 + L + G + R]
-local me = ARGV[r0 + R + 1]
-local keep_ms = tonumber(ARGV[r0 + R + 2])
-local gone = redis.call('ZRANGEBYSCORE', line_until, '-inf', stamp)
-for _, name in ipairs(gone) do
-  redis.call('ZREM', line, name)
-  redis.call('ZREM', line_until, name)
-end
 local ahead = nil
 if me ~= '' then
   ahead = redis.call('ZRANK', line, me)
@@ -107,7 +141,7 @@ end
 
 local arg0 = 7 + L
 local at, tats = gcra_decide(now, KEYS[1], 4 + L, 3 + L + G, arg0)
-local wk, wa = 6 + L + G + R, r0 + R + 3
+local wk, wa = 7 + L + G + R, r0 + R + 5
 local W = tonumber(ARGV[wa] or '0')
 local held = {}
 if W > 0 then
