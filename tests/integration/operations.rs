@@ -799,6 +799,7 @@ fn bench_streams_prints_its_figures() {
     assert_eq!(figures[1]["requests"], 12, "{last}");
     for key in [
         "script_calls",
+        "wake_pops",
         "calls_per_request",
         "marginal_calls_per_request",
         "finish_first_s",

@@ -214,26 +214,43 @@ pub async fn reset_stats(admin: &mut quota_pacer::Conn) -> anyhow::Result<()> {
 /// `INFO commandstats`, or the sum over a cluster's primaries (which the
 /// connection asks all, answering one text per node).
 pub async fn script_calls_counted(admin: &mut quota_pacer::Conn) -> anyhow::Result<u64> {
+    Ok(commandstats(admin).await?.iter().map(|t| script_calls(t)).sum())
+}
+
+/// The wake-up pops (`BLPOP`) Redis counted since [`reset_stats`]: a
+/// caller the cap turned away is woken by one (docs/pacer.md).
+pub async fn wake_pops_counted(admin: &mut quota_pacer::Conn) -> anyhow::Result<u64> {
+    Ok(commandstats(admin).await?.iter().map(|t| wake_pops(t)).sum())
+}
+
+/// `INFO commandstats`, a text per node.
+async fn commandstats(admin: &mut quota_pacer::Conn) -> anyhow::Result<Vec<String>> {
     let info: redis::Value = redis::cmd("INFO").arg("commandstats").query_async(admin).await?;
-    let texts: Vec<String> = match info {
+    Ok(match info {
         redis::Value::Map(nodes) => nodes
             .into_iter()
             .map(|(_, v)| redis::from_redis_value(v))
             .collect::<Result<_, _>>()?,
         one => vec![redis::from_redis_value(one)?],
-    };
-    Ok(texts.iter().map(|t| script_calls(t)).sum())
+    })
+}
+
+/// The `BLPOP` calls in `INFO commandstats`.
+pub fn wake_pops(info: &str) -> u64 {
+    counted(info, &["cmdstat_blpop:"])
 }
 
 /// Sum of script calls (EVALSHA, EVAL, SCRIPT) in `INFO commandstats`,
 /// rejected ones included: each is a round trip.
 pub fn script_calls(info: &str) -> u64 {
+    counted(info, &["cmdstat_evalsha:", "cmdstat_eval:", "cmdstat_script"])
+}
+
+/// The calls (rejected ones included) of the commands whose stat lines
+/// start with one of `commands`.
+fn counted(info: &str, commands: &[&str]) -> u64 {
     info.lines()
-        .filter(|l| {
-            l.starts_with("cmdstat_evalsha:")
-                || l.starts_with("cmdstat_eval:")
-                || l.starts_with("cmdstat_script")
-        })
+        .filter(|l| commands.iter().any(|c| l.starts_with(c)))
         .flat_map(|l| l.split([':', ',']))
         .filter_map(|kv| kv.split_once('='))
         .filter(|(k, _)| *k == "calls" || *k == "rejected_calls")

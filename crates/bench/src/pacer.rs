@@ -335,5 +335,7 @@ mod tests {
         let info = "# Commandstats\r\ncmdstat_evalsha:calls=1020,usec=9000,usec_per_call=8.8,rejected_calls=2,failed_calls=0\r\n\
                     cmdstat_time:calls=4,usec=1\r\ncmdstat_script|load:calls=3,usec=100\r\n";
         assert_eq!(crate::harness::script_calls(info), 1025);
+        let pops = "cmdstat_blpop:calls=7,usec=9,rejected_calls=0\r\ncmdstat_evalsha:calls=3,usec=1\r\n";
+        assert_eq!(crate::harness::wake_pops(pops), 7);
     }
 }

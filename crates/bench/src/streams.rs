@@ -5,8 +5,9 @@
 //! of one quota between them (a cap of 4 in flight, a tight rate; stream k
 //! in process k mod procs) against the simulator in a child process. With
 //! several, the cap is shared across processes: a caller one of them turns
-//! away waits for a wake-up, and what that costs is in the figure. Redis's own `INFO commandstats` counts the script
-//! calls, the trail the requests (`page_committed` lines) and each
+//! away waits for a wake-up, and what that costs is in the figure.
+//! Redis's own `INFO commandstats` counts the script calls and the
+//! wake-up pops (`BLPOP`, both counted as calls), the trail the requests (`page_committed` lines) and each
 //! stream's finish (`stream_finished`). A stream costs a few calls
 //! whatever its pages (its run lock taken and let go, the trail's
 //! anchors): a second run of the same N streams with one page each prices
@@ -18,7 +19,9 @@ use std::path::Path;
 use anyhow::{bail, Context};
 use serde::Serialize;
 
-use super::harness::{delta_block, reset_stats, script_calls_counted, sync_command, SimProcess};
+use super::harness::{
+    delta_block, reset_stats, script_calls_counted, sync_command, wake_pops_counted, SimProcess,
+};
 
 /// Records a page: the streams page through `pages * PAGE` records.
 const PAGE: u64 = 5;
@@ -45,7 +48,11 @@ pub struct Figures {
     pub cap: u32,
     pub requests: u64,
     pub script_calls: u64,
-    /// All script calls over all requests, the fixed ones included.
+    /// The wake-up pops (`BLPOP`) of callers the cap turned away in
+    /// another process (none in one process).
+    pub wake_pops: u64,
+    /// All script calls and pops over all requests, the fixed ones
+    /// included.
     pub calls_per_request: f64,
     /// The same with the calls of one page a stream taken off: what a
     /// request costs (floor 1.0, target 1.1).
@@ -78,7 +85,8 @@ pub async fn run(exe: &Path, redis: &str, work: &Path, shape: Shape) -> anyhow::
         rate: shape.rate,
         cap: CAP,
         requests: all.requests,
-        script_calls: all.calls,
+        script_calls: all.calls - all.pops,
+        wake_pops: all.pops,
         calls_per_request: all.calls as f64 / all.requests.max(1) as f64,
         marginal_calls_per_request: all.calls.saturating_sub(one.calls) as f64
             / all.requests.saturating_sub(one.requests).max(1) as f64,
@@ -91,7 +99,9 @@ pub async fn run(exe: &Path, redis: &str, work: &Path, shape: Shape) -> anyhow::
 
 struct Counted {
     requests: u64,
+    /// Script calls and wake-up pops.
     calls: u64,
+    pops: u64,
     wall_s: f64,
     /// Sorted seconds from the run's start to each stream's end.
     finishes: Vec<f64>,
@@ -137,7 +147,8 @@ async fn sync(
         }
     }
     let wall_s = started.elapsed().as_secs_f64();
-    let calls = script_calls_counted(admin).await?;
+    let pops = wake_pops_counted(admin).await?;
+    let calls = script_calls_counted(admin).await? + pops;
     let (mut requests, mut start, mut ends) = (0, None, Vec::new());
     for (_, trail) in &children {
         edc_core::audit::each_event(trail, "page_committed", |_, _| requests += 1)?;
@@ -157,6 +168,7 @@ async fn sync(
     Ok(Counted {
         requests,
         calls,
+        pops,
         wall_s,
         finishes,
     })
@@ -194,17 +206,18 @@ fn policy(shape: Shape, proc: u32) -> String {
 /// The figures against their floor, then one JSON line.
 pub fn render(all: &[Figures]) -> String {
     let mut out = String::from(
-        "streams  procs  pages/stream  requests  script calls  calls/request  marginal (floor 1.0, target 1.1)  \
+        "streams  procs  pages/stream  requests  script calls  wake pops  calls/request  marginal (floor 1.0, target 1.1)  \
          finish first/median/last s\n",
     );
     for f in all {
         out.push_str(&format!(
-            "{:>7}  {:>5}  {:>12}  {:>8}  {:>12}  {:>13.3}  {:>32.3}  {:.2} / {:.2} / {:.2}\n",
+            "{:>7}  {:>5}  {:>12}  {:>8}  {:>12}  {:>9}  {:>13.3}  {:>32.3}  {:.2} / {:.2} / {:.2}\n",
             f.streams,
             f.procs,
             f.pages_per_stream,
             f.requests,
             f.script_calls,
+            f.wake_pops,
             f.calls_per_request,
             f.marginal_calls_per_request,
             f.finish_first_s,

@@ -288,13 +288,26 @@ impl<P: Pacer> Limiter<P> {
     /// booked already), then for the pacer's answer.
     pub async fn acquire(&self) -> Result<Permit<P>, AcquireError> {
         let started = Instant::now();
-        let (slot, mut carried) = match self.shared.queue.take(&self.shared).await {
-            Turn::Booked(booking) => return Ok(booking.ready().await),
-            Turn::Slot { slot, release } => (slot, release),
-        };
         // Its name in the line of every process's callers the cap turned
         // away: it joins at its first refusal, not its second.
         let waiter = waiter_name();
+        let (slot, mut carried) = match self.shared.queue.take(&self.shared, &waiter).await {
+            Turn::Booked(booking) => return Ok(booking.ready().await),
+            Turn::Slot {
+                slot,
+                release,
+                in_line,
+            } => {
+                if let Some(retry_in) = in_line {
+                    // Put in line by the call that handed the slot over.
+                    self.shared
+                        .pacer
+                        .wait_turn(&self.shared.quota, &waiter, retry_in)
+                        .await;
+                }
+                (slot, release)
+            }
+        };
         loop {
             let mut returned = self.shared.take_returned();
             // The lease of the request that held this slot before, given
@@ -378,11 +391,14 @@ impl<P: Pacer> Limiter<P> {
             None => None,
         };
         let booked_for = waiter.as_ref().map_or(&self.shared.quota, |w| &w.limiter.quota);
+        // Asked under the waiter's name: should the cap turn it away (other
+        // processes wait before it), this call puts it in line and the
+        // waiter waits for its wake-up without a call of its own.
         let ask = Ask {
             book: book_next || waiter.is_some(),
             release: &returned,
             fence: Some(fence),
-            waiter: None,
+            waiter: waiter.as_ref().map(|w| w.name.as_str()),
         };
         let answer = self.shared.pacer.acquire(booked_for, ask).await;
         let answer = match answer {
@@ -400,8 +416,12 @@ impl<P: Pacer> Limiter<P> {
         let (wait, at_us, lease) = match answer {
             Answer::Granted { wait, at_us, lease } => (wait, at_us, lease),
             other => {
-                if let Some(waiter) = waiter {
-                    queue.unpop(waiter);
+                match (waiter, other, slot) {
+                    (Some(waiter), Answer::Full { retry_in }, Some(slot)) => {
+                        queue.hand_in_line(waiter, slot, retry_in)
+                    }
+                    (Some(waiter), ..) => queue.unpop(waiter),
+                    _ => {}
                 }
                 return Ok(match other {
                     Answer::FenceLost => HandOver::Lost,

@@ -22,7 +22,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
@@ -59,6 +59,9 @@ struct State<C: Waits, B> {
 /// it is booked under) and where its turn is sent.
 pub(crate) struct Waiter<C: Waits, B> {
     pub(crate) limiter: C,
+    /// Its name in the pacer's line of callers the cap turned away, should
+    /// a call made for it be turned away.
+    pub(crate) name: String,
     pub(crate) since: Instant,
     turn: oneshot::Sender<Turn<C, B>>,
 }
@@ -70,6 +73,10 @@ pub(crate) enum Turn<C: Waits, B> {
     Slot {
         slot: LocalSlot<C, B>,
         release: Option<u64>,
+        /// The call that freed the slot asked for the waiter and the cap
+        /// turned it away, putting it in the pacer's line: it waits for its
+        /// wake-up (or this long) before it asks.
+        in_line: Option<Duration>,
     },
     /// A slot and a token already booked for the waiter.
     Booked(B),
@@ -135,8 +142,9 @@ impl<C: Waits, B> Queue<C, B> {
         None
     }
 
-    /// The caller's turn: a free slot, or its place in the queue.
-    pub(crate) async fn take(&self, limiter: &C) -> Turn<C, B> {
+    /// The turn of the caller named `name` (in the pacer's line, should
+    /// it come to that): a free slot, or its place in the queue.
+    pub(crate) async fn take(&self, limiter: &C, name: &str) -> Turn<C, B> {
         let since = Instant::now();
         let receiver = {
             let mut state = self.state();
@@ -145,11 +153,13 @@ impl<C: Waits, B> Queue<C, B> {
                 return Turn::Slot {
                     slot: self.slot(),
                     release: None,
+                    in_line: None,
                 };
             }
             let (turn, receiver) = oneshot::channel();
             state.waiters.push_back(Waiter {
                 limiter: limiter.clone(),
+                name: name.to_string(),
                 since,
                 turn,
             });
@@ -160,7 +170,7 @@ impl<C: Waits, B> Queue<C, B> {
             // Every sender of a turn either sends it or keeps it: a queue
             // whose waiter was dropped unsent cannot happen while this
             // receiver lives. Should it, a fresh wait is the safe answer.
-            Err(_) => Box::pin(self.take(limiter)).await,
+            Err(_) => Box::pin(self.take(limiter, name)).await,
         }
     }
 
@@ -213,6 +223,7 @@ impl<C: Waits, B> Queue<C, B> {
             let turn = Turn::Slot {
                 slot: self.slot(),
                 release: carried,
+                in_line: None,
             };
             match waiter.turn.send(turn) {
                 Ok(()) => {
@@ -230,6 +241,18 @@ impl<C: Waits, B> Queue<C, B> {
         if let (Some((id, _)), Some(give_back)) = (lease, give_back) {
             give_back(id);
         }
+    }
+
+    /// Sends `slot` to `waiter`, which the pacer put in its line in the
+    /// call that freed the slot (to wait for a wake-up, or `retry_in`,
+    /// before it asks); a waiter gone meanwhile drops the slot, which goes
+    /// on to the next.
+    pub(crate) fn hand_in_line(&self, waiter: Waiter<C, B>, slot: LocalSlot<C, B>, retry_in: Duration) {
+        let _ = waiter.turn.send(Turn::Slot {
+            slot,
+            release: None,
+            in_line: Some(retry_in),
+        });
     }
 
     /// Sends `booking` to `waiter`; a waiter gone meanwhile drops it, which

@@ -180,6 +180,42 @@ async fn a_process_with_tasks_waiting_yields_the_cap_to_another_that_waits() {
     );
 }
 
+/// Two processes' worth of paging tasks (each process its own queue)
+/// under one cap: a page whose commit frees a slot that another process
+/// waits for puts its own process's next waiter in the pacer's line in
+/// that same call, and the waiter is woken when a slot frees for it. So a
+/// request costs the commit's call and the woken waiter's, not a third to
+/// be turned away first (nor one every few milliseconds while it waits).
+#[tokio::test(flavor = "current_thread")]
+async fn paging_processes_sharing_a_cap_cost_two_calls_a_request() {
+    let pacer = Counting::default();
+    let quota = Quota::new("q", Rate::new(1_000_000.0, 1_000_000).unwrap())
+        .unwrap()
+        .with_concurrency(2, Duration::from_secs(60))
+        .with_horizon(Duration::from_secs(30));
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = tokio::task::JoinSet::new();
+    const PAGES: usize = 10;
+    for process in 0..2 {
+        let queue: CapQueue<Counting> = CapQueue::new(2);
+        for _ in 0..4 {
+            let limiter = Limiter::in_queue(pacer.clone(), quota.clone(), queue.clone());
+            let took = Duration::from_millis(1);
+            tasks.spawn(page(limiter, fence(), PAGES, took, order.clone(), process));
+        }
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    let requests = (2 * 4 * PAGES) as u64;
+    let calls = pacer.calls.load(Ordering::SeqCst);
+    assert_eq!(order.lock().unwrap().len() as u64, requests);
+    assert!(
+        calls as f64 <= requests as f64 * 2.2,
+        "{calls} pacer calls for {requests} requests"
+    );
+}
+
 /// A paging task: `pages` requests, each `took` in flight, each slot
 /// handed on by the commit's call that books the next (as a run does),
 /// `mark` recording each request in `order`.
