@@ -457,6 +457,37 @@ mod suite {
         );
     }
 
+    /// A caller behind others in line, when no slot is held (the slot
+    /// freed, the first in line woken and not yet asking), is told to wait
+    /// for its own wake-up, not to ask again at once: before, the answer
+    /// said 0 ms and such a caller asked every 5 ms.
+    pub async fn a_caller_behind_a_woken_one_waits_for_its_wake<P: Pacer>(p: P) {
+        let q = Quota::new("suite:behind", rate(1_000_000.0, 1_000_000))
+            .unwrap()
+            .with_concurrency(1, Duration::from_secs(600))
+            .with_horizon(Duration::from_secs(10));
+        let held = match p.acquire(&q, Ask::book(&[], None)).await.unwrap() {
+            Answer::Granted { lease, .. } => lease,
+            other => panic!("{other:?}"),
+        };
+        for name in ["p/1", "p/2"] {
+            let answer = p.acquire(&q, Ask::book(&[], None).waiting(name)).await.unwrap();
+            assert!(matches!(answer, Answer::Full { .. }), "{name}: {answer:?}");
+        }
+        p.acquire(&q, Ask::check(&[held], None)).await.unwrap();
+        match p.acquire(&q, Ask::book(&[], None).waiting("p/2")).await.unwrap() {
+            Answer::Full { retry_in } => assert!(
+                retry_in >= Duration::from_secs(1),
+                "the second in line was told to ask again in {retry_in:?}"
+            ),
+            other => panic!("p/1 is first in line: {other:?}"),
+        }
+        match p.acquire(&q, Ask::book(&[], None).waiting("p/1")).await.unwrap() {
+            Answer::Granted { .. } => {}
+            other => panic!("the first in line takes the freed slot: {other:?}"),
+        }
+    }
+
     /// A released permit costs no call of its own, yet its slot is free
     /// for every other process within the linger, with no further acquire.
     pub async fn a_released_slot_is_given_back_within_the_linger<P: Pacer>(p: P) {
@@ -564,6 +595,12 @@ macro_rules! pacer_suite {
             async fn a_process_waiting_for_the_cap_is_woken_when_a_slot_frees() {
                 let (p, _server) = $make.await;
                 suite::a_process_waiting_for_the_cap_is_woken_when_a_slot_frees(p).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_caller_behind_a_woken_one_waits_for_its_wake() {
+                let (p, _server) = $make.await;
+                suite::a_caller_behind_a_woken_one_waits_for_its_wake(p).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -249,8 +249,13 @@ impl Pacer for LocalPacer {
         let turned_away = match state.full(quota, &sets, now) {
             Some(retry_in) => Some(retry_in),
             None if ahead > 0 && after + ahead >= account.cap as usize => {
+                // As `acquire.lua`: with no lease held, the callers ahead
+                // were woken for the free slots, and this one waits its wake.
                 let leases = state.leases(quota, &account.part, now);
-                Some(ceil_ms(leases.values().min().copied().unwrap_or(now) - now))
+                Some(match leases.values().min() {
+                    Some(first) => ceil_ms(first - now),
+                    None => super::WAITER_TTL,
+                })
             }
             None => None,
         };

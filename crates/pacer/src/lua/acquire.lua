@@ -124,7 +124,10 @@ for i = 4, 3 + L do
     waiting = ahead
   end
   if redis.call('ZCARD', KEYS[i]) + waiting >= tonumber(ARGV[3 + i]) then
-    local retry_ms = 0
+    -- Until the first held lease expires; with none held, the callers
+    -- ahead in line were woken for the free slots, and this one is woken
+    -- when one of theirs frees (or asks again to keep its place).
+    local retry_ms = keep_ms
     local first = redis.call('ZRANGE', KEYS[i], 0, 0, 'WITHSCORES')
     if first[2] then
       retry_ms = math.ceil((tonumber(first[2]) - now) / 1000)
