@@ -1,4 +1,5 @@
 //! From a pacer to a permission to send one request.
+//! One concept: the limiter, and the permits and bookings it hands out.
 //!
 //! [`Limiter::acquire`] asks the pacer once for a concurrency slot and a
 //! token in every gate (an [`Ask`]), sleeps the exact wait on the monotonic

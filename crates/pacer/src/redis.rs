@@ -24,8 +24,8 @@ use super::redis_wake::{self, Listeners};
 use super::{ceil_ms, Answer, Ask, LeaseAttempt, Pacer, PacerError, Quota, Reservation};
 
 const ATTEMPTS: u32 = 3;
-pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(2);
-pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+const CALL_TIMEOUT: Duration = Duration::from_secs(2);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 struct Inner {
     conn: Conn,
@@ -102,7 +102,7 @@ impl RedisPacer {
         Ok(RedisPacer {
             inner: Arc::new(Inner {
                 conn,
-                listeners: Arc::new(Listeners::new(target, endpoint.clone())),
+                listeners: Arc::new(Listeners::new(target, endpoint.clone(), CONNECT_TIMEOUT)),
                 endpoint,
                 prefix: prefix.to_string(),
                 reserve: with_gcra(include_str!("lua/reserve.lua")),
@@ -321,7 +321,7 @@ impl RedisPacer {
         args.push(ask.waiter.unwrap_or_default().to_string());
         args.push(millis(super::WAITER_TTL).to_string());
         args.push(account.cap.to_string());
-        args.push(self.key(quota, super::redis_wake::LIST));
+        args.push(self.key(quota, redis_wake::LIST));
         let windows = if ask.book { quota.windows() } else { &[] };
         self.push_windows(quota, windows, &mut keys, &mut args);
         (keys, args)

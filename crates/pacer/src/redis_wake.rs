@@ -31,6 +31,8 @@ const BLOCK_S: u64 = 1;
 pub(crate) struct Listeners {
     target: Target,
     endpoint: String,
+    /// The pacer's bound on opening a connection.
+    connect_timeout: Duration,
     /// The callers of this process in their wait.
     pub(crate) wakeups: Wakeups,
     /// The lists a task pops now.
@@ -38,10 +40,11 @@ pub(crate) struct Listeners {
 }
 
 impl Listeners {
-    pub(crate) fn new(target: Target, endpoint: String) -> Listeners {
+    pub(crate) fn new(target: Target, endpoint: String, connect_timeout: Duration) -> Listeners {
         Listeners {
             target,
             endpoint,
+            connect_timeout,
             wakeups: Wakeups::default(),
             running: Mutex::new(HashSet::new()),
         }
@@ -92,8 +95,9 @@ async fn listen(listeners: Weak<Listeners>, list: String) {
         let mut open = match conn.take() {
             Some(open) => open,
             None => {
-                let timeout = Duration::from_secs(BLOCK_S) + super::redis::CALL_TIMEOUT;
-                match Conn::open(&shared.target, 1, super::redis::CONNECT_TIMEOUT, timeout).await {
+                // A pop blocks for BLOCK_S: its answer may take that long.
+                let timeout = Duration::from_secs(BLOCK_S) + shared.connect_timeout;
+                match Conn::open(&shared.target, 1, shared.connect_timeout, timeout).await {
                     Ok(open) => open,
                     Err(OpenError::Refused(detail) | OpenError::Failed(detail)) => {
                         tracing::warn!(endpoint = %shared.endpoint, error = %detail, "the wake-up connection failed; waiting callers ask again on their own");

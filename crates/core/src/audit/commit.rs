@@ -16,6 +16,8 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::heads;
+use super::read::{walk_backwards, Walk};
 use crate::digest::sha256_hex;
 
 /// The `event` of a commit record. [`super::AuditLog::record`] refuses an
@@ -163,6 +165,8 @@ pub(crate) fn is_commit_of(line: &Value, stream: &str, dir: &str) -> bool {
 pub(crate) struct CommitsOf {
     stream: Vec<u8>,
     dir: Vec<u8>,
+    /// The stream and directory as a `trail_heads` line names them.
+    key: super::heads::StreamKey,
 }
 
 impl CommitsOf {
@@ -174,6 +178,7 @@ impl CommitsOf {
             // The directory and its closing quote: a line of an older
             // version names it absolutely, ending the same way.
             dir: quoted(dir).as_bytes()[1..].to_vec(),
+            key: (stream.to_string(), dir.to_string()),
         }
     }
 
@@ -188,22 +193,62 @@ impl CommitsOf {
     }
 }
 
+/// The stream and landing directory of a commit line, as [`is_commit_of`]
+/// matches them (a dry run's line is no commit); `None` for any other
+/// line: what a `trail_heads` line is made of (`heads.rs`).
+pub(crate) fn commit_key(bytes: &[u8]) -> Option<heads::StreamKey> {
+    // Most lines are other events: searched before they are parsed.
+    memchr::memmem::find(bytes, COMMIT_NEEDLE)?;
+    #[derive(serde::Deserialize)]
+    struct Peek {
+        event: String,
+        stream: Option<Value>,
+        landing_dir: Option<Value>,
+        dry_run: Option<Value>,
+    }
+    let peek: Peek = serde_json::from_slice(bytes).ok()?;
+    if peek.event != COMMIT_EVENT || peek.dry_run == Some(Value::Bool(true)) {
+        return None;
+    }
+    let stream = peek.stream?.as_str()?.to_string();
+    let dir = crate::stream::relative_landing_dir(peek.landing_dir.as_ref()?.as_str()?)?.into_owned();
+    Some((stream, dir))
+}
+
 /// How a `page_committed` line's event field is written.
 const COMMIT_NEEDLE: &[u8] = b"\"event\":\"page_committed\"";
 
 /// The last `page_committed` line of `trail` that `wanted` accepts among
 /// those [`CommitsOf`] `of` lets through, found by reading backwards from
-/// the end: the cost is the lines after it, searched, not parsed.
+/// the end: the cost is the lines after it, searched, not parsed, or only
+/// those after the trail's last `trail_heads` line, which names the
+/// stream's last commit (`heads.rs`): the walk goes on from there.
 pub(crate) fn last_commit(
     trail: &Path,
     of: &CommitsOf,
     wanted: impl Fn(&CommitLine) -> bool,
 ) -> std::io::Result<Option<CommitLine>> {
-    super::read::find_backwards(trail, |start, bytes| {
-        if !of.may_be(bytes) {
-            return None;
+    walk_backwards(trail, |start, bytes| {
+        if of.may_be(bytes) {
+            return match CommitLine::parse(trail, start, bytes).filter(|line| wanted(line)) {
+                Some(line) => Walk::Found(line),
+                None => Walk::Next,
+            };
         }
-        CommitLine::parse(trail, start, bytes).filter(|line| wanted(line))
+        let Some(heads) = heads::is_heads(bytes).then(|| heads::parse(bytes)).flatten() else {
+            return Walk::Next;
+        };
+        match heads.get(&of.key) {
+            // The stream has no commit before this line.
+            None => Walk::Stop,
+            Some((offset, sha256)) => match commit_at(trail, *offset, sha256) {
+                Ok(Some(line)) if wanted(&line) => Walk::Found(line),
+                // Every line between is another stream's.
+                Ok(Some(_)) => Walk::Before(*offset),
+                // Not where it says: walked line by line instead.
+                Ok(None) | Err(_) => Walk::Next,
+            },
+        }
     })
 }
 
@@ -243,6 +288,14 @@ pub(crate) fn commits_after(
     sha256: &str,
     of: Option<&CommitsOf>,
 ) -> std::io::Result<Option<(CommitLine, Vec<CommitLine>)>> {
+    if let Some(found) = of
+        .map(|of| commits_after_by_heads(trail, offset, sha256, of))
+        .transpose()?
+    {
+        if found.is_some() {
+            return Ok(found);
+        }
+    }
     let mut file = crate::no_follow::read(trail)?;
     file.seek(SeekFrom::Start(offset))?;
     // Large reads: the lines after a quiet stream's commit can be megabytes.
@@ -270,6 +323,48 @@ pub(crate) fn commits_after(
         out.extend(CommitLine::parse(trail, start, &bytes));
     }
     Ok(Some((first, out)))
+}
+
+/// [`commits_after`] read back from the end: the stream's lines after the
+/// trail's last `trail_heads` line, when that line names the line at
+/// `offset` as the stream's last commit before it (so none lies between),
+/// or every line back to `offset` when no heads line comes first. `None`
+/// when neither holds (a heads line names a later commit: a run that
+/// crashed before its cursor moved), for the forward reading to decide.
+fn commits_after_by_heads(
+    trail: &Path,
+    offset: u64,
+    sha256: &str,
+    of: &CommitsOf,
+) -> std::io::Result<Option<(CommitLine, Vec<CommitLine>)>> {
+    let mut after = Vec::new();
+    let reached = walk_backwards(trail, |start, bytes| {
+        if start <= offset {
+            return match start == offset {
+                true => Walk::Found(()),
+                false => Walk::Stop,
+            };
+        }
+        if of.may_be(bytes) {
+            after.extend(CommitLine::parse(trail, start, bytes));
+            return Walk::Next;
+        }
+        match heads::is_heads(bytes).then(|| heads::parse(bytes)).flatten() {
+            Some(heads) => match heads.get(&of.key) {
+                Some((at, sha)) if *at == offset && sha == sha256 => Walk::Found(()),
+                _ => Walk::Stop,
+            },
+            None => Walk::Next,
+        }
+    })?;
+    if reached.is_none() {
+        return Ok(None);
+    }
+    let Some(first) = commit_at(trail, offset, sha256)? else {
+        return Ok(None);
+    };
+    after.reverse();
+    Ok(Some((first, after)))
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use serde_json::Value;
 use super::anchor::ChainHead;
 use super::checkpoint::AuditKey;
 use super::commit::{CommitReceipt, CommitRecord, COMMIT_EVENT};
+use super::heads;
 use super::line;
 use super::run_id::RunId;
 use super::tail;
@@ -211,6 +212,9 @@ pub struct AuditLog {
     key: Option<AuditKey>,
     /// The end this writer's last append left, while it knows it.
     left: Option<tail::LeftEnd>,
+    /// Where the trail's last `trail_heads` line starts, as this writer
+    /// last found or wrote it (`heads.rs`).
+    heads_at: Option<u64>,
 }
 
 impl AuditLog {
@@ -243,6 +247,7 @@ impl AuditLog {
             known: None,
             key: None,
             left: None,
+            heads_at: None,
         })
     }
 
@@ -486,6 +491,26 @@ impl AuditLog {
         buf.push_str(&text);
         buf.push('\n');
         let before = self.file.metadata().map_err(io_error(&self.path, "stat"))?.len();
+        appended.offset = before + (buf.len() - text.len() - 1) as u64;
+        // Every so often the trail's heads follow, in the same write.
+        let heads = self.heads_after(
+            &text,
+            appended.offset,
+            &appended.sha256,
+            before + buf.len() as u64,
+        );
+        let heads_at = match heads {
+            Ok(Some((line, at))) => {
+                buf.push_str(&line);
+                buf.push('\n');
+                Some(at)
+            }
+            Ok(None) => None,
+            Err(e) => {
+                self.next_seq = seq_before;
+                return Err(e);
+            }
+        };
         // One write of whole lines: with O_APPEND the kernel places it at the
         // end even if another writer ignored the lock.
         if let Err(e) = (&self.file).write_all(buf.as_bytes()) {
@@ -503,7 +528,9 @@ impl AuditLog {
             self.next_seq = seq_before;
             return Err(io_error(&self.path, "fsync")(e));
         }
-        appended.offset = before + (buf.len() - text.len() - 1) as u64;
+        if heads_at.is_some() {
+            self.heads_at = heads_at;
+        }
         self.first = false;
         // The next append may trust this end while the file still ends in
         // it; only a plain append (no torn line, no repair) is remembered.
@@ -524,6 +551,45 @@ impl AuditLog {
             _ => None,
         };
         Ok(appended)
+    }
+
+    /// The `trail_heads` line to write right after `text` (the line about
+    /// to be appended at `offset`, hashing to `sha256`, the write ending
+    /// at `end`) when none lies within [`heads::EVERY`] bytes of that end;
+    /// with where it will start. Costs nothing while this writer knows of
+    /// a recent one.
+    fn heads_after(
+        &mut self,
+        text: &str,
+        offset: u64,
+        sha256: &str,
+        end: u64,
+    ) -> Result<Option<(String, u64)>, AuditError> {
+        if self
+            .heads_at
+            .is_some_and(|at| end.saturating_sub(at) < heads::EVERY)
+        {
+            return Ok(None);
+        }
+        let found = heads::due(&self.path, end, super::commit::commit_key)
+            .map_err(io_error(&self.path, "read its heads"))?;
+        let mut heads = match found {
+            heads::Due::Short => return Ok(None),
+            heads::Due::NotYet(at) => {
+                self.heads_at = Some(at);
+                return Ok(None);
+            }
+            heads::Due::Write(heads) => heads,
+        };
+        if let Some(key) = super::commit::commit_key(text.as_bytes()) {
+            heads.insert(key, (offset, sha256.to_string()));
+        }
+        let fields = match serde_json::to_value(heads::TrailHeads::of(&heads)) {
+            Ok(Value::Object(fields)) => fields,
+            _ => return Err(self.encode_error(heads::HEADS_EVENT, "not an object".into())),
+        };
+        let (line, _) = self.compose_next(heads::HEADS_EVENT, fields, None, sha256)?;
+        Ok(Some((line, end)))
     }
 
     /// Composes a line the log writes on its own behalf into `buf`; returns

@@ -6,6 +6,7 @@ pub(crate) mod anchors;
 pub(crate) mod checkpoint;
 pub(crate) mod commit;
 mod header;
+pub(crate) mod heads;
 pub(crate) mod line;
 mod log;
 pub(crate) mod read;

@@ -38,14 +38,42 @@ pub fn each_event(path: &Path, event: &str, mut f: impl FnMut(u64, Value)) -> st
 /// newline, with the byte it starts at) until `f` answers `Some`: the cost
 /// is the lines after the one found, never the trail's history. A line
 /// longer than 1 MiB (none this tool writes) ends the walk.
-///
-/// The file is read in blocks of 64 KiB from the end, each line cut out
-/// of the block in memory: a stream's start walks every line written since
-/// its last commit, and two reads and two allocations a line were most of
-/// that walk once the lines were no longer parsed.
 pub(crate) fn find_backwards<T>(
     path: &Path,
     mut f: impl FnMut(u64, &[u8]) -> Option<T>,
+) -> std::io::Result<Option<T>> {
+    walk_backwards(path, |start, bytes| match f(start, bytes) {
+        Some(found) => Walk::Found(found),
+        None => Walk::Next,
+    })
+}
+
+/// What a backward walk does after a line.
+pub(crate) enum Walk<T> {
+    /// Ends the walk with this.
+    Found(T),
+    /// Goes on to the line before.
+    Next,
+    /// Goes on to the line before the one starting at this byte (at or
+    /// before the line just met), passing over every line between: a
+    /// `trail_heads` line says where a stream's last commit is.
+    Before(u64),
+    /// Ends the walk with nothing found.
+    Stop,
+}
+
+/// Walks the lines of `path` from the end backwards as [`find_backwards`]
+/// does, `f` deciding after each line whether to go on, to skip back to
+/// an earlier line, or to stop.
+///
+/// The file is read in blocks of 64 KiB from the end, each line cut out
+/// of the block in memory: a stream's start walks every line written since
+/// its last commit (or its trail's last `trail_heads` line), and two reads
+/// and two allocations a line were most of that walk once the lines were
+/// no longer parsed.
+pub(crate) fn walk_backwards<T>(
+    path: &Path,
+    mut f: impl FnMut(u64, &[u8]) -> Walk<T>,
 ) -> std::io::Result<Option<T>> {
     use std::os::unix::fs::FileExt;
     const MAX_LINE: u64 = 1 << 20;
@@ -74,17 +102,40 @@ pub(crate) fn find_backwards<T>(
             let from = buf_start.saturating_sub(BLOCK);
             let mut block = vec![0u8; (buf_start - from) as usize];
             file.read_exact_at(&mut block, from)?;
+            walked(block.len());
             block.extend_from_slice(&buf[..(end - buf_start) as usize]);
             buf = block;
             buf_start = from;
         };
         let bytes = &buf[(start - buf_start) as usize..(end - buf_start) as usize];
-        if let Some(found) = f(start, bytes.strip_suffix(b"\n").unwrap_or(bytes)) {
-            return Ok(Some(found));
+        match f(start, bytes.strip_suffix(b"\n").unwrap_or(bytes)) {
+            Walk::Found(found) => return Ok(Some(found)),
+            Walk::Next => end = start,
+            Walk::Stop => return Ok(None),
+            Walk::Before(at) => {
+                end = at.min(start);
+                if end < buf_start {
+                    buf.clear();
+                    buf_start = end;
+                } else {
+                    buf.truncate((end - buf_start) as usize);
+                }
+            }
         }
-        end = start;
     }
     Ok(None)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Bytes the backward walks of this thread read: how a test proves a
+    /// walk passed over lines without reading them.
+    pub(crate) static WALKED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn walked(_bytes: usize) {
+    #[cfg(test)]
+    WALKED.with(|w| w.set(w.get() + _bytes as u64));
 }
 
 /// Whether `path` holds a line of run `run_id`, looked for from the end

@@ -261,8 +261,13 @@ fn verify_chain(path: &Path, key: Option<&AuditKey>) -> Result<Report, ReadError
     // the chain links past it (otherwise the break says what happened:
     // an edited line fails its seal too, and "edited" is the finding).
     let mut pending_seal: Option<Finding> = None;
+    // Every `trail_heads` line must list the last commits before it.
+    let mut heads = super::heads::HeadsCheck::default();
+    let mut offset = 0u64;
     for raw in lines(path)? {
         let raw = raw.map_err(read_err)?;
+        let start = offset;
+        offset += raw.bytes.len() as u64 + 1;
         report.lines += 1;
         let n = report.lines;
         let hash = sha256_hex(&raw.bytes);
@@ -360,6 +365,15 @@ fn verify_chain(path: &Path, key: Option<&AuditKey>) -> Result<Report, ReadError
             }
             report.checkpoints += 1;
             report.covered_lines = n - 1;
+        }
+        let commits = super::commit::commit_key(&raw.bytes);
+        if let Some(detail) = heads.line(start, &raw.bytes, &hash, commits) {
+            report.finding = Some(Finding {
+                line: n,
+                damage: Damage::Edited,
+                detail,
+            });
+            return Ok(report);
         }
         last_seq.insert(parsed.run_id, parsed.seq);
         expected_prev = hash.clone();
