@@ -14,9 +14,10 @@
 //!   file keeps the memory whole.
 //! - **A quiet stream's start-up**: a quiet stream (its own vendor and
 //!   simulator) shares its trail with a busy one. Its run with nothing new
-//!   is timed on the trail as its own sync left it, then again after the
-//!   busy stream appended N pages (five runs each, the median's wall
-//!   time): target within 1.1x.
+//!   is timed on the trail as its own sync left it (a copy of its
+//!   directory) and on the trail after the busy stream appended N pages,
+//!   five runs of each in turn, the median's wall time: target within
+//!   1.1x.
 
 use std::path::Path;
 use std::process::Command;
@@ -71,14 +72,16 @@ pub fn run(exe: &Path, work: &Path, pages: u64) -> anyhow::Result<Figures> {
     let (trail_bytes_per_page, empty_poll_trail_bytes) = trail_growth(exe, &work.join("lookback"), pages)?;
     let full_memory = full_memory(exe, &work.join("full-memory"), pages.min(FULL_PAGES))?;
     let quiet = work.join("quiet");
+    let fresh = work.join("quiet-fresh");
     std::fs::create_dir_all(&quiet)?;
     let busy_sim = SimProcess::start(exe, pages, 0)?;
     let quiet_sim = SimProcess::start(exe, 5, 0)?;
-    let config = quiet.join("two-streams.yaml");
-    std::fs::write(&config, two_vendors())?;
-    let trail = quiet.join("audit.jsonl");
-    let run = |vendor: &str| {
-        let mut cmd = sync_command(exe, &config, vendor, "SCALE", &quiet, &trail);
+    std::fs::write(quiet.join("two-streams.yaml"), two_vendors())?;
+    // Every path a run records is relative to its directory, so a copy of
+    // the directory is the same trail and state elsewhere.
+    let run = |dir: &Path, vendor: &str| {
+        let (config, trail) = (dir.join("two-streams.yaml"), dir.join("audit.jsonl"));
+        let mut cmd = sync_command(exe, &config, vendor, "SCALE", dir, &trail);
         cmd.args(["--pacer", "local"])
             .env("EDC_SYNC_BENCH_URL", &busy_sim.url)
             .env("EDC_SYNC_QUIET_URL", &quiet_sim.url);
@@ -88,14 +91,27 @@ pub fn run(exe: &Path, work: &Path, pages: u64) -> anyhow::Result<Figures> {
         true => Ok(()),
         false => bail!("{what} failed"),
     };
-    ok(waited(run("quiet"))?, "the quiet stream's first sync")?;
-    let quiet_fresh =
-        median((0..QUIET_RUNS).map(|_| timed(run("quiet"), "the quiet stream's run on its own trail")))?;
+    ok(waited(run(&quiet, "quiet"))?, "the quiet stream's first sync")?;
+    // The quiet stream's trail as its own sync left it, kept aside: its
+    // runs there and on the shared trail are timed in turn.
+    copy_dir(&quiet, &fresh)?;
+    let trail = quiet.join("audit.jsonl");
     let before = line_count(&trail)?;
-    ok(waited(run("busy"))?, "the busy stream's sync")?;
+    ok(waited(run(&quiet, "busy"))?, "the busy stream's sync")?;
     let busy_lines = line_count(&trail)? - before;
-    let quiet_after_busy =
-        median((0..QUIET_RUNS).map(|_| timed(run("quiet"), "the quiet stream's run after the busy one's")))?;
+    let (mut on_own, mut after_busy) = (Vec::new(), Vec::new());
+    for _ in 0..QUIET_RUNS {
+        on_own.push(timed(
+            run(&fresh, "quiet"),
+            "the quiet stream's run on its own trail",
+        ));
+        after_busy.push(timed(
+            run(&quiet, "quiet"),
+            "the quiet stream's run after the busy one's",
+        ));
+    }
+    let quiet_fresh = median(on_own.into_iter())?;
+    let quiet_after_busy = median(after_busy.into_iter())?;
     Ok(Figures {
         pages,
         trail_bytes_per_page,
@@ -171,8 +187,25 @@ fn full_memory(exe: &Path, work: &Path, pages: u64) -> anyhow::Result<FullMemory
     })
 }
 
-/// Runs of each quiet start-up: the median's is reported (one run's wall
-/// time moved by half between runs on this machine).
+/// Copies the directory `from` to `to`, whole.
+fn copy_dir(from: &Path, to: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)
+                .with_context(|| format!("copying {}", entry.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs of each quiet start-up, in turn with the other's: the median's
+/// is reported (one run's wall time moved by half between runs on this
+/// machine).
 const QUIET_RUNS: usize = 5;
 
 /// The run of median wall time.

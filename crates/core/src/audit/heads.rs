@@ -9,7 +9,7 @@
 //! made a quiet stream's start-up grow with everyone else's history.
 //!
 //! So once the trail has grown [`EVERY`] bytes past its last `trail_heads`
-//! line, the writer appends one (under the trail's lock, right after its
+//! line (more when that line is long: [`spacing`]), the writer appends one (under the trail's lock, right after its
 //! own line and in the same write and fsync): for each stream and landing directory, the byte offset and
 //! SHA-256 of its last commit line so far. A reader walking back from the
 //! end that meets one jumps to the line it names ([`super::commit`]), or
@@ -43,8 +43,16 @@ const HEADS_NEEDLE: &[u8] = b"\"event\":\"trail_heads\"";
 
 /// Trail bytes after which the next append writes a heads line: what a
 /// stream's start reads back at most, beyond its own lines, whatever the
-/// trail's size (a quarter of a millisecond of reading).
+/// trail's size (a quarter of a millisecond of reading). A trail of many
+/// streams, whose heads line is long, writes one only every eight times
+/// its length ([`spacing`]), so heads lines stay within an eighth of it.
 pub(crate) const EVERY: u64 = 256 * 1024;
+
+/// The bytes a trail grows between two heads lines, the last one
+/// `line_len` bytes long.
+pub(crate) fn spacing(line_len: usize) -> u64 {
+    EVERY.max(8 * line_len as u64)
+}
 
 /// The longest heads line written: well within the 1 MiB a backward walk
 /// takes as a line.
@@ -118,8 +126,9 @@ pub(crate) fn parse(bytes: &[u8]) -> Option<Heads> {
 pub(crate) enum Due {
     /// The trail is shorter than [`EVERY`]: a reader walks all of it.
     Short,
-    /// The last heads line starts at this byte, within [`EVERY`] of the end.
-    NotYet(u64),
+    /// The last heads line starts at this byte, and the next is due once
+    /// the trail has grown this many bytes past it ([`spacing`]).
+    NotYet(u64, u64),
     /// None lies within [`EVERY`] of the end: one is due, with these
     /// heads (as of the file's end now).
     Write(Heads),
@@ -139,12 +148,14 @@ pub(crate) fn due(path: &Path, end: u64, key_of: KeyOf) -> std::io::Result<Due> 
         return Ok(Due::Short);
     }
     let last = walk_backwards(path, |start, bytes| match is_heads(bytes) {
-        true => parse(bytes).map_or(Walk::Next, |heads| Walk::Found((start, heads))),
+        true => parse(bytes).map_or(Walk::Next, |heads| {
+            Walk::Found((start, spacing(bytes.len()), heads))
+        }),
         false => Walk::Next,
     })?;
     let (from, mut heads) = match last {
-        Some((start, _)) if end - start < EVERY => return Ok(Due::NotYet(start)),
-        Some(found) => found,
+        Some((start, every, _)) if end - start < every => return Ok(Due::NotYet(start, every)),
+        Some((start, _, heads)) => (start, heads),
         None => (0, Heads::new()),
     };
     for_commits_after(path, from, key_of, |start, key, sha256| {
@@ -386,6 +397,13 @@ mod tests {
             .line(300, hiding.as_bytes(), "d", None)
             .unwrap()
             .contains("it names no commit"));
+    }
+
+    /// Heads lines stay within an eighth of a trail of many streams.
+    #[test]
+    fn a_long_heads_line_is_written_less_often() {
+        assert_eq!(spacing(300), EVERY);
+        assert_eq!(spacing(100_000), 800_000);
     }
 
     #[test]

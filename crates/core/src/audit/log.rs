@@ -213,8 +213,9 @@ pub struct AuditLog {
     /// The end this writer's last append left, while it knows it.
     left: Option<tail::LeftEnd>,
     /// Where the trail's last `trail_heads` line starts, as this writer
-    /// last found or wrote it (`heads.rs`).
-    heads_at: Option<u64>,
+    /// last found or wrote it (`heads.rs`), and how far past it the next
+    /// is due.
+    heads_at: Option<(u64, u64)>,
 }
 
 impl AuditLog {
@@ -555,19 +556,19 @@ impl AuditLog {
 
     /// The `trail_heads` line to write right after `text` (the line about
     /// to be appended at `offset`, hashing to `sha256`, the write ending
-    /// at `end`) when none lies within [`heads::EVERY`] bytes of that end;
-    /// with where it will start. Costs nothing while this writer knows of
-    /// a recent one.
+    /// at `end`) when the last lies [`heads::spacing`] bytes or more
+    /// before that end; with where it will start and the spacing of the
+    /// next. Costs nothing while this writer knows of a recent one.
     fn heads_after(
         &mut self,
         text: &str,
         offset: u64,
         sha256: &str,
         end: u64,
-    ) -> Result<Option<(String, u64)>, AuditError> {
+    ) -> Result<Option<(String, (u64, u64))>, AuditError> {
         if self
             .heads_at
-            .is_some_and(|at| end.saturating_sub(at) < heads::EVERY)
+            .is_some_and(|(at, every)| end.saturating_sub(at) < every)
         {
             return Ok(None);
         }
@@ -575,8 +576,8 @@ impl AuditLog {
             .map_err(io_error(&self.path, "read its heads"))?;
         let mut heads = match found {
             heads::Due::Short => return Ok(None),
-            heads::Due::NotYet(at) => {
-                self.heads_at = Some(at);
+            heads::Due::NotYet(at, every) => {
+                self.heads_at = Some((at, every));
                 return Ok(None);
             }
             heads::Due::Write(heads) => heads,
@@ -589,7 +590,8 @@ impl AuditLog {
             _ => return Err(self.encode_error(heads::HEADS_EVENT, "not an object".into())),
         };
         let (line, _) = self.compose_next(heads::HEADS_EVENT, fields, None, sha256)?;
-        Ok(Some((line, end)))
+        let every = heads::spacing(line.len());
+        Ok(Some((line, (end, every))))
     }
 
     /// Composes a line the log writes on its own behalf into `buf`; returns
