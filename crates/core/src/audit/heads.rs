@@ -48,6 +48,9 @@ const HEADS_NEEDLE: &[u8] = b"\"event\":\"trail_heads\"";
 /// its length ([`spacing`]), so heads lines stay within an eighth of it.
 pub(crate) const EVERY: u64 = 256 * 1024;
 
+/// Where a heads line starts, and how far past it the next is due.
+pub(crate) type Placed = (u64, u64);
+
 /// The bytes a trail grows between two heads lines, the last one
 /// `line_len` bytes long.
 pub(crate) fn spacing(line_len: usize) -> u64 {

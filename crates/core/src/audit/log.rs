@@ -215,7 +215,7 @@ pub struct AuditLog {
     /// Where the trail's last `trail_heads` line starts, as this writer
     /// last found or wrote it (`heads.rs`), and how far past it the next
     /// is due.
-    heads_at: Option<(u64, u64)>,
+    heads_at: Option<heads::Placed>,
 }
 
 impl AuditLog {
@@ -565,7 +565,7 @@ impl AuditLog {
         offset: u64,
         sha256: &str,
         end: u64,
-    ) -> Result<Option<(String, (u64, u64))>, AuditError> {
+    ) -> Result<Option<(String, heads::Placed)>, AuditError> {
         if self
             .heads_at
             .is_some_and(|(at, every)| end.saturating_sub(at) < every)
