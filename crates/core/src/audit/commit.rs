@@ -199,20 +199,16 @@ impl CommitsOf {
 pub(crate) fn commit_key(bytes: &[u8]) -> Option<heads::StreamKey> {
     // Most lines are other events: searched before they are parsed.
     memchr::memmem::find(bytes, COMMIT_NEEDLE)?;
-    #[derive(serde::Deserialize)]
-    struct Peek {
-        event: String,
-        stream: Option<Value>,
-        landing_dir: Option<Value>,
-        dry_run: Option<Value>,
-    }
-    let peek: Peek = serde_json::from_slice(bytes).ok()?;
-    if peek.event != COMMIT_EVENT || peek.dry_run == Some(Value::Bool(true)) {
+    key_of(&super::line::parse(bytes).ok()?)
+}
+
+/// [`commit_key`] of a line already parsed.
+pub(crate) fn key_of(line: &super::line::Parsed) -> Option<heads::StreamKey> {
+    if line.event != COMMIT_EVENT || line.dry_run {
         return None;
     }
-    let stream = peek.stream?.as_str()?.to_string();
-    let dir = crate::stream::relative_landing_dir(peek.landing_dir.as_ref()?.as_str()?)?.into_owned();
-    Some((stream, dir))
+    let dir = crate::stream::relative_landing_dir(line.landing_dir.as_deref()?)?;
+    Some((line.stream.clone()?, dir.into_owned()))
 }
 
 /// How a `page_committed` line's event field is written.

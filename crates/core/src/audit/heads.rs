@@ -371,11 +371,20 @@ mod tests {
         );
     }
 
+    /// An audit line of `event` with `fields` between its own.
+    fn line_of(event: &str, fields: &str) -> String {
+        format!(
+            r#"{{"seq":1,"ts":"2026-12-06T00:00:00.000Z","run_id":"r","event":"{event}",{fields},"prev_sha256":"{}"}}"#,
+            "0".repeat(64)
+        )
+    }
+
     #[test]
     fn a_heads_line_that_does_not_list_the_last_commits_is_reported() {
         let commit = |n: u32| {
-            format!(
-                r#"{{"seq":{n},"event":"page_committed","stream":"s","landing_dir":"v/S/s","cursor_state":{n}}}"#
+            line_of(
+                "page_committed",
+                &format!(r#""stream":"s","landing_dir":"v/S/s","cursor_state":{n}"#),
             )
         };
         let mut check = HeadsCheck::default();
@@ -411,11 +420,22 @@ mod tests {
 
     #[test]
     fn a_commit_line_is_keyed_by_its_stream_and_relative_landing_dir() {
-        let line = br#"{"seq":1,"event":"page_committed","stream":"s","landing_dir":"v/S1/s"}"#;
-        assert_eq!(commit_key(line), Some(("s".into(), "v/S1/s".into())));
-        let dry = br#"{"seq":1,"event":"page_committed","stream":"s","landing_dir":"v/S1/s","dry_run":true}"#;
-        assert_eq!(commit_key(dry), None, "a dry run commits nothing");
-        let other = br#"{"seq":1,"event":"run_started","stream":"s","landing_dir":"v/S1/s"}"#;
-        assert_eq!(commit_key(other), None);
+        let line = line_of("page_committed", r#""stream":"s","landing_dir":"v/S1/s""#);
+        assert_eq!(commit_key(line.as_bytes()), Some(("s".into(), "v/S1/s".into())));
+        let old = line_of(
+            "page_committed",
+            r#""stream":"s","landing_dir":"/srv/landing/v/-/S1/-/s""#,
+        );
+        assert_eq!(
+            commit_key(old.as_bytes()),
+            Some(("s".into(), "v/-/S1/-/s".into()))
+        );
+        let dry = line_of(
+            "page_committed",
+            r#""stream":"s","landing_dir":"v/S1/s","dry_run":true"#,
+        );
+        assert_eq!(commit_key(dry.as_bytes()), None, "a dry run commits nothing");
+        let other = line_of("run_started", r#""stream":"s","landing_dir":"v/S1/s""#);
+        assert_eq!(commit_key(other.as_bytes()), None);
     }
 }

@@ -122,6 +122,12 @@ pub(crate) struct Parsed {
     pub acknowledges: Option<String>,
     /// A keyed checkpoint (`run_finished` with an audit key).
     pub checkpoint: Option<Value>,
+    /// The line's `stream` and `landing_dir` when both are strings, and
+    /// whether it says `dry_run: true`: what a commit line commits to
+    /// (`commit.rs` decides which lines are commits).
+    pub stream: Option<String>,
+    pub landing_dir: Option<String>,
+    pub dry_run: bool,
 }
 
 /// Parses and shape-checks one line; the error says what is wrong.
@@ -135,7 +141,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, String> {
 }
 
 /// The fields [`parse`] reads; every other value is skipped.
-const OWN: [&str; 7] = [
+const OWN: [&str; 10] = [
     "seq",
     "ts",
     "run_id",
@@ -143,6 +149,9 @@ const OWN: [&str; 7] = [
     "prev_sha256",
     "torn_line_sha256",
     "checkpoint",
+    "stream",
+    "landing_dir",
+    "dry_run",
 ];
 
 /// A line's keys in order (a key given twice keeps its first place and
@@ -197,6 +206,7 @@ impl OwnFields {
             .and_then(Value::as_str)
             .map(str::to_string);
         let checkpoint = get("checkpoint").cloned();
+        let string = |k: &str| get(k).and_then(Value::as_str).map(str::to_string);
         Ok(Parsed {
             seq,
             run_id,
@@ -204,6 +214,9 @@ impl OwnFields {
             prev_sha256,
             acknowledges,
             checkpoint,
+            stream: string("stream"),
+            landing_dir: string("landing_dir"),
+            dry_run: get("dry_run") == Some(&Value::Bool(true)),
         })
     }
 }

@@ -366,7 +366,7 @@ fn verify_chain(path: &Path, key: Option<&AuditKey>) -> Result<Report, ReadError
             report.checkpoints += 1;
             report.covered_lines = n - 1;
         }
-        let commits = super::commit::commit_key(&raw.bytes);
+        let commits = super::commit::key_of(&parsed);
         if let Some(detail) = heads.line(start, &raw.bytes, &hash, commits) {
             report.finding = Some(Finding {
                 line: n,
