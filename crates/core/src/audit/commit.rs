@@ -231,7 +231,7 @@ pub(crate) fn last_commit(
                 None => Walk::Next,
             };
         }
-        let Some(heads) = heads::is_heads(bytes).then(|| heads::parse(bytes)).flatten() else {
+        let Some(heads) = heads::parse(bytes) else {
             return Walk::Next;
         };
         match heads.get(&of.key) {
@@ -284,12 +284,9 @@ pub(crate) fn commits_after(
     sha256: &str,
     of: Option<&CommitsOf>,
 ) -> std::io::Result<Option<(CommitLine, Vec<CommitLine>)>> {
-    if let Some(found) = of
-        .map(|of| commits_after_by_heads(trail, offset, sha256, of))
-        .transpose()?
-    {
-        if found.is_some() {
-            return Ok(found);
+    if let Some(of) = of {
+        if let Some(found) = commits_after_by_heads(trail, offset, sha256, of)? {
+            return Ok(Some(found));
         }
     }
     let mut file = crate::no_follow::read(trail)?;
@@ -345,7 +342,7 @@ fn commits_after_by_heads(
             after.extend(CommitLine::parse(trail, start, bytes));
             return Walk::Next;
         }
-        match heads::is_heads(bytes).then(|| heads::parse(bytes)).flatten() {
+        match heads::parse(bytes) {
             Some(heads) => match heads.get(&of.key) {
                 Some((at, sha)) if *at == offset && sha == sha256 => Walk::Found(()),
                 _ => Walk::Stop,

@@ -108,13 +108,10 @@ impl TrailHeads {
     }
 }
 
-/// Whether a line's bytes are a heads line (its event, searched).
-pub(crate) fn is_heads(bytes: &[u8]) -> bool {
-    memchr::memmem::find(bytes, HEADS_NEEDLE).is_some()
-}
-
-/// The heads a heads line lists; `None` if it is not one.
+/// The heads a heads line lists; `None` if it is not one. Most lines
+/// are other events: their bytes are searched before any is parsed.
 pub(crate) fn parse(bytes: &[u8]) -> Option<Heads> {
+    memchr::memmem::find(bytes, HEADS_NEEDLE)?;
     #[derive(Deserialize)]
     struct Line {
         event: String,
@@ -150,11 +147,9 @@ pub(crate) fn due(path: &Path, end: u64, key_of: KeyOf) -> std::io::Result<Due> 
     if end < EVERY {
         return Ok(Due::Short);
     }
-    let last = walk_backwards(path, |start, bytes| match is_heads(bytes) {
-        true => parse(bytes).map_or(Walk::Next, |heads| {
-            Walk::Found((start, spacing(bytes.len()), heads))
-        }),
-        false => Walk::Next,
+    let last = walk_backwards(path, |start, bytes| match parse(bytes) {
+        Some(heads) => Walk::Found((start, spacing(bytes.len()), heads)),
+        None => Walk::Next,
     })?;
     let (from, mut heads) = match last {
         Some((start, every, _)) if end - start < every => return Ok(Due::NotYet(start, every)),
@@ -217,9 +212,6 @@ impl HeadsCheck {
     ) -> Option<String> {
         if let Some(key) = commits {
             self.heads.insert(key, (offset, sha256.to_string()));
-            return None;
-        }
-        if !is_heads(bytes) {
             return None;
         }
         let listed = parse(bytes)?;
