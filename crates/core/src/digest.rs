@@ -13,18 +13,22 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// Lowercase hex SHA-256 of a file's bytes, streamed.
 pub(crate) fn sha256_file(path: &std::path::Path) -> std::io::Result<String> {
+    sha256_file_through(path, &mut vec![0u8; 256 * 1024])
+}
+
+/// [`sha256_file`] read through `buf`: a caller hashing many files keeps
+/// one buffer (a fresh 256 KiB one per file is a map and an unmap each).
+pub(crate) fn sha256_file_through(path: &std::path::Path, buf: &mut [u8]) -> std::io::Result<String> {
     use std::io::Read;
     let mut hasher = Sha256::new();
     let mut file = crate::no_follow::read(path)?;
-    let mut buf = vec![0u8; 256 * 1024];
     loop {
-        let n = file.read(&mut buf)?;
+        let n = file.read(buf)?;
         if n == 0 {
-            break;
+            return Ok(hex::encode(hasher.finalize()));
         }
         hasher.update(&buf[..n]);
     }
-    Ok(hex::encode(hasher.finalize()))
 }
 
 #[cfg(test)]

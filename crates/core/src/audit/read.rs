@@ -10,28 +10,46 @@ use serde_json::Value;
 /// in file order. Lines that are not JSON (a torn line) are skipped: the
 /// chain's own verifier is the judge of those. A missing file has no events.
 pub fn each_event(path: &Path, event: &str, mut f: impl FnMut(u64, Value)) -> std::io::Result<()> {
+    each_event_line(path, event, |n, line| {
+        if let Ok(value) = serde_json::from_slice::<Value>(line) {
+            if value["event"] == event {
+                f(n, value);
+            }
+        }
+    })
+}
+
+/// Calls `f` with the number and the bytes (without the newline) of every
+/// line of `path` that names the event `event`, in file order: the caller
+/// parses what it needs of it and checks the event it finds there. A
+/// missing file has no lines.
+pub(crate) fn each_event_line(
+    path: &Path,
+    event: &str,
+    mut f: impl FnMut(u64, &[u8]),
+) -> std::io::Result<()> {
     let file = match crate::no_follow::read(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
     };
     let needle = format!("\"event\":\"{event}\"");
-    for (i, line) in std::io::BufReader::with_capacity(256 * 1024, file)
-        .split(b'\n')
-        .enumerate()
-    {
-        let line = line?;
-        // Cheap filter first: most lines are other events.
-        if !line.windows(needle.len()).any(|w| w == needle.as_bytes()) {
-            continue;
+    let finder = memchr::memmem::Finder::new(needle.as_bytes());
+    let mut reader = std::io::BufReader::with_capacity(256 * 1024, file);
+    let mut line = Vec::new();
+    let mut n = 0u64;
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 {
+            return Ok(());
         }
-        if let Ok(value) = serde_json::from_slice::<Value>(&line) {
-            if value["event"] == event {
-                f(i as u64 + 1, value);
-            }
+        n += 1;
+        let body = line.strip_suffix(b"\n").unwrap_or(&line);
+        // Cheap filter first: most lines are other events.
+        if finder.find(body).is_some() {
+            f(n, body);
         }
     }
-    Ok(())
 }
 
 /// Walks the lines of `path` from the end backwards (each without its

@@ -7,13 +7,15 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{lookback_digest, ByDir, Commit, Discrepancy, Scope, Summary};
+use super::lockstep::{self, ByDir};
+use super::{lookback_digest, Discrepancy, Scope, Summary};
 
 /// Checks the cursors under `state` that `scope` covers against the
 /// commits of the trail, by landing directory.
 pub(super) fn check(
     state: &Path,
     out: &Path,
+    audit: &Path,
     commits: &ByDir,
     scope: &Scope,
     summary: &mut Summary,
@@ -23,15 +25,14 @@ pub(super) fn check(
     cursors.retain(|c| scope.covers(&cursor_rel(state, c)));
     summary.cursors = cursors.len();
     for cursor in &cursors {
-        check_cursor(state, out, cursor, commits, summary);
+        check_cursor(state, out, audit, cursor, commits, summary)?;
     }
     let found: BTreeSet<String> = cursors.iter().map(|c| cursor_rel(state, c)).collect();
-    for (rel, (list, elsewhere)) in commits {
-        let committed: Vec<&Commit> = list.iter().filter(|c| !c.dry_run).collect();
-        let Some(last) = committed.last() else {
+    for (rel, trail) in commits {
+        let Some(last) = &trail.last else {
             continue;
         };
-        if *elsewhere || found.contains(rel) {
+        if trail.elsewhere || found.contains(rel) {
             continue;
         }
         summary.discrepancies.push(Discrepancy {
@@ -40,8 +41,7 @@ pub(super) fn check(
                 "missing, while the audit trail holds {} commit(s) of its stream (the last at line {}): the \
                  state lost it or it was removed; the next run starts the stream over and fetches every page \
                  again, each recognised as landed",
-                committed.len(),
-                last.line
+                trail.committed, last.line
             ),
         });
     }
@@ -73,26 +73,31 @@ fn cursor_rel(state: &Path, cursor: &Path) -> String {
         .unwrap_or_default()
 }
 
-fn check_cursor(state: &Path, out: &Path, cursor: &Path, commits: &ByDir, summary: &mut Summary) {
+/// Checks one cursor file against the last commit of its stream; an
+/// error is the trail's, read again for a cursor that is behind.
+fn check_cursor(
+    state: &Path,
+    out: &Path,
+    audit: &Path,
+    cursor: &Path,
+    commits: &ByDir,
+    summary: &mut Summary,
+) -> std::io::Result<()> {
     let mut problem = |what: String| {
         summary.discrepancies.push(Discrepancy {
             path: cursor.to_path_buf(),
             what,
-        })
+        });
+        Ok(())
     };
     let rel = cursor_rel(state, cursor);
     let landing = out.join(&rel);
-    let list = commits
-        .get(&rel)
-        .map(|(list, _)| list.as_slice())
-        .unwrap_or_default();
     let value: Value = match crate::no_follow::read_bytes(cursor).map(|b| serde_json::from_slice(&b)) {
         Ok(Ok(v)) => v,
         Ok(Err(e)) => return problem(format!("not valid JSON ({e})")),
         Err(e) => return problem(format!("cannot read it ({e})")),
     };
-    let last = list.iter().rev().find(|c| !c.dry_run);
-    let Some(last) = last else {
+    let Some(last) = commits.get(&rel).and_then(|t| t.last.as_ref()) else {
         return problem(format!(
             "no page_committed line in the audit trail for its landing directory {}",
             landing.display()
@@ -104,37 +109,34 @@ fn check_cursor(state: &Path, out: &Path, cursor: &Path, commits: &ByDir, summar
         "high_water": value["high_water"],
     });
     if now != last.cursor_after {
-        let reflected = list.iter().rposition(|c| {
-            !c.dry_run
-                && c.cursor_after == now
-                && value["last_page_sha256"].as_str() == Some(c.sha256.as_str())
-        });
-        if let Some(at) = reflected {
-            let later = list[at + 1..].iter().filter(|c| !c.dry_run).count();
+        let sha = value["last_page_sha256"].as_str();
+        if let Some((at, later)) = lockstep::reflected(audit, out, &rel, &now, sha)? {
             summary.behind.push(Discrepancy {
                 path: cursor.to_path_buf(),
                 what: format!(
-                    "behind the trail: it reflects audit line {}; {later} later commit(s) up to line {} are in \
+                    "behind the trail: it reflects audit line {at}; {later} later commit(s) up to line {} are in \
                      the trail, and the next run rolls it forward (cursor_rolled_forward) before fetching",
-                    list[at].line, last.line
+                    last.line
                 ),
             });
-            return;
+            return Ok(());
         }
         problem(format!(
             "it is {now}; the last committed page (audit line {}) left {}",
             last.line, last.cursor_after
-        ));
+        ))
     } else if value["last_page_sha256"].as_str() != Some(last.sha256.as_str()) {
         problem(format!(
             "its last_page_sha256 is {}; the last committed page (audit line {}) has {}",
             value["last_page_sha256"], last.line, last.sha256
-        ));
+        ))
     } else if lookback_digest(&value["lookback"]) != lookback_digest(&last.lookback) {
         problem(format!(
             "it is its lookback memory (the records the next window recognises) that differs from the one the \
              last committed page (audit line {}) left",
             last.line
-        ));
+        ))
+    } else {
+        Ok(())
     }
 }

@@ -77,7 +77,33 @@ pub async fn reconcile_db(
         let file = state.join(format!("{key}.cursor.json"));
         write(&file, cursor.as_bytes()).map_err(local(file.clone()))?;
     }
-    let mut manifests = crate::state_db::all_manifests(db).await?;
+    // Each stream's manifest rows, written out as its manifest file would
+    // be: verify reads them line by line, never whole.
+    let manifests = scratch.path().join("manifests");
+    let mut written: std::collections::BTreeMap<String, PathBuf> = Default::default();
+    let mut open: Option<(String, std::io::BufWriter<std::fs::File>)> = None;
+    crate::state_db::each_manifest_line(db, &mut |stream, line| {
+        use std::io::Write;
+        let (_, file) = match open.take() {
+            Some((key, file)) if key == stream => open.insert((key, file)),
+            previous => {
+                if let Some((_, mut file)) = previous {
+                    file.flush()?;
+                }
+                let path = manifests.join(format!("{}.jsonl", written.len()));
+                std::fs::create_dir_all(&manifests)?;
+                let file = std::io::BufWriter::new(crate::no_follow::create(&path)?);
+                written.insert(stream.to_string(), path);
+                open.insert((stream.to_string(), file))
+            }
+        };
+        file.write_all(line.as_bytes())?;
+        file.write_all(b"\n")
+    })
+    .await?;
+    if let Some((_, mut file)) = open.take() {
+        std::io::Write::flush(&mut file).map_err(local(manifests.clone()))?;
+    }
     let (out, mut views, links) = match landing {
         DbLanding::Dir(out) => local_views(out, progress)?,
         DbLanding::Bucket(bucket) => {
@@ -86,7 +112,10 @@ pub async fn reconcile_db(
         }
     };
     for view in &mut views {
-        view.manifest = manifests.remove(&view.rel).unwrap_or_default();
+        view.manifest = match written.remove(&view.rel) {
+            Some(path) => super::view::Manifest::File(path),
+            None => super::view::Manifest::Bytes(Vec::new()),
+        };
     }
     let mut summary = reconcile_views(&out, &views, &state, &trail_file, scope, progress)?;
     note_links(&mut summary, links);

@@ -13,8 +13,14 @@
 //! - every cursor equals what the last committed page of its stream left,
 //!   and every stream the trail holds commits of has its cursor.
 //!
-//! The audit trail's own chain is verified first: reconciling against a
-//! trail that was edited would prove nothing.
+//! The audit trail's own chain is verified too (on a thread of its own,
+//! while the commits are read): reconciling against a trail that was
+//! edited would prove nothing, and its finding is reported first.
+//!
+//! Nothing is held per page but 16 bytes of each directory's index of
+//! listed files (`lockstep`): the trail, the manifests and the pages are
+//! each read once, so a year of a busy study verifies in the memory of a
+//! day's.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -24,6 +30,7 @@ use serde_json::Value;
 
 mod cursors;
 mod db;
+mod lockstep;
 mod progress;
 mod retention;
 mod scope;
@@ -116,23 +123,6 @@ fn unreadable(path: &Path) -> impl FnOnce(std::io::Error) -> Unreadable + '_ {
     }
 }
 
-/// A `page_committed` line, as far as reconciling needs it.
-#[derive(Debug, Clone)]
-pub(super) struct Commit {
-    line: u64,
-    sha256: String,
-    file: Option<String>,
-    bytes: u64,
-    records: u64,
-    dry_run: bool,
-    cursor_after: Value,
-    /// The cursor's lookback memory after the page, kept for the last
-    /// commit of each landing directory that was not a dry run only (the
-    /// one a cursor is held to): `Null` on every other, whose memory
-    /// (kilobytes a line) is dropped as the next is read.
-    lookback: Value,
-}
-
 /// The digest a cursor's lookback memory (`null` when it keeps none) is
 /// compared by: its seal's, whether it is whole (a cursor file, a line of
 /// a version before seals) or sealed (a line).
@@ -166,11 +156,12 @@ fn local_views(
     let out = std::fs::canonicalize(out).map_err(unreadable(out))?;
     let mut dirs = Vec::new();
     let mut links = Vec::new();
+    progress.phase("finding the landing directories");
     find_landing_dirs(&out, true, &mut dirs, &mut links).map_err(unreadable(&out))?;
-    let mut views = Vec::new();
-    for dir in &dirs {
-        views.push(LandingView::of_dir(dir, relative_to(dir, &out), progress).map_err(unreadable(dir))?);
-    }
+    let views = dirs
+        .iter()
+        .map(|dir| LandingView::of_dir(dir, relative_to(dir, &out)))
+        .collect();
     Ok((out, views, links))
 }
 
@@ -223,11 +214,20 @@ fn reconcile_views(
 ) -> Result<Summary, Unreadable> {
     let views: Vec<&LandingView> = views.iter().filter(|v| scope.covers(&v.rel)).collect();
     let mut summary = Summary::default();
-    progress.phase("checking the audit trail's chain");
-    let chain = crate::audit::verify(audit).map_err(|e| Unreadable {
-        path: e.path,
-        error: e.error,
-    })?;
+    // The chain is checked on a thread of its own while the commits are
+    // read beside the manifests: two reads of the trail, one core each.
+    progress.phase("checking the audit trail's chain and reading its commits beside the manifests");
+    let (chain, walked) = std::thread::scope(|s| {
+        let chain = s.spawn(|| crate::audit::verify(audit));
+        let walked = walk_commits(audit, out, &views);
+        (chain.join(), walked)
+    });
+    let chain = chain
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        .map_err(|e| Unreadable {
+            path: e.path,
+            error: e.error,
+        })?;
     if let Some(finding) = &chain.finding {
         summary.discrepancies.push(Discrepancy {
             path: audit.to_path_buf(),
@@ -238,15 +238,32 @@ fn reconcile_views(
         });
     }
     std::fs::metadata(state).map_err(unreadable(state))?;
-    progress.phase("reading the audit trail's commits");
-    let mut commits = read_commits(audit, out, &mut summary)?;
+    let Walked {
+        mut walks,
+        mut commits,
+        unplaced,
+        mut problems,
+    } = walked?;
+    summary.discrepancies.append(&mut problems);
+    if let Some(first) = unplaced.first {
+        summary.discrepancies.push(Discrepancy {
+            path: audit.to_path_buf(),
+            what: format!(
+                "{} page_committed line(s), the first at line {first}, do not name their landing directory \
+                 (written by a version before landing_dir was recorded, or not a landing directory) or are not \
+                 of their fields' types, and cannot be reconciled",
+                unplaced.count
+            ),
+        });
+    }
     progress.phase("comparing the landing, the manifests and the cursors with them");
     commits.retain(|rel, _| scope.covers(rel));
-    summary.commits = commits.values().map(|(list, _)| list.len()).sum();
+    summary.commits = commits.values().map(|d| d.commits).sum();
     summary.landing_dirs = views.len();
     // Each state directory's id, read once: the root's, and a backfill's
     // nested at the place its landing is (STATE/backfill/SINCE..UNTIL).
     let mut ids: BTreeMap<PathBuf, Option<String>> = BTreeMap::new();
+    let mut leftovers = Vec::new();
     for view in views.iter().copied() {
         // (A state database keeps one id for both: then the root's.)
         let state_dir = match view.rel.strip_prefix("backfill/").and_then(|r| r.split_once('/')) {
@@ -283,24 +300,58 @@ fn reconcile_views(
                 });
             }
         }
-        let empty = Vec::new();
-        let here = commits.get(&view.rel).map_or(&empty, |(list, _)| list);
-        check_landing_dir(view, here, &mut summary);
+        let Some(walk) = walks.remove(&view.rel) else {
+            continue;
+        };
+        leftovers.push(
+            walk.finish(progress, &mut summary)
+                .map_err(unreadable(&view.path))?,
+        );
     }
-    for (rel, (list, elsewhere)) in &commits {
-        if !elsewhere && !views.iter().any(|v| &v.rel == rel) && list.iter().any(|c| c.file.is_some()) {
+    lockstep::judge_leftovers(audit, out, leftovers, &mut summary.discrepancies)
+        .map_err(unreadable(audit))?;
+    for (rel, trail) in &commits {
+        if !trail.elsewhere && trail.landed > 0 && !views.iter().any(|v| &v.rel == rel) {
             summary.discrepancies.push(Discrepancy {
                 path: out.join(rel),
                 what: format!(
                     "the audit trail records {} landed page(s) here (first at line {}) but the directory is gone",
-                    list.iter().filter(|c| c.file.is_some()).count(),
-                    list[0].line
+                    trail.landed, trail.first_line
                 ),
             });
         }
     }
-    cursors::check(state, out, &commits, scope, &mut summary).map_err(unreadable(state))?;
+    cursors::check(state, out, audit, &commits, scope, &mut summary).map_err(unreadable(state))?;
     Ok(summary)
+}
+
+/// The trail's commits, read once beside the manifests.
+struct Walked<'v> {
+    /// Each landing directory's walk, to be finished.
+    walks: HashMap<String, lockstep::DirWalk<'v>>,
+    /// What the trail says of every directory.
+    commits: lockstep::ByDir,
+    unplaced: lockstep::Unplaced,
+    /// What the walk found.
+    problems: Vec<Discrepancy>,
+}
+
+/// Reads the trail's commits once beside the manifests of `views`.
+fn walk_commits<'v>(audit: &Path, out: &Path, views: &[&'v LandingView]) -> Result<Walked<'v>, Unreadable> {
+    let mut walks = HashMap::new();
+    for view in views {
+        let walk = lockstep::DirWalk::new(view).map_err(unreadable(&view.manifest_path()))?;
+        walks.insert(view.rel.clone(), walk);
+    }
+    let mut problems = Vec::new();
+    let (commits, unplaced) =
+        lockstep::walk(audit, out, &mut walks, &mut problems).map_err(unreadable(audit))?;
+    Ok(Walked {
+        walks,
+        commits,
+        unplaced,
+        problems,
+    })
 }
 
 /// A landing directory found under `out`, as audit lines name it.
@@ -309,68 +360,6 @@ fn relative_to(dir: &Path, out: &Path) -> String {
         .unwrap_or(dir)
         .to_string_lossy()
         .into_owned()
-}
-
-/// Commits into one landing directory, in file order, and whether every one
-/// of them names it by an absolute path outside `out` (an older version's
-/// line about another landing root: not expected here).
-pub(super) type ByDir = BTreeMap<String, (Vec<Commit>, bool)>;
-
-/// Every `page_committed` line, by landing directory relative to the
-/// landing root (a line of an older version names it absolutely: read
-/// relative, see [`crate::stream::relative_landing_dir`]), in file order.
-fn read_commits(audit: &Path, out: &Path, summary: &mut Summary) -> Result<ByDir, Unreadable> {
-    let mut by_dir = ByDir::new();
-    let mut unplaced = 0u64;
-    crate::audit::read::each_event(audit, "page_committed", |line, mut v| {
-        let Some(recorded) = v["landing_dir"].as_str() else {
-            unplaced += 1;
-            return;
-        };
-        let Some(dir) = crate::stream::relative_landing_dir(recorded) else {
-            unplaced += 1;
-            return;
-        };
-        // A backfill with a state directory landed below its own root.
-        let dir = match v["landing_root"].as_str() {
-            Some(root) => std::borrow::Cow::Owned(format!("{root}/{dir}")),
-            None => dir,
-        };
-        let elsewhere = Path::new(recorded).is_absolute() && !Path::new(recorded).starts_with(out);
-        let (list, all_elsewhere) = by_dir.entry(dir.into_owned()).or_insert((Vec::new(), true));
-        *all_elsewhere &= elsewhere;
-        // The cursor is held to the last commit that was not a dry run.
-        let dry_run = v["dry_run"] == true;
-        if !dry_run {
-            if let Some(previous) = list.iter_mut().rev().find(|c| !c.dry_run) {
-                previous.lookback = Value::Null;
-            }
-        }
-        list.push(Commit {
-            line,
-            sha256: v["payload_sha256"].as_str().unwrap_or_default().to_string(),
-            file: v["landing_file"].as_str().map(str::to_string),
-            bytes: v["bytes"].as_u64().unwrap_or(0),
-            records: v["records"].as_u64().unwrap_or(0),
-            dry_run,
-            cursor_after: v["cursor_after"].take(),
-            lookback: match dry_run {
-                true => Value::Null,
-                false => v["cursor_state"]["lookback"].take(),
-            },
-        });
-    })
-    .map_err(unreadable(audit))?;
-    if unplaced > 0 {
-        summary.discrepancies.push(Discrepancy {
-            path: audit.to_path_buf(),
-            what: format!(
-                "{unplaced} page_committed line(s) do not name their landing directory (written by a version \
-                 before landing_dir was recorded, or not a landing directory) and cannot be reconciled"
-            ),
-        });
-    }
-    Ok(by_dir)
 }
 
 /// Lists `dir`: the operator's root may be a link (a mount point), what is
@@ -413,130 +402,4 @@ fn find_landing_dirs(
         find_landing_dirs(&sub, false, found, links)?;
     }
     Ok(())
-}
-
-fn check_landing_dir(view: &LandingView, commits: &[Commit], summary: &mut Summary) {
-    let mut problem = |path: PathBuf, what: String| summary.discrepancies.push(Discrepancy { path, what });
-    // The manifest: (file) -> (line number, entry).
-    let manifest_path = view.manifest_path();
-    let mut listed: HashMap<String, (usize, crate::store::ManifestEntry)> = HashMap::new();
-    let text = &view.manifest;
-    let body = text.strip_suffix(b"\n").unwrap_or(text);
-    if !body.is_empty() {
-        for (i, line) in body.split(|b| *b == b'\n').enumerate() {
-            match serde_json::from_slice::<crate::store::ManifestEntry>(line) {
-                Ok(entry) => {
-                    // A landed page listed again, under any page key: a
-                    // reader of the manifest counts every entry, so its
-                    // records would be counted twice (unless the entry marks
-                    // every one of them as landed before).
-                    let counted = entry.records.saturating_sub(entry.repeated.len() as u64);
-                    if let Some((first, earlier)) = listed.get(&entry.file).filter(|_| counted > 0) {
-                        problem(
-                            manifest_path.clone(),
-                            format!(
-                                "line {} lists the page {} ({}) again, first at line {first} (as {}): {counted} of \
-                                 its records would be counted twice",
-                                i + 1,
-                                entry.page_key,
-                                entry.file,
-                                earlier.page_key,
-                            ),
-                        );
-                        continue;
-                    }
-                    listed.insert(entry.file.clone(), (i + 1, entry));
-                }
-                Err(e) => problem(
-                    manifest_path.clone(),
-                    format!("line {} is not a manifest entry ({e})", i + 1),
-                ),
-            }
-        }
-    }
-    // Indexes, built once: a lookup per entry, not a scan of every file
-    // and every commit (which made verify quadratic in a directory's pages).
-    let regular: std::collections::HashSet<&str> = view
-        .files
-        .iter()
-        .filter(|f| f.regular)
-        .map(|f| f.rel.as_str())
-        .collect();
-    let mut committed: HashMap<(&str, &str), &Commit> = HashMap::new();
-    for c in commits {
-        if let Some(file) = c.file.as_deref() {
-            committed.entry((file, c.sha256.as_str())).or_insert(c);
-        }
-    }
-    let mut entries: Vec<_> = listed.values().collect();
-    entries.sort_by_key(|(n, _)| *n);
-    for (n, entry) in entries {
-        if !regular.contains(entry.file.as_str()) {
-            problem(
-                manifest_path.clone(),
-                format!("line {n} lists {} but the file is missing", entry.file),
-            );
-        }
-        match committed.get(&(entry.file.as_str(), entry.sha256.as_str())) {
-            None => problem(
-                manifest_path.clone(),
-                format!(
-                    "line {n} lists {} (sha256 {}) but no page_committed line in the audit trail records it",
-                    entry.file, entry.sha256
-                ),
-            ),
-            Some(c) if c.bytes != entry.bytes || c.records != entry.records => problem(
-                manifest_path.clone(),
-                format!(
-                    "line {n} says {} bytes and {} records; audit line {} says {} bytes and {} records",
-                    entry.bytes, entry.records, c.line, c.bytes, c.records
-                ),
-            ),
-            Some(_) => {}
-        }
-    }
-    // The landed files.
-    for file in &view.files {
-        if !file.regular {
-            problem(
-                file.path.clone(),
-                "not a regular file (a landed page is one)".into(),
-            );
-            continue;
-        }
-        let named = file
-            .rel
-            .trim_start_matches("pages/")
-            .split('.')
-            .next()
-            .unwrap_or_default()
-            .to_string();
-        if file.sha256 != named {
-            problem(
-                file.path.clone(),
-                format!(
-                    "modified after landing: its SHA-256 is {}, its name says {named}",
-                    file.sha256
-                ),
-            );
-        }
-        if !listed.contains_key(&file.rel) {
-            problem(file.path.clone(), "landed but not listed in the manifest".into());
-        }
-    }
-    // The audit trail's commits into this directory.
-    for c in commits {
-        let Some(file) = &c.file else { continue };
-        if !listed.contains_key(file) {
-            problem(
-                manifest_path.clone(),
-                format!(
-                    "does not list {file}, which page_committed at audit line {} landed here",
-                    c.line
-                ),
-            );
-        }
-    }
-    summary.files += view.files.len();
-    summary.entries += listed.len();
 }

@@ -30,7 +30,7 @@ pub use export::{export, export_for_verify, ExportError, Exported};
 pub use stream::cursor_of;
 pub use trail::{anchor_problem, check_anchors};
 
-pub(crate) use stream::{all_cursors, all_manifests, DbStream, StreamFacts};
+pub(crate) use stream::{all_cursors, each_manifest_line, DbStream, StreamFacts};
 pub(crate) use trail::{DbTrail, PageRows};
 
 /// The schemes `--state` takes as a database.

@@ -62,26 +62,42 @@ pub(crate) async fn all_cursors(db: &StateDb) -> Result<Vec<(String, String)>, D
     Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
 }
 
-/// Every stream's manifest, as the lines a manifest file would hold (each
-/// ending in a newline), by stream key, for `verify`.
-pub(crate) async fn all_manifests(
+/// Calls `each` with every stream's manifest rows (stream key, line), in
+/// stream and line order, for `verify`: read a thousand rows at a time,
+/// so no manifest is ever held whole.
+pub(crate) async fn each_manifest_line(
     db: &StateDb,
-) -> Result<std::collections::BTreeMap<String, Vec<u8>>, DbError> {
-    let client = db.client().await;
-    let rows = client
-        .query(
-            "SELECT stream, line FROM edc_sync_manifest ORDER BY stream, n",
-            &[],
-        )
-        .await
-        .map_err(|e| super::error::classify(db.url(), "read the manifests in", e))?;
-    let mut by_stream: std::collections::BTreeMap<String, Vec<u8>> = Default::default();
-    for r in rows {
-        let text = by_stream.entry(r.get(0)).or_default();
-        text.extend_from_slice(r.get::<_, String>(1).as_bytes());
-        text.push(b'\n');
+    each: &mut dyn FnMut(&str, &str) -> std::io::Result<()>,
+) -> Result<(), DbError> {
+    const BATCH: i64 = 1000;
+    let url = db.url();
+    let (mut stream, mut n) = (String::new(), 0i64);
+    loop {
+        let rows = {
+            let client = db.client().await;
+            client
+                .query(
+                    "SELECT stream, n, line FROM edc_sync_manifest WHERE (stream, n) > ($1, $2) \
+                     ORDER BY stream, n LIMIT $3",
+                    &[&stream, &n, &BATCH],
+                )
+                .await
+                .map_err(|e| super::error::classify(url, "read the manifests in", e))?
+        };
+        let got = rows.len() as i64;
+        for r in rows {
+            stream = r.get(0);
+            n = r.get(1);
+            each(&stream, r.get(2)).map_err(|e| DbError::Write {
+                url: url.shown().to_string(),
+                op: "hand on a manifest row read from",
+                detail: e.to_string(),
+            })?;
+        }
+        if got < BATCH {
+            return Ok(());
+        }
     }
-    Ok(by_stream)
 }
 
 /// A stream held by this run in the state database.
