@@ -176,32 +176,38 @@ impl AuditKey {
         hex::encode(mac.finalize().into_bytes())
     }
 
-    /// Whether `mac_hex` is this key's MAC of the head (constant time).
     /// Whether the trail's last keyed checkpoint, `line` (its last
-    /// `run_finished` line, `at` saying where it is), was made with this
-    /// key: `None` when it verifies or was signed with another key (whose
-    /// holder this run cannot speak for); otherwise the problem, worded once
-    /// for every backend. A run holding the key refuses to add to a trail
-    /// whose chain was rewritten and recomputed without it.
+    /// `run_finished` line, or a later `trail_heads` line that carries one;
+    /// `at` saying where it is), was made with this key: `None` when it
+    /// verifies or was signed with another key (whose holder this run
+    /// cannot speak for); otherwise the problem, worded once for every
+    /// backend. A run holding the key refuses to add to a trail whose chain
+    /// was rewritten and recomputed without it.
     pub(crate) fn last_checkpoint_problem(&self, line: &serde_json::Value, at: &str) -> Option<String> {
-        let mark = &line["checkpoint"];
-        if mark["key_id"] != self.id().as_str() {
+        if line["checkpoint"]["key_id"] != self.id().as_str() || self.checkpoint_verifies(line) {
             return None;
         }
-        let verified = self.verifies(
-            line["run_id"].as_str().unwrap_or_default(),
-            line["seq"].as_u64().unwrap_or_default(),
-            line["prev_sha256"].as_str().unwrap_or_default(),
-            mark["mac"].as_str().unwrap_or_default(),
-        );
-        (!verified).then(|| {
-            format!(
-                "the last keyed checkpoint (the run_finished line {at}) does not verify with this key: the trail \
-                 was rewritten and its chain recomputed by someone without it"
-            )
-        })
+        Some(format!(
+            "the last keyed checkpoint (the {} line {at}) does not verify with this key: the trail was rewritten \
+             and its chain recomputed by someone without it",
+            line["event"].as_str().unwrap_or("run_finished")
+        ))
     }
 
+    /// Whether `line` carries a checkpoint of this key that verifies over
+    /// the chain head it follows.
+    pub(crate) fn checkpoint_verifies(&self, line: &serde_json::Value) -> bool {
+        let mark = &line["checkpoint"];
+        mark["key_id"] == self.id().as_str()
+            && self.verifies(
+                line["run_id"].as_str().unwrap_or_default(),
+                line["seq"].as_u64().unwrap_or_default(),
+                line["prev_sha256"].as_str().unwrap_or_default(),
+                mark["mac"].as_str().unwrap_or_default(),
+            )
+    }
+
+    /// Whether `mac_hex` is this key's MAC of the head (constant time).
     pub fn verifies(&self, run_id: &str, seq: u64, prev_sha256: &str, mac_hex: &str) -> bool {
         let Ok(claimed) = hex::decode(mac_hex) else {
             return false;
@@ -232,12 +238,13 @@ fn message(run_id: &str, seq: u64, prev_sha256: &str) -> String {
 
 /// The proof a keyed run makes before it appends: the trail's lines read
 /// from the end back ([`SealWalk::visit`]), every one sealed with the key
-/// until a `run_finished` line whose checkpoint verifies (what is before
-/// it that checkpoint proves). A line whose seal fails, or an unsealed
+/// until a line whose checkpoint verifies ([`is_checkpoint_line`]: what is
+/// before it that checkpoint proves). A line whose seal fails, or an unsealed
 /// line after a sealed one, was added by someone without the key. A trail
 /// with no sealed line at all was written before seals (or without a key)
 /// and has nothing to prove here. The cost is the lines since the last
-/// run finished, normally none.
+/// run finished or since the last heads line a keyed run wrote, whichever
+/// is later: on a file trail, about what lies between two heads lines.
 pub(crate) struct SealWalk<'k> {
     key: &'k AuditKey,
     /// The earliest (so far) unsealed line met, by where it is.
@@ -285,16 +292,7 @@ impl<'k> SealWalk<'k> {
                     )));
                 }
                 let line: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
-                let mark = &line["checkpoint"];
-                let checkpointed = line["event"] == "run_finished"
-                    && mark["key_id"] == self.key.id().as_str()
-                    && self.key.verifies(
-                        line["run_id"].as_str().unwrap_or_default(),
-                        line["seq"].as_u64().unwrap_or_default(),
-                        line["prev_sha256"].as_str().unwrap_or_default(),
-                        mark["mac"].as_str().unwrap_or_default(),
-                    );
-                match checkpointed {
+                match is_checkpoint_line(&line) && self.key.checkpoint_verifies(&line) {
                     true => Walked::Done(None),
                     false => Walked::Continue,
                 }
@@ -303,7 +301,18 @@ impl<'k> SealWalk<'k> {
     }
 }
 
-/// The `checkpoint` field of a `run_finished` line.
+/// Whether `line` is one a keyed checkpoint may be on: a `run_finished`
+/// line, or a `trail_heads` line that carries one (a keyed writer of a
+/// heads line proves the lines since the last checkpoint first, so that a
+/// run's proof reads back to the last heads line while another stream's
+/// run is still going, not to that run's start).
+pub(crate) fn is_checkpoint_line(line: &serde_json::Value) -> bool {
+    line["event"] == "run_finished"
+        || (line["event"] == super::heads::HEADS_EVENT && !line["checkpoint"].is_null())
+}
+
+/// The `checkpoint` field of a `run_finished` line (or a `trail_heads`
+/// line).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checkpoint {
     pub alg: String,

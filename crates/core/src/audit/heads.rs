@@ -325,6 +325,86 @@ mod tests {
         );
     }
 
+    /// With an audit key, a run's first append proves every line since the
+    /// last keyed checkpoint; while another stream's run goes on (no
+    /// `run_finished` yet), the heads lines that run writes carry that
+    /// checkpoint, so the proof reads back to the last of them, not to the
+    /// start of the other run.
+    #[test]
+    fn a_keyed_runs_first_append_reads_back_to_the_last_heads_line_not_to_the_last_run_finished() {
+        let key = crate::audit::AuditKey::new(vec![7u8; 32], "test").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let trail = dir.path().join("audit.jsonl");
+        let mut busy = AuditLog::open(&trail, RunId::new())
+            .unwrap()
+            .with_key(Some(key.clone()));
+        for n in 0..2_000 {
+            busy.record_commit(page(BUSY, n)).unwrap();
+        }
+        let size = std::fs::metadata(&trail).unwrap().len();
+        assert!(size > 10 * EVERY, "{size}");
+        let mut quiet = AuditLog::open(&trail, RunId::new())
+            .unwrap()
+            .with_key(Some(key.clone()));
+        let (_, read) = walked(|| quiet.record_commit(page(QUIET, 1)).unwrap());
+        assert!(
+            read < 2 * BOUND,
+            "the keyed proof before the first append cost {read} bytes of a {size}-byte trail"
+        );
+        let checks = crate::audit::verify::Checks {
+            anchors: Vec::new(),
+            key: Some(key),
+        };
+        let report = crate::audit::verify::verify_with(&trail, &checks).unwrap();
+        assert!(report.intact(), "{report}");
+        assert!(
+            report.checkpoints >= size / EVERY - 1,
+            "{} checkpoints in {size} bytes",
+            report.checkpoints
+        );
+    }
+
+    /// A line chained to the end by someone without the key, while a keyed
+    /// run goes on: the heads lines written after it carry no checkpoint
+    /// (their writer found it), so the next keyed run still reads back to
+    /// it and refuses the trail.
+    #[test]
+    fn a_forged_line_is_never_covered_by_a_heads_checkpoint() {
+        let key = crate::audit::AuditKey::new(vec![7u8; 32], "test").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let trail = dir.path().join("audit.jsonl");
+        let mut busy = AuditLog::open(&trail, RunId::new())
+            .unwrap()
+            .with_key(Some(key.clone()));
+        for n in 0..300 {
+            busy.record_commit(page(BUSY, n)).unwrap();
+        }
+        let last = std::fs::read_to_string(&trail).unwrap();
+        let prev = sha256_hex(last.lines().last().unwrap().as_bytes());
+        let fields = serde_json::to_value(page(QUIET, 99)).unwrap();
+        let serde_json::Value::Object(fields) = fields else {
+            unreachable!()
+        };
+        let forged = crate::audit::line::compose_with(
+            1,
+            "2026-12-06T00:00:00Z",
+            "forger",
+            "page_committed",
+            fields,
+            None,
+            &prev,
+        )
+        .unwrap();
+        let mut file = std::fs::OpenOptions::new().append(true).open(&trail).unwrap();
+        std::io::Write::write_all(&mut file, format!("{forged}\n").as_bytes()).unwrap();
+        for n in 300..1_500 {
+            busy.record_commit(page(BUSY, n)).unwrap();
+        }
+        let mut quiet = AuditLog::open(&trail, RunId::new()).unwrap().with_key(Some(key));
+        let refused = quiet.record_commit(page(QUIET, 1)).unwrap_err().to_string();
+        assert!(refused.contains("carries no line MAC"), "{refused}");
+    }
+
     /// The quiet stream's later commit, or a heads line that names a
     /// commit after the receipt (a run that crashed before its cursor
     /// moved), is found as before.

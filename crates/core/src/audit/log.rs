@@ -585,10 +585,30 @@ impl AuditLog {
         if let Some(key) = super::commit::commit_key(text.as_bytes()) {
             heads.insert(key, (offset, sha256.to_string()));
         }
-        let fields = match serde_json::to_value(heads::TrailHeads::of(&heads)) {
+        let mut fields = match serde_json::to_value(heads::TrailHeads::of(&heads)) {
             Ok(Value::Object(fields)) => fields,
             _ => return Err(self.encode_error(heads::HEADS_EVENT, "not an object".into())),
         };
+        // A keyed writer proves the lines since the last checkpoint (about
+        // one heads line's spacing) and signs the chain head: the next
+        // keyed run's proof then stops here. Lines it cannot prove get no
+        // checkpoint; the next keyed run finds and refuses them.
+        if let Some(key) = &self.key {
+            let mut walk = super::checkpoint::SealWalk::new(key);
+            let proven = super::read::find_backwards(&self.path, |_, bytes| match walk.visit("", bytes) {
+                super::checkpoint::Walked::Continue => None,
+                super::checkpoint::Walked::Done(verdict) => Some(verdict.is_none()),
+            })
+            .map_err(io_error(&self.path, "read it"))?
+            .unwrap_or(true);
+            if proven {
+                let mark = key.checkpoint(self.run_id.as_str(), self.next_seq, sha256);
+                fields.insert(
+                    "checkpoint".into(),
+                    serde_json::to_value(mark).unwrap_or(Value::Null),
+                );
+            }
+        }
         let (line, _) = self.compose_next(heads::HEADS_EVENT, fields, None, sha256)?;
         let every = heads::spacing(line.len());
         Ok(Some((line, (end, every))))
@@ -622,8 +642,8 @@ impl AuditLog {
             // to the trail: a chain rewritten and recomputed without the key
             // (its anchor forged to match) is caught here, not only by a
             // later `audit verify --key`.
-            if let Some((at, line)) = super::read::last_event(&self.path, "run_finished")
-                .map_err(io_error(&self.path, "read it"))?
+            if let Some((at, line)) =
+                last_checkpoint_line(&self.path).map_err(io_error(&self.path, "read it"))?
             {
                 problems.extend(key.last_checkpoint_problem(&line, &format!("at byte {at}")));
             }
@@ -736,6 +756,22 @@ impl AuditLog {
         self.next_seq += 1;
         Ok((text, appended))
     }
+}
+
+/// The trail's last line a keyed checkpoint may be on (its last
+/// `run_finished` line, or a later heads line that carries one), and where
+/// it starts. Only lines naming one of those events are parsed.
+fn last_checkpoint_line(path: &Path) -> std::io::Result<Option<(u64, Value)>> {
+    let events = [&b"\"event\":\"run_finished\""[..], b"\"event\":\"trail_heads\""];
+    super::read::find_backwards(path, |start, bytes| {
+        if !events.iter().any(|e| memchr::memmem::find(bytes, e).is_some()) {
+            return None;
+        }
+        serde_json::from_slice::<Value>(bytes)
+            .ok()
+            .filter(super::checkpoint::is_checkpoint_line)
+            .map(|value| (start, value))
+    })
 }
 
 fn io_error(path: &Path, op: &'static str) -> impl FnOnce(std::io::Error) -> AuditError {

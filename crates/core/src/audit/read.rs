@@ -168,17 +168,6 @@ pub(crate) fn holds_run(path: &Path, run_id: &str) -> std::io::Result<bool> {
     Ok(found.is_some())
 }
 
-/// The last complete line of `path` whose `event` is `event`, with the
-/// byte it starts at. Lines that are not JSON are passed over.
-pub(crate) fn last_event(path: &Path, event: &str) -> std::io::Result<Option<(u64, Value)>> {
-    find_backwards(path, |start, bytes| {
-        serde_json::from_slice::<Value>(bytes)
-            .ok()
-            .filter(|value| value["event"] == event)
-            .map(|value| (start, value))
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::find_backwards;

@@ -205,7 +205,10 @@ pub fn verify_with(path: &Path, checks: &Checks) -> Result<Report, ReadError> {
             report.finding = Some(Finding {
                 line: report.lines,
                 damage: Damage::Unsigned,
-                detail: format!("no run_finished line carries a checkpoint with key {}", key.id()),
+                detail: format!(
+                    "no run_finished or trail_heads line carries a checkpoint with key {}",
+                    key.id()
+                ),
             });
             return Ok(report);
         }
@@ -358,7 +361,9 @@ fn verify_chain(path: &Path, key: Option<&AuditKey>) -> Result<Report, ReadError
                 },
             });
         }
-        if let (Some(key), true) = (key, parsed.event == "run_finished") {
+        let checkpointed = parsed.event == "run_finished"
+            || (parsed.event == super::heads::HEADS_EVENT && parsed.checkpoint.is_some());
+        if let (Some(key), true) = (key, checkpointed) {
             if let Some(finding) = check_checkpoint(key, n, &parsed) {
                 report.finding = Some(finding);
                 return Ok(report);
