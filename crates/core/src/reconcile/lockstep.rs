@@ -30,7 +30,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::view::LandingView;
-use super::Discrepancy;
+use super::{Discrepancy, Unreadable};
 
 /// A `page_committed` line, as far as matching it to an entry needs it.
 #[derive(Debug)]
@@ -496,13 +496,14 @@ impl<'v> DirWalk<'v> {
 
 /// Walks the trail's commits once, against the manifests of `walks` (by
 /// their directory): what the trail says of every directory, and the
-/// commit lines it cannot place.
+/// commit lines it cannot place; or the trail or manifest that could not
+/// be read.
 pub(super) fn walk(
     audit: &Path,
     out: &Path,
     walks: &mut HashMap<String, DirWalk<'_>>,
     problems: &mut Vec<Discrepancy>,
-) -> std::io::Result<(ByDir, Unplaced)> {
+) -> Result<(ByDir, Unplaced), Unreadable> {
     let mut by_dir = ByDir::new();
     // Each directory's last commit that was not a dry run, kept as text
     // (its buffers reused line after line) and parsed once at the end.
@@ -551,9 +552,13 @@ pub(super) fn walk(
                 failed = Some((walk.view.manifest_path(), e));
             }
         }
+    })
+    .map_err(|error| Unreadable {
+        path: audit.to_path_buf(),
+        error,
     })?;
-    if let Some((path, e)) = failed {
-        return Err(std::io::Error::new(e.kind(), format!("{}: {e}", path.display())));
+    if let Some((path, error)) = failed {
+        return Err(Unreadable { path, error });
     }
     for (dir, (line, sha256, cursor_after, lookback)) in last {
         if let Some(trail) = by_dir.get_mut(&dir) {

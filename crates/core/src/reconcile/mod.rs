@@ -344,8 +344,7 @@ fn walk_commits<'v>(audit: &Path, out: &Path, views: &[&'v LandingView]) -> Resu
         walks.insert(view.rel.clone(), walk);
     }
     let mut problems = Vec::new();
-    let (commits, unplaced) =
-        lockstep::walk(audit, out, &mut walks, &mut problems).map_err(unreadable(audit))?;
+    let (commits, unplaced) = lockstep::walk(audit, out, &mut walks, &mut problems)?;
     Ok(Walked {
         walks,
         commits,
