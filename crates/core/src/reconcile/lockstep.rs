@@ -87,6 +87,21 @@ struct Entry {
     counted: u64,
 }
 
+impl Entry {
+    /// The manifest's line `line`, read as `e`.
+    fn of(line: usize, e: crate::store::ManifestEntry) -> Entry {
+        Entry {
+            line,
+            counted: e.records.saturating_sub(e.repeated.len() as u64),
+            file: e.file,
+            page_key: e.page_key,
+            sha256: e.sha256,
+            bytes: e.bytes,
+            records: e.records,
+        }
+    }
+}
+
 /// The index key of a listed or landed file (`pages/<name>`).
 pub(super) fn file_key(rel: &str) -> [u8; 16] {
     let digest = Sha256::digest(rel.as_bytes());
@@ -257,15 +272,7 @@ impl<'v> DirWalk<'v> {
             match serde_json::from_slice::<crate::store::ManifestEntry>(&line) {
                 Ok(e) => {
                     self.listed.push(file_key(&e.file));
-                    return Ok(Some(Entry {
-                        line: self.read,
-                        counted: e.records.saturating_sub(e.repeated.len() as u64),
-                        file: e.file,
-                        page_key: e.page_key,
-                        sha256: e.sha256,
-                        bytes: e.bytes,
-                        records: e.records,
-                    }));
+                    return Ok(Some(Entry::of(self.read, e)));
                 }
                 Err(e) => problems.push(Discrepancy {
                     path: self.view.manifest_path(),
@@ -479,15 +486,7 @@ impl<'v> DirWalk<'v> {
         };
         for (i, line) in reader.split(b'\n').enumerate() {
             if let Ok(e) = serde_json::from_slice::<crate::store::ManifestEntry>(&line?) {
-                f(&Entry {
-                    line: i + 1,
-                    counted: e.records.saturating_sub(e.repeated.len() as u64),
-                    file: e.file,
-                    page_key: e.page_key,
-                    sha256: e.sha256,
-                    bytes: e.bytes,
-                    records: e.records,
-                });
+                f(&Entry::of(i + 1, e));
             }
         }
         Ok(())
