@@ -677,8 +677,9 @@ fn bench_startup_prints_its_figures() {
 }
 
 /// On a terminal `verify` shows what it is doing and the pages hashed so
-/// far (a spinner on stderr, cleared before the report); through a pipe,
-/// as under cron, nothing is drawn.
+/// far (a spinner on stderr, a bar of the listed pages once they are
+/// known, cleared before the report); through a pipe, as under cron,
+/// nothing is drawn.
 #[test]
 fn verify_shows_its_progress_on_a_terminal_only() {
     let dir = tempfile::tempdir().unwrap();
@@ -712,6 +713,13 @@ fn verify_shows_its_progress_on_a_terminal_only() {
     assert!(out.status.success(), "{drawn}");
     assert!(drawn.contains("verify: hashing the landed pages"), "{drawn}");
     assert!(drawn.contains("pages hashed"), "{drawn}");
+    // Once the manifest is read the pages to hash are known: a bar.
+    assert!(
+        drawn
+            .lines()
+            .any(|l| l.contains("] ") && l.contains(" of ") && l.contains(" pages hashed")),
+        "{drawn}"
+    );
     assert!(drawn.contains("no discrepancy"), "{drawn}");
 }
 

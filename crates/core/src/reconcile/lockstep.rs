@@ -397,6 +397,8 @@ impl<'v> DirWalk<'v> {
         }
         listed.dedup();
         // The landed files, each against the index.
+        progress.phase("hashing the landed pages");
+        progress.pages_ahead(listed.len() as u64);
         let mut found = vec![false; listed.len()];
         let mut files = 0;
         self.view.files.each(progress, |file| {

@@ -1,9 +1,11 @@
 //! What `verify` shows while it works, at a terminal only: the phase it is
-//! in and the pages hashed so far, so a reviewer watching a verification of
-//! a year of pages sees it move. Under cron, a pipe or a test nothing is
+//! in and the pages hashed so far (a bar of the pages listed, once the
+//! manifests are read), so a reviewer watching a verification of a year
+//! of pages sees it move and how long it has left. Under cron, a pipe or a test nothing is
 //! drawn; stdout (the report) is never touched.
 
-/// A spinner on stderr, or nothing.
+/// A spinner on stderr (a bar once the pages to hash are known), or
+/// nothing.
 #[derive(Clone, Default)]
 pub struct Progress(Option<indicatif::ProgressBar>);
 
@@ -22,6 +24,24 @@ impl Progress {
     pub(super) fn phase(&self, what: &'static str) {
         if let Some(bar) = &self.0 {
             bar.set_message(what);
+        }
+    }
+
+    /// `pages` more pages to hash (a landing directory's listed pages, known
+    /// once its manifest is read): the spinner becomes a bar.
+    pub(super) fn pages_ahead(&self, pages: u64) {
+        let Some(bar) = &self.0 else { return };
+        match bar.length() {
+            Some(length) => bar.set_length(length + pages),
+            None => {
+                let style = indicatif::ProgressStyle::with_template(
+                    "{spinner} verify: {msg} [{bar:30}] {pos} of {len} pages hashed  [{elapsed}, about {eta} left]",
+                );
+                if let Ok(style) = style {
+                    bar.set_style(style.progress_chars("=> "));
+                }
+                bar.set_length(pages);
+            }
         }
     }
 
