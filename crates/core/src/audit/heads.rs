@@ -277,6 +277,29 @@ mod tests {
         (out, WALKED.with(|w| w.get()))
     }
 
+    /// Chains an unsealed `page_committed` line of a run that never was to
+    /// the end of `trail`, as someone without the audit key would.
+    fn forge(trail: &std::path::Path) {
+        let last = std::fs::read_to_string(trail).unwrap();
+        let prev = sha256_hex(last.lines().last().unwrap().as_bytes());
+        let fields = serde_json::to_value(page(QUIET, 99)).unwrap();
+        let serde_json::Value::Object(fields) = fields else {
+            unreachable!()
+        };
+        let forged = crate::audit::line::compose_with(
+            1,
+            "2026-12-06T00:00:00Z",
+            "forger",
+            "page_committed",
+            fields,
+            None,
+            &prev,
+        )
+        .unwrap();
+        let mut file = std::fs::OpenOptions::new().append(true).open(trail).unwrap();
+        std::io::Write::write_all(&mut file, format!("{forged}\n").as_bytes()).unwrap();
+    }
+
     /// A walk reads what lies after the trail's last heads line and a block
     /// or two around each line it jumps to.
     const BOUND: u64 = EVERY + 4 * 64 * 1024;
@@ -379,29 +402,44 @@ mod tests {
         for n in 0..300 {
             busy.record_commit(page(BUSY, n)).unwrap();
         }
-        let last = std::fs::read_to_string(&trail).unwrap();
-        let prev = sha256_hex(last.lines().last().unwrap().as_bytes());
-        let fields = serde_json::to_value(page(QUIET, 99)).unwrap();
-        let serde_json::Value::Object(fields) = fields else {
-            unreachable!()
-        };
-        let forged = crate::audit::line::compose_with(
-            1,
-            "2026-12-06T00:00:00Z",
-            "forger",
-            "page_committed",
-            fields,
-            None,
-            &prev,
-        )
-        .unwrap();
-        let mut file = std::fs::OpenOptions::new().append(true).open(&trail).unwrap();
-        std::io::Write::write_all(&mut file, format!("{forged}\n").as_bytes()).unwrap();
+        forge(&trail);
         for n in 300..1_500 {
             busy.record_commit(page(BUSY, n)).unwrap();
         }
         let mut quiet = AuditLog::open(&trail, RunId::new()).unwrap().with_key(Some(key));
         let refused = quiet.record_commit(page(QUIET, 1)).unwrap_err().to_string();
+        assert!(refused.contains("carries no line MAC"), "{refused}");
+    }
+
+    /// A line chained to the end by someone without the key while a keyed
+    /// run goes on, and then that run's `run_finished`: the run proves the
+    /// lines since the last checkpoint before it signs, finds the forged
+    /// one and signs nothing, so the next keyed run reads back to the
+    /// forged line and refuses the trail.
+    #[test]
+    fn a_forged_line_chained_during_a_keyed_run_is_not_signed_over_by_its_run_finished() {
+        #[derive(Serialize)]
+        struct Finished {
+            exit_code: i32,
+        }
+        impl crate::audit::AuditEvent for Finished {
+            const NAME: &'static str = "run_finished";
+            const CHECKPOINT: bool = true;
+        }
+        let key = crate::audit::AuditKey::new(vec![7u8; 32], "test").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let trail = dir.path().join("audit.jsonl");
+        let mut run = AuditLog::open(&trail, RunId::new())
+            .unwrap()
+            .with_key(Some(key.clone()));
+        for n in 0..3 {
+            run.record_commit(page(BUSY, n)).unwrap();
+        }
+        forge(&trail);
+        run.record_commit(page(BUSY, 3)).unwrap();
+        run.record(&Finished { exit_code: 0 }).unwrap();
+        let mut next = AuditLog::open(&trail, RunId::new()).unwrap().with_key(Some(key));
+        let refused = next.record_commit(page(QUIET, 1)).unwrap_err().to_string();
         assert!(refused.contains("carries no line MAC"), "{refused}");
     }
 
