@@ -102,8 +102,16 @@ impl Entry {
     }
 }
 
+/// An entry whose commit line (`line`) says other bytes or records.
+fn disagrees(entry: &Entry, line: u64, bytes: u64, records: u64) -> String {
+    format!(
+        "line {} says {} bytes and {} records; audit line {line} says {bytes} bytes and {records} records",
+        entry.line, entry.bytes, entry.records
+    )
+}
+
 /// The index key of a listed or landed file (`pages/<name>`).
-pub(super) fn file_key(rel: &str) -> [u8; 16] {
+fn file_key(rel: &str) -> [u8; 16] {
     let digest = Sha256::digest(rel.as_bytes());
     let mut key = [0u8; 16];
     key.copy_from_slice(&digest[..16]);
@@ -325,9 +333,8 @@ impl<'v> DirWalk<'v> {
         push(&mut self.waiting_commits, commit);
         #[cfg(test)]
         {
-            let held = |w: &HashMap<String, VecDeque<_>>| w.values().map(VecDeque::len).sum::<usize>();
-            let now =
-                held(&self.waiting_commits) + self.waiting_entries.values().map(VecDeque::len).sum::<usize>();
+            let now = self.waiting_commits.values().map(VecDeque::len).sum::<usize>()
+                + self.waiting_entries.values().map(VecDeque::len).sum::<usize>();
             self.peak = self.peak.max(now);
         }
         Ok(())
@@ -340,10 +347,7 @@ impl<'v> DirWalk<'v> {
         } else if entry.bytes != commit.bytes || entry.records != commit.records {
             problems.push(Discrepancy {
                 path: self.view.manifest_path(),
-                what: format!(
-                    "line {} says {} bytes and {} records; audit line {} says {} bytes and {} records",
-                    entry.line, entry.bytes, entry.records, commit.line, commit.bytes, commit.records
-                ),
+                what: disagrees(&entry, commit.line, commit.bytes, commit.records),
             });
         }
     }
@@ -525,21 +529,19 @@ pub(super) fn walk(
             trail.committed += 1;
             let (at, sha, cursor, lookback) = last.entry(dir.to_string()).or_default();
             *at = line;
-            for (kept, raw) in [
-                (sha, Some(v.payload_sha256.as_ref())),
-                (cursor, v.cursor_after.map(RawValue::get)),
-            ]
-            .into_iter()
-            .chain([(
+            let keep = |kept: &mut String, raw: Option<&str>| {
+                kept.clear();
+                kept.push_str(raw.unwrap_or("null"));
+            };
+            keep(sha, Some(&v.payload_sha256));
+            keep(cursor, v.cursor_after.map(RawValue::get));
+            keep(
                 lookback,
                 v.cursor_state
                     .as_ref()
                     .and_then(|c| c.lookback)
                     .map(RawValue::get),
-            )]) {
-                kept.clear();
-                kept.push_str(raw.unwrap_or("null"));
-            }
+            );
         }
         let Some(file) = v.file() else {
             return;
@@ -614,10 +616,9 @@ pub(super) fn judge_leftovers(
                     "line {} lists {} (sha256 {}) but no page_committed line in the audit trail records it",
                     entry.line, entry.file, entry.sha256
                 ),
-                Some(&(line, bytes, records)) if bytes != entry.bytes || records != entry.records => format!(
-                    "line {} says {} bytes and {} records; audit line {line} says {bytes} bytes and {records} records",
-                    entry.line, entry.bytes, entry.records
-                ),
+                Some(&(line, bytes, records)) if bytes != entry.bytes || records != entry.records => {
+                    disagrees(&entry, line, bytes, records)
+                }
                 Some(_) => continue,
             };
             problems.push(Discrepancy {
