@@ -485,20 +485,12 @@ impl AuditLog {
         // (those since the last checkpoint, every one sealed with the key).
         // A line chained by someone without the key while this run went on
         // is left unsigned, for the next keyed run to find and refuse.
-        if let (true, Some(key)) = (checkpoint, &self.key) {
-            if self.proven_since_checkpoint()? {
-                let mark = key.checkpoint(self.run_id.as_str(), self.next_seq, &prev);
-                fields.insert(
-                    "checkpoint".into(),
-                    serde_json::to_value(mark).unwrap_or(Value::Null),
-                );
-            } else {
-                tracing::warn!(
-                    trail = %self.path.display(),
-                    "a line since the last keyed checkpoint is not sealed with the audit key: this line carries no \
-                     checkpoint, and the next run holding the key refuses the trail"
-                );
-            }
+        if checkpoint && self.key.is_some() && !self.sign(&mut fields, &prev)? {
+            tracing::warn!(
+                trail = %self.path.display(),
+                "a line since the last keyed checkpoint is not sealed with the audit key: this line carries no \
+                 checkpoint, and the next run holding the key refuses the trail"
+            );
         }
         let (text, mut appended) = self.compose_next(event, fields, written, &prev)?;
         buf.push_str(&text);
@@ -605,30 +597,34 @@ impl AuditLog {
         // one heads line's spacing) and signs the chain head: the next
         // keyed run's proof then stops here. Lines it cannot prove get no
         // checkpoint; the next keyed run finds and refuses them.
-        if let (Some(key), true) = (&self.key, self.proven_since_checkpoint()?) {
-            let mark = key.checkpoint(self.run_id.as_str(), self.next_seq, sha256);
-            fields.insert(
-                "checkpoint".into(),
-                serde_json::to_value(mark).unwrap_or(Value::Null),
-            );
-        }
+        self.sign(&mut fields, sha256)?;
         let (line, _) = self.compose_next(heads::HEADS_EVENT, fields, None, sha256)?;
         let every = heads::spacing(line.len());
         Ok(Some((line, (end, every))))
     }
 
-    /// Whether every line of the trail since its last keyed checkpoint is
-    /// sealed with the key (read back from the end to that checkpoint:
-    /// about one heads line's spacing at most); `false` without a key.
-    fn proven_since_checkpoint(&self) -> Result<bool, AuditError> {
+    /// Puts a keyed checkpoint over the chain head `prev` into `fields`,
+    /// the next line's, when every line of the trail since its last
+    /// checkpoint is sealed with the key (read back from the end to that
+    /// checkpoint: about one heads line's spacing at most); whether it did.
+    /// Without a key, nothing and `false`.
+    fn sign(&self, fields: &mut serde_json::Map<String, Value>, prev: &str) -> Result<bool, AuditError> {
         let Some(key) = &self.key else { return Ok(false) };
         let mut walk = super::checkpoint::SealWalk::new(key);
-        let verdict = super::read::find_backwards(&self.path, |_, bytes| match walk.visit("", bytes) {
+        let proven = super::read::find_backwards(&self.path, |_, bytes| match walk.visit("", bytes) {
             super::checkpoint::Walked::Continue => None,
             super::checkpoint::Walked::Done(verdict) => Some(verdict.is_none()),
         })
-        .map_err(io_error(&self.path, "read it"))?;
-        Ok(verdict.unwrap_or(true))
+        .map_err(io_error(&self.path, "read it"))?
+        .unwrap_or(true);
+        if proven {
+            let mark = key.checkpoint(self.run_id.as_str(), self.next_seq, prev);
+            fields.insert(
+                "checkpoint".into(),
+                serde_json::to_value(mark).unwrap_or(Value::Null),
+            );
+        }
+        Ok(proven)
     }
 
     /// Composes a line the log writes on its own behalf into `buf`; returns
