@@ -277,6 +277,17 @@ mod tests {
         (out, WALKED.with(|w| w.get()))
     }
 
+    fn test_key() -> crate::audit::AuditKey {
+        crate::audit::AuditKey::new(vec![7u8; 32], "test").unwrap()
+    }
+
+    /// A new run's log of `trail`, holding `key`.
+    fn keyed(trail: &std::path::Path, key: &crate::audit::AuditKey) -> AuditLog {
+        AuditLog::open(trail, RunId::new())
+            .unwrap()
+            .with_key(Some(key.clone()))
+    }
+
     /// Chains an unsealed `page_committed` line of a run that never was to
     /// the end of `trail`, as someone without the audit key would.
     fn forge(trail: &std::path::Path) {
@@ -355,20 +366,15 @@ mod tests {
     /// start of the other run.
     #[test]
     fn a_keyed_runs_first_append_reads_back_to_the_last_heads_line_not_to_the_last_run_finished() {
-        let key = crate::audit::AuditKey::new(vec![7u8; 32], "test").unwrap();
-        let dir = tempfile::tempdir().unwrap();
+        let (key, dir) = (test_key(), tempfile::tempdir().unwrap());
         let trail = dir.path().join("audit.jsonl");
-        let mut busy = AuditLog::open(&trail, RunId::new())
-            .unwrap()
-            .with_key(Some(key.clone()));
+        let mut busy = keyed(&trail, &key);
         for n in 0..2_000 {
             busy.record_commit(page(BUSY, n)).unwrap();
         }
         let size = std::fs::metadata(&trail).unwrap().len();
         assert!(size > 10 * EVERY, "{size}");
-        let mut quiet = AuditLog::open(&trail, RunId::new())
-            .unwrap()
-            .with_key(Some(key.clone()));
+        let mut quiet = keyed(&trail, &key);
         let (_, read) = walked(|| quiet.record_commit(page(QUIET, 1)).unwrap());
         assert!(
             read < 2 * BOUND,
@@ -393,12 +399,9 @@ mod tests {
     /// it and refuses the trail.
     #[test]
     fn a_forged_line_is_never_covered_by_a_heads_checkpoint() {
-        let key = crate::audit::AuditKey::new(vec![7u8; 32], "test").unwrap();
-        let dir = tempfile::tempdir().unwrap();
+        let (key, dir) = (test_key(), tempfile::tempdir().unwrap());
         let trail = dir.path().join("audit.jsonl");
-        let mut busy = AuditLog::open(&trail, RunId::new())
-            .unwrap()
-            .with_key(Some(key.clone()));
+        let mut busy = keyed(&trail, &key);
         for n in 0..300 {
             busy.record_commit(page(BUSY, n)).unwrap();
         }
@@ -406,7 +409,7 @@ mod tests {
         for n in 300..1_500 {
             busy.record_commit(page(BUSY, n)).unwrap();
         }
-        let mut quiet = AuditLog::open(&trail, RunId::new()).unwrap().with_key(Some(key));
+        let mut quiet = keyed(&trail, &key);
         let refused = quiet.record_commit(page(QUIET, 1)).unwrap_err().to_string();
         assert!(refused.contains("carries no line MAC"), "{refused}");
     }
@@ -426,19 +429,16 @@ mod tests {
             const NAME: &'static str = "run_finished";
             const CHECKPOINT: bool = true;
         }
-        let key = crate::audit::AuditKey::new(vec![7u8; 32], "test").unwrap();
-        let dir = tempfile::tempdir().unwrap();
+        let (key, dir) = (test_key(), tempfile::tempdir().unwrap());
         let trail = dir.path().join("audit.jsonl");
-        let mut run = AuditLog::open(&trail, RunId::new())
-            .unwrap()
-            .with_key(Some(key.clone()));
+        let mut run = keyed(&trail, &key);
         for n in 0..3 {
             run.record_commit(page(BUSY, n)).unwrap();
         }
         forge(&trail);
         run.record_commit(page(BUSY, 3)).unwrap();
         run.record(&Finished { exit_code: 0 }).unwrap();
-        let mut next = AuditLog::open(&trail, RunId::new()).unwrap().with_key(Some(key));
+        let mut next = keyed(&trail, &key);
         let refused = next.record_commit(page(QUIET, 1)).unwrap_err().to_string();
         assert!(refused.contains("carries no line MAC"), "{refused}");
     }
