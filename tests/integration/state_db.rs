@@ -1157,3 +1157,60 @@ async fn a_database_at_schema_version_1_is_migrated_in_place_and_resumed() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_exact(&pg, &fx, 100);
 }
+
+/// As the run role, without the audit key, under the trail's append lock:
+/// an unsealed line chained to the end of trail `audit.jsonl`. Returns its
+/// number.
+fn chain_unsealed_line(pg: &postgres::Postgres) -> i64 {
+    let sql = "BEGIN; \
+         SELECT pg_advisory_xact_lock(hashtextextended('edc-sync:trail:' || 'audit.jsonl', 0)); \
+         WITH last AS (SELECT n, byte_offset, line, sha256 FROM edc_sync_audit_line \
+                       WHERE trail = 'audit.jsonl' ORDER BY n DESC LIMIT 1), \
+              forged AS (SELECT n + 1 AS n, byte_offset + octet_length(line) + 1 AS at, \
+                         '{\"seq\":1,\"ts\":\"2026-12-06T00:00:00Z\",\"run_id\":\"forger\",\"event\":\"run_started\",\
+\"prev_sha256\":\"' || sha256 || '\"}' AS line FROM last) \
+         INSERT INTO edc_sync_audit_line (trail, n, byte_offset, line, sha256, event) \
+         SELECT 'audit.jsonl', n, at, line, encode(sha256(convert_to(line, 'UTF8')), 'hex'), 'run_started' \
+         FROM forged RETURNING n; \
+         COMMIT;";
+    let out = pg.psql_as("edc_run", "edc", sql).unwrap();
+    out.lines().find_map(|l| l.trim().parse().ok()).unwrap()
+}
+
+/// A line chained to the database's trail by someone without the key while
+/// a keyed run goes on is not signed over by that run's `run_finished`
+/// checkpoint: the run proves the rows since the last checkpoint first,
+/// signs nothing and says why, and the next keyed run refuses the trail
+/// naming the line (65), as on a file trail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_chained_during_a_keyed_run_is_not_signed_over_in_the_database() {
+    let pg = postgres::start_migrated();
+    let fx = runs::Fixture::new();
+    page_size(&fx, 5);
+    let sim = slow_sim(100, 40).await;
+    let child = sync_cmd(&fx, &sim, &pg.run_url())
+        .env("EDC_SYNC_AUDIT_KEY", runs::KEY)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_pages(&pg, 3);
+    let forged = chain_unsealed_line(&pg);
+    let (code, stderr) = finish(child);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("not sealed with the audit key"), "{stderr}");
+    let finished = trail_rows(&pg, "audit.jsonl")
+        .into_iter()
+        .rfind(|l| l["event"] == "run_finished")
+        .unwrap();
+    assert!(finished["checkpoint"].is_null(), "signed over: {finished}");
+    let before = trail_rows(&pg, "audit.jsonl").len();
+    let out = support::run_cmd(sync_cmd(&fx, &sim, &pg.run_url()).env("EDC_SYNC_AUDIT_KEY", runs::KEY));
+    assert_eq!(out.code, 65, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!("line {forged}")) && out.stderr.contains("MAC"),
+        "line {forged}: {}",
+        out.stderr
+    );
+    assert_eq!(trail_rows(&pg, "audit.jsonl").len(), before, "nothing appended");
+}

@@ -227,7 +227,12 @@ impl DbTrail {
         drop(client);
         let problem = match last_checkpoint {
             Some(problem) => Some(problem),
-            None => self.unsealed_tail(key).await?,
+            None => {
+                let client = self.db.client().await;
+                self.unsealed_tail(&*client, key, 0..i64::MAX)
+                    .await
+                    .map_err(|e| self.error(super::error::classify(self.db.url(), "read the trail in", e)))?
+            }
         };
         match problem {
             None => Ok(()),
@@ -265,20 +270,27 @@ impl DbTrail {
     /// The file trail's rule, on rows: every line after the last checkpoint
     /// that verifies is sealed with the key
     /// ([`crate::audit::checkpoint::SealWalk`]), read back from the last
-    /// row a thousand at a time (normally one is read).
-    async fn unsealed_tail(&self, key: &AuditKey) -> Result<Option<String>, AuditError> {
+    /// row a thousand at a time (normally one is read). Only rows whose
+    /// number is in `rows` are read (`None`: every one of them is sealed
+    /// and no checkpoint among them ends the walk). Through `client`: the
+    /// connection, or an append's own transaction under its lock.
+    async fn unsealed_tail(
+        &self,
+        client: &impl tokio_postgres::GenericClient,
+        key: &AuditKey,
+        rows: std::ops::Range<i64>,
+    ) -> Result<Option<String>, tokio_postgres::Error> {
         use crate::audit::checkpoint::{SealWalk, Walked};
-        let client = self.db.client().await;
         let mut walk = SealWalk::new(key);
-        let mut below = i64::MAX;
+        let mut below = rows.end;
         loop {
             let rows = client
                 .query(
-                    "SELECT n, line FROM edc_sync_audit_line WHERE trail = $1 AND n < $2 ORDER BY n DESC LIMIT 1000",
-                    &[&self.name, &below],
+                    "SELECT n, line FROM edc_sync_audit_line WHERE trail = $1 AND n >= $2 AND n < $3 \
+                     ORDER BY n DESC LIMIT 1000",
+                    &[&self.name, &rows.start, &below],
                 )
-                .await
-                .map_err(|e| self.error(super::error::classify(self.db.url(), "read the trail in", e)))?;
+                .await?;
             if rows.is_empty() {
                 return Ok(None);
             }
@@ -447,6 +459,24 @@ impl DbTrail {
         page: Option<PageCommit<'_>>,
     ) -> Result<(Appended, Option<Cursor>), Failed> {
         let st = self.db.statements();
+        // A checkpoint signs every row before it, so the rows since the last
+        // one are proven first (every one sealed with the key): those there
+        // now before the lock, so other hosts' appends do not wait on the
+        // read, and those added since under it.
+        let sign = match (checkpoint, &self.key) {
+            (true, Some(key)) => {
+                let head: i64 = client
+                    .query_one(
+                        "SELECT coalesce(max(n), 0) FROM edc_sync_audit_line WHERE trail = $1",
+                        &[&self.name],
+                    )
+                    .await?
+                    .get(0);
+                let proven = self.unsealed_tail(&*client, key, 1..head + 1).await?.is_none();
+                Some((key, head, proven))
+            }
+            _ => None,
+        };
         let tx = client.transaction().await?;
         // The lock, the trail's end and the stream's fence in one round
         // trip: the server runs them in order, the reads after the lock.
@@ -477,12 +507,23 @@ impl DbTrail {
             }
         }
         let seq = self.next_seq.load(Ordering::Relaxed);
-        if let (true, Some(key)) = (checkpoint, &self.key) {
-            let mark = key.checkpoint(self.run_id.as_str(), seq, &prev);
-            fields.insert(
-                "checkpoint".into(),
-                serde_json::to_value(mark).unwrap_or(Value::Null),
-            );
+        // A row chained by someone without the key while this run went on
+        // is left unsigned, for the next keyed run to find and refuse (the
+        // file trail's rule, `AuditLog::sign`).
+        if let Some((key, head, proven)) = sign {
+            if proven && self.unsealed_tail(&tx, key, head + 1..i64::MAX).await?.is_none() {
+                let mark = key.checkpoint(self.run_id.as_str(), seq, &prev);
+                fields.insert(
+                    "checkpoint".into(),
+                    serde_json::to_value(mark).unwrap_or(Value::Null),
+                );
+            } else {
+                tracing::warn!(
+                    trail = %self.label().display(),
+                    "a line since the last keyed checkpoint is not sealed with the audit key: this line carries no \
+                     checkpoint, and the next run holding the key refuses the trail"
+                );
+            }
         }
         let ts = crate::audit::now_rfc3339();
         let text = crate::audit::line::compose(seq, &ts, self.run_id.as_str(), event, fields, &prev)
