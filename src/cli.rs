@@ -285,11 +285,21 @@ pub enum StateCommand {
         /// The database (postgres://user[:password]@host:port/database).
         #[arg(long, env = "EDC_SYNC_STATE", value_name = "URL")]
         state: String,
-        /// Grant this role what runs need and no more: SELECT and INSERT on
-        /// the audit trail, manifest and anchors, UPDATE only on the cursor
-        /// and run-lock tables.
+        /// Grant this role what runs need and no more: SELECT on the audit
+        /// trail, manifest and anchors and the functions that append to
+        /// them, UPDATE only on the cursor and run-lock tables.
         #[arg(long, value_name = "ROLE")]
         grant_to: Option<String>,
+        /// From now on take a trail line only from a holder of the audit
+        /// key (EDC_SYNC_AUDIT_KEY, or --audit-key-file): the database
+        /// keeps a key derived from it, never the key. Again with another
+        /// key: that key is required instead.
+        #[arg(long)]
+        require_audit_key: bool,
+        /// The audit key for --require-audit-key, from a file (default:
+        /// the EDC_SYNC_AUDIT_KEY variable).
+        #[arg(long, value_name = "FILE", requires = "require_audit_key")]
+        audit_key_file: Option<PathBuf>,
     },
 }
 

@@ -119,8 +119,8 @@ impl Site {
     }
 
     /// As an insider without the audit key, with the run role's own rights
-    /// (the files; in the database INSERT on the trail and UPDATE on the
-    /// cursor): a `page_committed` line of a run that never was, chained
+    /// (the files; in the database the append function, where no audit key
+    /// is required, and UPDATE on the cursor): a `page_committed` line of a run that never was, chained
     /// to the trail's last line, moving the stream 40 records on without
     /// landing them, and the cursor moved to match it (its receipt naming
     /// the forged line).
@@ -169,9 +169,9 @@ impl Site {
             Some(pg) => {
                 let n = lines.len() + 1;
                 let sql = format!(
-                    "INSERT INTO edc_sync_audit_line (trail, n, byte_offset, line, sha256, event, stream) \
-                     SELECT trail, {n}, byte_offset + octet_length(line) + 1, '{}', '{sha}', 'page_committed', \
-                     (SELECT stream FROM edc_sync_cursor) FROM edc_sync_audit_line WHERE n = {}; \
+                    "SELECT edc_sync_append_line(trail, {n}, byte_offset + octet_length(line) + 1, '{}', '{sha}', \
+                     'page_committed', (SELECT stream FROM edc_sync_cursor), NULL) \
+                     FROM edc_sync_audit_line WHERE n = {}; \
                      UPDATE edc_sync_cursor SET state = '{}', audit_n = {n};",
                     forged.replace('\'', "''"),
                     n - 1,
@@ -730,8 +730,8 @@ async fn audit_verify_names_a_trail_line_edited_in_place(site: Site) {
 }
 
 /// A manifest reader counts every entry: a landed page listed a second
-/// time, under another page key (the file by the run role's own INSERT
-/// into the rows, or a line appended to the file), would have its records
+/// time, under another page key (a line appended to the file; a row added
+/// by the database's owner, the run role's INSERT being refused), would have its records
 /// counted twice. `verify` names it (65), whatever its page key.
 async fn verify_counts_a_page_listed_twice_under_another_page_key(site: Site) {
     let out = site.sync(&[]);
@@ -757,7 +757,11 @@ async fn verify_counts_a_page_listed_twice_under_another_page_key(site: Site) {
                 line.replace('\'', "''"),
                 other_key.replace('\'', "''")
             );
-            pg.psql_as("edc_run", "edc", &sql).unwrap();
+            // The run role appends a manifest row only with its commit
+            // line; the database's owner can still add one.
+            let refused = pg.psql_as("edc_run", "edc", &sql).unwrap_err();
+            assert!(refused.contains("permission denied"), "{refused}");
+            pg.psql("edc", &sql).unwrap();
         }
     }
     let out = site.verify();

@@ -47,7 +47,7 @@ async fn a_run_keeps_cursor_manifest_and_trail_in_the_database_and_the_next_resu
     assert!(!fx.path("state").exists(), "no state directory");
     let rows = trail_rows(&pg, "audit.jsonl");
     assert_eq!(rows[0]["event"], "run_started");
-    assert_eq!(rows[0]["state_schema_version"], 3);
+    assert_eq!(rows[0]["state_schema_version"], 4);
     let commits: Vec<_> = rows.iter().filter(|l| l["event"] == "page_committed").collect();
     assert_eq!(commits.len(), 1);
     spec.options.max_pages = None;
@@ -190,12 +190,12 @@ async fn a_database_without_the_schema_or_with_another_version_is_refused_78_bef
     );
     pg.psql(
         "edc",
-        "INSERT INTO edc_sync_schema (version, description, tool_version) VALUES (4, 'from the future', '9.9.9')",
+        "INSERT INTO edc_sync_schema (version, description, tool_version) VALUES (5, 'from the future', '9.9.9')",
     )
     .unwrap();
     let out = sync_bin(&fx, &sim, &pg.owner_url(), &[]);
     assert_eq!(out.code, 78, "{}", out.stderr);
-    assert!(out.stderr.contains("schema version 4 is newer"), "{}", out.stderr);
+    assert!(out.stderr.contains("schema version 5 is newer"), "{}", out.stderr);
     assert_eq!(
         pg.psql("edc", "SELECT count(*) FROM edc_sync_audit_line")
             .unwrap(),
@@ -783,9 +783,9 @@ async fn the_commands_of_running_on_several_hosts_run_as_written() {
     // The systemd unit's ExecStart on another host, resuming there.
     let unit = blocks(section, "ini")[0];
     let exec = unit.lines().find_map(|l| l.strip_prefix("ExecStart=")).unwrap();
-    let args: Vec<String> = exec.split_whitespace().skip(1).map(substitute).collect();
+    let unit_args: Vec<String> = exec.split_whitespace().skip(1).map(substitute).collect();
     let host = doc_host(root.path(), "host-b");
-    let out = run(&args, &host, &[("EDC_SYNC_STATE", run_url.clone())]);
+    let out = run(&unit_args, &host, &[("EDC_SYNC_STATE", run_url.clone())]);
     assert_eq!(out.code, 0, "systemd: {}", out.stderr);
     let rows = pg
         .psql_as(
@@ -818,6 +818,27 @@ async fn the_commands_of_running_on_several_hosts_run_as_written() {
     }
     let exported = std::fs::read_to_string(evidence.join("audit-2026-12.jsonl")).unwrap();
     assert_eq!(exported.lines().count(), lines.len());
+
+    // Only a holder of the audit key appends: the owner requires the key
+    // the runs hold; the unit's run without it stops (78), with it goes on.
+    let require = sh[2].trim();
+    let (_, command) = require.split_once(' ').unwrap();
+    let args: Vec<String> = command.split_whitespace().skip(1).map(substitute).collect();
+    let owner = [
+        ("PGPASSWORD", owner_password.to_string()),
+        ("EDC_SYNC_AUDIT_KEY", runs::KEY.to_string()),
+    ];
+    let out = run(&args, root.path(), &owner);
+    assert_eq!(out.code, 0, "{require}: {}{}", out.stdout, out.stderr);
+    let out = run(&unit_args, &host, &[("EDC_SYNC_STATE", run_url.clone())]);
+    assert_eq!(out.code, 78, "without the key: {}", out.stderr);
+    assert!(out.stderr.contains("EDC_SYNC_AUDIT_KEY"), "{}", out.stderr);
+    let keyed = [
+        ("EDC_SYNC_STATE", run_url.clone()),
+        ("EDC_SYNC_AUDIT_KEY", runs::KEY.to_string()),
+    ];
+    let out = run(&unit_args, &host, &keyed);
+    assert_eq!(out.code, 0, "with the key: {}", out.stderr);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1130,11 +1151,17 @@ async fn a_cursor_row_moves_only_with_its_page_committed_line() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_at_schema_version_1_is_migrated_in_place_and_resumed() {
     let (pg, fx, sim) = four_pages_in_a_database().await;
-    // What version 1 was: no cursor trigger, no version 2 or 3 row.
+    // What version 1 was: no cursor trigger, no append functions (the run
+    // role's INSERT instead), no row of a later version.
     as_owner(
         &pg,
         "DROP TRIGGER edc_sync_cursor_with_its_line ON edc_sync_cursor; \
          DROP FUNCTION edc_sync_cursor_with_its_line(); \
+         DROP FUNCTION edc_sync_grant_appends(text), edc_sync_append_line(text, bigint, bigint, text, text, text, text, text), \
+             edc_sync_append_manifest(text, text, text, text, text, bigint), edc_sync_append_anchor(text, bigint, text), \
+             edc_sync_gate_key_id(), edc_sync_hmac_sha256(bytea, bytea); \
+         DROP TABLE edc_sync_append_gate; \
+         GRANT INSERT ON edc_sync_audit_line, edc_sync_manifest, edc_sync_anchor TO edc_run; \
          DELETE FROM edc_sync_schema WHERE version >= 2;",
     );
     let out = sync_bin(&fx, &sim, &pg.run_url(), &[]);
@@ -1144,9 +1171,21 @@ async fn a_database_at_schema_version_1_is_migrated_in_place_and_resumed() {
     assert_eq!(migrated.code, 0, "{}", migrated.stderr);
     assert!(
         migrated.stdout.contains("applied schema version 2")
-            && migrated.stdout.contains("applied schema version 3"),
+            && migrated.stdout.contains("applied schema version 3")
+            && migrated.stdout.contains("applied schema version 4"),
         "{}",
         migrated.stdout
+    );
+    // The run role's INSERT, granted before, is taken back by version 4:
+    // it appends through the schema's functions.
+    let inserted = pg.psql_as(
+        "edc_run",
+        "edc",
+        "INSERT INTO edc_sync_manifest SELECT * FROM edc_sync_manifest WHERE false",
+    );
+    assert!(
+        inserted.is_err_and(|e| e.contains("permission denied")),
+        "the run role can still INSERT"
     );
     let moved = pg.psql_as("edc_run", "edc", "UPDATE edc_sync_cursor SET audit_n = 1");
     assert!(
@@ -1159,9 +1198,10 @@ async fn a_database_at_schema_version_1_is_migrated_in_place_and_resumed() {
 }
 
 /// As the run role, without the audit key, under the trail's append lock:
-/// an unsealed line chained to the end of trail `audit.jsonl`. Returns its
-/// number.
-fn chain_unsealed_line(pg: &postgres::Postgres) -> i64 {
+/// an unsealed line chained to the end of trail `audit.jsonl`, through the
+/// schema's append function (the run role has no INSERT). Returns its
+/// number, or what the database said when it refused it.
+fn chain_unsealed_line(pg: &postgres::Postgres) -> Result<i64, String> {
     let sql = "BEGIN; \
          SELECT pg_advisory_xact_lock(hashtextextended('edc-sync:trail:' || 'audit.jsonl', 0)); \
          WITH last AS (SELECT n, byte_offset, line, sha256 FROM edc_sync_audit_line \
@@ -1169,12 +1209,15 @@ fn chain_unsealed_line(pg: &postgres::Postgres) -> i64 {
               forged AS (SELECT n + 1 AS n, byte_offset + octet_length(line) + 1 AS at, \
                          '{\"seq\":1,\"ts\":\"2026-12-06T00:00:00Z\",\"run_id\":\"forger\",\"event\":\"run_started\",\
 \"prev_sha256\":\"' || sha256 || '\"}' AS line FROM last) \
-         INSERT INTO edc_sync_audit_line (trail, n, byte_offset, line, sha256, event) \
-         SELECT 'audit.jsonl', n, at, line, encode(sha256(convert_to(line, 'UTF8')), 'hex'), 'run_started' \
-         FROM forged RETURNING n; \
+         SELECT n, edc_sync_append_line('audit.jsonl', n, at, line, \
+                encode(sha256(convert_to(line, 'UTF8')), 'hex'), 'run_started', NULL, repeat('0', 64)) \
+         FROM forged; \
          COMMIT;";
-    let out = pg.psql_as("edc_run", "edc", sql).unwrap();
-    out.lines().find_map(|l| l.trim().parse().ok()).unwrap()
+    let out = pg.psql_as("edc_run", "edc", sql)?;
+    Ok(out
+        .lines()
+        .find_map(|l| l.split('|').next()?.trim().parse().ok())
+        .unwrap())
 }
 
 /// A line chained to the database's trail by someone without the key while
@@ -1195,7 +1238,7 @@ async fn a_line_chained_during_a_keyed_run_is_not_signed_over_in_the_database() 
         .spawn()
         .unwrap();
     wait_for_pages(&pg, 3);
-    let forged = chain_unsealed_line(&pg);
+    let forged = chain_unsealed_line(&pg).unwrap();
     let (code, stderr) = finish(child);
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("not sealed with the audit key"), "{stderr}");
@@ -1213,4 +1256,122 @@ async fn a_line_chained_during_a_keyed_run_is_not_signed_over_in_the_database() 
         out.stderr
     );
     assert_eq!(trail_rows(&pg, "audit.jsonl").len(), before, "nothing appended");
+}
+
+/// The run role adds to the trail, the manifest and the anchors only
+/// through the schema's append functions, never by INSERT: a manifest row
+/// only with its `page_committed` line, in one transaction (so a page
+/// cannot be listed again under another page key), an anchor only as the
+/// line it names is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_run_role_appends_only_through_the_schemas_functions() {
+    let (pg, fx, sim) = four_pages_in_a_database().await;
+    for table in ["edc_sync_audit_line", "edc_sync_manifest", "edc_sync_anchor"] {
+        let sql = format!("INSERT INTO {table} SELECT * FROM {table} WHERE false");
+        let refused = pg.psql_as("edc_run", "edc", &sql).unwrap_err();
+        assert!(refused.contains("permission denied"), "{sql}: {refused}");
+    }
+    let listed = "SELECT count(*) FROM edc_sync_manifest";
+    let before = pg.psql("edc", listed).unwrap();
+    let relisted = pg
+        .psql_as(
+            "edc_run",
+            "edc",
+            "SELECT edc_sync_append_manifest(stream, line, page_key || '&again=1', sha256, trail, audit_n) \
+             FROM edc_sync_manifest WHERE n = 1",
+        )
+        .unwrap_err();
+    assert!(
+        relisted.contains("only with its page_committed line"),
+        "{relisted}"
+    );
+    assert_eq!(pg.psql("edc", listed).unwrap(), before, "nothing listed");
+    let anchored = pg
+        .psql_as(
+            "edc_run",
+            "edc",
+            "SELECT edc_sync_append_anchor(trail, n, repeat('0', 64)) FROM edc_sync_audit_line WHERE n = 2",
+        )
+        .unwrap_err();
+    assert!(anchored.contains("names line 2"), "{anchored}");
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_exact(&pg, &fx, 100);
+}
+
+/// `state migrate --require-audit-key`: from then on the database takes a
+/// trail line only from a holder of the audit key (the append function
+/// checks a MAC under a key derived from it; the key itself is never
+/// stored, and the run role cannot read what is). A line chained by the
+/// run role without the key is refused by the database itself; a run
+/// without the key, or with another, stops (78) naming the variable and
+/// both key ids before it sends anything or appends a line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_audit_key_required_the_database_takes_lines_only_from_its_holders() {
+    let pg = postgres::start_migrated();
+    let fx = runs::Fixture::new();
+    page_size(&fx, 10);
+    let sim = runs::sim_with(100).await;
+    let key_id = &edc_core::digest::sha256_hex(runs::KEY.as_bytes())[..16];
+    let out = support::run_cmd(
+        support::edc_sync()
+            .args([
+                "state",
+                "migrate",
+                "--state",
+                &pg.owner_url(),
+                "--require-audit-key",
+            ])
+            .env("EDC_SYNC_AUDIT_KEY", runs::KEY),
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains(key_id), "{}", out.stdout);
+    let stored = pg
+        .psql(
+            "edc",
+            "SELECT encode(gate_key, 'escape') FROM edc_sync_append_gate",
+        )
+        .unwrap();
+    assert!(!stored.contains(runs::KEY), "the key itself is stored");
+    let read = pg
+        .psql_as("edc_run", "edc", "SELECT * FROM edc_sync_append_gate")
+        .unwrap_err();
+    assert!(read.contains("permission denied"), "{read}");
+    let keyed = |key: &str, extra: &[&str]| {
+        support::run_cmd(
+            sync_cmd(&fx, &sim, &pg.run_url())
+                .env("EDC_SYNC_AUDIT_KEY", key)
+                .args(extra),
+        )
+    };
+    let out = keyed(runs::KEY, &["--max-pages", "2"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines = trail_rows(&pg, "audit.jsonl").len();
+    let requests = sim.requests().len();
+    let refused = chain_unsealed_line(&pg).unwrap_err();
+    assert!(
+        refused.contains("not from a holder of audit key") && refused.contains(key_id),
+        "{refused}"
+    );
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &[]);
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("EDC_SYNC_AUDIT_KEY") && out.stderr.contains(key_id),
+        "{}",
+        out.stderr
+    );
+    let other = "another audit key of at least thirty-two bytes, for tests";
+    let out = keyed(other, &[]);
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    let other_id = &edc_core::digest::sha256_hex(other.as_bytes())[..16];
+    assert!(
+        out.stderr.contains(key_id) && out.stderr.contains(other_id),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(trail_rows(&pg, "audit.jsonl").len(), lines, "nothing appended");
+    assert_eq!(sim.requests().len(), requests, "no request was sent");
+    let out = keyed(runs::KEY, &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_exact(&pg, &fx, 100);
 }

@@ -38,9 +38,9 @@ async fn oq_033(ctx: &mut Ctx) -> anyhow::Result<()> {
     .await?;
     ctx.check(
         "edc-sync state migrate --grant-to edc_run, as the schema's owner",
-        "exit 0, schema version 3",
+        "exit 0, schema version 4",
         text(&migrated),
-        code(&migrated) == 0 && text(&migrated).contains("schema version 3 (current)"),
+        code(&migrated) == 0 && text(&migrated).contains("schema version 4 (current)"),
     );
     let config = ctx.policy_repo()?;
     let sim = ctx.sim(100, &[], None).await?;

@@ -226,6 +226,14 @@ impl AuditKey {
         }
     }
 
+    /// A key for one other purpose, `HMAC-SHA256(key, purpose)`: whoever
+    /// holds it cannot go back to this key (the database's append gate).
+    pub(crate) fn derive(&self, purpose: &str) -> [u8; 32] {
+        let mut mac = self.hmac();
+        mac.update(purpose.as_bytes());
+        mac.finalize().into_bytes().into()
+    }
+
     fn hmac(&self) -> Hmac<Sha256> {
         // HMAC takes a key of any length; this cannot fail.
         <Hmac<Sha256> as KeyInit>::new_from_slice(&self.bytes).unwrap_or_else(|_| unreachable!())

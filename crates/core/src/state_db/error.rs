@@ -34,6 +34,10 @@ pub(crate) fn classify(url: &DbUrl, op: &'static str, e: tokio_postgres::Error) 
         },
         // 08: connection exception; 57P: the server shut down.
         "08" | "57" => DbError::Unavailable { url, op, detail },
+        // ED004: a line without the MAC of the audit key the database
+        // requires (a run's key that changed while it ran; the start-up
+        // check names both keys before any append).
+        "ED" if code.code() == "ED004" => DbError::Config { url, detail },
         // ED: this schema's own refusals (append-only, chain).
         "ED" => DbError::Damaged { url, detail },
         // 53: insufficient resources (disk full, out of memory).

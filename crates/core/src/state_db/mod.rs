@@ -15,6 +15,7 @@
 
 mod error;
 mod export;
+mod gate;
 pub mod schema;
 mod statements;
 mod stream;
@@ -27,6 +28,7 @@ use tokio::sync::Mutex;
 
 pub use crate::db_error::DbError;
 pub use export::{export, export_for_verify, ExportError, Exported};
+pub use gate::require_audit_key;
 pub use stream::cursor_of;
 pub use trail::{anchor_problem, check_anchors};
 

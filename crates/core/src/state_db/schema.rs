@@ -5,9 +5,10 @@
 //! refused ("run state migrate"), a newer one too ("this binary is older
 //! than the schema"), both 78.
 //!
-//! Append-only is enforced twice: the run role is granted only SELECT and
-//! INSERT on the trail, the manifest and the anchors (`--grant-to`), and
-//! triggers refuse UPDATE, DELETE and TRUNCATE on them for every role,
+//! Append-only is enforced twice: the run role is granted only SELECT on
+//! the trail, the manifest and the anchors (`--grant-to`) and adds to them
+//! through the schema's append functions (version 4), and triggers refuse
+//! UPDATE, DELETE and TRUNCATE on them for every role,
 //! the owner included (only a superuser who drops the triggers can
 //! rewrite, and the chain and the keyed checkpoints then say so). Another
 //! trigger checks every new trail row against the row before it: its
@@ -18,7 +19,7 @@ use super::DbUrl;
 use crate::db_error::DbError;
 
 /// The schema version this binary reads and writes.
-pub const CURRENT: i32 = 3;
+pub const CURRENT: i32 = 4;
 
 /// One migration: its version, what it does, and its SQL.
 struct Migration {
@@ -27,7 +28,7 @@ struct Migration {
     sql: &'static str,
 }
 
-const MIGRATIONS: [Migration; 3] = [
+const MIGRATIONS: [Migration; 4] = [
     Migration {
         version: 1,
         description: "audit trail, manifest, cursor, run lock and anchors; append-only and chain triggers",
@@ -42,6 +43,12 @@ const MIGRATIONS: [Migration; 3] = [
         version: 3,
         description: "page_committed lines seal the lookback memory: the cursor trigger compares the rest",
         sql: V3,
+    },
+    Migration {
+        version: 4,
+        description:
+            "runs append through the schema's functions, never by INSERT; an audit key can be required",
+        sql: V4,
     },
 ];
 
@@ -219,15 +226,134 @@ BEGIN
 END $$;
 "#;
 
+/// The run role appends through functions that run with the owner's
+/// rights (SECURITY DEFINER), never by INSERT: a trail line through
+/// `edc_sync_append_line` (the chain trigger still checks it, and, when an
+/// audit key is required, a MAC from a holder of the key: [`super::gate`]),
+/// a manifest row through `edc_sync_append_manifest` only with its
+/// `page_committed` line in one transaction, an anchor through
+/// `edc_sync_append_anchor` only as the line it names is. Every role that
+/// could INSERT into those tables loses it here and gets the functions.
+/// Each function's search path is fixed to the schema it was made in.
+const V4: &str = r#"
+CREATE TABLE edc_sync_append_gate (
+    id bigserial PRIMARY KEY,
+    key_id text NOT NULL,
+    gate_key bytea NOT NULL CHECK (octet_length(gate_key) = 32),
+    registered_at timestamptz NOT NULL DEFAULT now(),
+    registered_by text NOT NULL DEFAULT current_user
+);
+REVOKE ALL ON edc_sync_append_gate FROM PUBLIC;
+CREATE TRIGGER edc_sync_append_gate_append_only BEFORE UPDATE OR DELETE ON edc_sync_append_gate
+    FOR EACH ROW EXECUTE FUNCTION edc_sync_append_only();
+CREATE TRIGGER edc_sync_append_gate_no_truncate BEFORE TRUNCATE ON edc_sync_append_gate
+    FOR EACH STATEMENT EXECUTE FUNCTION edc_sync_append_only();
+
+-- RFC 2104 over the server's own SHA-256, for a key of 32 bytes.
+CREATE FUNCTION edc_sync_hmac_sha256(k bytea, m bytea) RETURNS bytea LANGUAGE plpgsql IMMUTABLE STRICT AS $$
+DECLARE
+    block bytea := k || decode(repeat('00', 64 - octet_length(k)), 'hex');
+    inner_pad bytea := block;
+    outer_pad bytea := block;
+BEGIN
+    FOR i IN 0..63 LOOP
+        inner_pad := set_byte(inner_pad, i, get_byte(block, i) # 54);
+        outer_pad := set_byte(outer_pad, i, get_byte(block, i) # 92);
+    END LOOP;
+    RETURN sha256(outer_pad || sha256(inner_pad || m));
+END $$;
+
+CREATE FUNCTION edc_sync_gate_key_id() RETURNS text LANGUAGE sql STABLE SECURITY DEFINER AS $$
+    SELECT key_id FROM edc_sync_append_gate ORDER BY id DESC LIMIT 1
+$$;
+
+CREATE FUNCTION edc_sync_append_line(p_trail text, p_n bigint, p_offset bigint, p_line text, p_sha256 text,
+        p_event text, p_stream text, p_gate_mac text) RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$
+DECLARE
+    gate edc_sync_append_gate%ROWTYPE;
+BEGIN
+    SELECT * INTO gate FROM edc_sync_append_gate ORDER BY id DESC LIMIT 1;
+    IF FOUND AND p_gate_mac IS DISTINCT FROM
+            encode(edc_sync_hmac_sha256(gate.gate_key, convert_to(p_sha256, 'UTF8')), 'hex') THEN
+        RAISE EXCEPTION 'edc-sync: line % of trail % is not from a holder of audit key % (state migrate --require-audit-key)',
+            p_n, p_trail, gate.key_id USING ERRCODE = 'ED004';
+    END IF;
+    INSERT INTO edc_sync_audit_line (trail, n, byte_offset, line, sha256, event, stream)
+        VALUES (p_trail, p_n, p_offset, p_line, p_sha256, p_event, p_stream);
+END $$;
+
+CREATE FUNCTION edc_sync_append_manifest(p_stream text, p_line text, p_page_key text, p_sha256 text,
+        p_trail text, p_audit_n bigint) RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$
+BEGIN
+    PERFORM 1 FROM edc_sync_audit_line l
+        WHERE l.trail = p_trail AND l.n = p_audit_n AND l.event = 'page_committed' AND l.stream = p_stream
+          AND l.xmin = pg_current_xact_id()::xid;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'edc-sync: a manifest row of stream % is added only with its page_committed line, in one transaction (line % of trail % is not one)',
+            p_stream, p_audit_n, p_trail USING ERRCODE = 'ED005';
+    END IF;
+    INSERT INTO edc_sync_manifest (stream, n, line, page_key, sha256, trail, audit_n)
+        SELECT p_stream, coalesce(max(n), 0) + 1, p_line, p_page_key, p_sha256, p_trail, p_audit_n
+        FROM edc_sync_manifest WHERE stream = p_stream;
+END $$;
+
+CREATE FUNCTION edc_sync_append_anchor(p_trail text, p_n bigint, p_sha256 text) RETURNS void
+        LANGUAGE plpgsql SECURITY DEFINER AS $$
+BEGIN
+    PERFORM 1 FROM edc_sync_audit_line WHERE trail = p_trail AND n = p_n AND sha256 = p_sha256;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'edc-sync: an anchor names line % of trail % as it is, and it is not %',
+            p_n, p_trail, p_sha256 USING ERRCODE = 'ED005';
+    END IF;
+    INSERT INTO edc_sync_anchor (trail, n, sha256) VALUES (p_trail, p_n, p_sha256) ON CONFLICT DO NOTHING;
+END $$;
+
+-- What a run role may do to the evidence tables: add through the functions.
+CREATE FUNCTION edc_sync_grant_appends(role text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE format('REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON edc_sync_audit_line, edc_sync_manifest, '
+        'edc_sync_anchor, edc_sync_append_gate FROM %I', role);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION edc_sync_append_line(text, bigint, bigint, text, text, text, text, text), '
+        'edc_sync_append_manifest(text, text, text, text, text, bigint), edc_sync_append_anchor(text, bigint, text), '
+        'edc_sync_gate_key_id() TO %I', role);
+END $$;
+
+REVOKE ALL ON FUNCTION edc_sync_hmac_sha256(bytea, bytea), edc_sync_gate_key_id(),
+    edc_sync_append_line(text, bigint, bigint, text, text, text, text, text),
+    edc_sync_append_manifest(text, text, text, text, text, bigint), edc_sync_append_anchor(text, bigint, text),
+    edc_sync_grant_appends(text) FROM PUBLIC;
+
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT DISTINCT grantee FROM information_schema.role_table_grants
+        WHERE table_schema = current_schema()
+          AND table_name IN ('edc_sync_audit_line', 'edc_sync_manifest', 'edc_sync_anchor')
+          AND privilege_type = 'INSERT' AND grantee NOT IN (current_user, 'PUBLIC')
+    LOOP
+        PERFORM edc_sync_grant_appends(r.grantee);
+    END LOOP;
+    EXECUTE format('ALTER FUNCTION edc_sync_gate_key_id() SET search_path = pg_catalog, %I, pg_temp', current_schema());
+    EXECUTE format('ALTER FUNCTION edc_sync_append_line(text, bigint, bigint, text, text, text, text, text) '
+        'SET search_path = pg_catalog, %I, pg_temp', current_schema());
+    EXECUTE format('ALTER FUNCTION edc_sync_append_manifest(text, text, text, text, text, bigint) '
+        'SET search_path = pg_catalog, %I, pg_temp', current_schema());
+    EXECUTE format('ALTER FUNCTION edc_sync_append_anchor(text, bigint, text) '
+        'SET search_path = pg_catalog, %I, pg_temp', current_schema());
+END $$;
+"#;
+
 /// What the run role is granted (`state migrate --grant-to ROLE`): reading
-/// everything, appending to the trail, the manifest and the anchors, and
+/// everything, adding to the trail, the manifest and the anchors through
+/// the append functions only (`edc_sync_grant_appends`, version 4), and
 /// moving only the cursor and the run lock. Never UPDATE or DELETE on a
 /// table whose rows are evidence.
-const GRANTS: [&str; 4] = [
-    "GRANT SELECT ON edc_sync_schema, edc_sync_identity TO {role}",
-    "GRANT SELECT, INSERT ON edc_sync_audit_line, edc_sync_manifest, edc_sync_anchor TO {role}",
+const GRANTS: [&str; 3] = [
+    "GRANT SELECT ON edc_sync_schema, edc_sync_identity, edc_sync_audit_line, edc_sync_manifest, edc_sync_anchor \
+     TO {role}",
     "GRANT SELECT, INSERT, UPDATE ON edc_sync_cursor, edc_sync_run_lock TO {role}",
-    "REVOKE UPDATE, DELETE, TRUNCATE ON edc_sync_audit_line, edc_sync_manifest, edc_sync_anchor FROM {role}",
+    "SELECT edc_sync_grant_appends({literal})",
 ];
 
 /// One migration applied by [`migrate`].
@@ -285,10 +411,11 @@ pub async fn migrate(
         });
     }
     if let Some(role) = grant_to {
+        let literal = format!("'{}'", role.replace('\'', "''"));
         let role = quote_ident(role);
         for grant in GRANTS {
             client
-                .batch_execute(&grant.replace("{role}", &role))
+                .batch_execute(&grant.replace("{role}", &role).replace("{literal}", &literal))
                 .await
                 .map_err(classify("grant the run role its rights in"))?;
         }

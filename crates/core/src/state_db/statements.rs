@@ -14,7 +14,11 @@ pub(crate) struct Statements {
     pub last_line: Statement,
     /// The stream's fence, locked until the transaction ends.
     pub fence: Statement,
+    /// A trail line, through the schema's append function (the run role
+    /// has no INSERT; with an audit key required, the gate's MAC with it).
     pub insert_line: Statement,
+    /// A manifest row, through the append function that takes it only
+    /// with its `page_committed` line in the same transaction.
     pub insert_manifest: Statement,
     pub upsert_cursor: Statement,
     /// Whether the manifest lists a page with these bytes.
@@ -37,17 +41,10 @@ impl Statements {
                 .prepare("SELECT fence FROM edc_sync_run_lock WHERE stream = $1 FOR UPDATE")
                 .await?,
             insert_line: client
-                .prepare(
-                    "INSERT INTO edc_sync_audit_line (trail, n, byte_offset, line, sha256, event, stream) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                )
+                .prepare("SELECT edc_sync_append_line($1, $2, $3, $4, $5, $6, $7, $8)")
                 .await?,
             insert_manifest: client
-                .prepare(
-                    "INSERT INTO edc_sync_manifest (stream, n, line, page_key, sha256, trail, audit_n) \
-                     SELECT $1, coalesce(max(n), 0) + 1, $2, $3, $4, $5, $6 FROM edc_sync_manifest \
-                     WHERE stream = $1",
-                )
+                .prepare("SELECT edc_sync_append_manifest($1, $2, $3, $4, $5, $6)")
                 .await?,
             upsert_cursor: client
                 .prepare(

@@ -65,6 +65,9 @@ pub(crate) struct DbTrail {
     next_seq: AtomicU64,
     masker: Option<crate::mask::Masker>,
     key: Option<AuditKey>,
+    /// What the append function asks of each line when the database
+    /// requires the audit key ([`super::gate`]).
+    gate: Option<super::gate::GateKey>,
 }
 
 impl std::fmt::Debug for DbTrail {
@@ -83,6 +86,7 @@ impl DbTrail {
             next_seq: AtomicU64::new(1),
             masker: None,
             key: None,
+            gate: None,
         }
     }
 
@@ -92,8 +96,10 @@ impl DbTrail {
         self
     }
 
-    /// Signs every `run_finished` line with `key`.
+    /// Seals every line and signs every checkpoint with `key`, and passes
+    /// the database's append gate with it.
     pub(crate) fn with_key(mut self, key: Option<AuditKey>) -> Self {
+        self.gate = key.as_ref().map(super::gate::GateKey::of);
         self.key = key;
         self
     }
@@ -187,7 +193,7 @@ impl DbTrail {
         let client = self.db.client().await;
         client
             .execute(
-                "INSERT INTO edc_sync_anchor (trail, n, sha256) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                "SELECT edc_sync_append_anchor($1, $2, $3)",
                 &[&self.name, &head.n, &head.sha256],
             )
             .await
@@ -198,8 +204,25 @@ impl DbTrail {
     /// Checks the trail's latest anchor against its line: the run refuses
     /// (65) a trail rewritten below it.
     pub(crate) async fn check_anchors(&self) -> Result<(), AuditError> {
+        self.check_gate().await?;
         check_anchors(&self.db, &self.name).await?;
         self.check_last_checkpoint().await
+    }
+
+    /// A database that requires an audit key ([`super::gate`]) is appended
+    /// to only by a run holding that key: 78 naming both before anything
+    /// is appended or fetched.
+    async fn check_gate(&self) -> Result<(), AuditError> {
+        let required = super::gate::required(&*self.db.client().await)
+            .await
+            .map_err(|e| {
+                self.error(super::error::classify(
+                    self.db.url(),
+                    "read the required audit key in",
+                    e,
+                ))
+            })?;
+        super::gate::admits(self.db.url(), required.as_deref(), self.key.as_ref()).map_err(|e| self.error(e))
     }
 
     /// With the audit key: the trail's last keyed checkpoint verifies
@@ -538,11 +561,14 @@ impl DbTrail {
             None => text,
         };
         let sha256 = sha256_hex(text.as_bytes());
+        let gate_mac = self.gate.as_ref().map(|gate| gate.mac(&sha256));
         let appended = Appended::in_db(seq, offset as u64, PathBuf::from(&self.name), sha256.clone(), ts);
         let line = async {
             tx.execute(
                 &st.insert_line,
-                &[&self.name, &n, &offset, &text, &sha256, &event, &stream],
+                &[
+                    &self.name, &n, &offset, &text, &sha256, &event, &stream, &gate_mac,
+                ],
             )
             .await
         };
