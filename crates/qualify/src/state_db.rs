@@ -148,6 +148,18 @@ async fn oq_033(ctx: &mut Ctx) -> anyhow::Result<()> {
         refused_text(&rewrite),
         rewrite.as_ref().is_err_and(|e| e.contains("permission denied")),
     );
+    let relist = pg.psql_as(
+        "edc_run",
+        "edc",
+        "INSERT INTO edc_sync_manifest SELECT stream, n + 1000, line, page_key || '&again=1', sha256, trail, audit_n \
+         FROM edc_sync_manifest WHERE n = 1",
+    );
+    ctx.check(
+        "the run role lists a landed page again under another page key, by INSERT",
+        "refused: permission denied (a manifest row comes only with its page_committed line)",
+        refused_text(&relist),
+        relist.as_ref().is_err_and(|e| e.contains("permission denied")),
+    );
     let owner = pg.psql("edc", "UPDATE edc_sync_audit_line SET line = line");
     ctx.check(
         "the schema's owner updates the trail",
