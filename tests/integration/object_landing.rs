@@ -43,6 +43,18 @@ impl Fixture {
     }
 
     fn sync_with(&self, sim: &str, out: &str, state: &std::path::Path, trail: &std::path::Path) -> Command {
+        self.sync_study("S-1", sim, out, state, trail)
+    }
+
+    /// `sync` of study `study`.
+    fn sync_study(
+        &self,
+        study: &str,
+        sim: &str,
+        out: &str,
+        state: &std::path::Path,
+        trail: &std::path::Path,
+    ) -> Command {
         let config = self.path("policies.yaml");
         let mut cmd = self.edc_sync(&[
             "sync",
@@ -51,7 +63,7 @@ impl Fixture {
             "--vendor",
             "vault_json",
             "--study",
-            "S-1",
+            study,
             "--out",
             out,
             "--state",
@@ -634,4 +646,65 @@ async fn a_state_restored_from_an_older_backup_is_refused_over_a_bucket_too() {
     assert_eq!(lines[0]["unrecorded"][0]["run_id"], lost_run.as_str());
     ids_once(&fx.downloaded("rollback").await, 23);
     assert_eq!(support::run_cmd(&mut fx.verify(&out)).code, 0);
+}
+
+/// `verify` walks a bucket once, in key order, whatever it holds: two
+/// streams' landing directories side by side, each judged on its own. A
+/// page object of one rewritten and a manifest entry of the other listed
+/// again under another page key are each named; before the damage the
+/// same bucket verifies clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_walks_a_bucket_of_two_streams_once_and_names_the_damage_of_each() {
+    let fx = Fixture::new();
+    let sim = sim(23).await;
+    let out = fx.garage.url("two");
+    for study in ["S-1", "S-2"] {
+        let (state, trail) = (fx.path("state"), fx.path("audit.jsonl"));
+        let synced = support::run_cmd(&mut fx.sync_study(study, &sim.base_url(), &out, &state, &trail));
+        assert_eq!(synced.code, 0, "{study}: {}", synced.stderr);
+    }
+    let clean = support::run_cmd(&mut fx.verify(&out));
+    assert_eq!(clean.code, 0, "{}{}", clean.stdout, clean.stderr);
+    let downloaded = fx.downloaded("two").await;
+    // S-1: a page object's bytes changed.
+    let s1 = downloaded.join("vault_json/-/S-1/-/default");
+    let first = std::fs::read_to_string(s1.join("manifest.jsonl")).unwrap();
+    let first: serde_json::Value = serde_json::from_str(first.lines().next().unwrap()).unwrap();
+    let page = first["file"].as_str().unwrap();
+    let mut bytes = std::fs::read(s1.join(page)).unwrap();
+    bytes[3] ^= 1;
+    fx.garage
+        .put(&format!("two/vault_json/-/S-1/-/default/{page}"), bytes)
+        .await
+        .unwrap();
+    // S-2: its first entry listed again, under another page key, after its last.
+    let s2 = downloaded.join("vault_json/-/S-2/-/default");
+    let listed = std::fs::read_to_string(s2.join("manifest.jsonl")).unwrap();
+    let mut again: serde_json::Value = serde_json::from_str(listed.lines().next().unwrap()).unwrap();
+    again["page_key"] = format!("{}&again=1", again["page_key"].as_str().unwrap()).into();
+    let again_file = again["file"].as_str().unwrap().to_string();
+    fx.garage
+        .put(
+            "two/vault_json/-/S-2/-/default/manifest/999999999999999.json",
+            format!("{again}\n").into_bytes(),
+        )
+        .await
+        .unwrap();
+    let damaged = support::run_cmd(&mut fx.verify(&out));
+    assert_eq!(damaged.code, 65, "{}{}", damaged.stdout, damaged.stderr);
+    assert!(
+        damaged
+            .stdout
+            .contains(&format!("S-1/-/default/{page}: modified after landing")),
+        "{}",
+        damaged.stdout
+    );
+    assert!(
+        damaged
+            .stdout
+            .lines()
+            .any(|l| l.contains("S-2/-/default") && l.contains(&again_file) && l.contains("counted twice")),
+        "{}",
+        damaged.stdout
+    );
 }

@@ -81,6 +81,11 @@ pub enum BenchCommand {
         /// Landing sizes, in pages (comma-separated).
         #[arg(long, value_delimiter = ',', default_values_t = [3_000u64, 10_000, 30_000])]
         pages: Vec<u64>,
+        /// Land in a private S3 bucket (a Garage server the benchmark
+        /// starts) and verify `--out s3://…`; the floor is `sha256sum` over
+        /// a local copy of the same page objects.
+        #[arg(long)]
+        bucket: bool,
     },
     /// What the trail costs as a study grows: trail bytes a one-record
     /// page and of a run with nothing new (the shipped lookback), and a

@@ -180,12 +180,23 @@ pub fn sync_command(
 /// `runner` (the edc-sync executable, or a tracer with it as its last
 /// argument) made into `sync` of the bench policy's one stream, with its
 /// landing, state and trail under `dir`, output silenced.
-pub fn bench_sync(mut runner: Command, config: &Path, dir: &Path, url: &str) -> Command {
+pub fn bench_sync(runner: Command, config: &Path, dir: &Path, url: &str) -> Command {
+    bench_sync_to(runner, config, dir, url, dir.join("landing").as_os_str())
+}
+
+/// [`bench_sync`] landing at `out` (a directory or a bucket's URL).
+pub fn bench_sync_to(
+    mut runner: Command,
+    config: &Path,
+    dir: &Path,
+    url: &str,
+    out: &std::ffi::OsStr,
+) -> Command {
     runner
         .args(["sync", "--allow-dirty", "--pacer", "local", "--config"])
         .arg(config)
         .args(["--vendor", "bench", "--study", "BENCH", "--out"])
-        .arg(dir.join("landing"))
+        .arg(out)
         .arg("--state")
         .arg(dir.join("state"))
         .arg("--audit-log")

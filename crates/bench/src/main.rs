@@ -132,12 +132,17 @@ fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             .context("writing to stdout")?;
             Ok(())
         }
-        BenchCommand::Verify { pages } => {
+        BenchCommand::Verify { pages, bucket } => {
             let exe = edc_sync_exe()?;
+            let garage = match bucket {
+                true => Some(edc_testkit::s3_server::PrivateS3::garage().map_err(anyhow::Error::msg)?),
+                false => None,
+            };
             let mut all = Vec::new();
-            for n in pages {
+            for (i, n) in pages.into_iter().enumerate() {
                 let (_scratch, work) = sync::scratch()?;
-                all.push(edc_sync_bench::verify::run(&exe, &work, n)?);
+                let bucket = garage.as_ref().map(|g| (g, format!("bench-{i}")));
+                all.push(edc_sync_bench::verify::run(&exe, &work, n, bucket)?);
             }
             writeln!(
                 std::io::stdout().lock(),

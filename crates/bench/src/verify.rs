@@ -6,7 +6,9 @@
 //! leaves them. Then `verify` runs as a child process (wall time and peak
 //! RSS from `wait4`), and `sha256sum` hashes every page file (the bytes
 //! verify must read). The targets: verify within 1.5x of `sha256sum`, its
-//! peak RSS under 64 MiB at a million pages.
+//! peak RSS under 64 MiB at a million pages. With `--bucket` the pages
+//! land in a private S3 bucket and verify reads them there; `sha256sum`
+//! hashes a local copy of the same objects.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -15,7 +17,9 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use serde::Serialize;
 
-use super::harness::{bench_sync, policy, waited, SimProcess};
+use edc_testkit::s3_server::PrivateS3;
+
+use super::harness::{bench_sync_to, policy, waited, SimProcess};
 use super::startup::{rss, Measured};
 
 /// The figures of one size.
@@ -33,22 +37,43 @@ pub struct Figures {
     pub audit_verify_s: f64,
 }
 
-/// Lands `pages` one-record pages in `work` and measures verify over them.
-pub fn run(exe: &Path, work: &Path, pages: u64) -> anyhow::Result<Figures> {
+/// Lands `pages` one-record pages in `work` (or, given one, under the
+/// prefix of a bucket) and measures verify over them.
+pub fn run(
+    exe: &Path,
+    work: &Path,
+    pages: u64,
+    bucket: Option<(&PrivateS3, String)>,
+) -> anyhow::Result<Figures> {
     let sim = SimProcess::start(exe, pages, 0)?;
     std::fs::create_dir_all(work)?;
     let config = work.join("bench-policy.yaml");
     std::fs::write(&config, policy(1, 1024 * 1024))?;
-    let (ok, _) = waited(bench_sync(Command::new(exe), &config, work, &sim.url))?;
+    let landing = work.join("landing");
+    // Where the pages land, and the environment that reaches it.
+    let (out, env): (std::ffi::OsString, Vec<(&str, String)>) = match &bucket {
+        None => (landing.clone().into(), Vec::new()),
+        Some((s3, prefix)) => (s3.url(prefix).into(), s3.env()),
+    };
+    let mut sync = bench_sync_to(Command::new(exe), &config, work, &sim.url, &out);
+    sync.envs(env.iter().map(|(k, v)| (k, v)));
+    let (ok, _) = waited(sync)?;
     if !ok {
         bail!("the sync that lands the {pages} pages failed");
     }
-    let landing = work.join("landing");
+    // The floor reads the same page bytes from a local copy.
+    if let Some((s3, prefix)) = &bucket {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(s3.download(prefix, &landing))?;
+    }
     let mut verify = Command::new(exe);
     verify
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .arg("verify")
         .arg("--out")
-        .arg(&landing)
+        .arg(&out)
         .arg("--state")
         .arg(work.join("state"))
         .arg("--audit-log")

@@ -107,7 +107,14 @@ pub async fn reconcile_db(
     let (out, mut views, links) = match landing {
         DbLanding::Dir(out) => local_views(out, progress)?,
         DbLanding::Bucket(bucket) => {
-            let (root, views) = super::view::LandingView::of_bucket(bucket, progress).await?;
+            let spool = scratch.path().join("bucket");
+            std::fs::create_dir_all(&spool).map_err(local(spool.clone()))?;
+            let (root, views) = super::view::LandingView::of_bucket(bucket, progress, &spool)
+                .await
+                .map_err(|e| match e {
+                    super::ObjectUnreadable::Object(e) => DbUnreadable::Object(e),
+                    super::ObjectUnreadable::Local(e) => DbUnreadable::Local(e),
+                })?;
             (root, views, Vec::new())
         }
     };

@@ -692,7 +692,7 @@ mod tests {
     use std::collections::HashMap;
     use std::io::Write;
 
-    use super::super::view::{FileView, LandingView, Manifest, Pages};
+    use super::super::view::{LandingView, Manifest, Pages};
     use super::super::{Progress, Summary};
     use super::{judge_leftovers, walk, DirWalk};
 
@@ -733,23 +733,21 @@ mod tests {
         }
         let mut manifest = entries.join("\n").into_bytes();
         manifest.push(b'\n');
-        let files = files
-            .iter()
-            .map(|&i| {
-                let (rel, sha256) = page(i);
-                FileView {
-                    path: dir.path().join(&rel),
-                    rel,
-                    regular: true,
-                    sha256,
-                }
-            })
-            .collect();
+        // The pages as an object store's walk spools them.
+        let spool = dir.path().join("pages.spool");
+        let mut spooled = std::fs::File::create(&spool).unwrap();
+        for &i in files {
+            let (rel, sha256) = page(i);
+            writeln!(spooled, "{sha256} {}", rel.strip_prefix("pages/").unwrap()).unwrap();
+        }
         let view = LandingView {
             path: dir.path().join(DIR),
             rel: DIR.into(),
             manifest: Manifest::Bytes(manifest),
-            files: Pages::Hashed(files),
+            files: Pages::Hashed {
+                spool,
+                dir: dir.path().to_path_buf(),
+            },
             owner: Ok(None),
         };
         let mut summary = Summary::default();

@@ -188,7 +188,16 @@ pub async fn reconcile_object(
     scope: &Scope,
     progress: &Progress,
 ) -> Result<Summary, ObjectUnreadable> {
-    let (root, views) = LandingView::of_bucket(landing, progress).await?;
+    // The listing's manifests and page hashes, spooled while it is walked
+    // (a local temporary directory, removed when verify ends).
+    let spool = tempfile::Builder::new()
+        .prefix("edc-sync-verify-")
+        .tempdir()
+        .map_err(|error| Unreadable {
+            path: std::env::temp_dir(),
+            error,
+        })?;
+    let (root, views) = LandingView::of_bucket(landing, progress, spool.path()).await?;
     Ok(reconcile_views(&root, &views, state, audit, scope, progress)?)
 }
 

@@ -6,14 +6,18 @@
 //!
 //! A local directory is read as the judge asks, never held: its manifest
 //! line by line and its pages one at a time (a directory of a million
-//! pages would otherwise be a million names and hashes in memory).
+//! pages would otherwise be a million names and hashes in memory). An
+//! object store is walked once, in key order, as it lists: each landing
+//! directory's manifest objects and its pages' hashes are spooled to local
+//! files as they come, and the judge reads those files as it reads a
+//! directory's. Nothing grows with the pages in memory.
 
 use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use crate::digest::sha256_file_through;
-use crate::store::object::{ObjectError, ObjectLanding};
+use crate::store::object::ObjectLanding;
 
 /// One landing directory as verify reads it: its manifest and its pages.
 pub(super) struct LandingView {
@@ -58,8 +62,9 @@ impl Manifest {
 pub(super) enum Pages {
     /// The `pages/` directory, each file hashed as it is met.
     Dir(PathBuf),
-    /// Pages hashed already (an object store's page objects).
-    Hashed(Vec<FileView>),
+    /// Pages hashed already (an object store's page objects): a spool file
+    /// of `<sha256> <name>` lines, and where the pages are, for messages.
+    Hashed { spool: PathBuf, dir: PathBuf },
 }
 
 impl Pages {
@@ -70,8 +75,19 @@ impl Pages {
         mut f: impl FnMut(&FileView),
     ) -> std::io::Result<()> {
         let dir = match self {
-            Pages::Hashed(files) => {
-                files.iter().for_each(f);
+            Pages::Hashed { spool, dir } => {
+                let lines = std::io::BufReader::new(crate::no_follow::read(spool)?);
+                for line in lines.lines() {
+                    let line = line?;
+                    let (sha256, name) = line.split_once(' ').unwrap_or_default();
+                    let rel = format!("pages/{name}");
+                    f(&FileView {
+                        path: dir.join(&rel),
+                        rel,
+                        regular: true,
+                        sha256: sha256.to_string(),
+                    });
+                }
                 return Ok(());
             }
             Pages::Dir(dir) => dir,
@@ -117,59 +133,97 @@ pub(super) struct FileView {
 
 impl LandingView {
     /// Every landing directory of the object store `landing`, and the
-    /// root its paths are shown under (the `--out` URL).
+    /// root its paths are shown under (the `--out` URL): one walk over the
+    /// listing, in key order, each directory's manifest and page hashes
+    /// spooled to files in `spool` as they come. A directory's objects all
+    /// begin with its name and a slash, so in key order they come together
+    /// (or, for a directory nested in another, within its run): one that
+    /// the listing has passed is finished and never met again.
     pub(super) async fn of_bucket(
         landing: &ObjectLanding,
         progress: &super::Progress,
-    ) -> Result<(PathBuf, Vec<LandingView>), ObjectError> {
-        let names = landing.list("").await?;
-        let mut dirs: BTreeMap<String, (Vec<u8>, Vec<String>)> = BTreeMap::new();
-        for name in &names {
-            if let Some((dir, _)) = name.rsplit_once("/manifest/") {
-                let bytes = landing.read(name).await?.unwrap_or_default();
-                dirs.entry(dir.to_string())
-                    .or_default()
-                    .0
-                    .extend_from_slice(&bytes);
-            } else if let Some((dir, page)) = name.rsplit_once("/pages/") {
-                dirs.entry(dir.to_string()).or_default().1.push(page.to_string());
-            }
-        }
+        spool: &Path,
+    ) -> Result<(PathBuf, Vec<LandingView>), super::ObjectUnreadable> {
+        use futures_util::StreamExt;
+        use std::io::Write;
         let root = PathBuf::from(landing.url());
+        let local = |path: &Path| {
+            let path = path.to_path_buf();
+            move |error| super::Unreadable { path, error }
+        };
+        let mut open: BTreeMap<String, Spooling> = BTreeMap::new();
         let mut views = Vec::new();
-        for (dir, (manifest, pages)) in dirs {
-            let mut files = Vec::new();
-            for page in pages {
-                let rel = format!("pages/{page}");
-                let sha256 = landing.sha256(&format!("{dir}/{rel}")).await?.map(|(sha, _)| sha);
-                progress.page();
-                files.push(FileView {
-                    path: root.join(&dir).join(&rel),
-                    rel,
-                    regular: true,
-                    sha256: sha256.unwrap_or_default(),
-                });
+        let mut last: Option<String> = None;
+        // Objects are fetched a few at a time ahead of the walk, and met
+        // in the listing's order.
+        let fetched = landing
+            .names("")
+            .map(|name| async move {
+                let name = name?;
+                let got = match (name.rsplit_once("/manifest/"), name.rsplit_once("/pages/")) {
+                    (Some(_), _) => Fetched::Manifest(landing.read(&name).await?.unwrap_or_default()),
+                    (None, Some(_)) => Fetched::Page(landing.sha256(&name).await?.map(|(sha, _)| sha)),
+                    (None, None) => Fetched::Other,
+                };
+                Ok::<_, crate::store::object::ObjectError>((name, got))
+            })
+            .buffered(FETCHES_AHEAD);
+        let mut fetched = std::pin::pin!(fetched);
+        while let Some(next) = fetched.next().await {
+            let (name, got) = next?;
+            if last.as_ref().is_some_and(|last| *last >= name) {
+                return Err(super::Unreadable {
+                    path: root.clone(),
+                    error: std::io::Error::other(format!(
+                        "the object store listed {name} after {}: not in key order, which verify reads a bucket in",
+                        last.unwrap_or_default()
+                    )),
+                }
+                .into());
             }
-            let owner = match landing
-                .read(&format!("{dir}/{}", crate::store::owner::OWNER_FILE))
-                .await?
-            {
-                None => Ok(None),
-                Some(t) => crate::store::owner::parse_id(&String::from_utf8_lossy(&t))
-                    .map(Some)
-                    .ok_or_else(|| {
-                        "it does not hold a state directory id (hex digits; what it holds is not shown)"
-                            .into()
-                    }),
+            let passed: Vec<String> = open
+                .keys()
+                .filter(|dir| !name.starts_with(&format!("{dir}/")))
+                .cloned()
+                .collect();
+            for dir in passed {
+                if let Some(done) = open.remove(&dir) {
+                    views.push(done.finish(landing, &root).await?);
+                }
+            }
+            let (dir, page) = match (name.rsplit_once("/manifest/"), name.rsplit_once("/pages/")) {
+                (Some((dir, _)), _) => (dir, None),
+                (None, Some((dir, page))) => (dir, Some(page)),
+                (None, None) => {
+                    last = Some(name);
+                    continue;
+                }
             };
-            views.push(LandingView {
-                path: root.join(&dir),
-                rel: dir,
-                manifest: Manifest::Bytes(manifest),
-                files: Pages::Hashed(files),
-                owner,
-            });
+            let n = views.len() + open.len();
+            let spooling = match open.entry(dir.to_string()) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    e.insert(Spooling::new(dir, spool, n).map_err(local(spool))?)
+                }
+            };
+            match (page, got) {
+                (None, Fetched::Manifest(bytes)) => spooling
+                    .manifest
+                    .write_all(&bytes)
+                    .map_err(local(&spooling.manifest_path))?,
+                (Some(page), Fetched::Page(sha256)) => {
+                    progress.page();
+                    writeln!(spooling.pages, "{} {page}", sha256.unwrap_or_default())
+                        .map_err(local(&spooling.pages_path))?;
+                }
+                _ => {}
+            }
+            last = Some(name);
         }
+        for (_, done) in open {
+            views.push(done.finish(landing, &root).await?);
+        }
+        views.sort_by(|a, b| a.rel.cmp(&b.rel));
         Ok((root, views))
     }
 
@@ -188,5 +242,89 @@ impl LandingView {
 
     pub(super) fn manifest_path(&self) -> PathBuf {
         self.path.join("manifest.jsonl")
+    }
+}
+
+/// How many objects verify reads ahead of its walk over a bucket: each a
+/// round trip, so a few at once, and never more than that many pages held.
+const FETCHES_AHEAD: usize = 16;
+
+/// What was read of one listed object.
+enum Fetched {
+    /// A manifest object's bytes.
+    Manifest(bytes::Bytes),
+    /// A page object's SHA-256 (`None`: gone since it was listed).
+    Page(Option<String>),
+    /// Neither (a `.owner`, a probe): nothing read.
+    Other,
+}
+
+/// One landing directory of an object store while the listing walks it.
+struct Spooling {
+    dir: String,
+    manifest_path: PathBuf,
+    manifest: std::io::BufWriter<std::fs::File>,
+    pages_path: PathBuf,
+    pages: std::io::BufWriter<std::fs::File>,
+}
+
+impl Spooling {
+    /// The `n`th directory met, `dir`, spooled into `spool`.
+    fn new(dir: &str, spool: &Path, n: usize) -> std::io::Result<Spooling> {
+        let manifest_path = spool.join(format!("{n}.manifest"));
+        let pages_path = spool.join(format!("{n}.pages"));
+        Ok(Spooling {
+            dir: dir.to_string(),
+            manifest: std::io::BufWriter::new(std::fs::File::create_new(&manifest_path)?),
+            manifest_path,
+            pages: std::io::BufWriter::new(std::fs::File::create_new(&pages_path)?),
+            pages_path,
+        })
+    }
+
+    /// The directory's view, its spool files written out, its `.owner`
+    /// read.
+    async fn finish(
+        self,
+        landing: &ObjectLanding,
+        root: &Path,
+    ) -> Result<LandingView, super::ObjectUnreadable> {
+        use std::io::Write;
+        let Spooling {
+            dir,
+            manifest_path,
+            mut manifest,
+            pages_path,
+            mut pages,
+        } = self;
+        manifest.flush().map_err(|error| super::Unreadable {
+            path: manifest_path.clone(),
+            error,
+        })?;
+        pages.flush().map_err(|error| super::Unreadable {
+            path: pages_path.clone(),
+            error,
+        })?;
+        let owner = match landing
+            .read(&format!("{dir}/{}", crate::store::owner::OWNER_FILE))
+            .await?
+        {
+            None => Ok(None),
+            Some(t) => crate::store::owner::parse_id(&String::from_utf8_lossy(&t))
+                .map(Some)
+                .ok_or_else(|| {
+                    "it does not hold a state directory id (hex digits; what it holds is not shown)".into()
+                }),
+        };
+        Ok(LandingView {
+            path: root.join(&dir),
+            files: Pages::Hashed {
+                spool: pages_path,
+                dir: root.join(&dir),
+            },
+            rel: dir,
+            manifest: Manifest::File(manifest_path),
+            owner,
+        })
     }
 }

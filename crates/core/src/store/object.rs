@@ -430,17 +430,31 @@ impl ObjectLanding {
             .await
             .map_err(|e| self.error("list", &key, e))?;
         metas.sort_by(|a, b| a.location.cmp(&b.location));
-        let prefix = self.prefix.as_ref();
-        Ok(metas
-            .into_iter()
-            .map(|m| {
-                let full = m.location.to_string();
-                match prefix {
-                    "" => full,
-                    p => full.strip_prefix(&format!("{p}/")).unwrap_or(&full).to_string(),
-                }
-            })
-            .collect())
+        Ok(metas.into_iter().map(|m| self.relative(&m.location)).collect())
+    }
+
+    /// The names (relative to the prefix) of every object below `rel`, as
+    /// the store lists them (S3, GCS and Azure: in key order), one page of
+    /// the listing held at a time: for a walk over a bucket of any size.
+    pub fn names<'a>(
+        &'a self,
+        rel: &str,
+    ) -> impl futures_util::Stream<Item = Result<String, ObjectError>> + 'a {
+        use futures_util::StreamExt;
+        let key = self.key(rel);
+        self.store.list(Some(&key)).map(move |meta| match meta {
+            Ok(meta) => Ok(self.relative(&meta.location)),
+            Err(e) => Err(self.error("list", &key, e)),
+        })
+    }
+
+    /// `location` relative to the prefix.
+    fn relative(&self, location: &ObjPath) -> String {
+        let full = location.to_string();
+        match self.prefix.as_ref() {
+            "" => full,
+            p => full.strip_prefix(&format!("{p}/")).unwrap_or(&full).to_string(),
+        }
     }
 
     /// Removes the object at `rel` (a manifest line past a rebuilt end).
