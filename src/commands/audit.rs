@@ -133,12 +133,10 @@ pub fn reconcile(args: crate::cli::VerifyArgs) -> Result<(), Error> {
     }
     // Each page's retention, where the landing's pages carry one.
     let url = edc_core::redact::redact_arg(&dirs.out.to_string_lossy());
-    for line in summary
-        .retention
-        .iter()
-        .flat_map(|r| r.lines(url.trim_end_matches('/')))
-    {
-        writeln!(stdout, "{line}").io(|| "writing the report to stdout".into())?;
+    if let Some(retained) = &summary.retention {
+        retained
+            .write_lines(url.trim_end_matches('/'), &mut stdout)
+            .io(|| "writing the report to stdout".into())?;
     }
     let line = match scope.describe() {
         Some(scope) => format!("{scope}: {summary}"),

@@ -364,7 +364,11 @@ where
     let var = |what: &str| std::env::var(format!("{prefix}_{what}"));
     let seeds: Vec<u64> = match var("SEED") {
         Ok(seed) => vec![seed.parse().unwrap()],
-        Err(_) => (0..var("CASES").map_or(default_cases, |n| n.parse().unwrap())).collect(),
+        Err(_) => {
+            // `<prefix>_FROM`: a run by hand past the suite's own seeds.
+            let from: u64 = var("FROM").map_or(0, |n| n.parse().unwrap());
+            (from..from + var("CASES").map_or(default_cases, |n| n.parse().unwrap())).collect()
+        }
     };
     let mut endings: BTreeMap<Ending, usize> = BTreeMap::new();
     let mut failures = Vec::new();

@@ -1,62 +1,107 @@
 //! What `verify` reports of an S3 landing's retention: each page's Object
 //! Lock mode and retain-until date as S3 reports it now (HeadObject), so a
 //! reviewer sees that the pages are still unchangeable and until when.
+//!
+//! A bucket of a million pages is a million of those lines: they are
+//! spooled to an unnamed temporary file as the listing is walked and
+//! written out from it, and only the summary (modes, earliest date,
+//! counts) is held.
 
+use std::collections::BTreeSet;
 use std::fmt;
+use std::io::{BufRead, Seek, Write};
 
-use crate::store::object::{ObjectError, ObjectLanding};
-use crate::store::object_lock::Retention;
+use super::{ObjectUnreadable, Unreadable};
+use crate::store::object::ObjectLanding;
 
 /// The retention of every page of a landing.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Retained {
-    /// Each page with a retention: its name below the landing, and it.
-    pub pages: Vec<(String, Retention)>,
-    /// Pages S3 reports no retention for.
-    pub unretained: Vec<String>,
+    /// How many pages carry a retention.
+    pub retained: u64,
+    /// How many pages S3 reports no retention for.
+    pub unretained: u64,
+    modes: BTreeSet<String>,
+    earliest: Option<String>,
+    /// `<name> <mode> <retain until>` a retained page, in listing order.
+    spool: std::fs::File,
 }
 
 impl Retained {
-    /// Reads the retention of every page of `landing` (one HEAD a page).
-    pub async fn of(landing: &ObjectLanding) -> Result<Retained, ObjectError> {
-        let mut retained = Retained::default();
-        for name in landing.list("").await? {
+    /// Reads the retention of every page of `landing` (one HEAD a page),
+    /// walking its listing once.
+    pub async fn of(landing: &ObjectLanding) -> Result<Retained, ObjectUnreadable> {
+        use futures_util::StreamExt;
+        let spooled = |error| Unreadable {
+            path: std::env::temp_dir(),
+            error,
+        };
+        let mut retained = Retained {
+            retained: 0,
+            unretained: 0,
+            modes: BTreeSet::new(),
+            earliest: None,
+            spool: tempfile::tempfile().map_err(spooled)?,
+        };
+        let mut spool = std::io::BufWriter::new(&retained.spool);
+        let mut names = std::pin::pin!(landing.names(""));
+        while let Some(name) = names.next().await {
+            let name = name?;
             if !name.contains("/pages/") {
                 continue;
             }
             match landing.retention(&name).await? {
-                Some(r) => retained.pages.push((name, r)),
-                None => retained.unretained.push(name),
+                Some(r) => {
+                    writeln!(spool, "{name} {} {}", r.mode, r.retain_until).map_err(spooled)?;
+                    retained.retained += 1;
+                    if retained.earliest.as_ref().is_none_or(|e| r.retain_until < *e) {
+                        retained.earliest = Some(r.retain_until.clone());
+                    }
+                    retained.modes.insert(r.mode);
+                }
+                None => retained.unretained += 1,
             }
         }
+        spool.flush().map_err(spooled)?;
+        drop(spool);
         Ok(retained)
     }
 
-    /// One line a page with a retention, as `verify` prints them.
-    pub fn lines(&self, url: &str) -> Vec<String> {
-        self.pages
-            .iter()
-            .map(|(name, r)| format!("{url}/{name}: retained {} until {}", r.mode, r.retain_until))
-            .collect()
+    /// Writes one line a page with a retention to `out`, as `verify`
+    /// prints them (`url` the landing's, without a trailing slash).
+    pub fn write_lines(&self, url: &str, out: &mut impl Write) -> std::io::Result<()> {
+        let mut spool = &self.spool;
+        spool.rewind()?;
+        for line in std::io::BufReader::new(spool).lines() {
+            let line = line?;
+            let mut parts = line.splitn(3, ' ');
+            let (name, mode, until) = (
+                parts.next().unwrap_or_default(),
+                parts.next().unwrap_or_default(),
+                parts.next().unwrap_or_default(),
+            );
+            writeln!(out, "{url}/{name}: retained {mode} until {until}")?;
+        }
+        Ok(())
     }
 }
 
 impl fmt::Display for Retained {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut modes: Vec<&str> = self.pages.iter().map(|(_, r)| r.mode.as_str()).collect();
-        modes.sort();
-        modes.dedup();
-        let earliest = self.pages.iter().map(|(_, r)| r.retain_until.as_str()).min();
-        match earliest {
+        match &self.earliest {
             Some(earliest) => write!(
                 f,
                 "{} page(s) retained {}, the earliest until {earliest}",
-                self.pages.len(),
-                modes.join(" and ")
+                self.retained,
+                self.modes
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .join(" and ")
             )?,
             None => write!(f, "no page retained")?,
         }
-        match self.unretained.len() {
+        match self.unretained {
             0 => Ok(()),
             n => write!(f, ", {n} page(s) without retention"),
         }

@@ -91,7 +91,7 @@ pub async fn verify(
     // An S3 landing's pages: their retention as S3 reports it now.
     if let Some(bucket) = object.as_ref().filter(|_| text.starts_with("s3://")) {
         let retained = super::Retained::of(bucket).await?;
-        if !retained.pages.is_empty() {
+        if retained.retained > 0 {
             summary.retention = Some(retained);
         }
     }
