@@ -61,13 +61,6 @@ pub fn run(
     if !ok {
         bail!("the sync that lands the {pages} pages failed");
     }
-    // The floor reads the same page bytes from a local copy.
-    if let Some((s3, prefix)) = &bucket {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        runtime.block_on(s3.download(prefix, &landing))?;
-    }
     let mut verify = Command::new(exe);
     verify
         .envs(env.iter().map(|(k, v)| (k, v)))
@@ -83,6 +76,15 @@ pub fn run(
     let (verify, ok) = Measured::of(verify)?;
     if !ok {
         bail!("verify found the landing it measures damaged (or failed)");
+    }
+    // The floor reads the same page bytes from a local copy, made after
+    // verify ran (this process's own peak would otherwise be all wait4
+    // can tell of the child's).
+    if let Some((s3, prefix)) = &bucket {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(s3.download(prefix, &landing))?;
     }
     let started = Instant::now();
     let hashed = Command::new("sh")

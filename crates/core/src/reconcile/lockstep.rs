@@ -738,7 +738,8 @@ mod tests {
         let mut spooled = std::fs::File::create(&spool).unwrap();
         for &i in files {
             let (rel, sha256) = page(i);
-            writeln!(spooled, "{sha256} {}", rel.strip_prefix("pages/").unwrap()).unwrap();
+            let name = serde_json::Value::from(rel.strip_prefix("pages/").unwrap());
+            writeln!(spooled, "{sha256} {name}").unwrap();
         }
         let view = LandingView {
             path: dir.path().join(DIR),

@@ -23,7 +23,8 @@ pub struct Retained {
     pub unretained: u64,
     modes: BTreeSet<String>,
     earliest: Option<String>,
-    /// `<name> <mode> <retain until>` a retained page, in listing order.
+    /// `<name>: retained <mode> until <date>` a retained page, in listing
+    /// order.
     spool: std::fs::File,
 }
 
@@ -52,7 +53,11 @@ impl Retained {
             }
             match landing.retention(&name).await? {
                 Some(r) => {
-                    writeln!(spool, "{name} {} {}", r.mode, r.retain_until).map_err(spooled)?;
+                    // The line as verify prints it, less the URL: a key
+                    // may hold a newline, written escaped.
+                    let name = name.escape_debug();
+                    writeln!(spool, "{name}: retained {} until {}", r.mode, r.retain_until)
+                        .map_err(spooled)?;
                     retained.retained += 1;
                     if retained.earliest.as_ref().is_none_or(|e| r.retain_until < *e) {
                         retained.earliest = Some(r.retain_until.clone());
@@ -73,14 +78,7 @@ impl Retained {
         let mut spool = &self.spool;
         spool.rewind()?;
         for line in std::io::BufReader::new(spool).lines() {
-            let line = line?;
-            let mut parts = line.splitn(3, ' ');
-            let (name, mode, until) = (
-                parts.next().unwrap_or_default(),
-                parts.next().unwrap_or_default(),
-                parts.next().unwrap_or_default(),
-            );
-            writeln!(out, "{url}/{name}: retained {mode} until {until}")?;
+            writeln!(out, "{url}/{}", line?)?;
         }
         Ok(())
     }

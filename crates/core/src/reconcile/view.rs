@@ -63,7 +63,8 @@ pub(super) enum Pages {
     /// The `pages/` directory, each file hashed as it is met.
     Dir(PathBuf),
     /// Pages hashed already (an object store's page objects): a spool file
-    /// of `<sha256> <name>` lines, and where the pages are, for messages.
+    /// of `<sha256> <name as a JSON string>` lines, and where the pages
+    /// are, for messages.
     Hashed { spool: PathBuf, dir: PathBuf },
 }
 
@@ -80,6 +81,7 @@ impl Pages {
                 for line in lines.lines() {
                     let line = line?;
                     let (sha256, name) = line.split_once(' ').unwrap_or_default();
+                    let name: String = serde_json::from_str(name).map_err(std::io::Error::other)?;
                     let rel = format!("pages/{name}");
                     f(&FileView {
                         path: dir.join(&rel),
@@ -213,6 +215,9 @@ impl LandingView {
                     .map_err(local(&spooling.manifest_path))?,
                 (Some(page), Fetched::Page(sha256)) => {
                     progress.page();
+                    // The name as a JSON string: an object's key may hold
+                    // any character, a newline too.
+                    let page = serde_json::Value::from(page);
                     writeln!(spooling.pages, "{} {page}", sha256.unwrap_or_default())
                         .map_err(local(&spooling.pages_path))?;
                 }
