@@ -86,6 +86,25 @@ impl Fixture {
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or_default()
     }
+
+    /// The lookback memory the cursor seals, whole: the base of its
+    /// journal with every change after it (`cursor show --full` reads it
+    /// so, proven by the seal).
+    fn memory(&self) -> serde_json::Value {
+        let out = support::run(&[
+            "cursor",
+            "show",
+            "--full",
+            "--vendor",
+            "vault_json",
+            "--study",
+            "S-1",
+            "--state",
+            self.path("state").to_str().unwrap(),
+        ]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        serde_json::from_str::<serde_json::Value>(&out.stdout).unwrap()["lookback"].take()
+    }
 }
 
 fn strace() -> &'static str {
@@ -351,8 +370,7 @@ async fn the_trail_grows_by_the_page_not_by_the_lookback_memory() {
                 .sum::<usize>()
         })
         .sum();
-    let cursor = fx.cursor();
-    let memory = &cursor["lookback"];
+    let memory = fx.memory();
     let held: usize = memory["seen"]
         .as_array()
         .unwrap()
@@ -363,11 +381,13 @@ async fn the_trail_grows_by_the_page_not_by_the_lookback_memory() {
     let seal = &committed.last().unwrap()["cursor_state"]["lookback"];
     assert_eq!(seal["identities"], held);
     assert!(seal.get("seen").is_none(), "{seal}");
-    // The seal is of the memory's compact JSON, as the cursor file holds it.
+    // The seal is of the memory's compact JSON, as its journal holds it;
+    // the cursor file holds the seal.
     assert_eq!(
         seal["sha256"].as_str().unwrap(),
-        edc_core::digest::sha256_hex(serde_json::to_string(memory).unwrap().as_bytes())
+        edc_core::digest::sha256_hex(serde_json::to_string(&memory).unwrap().as_bytes())
     );
+    assert_eq!(&fx.cursor()["lookback"], seal);
     assert_eq!(fx.verify().code, 0);
 }
 
@@ -421,6 +441,86 @@ async fn a_torn_cursor_file_is_rebuilt_from_the_trail() {
         committed[3]["replayed"], false,
         "the fourth page, not the third again"
     );
+}
+
+/// The journal of the lookback memory beside a cursor file is not fsynced
+/// either: one that lost its last append (or was cut in a crash) is behind
+/// the cursor, which `verify` says without calling it damage, and the next
+/// run rebuilds the cursor from the trail, audited, fetching nothing
+/// again. One changed afterwards is damage: refused (65) naming it, and
+/// `--repair-state` rebuilds the cursor from the trail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lookback_journal_behind_its_cursor_is_rebuilt_and_a_changed_one_refused() {
+    let fx = Fixture::new(5);
+    let sim = sim(100).await;
+    let journal = fx.path("state/vault_json/-/S-1/-/default.memory.jsonl");
+    pages(&fx, &sim, 3);
+    let memory = fx.memory();
+    let whole = std::fs::read(&journal).unwrap();
+    let requests = sim.requests().len();
+    let last_line = whole[..whole.len() - 1]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .unwrap()
+        + 1;
+    std::fs::write(&journal, &whole[..last_line]).unwrap();
+    let verify = fx.verify();
+    assert_eq!(verify.code, 0, "{}\n{}", verify.stdout, verify.stderr);
+    assert!(
+        verify.stdout.contains("default.memory.jsonl") && verify.stdout.contains("rebuilds the cursor"),
+        "{}",
+        verify.stdout
+    );
+    pages(&fx, &sim, 0);
+    assert_eq!(sim.requests().len(), requests, "nothing was fetched");
+    assert_eq!(events(&fx, "cursor_rebuilt").len(), 1);
+    assert_eq!(fx.memory(), memory, "the memory replayed from the trail");
+    assert_eq!(fx.verify().code, 0);
+
+    // A cursor file edited to seal another memory is not a journal that
+    // lost writes: it disagrees with the line it names, and is refused.
+    let cursor_path = fx.path("state/vault_json/-/S-1/-/default.cursor.json");
+    let kept = std::fs::read(&cursor_path).unwrap();
+    let mut edited = fx.cursor();
+    edited["lookback"]["identities"] = (edited["lookback"]["identities"].as_u64().unwrap() + 1).into();
+    std::fs::write(&cursor_path, edited.to_string()).unwrap();
+    let out = fx.sync(&[], &sim, &["--max-pages", "0"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(65), "{stderr}");
+    assert!(
+        stderr.contains("default.cursor.json") && stderr.contains("disagrees with the page_committed line"),
+        "{stderr}"
+    );
+    assert_eq!(fx.verify().code, 65);
+    std::fs::write(&cursor_path, kept).unwrap();
+
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let id = memory["seen"][0][1][0].as_str().unwrap().to_string();
+    let other = format!("{}{}", if id.starts_with('0') { "1" } else { "0" }, &id[1..]);
+    std::fs::write(&journal, text.replacen(&id, &other, 1)).unwrap();
+    let verify = fx.verify();
+    assert_eq!(verify.code, 65, "{}\n{}", verify.stdout, verify.stderr);
+    assert!(
+        verify.stdout.contains("default.memory.jsonl"),
+        "{}",
+        verify.stdout
+    );
+    let out = fx.sync(&[], &sim, &["--max-pages", "0"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(65), "{stderr}");
+    assert!(
+        stderr.contains("default.memory.jsonl") && stderr.contains("--repair-state"),
+        "{stderr}"
+    );
+    assert_eq!(sim.requests().len(), requests, "nothing was fetched");
+    let out = fx
+        .sync(&[], &sim, &["--max-pages", "0", "--repair-state"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(events(&fx, "cursor_rebuilt").len(), 2);
+    assert_eq!(fx.memory(), memory);
+    assert_eq!(fx.verify().code, 0);
 }
 
 /// A cursor file written before cursors carried receipts names no commit

@@ -72,11 +72,12 @@ async fn verify_passes_after_a_sync_and_names_every_tampering() {
         manifest_lines(&fx).into_iter().partition(|l| l.contains(name2));
     let dropped: serde_json::Value = serde_json::from_str(&dropped[0]).unwrap();
     std::fs::write(stream_dir(&fx).join("manifest.jsonl"), kept.join("\n") + "\n").unwrap();
-    // 4. The cursor moved by hand.
+    // 4. The cursor moved by hand (its lookback memory is held by a
+    // seal, the memory itself in the journal beside it).
     let cursor = std::fs::read_to_string(cursor_file(&fx)).unwrap();
-    let moved = cursor.replace("2026", "2027");
-    assert_ne!(moved, cursor);
-    std::fs::write(cursor_file(&fx), moved).unwrap();
+    let mut moved: serde_json::Value = serde_json::from_str(&cursor).unwrap();
+    moved["window_start"] = "2027-01-01T00:00:00Z".into();
+    std::fs::write(cursor_file(&fx), moved.to_string()).unwrap();
 
     let out = verify(&fx);
     assert_eq!(out.code, 65, "{}{}", out.stdout, out.stderr);
@@ -91,7 +92,11 @@ async fn verify_passes_after_a_sync_and_names_every_tampering() {
         format!("does not list {dropped_file}, which page_committed at audit line"),
         format!("{}: it is", cursor_file(&fx).display()),
     ] {
-        assert!(report.contains(&expected), "missing {expected:?} in:\n{report}");
+        assert!(
+            report.contains(&expected),
+            "missing {expected:?} in:\n{report}\n{}",
+            out.stderr
+        );
     }
     assert!(report.contains(name0));
     assert!(out.stderr.contains("discrepancies"), "{}", out.stderr);

@@ -8,13 +8,16 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 /// The bytes a committed page's records take, averaged over the phase: the
-/// `page_committed` line (with a lookback, the cursor's memory of the
-/// re-read span rides in it), the manifest line and the cursor file.
+/// `page_committed` line (with a lookback, the page's change to the
+/// memory and its seal ride in it), the manifest line, the cursor file
+/// and, with a lookback, the change line of the memory's journal.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct CommitBytes {
     pub audit_line: u64,
     pub manifest_line: u64,
     pub cursor: u64,
+    #[serde(default)]
+    pub journal_line: u64,
 }
 
 impl CommitBytes {
@@ -27,6 +30,7 @@ impl CommitBytes {
         let trail = std::fs::read_to_string(work.join("audit.jsonl")).context("reading the phase's trail")?;
         let mut manifest = 0;
         let mut cursor = 0;
+        let mut journal_line = 0;
         let written = [work.join("landing"), work.join("state")].map(|d| edc_qualify::files::under(&d));
         for file in written.into_iter().flatten() {
             let name = file.file_name().and_then(|n| n.to_str()).unwrap_or_default();
@@ -34,12 +38,18 @@ impl CommitBytes {
                 manifest = average(&std::fs::read_to_string(&file)?, &|_| true);
             } else if name.ends_with(".cursor.json") {
                 cursor = std::fs::metadata(&file)?.len();
+            } else if name.ends_with(".memory.jsonl") {
+                // Its first line is the memory whole, written now and then.
+                let text = std::fs::read_to_string(&file)?;
+                let changes: String = text.lines().skip(1).map(|l| format!("{l}\n")).collect();
+                journal_line = average(&changes, &|_| true);
             }
         }
         Ok(CommitBytes {
             audit_line: average(&trail, &|l| l.contains("\"event\":\"page_committed\"")),
             manifest_line: manifest,
             cursor,
+            journal_line,
         })
     }
 }

@@ -112,7 +112,8 @@ pub struct Floor {
 
 /// The floor: per page, the syscalls edc-sync's commit still makes, with
 /// `page_bytes` of data and the commit's own records at their sizes
-/// (`commit`: the audit line, the manifest line, the cursor file), and
+/// (`commit`: the audit line, the manifest line, the cursor file, the
+/// journal line of a lookback's memory), and
 /// nothing else; with `receive`, each page is first received by a bare
 /// GET and its bytes are the ones written.
 pub fn floor(
@@ -135,11 +136,16 @@ pub fn floor(
         .open(work.join("manifest.jsonl"))?;
     let body = vec![b'x'; page_bytes as usize];
     let line = |n: u64| vec![b'y'; n as usize];
-    let (audit_line, manifest_line, cursor_file) = (
+    let (audit_line, manifest_line, cursor_file, journal_line) = (
         line(commit.audit_line),
         line(commit.manifest_line),
         line(commit.cursor),
+        line(commit.journal_line),
     );
+    let mut journal = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(work.join("memory.jsonl"))?;
     let cpu0 = super::harness::cpu_time();
     let t0 = Instant::now();
     for n in 0..pages {
@@ -155,6 +161,9 @@ pub fn floor(
         manifest.write_all(&manifest_line)?;
         audit.write_all(&audit_line)?;
         audit.sync_data()?;
+        if !journal_line.is_empty() {
+            journal.write_all(&journal_line)?;
+        }
         let cursor = work.join("cursor.json");
         std::fs::write(cursor.with_extension("tmp"), &cursor_file)?;
         std::fs::rename(cursor.with_extension("tmp"), &cursor)?;

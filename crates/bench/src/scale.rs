@@ -54,6 +54,14 @@ pub struct FullMemory {
     pub identities: u64,
     pub line_bytes: u64,
     pub cursor_bytes: u64,
+    /// The average change line of the lookback memory's journal (0: a
+    /// binary that writes the memory into the cursor file).
+    pub journal_line_bytes: u64,
+    /// Everything the sync wrote (Linux's `wchar` of the reaped child:
+    /// trail, pages, manifest, cursor, journal), a page.
+    pub written_per_page: u64,
+    /// The pages' own landed bytes, a page: the least a page writes.
+    pub landed_per_page: u64,
 }
 
 /// Records a page, and at most pages, of the full-memory sync: 40,000
@@ -153,6 +161,7 @@ fn full_memory(exe: &Path, work: &Path, pages: u64) -> anyhow::Result<FullMemory
     let policy = policy(FULL_PAGE, 1024 * 1024).replace("      seconds: 300\n", "      seconds: 86400\n");
     std::fs::write(&config, policy)?;
     let trail = work.join("audit.jsonl");
+    let written_before = written_by_reaped_children()?;
     if !waited(super::harness::bench_sync(
         Command::new(exe),
         &config,
@@ -163,6 +172,7 @@ fn full_memory(exe: &Path, work: &Path, pages: u64) -> anyhow::Result<FullMemory
     {
         bail!("the sync of {pages} pages of {FULL_PAGE} records failed");
     }
+    let written = written_by_reaped_children()? - written_before;
     let text = std::fs::read_to_string(&trail).context("reading the full-memory trail")?;
     let lines: Vec<&str> = text
         .lines()
@@ -175,16 +185,47 @@ fn full_memory(exe: &Path, work: &Path, pages: u64) -> anyhow::Result<FullMemory
         .and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .and_then(|l| l["cursor_state"]["lookback"]["identities"].as_u64())
         .unwrap_or(0);
-    let cursor = edc_qualify::files::under(&work.join("state"))
-        .into_iter()
+    let state = edc_qualify::files::under(&work.join("state"));
+    let cursor = state
+        .iter()
         .find(|p| p.to_string_lossy().ends_with(".cursor.json"))
         .context("the full-memory sync left no cursor file")?;
+    let journal_line_bytes = match state
+        .iter()
+        .find(|p| p.to_string_lossy().ends_with(".memory.jsonl"))
+    {
+        Some(journal) => {
+            let text = std::fs::read_to_string(journal)?;
+            let changes: Vec<&str> = text.lines().skip(1).collect();
+            changes.iter().map(|l| l.len() as u64 + 1).sum::<u64>() / (changes.len() as u64).max(1)
+        }
+        None => 0,
+    };
+    let landed: u64 = edc_qualify::files::under(&work.join("landing"))
+        .iter()
+        .filter(|p| !p.ends_with("manifest.jsonl"))
+        .map(|p| size(p))
+        .sum::<anyhow::Result<u64>>()?;
     Ok(FullMemory {
         records_per_page: FULL_PAGE,
         identities,
         line_bytes,
-        cursor_bytes: size(&cursor)?,
+        cursor_bytes: size(cursor)?,
+        journal_line_bytes,
+        written_per_page: written / pages.max(1),
+        landed_per_page: landed / pages.max(1),
     })
+}
+
+/// What this process's reaped children handed to `write`, all told
+/// (`wchar` of `/proc/self/io`, which the kernel adds a child's to when it
+/// is waited for).
+fn written_by_reaped_children() -> anyhow::Result<u64> {
+    let io = std::fs::read_to_string("/proc/self/io").context("reading /proc/self/io")?;
+    io.lines()
+        .find_map(|l| l.strip_prefix("wchar: "))
+        .and_then(|n| n.trim().parse().ok())
+        .context("no wchar in /proc/self/io")
 }
 
 /// Copies the directory `from` to `to`, whole.
@@ -277,8 +318,15 @@ pub fn render(f: &Figures) -> String {
     ));
     let full = &f.full_memory;
     out.push_str(&format!(
-        "a page of {} records at a memory of {} identities: a {}-byte page_committed line, a {}-byte cursor file\n",
-        full.records_per_page, full.identities, full.line_bytes, full.cursor_bytes
+        "a page of {} records at a memory of {} identities: a {}-byte page_committed line, a {}-byte cursor file, a \
+         {}-byte journal line\n",
+        full.records_per_page, full.identities, full.line_bytes, full.cursor_bytes, full.journal_line_bytes
+    ));
+    out.push_str(&format!(
+        "that sync wrote {} bytes a page, all told, for {} bytes of landed page (floor): {:.2}x\n",
+        full.written_per_page,
+        full.landed_per_page,
+        full.written_per_page as f64 / full.landed_per_page.max(1) as f64
     ));
     out.push_str(&format!(
         "quiet stream's run with nothing new: {:.3} s on its own trail, {:.3} s after {} lines of another stream: \

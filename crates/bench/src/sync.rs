@@ -128,6 +128,7 @@ pub fn render(f: &Figures) -> String {
     json["small_sha256_ms_per_byte"] = serde_json::json!(f.small_sha256_ms_per_byte());
     json["least_ms_per_page"] = serde_json::json!(f.least_ms_per_page(median));
     json["least_vs_floor"] = serde_json::json!(f.least_vs_floor(median));
+    json["floor_journal_line_bytes"] = serde_json::json!(small.commit_bytes.journal_line);
     format!(
         "sync benchmark (simulator in its own process, in-process pacer, unthrottled)\n\
          small pages: {} pages of {} bytes (the median of {} rounds, each a sync and at once its floors)\n\

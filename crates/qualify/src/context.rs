@@ -264,11 +264,16 @@ impl Ctx {
         cmd
     }
 
-    /// Attaches what a run leaves behind: audit trail, manifests, cursors.
+    /// Attaches what a run leaves behind: audit trail, manifests, cursors
+    /// and the journals of their lookback memories.
     pub fn attach_run_outputs(&mut self) {
         for path in crate::files::under(&self.dir) {
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            if name == "audit.jsonl" || name == "manifest.jsonl" || name.ends_with(".cursor.json") {
+            if name == "audit.jsonl"
+                || name == "manifest.jsonl"
+                || name.ends_with(".cursor.json")
+                || name.ends_with(".memory.jsonl")
+            {
                 self.attach(&path);
             }
         }

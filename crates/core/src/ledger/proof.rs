@@ -178,7 +178,11 @@ async fn prove_files(
     let trail = p.trail.canonical_path();
     super::recover::relist_after_torn_tail(landing, p.trail, name).await?;
     if !p.dry_run {
-        if let Some(rebuilt) = roll_forward::rebuild_if_torn(cursors, landing, trail, name)? {
+        if let Some(rebuilt) =
+            roll_forward::rebuild_if_torn(cursors, landing, trail, name, p.repair_state, |v| {
+                p.trail.as_recorded(v)
+            })?
+        {
             let event = events::CursorRebuilt {
                 stream: name.to_string(),
                 cursor_file: cursors.recorded_file(),

@@ -137,6 +137,30 @@ fn check_cursor(
             last.line
         ))
     } else {
+        check_journal(cursor, &value, summary);
         Ok(())
+    }
+}
+
+/// A cursor file that agrees with the trail and holds its lookback memory
+/// by a seal: whether the journal beside it holds that memory.
+fn check_journal(cursor: &Path, value: &Value, summary: &mut Summary) {
+    use crate::store::JournalUnresolved as Unresolved;
+    let journal = crate::store::journal_of(cursor);
+    match crate::store::check_journal(cursor, &value["lookback"]) {
+        Ok(()) => {}
+        Err(Unresolved::Behind(why)) => summary.behind.push(Discrepancy {
+            path: journal,
+            what: format!(
+                "the journal of the lookback memory the cursor seals is behind it: {why}; the next run \
+                 rebuilds the cursor from the trail (cursor_rebuilt) before fetching"
+            ),
+        }),
+        Err(Unresolved::Damaged(why) | Unresolved::Unreadable(why)) => {
+            summary.discrepancies.push(Discrepancy {
+                path: journal,
+                what: format!("not the lookback memory its cursor file seals: {why}"),
+            })
+        }
     }
 }

@@ -1,6 +1,8 @@
 //! The cursor: where a stream's next page is. One small JSON file per
 //! stream, replaced by rename, so a reader sees the old cursor or the new
-//! one, never a mix.
+//! one, never a mix. With a lookback, the file holds the memory of landed
+//! records by its seal, and the journal beside it holds the memory
+//! (`journal.rs`), so a commit writes the page's change, not the memory.
 //!
 //! The cursor file is not fsynced per page: the commit
 //! record is the page's fsynced `page_committed` audit line, which carries
@@ -45,6 +47,7 @@ use crate::record::identity::RecordKey;
 use crate::record::order::{compare_params, earlier};
 use crate::record::CursorValue;
 use crate::stream::StreamIdentity;
+use journal::Journal;
 use memory::RecordMemory;
 pub(crate) use snapshot::Snapshot;
 
@@ -91,6 +94,29 @@ struct State<M = RecordMemory> {
     /// hash (`snapshot.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     snapshot: Option<Snapshot>,
+}
+
+impl<M> State<M> {
+    /// The same state, its lookback memory held as `lookback`.
+    fn holding<N>(self, lookback: Option<N>) -> State<N> {
+        State {
+            format: self.format,
+            stream: self.stream,
+            window_start: self.window_start,
+            next_page: self.next_page,
+            window_end: self.window_end,
+            high_water: self.high_water,
+            pages_in_window: self.pages_in_window,
+            records_in_window: self.records_in_window,
+            last_page_sha256: self.last_page_sha256,
+            updated_at: self.updated_at,
+            run_id: self.run_id,
+            receipt: self.receipt,
+            manifest_bytes: self.manifest_bytes,
+            lookback,
+            snapshot: self.snapshot,
+        }
+    }
 }
 
 /// Which `page_committed` line a cursor file reflects: the trail's file
@@ -245,6 +271,15 @@ impl Cursor {
 
     /// The state as a line records it.
     fn line_state(&self) -> State<Seal> {
+        let mut state = self.file_state();
+        state.receipt = None;
+        state.manifest_bytes = None;
+        state
+    }
+
+    /// The state as the cursor file holds it: its lookback memory by its
+    /// seal, the memory itself in the journal beside it (`journal.rs`).
+    fn file_state(&self) -> State<Seal> {
         let s = &self.state;
         State {
             format: s.format,
@@ -258,8 +293,8 @@ impl Cursor {
             last_page_sha256: s.last_page_sha256.clone(),
             updated_at: s.updated_at.clone(),
             run_id: s.run_id.clone(),
-            receipt: None,
-            manifest_bytes: None,
+            receipt: s.receipt.clone(),
+            manifest_bytes: s.manifest_bytes,
             lookback: s.lookback.as_ref().map(RecordMemory::seal),
             snapshot: s.snapshot.clone(),
         }
@@ -285,6 +320,25 @@ impl Cursor {
     pub fn snapshot(&self) -> Option<&Snapshot> {
         self.state.snapshot.as_ref()
     }
+}
+
+/// What a power loss may have left of a cursor file ([`CursorStore::torn`]).
+#[derive(Debug)]
+pub(crate) enum Torn {
+    /// Whole, or not this kind of damage.
+    No,
+    /// Not JSON at all.
+    File,
+    /// JSON, sealing a lookback memory its journal does not hold: `said`
+    /// is the state it holds (as a `page_committed` line records states),
+    /// `receipt` the line it names, `why` what the journal lacks. It is
+    /// rebuilt only when it agrees with that line (the journal alone lost
+    /// writes), or on `--repair-state`.
+    Journal {
+        said: serde_json::Value,
+        receipt: Option<Receipt>,
+        why: String,
+    },
 }
 
 /// One page's effect on the cursor.
@@ -505,7 +559,7 @@ impl CursorFile {
 
     /// The cursor in the file; a stream never synced starts from the beginning.
     pub fn load(&self) -> Result<Cursor, StoreError> {
-        load(&self.path, &self.stream, None)
+        load(&self.path, &self.stream, None, &Journal::beside(&self.path))
     }
 }
 
@@ -519,6 +573,8 @@ pub(crate) struct CursorStore {
     initial_start: Option<String>,
     /// The directory exists (created on the first commit).
     dir_ready: std::sync::atomic::AtomicBool,
+    /// The lookback memory the cursor file seals (`journal.rs`).
+    journal: Journal,
 }
 
 impl CursorStore {
@@ -529,6 +585,7 @@ impl CursorStore {
         let stream = stream.clone();
         CursorStore {
             _lock: lock,
+            journal: Journal::beside(&path),
             path,
             stream,
             initial_start: None,
@@ -557,6 +614,11 @@ impl CursorStore {
         &self.path
     }
 
+    /// The journal of the lookback memory the cursor file seals.
+    pub(crate) fn journal_path(&self) -> &Path {
+        self.journal.path()
+    }
+
     /// The cursor file relative to the state root, as audit lines name it.
     pub(crate) fn recorded_file(&self) -> String {
         format!("{}.cursor.json", super::stream_dir_name(&self.stream))
@@ -564,19 +626,50 @@ impl CursorStore {
 
     /// The stream's cursor; a stream never synced starts from the beginning.
     pub(crate) fn load(&self) -> Result<Cursor, StoreError> {
-        load(&self.path, &self.stream, self.initial_start.clone())
+        load(
+            &self.path,
+            &self.stream,
+            self.initial_start.clone(),
+            &self.journal,
+        )
     }
 
-    /// True when the cursor file exists but is not JSON at all (empty, or
-    /// cut short): what a power loss can leave of a write that was not
-    /// fsynced. Any other unreadable file (a newer format, another
-    /// stream's) is not torn and is never replaced.
-    pub(crate) fn is_torn(&self) -> bool {
+    /// Whether the cursor file is what a power loss can leave of writes
+    /// that were not fsynced: not JSON at all (empty, or cut short), or
+    /// sealing a memory its journal does not hold (behind it). With
+    /// `repair`, a journal that is damaged counts too. Any other
+    /// unreadable file (a newer format, another stream's) is not torn and
+    /// is never replaced.
+    pub(crate) fn torn(&self, repair: bool) -> Torn {
         // A symbolic link is not a torn file: it is refused when loaded.
-        let mut bytes = Vec::new();
-        crate::no_follow::read(&self.path)
-            .and_then(|mut f| std::io::Read::read_to_end(&mut f, &mut bytes))
-            .is_ok_and(|_| serde_json::from_slice::<serde_json::Value>(&bytes).is_err())
+        let Ok(bytes) = crate::no_follow::read_bytes(&self.path) else {
+            return Torn::No;
+        };
+        let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+            return Torn::File;
+        };
+        let Ok(LineMemory::Sealed(seal)) = serde_json::from_value(value["lookback"].clone()) else {
+            return Torn::No;
+        };
+        let behind = match self.journal.reaches(&seal) {
+            Err(journal::Unresolved::Behind(why)) => why,
+            Err(journal::Unresolved::Damaged(why)) if repair => why,
+            Ok(()) if repair => match self.journal.memory_sealed(&seal) {
+                Err(why) => why.into_detail(),
+                Ok(_) => return Torn::No,
+            },
+            _ => return Torn::No,
+        };
+        let receipt = serde_json::from_value(value["receipt"].take()).ok();
+        if let Some(object) = value.as_object_mut() {
+            object.remove("receipt");
+            object.remove("manifest_bytes");
+        }
+        Torn::Journal {
+            said: value,
+            receipt,
+            why: behind,
+        }
     }
 
     /// Makes `pending` the stream's cursor, given the receipt of its
@@ -590,6 +683,7 @@ impl CursorStore {
         landed: Option<&LandedPage>,
         manifest_bytes: u64,
     ) -> Result<Cursor, StoreError> {
+        let change = pending.change.clone();
         let mut cursor =
             pending
                 .proven(&self.stream, audited, landed)
@@ -599,7 +693,7 @@ impl CursorStore {
                 })?;
         cursor.state.manifest_bytes = Some(manifest_bytes);
         // No fsync: the audit line just fsynced is the commit record.
-        self.write(&cursor, false)?;
+        self.write(&cursor, false, change.as_ref())?;
         Ok(cursor)
     }
 
@@ -626,13 +720,15 @@ impl CursorStore {
         state.receipt = Some(Receipt::of(line.receipt()));
         state.manifest_bytes = Some(manifest_bytes);
         let cursor = Cursor { state };
-        self.write(&cursor, true)?;
+        self.write(&cursor, true, None)?;
         Ok(cursor)
     }
 
     /// Replaces the cursor file by rename; with `durable`, fsynced first
-    /// and its directory after.
-    fn write(&self, cursor: &Cursor, durable: bool) -> Result<(), StoreError> {
+    /// and its directory after. Its lookback memory goes to the journal
+    /// first (`change`: what the commit changed in it), so a cursor file
+    /// never seals a memory its journal has not been given.
+    fn write(&self, cursor: &Cursor, durable: bool, change: Option<&MemoryChange>) -> Result<(), StoreError> {
         use std::sync::atomic::Ordering;
         if !self.dir_ready.load(Ordering::Relaxed) {
             if let Some(dir) = self.path.parent() {
@@ -640,13 +736,18 @@ impl CursorStore {
             }
             self.dir_ready.store(true, Ordering::Relaxed);
         }
+        match cursor.lookback_memory() {
+            Some(memory) => self
+                .journal
+                .record(memory, &memory.seal(), change, durable)
+                .map_err(|e| StoreError::io(self.journal.path(), "write", e))?,
+            None => self.journal.forget(),
+        }
         let tmp = self.path.with_extension("json.tmp");
-        // Compact, as the state database's row and the trail's
-        // `cursor_state` hold it: a lookback memory of thousands of
-        // identities is written at every commit, and `cursor show` is the
-        // reader's view.
+        // Compact, as the trail's `cursor_state` holds it; `cursor show` is
+        // the reader's view.
         let mut text =
-            serde_json::to_vec(&cursor.state).map_err(|e| StoreError::io(&tmp, "encode", e.into()))?;
+            serde_json::to_vec(&cursor.file_state()).map_err(|e| StoreError::io(&tmp, "encode", e.into()))?;
         text.push(b'\n');
         let mut file = crate::no_follow::create(&tmp).map_err(|e| StoreError::io(&tmp, "create", e))?;
         file.write_all(&text)
@@ -668,9 +769,9 @@ impl CursorStore {
 /// one given (rebuilt up to that line, [`memory_after`]): it must have the
 /// line's seal. A line of a version before seals holds the memory whole.
 fn from_line(line: &serde_json::Value, memory: Option<RecordMemory>) -> Result<State, String> {
-    let state: State<LineMemory> = serde_json::from_value(line["cursor_state"].clone())
+    let mut state: State<LineMemory> = serde_json::from_value(line["cursor_state"].clone())
         .map_err(|e| format!("the audit line's cursor_state is not a cursor ({e})"))?;
-    let lookback = match (state.lookback, memory) {
+    let lookback = match (state.lookback.take(), memory) {
         (None, _) => None,
         (Some(LineMemory::Whole(whole)), _) => Some(whole),
         (Some(LineMemory::Sealed(seal)), Some(memory)) if memory.seal() == seal => Some(memory),
@@ -678,23 +779,10 @@ fn from_line(line: &serde_json::Value, memory: Option<RecordMemory>) -> Result<S
             return Err("the lookback memory rebuilt from the trail is not the one the line seals".into())
         }
     };
-    Ok(State {
-        format: state.format,
-        stream: state.stream,
-        window_start: state.window_start,
-        next_page: state.next_page,
-        window_end: state.window_end,
-        high_water: state.high_water,
-        pages_in_window: state.pages_in_window,
-        records_in_window: state.records_in_window,
-        last_page_sha256: state.last_page_sha256,
-        updated_at: state.updated_at,
-        run_id: state.run_id,
-        receipt: None,
-        manifest_bytes: None,
-        lookback,
-        snapshot: state.snapshot,
-    })
+    let mut state = state.holding(lookback);
+    state.receipt = None;
+    state.manifest_bytes = None;
+    Ok(state)
 }
 
 /// The lookback memory after the `page_committed` line `line` of a
@@ -729,6 +817,7 @@ pub(crate) fn memory_after(
 }
 
 mod difference;
+pub(crate) mod journal;
 pub(crate) mod memory;
 mod read;
 pub(crate) mod seal;

@@ -25,8 +25,13 @@ pub use object::{scheme_of, Failure, ObjectError, ObjectLanding};
 pub use object_lock::Retention;
 pub use run_lock::{load_script as load_run_lock_script, RunLockName};
 
+pub(crate) use cursor::journal::{
+    check_beside as check_journal, path_beside as journal_of, Unresolved as JournalUnresolved,
+};
 pub(crate) use cursor::seal::{sealed, MemoryChange, Replay};
-pub(crate) use cursor::{differences, Cursor, CursorStore, PageAdvance, PendingCursor, Receipt, Snapshot};
+pub(crate) use cursor::{
+    differences, Cursor, CursorStore, PageAdvance, PendingCursor, Receipt, Snapshot, Torn,
+};
 pub(crate) use landing::{LandedPage, LandingStore, LandingTemp};
 pub use lock::StreamLocked;
 pub(crate) use lock::{LockError, RunLock};

@@ -30,8 +30,8 @@ use std::path::Path;
 
 use super::cursor::memory::RecordMemory;
 use super::cursor::seal::Replay;
-use super::{Cursor, CursorStore, LandingStore, ManifestEntry, StoreError};
-use crate::audit::commit::{commits_after, last_commit, CommitLine, CommitsOf};
+use super::{Cursor, CursorStore, LandingStore, ManifestEntry, StoreError, Torn};
+use crate::audit::commit::{commit_at, commits_after, last_commit, CommitLine, CommitsOf};
 
 /// A torn cursor file rebuilt from the stream's last commit line.
 #[derive(Debug)]
@@ -74,17 +74,61 @@ pub(crate) struct RolledForward {
 
 /// A torn cursor file (not JSON: empty or cut short by a power loss, since
 /// it is not fsynced per page) is rebuilt from the stream's last commit
-/// record, found by reading the trail backwards from its end. With no
-/// commit of the stream in the trail the file is left as it is (and the
-/// run stops with 74 when it loads it).
+/// record, found by reading the trail backwards from its end. So is one
+/// whose lookback memory's journal is behind it (`cursor/journal.rs`),
+/// once the file is proven against the line it names (`as_recorded` turns
+/// a state into what a line of this trail records of it): one that is not
+/// is refused (65) naming it, unless the operator asks for the trail's
+/// cursor (`repair`, which also takes a damaged journal). With no commit
+/// of the stream in the trail the file is left as it is (and the run stops
+/// when it loads it).
 pub(crate) fn rebuild_if_torn(
     cursors: &CursorStore,
     landing: &LandingStore,
     trail: &Path,
     stream: &str,
+    repair: bool,
+    as_recorded: impl Fn(serde_json::Value) -> serde_json::Value,
 ) -> Result<Option<Rebuilt>, StoreError> {
-    if !cursors.is_torn() {
-        return Ok(None);
+    match cursors.torn(repair) {
+        Torn::No => return Ok(None),
+        Torn::File => {}
+        Torn::Journal { .. } if repair => {}
+        Torn::Journal { said, receipt, why } => {
+            let journal = cursors.journal_path().display();
+            let named = match &receipt {
+                Some(r) => commit_at(trail, r.offset(), r.sha256())
+                    .map_err(|e| StoreError::io(trail, "read back", e))?,
+                None => None,
+            };
+            let said = as_recorded(said);
+            let corrupt = |detail: String| StoreError::Corrupt {
+                path: cursors.path().to_path_buf(),
+                detail,
+            };
+            match named {
+                Some(line) if super::sealed(line.get("cursor_state").clone()) == said => {}
+                Some(line) => {
+                    let says = super::sealed(line.get("cursor_state").clone());
+                    return Err(corrupt(format!(
+                        "it disagrees with the page_committed line it names (byte {} of {}): {}, and the journal of \
+                         its lookback memory ({journal}): {why}; nothing was fetched. Run again with \
+                         --repair-state to take the trail's cursor (recorded in a cursor_rebuilt line)",
+                        line.receipt().offset(),
+                        trail.display(),
+                        super::differences(&said, &says)
+                    )));
+                }
+                None => {
+                    return Err(corrupt(format!(
+                        "it names no page_committed line of {}, and the journal of its lookback memory \
+                         ({journal}): {why}; nothing was fetched. Run again with --repair-state to take the \
+                         trail's cursor (recorded in a cursor_rebuilt line)",
+                        trail.display()
+                    )))
+                }
+            }
+        }
     }
     let dir = landing.recorded_dir().to_string();
     let wanted = |l: &CommitLine| l.is_commit_of(stream, &dir) && !l.get("cursor_state").is_null();

@@ -35,12 +35,17 @@ struct Held {
     seen: Vec<Group>,
 }
 
-/// The memory as JSON, once written since its last change: a commit
-/// writes it twice (into its `page_committed` line and into the cursor
-/// file), and a memory of hundreds of identities is most of both. Shared
-/// by copies; emptied by every change ([`RecordMemory::change`]).
+/// The memory as JSON and its SHA-256 (its seal's, `seal.rs`), each made
+/// once since its last change: a commit seals it twice (its `page_committed` line and the
+/// cursor file) and writes it whole now and then (the journal's base,
+/// `journal.rs`), and a memory of thousands of identities is a
+/// megabyte to write and hash. Shared by copies; emptied by every change
+/// ([`RecordMemory::change`]).
 #[derive(Debug, Clone, Default)]
-struct Written(std::sync::OnceLock<Arc<serde_json::value::RawValue>>);
+struct Written {
+    text: std::sync::OnceLock<Arc<serde_json::value::RawValue>>,
+    sha256: std::sync::OnceLock<String>,
+}
 
 impl PartialEq for Written {
     /// The text written is the memory's: two memories holding the same
@@ -52,14 +57,14 @@ impl PartialEq for Written {
 
 impl Serialize for RecordMemory {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        if let Some(text) = self.written.0.get() {
+        if let Some(text) = self.written.text.get() {
             return text.serialize(serializer);
         }
         let text: Arc<serde_json::value::RawValue> = serde_json::value::to_raw_value(&self.held)
             .map_err(serde::ser::Error::custom)?
             .into();
         // Another thread may have written it meanwhile: the same text.
-        let _ = self.written.0.set(text.clone());
+        let _ = self.written.text.set(text.clone());
         text.serialize(serializer)
     }
 }
@@ -159,8 +164,14 @@ impl RecordMemory {
     /// What the memory holds, to be changed: its written text is
     /// forgotten first, so no change can be written with an old text.
     fn change(&mut self) -> &mut Held {
-        self.written.0.take();
+        self.written = Written::default();
         &mut self.held
+    }
+
+    /// The SHA-256 of its JSON, made by `make` once since its last change
+    /// (`seal.rs`).
+    pub(super) fn sha256_once(&self, make: impl FnOnce(&RecordMemory) -> String) -> &str {
+        self.written.sha256.get_or_init(|| make(self))
     }
 
     /// How many identities are kept.

@@ -1,8 +1,11 @@
-//! Reading a cursor file back: its format checked, its stream checked, or
+//! Reading a cursor file back: its format checked, its stream checked,
+//! its lookback memory read from its journal and proven by its seal, or
 //! the initial cursor of a stream never synced. A child of `cursor.rs`.
 
 use std::path::Path;
 
+use super::journal::{Journal, Unresolved};
+use super::seal::LineMemory;
 use super::{Cursor, State, StoreError, FORMAT};
 use crate::stream::StreamIdentity;
 
@@ -11,6 +14,7 @@ pub(super) fn load(
     path: &Path,
     stream: &StreamIdentity,
     initial_start: Option<String>,
+    journal: &Journal,
 ) -> Result<Cursor, StoreError> {
     // Never through a symbolic link (refused, 74, naming the file).
     let mut bytes = Vec::new();
@@ -21,14 +25,59 @@ pub(super) fn load(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(initial(stream, initial_start)),
         Err(e) => return Err(StoreError::io(path, "open", e)),
     }
-    parse(&bytes, stream).map_err(|detail| StoreError::Unreadable {
+    let mut state = parse_state(&bytes, stream).map_err(|detail| StoreError::Unreadable {
         path: path.to_path_buf(),
         detail,
+    })?;
+    let lookback = match state.lookback.take() {
+        None => None,
+        Some(LineMemory::Whole(memory)) => Some(memory),
+        Some(LineMemory::Sealed(seal)) => {
+            let cursor_file = path.display();
+            let memory = journal.memory_sealed(&seal).map_err(|why| {
+                let path = journal.path().to_path_buf();
+                match why {
+                    Unresolved::Behind(detail) | Unresolved::Unreadable(detail) => {
+                        StoreError::Unreadable { path, detail }
+                    }
+                    Unresolved::Damaged(detail) => StoreError::Corrupt {
+                        path,
+                        detail: format!(
+                            "the lookback memory it holds for {} is not the one the cursor seals: {detail}; \
+                             nothing was fetched. Run again with --repair-state to rebuild the cursor from \
+                             the trail (recorded in a cursor_rebuilt line)",
+                            cursor_file,
+                        ),
+                    },
+                }
+            })?;
+            Some(memory)
+        }
+    };
+    Ok(Cursor {
+        state: state.holding(lookback),
     })
 }
 
-/// A cursor's JSON (a file's bytes, a database row's text) of `stream`.
+/// A cursor's JSON as a database row holds it (its lookback memory
+/// whole) of `stream`.
 pub(super) fn parse(bytes: &[u8], stream: &StreamIdentity) -> Result<Cursor, String> {
+    let mut state = parse_state(bytes, stream)?;
+    let lookback = match state.lookback.take() {
+        None => None,
+        Some(LineMemory::Whole(memory)) => Some(memory),
+        Some(LineMemory::Sealed(_)) => {
+            return Err("it holds its lookback memory by a seal, and a row holds the memory whole".into())
+        }
+    };
+    Ok(Cursor {
+        state: state.holding(lookback),
+    })
+}
+
+/// A cursor's JSON (a file's bytes, a database row's text) of `stream`,
+/// its lookback memory whole or sealed.
+fn parse_state(bytes: &[u8], stream: &StreamIdentity) -> Result<State<LineMemory>, String> {
     let value: serde_json::Value =
         serde_json::from_slice(bytes).map_err(|e| format!("not valid JSON ({e})"))?;
     match value.get("format").and_then(serde_json::Value::as_u64) {
@@ -40,11 +89,11 @@ pub(super) fn parse(bytes: &[u8], stream: &StreamIdentity) -> Result<Cursor, Str
         }
         other => return Err(format!("unknown state format {other:?}")),
     }
-    let state: State = serde_json::from_value(value).map_err(|e| e.to_string())?;
+    let state: State<LineMemory> = serde_json::from_value(value).map_err(|e| e.to_string())?;
     if &state.stream != stream {
         return Err("it belongs to a different stream".into());
     }
-    Ok(Cursor { state })
+    Ok(state)
 }
 
 pub(super) fn initial(stream: &StreamIdentity, window_start: Option<String>) -> Cursor {

@@ -75,17 +75,19 @@ pub(crate) enum LineMemory {
 impl RecordMemory {
     /// The memory's seal.
     pub(crate) fn seal(&self) -> Seal {
-        let text = serde_json::to_string(self).unwrap_or_default();
+        let sha256 = self.sha256_once(|memory| {
+            crate::digest::sha256_hex(serde_json::to_string(memory).unwrap_or_default().as_bytes())
+        });
         Seal {
             complete_from: self.complete_from().map(str::to_string),
             identities: self.len(),
-            sha256: crate::digest::sha256_hex(text.as_bytes()),
+            sha256: sha256.to_string(),
         }
     }
 
-    /// The memory `change` makes of this one, which must then have the
-    /// seal `after`; `Err` says how it does not.
-    pub(crate) fn changed(mut self, change: &MemoryChange, after: &Seal) -> Result<RecordMemory, String> {
+    /// `change` made to this memory, which is then complete from where
+    /// `after` says, unchecked: the caller holds the result to a seal.
+    pub(super) fn apply(&mut self, change: &MemoryChange, after: &Seal) -> Result<(), String> {
         for group in &change.added {
             for id in group.ids() {
                 self.add(group.at(), *id);
@@ -93,6 +95,13 @@ impl RecordMemory {
         }
         self.drop_oldest(change.dropped)?;
         self.set_complete_from(after.complete_from.clone());
+        Ok(())
+    }
+
+    /// The memory `change` makes of this one, which must then have the
+    /// seal `after`; `Err` says how it does not.
+    pub(crate) fn changed(mut self, change: &MemoryChange, after: &Seal) -> Result<RecordMemory, String> {
+        self.apply(change, after)?;
         let seal = self.seal();
         if &seal != after {
             return Err(format!(

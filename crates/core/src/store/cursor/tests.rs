@@ -190,3 +190,179 @@ fn a_cursor_is_written_as_its_value_would_be() {
         "read back whole"
     );
 }
+
+/// Pages of `per_page` new identities each, committed one after another
+/// through `store` with a lookback that keeps a day (so nothing is
+/// forgotten): the cursors committed.
+fn commit_lookback_pages(store: &CursorStore, dir: &Path, pages: u32, per_page: u32) -> Vec<Cursor> {
+    use crate::config::Lookback;
+    use crate::record::identity::{RecordIdentity, RecordKey};
+    let lookback = Lookback {
+        span: std::time::Duration::from_secs(86_400),
+        record_id: None,
+        max_records: 20_000,
+        identical: crate::config::IdenticalRecords::Same,
+    };
+    let mut log = AuditLog::open(&dir.join("audit.jsonl"), RunId::new()).unwrap();
+    let mut cursor = store.load().unwrap();
+    let mut committed = Vec::new();
+    for p in 0..pages {
+        let landed: Vec<RecordKey> = (0..per_page)
+            .map(|i| RecordKey {
+                position: i,
+                identity: RecordIdentity::test(u128::from(p * per_page + i) << 64 | 1),
+                at: format!("2026-01-01T{:02}:{:02}:{:02}Z", p / 60 % 24, p % 60, i % 60),
+            })
+            .collect();
+        let mut advance = page("2026-01-01T00:00:00Z", "0", 0);
+        advance.next_page = Some(format!("/page/{p}"));
+        advance.lookback = Some((&lookback, &landed));
+        let pending = PendingCursor::advance(&cursor, advance).unwrap();
+        let audited = log.record_commit(Committed {}).unwrap();
+        cursor = store.commit(pending, &audited, None, 0).unwrap();
+        committed.push(cursor.clone());
+    }
+    committed
+}
+
+/// The bytes this thread has handed to `write` so far (Linux's own
+/// accounting): what a commit costs, whatever files it rewrites.
+fn written_by_this_thread() -> u64 {
+    let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
+    io.lines()
+        .find_map(|l| l.strip_prefix("wchar: "))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// A commit at a memory of thousands of identities writes the page's
+/// change to it, not the memory: the cursor file holds the memory's seal,
+/// and the memory's journal beside it grows by the page's identities
+/// (rewritten whole only now and then, so a page costs at most twice its
+/// change). The memory read back is the one committed.
+#[test]
+fn a_commit_writes_the_pages_change_to_the_lookback_memory_not_the_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let committed = commit_lookback_pages(&store, dir.path(), 60, 100);
+    let memory = committed.last().unwrap().lookback_memory().unwrap();
+    assert_eq!(memory.len(), 6_000);
+    let whole = serde_json::to_vec(memory).unwrap().len() as u64;
+    let cursor_file = std::fs::metadata(store.path()).unwrap().len();
+    assert!(cursor_file < 2_048, "the cursor file is {cursor_file} bytes");
+    // Forty more pages: what they write, trail lines and all.
+    let before = written_by_this_thread();
+    let more = commit_lookback_pages(&store, dir.path(), 40, 100);
+    let written = written_by_this_thread() - before;
+    assert!(
+        written < 3 * whole,
+        "40 pages of 100 records wrote {written} bytes, and a memory is {whole}"
+    );
+    let last = more.last().unwrap();
+    assert_eq!(&store.load().unwrap(), last, "read back with its memory");
+    assert_eq!(
+        &CursorFile::new(dir.path(), &id()).load().unwrap(),
+        last,
+        "cursor show reads it too"
+    );
+}
+
+/// The journal is not fsynced: a crash can leave it behind its cursor (a
+/// lost append, a torn last line), which makes the cursor one to rebuild
+/// from the trail, or ahead of it (an append whose cursor never got
+/// written), which is passed over. A journal changed afterwards is damage,
+/// refused (65) unless the operator asks for the trail's cursor.
+#[test]
+fn a_journal_behind_its_cursor_needs_a_rebuild_and_a_changed_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let journal = Journal::beside(store.path());
+    let four = commit_lookback_pages(&store, dir.path(), 4, 100);
+    let cursor_of_four = std::fs::read(store.path()).unwrap();
+    let five = commit_lookback_pages(&store, dir.path(), 1, 100);
+    let (cursor_of_five, whole) = (
+        std::fs::read(store.path()).unwrap(),
+        std::fs::read(journal.path()).unwrap(),
+    );
+    assert_eq!(store.load().unwrap(), five[0]);
+
+    // Ahead: the fifth page's append reached the disk, its cursor did not.
+    std::fs::write(store.path(), &cursor_of_four).unwrap();
+    assert_eq!(
+        store.load().unwrap(),
+        four[3],
+        "the line past the cursor is passed over"
+    );
+    assert!(matches!(store.torn(false), Torn::No));
+
+    // Behind: the last append lost, or torn half way.
+    std::fs::write(store.path(), &cursor_of_five).unwrap();
+    let last_line = whole[..whole.len() - 1]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .unwrap()
+        + 1;
+    for cut in [last_line, last_line + (whole.len() - last_line) / 2] {
+        std::fs::write(journal.path(), &whole[..cut]).unwrap();
+        let err = store.load().unwrap_err();
+        assert!(!err.is_damage(), "{err}");
+        assert!(
+            err.to_string().contains("default.memory.jsonl") && err.to_string().contains("holds no memory"),
+            "{err}"
+        );
+        assert!(
+            matches!(store.torn(false), Torn::Journal { .. }),
+            "rebuilt from the trail"
+        );
+    }
+    std::fs::remove_file(journal.path()).unwrap();
+    assert!(
+        matches!(store.torn(false), Torn::Journal { .. }),
+        "a journal removed is behind too"
+    );
+
+    // Changed: a cursor value of the base moved by a second.
+    let text = String::from_utf8(whole.clone()).unwrap();
+    let changed = text.replacen("2026-01-01T00:00:00Z", "2026-01-01T00:00:09Z", 1);
+    assert_ne!(changed, text);
+    std::fs::write(journal.path(), changed).unwrap();
+    let err = store.load().unwrap_err();
+    assert!(err.is_damage(), "{err}");
+    assert!(
+        err.to_string().contains("default.memory.jsonl") && err.to_string().contains("--repair-state"),
+        "{err}"
+    );
+    assert!(matches!(store.torn(false), Torn::No), "not rebuilt by itself");
+    assert!(
+        matches!(store.torn(true), Torn::Journal { .. }),
+        "rebuilt from the trail on --repair-state"
+    );
+
+    // A line that is no journal line at all is damage too.
+    let mut garbage = whole.clone();
+    garbage.extend_from_slice(b"{\"not\":\"a line\"}\n");
+    std::fs::write(journal.path(), garbage).unwrap();
+    assert!(store.load().unwrap_err().is_damage());
+}
+
+/// A rewrite of the journal keeps the one before: a cursor file that lost
+/// the writes since (a crash) still finds the memory it seals there, and
+/// is rolled forward from the trail rather than rebuilt.
+#[test]
+fn a_cursor_from_before_the_journals_last_rewrite_still_finds_its_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let journal = Journal::beside(store.path());
+    let previous = journal.path().with_extension("jsonl.1");
+    let mut saved = Vec::new();
+    while !previous.exists() {
+        assert!(saved.len() < 1_000, "the journal was never rewritten");
+        let cursor = commit_lookback_pages(&store, dir.path(), 1, 50).remove(0);
+        saved.push((cursor, std::fs::read(store.path()).unwrap()));
+    }
+    let (before_rewrite, bytes) = &saved[saved.len() - 2];
+    std::fs::write(store.path(), bytes).unwrap();
+    assert_eq!(&store.load().unwrap(), before_rewrite);
+    assert!(matches!(store.torn(false), Torn::No));
+}
