@@ -293,11 +293,12 @@ async fn no_insider_edit_between_keyed_runs_ends_in_exit_0_with_a_record_lost_or
 }
 
 /// The state tables, in the order rows can be put back (lines first).
-const TABLES: [&str; 4] = [
+const TABLES: [&str; 5] = [
     "edc_sync_audit_line",
     "edc_sync_anchor",
     "edc_sync_manifest",
     "edc_sync_cursor",
+    "edc_sync_memory",
 ];
 
 /// One insider edit of a state database, carried out; its description.
@@ -396,7 +397,10 @@ async fn one_db_case(seed: u64, pg: &std::sync::Arc<support::postgres::Postgres>
         .iter()
         .map(|t| format!("DROP TABLE IF EXISTS copy_{t}; "))
         .collect();
-    empty.push_str("TRUNCATE edc_sync_audit_line, edc_sync_anchor, edc_sync_manifest, edc_sync_cursor, edc_sync_run_lock;");
+    empty.push_str(
+        "TRUNCATE edc_sync_audit_line, edc_sync_anchor, edc_sync_manifest, edc_sync_cursor, edc_sync_memory, \
+         edc_sync_run_lock;",
+    );
     as_owner(pg, &empty);
     let site = Site::on(Some(pg.clone())).await;
     let first = site.sync_keyed_with(&["--max-pages", &(1 + rng.below(2)).to_string()]);

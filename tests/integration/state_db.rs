@@ -47,7 +47,7 @@ async fn a_run_keeps_cursor_manifest_and_trail_in_the_database_and_the_next_resu
     assert!(!fx.path("state").exists(), "no state directory");
     let rows = trail_rows(&pg, "audit.jsonl");
     assert_eq!(rows[0]["event"], "run_started");
-    assert_eq!(rows[0]["state_schema_version"], 4);
+    assert_eq!(rows[0]["state_schema_version"], 5);
     let commits: Vec<_> = rows.iter().filter(|l| l["event"] == "page_committed").collect();
     assert_eq!(commits.len(), 1);
     spec.options.max_pages = None;
@@ -190,12 +190,12 @@ async fn a_database_without_the_schema_or_with_another_version_is_refused_78_bef
     );
     pg.psql(
         "edc",
-        "INSERT INTO edc_sync_schema (version, description, tool_version) VALUES (5, 'from the future', '9.9.9')",
+        "INSERT INTO edc_sync_schema (version, description, tool_version) VALUES (6, 'from the future', '9.9.9')",
     )
     .unwrap();
     let out = sync_bin(&fx, &sim, &pg.owner_url(), &[]);
     assert_eq!(out.code, 78, "{}", out.stderr);
-    assert!(out.stderr.contains("schema version 5 is newer"), "{}", out.stderr);
+    assert!(out.stderr.contains("schema version 6 is newer"), "{}", out.stderr);
     assert_eq!(
         pg.psql("edc", "SELECT count(*) FROM edc_sync_audit_line")
             .unwrap(),
@@ -1086,6 +1086,86 @@ async fn a_cursor_row_changed_outside_edc_sync_stops_the_run_and_repair_state_ta
     assert_exact(&pg, &fx, 100);
 }
 
+/// The cursor row holds the lookback memory by its seal, and each commit
+/// adds its change as one `edc_sync_memory` row in its own transaction:
+/// the row no longer carries the memory whole at every page. The rows are
+/// proven by the seal: one changed by the owner stops the run (65) naming
+/// them, `verify` names them, and `--repair-state` rebuilds them from the
+/// trail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_adds_its_change_to_the_memory_rows_and_a_changed_row_is_refused() {
+    let (pg, fx, sim) = four_pages_in_a_database().await;
+    let row_bytes: i64 = pg
+        .psql("edc", "SELECT octet_length(state) FROM edc_sync_cursor")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let seal = pg
+        .psql("edc", "SELECT state::jsonb -> 'lookback' FROM edc_sync_cursor")
+        .unwrap();
+    let seal: serde_json::Value = serde_json::from_str(&seal).unwrap();
+    assert!(seal["sha256"].is_string() && seal.get("seen").is_none(), "{seal}");
+    assert!(row_bytes < 2048, "the cursor row is {row_bytes} bytes");
+    let rows = pg
+        .psql(
+            "edc",
+            "SELECT string_agg(n::text, ',' ORDER BY n) FROM edc_sync_memory",
+        )
+        .unwrap();
+    assert_eq!(rows, "0,1,2,3", "the memory whole, then a change a page");
+    assert_eq!(verify_db(&pg, &fx).code, 0);
+
+    let first = pg
+        .psql("edc", "SELECT line FROM edc_sync_memory WHERE n = 0")
+        .unwrap();
+    let first: serde_json::Value = serde_json::from_str(&first).unwrap();
+    let id = first["memory"]["seen"][0][1][0].as_str().unwrap().to_string();
+    let other = format!("{}{}", if id.starts_with('0') { "1" } else { "0" }, &id[1..]);
+    as_owner(
+        &pg,
+        &format!("UPDATE edc_sync_memory SET line = replace(line, '{id}', '{other}') WHERE n = 0;"),
+    );
+    let out = verify_db(&pg, &fx);
+    assert_eq!(out.code, 65, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("edc_sync_memory rows"), "{}", out.stdout);
+    let requests = sim.requests().len();
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &[]);
+    assert_eq!(out.code, 65, "{}", out.stderr);
+    assert!(out.stderr.contains("edc_sync_memory rows"), "{}", out.stderr);
+    assert_eq!(sim.requests().len(), requests, "nothing was fetched");
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &["--repair-state"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_exact(&pg, &fx, 100);
+    assert_eq!(verify_db(&pg, &fx).code, 0);
+}
+
+/// Memory rows that do not end at the memory the cursor seals (left by a
+/// state emptied but for them, or ahead of a row moved back) are never
+/// added to: the next commit writes them anew, and the runs after it read
+/// their cursor back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_rows_that_do_not_end_at_the_cursors_seal_are_written_anew_not_added_to() {
+    let (pg, fx, sim) = four_pages_in_a_database().await;
+    as_owner(
+        &pg,
+        "TRUNCATE edc_sync_audit_line, edc_sync_anchor, edc_sync_manifest, edc_sync_cursor, edc_sync_run_lock;",
+    );
+    let fresh = runs::Fixture::new();
+    page_size(&fresh, 10);
+    for _ in 0..2 {
+        let out = sync_bin(&fresh, &sim, &pg.run_url(), &["--max-pages", "2"]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+    }
+    let rows = pg
+        .psql(
+            "edc",
+            "SELECT string_agg(n::text, ',' ORDER BY n) FROM edc_sync_memory",
+        )
+        .unwrap();
+    assert_eq!(rows, "0,1,2,3", "written anew by the first commit");
+    drop(fx);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_password_in_the_state_urls_query_is_refused_and_never_shown() {
     let fx = runs::Fixture::new();
@@ -1152,7 +1232,29 @@ async fn a_cursor_row_moves_only_with_its_page_committed_line() {
 async fn a_database_at_schema_version_1_is_migrated_in_place_and_resumed() {
     let (pg, fx, sim) = four_pages_in_a_database().await;
     // What version 1 was: no cursor trigger, no append functions (the run
-    // role's INSERT instead), no row of a later version.
+    // role's INSERT instead), no memory rows (the cursor row held the
+    // lookback memory whole), no row of a later version.
+    let whole = support::run(&[
+        "cursor",
+        "show",
+        "--full",
+        "--state",
+        &pg.run_url(),
+        "--vendor",
+        "vault_json",
+        "--study",
+        "S1",
+    ]);
+    assert_eq!(whole.code, 0, "{}", whole.stderr);
+    let whole: serde_json::Value = serde_json::from_str(&whole.stdout).unwrap();
+    assert!(whole["lookback"]["seen"].is_array(), "{whole}");
+    as_owner(
+        &pg,
+        &format!(
+            "UPDATE edc_sync_cursor SET state = '{}'; DROP TABLE edc_sync_memory;",
+            whole.to_string().replace('\'', "''")
+        ),
+    );
     as_owner(
         &pg,
         "DROP TRIGGER edc_sync_cursor_with_its_line ON edc_sync_cursor; \
@@ -1172,7 +1274,8 @@ async fn a_database_at_schema_version_1_is_migrated_in_place_and_resumed() {
     assert!(
         migrated.stdout.contains("applied schema version 2")
             && migrated.stdout.contains("applied schema version 3")
-            && migrated.stdout.contains("applied schema version 4"),
+            && migrated.stdout.contains("applied schema version 4")
+            && migrated.stdout.contains("applied schema version 5"),
         "{}",
         migrated.stdout
     );
@@ -1195,6 +1298,16 @@ async fn a_database_at_schema_version_1_is_migrated_in_place_and_resumed() {
     let out = sync_bin(&fx, &sim, &pg.run_url(), &[]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_exact(&pg, &fx, 100);
+    // Version 5 gave the run role the memory rows: the row that held the
+    // memory whole now holds its seal.
+    let sealed = pg
+        .psql(
+            "edc",
+            "SELECT (state::jsonb -> 'lookback') ? 'sha256' FROM edc_sync_cursor",
+        )
+        .unwrap();
+    assert_eq!(sealed, "t");
+    assert_eq!(verify_db(&pg, &fx).code, 0);
 }
 
 /// As the run role, without the audit key, under the trail's append lock:

@@ -186,11 +186,24 @@ pub fn bench_sync(runner: Command, config: &Path, dir: &Path, url: &str) -> Comm
 
 /// [`bench_sync`] landing at `out` (a directory or a bucket's URL).
 pub fn bench_sync_to(
+    runner: Command,
+    config: &Path,
+    dir: &Path,
+    url: &str,
+    out: &std::ffi::OsStr,
+) -> Command {
+    bench_sync_with(runner, config, dir, url, out, dir.join("state").as_os_str())
+}
+
+/// [`bench_sync_to`] keeping its state at `state` (a directory or a
+/// database's URL).
+pub fn bench_sync_with(
     mut runner: Command,
     config: &Path,
     dir: &Path,
     url: &str,
     out: &std::ffi::OsStr,
+    state: &std::ffi::OsStr,
 ) -> Command {
     runner
         .args(["sync", "--allow-dirty", "--pacer", "local", "--config"])
@@ -198,7 +211,7 @@ pub fn bench_sync_to(
         .args(["--vendor", "bench", "--study", "BENCH", "--out"])
         .arg(out)
         .arg("--state")
-        .arg(dir.join("state"))
+        .arg(state)
         .arg("--audit-log")
         .arg(dir.join("audit.jsonl"))
         .env("EDC_SYNC_BENCH_URL", url)

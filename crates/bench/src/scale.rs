@@ -39,6 +39,8 @@ pub struct Figures {
     /// At a full memory: the identities it holds, and the average
     /// `page_committed` line and the cursor file of the last pages.
     pub full_memory: FullMemory,
+    /// The same with the state in PostgreSQL.
+    pub full_memory_db: FullMemoryDb,
     /// Lines the busy stream appended between the quiet stream's runs.
     pub busy_lines: u64,
     pub quiet_fresh: Measured,
@@ -62,6 +64,19 @@ pub struct FullMemory {
     pub written_per_page: u64,
     /// The pages' own landed bytes, a page: the least a page writes.
     pub landed_per_page: u64,
+    /// The sync's CPU (user and system), a page.
+    pub cpu_ms_per_page: f64,
+}
+
+/// The same sync with its state in PostgreSQL: what the database writes.
+#[derive(Debug, Clone, Serialize)]
+pub struct FullMemoryDb {
+    /// WAL the server wrote during the sync, a page
+    /// (`pg_wal_lsn_diff` of `pg_current_wal_lsn()` around it).
+    pub wal_bytes_per_page: u64,
+    /// The cursor row's text after it.
+    pub cursor_row_bytes: u64,
+    pub wall_ms_per_page: f64,
 }
 
 /// Records a page, and at most pages, of the full-memory sync: 40,000
@@ -79,6 +94,7 @@ pub fn run(exe: &Path, work: &Path, pages: u64) -> anyhow::Result<Figures> {
     std::fs::create_dir_all(work)?;
     let (trail_bytes_per_page, empty_poll_trail_bytes) = trail_growth(exe, &work.join("lookback"), pages)?;
     let full_memory = full_memory(exe, &work.join("full-memory"), pages.min(FULL_PAGES))?;
+    let full_memory_db = full_memory_db(exe, &work.join("full-memory-db"), pages.min(FULL_PAGES))?;
     let quiet = work.join("quiet");
     let fresh = work.join("quiet-fresh");
     std::fs::create_dir_all(&quiet)?;
@@ -125,6 +141,7 @@ pub fn run(exe: &Path, work: &Path, pages: u64) -> anyhow::Result<Figures> {
         trail_bytes_per_page,
         empty_poll_trail_bytes,
         full_memory,
+        full_memory_db,
         busy_lines,
         quiet_ratio: quiet_after_busy.wall_s / quiet_fresh.wall_s,
         quiet_fresh,
@@ -162,17 +179,18 @@ fn full_memory(exe: &Path, work: &Path, pages: u64) -> anyhow::Result<FullMemory
     std::fs::write(&config, policy)?;
     let trail = work.join("audit.jsonl");
     let written_before = written_by_reaped_children()?;
-    if !waited(super::harness::bench_sync(
+    let (ok, usage) = waited(super::harness::bench_sync(
         Command::new(exe),
         &config,
         work,
         &sim.url,
-    ))?
-    .0
-    {
+    ))?;
+    if !ok {
         bail!("the sync of {pages} pages of {FULL_PAGE} records failed");
     }
     let written = written_by_reaped_children()? - written_before;
+    let ms = |t: libc::timeval| t.tv_sec as f64 * 1000.0 + t.tv_usec as f64 / 1000.0;
+    let cpu_ms_per_page = (ms(usage.ru_utime) + ms(usage.ru_stime)) / pages.max(1) as f64;
     let text = std::fs::read_to_string(&trail).context("reading the full-memory trail")?;
     let lines: Vec<&str> = text
         .lines()
@@ -213,7 +231,62 @@ fn full_memory(exe: &Path, work: &Path, pages: u64) -> anyhow::Result<FullMemory
         cursor_bytes: size(cursor)?,
         journal_line_bytes,
         written_per_page: written / pages.max(1),
+        cpu_ms_per_page,
         landed_per_page: landed / pages.max(1),
+    })
+}
+
+/// The full-memory sync ([`full_memory`]) with its state in a private
+/// PostgreSQL: the WAL it made the server write a page, and its cursor
+/// row's size.
+fn full_memory_db(exe: &Path, work: &Path, pages: u64) -> anyhow::Result<FullMemoryDb> {
+    std::fs::create_dir_all(work)?;
+    let pg = edc_testkit::postgres_server::PrivatePostgres::start().map_err(|e| {
+        anyhow::anyhow!("{e}; bench scale needs PostgreSQL 15 (sudo apt-get install -y postgresql-15)")
+    })?;
+    pg.migrate_with(exe).map_err(anyhow::Error::msg)?;
+    let sim = SimProcess::start(exe, FULL_PAGE * pages, 0)?;
+    let config = work.join("bench-policy.yaml");
+    let policy = policy(FULL_PAGE, 1024 * 1024).replace("      seconds: 300\n", "      seconds: 86400\n");
+    std::fs::write(&config, policy)?;
+    let lsn = || {
+        pg.psql("edc", "SELECT pg_current_wal_lsn()")
+            .map_err(anyhow::Error::msg)
+    };
+    let before = lsn()?;
+    let t0 = std::time::Instant::now();
+    let sync = super::harness::bench_sync_with(
+        Command::new(exe),
+        &config,
+        work,
+        &sim.url,
+        work.join("landing").as_os_str(),
+        std::ffi::OsStr::new(&pg.run_url()),
+    );
+    if !waited(sync)?.0 {
+        bail!("the sync of {pages} pages of {FULL_PAGE} records into PostgreSQL failed");
+    }
+    let wall = t0.elapsed();
+    let after = lsn()?;
+    let wal: u64 = pg
+        .psql(
+            "edc",
+            &format!("SELECT pg_wal_lsn_diff('{after}', '{before}')::bigint"),
+        )
+        .map_err(anyhow::Error::msg)?
+        .trim()
+        .parse()
+        .context("reading the WAL written")?;
+    let row: u64 = pg
+        .psql("edc", "SELECT max(octet_length(state)) FROM edc_sync_cursor")
+        .map_err(anyhow::Error::msg)?
+        .trim()
+        .parse()
+        .context("reading the cursor row's size")?;
+    Ok(FullMemoryDb {
+        wal_bytes_per_page: wal / pages.max(1),
+        cursor_row_bytes: row,
+        wall_ms_per_page: wall.as_secs_f64() * 1000.0 / pages.max(1) as f64,
     })
 }
 
@@ -323,10 +396,17 @@ pub fn render(f: &Figures) -> String {
         full.records_per_page, full.identities, full.line_bytes, full.cursor_bytes, full.journal_line_bytes
     ));
     out.push_str(&format!(
-        "that sync wrote {} bytes a page, all told, for {} bytes of landed page (floor): {:.2}x\n",
+        "that sync wrote {} bytes a page, all told, for {} bytes of landed page (floor): {:.2}x; {:.2} ms of CPU a \
+         page\n",
         full.written_per_page,
         full.landed_per_page,
-        full.written_per_page as f64 / full.landed_per_page.max(1) as f64
+        full.written_per_page as f64 / full.landed_per_page.max(1) as f64,
+        full.cpu_ms_per_page
+    ));
+    let db = &f.full_memory_db;
+    out.push_str(&format!(
+        "the same sync with its state in PostgreSQL: {} bytes of WAL a page, a {}-byte cursor row, {:.2} ms a page\n",
+        db.wal_bytes_per_page, db.cursor_row_bytes, db.wall_ms_per_page
     ));
     out.push_str(&format!(
         "quiet stream's run with nothing new: {:.3} s on its own trail, {:.3} s after {} lines of another stream: \

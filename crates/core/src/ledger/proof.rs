@@ -410,12 +410,12 @@ fn judge_db(
                 )));
             }
             Some(
-                Cursor::from_row(Some(state), p.identity, None)
+                Cursor::from_row(Some(state), &facts.memory, p.identity, None)
                     .map_err(|d| held.refused(format!("{place}: {d}")))?,
             )
         }
         None => {
-            Cursor::from_row(None, p.identity, p.since.clone()).map_err(|d| held.refused(d))?;
+            Cursor::from_row(None, &[], p.identity, p.since.clone()).map_err(|d| held.refused(d))?;
             None
         }
     };

@@ -197,14 +197,20 @@ impl StreamLedger {
                     stream: db.key().to_string(),
                     fence: db.fence(),
                     manifest: listed,
+                    memory: db
+                        .memory_write(pending.cursor(), pending.memory_change())
+                        .map_err(LedgerError::from)?,
                 };
                 let identity = db.identity();
-                Ok(trail
+                let committed = trail
                     .commit_page(&record, rows, |receipt| {
                         pending.clone().proven(identity, receipt, landed)
                     })
-                    .await
-                    .map_err(LedgerError::from)?)
+                    .await;
+                if committed.is_err() {
+                    db.memory_unknown();
+                }
+                Ok(committed.map_err(LedgerError::from)?)
             }
         }
     }

@@ -73,9 +73,15 @@ pub async fn reconcile_db(
     crate::state_db::export(db, trail, &trail_file).await?;
     let state = scratch.path().join("state");
     write(&state.join(".state-id"), db.state_id().as_bytes()).map_err(local(state.clone()))?;
-    for (key, cursor) in crate::state_db::all_cursors(db).await? {
+    for (key, cursor, memory) in crate::state_db::all_cursors(db).await? {
         let file = state.join(format!("{key}.cursor.json"));
         write(&file, cursor.as_bytes()).map_err(local(file.clone()))?;
+        // Its lookback memory's rows, as the journal beside a cursor file.
+        if !memory.is_empty() {
+            let journal = crate::store::journal_of(&file);
+            let lines: String = memory.iter().map(|l| format!("{l}\n")).collect();
+            write(&journal, lines.as_bytes()).map_err(local(journal.clone()))?;
+        }
     }
     // Each stream's manifest rows, written out as its manifest file would
     // be: verify reads them line by line, never whole.
@@ -129,8 +135,14 @@ pub async fn reconcile_db(
     let shown = db.url().shown().to_string();
     let name = |d: &mut Discrepancy| {
         if let Ok(rel) = d.path.strip_prefix(&state) {
-            let key = rel.to_string_lossy().trim_end_matches(".cursor.json").to_string();
-            d.path = format!("{shown} edc_sync_cursor row {key:?}").into();
+            let rel = rel.to_string_lossy();
+            d.path = match rel.strip_suffix(".memory.jsonl") {
+                Some(key) => format!("{shown} edc_sync_memory rows of {key:?}").into(),
+                None => {
+                    let key = rel.trim_end_matches(".cursor.json");
+                    format!("{shown} edc_sync_cursor row {key:?}").into()
+                }
+            };
         } else if d.path == trail_file {
             d.path = format!("{shown} trail {trail:?}").into();
         } else if d.path.file_name().is_some_and(|n| n == "manifest.jsonl") {

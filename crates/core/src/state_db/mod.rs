@@ -16,6 +16,7 @@
 mod error;
 mod export;
 mod gate;
+mod memory;
 pub mod schema;
 mod statements;
 mod stream;

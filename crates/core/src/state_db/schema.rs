@@ -19,7 +19,7 @@ use super::DbUrl;
 use crate::db_error::DbError;
 
 /// The schema version this binary reads and writes.
-pub const CURRENT: i32 = 4;
+pub const CURRENT: i32 = 5;
 
 /// One migration: its version, what it does, and its SQL.
 struct Migration {
@@ -28,7 +28,7 @@ struct Migration {
     sql: &'static str,
 }
 
-const MIGRATIONS: [Migration; 4] = [
+const MIGRATIONS: [Migration; 5] = [
     Migration {
         version: 1,
         description: "audit trail, manifest, cursor, run lock and anchors; append-only and chain triggers",
@@ -49,6 +49,11 @@ const MIGRATIONS: [Migration; 4] = [
         description:
             "runs append through the schema's functions, never by INSERT; an audit key can be required",
         sql: V4,
+    },
+    Migration {
+        version: 5,
+        description: "a cursor row holds its lookback memory by its seal, the memory in edc_sync_memory rows",
+        sql: V5,
     },
 ];
 
@@ -344,15 +349,44 @@ BEGIN
 END $$;
 "#;
 
+/// The lookback memory a cursor row seals, kept as the journal beside a
+/// cursor file is (`memory.rs`): a commit adds its change as a row in its
+/// own transaction instead of rewriting the memory in the cursor row.
+/// Rows are not evidence (the trail's seals prove them, and they are
+/// replaced when they grow), so the run role that moves the cursor adds
+/// and removes them; every role that may UPDATE the cursor gets that here.
+const V5: &str = r#"
+CREATE TABLE edc_sync_memory (
+    stream text NOT NULL,
+    n bigint NOT NULL CHECK (n >= 0),
+    line text NOT NULL,
+    PRIMARY KEY (stream, n)
+);
+REVOKE ALL ON edc_sync_memory FROM PUBLIC;
+
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT DISTINCT grantee FROM information_schema.role_table_grants
+        WHERE table_schema = current_schema() AND table_name = 'edc_sync_cursor'
+          AND privilege_type = 'UPDATE' AND grantee NOT IN (current_user, 'PUBLIC')
+    LOOP
+        EXECUTE format('GRANT SELECT, INSERT, DELETE ON edc_sync_memory TO %I', r.grantee);
+    END LOOP;
+END $$;
+"#;
+
 /// What the run role is granted (`state migrate --grant-to ROLE`): reading
 /// everything, adding to the trail, the manifest and the anchors through
 /// the append functions only (`edc_sync_grant_appends`, version 4), and
-/// moving only the cursor and the run lock. Never UPDATE or DELETE on a
-/// table whose rows are evidence.
-const GRANTS: [&str; 3] = [
+/// moving only the cursor (with its lookback memory's rows, version 5) and
+/// the run lock. Never UPDATE or DELETE on a table whose rows are evidence.
+const GRANTS: [&str; 4] = [
     "GRANT SELECT ON edc_sync_schema, edc_sync_identity, edc_sync_audit_line, edc_sync_manifest, edc_sync_anchor \
      TO {role}",
     "GRANT SELECT, INSERT, UPDATE ON edc_sync_cursor, edc_sync_run_lock TO {role}",
+    "GRANT SELECT, INSERT, DELETE ON edc_sync_memory TO {role}",
     "SELECT edc_sync_grant_appends({literal})",
 ];
 

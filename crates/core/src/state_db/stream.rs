@@ -23,12 +23,25 @@ use crate::stream::StreamIdentity;
 /// show`); `None` for a stream never synced.
 pub async fn cursor_of(db: &StateDb, identity: &StreamIdentity) -> Result<Option<Cursor>, StoreError> {
     let key = crate::store::stream_dir_name(identity);
-    let Some(text) = cursor_row(&*db.client().await, db, &key).await? else {
+    let client = db.client().await;
+    let Some(text) = cursor_row(&client, db, &key).await? else {
         return Ok(None);
     };
-    Cursor::from_row(Some(&text), identity, None)
+    let memory = memory_rows(&client, db, &key).await?;
+    Cursor::from_row(Some(&text), &memory, identity, None)
         .map(Some)
         .map_err(|detail| damaged(db, format!("edc_sync_cursor row {key:?}: {detail}")))
+}
+
+/// Stream `key`'s lookback memory rows (`memory.rs`), in order.
+async fn memory_rows(
+    client: &tokio_postgres::Client,
+    db: &StateDb,
+    key: &str,
+) -> Result<Vec<String>, StoreError> {
+    super::memory::read(client, key)
+        .await
+        .map_err(|e| StoreError::Db(super::error::classify(db.url(), "read the lookback memory in", e)))
 }
 
 /// The text of stream `key`'s cursor row, if it has one.
@@ -52,14 +65,23 @@ fn damaged(db: &StateDb, detail: String) -> StoreError {
     })
 }
 
-/// Every stream's cursor row (key, the cursor's JSON), for `verify`.
-pub(crate) async fn all_cursors(db: &StateDb) -> Result<Vec<(String, String)>, DbError> {
+/// Every stream's cursor row (key, the cursor's JSON) and its lookback
+/// memory rows, for `verify`.
+pub(crate) async fn all_cursors(db: &StateDb) -> Result<Vec<(String, String, Vec<String>)>, DbError> {
     let client = db.client().await;
     let rows = client
         .query("SELECT stream, state FROM edc_sync_cursor ORDER BY stream", &[])
         .await
         .map_err(|e| super::error::classify(db.url(), "read the cursors in", e))?;
-    Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
+    let mut all = Vec::with_capacity(rows.len());
+    for row in rows {
+        let key: String = row.get(0);
+        let memory = super::memory::read(&*client, &key)
+            .await
+            .map_err(|e| super::error::classify(db.url(), "read the lookback memory in", e))?;
+        all.push((key, row.get(1), memory));
+    }
+    Ok(all)
 }
 
 /// Calls `each` with every stream's manifest rows (stream key, line), in
@@ -111,6 +133,8 @@ pub(crate) struct DbStream {
     previous: Option<String>,
     trail: String,
     initial_start: Option<String>,
+    /// Its lookback memory's rows as this run knows them.
+    memory: super::memory::MemoryRows,
 }
 
 /// What the database holds of a stream at start, for the ledger's
@@ -122,6 +146,8 @@ pub(crate) struct StreamFacts {
     /// The cursor row: its state (the file's JSON), the trail it was
     /// committed with, and the line number of its commit there.
     pub row: Option<(String, String, i64)>,
+    /// The stream's lookback memory rows (`memory.rs`).
+    pub memory: Vec<String>,
     /// The trail's last `page_committed` line of the stream: its number,
     /// byte offset, SHA-256 and text.
     pub last_commit: Option<(i64, i64, String, String)>,
@@ -191,6 +217,7 @@ impl DbStream {
             previous,
             trail: trail.to_string(),
             initial_start: None,
+            memory: Default::default(),
         })
     }
 
@@ -244,9 +271,36 @@ impl DbStream {
 
     /// The cursor now (the initial one for a stream never synced).
     pub(crate) async fn load(&self) -> Result<Cursor, StoreError> {
-        let text = cursor_row(&*self.db.client().await, &self.db, &self.key).await?;
-        Cursor::from_row(text.as_deref(), &self.identity, self.initial_start.clone())
+        let client = self.db.client().await;
+        let text = cursor_row(&client, &self.db, &self.key).await?;
+        let memory = memory_rows(&client, &self.db, &self.key).await?;
+        let cursor = Cursor::from_row(
+            text.as_deref(),
+            &memory,
+            &self.identity,
+            self.initial_start.clone(),
+        )
+        .map_err(|detail| self.damaged(format!("{}: {detail}", self.recorded_cursor())))?;
+        self.memory.read(&memory, &cursor);
+        Ok(cursor)
+    }
+
+    /// What committing `cursor` (after `change` to the memory) writes to
+    /// the stream's lookback memory rows.
+    pub(crate) fn memory_write(
+        &self,
+        cursor: &Cursor,
+        change: Option<&crate::store::MemoryChange>,
+    ) -> Result<Option<super::memory::MemoryWrite>, StoreError> {
+        self.memory
+            .write_for(cursor, change)
             .map_err(|detail| self.damaged(format!("{}: {detail}", self.recorded_cursor())))
+    }
+
+    /// A commit did not go through: the memory rows are read again before
+    /// they are added to.
+    pub(crate) fn memory_unknown(&self) {
+        self.memory.forget();
     }
 
     /// Whether the manifest lists the page `page_key` with these bytes
@@ -273,6 +327,7 @@ impl DbStream {
             .await
             .map_err(fail("read the cursor in"))?
             .map(|r| (r.get(0), r.get(1), r.get(2)));
+        let memory = memory_rows(&client, &self.db, &self.key).await?;
         let last_commit = self
             .last_commit(&client)
             .await?
@@ -297,6 +352,7 @@ impl DbStream {
             .map(|r| r.get(0));
         Ok(StreamFacts {
             row,
+            memory,
             last_commit,
             pages_listed: manifest.get(0),
             listed_at: manifest.get(1),
@@ -321,7 +377,7 @@ impl DbStream {
     /// there is no commit to take, and nothing was changed). The manifest
     /// is never repaired: its rows are evidence, append-only.
     pub(crate) async fn repair_cursor(&self) -> Result<Option<(u64, Value)>, StoreError> {
-        let client = self.db.client().await;
+        let mut client = self.db.client().await;
         let Some(line) = self.last_commit(&client).await? else {
             return Ok(None);
         };
@@ -348,14 +404,27 @@ impl DbStream {
         let cursor = Cursor::from_line(&line, replay.memory(), &self.identity)
             .map_err(|d| self.damaged(format!("line {n} of trail {}: its cursor_state: {d}", self.trail)))?
             .with_receipt(&receipt);
-        // The page commit's own statement: the row as a commit writes it.
-        client
-            .execute(
+        // The page commit's own statements: the row as a commit writes it,
+        // its memory rows written anew, in one transaction.
+        self.memory.forget();
+        let memory = self.memory_write(&cursor, None)?;
+        let repaired = async {
+            let tx = client.transaction().await?;
+            if let Some(write) = &memory {
+                super::memory::write(&tx, &self.key, write).await?;
+            }
+            tx.execute(
                 &self.db.statements().upsert_cursor,
                 &[&self.key, &cursor.to_row(), &self.trail, &n],
             )
-            .await
-            .map_err(|e| self.db_error("repair the cursor in", e))?;
+            .await?;
+            tx.commit().await
+        }
+        .await;
+        if let Err(e) = repaired {
+            self.memory.forget();
+            return Err(self.db_error("repair the cursor in", e));
+        }
         let said = said
             .and_then(|t| serde_json::from_str::<Value>(&t).ok())
             .map(|mut v| {

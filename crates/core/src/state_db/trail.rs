@@ -39,6 +39,9 @@ pub(crate) struct PageRows {
     /// The manifest entry (JSON, one line) with its page key and SHA-256,
     /// for a page that landed and was not listed before.
     pub manifest: Option<(String, String, String)>,
+    /// What the page changes in the stream's lookback memory rows
+    /// (`memory.rs`).
+    pub memory: Option<super::memory::MemoryWrite>,
 }
 
 /// A page commit's rows, and how to make its cursor from the receipt of
@@ -602,6 +605,9 @@ impl DbTrail {
                 }
             },
             async {
+                if let Some(write) = &rows.memory {
+                    super::memory::write(&tx, &rows.stream, write).await?;
+                }
                 tx.execute(&st.upsert_cursor, &[&rows.stream, &state, &self.name, &n])
                     .await
             },

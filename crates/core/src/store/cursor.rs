@@ -180,17 +180,19 @@ pub struct Cursor {
 
 impl Cursor {
     /// The cursor of `stream` a state database's row holds (`None`: a
-    /// stream never synced, starting at `initial_start`); `Err` says why
-    /// the row is not one.
+    /// stream never synced, starting at `initial_start`), its lookback
+    /// memory replayed from the stream's `memory` rows when the row holds
+    /// it by its seal; `Err` says why the row is not one.
     pub(crate) fn from_row(
         text: Option<&str>,
+        memory: &[String],
         stream: &StreamIdentity,
         initial_start: Option<String>,
     ) -> Result<Cursor, String> {
         let Some(text) = text else {
             return Ok(read::initial(stream, initial_start));
         };
-        read::parse(text.as_bytes(), stream)
+        read::parse(text.as_bytes(), memory, stream)
     }
 
     /// The cursor of `stream` the `page_committed` line `line` records,
@@ -215,9 +217,10 @@ impl Cursor {
         self
     }
 
-    /// The text a state database's cursor row keeps (the file's JSON).
+    /// The text a state database's cursor row keeps (the file's JSON: its
+    /// lookback memory by its seal, the memory in the stream's memory rows).
     pub(crate) fn to_row(&self) -> String {
-        serde_json::to_string(&self.state).unwrap_or_default()
+        serde_json::to_string(&self.file_state()).unwrap_or_default()
     }
 
     pub fn window_start(&self) -> Option<&str> {

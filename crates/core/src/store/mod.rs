@@ -26,7 +26,8 @@ pub use object_lock::Retention;
 pub use run_lock::{load_script as load_run_lock_script, RunLockName};
 
 pub(crate) use cursor::journal::{
-    check_beside as check_journal, path_beside as journal_of, Unresolved as JournalUnresolved,
+    base_line as journal_base_line, change_line as journal_change_line, check_beside as check_journal,
+    line_seal as journal_line_seal, path_beside as journal_of, Unresolved as JournalUnresolved,
 };
 pub(crate) use cursor::seal::{sealed, MemoryChange, Replay};
 pub(crate) use cursor::{

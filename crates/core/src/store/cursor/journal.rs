@@ -173,10 +173,7 @@ impl Journal {
         let mut end = self.end.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let (End::At { bytes, base, cut }, Some(change), false) = (*end, change, durable) {
             if bytes < base.saturating_mul(2).saturating_add(SLACK) {
-                let mut line = serde_json::to_vec(&Change {
-                    change,
-                    seal: seal.clone(),
-                })?;
+                let mut line = change_line(change, seal)?;
                 line.push(b'\n');
                 // Unknown until the write is whole: a failed append leaves
                 // a journal the next write replaces.
@@ -197,10 +194,7 @@ impl Journal {
             }
         }
         *end = End::Unknown;
-        let mut line = serde_json::to_vec(&Base {
-            memory,
-            seal: seal.clone(),
-        })?;
+        let mut line = base_line(memory, seal)?;
         line.push(b'\n');
         let tmp = self.path.with_extension("jsonl.tmp");
         let mut file = crate::no_follow::create(&tmp)?;
@@ -259,7 +253,20 @@ pub(crate) fn check_beside(cursor: &Path, lookback: &serde_json::Value) -> Resul
 fn sealed_in(path: &Path, seal: &Seal) -> Result<(RecordMemory, End), Unresolved> {
     let bytes = read(path)?;
     let lines = whole_lines(&bytes);
-    let last = last_sealed(&lines, seal)?;
+    let (memory, last) = replay(&lines, seal)?;
+    let end_of = |line: &[u8]| (line.as_ptr() as usize - bytes.as_ptr() as usize + line.len() + 1) as u64;
+    let end = End::At {
+        bytes: end_of(lines[last]),
+        base: end_of(lines[0]),
+        cut: false,
+    };
+    Ok((memory, end))
+}
+
+/// The memory sealed `seal` in a journal's `lines` (a file's, or a state
+/// database's rows), and the index of the line that records it.
+pub(crate) fn replay(lines: &[&[u8]], seal: &Seal) -> Result<(RecordMemory, usize), Unresolved> {
+    let last = last_sealed(lines, seal)?;
     let damaged = Unresolved::Damaged;
     let base: Base<RecordMemory> = serde_json::from_slice(lines[0])
         .map_err(|e| damaged(format!("its first line is not the memory whole ({e})")))?;
@@ -283,27 +290,47 @@ fn sealed_in(path: &Path, seal: &Seal) -> Result<(RecordMemory, End), Unresolved
             seal.sha256
         )));
     }
-    let end_of = |line: &[u8]| (line.as_ptr() as usize - bytes.as_ptr() as usize + line.len() + 1) as u64;
-    let end = End::At {
-        bytes: end_of(lines[last]),
-        base: end_of(lines[0]),
-        cut: false,
-    };
-    Ok((memory, end))
+    Ok((memory, last))
+}
+
+/// The journal's first line: `memory` whole, sealed `seal` (no newline).
+pub(crate) fn base_line(memory: &RecordMemory, seal: &Seal) -> serde_json::Result<Vec<u8>> {
+    serde_json::to_vec(&Base {
+        memory,
+        seal: seal.clone(),
+    })
+}
+
+/// A later line: `change`, after which the memory is sealed `seal` (no
+/// newline).
+pub(crate) fn change_line(change: &MemoryChange, seal: &Seal) -> serde_json::Result<Vec<u8>> {
+    serde_json::to_vec(&Change {
+        change,
+        seal: seal.clone(),
+    })
+}
+
+/// The seal a journal's line records (`first`: its first line, the
+/// memory whole); `None` for a line that is not one.
+pub(crate) fn line_seal(line: &[u8], first: bool) -> Option<Seal> {
+    if first {
+        serde_json::from_slice::<Base<IgnoredAny>>(line)
+            .ok()
+            .map(|l| l.seal)
+    } else {
+        serde_json::from_slice::<Change<IgnoredAny>>(line)
+            .ok()
+            .map(|l| l.seal)
+    }
 }
 
 /// The index of the last whole line recording `seal`.
 fn last_sealed(lines: &[&[u8]], seal: &Seal) -> Result<usize, Unresolved> {
     let mut last = None;
     for (n, line) in lines.iter().enumerate() {
-        let recorded = if n == 0 {
-            serde_json::from_slice::<Base<IgnoredAny>>(line).map(|l| l.seal)
-        } else {
-            serde_json::from_slice::<Change<IgnoredAny>>(line).map(|l| l.seal)
-        };
-        let recorded = recorded.map_err(|e| {
+        let recorded = line_seal(line, n == 0).ok_or_else(|| {
             Unresolved::Damaged(format!(
-                "line {} is not a line of a lookback memory's journal ({e})",
+                "line {} is not a line of a lookback memory's journal",
                 n + 1
             ))
         })?;

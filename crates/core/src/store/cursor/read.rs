@@ -59,15 +59,23 @@ pub(super) fn load(
     })
 }
 
-/// A cursor's JSON as a database row holds it (its lookback memory
-/// whole) of `stream`.
-pub(super) fn parse(bytes: &[u8], stream: &StreamIdentity) -> Result<Cursor, String> {
+/// A cursor's JSON as a database row holds it, of `stream`: its lookback
+/// memory whole (a row written before schema version 5) or by its seal,
+/// replayed from the stream's `memory` rows.
+pub(super) fn parse(bytes: &[u8], memory: &[String], stream: &StreamIdentity) -> Result<Cursor, String> {
     let mut state = parse_state(bytes, stream)?;
     let lookback = match state.lookback.take() {
         None => None,
         Some(LineMemory::Whole(memory)) => Some(memory),
-        Some(LineMemory::Sealed(_)) => {
-            return Err("it holds its lookback memory by a seal, and a row holds the memory whole".into())
+        Some(LineMemory::Sealed(seal)) => {
+            let lines: Vec<&[u8]> = memory.iter().map(|l| l.as_bytes()).collect();
+            let (memory, _) = super::journal::replay(&lines, &seal).map_err(|why| {
+                format!(
+                    "the stream's edc_sync_memory rows do not hold the lookback memory it seals: {}",
+                    why.into_detail()
+                )
+            })?;
+            Some(memory)
         }
     };
     Ok(Cursor {

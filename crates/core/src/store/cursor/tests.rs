@@ -182,12 +182,24 @@ fn a_cursor_is_written_as_its_value_would_be() {
     advance.lookback = Some((&lookback, &landed));
     let after = PendingCursor::advance(&start, advance).unwrap().cursor().clone();
     assert_eq!(after.lookback_memory().unwrap().len(), 5);
+    // The row holds the memory by its seal, as the file does; the memory
+    // is in the rows beside it, its first the memory whole.
     let row = after.to_row();
-    assert_eq!(row, after.to_file_json().to_string());
+    let mut whole = after.to_file_json();
+    let memory = after.lookback_memory().unwrap();
+    whole["lookback"] = serde_json::to_value(memory.seal()).unwrap();
+    assert_eq!(row, whole.to_string());
+    let first = String::from_utf8(journal::base_line(memory, &memory.seal()).unwrap()).unwrap();
     assert_eq!(
-        Cursor::from_row(Some(&row), &id(), None).unwrap(),
+        Cursor::from_row(Some(&row), &[first], &id(), None).unwrap(),
         after,
         "read back whole"
+    );
+    assert!(
+        Cursor::from_row(Some(&row), &[], &id(), None)
+            .unwrap_err()
+            .contains("edc_sync_memory rows"),
+        "not without its memory"
     );
 }
 
