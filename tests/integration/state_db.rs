@@ -1086,6 +1086,15 @@ async fn a_cursor_row_changed_outside_edc_sync_stops_the_run_and_repair_state_ta
     assert_exact(&pg, &fx, 100);
 }
 
+/// The numbers of the `edc_sync_memory` rows, in order (`0,1,2`).
+fn memory_rows(pg: &postgres::Postgres) -> String {
+    pg.psql(
+        "edc",
+        "SELECT string_agg(n::text, ',' ORDER BY n) FROM edc_sync_memory",
+    )
+    .unwrap()
+}
+
 /// The cursor row holds the lookback memory by its seal, and each commit
 /// adds its change as one `edc_sync_memory` row in its own transaction:
 /// the row no longer carries the memory whole at every page. The rows are
@@ -1106,12 +1115,7 @@ async fn a_commit_adds_its_change_to_the_memory_rows_and_a_changed_row_is_refuse
     let seal: serde_json::Value = serde_json::from_str(&seal).unwrap();
     assert!(seal["sha256"].is_string() && seal.get("seen").is_none(), "{seal}");
     assert!(row_bytes < 2048, "the cursor row is {row_bytes} bytes");
-    let rows = pg
-        .psql(
-            "edc",
-            "SELECT string_agg(n::text, ',' ORDER BY n) FROM edc_sync_memory",
-        )
-        .unwrap();
+    let rows = memory_rows(&pg);
     assert_eq!(rows, "0,1,2,3", "the memory whole, then a change a page");
     assert_eq!(verify_db(&pg, &fx).code, 0);
 
@@ -1156,12 +1160,7 @@ async fn memory_rows_that_do_not_end_at_the_cursors_seal_are_written_anew_not_ad
         let out = sync_bin(&fresh, &sim, &pg.run_url(), &["--max-pages", "2"]);
         assert_eq!(out.code, 0, "{}", out.stderr);
     }
-    let rows = pg
-        .psql(
-            "edc",
-            "SELECT string_agg(n::text, ',' ORDER BY n) FROM edc_sync_memory",
-        )
-        .unwrap();
+    let rows = memory_rows(&pg);
     assert_eq!(rows, "0,1,2,3", "written anew by the first commit");
     drop(fx);
 }
