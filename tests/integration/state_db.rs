@@ -92,18 +92,7 @@ async fn a_run_keeps_cursor_manifest_and_trail_in_the_database_and_the_next_resu
         "{}",
         out.stdout
     );
-    let out = support::run(&[
-        "cursor",
-        "show",
-        "--state",
-        &pg.run_url(),
-        "--vendor",
-        "vault_json",
-        "--study",
-        "S1",
-    ]);
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
-    let shown: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let shown = cursor_shown(&pg, &[]);
     assert_eq!(shown["last_page_sha256"], commits[2]["payload_sha256"]);
     let again = support::run(&[
         "audit",
@@ -1086,6 +1075,26 @@ async fn a_cursor_row_changed_outside_edc_sync_stops_the_run_and_repair_state_ta
     assert_exact(&pg, &fx, 100);
 }
 
+/// `cursor show` of the fixture's stream in the database, with `extra`
+/// flags, which must succeed: what it printed.
+fn cursor_shown(pg: &postgres::Postgres, extra: &[&str]) -> serde_json::Value {
+    let url = pg.run_url();
+    let mut args = vec![
+        "cursor",
+        "show",
+        "--state",
+        &url,
+        "--vendor",
+        "vault_json",
+        "--study",
+        "S1",
+    ];
+    args.extend_from_slice(extra);
+    let out = support::run(&args);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    serde_json::from_str(&out.stdout).unwrap()
+}
+
 /// The numbers of the `edc_sync_memory` rows, in order (`0,1,2`).
 fn memory_rows(pg: &postgres::Postgres) -> String {
     pg.psql(
@@ -1233,19 +1242,7 @@ async fn a_database_at_schema_version_1_is_migrated_in_place_and_resumed() {
     // What version 1 was: no cursor trigger, no append functions (the run
     // role's INSERT instead), no memory rows (the cursor row held the
     // lookback memory whole), no row of a later version.
-    let whole = support::run(&[
-        "cursor",
-        "show",
-        "--full",
-        "--state",
-        &pg.run_url(),
-        "--vendor",
-        "vault_json",
-        "--study",
-        "S1",
-    ]);
-    assert_eq!(whole.code, 0, "{}", whole.stderr);
-    let whole: serde_json::Value = serde_json::from_str(&whole.stdout).unwrap();
+    let whole = cursor_shown(&pg, &["--full"]);
     assert!(whole["lookback"]["seen"].is_array(), "{whole}");
     as_owner(
         &pg,
