@@ -106,10 +106,13 @@ pub(crate) fn rebuild_if_torn(
                 path: cursors.path().to_path_buf(),
                 detail,
             };
+            let named = named.map(|line| {
+                let says = super::sealed(line.get("cursor_state").clone());
+                (line, says)
+            });
             match named {
-                Some(line) if super::sealed(line.get("cursor_state").clone()) == said => {}
-                Some(line) => {
-                    let says = super::sealed(line.get("cursor_state").clone());
+                Some((_, says)) if says == said => {}
+                Some((line, says)) => {
                     return Err(corrupt(format!(
                         "it disagrees with the page_committed line it names (byte {} of {}): {}, and the journal of \
                          its lookback memory ({journal}): {why}; nothing was fetched. Run again with \
