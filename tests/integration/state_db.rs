@@ -881,6 +881,13 @@ async fn the_state_database_is_reached_over_verified_tls_when_the_url_asks() {
     assert_eq!(rows, 1, "only the verified run wrote");
     let out = support::run(&["audit", "verify", "--state", &verified]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    // The server's copies of the certificate and key go with it: a test
+    // leaves no key behind in the machine's temporary directory.
+    let key = std::path::PathBuf::from(pg.psql_owner("SHOW ssl_key_file").unwrap());
+    assert!(key.is_file(), "{}", key.display());
+    drop(pg);
+    let files = key.parent().unwrap();
+    assert!(!files.exists(), "{} outlived its server", files.display());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -49,7 +49,12 @@ impl PrivatePostgres {
 
     /// Starts one with `settings` (`name=value`) added to postgresql.conf.
     pub fn start_with(settings: &[&str]) -> Result<PrivatePostgres, String> {
-        let server = Self::start_as("edc_owner", settings)?;
+        Self::start_edc(settings, None)
+    }
+
+    /// Starts one with the schema owner, the run role and database `edc`.
+    fn start_edc(settings: &[&str], tls: Option<&crate::tls::TestCerts>) -> Result<PrivatePostgres, String> {
+        let server = Self::start_as("edc_owner", settings, tls)?;
         server.psql_owner(&format!("CREATE ROLE edc_run LOGIN PASSWORD '{PASSWORD}'"))?;
         server.psql_owner("CREATE DATABASE edc OWNER edc_owner")?;
         Ok(server)
@@ -60,31 +65,7 @@ impl PrivatePostgres {
     /// reject` line first in pg_hba.conf), so a client that connects
     /// proves it spoke TLS.
     pub fn start_tls(certs: &crate::tls::TestCerts) -> Result<PrivatePostgres, String> {
-        let files =
-            std::env::temp_dir().join(format!("edc-sync-pg-tls-{}-{}", std::process::id(), free_port()?));
-        std::fs::create_dir_all(&files).map_err(|e| format!("cannot create {}: {e}", files.display()))?;
-        let (cert, key) = (files.join("server.crt"), files.join("server.key"));
-        for (from, to) in [(&certs.server_cert, &cert), (&certs.server_key, &key)] {
-            std::fs::copy(from, to).map_err(|e| format!("cannot copy {}: {e}", from.display()))?;
-        }
-        let ok = Command::new("chmod")
-            .arg("0600")
-            .arg(&key)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            return Err(format!("cannot chmod 0600 {}", key.display()));
-        }
-        if is_root() {
-            chown(&files, "postgres")?;
-        }
-        let settings = [
-            "ssl = on".to_string(),
-            format!("ssl_cert_file = '{}'", cert.display()),
-            format!("ssl_key_file = '{}'", key.display()),
-        ];
-        let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
-        let server = Self::start_with(&settings)?;
+        let server = Self::start_edc(&[], Some(certs))?;
         let hba = server.data_dir().join("pg_hba.conf");
         let rules =
             std::fs::read_to_string(&hba).map_err(|e| format!("cannot read {}: {e}", hba.display()))?;
@@ -98,10 +79,17 @@ impl PrivatePostgres {
     /// [`PASSWORD`]) and whose only databases are the initial ones: for
     /// running a set-up as an operator would, from the beginning.
     pub fn start_bare() -> Result<PrivatePostgres, String> {
-        Self::start_as("db_admin", &[])
+        Self::start_as("db_admin", &[], None)
     }
 
-    fn start_as(superuser: &str, settings: &[&str]) -> Result<PrivatePostgres, String> {
+    /// Starts one whose superuser is `superuser`; with `tls`, the server's
+    /// certificate and key are copied into its own directory (removed with
+    /// it on drop) and TLS is switched on.
+    fn start_as(
+        superuser: &str,
+        settings: &[&str],
+        tls: Option<&crate::tls::TestCerts>,
+    ) -> Result<PrivatePostgres, String> {
         let bin = Self::bin_dir().ok_or(
             "PostgreSQL 15 (initdb, pg_ctl) is not installed; install it with: sudo apt-get install -y postgresql-15",
         )?;
@@ -150,9 +138,38 @@ impl PrivatePostgres {
             conf.push_str(s);
             conf.push('\n');
         }
+        if let Some(certs) = tls {
+            conf.push_str(&server.install_certs(certs)?);
+        }
         append(&data.join("postgresql.conf"), &conf)?;
         server.restart()?;
         Ok(server)
+    }
+
+    /// Copies `certs`'s server certificate and key into the server's
+    /// directory, readable by the server's account only; returns the
+    /// postgresql.conf lines that switch TLS on with them.
+    fn install_certs(&self, certs: &crate::tls::TestCerts) -> Result<String, String> {
+        let (cert, key) = (self.dir.join("server.crt"), self.dir.join("server.key"));
+        for (from, to) in [(&certs.server_cert, &cert), (&certs.server_key, &key)] {
+            std::fs::copy(from, to).map_err(|e| format!("cannot copy {}: {e}", from.display()))?;
+            if let Some(user) = &self.run_as {
+                chown(to, user)?;
+            }
+        }
+        let ok = Command::new("chmod")
+            .arg("0600")
+            .arg(&key)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            return Err(format!("cannot chmod 0600 {}", key.display()));
+        }
+        Ok(format!(
+            "ssl = on\nssl_cert_file = '{}'\nssl_key_file = '{}'\n",
+            cert.display(),
+            key.display()
+        ))
     }
 
     /// The URL of the schema owner (a superuser), database `edc`.
