@@ -578,6 +578,11 @@ pub(crate) struct CursorStore {
     dir_ready: std::sync::atomic::AtomicBool,
     /// The lookback memory the cursor file seals (`journal.rs`).
     journal: Journal,
+    /// The cursor as this store last read or wrote it. The store is the
+    /// stream's only writer while it holds the lock, so the files are read
+    /// once a hold: at a full memory a start-up otherwise replayed and
+    /// hashed the journal once for each of its checks.
+    known: std::sync::Mutex<Option<Cursor>>,
 }
 
 impl CursorStore {
@@ -593,6 +598,7 @@ impl CursorStore {
             stream,
             initial_start: None,
             dir_ready: Default::default(),
+            known: Default::default(),
         }
     }
 
@@ -629,12 +635,24 @@ impl CursorStore {
 
     /// The stream's cursor; a stream never synced starts from the beginning.
     pub(crate) fn load(&self) -> Result<Cursor, StoreError> {
-        load(
+        let mut known = self.known();
+        if let Some(cursor) = known.as_ref() {
+            return Ok(cursor.clone());
+        }
+        let cursor = load(
             &self.path,
             &self.stream,
             self.initial_start.clone(),
             &self.journal,
-        )
+        )?;
+        *known = Some(cursor.clone());
+        Ok(cursor)
+    }
+
+    fn known(&self) -> std::sync::MutexGuard<'_, Option<Cursor>> {
+        self.known
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Whether the cursor file is what a power loss can leave of writes
@@ -644,6 +662,10 @@ impl CursorStore {
     /// unreadable file (a newer format, another stream's) is not torn and
     /// is never replaced.
     pub(crate) fn torn(&self, repair: bool) -> Torn {
+        if self.known().is_some() {
+            // Read whole, its memory proven by its seal: not torn.
+            return Torn::No;
+        }
         // A symbolic link is not a torn file: it is refused when loaded.
         let Ok(bytes) = crate::no_follow::read_bytes(&self.path) else {
             return Torn::No;
@@ -732,6 +754,20 @@ impl CursorStore {
     /// first (`change`: what the commit changed in it), so a cursor file
     /// never seals a memory its journal has not been given.
     fn write(&self, cursor: &Cursor, durable: bool, change: Option<&MemoryChange>) -> Result<(), StoreError> {
+        let mut known = self.known();
+        // Unknown until the write is whole: a failed one is read back.
+        *known = None;
+        self.write_files(cursor, durable, change)?;
+        *known = Some(cursor.clone());
+        Ok(())
+    }
+
+    fn write_files(
+        &self,
+        cursor: &Cursor,
+        durable: bool,
+        change: Option<&MemoryChange>,
+    ) -> Result<(), StoreError> {
         use std::sync::atomic::Ordering;
         if !self.dir_ready.load(Ordering::Relaxed) {
             if let Some(dir) = self.path.parent() {

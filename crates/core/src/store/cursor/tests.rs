@@ -17,6 +17,13 @@ fn store(dir: &Path) -> CursorStore {
     CursorStore::new(RunLock::acquire(dir, &id(), "r").unwrap())
 }
 
+/// The store of the next run: `held` dropped (its lock released) and the
+/// lock taken again, so the files are read anew.
+fn next_hold(held: CursorStore, dir: &Path) -> CursorStore {
+    drop(held);
+    store(dir)
+}
+
 fn page(high: &str, sha256: &'static str, records: u64) -> PageAdvance<'static> {
     PageAdvance {
         next_page: None,
@@ -272,6 +279,7 @@ fn a_commit_writes_the_pages_change_to_the_lookback_memory_not_the_memory() {
         "40 pages of 100 records wrote {written} bytes, and a memory is {whole}"
     );
     let last = more.last().unwrap();
+    let store = next_hold(store, dir.path());
     assert_eq!(&store.load().unwrap(), last, "read back with its memory");
     assert_eq!(
         &CursorFile::new(dir.path(), &id()).load().unwrap(),
@@ -288,7 +296,7 @@ fn a_commit_writes_the_pages_change_to_the_lookback_memory_not_the_memory() {
 #[test]
 fn a_journal_behind_its_cursor_needs_a_rebuild_and_a_changed_one_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let store = store(dir.path());
+    let mut store = store(dir.path());
     let journal = Journal::beside(store.path());
     let four = commit_lookback_pages(&store, dir.path(), 4, 100);
     let cursor_of_four = std::fs::read(store.path()).unwrap();
@@ -301,6 +309,7 @@ fn a_journal_behind_its_cursor_needs_a_rebuild_and_a_changed_one_is_refused() {
 
     // Ahead: the fifth page's append reached the disk, its cursor did not.
     std::fs::write(store.path(), &cursor_of_four).unwrap();
+    store = next_hold(store, dir.path());
     assert_eq!(
         store.load().unwrap(),
         four[3],
@@ -310,6 +319,7 @@ fn a_journal_behind_its_cursor_needs_a_rebuild_and_a_changed_one_is_refused() {
 
     // Behind: the last append lost, or torn half way.
     std::fs::write(store.path(), &cursor_of_five).unwrap();
+    store = next_hold(store, dir.path());
     let last_line = whole[..whole.len() - 1]
         .iter()
         .rposition(|&b| b == b'\n')
@@ -317,6 +327,7 @@ fn a_journal_behind_its_cursor_needs_a_rebuild_and_a_changed_one_is_refused() {
         + 1;
     for cut in [last_line, last_line + (whole.len() - last_line) / 2] {
         std::fs::write(journal.path(), &whole[..cut]).unwrap();
+        store = next_hold(store, dir.path());
         let err = store.load().unwrap_err();
         assert!(!err.is_damage(), "{err}");
         assert!(
@@ -329,6 +340,7 @@ fn a_journal_behind_its_cursor_needs_a_rebuild_and_a_changed_one_is_refused() {
         );
     }
     std::fs::remove_file(journal.path()).unwrap();
+    store = next_hold(store, dir.path());
     assert!(
         matches!(store.torn(false), Torn::Journal { .. }),
         "a journal removed is behind too"
@@ -339,6 +351,7 @@ fn a_journal_behind_its_cursor_needs_a_rebuild_and_a_changed_one_is_refused() {
     let changed = text.replacen("2026-01-01T00:00:00Z", "2026-01-01T00:00:09Z", 1);
     assert_ne!(changed, text);
     std::fs::write(journal.path(), changed).unwrap();
+    store = next_hold(store, dir.path());
     let err = store.load().unwrap_err();
     assert!(err.is_damage(), "{err}");
     assert!(
@@ -355,6 +368,7 @@ fn a_journal_behind_its_cursor_needs_a_rebuild_and_a_changed_one_is_refused() {
     let mut garbage = whole.clone();
     garbage.extend_from_slice(b"{\"not\":\"a line\"}\n");
     std::fs::write(journal.path(), garbage).unwrap();
+    store = next_hold(store, dir.path());
     assert!(store.load().unwrap_err().is_damage());
 }
 
@@ -364,7 +378,7 @@ fn a_journal_behind_its_cursor_needs_a_rebuild_and_a_changed_one_is_refused() {
 #[test]
 fn a_cursor_from_before_the_journals_last_rewrite_still_finds_its_memory() {
     let dir = tempfile::tempdir().unwrap();
-    let store = store(dir.path());
+    let mut store = store(dir.path());
     let journal = Journal::beside(store.path());
     let previous = journal.path().with_extension("jsonl.1");
     let mut saved = Vec::new();
@@ -375,6 +389,26 @@ fn a_cursor_from_before_the_journals_last_rewrite_still_finds_its_memory() {
     }
     let (before_rewrite, bytes) = &saved[saved.len() - 2];
     std::fs::write(store.path(), bytes).unwrap();
+    store = next_hold(store, dir.path());
     assert_eq!(&store.load().unwrap(), before_rewrite);
     assert!(matches!(store.torn(false), Torn::No));
+}
+
+/// While it holds the lock the store is the stream's only writer: it reads
+/// the cursor file and the journal once, and knows what it wrote since.
+/// The next hold of the lock reads them again.
+#[test]
+fn a_store_reads_its_files_once_a_hold_of_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let held = store(dir.path());
+    let committed = commit_lookback_pages(&held, dir.path(), 2, 50).remove(1);
+    assert_eq!(held.load().unwrap(), committed, "what it wrote");
+    std::fs::write(held.path(), b"{").unwrap();
+    std::fs::write(held.journal_path(), b"").unwrap();
+    assert_eq!(held.load().unwrap(), committed, "not read again");
+    assert!(matches!(held.torn(false), Torn::No));
+    drop(held);
+    let held = store(dir.path());
+    assert!(held.load().is_err(), "read again by the next hold");
+    assert!(matches!(held.torn(false), Torn::File));
 }
