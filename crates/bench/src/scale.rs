@@ -66,7 +66,17 @@ pub struct FullMemory {
     pub landed_per_page: u64,
     /// The sync's CPU (user and system), a page.
     pub cpu_ms_per_page: f64,
+    /// A start-up at that memory (`--max-pages 0`, the median of
+    /// [`STARTUPS`]): its CPU.
+    pub startup_cpu_ms: f64,
+    /// What that start-up read (`rchar`), all told, against the journal's
+    /// size: the floor reads the journal once.
+    pub startup_read_bytes: u64,
+    pub journal_bytes: u64,
 }
+
+/// Start-ups measured at the full memory; the median is reported.
+const STARTUPS: usize = 5;
 
 /// The same sync with its state in PostgreSQL: what the database writes.
 #[derive(Debug, Clone, Serialize)]
@@ -178,7 +188,7 @@ fn full_memory(exe: &Path, work: &Path, pages: u64) -> anyhow::Result<FullMemory
     let policy = policy(FULL_PAGE, 1024 * 1024).replace("      seconds: 300\n", "      seconds: 86400\n");
     std::fs::write(&config, policy)?;
     let trail = work.join("audit.jsonl");
-    let written_before = written_by_reaped_children()?;
+    let written_before = reaped_children_io("wchar")?;
     let (ok, usage) = waited(super::harness::bench_sync(
         Command::new(exe),
         &config,
@@ -188,9 +198,8 @@ fn full_memory(exe: &Path, work: &Path, pages: u64) -> anyhow::Result<FullMemory
     if !ok {
         bail!("the sync of {pages} pages of {FULL_PAGE} records failed");
     }
-    let written = written_by_reaped_children()? - written_before;
-    let ms = |t: libc::timeval| t.tv_sec as f64 * 1000.0 + t.tv_usec as f64 / 1000.0;
-    let cpu_ms_per_page = (ms(usage.ru_utime) + ms(usage.ru_stime)) / pages.max(1) as f64;
+    let written = reaped_children_io("wchar")? - written_before;
+    let cpu_ms_per_page = cpu_ms(&usage) / pages.max(1) as f64;
     let text = std::fs::read_to_string(&trail).context("reading the full-memory trail")?;
     let lines: Vec<&str> = text
         .lines()
@@ -208,17 +217,20 @@ fn full_memory(exe: &Path, work: &Path, pages: u64) -> anyhow::Result<FullMemory
         .iter()
         .find(|p| p.to_string_lossy().ends_with(".cursor.json"))
         .context("the full-memory sync left no cursor file")?;
-    let journal_line_bytes = match state
+    let journal = state
         .iter()
-        .find(|p| p.to_string_lossy().ends_with(".memory.jsonl"))
-    {
+        .find(|p| p.to_string_lossy().ends_with(".memory.jsonl"));
+    let (journal_line_bytes, journal_bytes) = match journal {
         Some(journal) => {
             let text = std::fs::read_to_string(journal)?;
             let changes: Vec<&str> = text.lines().skip(1).collect();
-            changes.iter().map(|l| l.len() as u64 + 1).sum::<u64>() / (changes.len() as u64).max(1)
+            let line =
+                changes.iter().map(|l| l.len() as u64 + 1).sum::<u64>() / (changes.len() as u64).max(1);
+            (line, text.len() as u64)
         }
-        None => 0,
+        None => (0, 0),
     };
+    let (startup_cpu_ms, startup_read_bytes) = startup_at_memory(exe, &config, work, &sim.url)?;
     let landed: u64 = edc_qualify::files::under(&work.join("landing"))
         .iter()
         .filter(|p| !p.ends_with("manifest.jsonl"))
@@ -233,7 +245,35 @@ fn full_memory(exe: &Path, work: &Path, pages: u64) -> anyhow::Result<FullMemory
         written_per_page: written / pages.max(1),
         cpu_ms_per_page,
         landed_per_page: landed / pages.max(1),
+        startup_cpu_ms,
+        startup_read_bytes,
+        journal_bytes,
     })
+}
+
+/// A start-up only (`--max-pages 0`) of the stream `work` holds, the
+/// median of [`STARTUPS`]: its CPU in ms and the bytes it read.
+fn startup_at_memory(exe: &Path, config: &Path, work: &Path, url: &str) -> anyhow::Result<(f64, u64)> {
+    let mut runs = Vec::new();
+    for _ in 0..STARTUPS {
+        let read_before = reaped_children_io("rchar")?;
+        let mut sync = super::harness::bench_sync(Command::new(exe), config, work, url);
+        sync.args(["--max-pages", "0"]);
+        let (ok, usage) = waited(sync)?;
+        if !ok {
+            bail!("a start-up (--max-pages 0) at the full memory failed");
+        }
+        let read = reaped_children_io("rchar")? - read_before;
+        runs.push((cpu_ms(&usage), read));
+    }
+    runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Ok(runs[runs.len() / 2])
+}
+
+/// A child's CPU, user and system, in ms.
+fn cpu_ms(usage: &libc::rusage) -> f64 {
+    let ms = |t: libc::timeval| t.tv_sec as f64 * 1000.0 + t.tv_usec as f64 / 1000.0;
+    ms(usage.ru_utime) + ms(usage.ru_stime)
 }
 
 /// The full-memory sync ([`full_memory`]) with its state in a private
@@ -290,15 +330,15 @@ fn full_memory_db(exe: &Path, work: &Path, pages: u64) -> anyhow::Result<FullMem
     })
 }
 
-/// What this process's reaped children handed to `write`, all told
-/// (`wchar` of `/proc/self/io`, which the kernel adds a child's to when it
-/// is waited for).
-fn written_by_reaped_children() -> anyhow::Result<u64> {
+/// The counter `field` of `/proc/self/io` (`wchar`: what this process's
+/// reaped children handed to `write`, all told; `rchar`: what `read`
+/// gave them), which the kernel adds a child's to when it is waited for.
+fn reaped_children_io(field: &str) -> anyhow::Result<u64> {
     let io = std::fs::read_to_string("/proc/self/io").context("reading /proc/self/io")?;
     io.lines()
-        .find_map(|l| l.strip_prefix("wchar: "))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(": "))
         .and_then(|n| n.trim().parse().ok())
-        .context("no wchar in /proc/self/io")
+        .with_context(|| format!("no {field} in /proc/self/io"))
 }
 
 /// Copies the directory `from` to `to`, whole.
@@ -402,6 +442,14 @@ pub fn render(f: &Figures) -> String {
         full.landed_per_page,
         full.written_per_page as f64 / full.landed_per_page.max(1) as f64,
         full.cpu_ms_per_page
+    ));
+    out.push_str(&format!(
+        "a start-up at that memory (--max-pages 0): {:.1} ms of CPU; it read {} bytes for a {}-byte journal (floor: \
+         once): {:.2}x\n",
+        full.startup_cpu_ms,
+        full.startup_read_bytes,
+        full.journal_bytes,
+        full.startup_read_bytes as f64 / full.journal_bytes.max(1) as f64
     ));
     let db = &f.full_memory_db;
     out.push_str(&format!(
