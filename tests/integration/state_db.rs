@@ -1181,6 +1181,28 @@ async fn memory_rows_that_do_not_end_at_the_cursors_seal_are_written_anew_not_ad
     drop(fx);
 }
 
+/// A run reads the stream's lookback memory rows once, at its start-up
+/// proof, and knows what its commits wrote since: at 20,000 identities the
+/// rows are over a megabyte, and the pages and the run's end read them
+/// again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_reads_the_memory_rows_once() {
+    let (pg, fx, sim) = four_pages_in_a_database().await;
+    pg.psql_owner("ALTER ROLE edc_run SET log_statement = 'all'")
+        .unwrap();
+    let logged = pg.log().len();
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &["--max-pages", "3"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let log = pg.log();
+    let reads = log[logged..].matches("SELECT line FROM edc_sync_memory").count();
+    assert_eq!(reads, 1, "{}", &log[logged..]);
+    assert_eq!(memory_rows(&pg), "0,1,2,3,4,5,6", "three pages added");
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_exact(&pg, &fx, 100);
+    assert_eq!(verify_db(&pg, &fx).code, 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_password_in_the_state_urls_query_is_refused_and_never_shown() {
     let fx = runs::Fixture::new();

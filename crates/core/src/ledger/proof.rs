@@ -349,7 +349,8 @@ async fn prove_cursor_named_by_no_line(
 /// cursor (the manifest rows are never rewritten).
 async fn prove_db(held: &DbStream, landing: &LandingStore, p: &OpenStream<'_>) -> Result<(), LedgerError> {
     let mut facts = held.facts().await?;
-    if let Err(refused) = judge_db(held, &facts, p) {
+    let mut judged = judge_db(held, &facts, p);
+    if let Err(refused) = judged {
         if !(p.repair_state && !p.dry_run && refused.is_damage()) {
             return Err(refused.into());
         }
@@ -365,7 +366,10 @@ async fn prove_db(held: &DbStream, landing: &LandingStore, p: &OpenStream<'_>) -
             p.trail.record(event).await?;
         }
         facts = held.facts().await?;
-        judge_db(held, &facts, p)?;
+        judged = judge_db(held, &facts, p);
+    }
+    if let Some(cursor) = judged? {
+        held.proven(cursor, &facts.memory);
     }
     let event = StreamLockTaken {
         stream: p.name.to_string(),
@@ -389,12 +393,13 @@ async fn prove_db(held: &DbStream, landing: &LandingStore, p: &OpenStream<'_>) -
     Ok(())
 }
 
-/// Rules 1 and 2 on what a database holds.
+/// Rules 1 and 2 on what a database holds; the cursor row's cursor, when
+/// there is one and it holds.
 fn judge_db(
     held: &DbStream,
     facts: &crate::state_db::StreamFacts,
     p: &OpenStream<'_>,
-) -> Result<(), StoreError> {
+) -> Result<Option<Cursor>, StoreError> {
     let place = held.recorded_cursor();
     let trail = held.trail_name();
     let last: Option<Value> = facts
@@ -437,7 +442,7 @@ fn judge_db(
         }
         Cursor1::Differs => {
             let (Some(said), Some(says), Some(n)) = (said.as_ref(), says, commit_n) else {
-                return Ok(());
+                return Ok(None);
             };
             return Err(cursor_refused(
                 format!("{} {place}", held.shown_db()).into(),
@@ -471,7 +476,7 @@ fn judge_db(
             facts.last_landed_commit.map_or("(none)".into(), |n| n.to_string()),
         )));
     }
-    Ok(())
+    Ok(row_cursor)
 }
 
 #[cfg(test)]

@@ -207,8 +207,9 @@ impl StreamLedger {
                         pending.clone().proven(identity, receipt, landed)
                     })
                     .await;
-                if committed.is_err() {
-                    db.memory_unknown();
+                match &committed {
+                    Ok(cursor) => db.committed(cursor),
+                    Err(_) => db.memory_unknown(),
                 }
                 Ok(committed.map_err(LedgerError::from)?)
             }
