@@ -163,8 +163,15 @@ impl LandingView {
             .map(|name| async move {
                 let name = name?;
                 let got = match (name.rsplit_once("/manifest/"), name.rsplit_once("/pages/")) {
-                    (Some(_), _) => Fetched::Manifest(landing.read(&name).await?.unwrap_or_default()),
-                    (None, Some(_)) => Fetched::Page(landing.sha256(&name).await?.map(|(sha, _)| sha)),
+                    (Some((dir, _)), _) => Fetched::Manifest {
+                        dir: dir.to_string(),
+                        bytes: landing.read(&name).await?.unwrap_or_default(),
+                    },
+                    (None, Some((dir, page))) => Fetched::Page {
+                        dir: dir.to_string(),
+                        page: page.to_string(),
+                        sha256: landing.sha256(&name).await?.map(|(sha, _)| sha),
+                    },
                     (None, None) => Fetched::Other,
                 };
                 Ok::<_, crate::store::object::ObjectError>((name, got))
@@ -193,27 +200,27 @@ impl LandingView {
                     views.push(done.finish(landing, &root).await?);
                 }
             }
-            let (dir, page) = match (name.rsplit_once("/manifest/"), name.rsplit_once("/pages/")) {
-                (Some((dir, _)), _) => (dir, None),
-                (None, Some((dir, page))) => (dir, Some(page)),
-                (None, None) => {
+            let dir = match &got {
+                Fetched::Manifest { dir, .. } | Fetched::Page { dir, .. } => dir.clone(),
+                Fetched::Other => {
                     last = Some(name);
                     continue;
                 }
             };
             let n = views.len() + open.len();
-            let spooling = match open.entry(dir.to_string()) {
+            let spooling = match open.entry(dir) {
                 std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
                 std::collections::btree_map::Entry::Vacant(e) => {
-                    e.insert(Spooling::new(dir, spool, n).map_err(local(spool))?)
+                    let spooling = Spooling::new(e.key(), spool, n).map_err(local(spool))?;
+                    e.insert(spooling)
                 }
             };
-            match (page, got) {
-                (None, Fetched::Manifest(bytes)) => spooling
+            match got {
+                Fetched::Manifest { bytes, .. } => spooling
                     .manifest
                     .write_all(&bytes)
                     .map_err(local(&spooling.manifest_path))?,
-                (Some(page), Fetched::Page(sha256)) => {
+                Fetched::Page { page, sha256, .. } => {
                     progress.page();
                     // The name as a JSON string: an object's key may hold
                     // any character, a newline too.
@@ -221,7 +228,7 @@ impl LandingView {
                     writeln!(spooling.pages, "{} {page}", sha256.unwrap_or_default())
                         .map_err(local(&spooling.pages_path))?;
                 }
-                _ => {}
+                Fetched::Other => {}
             }
             last = Some(name);
         }
@@ -254,12 +261,17 @@ impl LandingView {
 /// round trip, so a few at once, and never more than that many pages held.
 const FETCHES_AHEAD: usize = 16;
 
-/// What was read of one listed object.
+/// What was read of one listed object, by where its name puts it.
 enum Fetched {
-    /// A manifest object's bytes.
-    Manifest(bytes::Bytes),
-    /// A page object's SHA-256 (`None`: gone since it was listed).
-    Page(Option<String>),
+    /// A manifest object of landing directory `dir`: its bytes.
+    Manifest { dir: String, bytes: bytes::Bytes },
+    /// Page `page` of landing directory `dir`: its SHA-256 (`None`: gone
+    /// since it was listed).
+    Page {
+        dir: String,
+        page: String,
+        sha256: Option<String>,
+    },
     /// Neither (a `.owner`, a probe): nothing read.
     Other,
 }
