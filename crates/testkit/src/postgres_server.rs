@@ -94,12 +94,9 @@ impl PrivatePostgres {
             "PostgreSQL 15 (initdb, pg_ctl) is not installed; install it with: sudo apt-get install -y postgresql-15",
         )?;
         let run_as = is_root().then(|| "postgres".to_string());
-        let port = free_port()?;
-        let dir = std::env::temp_dir().join(format!("edc-sync-pg-{}-{port}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let dir = new_dir()?;
         let mut server = PrivatePostgres {
-            port,
+            port: 0,
             dir,
             bin,
             run_as,
@@ -131,7 +128,7 @@ impl PrivatePostgres {
             ],
         )?;
         let mut conf = format!(
-            "listen_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = '{}'\nfsync = on\n",
+            "listen_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\nfsync = on\n",
             server.dir.display()
         );
         for s in settings {
@@ -142,8 +139,25 @@ impl PrivatePostgres {
             conf.push_str(&server.install_certs(certs)?);
         }
         append(&data.join("postgresql.conf"), &conf)?;
-        server.restart()?;
+        server.start_on_a_free_port()?;
         Ok(server)
+    }
+
+    /// Starts the server on a free port, picked right before it binds;
+    /// another port when something took that one in between (a test's
+    /// outgoing connection can be given any free port).
+    fn start_on_a_free_port(&mut self) -> Result<(), String> {
+        let conf = self.data_dir().join("postgresql.conf");
+        let mut tries = 0;
+        loop {
+            self.port = free_port()?;
+            // A later line wins: each try names its own port.
+            append(&conf, &format!("port = {}\n", self.port))?;
+            match self.restart() {
+                Err(e) if e.contains("Address already in use") && tries < 4 => tries += 1,
+                started => return started,
+            }
+        }
     }
 
     /// Copies `certs`'s server certificate and key into the server's
@@ -331,12 +345,9 @@ impl PrivatePostgres {
     /// it) on a port of its own: a read-only replica, as an operator might
     /// give by mistake.
     pub fn standby(&self) -> Result<PrivatePostgres, String> {
-        let port = free_port()?;
-        let dir = std::env::temp_dir().join(format!("edc-sync-pg-{}-{port}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let dir = new_dir()?;
         let mut standby = PrivatePostgres {
-            port,
+            port: 0,
             dir,
             bin: self.bin.clone(),
             run_as: self.run_as.clone(),
@@ -374,11 +385,11 @@ impl PrivatePostgres {
         append(
             &data.join("postgresql.conf"),
             &format!(
-                "port = {port}\nunix_socket_directories = '{}'\nhot_standby = on\n",
+                "unix_socket_directories = '{}'\nhot_standby = on\n",
                 standby.dir.display()
             ),
         )?;
-        standby.restart()?;
+        standby.start_on_a_free_port()?;
         Ok(standby)
     }
 
@@ -418,6 +429,16 @@ impl PrivatePostgres {
         }
         Ok(())
     }
+}
+
+/// A new, empty directory for one server of this process.
+fn new_dir() -> Result<PathBuf, String> {
+    static SERVERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = SERVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("edc-sync-pg-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    Ok(dir)
 }
 
 impl Drop for PrivatePostgres {
