@@ -29,7 +29,8 @@
 //! commit inserted with the run role's own INSERT and
 //! UPDATE, a manifest row listed again under a new page key, the tables
 //! restored from an older copy, the anchor rows deleted by the owner.
-//! 100 cases in the suite (`EDC_SYNC_DB_INSIDER_CASES`, `_SEED`, `_SHOW`).
+//! 1,000 cases in the suite (`EDC_SYNC_DB_INSIDER_CASES`, `_FROM`, `_SEED`,
+//! `_SHOW`).
 
 use std::path::Path;
 
@@ -457,7 +458,7 @@ async fn one_db_case(seed: u64, pg: &std::sync::Arc<support::postgres::Postgres>
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_insider_edit_of_a_state_database_ends_in_exit_0_with_a_record_lost_or_duplicated() {
     let pg = std::sync::Arc::new(support::postgres::start_migrated());
-    property("database insider", "EDC_SYNC_DB_INSIDER", 100, |seed| {
+    property("database insider", "EDC_SYNC_DB_INSIDER", 1000, |seed| {
         one_db_case(seed, &pg)
     })
     .await;
