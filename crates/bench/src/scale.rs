@@ -234,7 +234,7 @@ fn full_memory(exe: &Path, work: &Path, pages: u64) -> anyhow::Result<FullMemory
         }
         None => (0, 0),
     };
-    let (startup_cpu_ms, startup_read_bytes) = startup_at_memory(exe, &config, work, &sim.url)?;
+    let started = startups(|| super::harness::bench_sync(Command::new(exe), &config, work, &sim.url))?;
     let landed: u64 = edc_qualify::files::under(&work.join("landing"))
         .iter()
         .filter(|p| !p.ends_with("manifest.jsonl"))
@@ -249,28 +249,22 @@ fn full_memory(exe: &Path, work: &Path, pages: u64) -> anyhow::Result<FullMemory
         written_per_page: written / pages.max(1),
         cpu_ms_per_page,
         landed_per_page: landed / pages.max(1),
-        startup_cpu_ms,
-        startup_read_bytes,
+        startup_cpu_ms: started.cpu_ms,
+        startup_read_bytes: started.read_bytes,
         journal_bytes,
     })
 }
 
-/// A start-up only (`--max-pages 0`) of the stream `work` holds, the
-/// median of [`STARTUPS`]: its CPU in ms and the bytes it read.
-fn startup_at_memory(exe: &Path, config: &Path, work: &Path, url: &str) -> anyhow::Result<(f64, u64)> {
-    let runs = startups(|| super::harness::bench_sync(Command::new(exe), config, work, url))?;
-    Ok((runs.cpu_ms, runs.read_bytes))
-}
-
-/// The median of [`STARTUPS`] start-ups.
+/// One start-up only (`sync --max-pages 0`): its CPU, what it read
+/// (`rchar`) and its wall time.
 struct Startup {
     cpu_ms: f64,
     read_bytes: u64,
     wall_ms: f64,
 }
 
-/// Runs [`STARTUPS`] start-ups only (`sync` with `--max-pages 0`); the
-/// median by CPU.
+/// Runs [`STARTUPS`] start-ups only of what `sync` syncs; the median by
+/// CPU.
 fn startups(sync: impl Fn() -> Command) -> anyhow::Result<Startup> {
     let mut runs = Vec::new();
     for _ in 0..STARTUPS {
