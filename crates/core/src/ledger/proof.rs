@@ -369,7 +369,7 @@ async fn prove_db(held: &DbStream, landing: &LandingStore, p: &OpenStream<'_>) -
         judged = judge_db(held, &facts, p);
     }
     if let Some(cursor) = judged? {
-        held.proven(cursor, &facts.memory);
+        held.proven(&cursor, &facts.memory);
     }
     let event = StreamLockTaken {
         stream: p.name.to_string(),

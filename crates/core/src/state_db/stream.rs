@@ -136,10 +136,8 @@ pub(crate) struct DbStream {
     /// Its lookback memory's rows as this run knows them.
     memory: super::memory::MemoryRows,
     /// The cursor as the start-up proof read it or this run's last commit
-    /// wrote it: the run holds the stream's lock and its commits check
-    /// its fence, so the rows (over a megabyte at 20,000 identities) are
-    /// read once a run, not again by the pages and the run's end.
-    known: std::sync::Mutex<Option<Cursor>>,
+    /// wrote it (`store/cursor/known.rs`).
+    known: crate::store::KnownCursor,
 }
 
 /// What the database holds of a stream at start, for the ledger's
@@ -277,8 +275,8 @@ impl DbStream {
 
     /// The cursor now (the initial one for a stream never synced).
     pub(crate) async fn load(&self) -> Result<Cursor, StoreError> {
-        if let Some(cursor) = self.known().as_ref() {
-            return Ok(cursor.clone());
+        if let Some(cursor) = self.known.get() {
+            return Ok(cursor);
         }
         let client = self.db.client().await;
         let text = cursor_row(&client, &self.db, &self.key).await?;
@@ -290,27 +288,21 @@ impl DbStream {
             self.initial_start.clone(),
         )
         .map_err(|detail| self.damaged(format!("{}: {detail}", self.recorded_cursor())))?;
-        self.proven(cursor.clone(), &memory);
+        self.proven(&cursor, &memory);
         Ok(cursor)
     }
 
     /// `cursor`, read from the cursor row and the memory rows `memory`
     /// under the held lock and proven, is the stream's until this run
     /// commits.
-    pub(crate) fn proven(&self, cursor: Cursor, memory: &[String]) {
-        self.memory.read(memory, &cursor);
-        *self.known() = Some(cursor);
+    pub(crate) fn proven(&self, cursor: &Cursor, memory: &[String]) {
+        self.memory.read(memory, cursor);
+        self.known.set(cursor);
     }
 
     /// This run's commit made `cursor` the stream's.
     pub(crate) fn committed(&self, cursor: &Cursor) {
-        *self.known() = Some(cursor.clone());
-    }
-
-    fn known(&self) -> std::sync::MutexGuard<'_, Option<Cursor>> {
-        self.known
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.known.set(cursor);
     }
 
     /// What committing `cursor` (after `change` to the memory) writes to
@@ -328,7 +320,7 @@ impl DbStream {
     /// A commit did not go through: the cursor and the memory rows are
     /// read again before they are added to.
     pub(crate) fn memory_unknown(&self) {
-        *self.known() = None;
+        self.known.forget();
         self.memory.forget();
     }
 
@@ -406,7 +398,7 @@ impl DbStream {
     /// there is no commit to take, and nothing was changed). The manifest
     /// is never repaired: its rows are evidence, append-only.
     pub(crate) async fn repair_cursor(&self) -> Result<Option<(u64, Value)>, StoreError> {
-        *self.known() = None;
+        self.known.forget();
         let mut client = self.db.client().await;
         let Some(line) = self.last_commit(&client).await? else {
             return Ok(None);

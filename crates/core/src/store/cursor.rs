@@ -578,11 +578,8 @@ pub(crate) struct CursorStore {
     dir_ready: std::sync::atomic::AtomicBool,
     /// The lookback memory the cursor file seals (`journal.rs`).
     journal: Journal,
-    /// The cursor as this store last read or wrote it. The store is the
-    /// stream's only writer while it holds the lock, so the files are read
-    /// once a hold: at a full memory a start-up otherwise replayed and
-    /// hashed the journal once for each of its checks.
-    known: std::sync::Mutex<Option<Cursor>>,
+    /// The cursor as this store last read or wrote it (`known.rs`).
+    known: KnownCursor,
 }
 
 impl CursorStore {
@@ -635,9 +632,8 @@ impl CursorStore {
 
     /// The stream's cursor; a stream never synced starts from the beginning.
     pub(crate) fn load(&self) -> Result<Cursor, StoreError> {
-        let mut known = self.known();
-        if let Some(cursor) = known.as_ref() {
-            return Ok(cursor.clone());
+        if let Some(cursor) = self.known.get() {
+            return Ok(cursor);
         }
         let cursor = load(
             &self.path,
@@ -645,14 +641,8 @@ impl CursorStore {
             self.initial_start.clone(),
             &self.journal,
         )?;
-        *known = Some(cursor.clone());
+        self.known.set(&cursor);
         Ok(cursor)
-    }
-
-    fn known(&self) -> std::sync::MutexGuard<'_, Option<Cursor>> {
-        self.known
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Whether the cursor file is what a power loss can leave of writes
@@ -662,7 +652,7 @@ impl CursorStore {
     /// unreadable file (a newer format, another stream's) is not torn and
     /// is never replaced.
     pub(crate) fn torn(&self, repair: bool) -> Torn {
-        if self.known().is_some() {
+        if self.known.is_known() {
             // Read whole, its memory proven by its seal: not torn.
             return Torn::No;
         }
@@ -754,11 +744,10 @@ impl CursorStore {
     /// first (`change`: what the commit changed in it), so a cursor file
     /// never seals a memory its journal has not been given.
     fn write(&self, cursor: &Cursor, durable: bool, change: Option<&MemoryChange>) -> Result<(), StoreError> {
-        let mut known = self.known();
         // Unknown until the write is whole: a failed one is read back.
-        *known = None;
+        self.known.forget();
         self.write_files(cursor, durable, change)?;
-        *known = Some(cursor.clone());
+        self.known.set(cursor);
         Ok(())
     }
 
@@ -857,11 +846,13 @@ pub(crate) fn memory_after(
 
 mod difference;
 pub(crate) mod journal;
+mod known;
 pub(crate) mod memory;
 mod read;
 pub(crate) mod seal;
 mod snapshot;
 pub(crate) use difference::differences;
+pub(crate) use known::KnownCursor;
 use read::load;
 use seal::{LineMemory, MemoryChange, Seal};
 

@@ -31,7 +31,7 @@ pub(crate) use cursor::journal::{
 };
 pub(crate) use cursor::seal::{sealed, MemoryChange, Replay};
 pub(crate) use cursor::{
-    differences, Cursor, CursorStore, PageAdvance, PendingCursor, Receipt, Snapshot, Torn,
+    differences, Cursor, CursorStore, KnownCursor, PageAdvance, PendingCursor, Receipt, Snapshot, Torn,
 };
 pub(crate) use landing::{LandedPage, LandingStore, LandingTemp};
 pub use lock::StreamLocked;
