@@ -457,7 +457,11 @@ async fn one_db_case(seed: u64, pg: &std::sync::Arc<support::postgres::Postgres>
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_insider_edit_of_a_state_database_ends_in_exit_0_with_a_record_lost_or_duplicated() {
-    let pg = std::sync::Arc::new(support::postgres::start_migrated());
+    let mut pg = support::postgres::start_migrated();
+    // A dozen statements a case around the binary's runs: through kept
+    // connections, not a `psql` started for each.
+    pg.keep_sessions();
+    let pg = std::sync::Arc::new(pg);
     property("database insider", "EDC_SYNC_DB_INSIDER", 1000, |seed| {
         one_db_case(seed, &pg)
     })

@@ -10,6 +10,7 @@
 pub mod azurite;
 pub mod fault_proxy;
 pub mod postgres_server;
+mod postgres_session;
 pub mod pushgateway;
 pub mod redis_cluster;
 pub mod redis_server;

@@ -11,10 +11,13 @@
 //! `edc-sync state migrate` runs as) and `edc_run`, a plain login role that
 //! a run uses, given only what the migration grants it.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::postgres_session::Session;
 use crate::redis_server::free_port;
 
 /// Where the server binaries are looked for, newest first.
@@ -30,6 +33,9 @@ pub struct PrivatePostgres {
     /// Run the server's tools as this account (`runuser -u`), under root.
     run_as: Option<String>,
     stopped: bool,
+    /// With [`Self::keep_sessions`]: one open connection a role and
+    /// database, which [`Self::psql_as`] uses instead of starting `psql`.
+    sessions: Option<Mutex<HashMap<(String, String), Session>>>,
 }
 
 impl PrivatePostgres {
@@ -101,6 +107,7 @@ impl PrivatePostgres {
             bin,
             run_as,
             stopped: true,
+            sessions: None,
         };
         if let Some(user) = &server.run_as {
             chown(&server.dir, user)?;
@@ -246,9 +253,41 @@ impl PrivatePostgres {
         self.psql_as("edc_owner", db, sql)
     }
 
+    /// From now on [`Self::psql_as`] keeps a connection open for each
+    /// role and database and answers as `psql` would, without starting
+    /// it: for a test that runs thousands of small statements. Only for a
+    /// server without TLS and whose roles' settings the test leaves alone
+    /// (an open session keeps the settings it started with).
+    pub fn keep_sessions(&mut self) {
+        self.sessions.get_or_insert_with(Default::default);
+    }
+
     /// Runs `sql` with `psql` as `user` (a role of this server whose
     /// password is [`PASSWORD`]) in `db`; returns stdout, or stderr.
     pub fn psql_as(&self, user: &str, db: &str, sql: &str) -> Result<String, String> {
+        if let Some(sessions) = &self.sessions {
+            let mut sessions = sessions.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let key = (user.to_string(), db.to_string());
+            // A session whose connection is gone (the server restarted)
+            // is opened again, once.
+            for _ in 0..2 {
+                let session = match sessions.entry(key.clone()) {
+                    std::collections::hash_map::Entry::Occupied(open) => open.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(none) => {
+                        none.insert(Session::open(self.port, user, PASSWORD, db)?)
+                    }
+                };
+                match session.run(sql) {
+                    Some(answer) => return answer,
+                    None => {
+                        sessions.remove(&key);
+                    }
+                }
+            }
+            return Err(format!(
+                "psql {sql:?}: the connection as {user} to {db} closed twice"
+            ));
+        }
         let psql = ["psql", "/usr/bin/psql"]
             .into_iter()
             .map(PathBuf::from)
@@ -352,6 +391,7 @@ impl PrivatePostgres {
             bin: self.bin.clone(),
             run_as: self.run_as.clone(),
             stopped: true,
+            sessions: None,
         };
         if let Some(user) = &standby.run_as {
             chown(&standby.dir, user)?;
@@ -443,6 +483,8 @@ fn new_dir() -> Result<PathBuf, String> {
 
 impl Drop for PrivatePostgres {
     fn drop(&mut self) {
+        // The sessions close before the server stops under them.
+        self.sessions.take();
         self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
