@@ -269,7 +269,10 @@ impl PrivatePostgres {
             let mut sessions = sessions.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             let key = (user.to_string(), db.to_string());
             // A session whose connection is gone (the server restarted)
-            // is opened again, once.
+            // is opened again, once, and the statement sent again: one
+            // whose commit reached the server just before the connection
+            // dropped would run twice, which no caller here risks (the
+            // insider never restarts its server mid-statement).
             for _ in 0..2 {
                 let session = match sessions.entry(key.clone()) {
                     std::collections::hash_map::Entry::Occupied(open) => open.into_mut(),
