@@ -63,6 +63,10 @@ pub struct SimulateArgs {
     /// default 18000, Castor's five hours.
     #[arg(long, value_name = "S", default_value_t = 18_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub token_lifetime_s: u64,
+    /// Castor profile: the last N participants are archived (their
+    /// records say so; their data points stay in the study data).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub archived_records: u32,
     /// Seconds added to the simulator's clock in Date and HTTP-date
     /// Retry-After headers (a server whose clock differs from yours).
     #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_name = "S")]

@@ -49,6 +49,7 @@ fn config(args: &SimulateArgs) -> SimConfig {
         login_path: args.login_path.clone(),
         session_ttl_requests: args.session_ttl_requests,
         token_lifetime: std::time::Duration::from_secs(args.token_lifetime_s),
+        archived_records: args.archived_records,
         clock_skew_s: args.clock_skew_s,
         faults,
         quota,

@@ -349,3 +349,109 @@ async fn a_page_without_the_item_count_is_refused_naming_the_pointer() {
     assert!(fx.events("page_committed").is_empty());
     assert!(!fx.stream_dir(VENDOR).join("manifest.jsonl").exists());
 }
+
+/// Castor's study data carries every record's data points, archived
+/// records' included: its endpoint has no archived filter, so its own
+/// clients drop them on their side (castoRedc by the participant list,
+/// castoredc_api by `GET /record?archived=0`). The shipped `records`
+/// stream lands that list (each record with its `archived` flag), and
+/// its policy option `query: {archived: "0"}` (or `"1"`) has Castor
+/// filter it, on every page: here 7 records, the last 2 archived.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_castor_vendor_lands_its_record_list_and_filters_archived_records_by_policy() {
+    let server = sim(Profile::Castor, 21, &[], |c| {
+        c.max_page_size = 3;
+        c.archived_records = 2;
+    })
+    .await;
+    let env = [
+        ("CASTOR_BASE_URL", server.base_url()),
+        ("CASTOR_CLIENT_ID", crate::vendors::USER.to_string()),
+        ("CASTOR_CLIENT_SECRET", SECRET.to_string()),
+    ];
+    let root = |dir: &tempfile::TempDir, stream: &str| {
+        dir.path()
+            .join("landing/castor/client-1/Mediflex(Prod)/-")
+            .join(stream)
+    };
+    let archived = |records: &[serde_json::Value]| {
+        let mut flags: Vec<(String, bool)> = records
+            .iter()
+            .map(|r| {
+                (
+                    r["record_id"].as_str().unwrap().to_string(),
+                    r["archived"].as_bool().unwrap(),
+                )
+            })
+            .collect();
+        flags.sort();
+        flags
+    };
+
+    // As shipped: the whole list, every record once with its flag; the
+    // study data holds the archived records' points too.
+    let shipped = crate::vendors::shipped_policy_repo();
+    let args = ["--stream", "records", "--tenant", "client-1"];
+    assert_exit(
+        &crate::vendors::shipped_sync(shipped.path(), "castor", &args, &env).await,
+        0,
+    );
+    let all =
+        edc_qualify::landed::landed_json_records(&root(&shipped, "records"), "/_embedded/records").unwrap();
+    let flags = archived(&all);
+    assert_eq!(flags.len(), 7, "{flags:?}");
+    assert_eq!(
+        flags
+            .iter()
+            .filter(|(_, a)| *a)
+            .map(|(id, _)| id.as_str())
+            .collect::<Vec<_>>(),
+        ["110006", "110007"]
+    );
+    let args = ["--stream", "study_data", "--tenant", "client-1"];
+    assert_exit(
+        &crate::vendors::shipped_sync(shipped.path(), "castor", &args, &env).await,
+        0,
+    );
+    let points =
+        edc_qualify::landed::landed_json_records(&root(&shipped, "study_data"), "/_embedded/items").unwrap();
+    assert!(
+        points.iter().any(|p| p["participant_id"] == "110007"),
+        "archived records' data points are served"
+    );
+
+    // The policy option: archived records left out by Castor, on every page.
+    let filtered = crate::vendors::shipped_policy_repo();
+    let policy = filtered.path().join("rate_limits.yaml");
+    let text = std::fs::read_to_string(&policy).unwrap();
+    let shipped_block = "    records:\n      # query: {archived: \"0\"}";
+    assert!(
+        text.contains(shipped_block),
+        "the shipped policy shows the option"
+    );
+    std::fs::write(
+        &policy,
+        text.replacen(shipped_block, "    records:\n      query: {archived: \"0\"}", 1),
+    )
+    .unwrap();
+    let repo = git2::Repository::open(filtered.path()).unwrap();
+    crate::support::git_commit_all(&repo, "records: unarchived only");
+    let before = server.requests().len();
+    let args = ["--stream", "records", "--tenant", "client-1"];
+    assert_exit(
+        &crate::vendors::shipped_sync(filtered.path(), "castor", &args, &env).await,
+        0,
+    );
+    let kept =
+        edc_qualify::landed::landed_json_records(&root(&filtered, "records"), "/_embedded/records").unwrap();
+    let flags = archived(&kept);
+    assert_eq!(flags.len(), 5, "{flags:?}");
+    assert!(flags.iter().all(|(_, a)| !a), "{flags:?}");
+    let asked: Vec<_> = server.requests()[before..]
+        .iter()
+        .filter(|r| r.path.contains("/record"))
+        .map(|r| r.path.clone())
+        .collect();
+    assert_eq!(asked.len(), 2, "5 records in pages of 3: {asked:?}");
+    assert!(asked.iter().all(|p| p.contains("archived=0")), "{asked:?}");
+}

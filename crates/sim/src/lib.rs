@@ -100,6 +100,10 @@ pub struct SimConfig {
     /// Castor profile: the most items a collection page serves, whatever
     /// `page_size` asks (Castor documents 5000; a server may serve fewer).
     pub max_page_size: usize,
+    /// Castor profile: how many participants, the last of the dataset's,
+    /// are archived (listed by `GET /record` with `archived: true`, their
+    /// data points still in the study data).
+    pub archived_records: u32,
     /// Redcap profile: the version `content=version` answers.
     pub redcap_version: String,
     /// Redcap profile: the zone of the server's clock, which every time it
@@ -164,6 +168,7 @@ impl Default for SimConfig {
             client_id_filter: None,
             study_data_held: 0,
             max_page_size: vendor::castor::MAX_PAGE_SIZE,
+            archived_records: 0,
             redcap_version: vendor::redcap::VERSION.into(),
             server_zone: "America/Chicago".into(),
             redcap_exclusive_bounds: false,

@@ -583,6 +583,16 @@ fn route(state: &State, req: &Parts, fault: Option<&Fault>) -> Answer {
             Err((status, body)) => Answer::body(status, "application/problem+json", body),
         };
     }
+    if cfg.profile == Profile::Castor && path.starts_with("/api/study/") && path.ends_with("/record") {
+        return match vendor::castor::records(cfg, path, &query) {
+            Ok(body) => {
+                answer.headers.push((CONTENT_TYPE, "application/hal+json".into()));
+                answer.page = Some(crate::dataset::Page::whole(body));
+                answer
+            }
+            Err((status, body)) => Answer::body(status, "application/problem+json", body),
+        };
+    }
     let castor_trail = cfg.audit_trail.as_ref().filter(|_| {
         cfg.profile == Profile::Castor && path.starts_with("/api/study/") && path.ends_with("/audit-trail")
     });

@@ -199,7 +199,7 @@ pub fn audit_trail(
                 },
                 "event_type": "Data point updated",
                 "user_name": "Sim User",
-                "record_id": format!("{:06}", 110_000 + rec.subject),
+                "record_id": participant_id(rec.subject),
                 // Filled in about an hour late (Castor's helpdesk): until
                 // then an empty list, as PHP encodes an empty array.
                 "event_details": if arrivals.details_pending(n, now_ms) {
@@ -228,18 +228,14 @@ pub fn audit_trail(
 pub const MAX_PAGE_SIZE: usize = 5000;
 
 /// A page of the study's data points (`GET /api/study/{study}/data-points/
-/// study`): a HAL collection, `_embedded.items`, with `page`, `page_size`,
-/// `page_count` and `total_items` on every page and `_links` (self, first,
-/// last, next, prev) as Castor's API reference shows them and as
-/// castoredc_api `retrieve_multiple_pages` reads them (it takes
-/// `page_count` from page 1 and asks pages 2..page_count). There is no
-/// since-filter. Items are listed by participant, so a data point added
-/// for an earlier participant shifts every later page (the live collection
-/// the helpdesk's paging warns of); the simulator holds back
-/// `study_data_held` data points and adds one at each `grow` fault. An
-/// empty collection is Castor's 404 "There are no data points."
-/// (castoredc_api `all_report_instances` shows the same shape); so is a
-/// page past the last.
+/// study`): a Castor collection ([`collection_page`]) of `_embedded.items`
+/// with no since-filter and no archived filter: archived participants'
+/// points are listed too (castoRedc `getStudyDataBulk` drops them itself by
+/// joining with its participant list). Items are listed by participant, so
+/// a data point added for an earlier participant shifts every later page
+/// (the live collection the helpdesk's paging warns of); the simulator
+/// holds back `study_data_held` data points and adds one at each `grow`
+/// fault. An empty collection is Castor's 404 "There are no data points.".
 pub fn study_data(
     cfg: &crate::SimConfig,
     grown: u32,
@@ -250,34 +246,124 @@ pub fn study_data(
     let visible = ds.records - cfg.study_data_held.saturating_sub(grown).min(ds.records);
     let mut points: Vec<crate::dataset::Record> = (1..=visible).map(|n| ds.record(n)).collect();
     points.sort_by_key(|r| (r.subject, r.n));
+    let items = points.iter().map(|r| {
+        serde_json::json!({
+            "field_id": format!("{:08X}-{}-{}", r.n.wrapping_mul(2_654_435_761), r.form, r.field),
+            "field_value": r.value.to_string(),
+            "participant_id": participant_id(r.subject),
+            "updated_on": r.modified.replace('T', " ").trim_end_matches('Z'),
+        })
+    });
+    collection_page(
+        cfg,
+        path,
+        query,
+        "items",
+        items.collect(),
+        "There are no data points.",
+    )
+}
+
+/// A participant's id as the simulator's study numbers them.
+fn participant_id(subject: u32) -> String {
+    format!("{:06}", 110_000 + subject)
+}
+
+/// A page of the study's record list (`GET /api/study/{study}/record`,
+/// castoredc_api `all_records`: endpoint `/record`, `_embedded.records`),
+/// paged as every Castor collection is. Each record carries `archived`
+/// (and `archived_reason`); `archived=1` lists the archived records only
+/// and `archived=0` the others, on every page (castoredc_api
+/// `all_records(archived=...)`: "None (all records), 0 (unarchived
+/// records) or 1 (archived records)", checked against a real study by its
+/// `test_all_records_archived` and `test_all_records_not_archived`). The
+/// fields are those its `record_model` lists. The last `archived_records`
+/// participants of the dataset are archived; their data points stay in
+/// the study data.
+pub fn records(
+    cfg: &crate::SimConfig,
+    path: &str,
+    query: &std::collections::BTreeMap<String, String>,
+) -> Result<String, (StatusCode, String)> {
+    let subjects = cfg.dataset.subjects;
+    let first_archived = subjects.saturating_sub(cfg.archived_records) + 1;
+    let wanted = query.get("archived").map(String::as_str);
+    let items = (1..=subjects)
+        .map(|s| (s, s >= first_archived))
+        .filter(|(_, archived)| match wanted {
+            Some("1") => *archived,
+            Some("0") => !*archived,
+            _ => true,
+        })
+        .map(|(s, archived)| {
+            let id = participant_id(s);
+            let created = serde_json::json!({
+                "date": format!("2026-01-{:02} 09:00:00.000000", s % 28 + 1),
+                "timezone_type": 3,
+                "timezone": STUDY_ZONE,
+            });
+            serde_json::json!({
+                "id": id,
+                "record_id": id,
+                "ccr_patient_id": "",
+                "record_status": null,
+                "randomized_id": null,
+                "randomization_group": null,
+                "randomization_group_name": null,
+                "randomized_on": null,
+                "last_opened_step": null,
+                "progress": 0,
+                "status": "open",
+                "locked": false,
+                "archived": archived,
+                "archived_reason": if archived { serde_json::json!("Withdrawn") } else { serde_json::Value::Null },
+                "created_by": "SIM-USER",
+                "created_on": created,
+                "updated_by": "SIM-USER",
+                "updated_on": created,
+                "_embedded": {"institute": {
+                    "id": format!("SITE-{:02}", s % 10 + 1),
+                    "institute_id": format!("SITE-{:02}", s % 10 + 1),
+                    "name": format!("Site {:02}", s % 10 + 1),
+                    "abbreviation": format!("S{:02}", s % 10 + 1),
+                }},
+            })
+        });
+    collection_page(
+        cfg,
+        path,
+        query,
+        "records",
+        items.collect(),
+        "There are no records.",
+    )
+}
+
+/// One page of a Castor HAL collection: `_embedded.{name}`, with `page`,
+/// `page_size`, `page_count` and `total_items` on every page and `_links`
+/// (self, first, last, next, prev) as Castor's API reference shows them
+/// and as castoredc_api `retrieve_multiple_pages` reads them (it takes
+/// `page_count` from page 1 and asks pages 2..page_count). An empty
+/// collection, or a page past the last, is Castor's 404 saying there are
+/// none (castoredc_api `all_report_instances` shows the same shape).
+fn collection_page(
+    cfg: &crate::SimConfig,
+    path: &str,
+    query: &std::collections::BTreeMap<String, String>,
+    name: &str,
+    all: Vec<serde_json::Value>,
+    none: &str,
+) -> Result<String, (StatusCode, String)> {
     let number = |name: &str, default: usize| query.get(name).and_then(|v| v.parse().ok()).unwrap_or(default);
     let asked = number("page_size", 25).max(1);
     let size = asked.min(cfg.max_page_size).min(MAX_PAGE_SIZE);
     let page = number("page", 1).max(1);
-    let total = points.len();
+    let total = all.len();
     let page_count = total.div_ceil(size);
-    let none = || {
-        (
-            StatusCode::NOT_FOUND,
-            problem(404, "Not Found", "There are no data points."),
-        )
-    };
     if total == 0 || page > page_count {
-        return Err(none());
+        return Err((StatusCode::NOT_FOUND, problem(404, "Not Found", none)));
     }
-    let items: Vec<serde_json::Value> = points
-        .iter()
-        .skip((page - 1) * size)
-        .take(size)
-        .map(|r| {
-            serde_json::json!({
-                "field_id": format!("{:08X}-{}-{}", r.n.wrapping_mul(2_654_435_761), r.form, r.field),
-                "field_value": r.value.to_string(),
-                "participant_id": format!("{:06}", 110_000 + r.subject),
-                "updated_on": r.modified.replace('T', " ").trim_end_matches('Z'),
-            })
-        })
-        .collect();
+    let items: Vec<serde_json::Value> = all.into_iter().skip((page - 1) * size).take(size).collect();
     let link = |p: usize| serde_json::json!({"href": format!("{path}?page={p}&page_size={asked}")});
     let mut links = serde_json::json!({"self": link(page), "first": link(1), "last": link(page_count)});
     if page < page_count {
@@ -288,7 +374,7 @@ pub fn study_data(
     }
     Ok(serde_json::json!({
         "_links": links,
-        "_embedded": {"items": items},
+        "_embedded": {name: items},
         "page_count": page_count,
         "page_size": size,
         "total_items": total,
@@ -329,5 +415,60 @@ mod tests {
         assert!(body.contains("invalid_client"));
         let (status, _) = token(&config, &tokens, b"grant_type=password");
         assert_eq!(status, StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn the_record_list_is_filtered_by_archived_on_every_page() {
+        let mut config = crate::SimConfig {
+            archived_records: 2,
+            max_page_size: 4,
+            ..crate::SimConfig::default()
+        };
+        config.dataset.subjects = 7;
+        let list = |archived: Option<&str>, page: usize| {
+            let mut query = std::collections::BTreeMap::from([("page".to_string(), page.to_string())]);
+            if let Some(a) = archived {
+                query.insert("archived".into(), a.into());
+            }
+            records(&config, "/api/study/S/record", &query)
+                .map(|body| serde_json::from_str::<serde_json::Value>(&body).unwrap())
+        };
+        let ids = |page: &serde_json::Value| -> Vec<(String, bool)> {
+            page["_embedded"]["records"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    (
+                        r["id"].as_str().unwrap().to_string(),
+                        r["archived"].as_bool().unwrap(),
+                    )
+                })
+                .collect()
+        };
+        let all = list(None, 2).unwrap();
+        assert_eq!(
+            (all["total_items"].as_u64(), all["page_count"].as_u64()),
+            (Some(7), Some(2))
+        );
+        assert_eq!(
+            ids(&all),
+            [
+                ("110005".into(), false),
+                ("110006".into(), true),
+                ("110007".into(), true)
+            ]
+        );
+        let kept = list(Some("0"), 1).unwrap();
+        assert_eq!(
+            (kept["total_items"].as_u64(), kept["page_count"].as_u64()),
+            (Some(5), Some(2))
+        );
+        assert!(ids(&kept).iter().all(|(_, archived)| !archived));
+        let gone = list(Some("1"), 1).unwrap();
+        assert_eq!(ids(&gone), [("110006".into(), true), ("110007".into(), true)]);
+        let (status, body) = list(Some("1"), 2).unwrap_err();
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert!(body.contains("There are no records."), "{body}");
     }
 }
