@@ -316,6 +316,62 @@ async fn simulate_serves_the_castor_profile_from_the_command_line() {
     );
 }
 
+/// `simulate --profile castor --archived-records N`: the study's record
+/// list says the last N participants are archived, and Castor's `archived`
+/// filter lists them alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulate_archives_the_last_participants_from_the_command_line() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::new();
+    let castor = crate::vendors::SimProcess::start(&[
+        "--profile",
+        "castor",
+        "--subjects",
+        "5",
+        "--archived-records",
+        "2",
+        "--username",
+        CLIENT_ID,
+        "--password",
+        SECRET,
+    ]);
+    let granted: serde_json::Value = serde_json::from_slice(
+        &http
+            .post(format!("{}/oauth/token", castor.1))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!(
+                "grant_type=client_credentials&client_id={CLIENT_ID}&client_secret={SECRET}"
+            ))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let bearer = format!("Bearer {}", granted["access_token"].as_str().unwrap());
+    let list = |archived: &str| {
+        http.get(format!("{}/api/study/S/record?archived={archived}", castor.1))
+            .header("authorization", &bearer)
+            .send()
+    };
+    let ids = |page: serde_json::Value| -> Vec<String> {
+        page["_embedded"]["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["record_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let archived: serde_json::Value =
+        serde_json::from_slice(&list("1").await.unwrap().bytes().await.unwrap()).unwrap();
+    assert_eq!(ids(archived), ["110004", "110005"]);
+    let kept: serde_json::Value =
+        serde_json::from_slice(&list("0").await.unwrap().bytes().await.unwrap()).unwrap();
+    assert_eq!(ids(kept), ["110001", "110002", "110003"]);
+}
+
 /// What identifies an event the simulator's audit trail listed, as a
 /// reader of the landing sees it: its time, record and change (its reason
 /// names the simulated change; a twin repeats its original's).
