@@ -569,12 +569,17 @@ fn route(state: &State, req: &Parts, fault: Option<&Fault>) -> Answer {
     if matches!(fault, Some(Fault::Grow)) {
         state.grown.fetch_add(1, Ordering::SeqCst);
     }
-    if cfg.profile == Profile::Castor
-        && path.starts_with("/api/study/")
-        && path.ends_with("/data-points/study")
-    {
+    let castor_study = cfg.profile == Profile::Castor && path.starts_with("/api/study/");
+    let collection = if castor_study && path.ends_with("/data-points/study") {
         let grown = state.grown.load(Ordering::SeqCst);
-        return match vendor::castor::study_data(cfg, grown, path, &query) {
+        Some(vendor::castor::study_data(cfg, grown, path, &query))
+    } else if castor_study && path.ends_with("/record") {
+        Some(vendor::castor::records(cfg, path, &query))
+    } else {
+        None
+    };
+    if let Some(page) = collection {
+        return match page {
             Ok(body) => {
                 answer.headers.push((CONTENT_TYPE, "application/hal+json".into()));
                 answer.page = Some(crate::dataset::Page::whole(body));
@@ -583,19 +588,10 @@ fn route(state: &State, req: &Parts, fault: Option<&Fault>) -> Answer {
             Err((status, body)) => Answer::body(status, "application/problem+json", body),
         };
     }
-    if cfg.profile == Profile::Castor && path.starts_with("/api/study/") && path.ends_with("/record") {
-        return match vendor::castor::records(cfg, path, &query) {
-            Ok(body) => {
-                answer.headers.push((CONTENT_TYPE, "application/hal+json".into()));
-                answer.page = Some(crate::dataset::Page::whole(body));
-                answer
-            }
-            Err((status, body)) => Answer::body(status, "application/problem+json", body),
-        };
-    }
-    let castor_trail = cfg.audit_trail.as_ref().filter(|_| {
-        cfg.profile == Profile::Castor && path.starts_with("/api/study/") && path.ends_with("/audit-trail")
-    });
+    let castor_trail = cfg
+        .audit_trail
+        .as_ref()
+        .filter(|_| castor_study && path.ends_with("/audit-trail"));
     let (page, next, content_type) = if let Some(arrivals) = castor_trail {
         match vendor::castor::audit_trail(&cfg.dataset, arrivals, &query, state.now()) {
             Ok(page) => (page, None, "application/json"),
