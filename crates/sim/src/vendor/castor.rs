@@ -259,7 +259,8 @@ pub fn study_data(
         path,
         query,
         "items",
-        items.collect(),
+        points.len(),
+        items,
         "There are no data points.",
     )
 }
@@ -288,14 +289,15 @@ pub fn records(
     let subjects = cfg.dataset.subjects;
     let first_archived = subjects.saturating_sub(cfg.archived_records) + 1;
     let wanted = query.get("archived").map(String::as_str);
-    let items = (1..=subjects)
+    let listed: Vec<(u32, bool)> = (1..=subjects)
         .map(|s| (s, s >= first_archived))
         .filter(|(_, archived)| match wanted {
             Some("1") => *archived,
             Some("0") => !*archived,
             _ => true,
         })
-        .map(|(s, archived)| {
+        .collect();
+    let items = listed.iter().map(|&(s, archived)| {
             let id = participant_id(s);
             let created = serde_json::json!({
                 "date": format!("2026-01-{:02} 09:00:00.000000", s % 28 + 1),
@@ -334,7 +336,8 @@ pub fn records(
         path,
         query,
         "records",
-        items.collect(),
+        listed.len(),
+        items,
         "There are no records.",
     )
 }
@@ -346,24 +349,25 @@ pub fn records(
 /// `page_count` from page 1 and asks pages 2..page_count). An empty
 /// collection, or a page past the last, is Castor's 404 saying there are
 /// none (castoredc_api `all_report_instances` shows the same shape).
+/// `all` holds `total` items and is lazy: only the page's are made.
 fn collection_page(
     cfg: &crate::SimConfig,
     path: &str,
     query: &std::collections::BTreeMap<String, String>,
     name: &str,
-    all: Vec<serde_json::Value>,
+    total: usize,
+    all: impl Iterator<Item = serde_json::Value>,
     none: &str,
 ) -> Result<String, (StatusCode, String)> {
     let number = |name: &str, default: usize| query.get(name).and_then(|v| v.parse().ok()).unwrap_or(default);
     let asked = number("page_size", 25).max(1);
     let size = asked.min(cfg.max_page_size).min(MAX_PAGE_SIZE);
     let page = number("page", 1).max(1);
-    let total = all.len();
     let page_count = total.div_ceil(size);
     if total == 0 || page > page_count {
         return Err((StatusCode::NOT_FOUND, problem(404, "Not Found", none)));
     }
-    let items: Vec<serde_json::Value> = all.into_iter().skip((page - 1) * size).take(size).collect();
+    let items: Vec<serde_json::Value> = all.skip((page - 1) * size).take(size).collect();
     let link = |p: usize| serde_json::json!({"href": format!("{path}?page={p}&page_size={asked}")});
     let mut links = serde_json::json!({"self": link(page), "first": link(1), "last": link(page_count)});
     if page < page_count {
