@@ -254,15 +254,7 @@ pub fn study_data(
             "updated_on": r.modified.replace('T', " ").trim_end_matches('Z'),
         })
     });
-    collection_page(
-        cfg,
-        path,
-        query,
-        "items",
-        points.len(),
-        items,
-        "There are no data points.",
-    )
+    collection_page(cfg, path, query, "items", items, "There are no data points.")
 }
 
 /// A participant's id as the simulator's study numbers them.
@@ -298,48 +290,40 @@ pub fn records(
         })
         .collect();
     let items = listed.iter().map(|&(s, archived)| {
-            let id = participant_id(s);
-            let created = serde_json::json!({
-                "date": format!("2026-01-{:02} 09:00:00.000000", s % 28 + 1),
-                "timezone_type": 3,
-                "timezone": STUDY_ZONE,
-            });
-            serde_json::json!({
-                "id": id,
-                "record_id": id,
-                "ccr_patient_id": "",
-                "record_status": null,
-                "randomized_id": null,
-                "randomization_group": null,
-                "randomization_group_name": null,
-                "randomized_on": null,
-                "last_opened_step": null,
-                "progress": 0,
-                "status": "open",
-                "locked": false,
-                "archived": archived,
-                "archived_reason": if archived { serde_json::json!("Withdrawn") } else { serde_json::Value::Null },
-                "created_by": "SIM-USER",
-                "created_on": created,
-                "updated_by": "SIM-USER",
-                "updated_on": created,
-                "_embedded": {"institute": {
-                    "id": format!("SITE-{:02}", s % 10 + 1),
-                    "institute_id": format!("SITE-{:02}", s % 10 + 1),
-                    "name": format!("Site {:02}", s % 10 + 1),
-                    "abbreviation": format!("S{:02}", s % 10 + 1),
-                }},
-            })
+        let id = participant_id(s);
+        let created = serde_json::json!({
+            "date": format!("2026-01-{:02} 09:00:00.000000", s % 28 + 1),
+            "timezone_type": 3,
+            "timezone": STUDY_ZONE,
         });
-    collection_page(
-        cfg,
-        path,
-        query,
-        "records",
-        listed.len(),
-        items,
-        "There are no records.",
-    )
+        serde_json::json!({
+            "id": id,
+            "record_id": id,
+            "ccr_patient_id": "",
+            "record_status": null,
+            "randomized_id": null,
+            "randomization_group": null,
+            "randomization_group_name": null,
+            "randomized_on": null,
+            "last_opened_step": null,
+            "progress": 0,
+            "status": "open",
+            "locked": false,
+            "archived": archived,
+            "archived_reason": if archived { serde_json::json!("Withdrawn") } else { serde_json::Value::Null },
+            "created_by": "SIM-USER",
+            "created_on": created,
+            "updated_by": "SIM-USER",
+            "updated_on": created,
+            "_embedded": {"institute": {
+                "id": format!("SITE-{:02}", s % 10 + 1),
+                "institute_id": format!("SITE-{:02}", s % 10 + 1),
+                "name": format!("Site {:02}", s % 10 + 1),
+                "abbreviation": format!("S{:02}", s % 10 + 1),
+            }},
+        })
+    });
+    collection_page(cfg, path, query, "records", items, "There are no records.")
 }
 
 /// One page of a Castor HAL collection: `_embedded.{name}`, with `page`,
@@ -349,20 +333,20 @@ pub fn records(
 /// `page_count` from page 1 and asks pages 2..page_count). An empty
 /// collection, or a page past the last, is Castor's 404 saying there are
 /// none (castoredc_api `all_report_instances` shows the same shape).
-/// `all` holds `total` items and is lazy: only the page's are made.
+/// `all` is lazy and knows its length: only the page's items are made.
 fn collection_page(
     cfg: &crate::SimConfig,
     path: &str,
     query: &std::collections::BTreeMap<String, String>,
     name: &str,
-    total: usize,
-    all: impl Iterator<Item = serde_json::Value>,
+    all: impl ExactSizeIterator<Item = serde_json::Value>,
     none: &str,
 ) -> Result<String, (StatusCode, String)> {
     let number = |name: &str, default: usize| query.get(name).and_then(|v| v.parse().ok()).unwrap_or(default);
     let asked = number("page_size", 25).max(1);
     let size = asked.min(cfg.max_page_size).min(MAX_PAGE_SIZE);
     let page = number("page", 1).max(1);
+    let total = all.len();
     let page_count = total.div_ceil(size);
     if total == 0 || page > page_count {
         return Err((StatusCode::NOT_FOUND, problem(404, "Not Found", none)));
