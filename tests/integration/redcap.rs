@@ -497,3 +497,59 @@ async fn a_restricted_token_is_refused_unless_its_scope_is_declared() {
         .iter()
         .all(|r| r["record_id"].as_str().unwrap().parse::<u32>().unwrap() % 2 == 1));
 }
+
+/// Read-only by allow-list: a committed policy can give an export only the
+/// fields REDCap's API help documents for its content. A field that would
+/// make the POST an import (`data`, `overwriteBehavior`), a name PHP would
+/// rewrite into a checked one (a leading space: `" action"`), an index on
+/// a field that takes one value, or a field of another content is refused
+/// by `config validate` and by `sync` (78, naming the key), and nothing is
+/// sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_cannot_give_an_export_a_field_its_content_does_not_document() {
+    let cases = [
+        ("      logtype: record\n", "      logtype: record\n      data: \"record_id,age\"\n", "redcap_log.delta.query.data"),
+        (
+            "      logtype: record\n",
+            "      logtype: record\n      overwriteBehavior: overwrite\n",
+            "redcap_log.delta.query.overwriteBehavior",
+        ),
+        ("      logtype: record\n", "      logtype: record\n      \" action\": import\n", "redcap_log.delta.query. action"),
+        ("      logtype: record\n", "      logtype: record\n      \" content\": record\n", "redcap_log.delta.query. content"),
+        ("      format: json\n      logtype", "      format[0]: json\n      logtype", "redcap_log.delta.query.format[0]"),
+        ("      logtype: record\n", "      logtype: record\n      \"fields[0]\": dob\n", "redcap_log.delta.query.fields[0]"),
+        ("    cursor_param: beginTime\n    cursor_field: timestamp\n    cursor_kind: server_local\n    order: newest_first\n    query:\n      content: log",
+         "    cursor_param: data\n    cursor_field: timestamp\n    cursor_kind: server_local\n    order: newest_first\n    query:\n      content: log",
+         "redcap_log.delta.cursor_param"),
+        ("      end_param: endTime\n      format: local_minute", "      end_param: returnContent\n      format: local_minute", "redcap_log.delta.window.end_param"),
+    ];
+    for (from, to, key) in cases {
+        let fx = Fixture::new();
+        // The edit goes into the redcap_log block (other blocks read alike).
+        let policies = std::fs::read_to_string(fx.path("policies.yaml")).unwrap();
+        let at = policies.find("\nredcap_log:\n").unwrap();
+        let (head, block) = policies.split_at(at);
+        assert!(block.contains(from), "{from:?}");
+        std::fs::write(
+            fx.path("policies.yaml"),
+            format!("{head}{}", block.replacen(from, to, 1)),
+        )
+        .unwrap();
+        let repo = git2::Repository::open(fx.dir.path()).unwrap();
+        crate::support::git_commit_all(&repo, "a policy with a write-shaped export");
+        let validated = crate::support::run(&[
+            "config",
+            "validate",
+            "--config",
+            fx.path("policies.yaml").to_str().unwrap(),
+        ]);
+        assert_eq!(validated.code, 78, "{key}: {}", validated.stderr);
+        assert!(validated.stderr.contains(key), "{key}: {}", validated.stderr);
+        let server = redcap(5, &[], |_| {}).await;
+        let out = run(&fx, &server).await;
+        assert_exit(&out, 78);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(key), "{key}: {stderr}");
+        assert!(server.requests().is_empty(), "{key}: {:?}", server.requests());
+    }
+}

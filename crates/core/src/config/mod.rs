@@ -14,6 +14,7 @@ mod object_lock;
 mod policy;
 pub(crate) mod provenance;
 mod redcap;
+mod redcap_export;
 mod stamp;
 mod template;
 mod validate;
@@ -31,7 +32,7 @@ pub use policy::{
     DEFAULT_VAULT_CLIENT_ID,
 };
 pub use provenance::{ChangeState, Provenance};
-pub use redcap::ExportContent;
+pub use redcap_export::{ExportContent, FieldRefused};
 pub use stamp::{path_for as stamp_path, Stamp};
 
 pub(crate) use policy::{

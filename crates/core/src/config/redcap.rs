@@ -3,10 +3,12 @@
 //! (REDCap's API help; PyCap `redcap/request.py`), so the auth scheme is
 //! `redcap_token` and only with this dialect, each delta's path is `/`
 //! (the API URL itself), and each stream exports one read content (the
-//! closed set of `edc/vendor/redcap/export.rs`), never with a `token`.
+//! closed set of `redcap_export.rs`) with only the fields that export
+//! documents, never with a `token`.
 
 use super::check::{string, Fields, Report};
-use super::policy::{Auth, Delta, Dialect, RestrictedScope, StreamSpec};
+use super::policy::{Auth, Delta, Dialect, Paging, RestrictedScope, StreamSpec};
+use super::redcap_export::ExportContent;
 use super::yaml::Node;
 
 /// Reports what in a vendor's policy does not fit REDCap's one request
@@ -58,91 +60,86 @@ pub(super) fn check(
                 ),
             );
         }
-        let fields = delta.query.iter().chain(stream.query.iter());
-        let mut contents = Vec::new();
-        for (name, value) in fields {
-            match name.as_str() {
-                "token" => report.add(
-                    &child(&["streams", &stream.name, "query"]),
-                    "must not name token: the token goes in the form body only (token_env)",
-                ),
-                "content" => contents.push(value.as_str().to_string()),
-                "action" if value.as_str() != "export" => report.add(
-                    &child(&["streams", &stream.name, "query", "action"]),
-                    format!(
-                        "edc-sync only exports (action absent or export), got {:?}",
-                        value.as_str()
-                    ),
-                ),
-                _ => {}
+        // Every form field this stream's exports carry, with the key that
+        // names it: the queries, the window's two bounds, a page size or
+        // number, and the id list's and batches' own arrays.
+        let key = |tail: &[&str]| {
+            let mut p = delta_at.clone();
+            p.extend_from_slice(tail);
+            child(&p)
+        };
+        let mut named: Vec<(&str, Option<&str>, Vec<String>)> = Vec::new();
+        for (name, value) in &delta.query {
+            named.push((name, Some(value.as_str()), key(&["query", name])));
+        }
+        for (name, value) in &stream.query {
+            named.push((
+                name,
+                Some(value.as_str()),
+                child(&["streams", &stream.name, "query", name]),
+            ));
+        }
+        for (name, tail) in [
+            (&delta.cursor_param, &["cursor_param"][..]),
+            (&delta.page_size_param, &["page_size_param"][..]),
+        ] {
+            if !name.is_empty() {
+                named.push((name, None, key(tail)));
             }
         }
-        match contents.as_slice() {
-            [one] if ExportContent::parse(one).is_some() => {}
-            [one] => report.add(
-                &child(&["streams", &stream.name, "query", "content"]),
-                format!(
-                    "must be a read content (version, project, metadata, exportFieldNames, dag, record, log), got \
-                     {one:?}"
+        if let Some(window) = &delta.window {
+            named.push((&window.end_param, None, key(&["window", "end_param"])));
+        }
+        match &delta.paging {
+            Paging::PageNumber { page_param } => named.push((page_param, None, key(&["page_param"]))),
+            Paging::RedcapRecords { .. } => {
+                for own in ["fields[0]", "records[0]"] {
+                    named.push((own, None, key(&["paging"])));
+                }
+            }
+            _ => {}
+        }
+        let contents: Vec<_> = named.iter().filter(|(name, ..)| *name == "content").collect();
+        let content = match contents.as_slice() {
+            [(_, Some(value), at)] => match ExportContent::parse(value) {
+                Some(content) => Some(content),
+                None => {
+                    report.add(
+                        at,
+                        format!(
+                            "must be a read content (version, project, metadata, exportFieldNames, dag, record, \
+                             log), got {value:?}"
+                        ),
+                    );
+                    None
+                }
+            },
+            _ => {
+                report.add(
+                    &child(&["streams", &stream.name, "query"]),
+                    "must name exactly one content (the delta's query or the stream's), such as content: log",
+                );
+                None
+            }
+        };
+        for (name, value, at) in &named {
+            match (*name, value) {
+                ("content", _) => {}
+                ("token", _) => report.add(
+                    at,
+                    "must not name token: the token goes in the form body only (token_env)",
                 ),
-            ),
-            _ => report.add(
-                &child(&["streams", &stream.name, "query"]),
-                "must name exactly one content (the delta's query or the stream's), such as content: log",
-            ),
+                ("action", Some(value)) if *value != "export" => report.add(
+                    at,
+                    format!("edc-sync only exports (action absent or export), got {value:?}"),
+                ),
+                _ => {
+                    if let Some(Err(refused)) = content.map(|c| c.admits(name)) {
+                        report.add(at, refused.to_string());
+                    }
+                }
+            }
         }
-    }
-}
-
-/// The contents edc-sync may export: every one a read (REDCap's API help,
-/// "Export ..." methods). Imports, deletes, renames, file uploads and
-/// every other content have no variant, so no such request can be built.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExportContent {
-    /// Export REDCap Version (`content=version`): plain text `14.0.1`.
-    Version,
-    /// Export Project Info.
-    Project,
-    /// Export Metadata (Data Dictionary).
-    Metadata,
-    /// Export List of Export Field Names.
-    ExportFieldNames,
-    /// Export DAGs.
-    Dag,
-    /// Export Records (`action` absent or `export`).
-    Record,
-    /// Export Logging (REDCap 10.8.0 and later).
-    Log,
-}
-
-impl ExportContent {
-    /// Every content, in the order the API help lists them.
-    pub const ALL: [ExportContent; 7] = [
-        ExportContent::Version,
-        ExportContent::Project,
-        ExportContent::Metadata,
-        ExportContent::ExportFieldNames,
-        ExportContent::Dag,
-        ExportContent::Record,
-        ExportContent::Log,
-    ];
-
-    /// Its form value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ExportContent::Version => "version",
-            ExportContent::Project => "project",
-            ExportContent::Metadata => "metadata",
-            ExportContent::ExportFieldNames => "exportFieldNames",
-            ExportContent::Dag => "dag",
-            ExportContent::Record => "record",
-            ExportContent::Log => "log",
-        }
-    }
-
-    /// The content named `value`, if it is one of the read contents.
-    pub fn parse(value: &str) -> Option<ExportContent> {
-        ExportContent::ALL.into_iter().find(|c| c.as_str() == value)
     }
 }
 
