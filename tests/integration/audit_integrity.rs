@@ -125,6 +125,53 @@ async fn a_last_line_whose_link_was_edited_stops_the_next_run() {
     assert_eq!(std::fs::read_to_string(fx.trail()).unwrap(), rewritten);
 }
 
+/// A line longer than a trail line may be (what a page of 120,000 records
+/// once made of its commit line) is named as what it is, at its byte, by
+/// the run and by `audit verify` alike, even with a short line after it:
+/// the two never disagree about the same trail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_longer_than_a_trail_line_may_be_is_named_by_the_run_and_by_audit_verify() {
+    use sha2::Digest;
+    let fx = Fixture::new();
+    let sim = sim().await;
+    assert_eq!(fx.run(&sim, AuditOptions::default()).await.0, 0);
+    let text = std::fs::read_to_string(fx.trail()).unwrap();
+    let last = text.lines().last().unwrap();
+    let sha = |line: &str| hex::encode(sha2::Sha256::digest(line.as_bytes()));
+    let long = format!(
+        r#"{{"seq":1,"ts":"2026-12-07T00:00:00.000Z","run_id":"old","event":"page_committed","lookback_change":"{}","prev_sha256":"{}"}}"#,
+        "a".repeat(5 << 20),
+        sha(last)
+    );
+    let short = format!(
+        r#"{{"seq":2,"ts":"2026-12-07T00:00:00.000Z","run_id":"old","event":"trail_note","prev_sha256":"{}"}}"#,
+        sha(&long)
+    );
+    append(&fx.trail(), format!("{long}\n{short}\n").as_bytes());
+    let ends_at = text.len() + long.len();
+    // The anchor would refuse the trail first; without it, the line.
+    std::fs::remove_dir_all(fx.path("state/audit-anchors")).unwrap();
+    let (code, message) = fx.run(&sim, AuditOptions::default()).await;
+    assert_eq!(code, 65, "{message}");
+    assert!(
+        message.contains(&format!(
+            "the line ending at byte {ends_at} is longer than the 4194304 bytes a trail line may be"
+        )),
+        "{message}"
+    );
+    let out = fx.verify(&[]);
+    assert_eq!(out.code, 65, "{}", out.stdout);
+    let line = text.lines().count() + 1;
+    assert!(
+        out.stderr.contains(&format!(
+            ":{line}: malformed: the line is {} bytes, longer than the 4194304 bytes",
+            long.len()
+        )),
+        "{}",
+        out.stderr
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_torn_line_is_a_strict_prefix_and_is_still_acknowledged() {
     let fx = Fixture::new();

@@ -491,7 +491,8 @@ fn every_event_the_code_writes_is_documented() {
     }
     walk(&root.join("crates/core/src"), &mut files);
     let marker = "const NAME: &'static str = \"";
-    let mut names = vec!["page_committed".to_string()];
+    // Written by the trail's writers themselves, not as events.
+    let mut names = vec!["page_committed".to_string(), "page_committed_part".to_string()];
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap();
         for (at, _) in text.match_indices(marker) {

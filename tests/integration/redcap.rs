@@ -553,3 +553,102 @@ async fn a_policy_cannot_give_an_export_a_field_its_content_does_not_document() 
         assert!(server.requests().is_empty(), "{key}: {:?}", server.requests());
     }
 }
+
+/// A page of any size commits and reads back: a REDCap log window of
+/// 130,000 changes (its lookback change alone about 4.6 MB, which one trail
+/// line once carried, leaving a trail no run could append to) commits,
+/// carried by part lines no longer than a trail line may be; a second and
+/// third run append to the trail and land nothing twice; and `audit
+/// verify` and `verify` agree with the runs. With the state in files and
+/// in PostgreSQL, the runs holding the audit key (part lines are sealed
+/// like every line).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_window_too_large_for_one_trail_line_commits_and_reads_back() {
+    for db in [false, true] {
+        a_log_window_too_large_for_one_line(db).await;
+    }
+}
+
+async fn a_log_window_too_large_for_one_line(db: bool) {
+    const CHANGES: u32 = 130_000;
+    const KEY: &str = "0123456789abcdef0123456789abcdef";
+    let fx = Fixture::new();
+    let pg = db.then(crate::support::postgres::start_migrated);
+    let state = match &pg {
+        Some(pg) => pg.run_url(),
+        None => fx.path("state").display().to_string(),
+    };
+    let server = redcap(CHANGES, &[], |c| {
+        // Every change in the past, 10 ms apart: the last two minutes of
+        // them (the policy's lookback) are read again by every next run.
+        let every = Duration::from_millis(10);
+        c.audit_trail = Some(Arrivals::every(
+            SystemTime::now() - every * CHANGES - Duration::from_secs(90),
+            every,
+        ));
+    })
+    .await;
+    for _ in 0..3 {
+        let mut cmd = fx.command_with_state("sync", VENDOR, &server, PASSWORD, &state);
+        cmd.env("EDC_SYNC_TEST_TOKEN", TOKEN)
+            .env("EDC_SYNC_TEST_BASE_URL", format!("{}/api/", server.base_url()))
+            .env("EDC_SYNC_AUDIT_KEY", KEY);
+        let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap();
+        assert_exit(&out, 0);
+    }
+    let keyed = |args: &[&str]| {
+        let mut cmd = crate::support::edc_sync();
+        cmd.args(args).env("EDC_SYNC_AUDIT_KEY", KEY);
+        crate::support::run_cmd(&mut cmd)
+    };
+    let trail = match &pg {
+        None => fx.path("audit.jsonl"),
+        Some(_) => {
+            let exported = fx.path("exported.jsonl");
+            let out = keyed(&[
+                "audit",
+                "export",
+                "--state",
+                &state,
+                "--to",
+                exported.to_str().unwrap(),
+            ]);
+            assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+            exported
+        }
+    };
+    let text = std::fs::read_to_string(&trail).unwrap();
+    let longest = text.lines().map(str::len).max().unwrap();
+    assert!(longest <= 4 << 20, "db: {db}: a line of {longest} bytes");
+    let parts = text
+        .lines()
+        .filter(|l| l.contains(r#""event":"page_committed_part""#))
+        .count();
+    assert!(parts >= 10, "db: {db}: {parts} part lines");
+    let audit_verify = match &pg {
+        None => keyed(&["audit", "verify", "--key", trail.to_str().unwrap()]),
+        Some(_) => keyed(&["audit", "verify", "--key", "--state", &state]),
+    };
+    assert_eq!(
+        audit_verify.code, 0,
+        "db: {db}: {}{}",
+        audit_verify.stdout, audit_verify.stderr
+    );
+    let (land, audit) = (fx.path("landing"), fx.path("audit.jsonl"));
+    let verified = keyed(&[
+        "verify",
+        "--out",
+        land.to_str().unwrap(),
+        "--state",
+        &state,
+        "--audit-log",
+        audit.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        verified.code, 0,
+        "db: {db}: {}{}",
+        verified.stdout, verified.stderr
+    );
+}

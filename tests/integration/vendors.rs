@@ -73,14 +73,26 @@ impl Fixture {
 
     /// `edc-sync <sub>` (sync or backfill) on this fixture's directories.
     pub(crate) fn command(&self, sub: &str, vendor: &str, sim: &Simulator, password: &str) -> Command {
+        let state = self.path("state").display().to_string();
+        self.command_with_state(sub, vendor, sim, password, &state)
+    }
+
+    /// [`Self::command`] with `--state state` (a directory or a database).
+    pub(crate) fn command_with_state(
+        &self,
+        sub: &str,
+        vendor: &str,
+        sim: &Simulator,
+        password: &str,
+        state: &str,
+    ) -> Command {
         let env_file = self.path("helper-env.txt");
         let mut cmd = support::edc_sync();
         cmd.args([sub, "--config"])
             .arg(self.path("policies.yaml"))
             .args(["--vendor", vendor, "--study", STUDY, "--out"])
             .arg(self.path("landing"))
-            .arg("--state")
-            .arg(self.path("state"))
+            .args(["--state", state])
             .arg("--audit-log")
             .arg(self.path("audit.jsonl"))
             .args(["--pacer", "local"])

@@ -131,9 +131,27 @@ impl CommitLine {
             .is_some_and(|d| Path::new(d).is_absolute())
     }
 
+    /// The commit line `bytes`, starting at `offset` of `trail`, whole:
+    /// the fields it spilled joined back from the part lines before it
+    /// (`spill.rs`). `None` for another line, and for a commit whose parts
+    /// do not join (the chain's verifier names it), as for a line that is
+    /// not JSON.
     fn parse(trail: &Path, offset: u64, bytes: &[u8]) -> Option<CommitLine> {
-        let line: Value = serde_json::from_slice(bytes).ok()?;
-        (line["event"] == COMMIT_EVENT).then(|| CommitLine {
+        let mut line: Value = serde_json::from_slice(bytes).ok()?;
+        if line["event"] != COMMIT_EVENT {
+            return None;
+        }
+        if memchr::memmem::find(bytes, super::spill::SPILLED_NEEDLE).is_some() {
+            let count = super::spill::parts_before(&line).ok()?;
+            let parts = super::read::lines_before(trail, offset, count).ok()?;
+            let parts: Vec<Value> = parts
+                .iter()
+                .map(|p| serde_json::from_slice(p))
+                .collect::<Result<_, _>>()
+                .ok()?;
+            super::spill::join(&mut line, &parts).ok()?;
+        }
+        Some(CommitLine {
             receipt: CommitReceipt {
                 audit_log: trail.to_path_buf(),
                 offset,

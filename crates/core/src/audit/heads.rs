@@ -22,7 +22,7 @@
 //! A trail shorter than [`EVERY`] gets none (a reader walks all of it
 //! anyway). A trail written before heads lines gets its first at the first
 //! append that finds none within [`EVERY`] bytes of its end; building it
-//! reads the whole trail once. A heads line longer than [`MAX_LINE`]
+//! reads the whole trail once. A heads line longer than [`MAX_HEADS_LINE`]
 //! (several thousand streams in one trail) is not written: readers then
 //! walk as they did before.
 
@@ -57,9 +57,9 @@ pub(crate) fn spacing(line_len: usize) -> u64 {
     EVERY.max(8 * line_len as u64)
 }
 
-/// The longest heads line written: well within the 1 MiB a backward walk
-/// takes as a line.
-const MAX_LINE: usize = 512 * 1024;
+/// The longest heads line written: well within the line a backward walk
+/// takes (`line::MAX_LINE`), and read back often.
+const MAX_HEADS_LINE: usize = 512 * 1024;
 
 /// A stream and landing directory (relative), as commit lines name them.
 pub(crate) type StreamKey = (String, String);
@@ -163,7 +163,7 @@ pub(crate) fn due(path: &Path, end: u64, key_of: KeyOf) -> std::io::Result<Due> 
         .keys()
         .map(|(stream, dir)| stream.len() + dir.len() + 140)
         .sum();
-    Ok(match size <= MAX_LINE {
+    Ok(match size <= MAX_HEADS_LINE {
         true => Due::Write(heads),
         // Too many streams for one line: readers walk as before.
         false => Due::Short,
@@ -302,7 +302,7 @@ mod tests {
             "2026-12-06T00:00:00Z",
             "forger",
             "page_committed",
-            fields,
+            &fields,
             None,
             &prev,
         )

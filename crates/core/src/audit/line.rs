@@ -27,7 +27,21 @@ pub enum ComposeError {
     /// is refused; said rather than assumed).
     #[error("event {event} does not serialise: {detail}")]
     Unserialisable { event: &'static str, detail: String },
+    /// The line would be longer than any reader of the trail takes: what
+    /// grows with a page is carried by part lines (`spill.rs`), so only a
+    /// field this tool did not expect to grow can get here.
+    #[error(
+        "a {event} line of {bytes} bytes would be longer than the {MAX_LINE} bytes a trail line may be; nothing \
+         was written"
+    )]
+    TooLong { event: &'static str, bytes: usize },
 }
+
+/// The longest line a trail may hold: the writer never writes a longer one
+/// (a commit's growing fields go to part lines, `spill.rs`), and every
+/// reader (the end an append chains to, the backward walks, `audit
+/// verify`) takes lines up to it and names a longer one as what it is.
+pub(crate) const MAX_LINE: usize = 4 * 1024 * 1024;
 
 /// Builds the bytes of one line (without the newline).
 pub fn compose(
@@ -38,14 +52,14 @@ pub fn compose(
     fields: Map<String, Value>,
     prev_sha256: &str,
 ) -> Result<String, ComposeError> {
-    compose_with(seq, ts, run_id, event, fields, None, prev_sha256)
+    compose_with(seq, ts, run_id, event, &fields, None, prev_sha256)
 }
 
 /// A field whose JSON is already written: a page's cursor state, whose
 /// lookback memory (thousands of identities) is serialised once from the
 /// cursor rather than made a value, copied into the line and freed. Its
 /// key keeps a placeholder in the fields, so the line's order is theirs.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Written<'a> {
     pub key: &'a str,
     pub json: &'a RawValue,
@@ -58,7 +72,7 @@ pub(crate) fn compose_with(
     ts: &str,
     run_id: &str,
     event: &'static str,
-    fields: Map<String, Value>,
+    fields: &Map<String, Value>,
     written: Option<Written<'_>>,
     prev_sha256: &str,
 ) -> Result<String, ComposeError> {
@@ -99,11 +113,18 @@ pub(crate) fn compose_with(
     for (key, value) in &own {
         entry(&mut out, key, value).map_err(unserialisable)?;
     }
-    for (key, value) in &fields {
+    for (key, value) in fields {
         entry(&mut out, key, value).map_err(unserialisable)?;
     }
     entry(&mut out, TRAILING, &Value::from(prev_sha256)).map_err(unserialisable)?;
     out.push(b'}');
+    // With its seal, a line is about 100 bytes longer.
+    if out.len() + 128 > MAX_LINE {
+        return Err(ComposeError::TooLong {
+            event,
+            bytes: out.len(),
+        });
+    }
     // serde_json wrote only UTF-8, and the written field is a `str`.
     String::from_utf8(out).map_err(|e| ComposeError::Unserialisable {
         event,
@@ -380,13 +401,13 @@ mod tests {
             key: "cursor_state",
             json: &json,
         });
-        assert!(compose_with(1, "t", "r", "x", f.clone(), written, ZERO_SHA256).is_err());
+        assert!(compose_with(1, "t", "r", "x", &f, written, ZERO_SHA256).is_err());
         f.insert("cursor_state".into(), Value::Null);
         let written = Some(Written {
             key: "cursor_state",
             json: &json,
         });
-        let line = compose_with(1, "t", "r", "x", f, written, ZERO_SHA256).unwrap();
+        let line = compose_with(1, "t", "r", "x", &f, written, ZERO_SHA256).unwrap();
         assert!(line.contains(r#""cursor_state":{"a":1}"#), "{line}");
     }
 

@@ -115,6 +115,17 @@ impl AuditError {
         }
     }
 
+    /// A line would have been longer than a trail line may be.
+    pub(crate) fn is_too_long(&self) -> bool {
+        matches!(
+            self,
+            AuditError::Encode {
+                error: EncodeError::Line(line::ComposeError::TooLong { .. }),
+                ..
+            }
+        )
+    }
+
     /// The trail itself is damaged (65), rather than unwritable (74).
     pub fn is_damage(&self) -> bool {
         matches!(self, AuditError::Damaged { .. })
@@ -492,7 +503,25 @@ impl AuditLog {
                  checkpoint, and the next run holding the key refuses the trail"
             );
         }
-        let (text, mut appended) = self.compose_next(event, fields, written, &prev)?;
+        // A commit line whose page grew it past a few kilobytes carries its
+        // growing fields in part lines written before it (`spill.rs`).
+        let seq_at = self.next_seq;
+        let composed = self.compose_next(event, &fields, written, &prev);
+        let long = event == COMMIT_EVENT
+            && match &composed {
+                Ok((text, _)) => text.len() > super::spill::SPILL_ABOVE,
+                Err(e) => e.is_too_long(),
+            };
+        let (text, mut appended) = match long {
+            false => composed?,
+            true => {
+                self.next_seq = seq_at;
+                for part in super::spill::split(&mut fields) {
+                    prev = self.push_fields(&mut buf, super::spill::PART_EVENT, part, &prev)?;
+                }
+                self.compose_next(event, &fields, written, &prev)?
+            }
+        };
         buf.push_str(&text);
         buf.push('\n');
         let before = self.file.metadata().map_err(io_error(&self.path, "stat"))?.len();
@@ -598,7 +627,7 @@ impl AuditLog {
         // keyed run's proof then stops here. Lines it cannot prove get no
         // checkpoint; the next keyed run finds and refuses them.
         self.sign(&mut fields, sha256)?;
-        let (line, _) = self.compose_next(heads::HEADS_EVENT, fields, None, sha256)?;
+        let (line, _) = self.compose_next(heads::HEADS_EVENT, &fields, None, sha256)?;
         let every = heads::spacing(line.len());
         Ok(Some((line, (end, every))))
     }
@@ -640,10 +669,21 @@ impl AuditLog {
             Ok(Value::Object(map)) => map,
             _ => serde_json::Map::new(),
         };
-        let (text, _) = self.compose_next(name, fields, None, prev)?;
+        self.push_fields(buf, name, fields, prev)
+    }
+
+    /// Composes a line of `fields` into `buf`; returns its hash.
+    fn push_fields(
+        &mut self,
+        buf: &mut String,
+        name: &'static str,
+        fields: serde_json::Map<String, Value>,
+        prev: &str,
+    ) -> Result<String, AuditError> {
+        let (text, appended) = self.compose_next(name, &fields, None, prev)?;
         buf.push_str(&text);
         buf.push('\n');
-        Ok(sha256_hex(text.as_bytes()))
+        Ok(appended.sha256)
     }
 
     /// Checks every anchor; returns what diverged. The furthest anchor that
@@ -737,7 +777,7 @@ impl AuditLog {
     fn compose_next(
         &mut self,
         event: &'static str,
-        fields: serde_json::Map<String, Value>,
+        fields: &serde_json::Map<String, Value>,
         written: Option<line::Written<'_>>,
         prev: &str,
     ) -> Result<(String, Appended), AuditError> {

@@ -11,6 +11,7 @@ pub(crate) mod line;
 mod log;
 pub(crate) mod read;
 mod run_id;
+pub(crate) mod spill;
 
 pub(crate) mod tail;
 pub(crate) mod verify;

@@ -9,14 +9,74 @@ use serde_json::Value;
 /// Calls `f` with every complete line of `path` whose `event` is `event`,
 /// in file order. Lines that are not JSON (a torn line) are skipped: the
 /// chain's own verifier is the judge of those. A missing file has no events.
+///
+/// A `page_committed` line is given whole: the fields it spilled are
+/// joined back from the part lines before it (`spill.rs`); one whose parts
+/// do not join is skipped like a line that is not JSON.
 pub fn each_event(path: &Path, event: &str, mut f: impl FnMut(u64, Value)) -> std::io::Result<()> {
-    each_event_line(path, event, |n, line| {
-        if let Ok(value) = serde_json::from_slice::<Value>(line) {
-            if value["event"] == event {
-                f(n, value);
+    if event != super::commit::COMMIT_EVENT {
+        return each_event_line(path, event, |n, line| {
+            if let Ok(value) = serde_json::from_slice::<Value>(line) {
+                if value["event"] == event {
+                    f(n, value);
+                }
+            }
+        });
+    }
+    // The run of part lines just read, for the commit line after it.
+    let mut parts: Vec<Value> = Vec::new();
+    each_line(path, |n, line| {
+        if memchr::memmem::find(line, super::spill::PART_NEEDLE).is_some() {
+            if let Ok(part) = serde_json::from_slice::<Value>(line) {
+                parts.push(part);
+                return;
             }
         }
+        let run = std::mem::take(&mut parts);
+        if memchr::memmem::find(line, COMMIT_NEEDLE).is_none() {
+            return;
+        }
+        let Ok(mut value) = serde_json::from_slice::<Value>(line) else {
+            return;
+        };
+        if value["event"] != event {
+            return;
+        }
+        let whole = match super::spill::parts_before(&value) {
+            Ok(0) => true,
+            Ok(p) if p <= run.len() => super::spill::join(&mut value, &run[run.len() - p..]).is_ok(),
+            _ => false,
+        };
+        if whole {
+            f(n, value);
+        }
     })
+}
+
+/// How a `page_committed` line's event field is written.
+const COMMIT_NEEDLE: &[u8] = b"\"event\":\"page_committed\"";
+
+/// Calls `f` with the number and bytes (without the newline) of every
+/// complete line of `path`, in file order. A missing file has no lines.
+fn each_line(path: &Path, mut f: impl FnMut(u64, &[u8])) -> std::io::Result<()> {
+    let file = match crate::no_follow::read(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let mut reader = std::io::BufReader::with_capacity(256 * 1024, file);
+    let mut line = Vec::new();
+    let mut n = 0u64;
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 {
+            return Ok(());
+        }
+        n += 1;
+        if let Some(body) = line.strip_suffix(b"\n") {
+            f(n, body);
+        }
+    }
 }
 
 /// Calls `f` with the number and the bytes (without the newline) of every
@@ -54,8 +114,7 @@ pub(crate) fn each_event_line(
 
 /// Walks the lines of `path` from the end backwards (each without its
 /// newline, with the byte it starts at) until `f` answers `Some`: the cost
-/// is the lines after the one found, never the trail's history. A line
-/// longer than 1 MiB (none this tool writes) ends the walk.
+/// is the lines after the one found, never the trail's history.
 pub(crate) fn find_backwards<T>(
     path: &Path,
     mut f: impl FnMut(u64, &[u8]) -> Option<T>,
@@ -91,14 +150,28 @@ pub(crate) enum Walk<T> {
 /// no longer parsed.
 pub(crate) fn walk_backwards<T>(
     path: &Path,
+    f: impl FnMut(u64, &[u8]) -> Walk<T>,
+) -> std::io::Result<Option<T>> {
+    walk_backwards_from(path, None, f)
+}
+
+/// [`walk_backwards`] from the line that ends right before byte `from`
+/// (`None`: the end of the file).
+///
+/// A line longer than [`super::line::MAX_LINE`] is no line this tool
+/// writes, and the walk stops with an error naming where it ends.
+pub(crate) fn walk_backwards_from<T>(
+    path: &Path,
+    from: Option<u64>,
     mut f: impl FnMut(u64, &[u8]) -> Walk<T>,
 ) -> std::io::Result<Option<T>> {
     use std::os::unix::fs::FileExt;
-    const MAX_LINE: u64 = 1 << 20;
+    const MAX_LINE: u64 = super::line::MAX_LINE as u64;
     const BLOCK: u64 = 64 * 1024;
     let file = crate::no_follow::read(path)?;
     // `buf` holds the file's bytes from `buf_start` to `end`.
-    let mut end = file.metadata()?.len();
+    let len = file.metadata()?.len();
+    let mut end = from.map_or(len, |at| at.min(len));
     let mut buf_start = end;
     let mut buf: Vec<u8> = Vec::new();
     while end > 0 {
@@ -115,7 +188,14 @@ pub(crate) fn walk_backwards<T>(
                 break 0;
             }
             if end - buf_start > MAX_LINE {
-                return Ok(None);
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "{}: the line ending at byte {end} is longer than the {MAX_LINE} bytes a trail line may be: \
+                         no line this tool writes",
+                        path.display()
+                    ),
+                ));
             }
             let from = buf_start.saturating_sub(BLOCK);
             let mut block = vec![0u8; (buf_start - from) as usize];
@@ -154,6 +234,24 @@ thread_local! {
 fn walked(_bytes: usize) {
     #[cfg(test)]
     WALKED.with(|w| w.set(w.get() + _bytes as u64));
+}
+
+/// The `count` complete lines that end right before byte `offset` of
+/// `path`, oldest first, each without its newline; fewer when the file
+/// begins sooner.
+pub(crate) fn lines_before(path: &Path, offset: u64, count: usize) -> std::io::Result<Vec<Vec<u8>>> {
+    let mut lines = Vec::with_capacity(count);
+    if count > 0 {
+        walk_backwards_from(path, Some(offset), |_, bytes| {
+            lines.push(bytes.to_vec());
+            match lines.len() == count {
+                true => Walk::Found(()),
+                false => Walk::Next,
+            }
+        })?;
+    }
+    lines.reverse();
+    Ok(lines)
 }
 
 /// Whether `path` holds a line of run `run_id`, looked for from the end

@@ -18,8 +18,8 @@ use crate::digest::{sha256_hex, ZERO_SHA256};
 /// Every line this tool writes starts with these bytes.
 const LINE_START: &[u8] = b"{\"seq\":";
 
-/// Lines longer than this are not lines this tool writes.
-const MAX_LINE: u64 = 4 * 1024 * 1024;
+/// Lines longer than this are not lines this tool writes (`line.rs`).
+const MAX_LINE: u64 = super::line::MAX_LINE as u64;
 
 /// The most torn lines a run of crashes can leave before an acknowledgement:
 /// the torn line itself, plus the acknowledgement torn in its turn.
@@ -274,10 +274,13 @@ fn read_end(file: &File, len: u64) -> std::io::Result<Result<Tail, Corrupt>> {
         return Ok(Ok(tail));
     }
     let mut lines = match last_lines(file, len, MAX_TORN + 3)? {
-        Some(lines) => lines,
-        None => {
+        Ok(lines) => lines,
+        Err(ends_at) => {
             return Ok(Err(Corrupt {
-                detail: format!("its last line is longer than {MAX_LINE} bytes: not a line this tool writes"),
+                detail: format!(
+                    "the line ending at byte {ends_at} is longer than the {MAX_LINE} bytes a trail line may be: not \
+                     a line this tool writes"
+                ),
                 prev_sha256: ZERO_SHA256.to_string(),
                 needs_newline: false,
             }))
@@ -359,7 +362,7 @@ fn read_end(file: &File, len: u64) -> std::io::Result<Result<Tail, Corrupt>> {
 /// line that links to the line before it (or is the first). `None` for
 /// anything else, which [`inspect`] then reads further back to judge.
 fn whole_and_linked(file: &File, len: u64) -> std::io::Result<Option<Tail>> {
-    let Some(lines) = last_lines(file, len, 2)? else {
+    let Ok(lines) = last_lines(file, len, 2)? else {
         return Ok(None);
     };
     let mut lines = lines.into_iter();
@@ -397,10 +400,11 @@ fn link_to(before: Option<&Raw>, last: &Raw) -> Option<String> {
     }
 }
 
-/// Up to `n` last lines, oldest first; `None` when a line is too long.
-/// The end of the file is read in one block (grown only when a line is
-/// longer than it), not line by line: an append reads the tail once.
-fn last_lines(file: &File, len: u64, n: usize) -> std::io::Result<Option<Vec<Raw>>> {
+/// Up to `n` last lines, oldest first; `Err(byte)` when a line is too
+/// long, with the byte it ends at. The end of the file is read in one
+/// block (grown only when a line is longer than it), not line by line: an
+/// append reads the tail once.
+fn last_lines(file: &File, len: u64, n: usize) -> std::io::Result<Result<Vec<Raw>, u64>> {
     let mut block = TAIL_BLOCK.min(len);
     loop {
         let from = len - block;
@@ -422,7 +426,7 @@ fn last_lines(file: &File, len: u64, n: usize) -> std::io::Result<Option<Vec<Raw
                 }
             };
             if (content_end - start) as u64 > MAX_LINE {
-                return Ok(None);
+                return Ok(Err(from + content_end as u64));
             }
             lines.push(Raw {
                 offset: from + start as u64,
@@ -434,9 +438,9 @@ fn last_lines(file: &File, len: u64, n: usize) -> std::io::Result<Option<Vec<Raw
         match cut {
             None => {
                 lines.reverse();
-                return Ok(Some(lines));
+                return Ok(Ok(lines));
             }
-            Some(partial) if partial > MAX_LINE => return Ok(None),
+            Some(partial) if partial > MAX_LINE => return Ok(Err(from + partial)),
             Some(_) => block = (block * 4).min(len),
         }
     }

@@ -266,6 +266,8 @@ fn verify_chain(path: &Path, key: Option<&AuditKey>) -> Result<Report, ReadError
     let mut pending_seal: Option<Finding> = None;
     // Every `trail_heads` line must list the last commits before it.
     let mut heads = super::heads::HeadsCheck::default();
+    // The run of part lines just read, by digest.
+    let mut parts = super::spill::PartDigests::default();
     let mut offset = 0u64;
     for raw in lines(path)? {
         let raw = raw.map_err(read_err)?;
@@ -296,6 +298,18 @@ fn verify_chain(path: &Path, key: Option<&AuditKey>) -> Result<Report, ReadError
                     ),
                 }
             });
+            return Ok(report);
+        }
+        if raw.bytes.len() > line::MAX_LINE {
+            report.finding = Some(malformed(
+                n,
+                &format!(
+                    "the line is {} bytes, longer than the {} bytes a trail line may be: no line this tool writes, \
+                     and no run can chain to it",
+                    raw.bytes.len(),
+                    line::MAX_LINE
+                ),
+            ));
             return Ok(report);
         }
         let parsed = match line::parse(&raw.bytes) {
@@ -370,6 +384,31 @@ fn verify_chain(path: &Path, key: Option<&AuditKey>) -> Result<Report, ReadError
             }
             report.checkpoints += 1;
             report.covered_lines = n - 1;
+        }
+        // A commit that spilled fields names the part lines right before
+        // it by their digests (`spill.rs`).
+        if parsed.event == super::spill::PART_EVENT {
+            match serde_json::from_slice(&raw.bytes) {
+                Ok(part) => parts.part(&part),
+                Err(_) => parts = Default::default(),
+            }
+        } else {
+            let run = std::mem::take(&mut parts);
+            let spilled = parsed.event == super::commit::COMMIT_EVENT
+                && memchr::memmem::find(&raw.bytes, super::spill::SPILLED_NEEDLE).is_some();
+            if spilled {
+                let joined = serde_json::from_slice(&raw.bytes)
+                    .map_err(|e| e.to_string())
+                    .and_then(|commit| run.matches(&commit));
+                if let Err(why) = joined {
+                    report.finding = Some(Finding {
+                        line: n,
+                        damage: Damage::Edited,
+                        detail: format!("a page_committed line whose spilled fields do not hold: {why}"),
+                    });
+                    return Ok(report);
+                }
+            }
         }
         let commits = super::commit::key_of(&parsed);
         if let Some(detail) = heads.line(start, &raw.bytes, &hash, commits) {

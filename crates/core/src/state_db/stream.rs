@@ -412,15 +412,17 @@ impl DbStream {
         let mut replay = crate::store::Replay::default();
         for row in client
             .query(
-                "SELECT line FROM edc_sync_audit_line \
+                "SELECT n, line FROM edc_sync_audit_line \
                  WHERE trail = $1 AND stream = $2 AND event = $3 AND n <= $4 ORDER BY n",
                 &[&self.trail, &self.key, &COMMIT_EVENT, &n],
             )
             .await
             .map_err(|e| self.db_error("read the trail in", e))?
         {
-            let text: String = row.get(0);
-            replay.line(&serde_json::from_str(&text).unwrap_or_default());
+            let (at, text): (i64, String) = (row.get(0), row.get(1));
+            if let Some(line) = self.whole(&client, at, &text).await? {
+                replay.line(&line);
+            }
         }
         let receipt = crate::audit::CommitReceipt::in_db(self.trail.clone().into(), offset as u64, sha256);
         let cursor = Cursor::from_line(&line, replay.memory(), &self.identity)
@@ -493,6 +495,40 @@ impl DbStream {
             .await
             .map_err(|e| self.db_error("read the trail in", e))?;
         Ok(row.map(|r| r.get(0)))
+    }
+
+    /// Commit line `n` of the trail, `text`, whole: the fields it spilled
+    /// joined back from the part rows right before it (`audit/spill.rs`);
+    /// `None` when they do not join (the chain's verifier names it), as
+    /// for a line that is not JSON.
+    async fn whole(
+        &self,
+        client: &tokio_postgres::Client,
+        n: i64,
+        text: &str,
+    ) -> Result<Option<Value>, StoreError> {
+        let Ok(mut line) = serde_json::from_str::<Value>(text) else {
+            return Ok(None);
+        };
+        let Ok(count) = crate::audit::spill::parts_before(&line) else {
+            return Ok(None);
+        };
+        if count == 0 {
+            return Ok(Some(line));
+        }
+        let parts: Vec<Value> = client
+            .query(
+                "SELECT line FROM edc_sync_audit_line WHERE trail = $1 AND n >= $2 AND n < $3 ORDER BY n",
+                &[&self.trail, &(n - count as i64), &n],
+            )
+            .await
+            .map_err(|e| self.db_error("read the trail in", e))?
+            .iter()
+            .map(|row| serde_json::from_str(row.get::<_, &str>(0)).unwrap_or_default())
+            .collect();
+        Ok(crate::audit::spill::join(&mut line, &parts)
+            .is_ok()
+            .then_some(line))
     }
 
     fn db_error(&self, op: &'static str, e: tokio_postgres::Error) -> StoreError {

@@ -467,9 +467,9 @@ impl DbTrail {
                 }
                 Err(Failed::Refused(e)) => return Err(self.error(e)),
                 Err(Failed::Audit(e)) => return Err(e),
-                Ok(done) => {
-                    self.next_seq.fetch_add(1, Ordering::Relaxed);
-                    return Ok(done);
+                Ok((appended, committed, lines)) => {
+                    self.next_seq.fetch_add(lines, Ordering::Relaxed);
+                    return Ok((appended, committed));
                 }
             }
         }
@@ -483,7 +483,7 @@ impl DbTrail {
         checkpoint: bool,
         stream: Option<&str>,
         page: Option<PageCommit<'_>>,
-    ) -> Result<(Appended, Option<Cursor>), Failed> {
+    ) -> Result<(Appended, Option<Cursor>, u64), Failed> {
         let st = self.db.statements();
         // A checkpoint signs every row before it, so the rows since the last
         // one are proven first (every one sealed with the key): those there
@@ -552,17 +552,46 @@ impl DbTrail {
             }
         }
         let ts = crate::audit::now_rfc3339();
-        let text = crate::audit::line::compose(seq, &ts, self.run_id.as_str(), event, fields, &prev)
-            .map_err(|e| {
-                Failed::Audit(AuditError::Encode {
-                    path: self.label(),
-                    error: e.into(),
-                })
-            })?;
-        let text = match &self.key {
-            Some(key) => key.seal(text),
-            None => text,
+        let first_seq = seq;
+        let (mut seq, mut n, mut offset, mut prev) = (seq, n, offset, prev);
+        // A commit line whose page grew it past a few kilobytes carries its
+        // growing fields in part rows before it, in this transaction
+        // (`audit/spill.rs`).
+        let composed = self.compose(seq, &ts, event, &fields, &prev);
+        let long = event == crate::audit::commit::COMMIT_EVENT
+            && match &composed {
+                Ok(text) => text.len() > crate::audit::spill::SPILL_ABOVE,
+                Err(Failed::Audit(e)) => e.is_too_long(),
+                Err(_) => false,
+            };
+        let mut text = match long {
+            true => String::new(),
+            false => composed?,
         };
+        if long {
+            for part in crate::audit::spill::split(&mut fields) {
+                let part = self.compose(seq, &ts, crate::audit::spill::PART_EVENT, &part, &prev)?;
+                let sha256 = sha256_hex(part.as_bytes());
+                let gate_mac = self.gate.as_ref().map(|gate| gate.mac(&sha256));
+                tx.execute(
+                    &st.insert_line,
+                    &[
+                        &self.name,
+                        &n,
+                        &offset,
+                        &part,
+                        &sha256,
+                        &crate::audit::spill::PART_EVENT,
+                        &stream,
+                        &gate_mac,
+                    ],
+                )
+                .await?;
+                (seq, n, offset, prev) = (seq + 1, n + 1, offset + part.len() as i64 + 1, sha256);
+            }
+            text = self.compose(seq, &ts, event, &fields, &prev)?;
+        }
+        let lines = seq + 1 - first_seq;
         let sha256 = sha256_hex(text.as_bytes());
         let gate_mac = self.gate.as_ref().map(|gate| gate.mac(&sha256));
         let appended = Appended::in_db(seq, offset as u64, PathBuf::from(&self.name), sha256.clone(), ts);
@@ -578,7 +607,7 @@ impl DbTrail {
         let Some((rows, cursor)) = page else {
             line.await?;
             tx.commit().await?;
-            return Ok((appended, None));
+            return Ok((appended, None, lines));
         };
         let commit = CommitReceipt::in_db(PathBuf::from(&self.name), offset as u64, sha256.clone());
         let committed = cursor(&commit).map_err(|detail| {
@@ -613,7 +642,29 @@ impl DbTrail {
             },
         )?;
         tx.commit().await?;
-        Ok((appended, Some(committed)))
+        Ok((appended, Some(committed), lines))
+    }
+
+    /// Line `seq` of this run, sealed when the run holds the key.
+    fn compose(
+        &self,
+        seq: u64,
+        ts: &str,
+        event: &'static str,
+        fields: &Map<String, Value>,
+        prev: &str,
+    ) -> Result<String, Failed> {
+        let text = crate::audit::line::compose_with(seq, ts, self.run_id.as_str(), event, fields, None, prev)
+            .map_err(|e| {
+                Failed::Audit(AuditError::Encode {
+                    path: self.label(),
+                    error: e.into(),
+                })
+            })?;
+        Ok(match &self.key {
+            Some(key) => key.seal(text),
+            None => text,
+        })
     }
 }
 

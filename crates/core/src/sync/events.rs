@@ -465,7 +465,7 @@ mod tests {
         let written = Some(Written { key, json });
         let zero = crate::digest::ZERO_SHA256;
         assert_eq!(
-            compose_with(3, "t", "r", "page_committed", values, written, zero).unwrap(),
+            compose_with(3, "t", "r", "page_committed", &values, written, zero).unwrap(),
             compose(3, "t", "r", "page_committed", whole, zero).unwrap()
         );
     }
