@@ -174,6 +174,23 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 0x50a4)]
         seed: u64,
     },
+    /// A page of any size: a REDCap project of ROWS changes, each of its
+    /// own record, on the simulator's redcap profile; its log (one page of
+    /// ROWS rows) and its records (an id list of ROWS ids, then batches)
+    /// each synced twice, then `verify` and `audit verify`: wall, CPU and
+    /// peak RSS of each, and the trail's longest line against the 4 MiB a
+    /// line may be. Exits non-zero when anything does not exit 0.
+    ///
+    /// Ends with one JSON line of the figures.
+    LargePage {
+        /// Changes in the project (log rows, and record ids).
+        #[arg(long, default_value_t = 1_000_000)]
+        rows: u32,
+        /// Records a batch of the records stream asks for (at most 1000;
+        /// PHP takes 1000 form fields by default, `max_input_vars`).
+        #[arg(long, default_value_t = 500)]
+        batch_size: u32,
+    },
     /// One phase of `bench sync` in a process of its own (spawned by it).
     #[command(hide = true)]
     SyncPhase {

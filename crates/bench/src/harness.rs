@@ -71,16 +71,22 @@ pub struct SimProcess {
 
 impl SimProcess {
     pub fn start(exe: &Path, records: u64, padding: usize) -> anyhow::Result<SimProcess> {
-        let mut child = Command::new(exe)
-            .args([
-                "simulate",
-                "--port",
-                "0",
+        SimProcess::start_with(
+            exe,
+            &[
                 "--records",
                 &records.to_string(),
                 "--padding",
                 &padding.to_string(),
-            ])
+            ],
+        )
+    }
+
+    /// The simulator with `args` (its profile, dataset and faults).
+    pub fn start_with(exe: &Path, args: &[&str]) -> anyhow::Result<SimProcess> {
+        let mut child = Command::new(exe)
+            .args(["simulate", "--port", "0"])
+            .args(args)
             .args(["--token", "bench-token", "--seed", "7"])
             .stdout(Stdio::piped())
             .spawn()

@@ -8,6 +8,7 @@ pub mod commit_bytes;
 pub mod fanout;
 pub mod harness;
 pub mod hosts;
+pub mod large_page;
 pub mod one_pass;
 pub mod pacer;
 pub mod peers;

@@ -152,6 +152,18 @@ fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             .context("writing to stdout")?;
             Ok(())
         }
+        BenchCommand::LargePage { rows, batch_size } => {
+            let exe = edc_sync_exe()?;
+            let (_scratch, work) = sync::scratch()?;
+            let figures = edc_sync_bench::large_page::run(&exe, &work, rows, batch_size)?;
+            writeln!(
+                std::io::stdout().lock(),
+                "{}",
+                edc_sync_bench::large_page::render(&figures)
+            )
+            .context("writing to stdout")?;
+            Ok(())
+        }
         BenchCommand::Scale { pages } => {
             if pages == 0 {
                 anyhow::bail!("--pages must be > 0");

@@ -13,7 +13,15 @@ fn help_lists_every_benchmark_and_hides_the_workers() {
         .expect("edc-sync-bench runs");
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
-    for bench in ["pacer", "sync", "startup", "crash-soak", "state", "hosts-soak"] {
+    for bench in [
+        "pacer",
+        "sync",
+        "startup",
+        "crash-soak",
+        "state",
+        "hosts-soak",
+        "large-page",
+    ] {
         assert!(
             help.contains(&format!("  {bench} ")),
             "{bench} missing from:\n{help}"

@@ -27,8 +27,11 @@ use super::SimConfig;
 /// Vault's request id header (Vault REST API reference, "Response headers").
 const EXECUTION_ID: HeaderName = HeaderName::from_static("x-vaultapi-executionid");
 
-/// A login form is a few hundred bytes; more is refused unread.
-const MAX_FORM_BYTES: usize = 8 * 1024;
+/// A login form is a few hundred bytes, a REDCap export of a batch of
+/// records names each (`records[N]`: about 30 bytes a record, a thousand
+/// in the largest batch a policy takes); more is refused unread (PHP's
+/// `post_max_size` is 8 MiB by default).
+const MAX_FORM_BYTES: usize = 1024 * 1024;
 
 /// Shared state of one running simulator.
 pub struct State {

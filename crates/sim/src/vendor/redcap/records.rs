@@ -98,7 +98,7 @@ pub(super) fn export(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
     let in_group = config.redcap_rights == crate::RedcapRights::OneGroup;
-    let records = records(config, now_ms)
+    let records = records(config, now_ms, &only)
         .into_iter()
         .filter(|r| !deleted.contains(&r.id))
         .filter(|r| !in_group || r.id % 2 == 1)
@@ -134,13 +134,29 @@ pub(super) fn export(
     Ok(serde_json::Value::Array(rows).to_string())
 }
 
-/// Every record with a change visible at `now_ms`, by id.
-fn records(config: &crate::SimConfig, now_ms: i64) -> Vec<Record> {
+/// Every record with a change visible at `now_ms`, by id; only those of
+/// `only` when it names any (a batch: the changes of record `id` are
+/// `id`, `id + subjects`, ..., so a batch costs its records, not the
+/// project's changes).
+fn records(config: &crate::SimConfig, now_ms: i64, only: &BTreeSet<String>) -> Vec<Record> {
     let mut by_id: BTreeMap<u32, Record> = BTreeMap::new();
     let Some(arrivals) = &config.audit_trail else {
         return Vec::new();
     };
-    for n in (1..=config.dataset.records).filter(|n| arrivals.visible_ms(*n) <= now_ms) {
+    let subjects = config.dataset.subjects.max(1);
+    let changes: Box<dyn Iterator<Item = u32>> = match only.is_empty() {
+        true => Box::new(1..=config.dataset.records),
+        false => {
+            let ids: BTreeSet<u32> = only.iter().filter_map(|id| id.parse().ok()).collect();
+            let records = config.dataset.records;
+            Box::new(
+                ids.into_iter()
+                    .filter(move |id| (1..=subjects).contains(id))
+                    .flat_map(move |id| (id..=records).step_by(subjects as usize)),
+            )
+        }
+    };
+    for n in changes.filter(|n| arrivals.visible_ms(*n) <= now_ms) {
         let id = config.dataset.record(n).subject;
         let record = by_id.entry(id).or_insert(Record {
             id,
