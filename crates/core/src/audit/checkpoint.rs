@@ -46,8 +46,7 @@ pub(crate) const ALGORITHM: &str = "HMAC-SHA256";
 const DOMAIN: &str = "edc-sync-audit-checkpoint-v1";
 const LINE_DOMAIN: &str = "edc-sync-audit-line-v1";
 
-/// The key a sealed line ends with.
-pub const LINE_MAC: &str = "line_mac";
+pub use super::line::LINE_MAC;
 
 /// `,"line_mac":"` before the 64 hex digits, and `"}` after them.
 const SEAL_HEAD: &[u8] = b",\"line_mac\":\"";

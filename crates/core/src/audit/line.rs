@@ -15,6 +15,8 @@ pub(crate) const RESERVED: [&str; 6] = ["seq", "ts", "run_id", "event", "prev_sh
 pub(crate) const LEADING: [&str; 4] = ["seq", "ts", "run_id", "event"];
 /// The key a line ends with.
 pub(crate) const TRAILING: &str = "prev_sha256";
+/// The key a sealed line ends with, after [`TRAILING`] (`checkpoint.rs`).
+pub const LINE_MAC: &str = "line_mac";
 
 /// Why a line cannot be composed: a programming error, caught before
 /// anything is written.
@@ -190,7 +192,7 @@ impl OwnFields {
         let keys: Vec<&str> = self.keys.iter().map(String::as_str).collect();
         // A sealed line ends with its seal, after `prev_sha256`.
         let keys = match keys.split_last() {
-            Some((&super::checkpoint::LINE_MAC, rest)) => rest,
+            Some((&LINE_MAC, rest)) => rest,
             _ => &keys[..],
         };
         if keys.len() < LEADING.len() + 1
@@ -200,7 +202,7 @@ impl OwnFields {
             return Err(format!(
                 "keys out of the published order (must start with {}, end with {TRAILING}, then {} when sealed)",
                 LEADING.join(", "),
-                super::checkpoint::LINE_MAC
+                LINE_MAC
             ));
         }
         let get = |k: &str| self.values.iter().find(|(name, _)| *name == k).map(|(_, v)| v);

@@ -10,20 +10,14 @@ use serde_json::Value;
 /// in file order. Lines that are not JSON (a torn line) are skipped: the
 /// chain's own verifier is the judge of those. A missing file has no events.
 ///
-/// A `page_committed` line is given whole: the fields it spilled are
-/// joined back from the part lines before it (`spill.rs`); one whose parts
-/// do not join is skipped like a line that is not JSON.
+/// A line that spilled fields (a long `page_committed` line) is given
+/// whole: its fields joined back from the part lines right before it
+/// (`spill.rs`); one whose parts do not join is skipped like a line that
+/// is not JSON.
 pub fn each_event(path: &Path, event: &str, mut f: impl FnMut(u64, Value)) -> std::io::Result<()> {
-    if event != super::commit::COMMIT_EVENT {
-        return each_event_line(path, event, |n, line| {
-            if let Ok(value) = serde_json::from_slice::<Value>(line) {
-                if value["event"] == event {
-                    f(n, value);
-                }
-            }
-        });
-    }
-    // The run of part lines just read, for the commit line after it.
+    let needle = format!("\"event\":\"{event}\"");
+    let finder = memchr::memmem::Finder::new(needle.as_bytes());
+    // The run of part lines just read, for the line after it.
     let mut parts: Vec<Value> = Vec::new();
     each_line(path, |n, line| {
         if memchr::memmem::find(line, super::spill::PART_NEEDLE).is_some() {
@@ -33,7 +27,8 @@ pub fn each_event(path: &Path, event: &str, mut f: impl FnMut(u64, Value)) -> st
             }
         }
         let run = std::mem::take(&mut parts);
-        if memchr::memmem::find(line, COMMIT_NEEDLE).is_none() {
+        // Cheap filter first: most lines are other events.
+        if finder.find(line).is_none() {
             return;
         }
         let Ok(mut value) = serde_json::from_slice::<Value>(line) else {
@@ -53,11 +48,28 @@ pub fn each_event(path: &Path, event: &str, mut f: impl FnMut(u64, Value)) -> st
     })
 }
 
-/// How a `page_committed` line's event field is written.
-const COMMIT_NEEDLE: &[u8] = b"\"event\":\"page_committed\"";
+/// Calls `f` with the number and the bytes (without the newline) of every
+/// line of `path` that names the event `event`, in file order: the caller
+/// parses what it needs of it and checks the event it finds there. A
+/// missing file has no lines.
+pub(crate) fn each_event_line(
+    path: &Path,
+    event: &str,
+    mut f: impl FnMut(u64, &[u8]),
+) -> std::io::Result<()> {
+    let needle = format!("\"event\":\"{event}\"");
+    let finder = memchr::memmem::Finder::new(needle.as_bytes());
+    // Cheap filter first: most lines are other events.
+    each_line(path, |n, line| {
+        if finder.find(line).is_some() {
+            f(n, line)
+        }
+    })
+}
 
-/// Calls `f` with the number and bytes (without the newline) of every
-/// complete line of `path`, in file order. A missing file has no lines.
+/// Calls `f` with the number and bytes (without the newline) of every line
+/// of `path`, a last one without its newline too, in file order. A missing
+/// file has no lines.
 fn each_line(path: &Path, mut f: impl FnMut(u64, &[u8])) -> std::io::Result<()> {
     let file = match crate::no_follow::read(path) {
         Ok(f) => f,
@@ -73,42 +85,7 @@ fn each_line(path: &Path, mut f: impl FnMut(u64, &[u8])) -> std::io::Result<()> 
             return Ok(());
         }
         n += 1;
-        if let Some(body) = line.strip_suffix(b"\n") {
-            f(n, body);
-        }
-    }
-}
-
-/// Calls `f` with the number and the bytes (without the newline) of every
-/// line of `path` that names the event `event`, in file order: the caller
-/// parses what it needs of it and checks the event it finds there. A
-/// missing file has no lines.
-pub(crate) fn each_event_line(
-    path: &Path,
-    event: &str,
-    mut f: impl FnMut(u64, &[u8]),
-) -> std::io::Result<()> {
-    let file = match crate::no_follow::read(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    let needle = format!("\"event\":\"{event}\"");
-    let finder = memchr::memmem::Finder::new(needle.as_bytes());
-    let mut reader = std::io::BufReader::with_capacity(256 * 1024, file);
-    let mut line = Vec::new();
-    let mut n = 0u64;
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line)? == 0 {
-            return Ok(());
-        }
-        n += 1;
-        let body = line.strip_suffix(b"\n").unwrap_or(&line);
-        // Cheap filter first: most lines are other events.
-        if finder.find(body).is_some() {
-            f(n, body);
-        }
+        f(n, line.strip_suffix(b"\n").unwrap_or(&line));
     }
 }
 
