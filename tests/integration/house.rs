@@ -586,6 +586,37 @@ fn files_are_sized_by_their_concept() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// One integration test binary a package (its `tests/*.rs` and
+/// `tests/*/main.rs`): each binary is linked again on every change of the
+/// crates it uses, and that link is most of a small change's wait.
+#[test]
+fn one_integration_test_binary_a_package() {
+    let mut packages = vec![PathBuf::from(ROOT)];
+    for entry in std::fs::read_dir(Path::new(ROOT).join("crates")).unwrap() {
+        packages.push(entry.unwrap().path());
+    }
+    let mut wrong = Vec::new();
+    for package in packages {
+        let Ok(entries) = std::fs::read_dir(package.join("tests")) else {
+            continue;
+        };
+        let mut binaries: Vec<String> = entries
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "rs") || p.join("main.rs").is_file())
+            .map(|p| p.strip_prefix(ROOT).unwrap().display().to_string())
+            .collect();
+        binaries.sort();
+        if binaries.len() > 1 {
+            wrong.push(binaries.join(", "));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "more than one test binary in a package: {}",
+        wrong.join("; ")
+    );
+}
+
 /// The core's public modules, a deliberate list (docs/architecture.md):
 /// every other module of `edc-core` is `pub(crate)` or private, and the
 /// crate's `unreachable_pub` makes the build refuse a `pub` item nothing
