@@ -122,7 +122,22 @@ pub(super) fn check(
                 None
             }
         };
-        for (name, value, at) in &named {
+        for (i, (name, value, at)) in named.iter().enumerate() {
+            // A field takes one value: one the window or another key
+            // writes too would be sent twice (an array's `[N]` is many).
+            let earlier = named[..i]
+                .iter()
+                .find(|(other, ..)| other == name && !name.ends_with(']'));
+            if let Some((_, _, first)) = earlier {
+                report.add(
+                    at,
+                    format!(
+                        "names the form field {name:?}, which {} writes already: a field is sent once",
+                        first.join(".")
+                    ),
+                );
+                continue;
+            }
             match (*name, value) {
                 ("content", _) => {}
                 ("token", _) => report.add(
