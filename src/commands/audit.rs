@@ -113,6 +113,7 @@ pub fn reconcile(args: crate::cli::VerifyArgs) -> Result<(), Error> {
     let dirs = &args.dirs;
     let scope = args.scope();
     let state = StateLocation::parse("--state", &dirs.state)?;
+    let out = edc_core::store::LandingLocation::parse("--out", &dirs.out)?;
     edc_core::paths::require_local("--audit-log", &dirs.audit_log)
         .map_err(edc_core::config::ConfigError::Identity)?;
     let progress = edc_core::reconcile::Progress::new(super::spinner(
@@ -120,7 +121,7 @@ pub fn reconcile(args: crate::cli::VerifyArgs) -> Result<(), Error> {
     ));
     let verified = super::runtime()?.block_on(edc_core::reconcile::verify(
         &state,
-        &dirs.out,
+        &out,
         &dirs.audit_log,
         &scope,
         &progress,
@@ -132,7 +133,7 @@ pub fn reconcile(args: crate::cli::VerifyArgs) -> Result<(), Error> {
         writeln!(stdout, "{d}").io(|| "writing the report to stdout".into())?;
     }
     // Each page's retention, where the landing's pages carry one.
-    let url = edc_core::redact::redact_arg(&dirs.out.to_string_lossy());
+    let url = out.shown();
     if let Some(retained) = &summary.retention {
         retained
             .write_lines(url.trim_end_matches('/'), &mut stdout)

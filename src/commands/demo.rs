@@ -88,7 +88,7 @@ pub fn run(args: DemoArgs) -> Result<(), Error> {
             study: "DEMO-001".into(),
             protocol_version: None,
             streams: Streams::One("default".into()),
-            out: dir.join("landing"),
+            out: dir.join("landing").into(),
             state: dir.join("state").into(),
             audit_log: dir.join("audit.jsonl"),
             pacer: PacerChoice::Local,

@@ -1,6 +1,7 @@
 //! `edc-sync sync`
 
 use std::io::Write;
+use std::path::Path;
 
 use serde_json::json;
 
@@ -10,7 +11,7 @@ use edc_core::config::ConfigError;
 use edc_core::error::IoContext;
 use edc_core::ledger::StateLocation;
 use edc_core::run::{self, AuditOptions, PacerChoice, RunResult, RunSpec, Streams};
-use edc_core::store::sanitize;
+use edc_core::store::{sanitize, LandingLocation};
 use edc_core::sync::SyncOptions;
 use edc_core::Error;
 
@@ -92,8 +93,7 @@ pub fn backfill(args: BackfillArgs) -> Result<(), Error> {
 fn backfill_run(args: BackfillArgs, mut label: String, missing_only: bool) -> Result<RunResult, Error> {
     let mut spec = spec(args.sync)?;
     if missing_only {
-        let out = spec.out.to_string_lossy();
-        if spec.state.dir().is_none() || out.contains("://") {
+        let (Some(_), Some(out)) = (spec.state.dir(), spec.out.dir().map(Path::to_path_buf)) else {
             use clap::CommandFactory;
             crate::cli::Cli::command()
                 .error(
@@ -102,10 +102,10 @@ fn backfill_run(args: BackfillArgs, mut label: String, missing_only: bool) -> Re
                      and --out to be directories",
                 )
                 .exit();
-        }
+        };
         // Each check reads its whole window afresh, beside the landing it
         // checks: what it lands is what was missing.
-        spec.options.missing_from = Some(spec.out.clone());
+        spec.options.missing_from = Some(out);
         label = format!("missing-{label}-{}", sanitize(&edc_core::audit::now_rfc3339()));
     }
     match spec.state.clone() {
@@ -122,7 +122,10 @@ fn backfill_run(args: BackfillArgs, mut label: String, missing_only: bool) -> Re
                     .as_deref()
                     .map_or("open".into(), edc_core::store::legacy_sanitize)
             );
-            for root in [&state, &spec.out] {
+            for root in [Some(&state), spec.out.dir().map(Path::to_path_buf).as_ref()]
+                .into_iter()
+                .flatten()
+            {
                 let (old, new) = (
                     root.join("backfill").join(&legacy),
                     root.join("backfill").join(&label),
@@ -142,7 +145,7 @@ fn backfill_run(args: BackfillArgs, mut label: String, missing_only: bool) -> Re
                 }
             }
             spec.options.landing_root = Some(format!("backfill/{label}"));
-            spec.out = spec.out.join("backfill").join(&label);
+            spec.out = spec.out.join(&format!("backfill/{label}"));
             // The trail is the syncs' trail: its anchor stays where theirs is.
             spec.audit.anchor_root = Some(state.clone());
             spec.state = StateLocation::Dir(state.join("backfill").join(&label));
@@ -182,7 +185,7 @@ fn spec(args: SyncArgs) -> Result<RunSpec, Error> {
         study: args.stream.study,
         protocol_version: args.stream.protocol_version,
         streams,
-        out: args.dirs.out,
+        out: LandingLocation::parse("--out", &args.dirs.out)?,
         state: StateLocation::parse("--state", &args.dirs.state)?,
         audit_log: args.dirs.audit_log,
         pacer,

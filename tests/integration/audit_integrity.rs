@@ -224,7 +224,7 @@ async fn a_deleted_emptied_truncated_or_replaced_trail_is_refused_by_its_anchor(
         let mut other = fx.spec(&sim, AuditOptions::default());
         other.audit_log = fx.path("other.jsonl");
         other.state = fx.path("other-state").into();
-        other.out = fx.path("other-landing");
+        other.out = fx.path("other-landing").into();
         assert_eq!(fx.run_spec(other).await.0, 0, "{name}");
         let anchor_dir = fx.path("state");
         attack(&fx.trail());

@@ -110,7 +110,7 @@ async fn a_copy_moved_anywhere_verifies_clean_and_names_nothing_of_where_it_was(
     };
     let before = landed(&trail);
     let mut spec = fx.spec(&sim, keyed());
-    (spec.out, spec.state, spec.audit_log) = (out.clone(), state.clone().into(), trail.clone());
+    (spec.out, spec.state, spec.audit_log) = (out.clone().into(), state.clone().into(), trail.clone());
     let (code, message) = fx.run_spec(spec).await;
     assert_eq!(code, 0, "{message}");
     assert_eq!(landed(&trail), before, "nothing was landed again");
@@ -136,7 +136,7 @@ async fn roots_renamed_and_given_separately_still_verify_and_resume() {
     assert_eq!(chain.code, 0, "{}{}", chain.stdout, chain.stderr);
 
     let mut spec = fx.spec(&sim, keyed());
-    (spec.out, spec.state, spec.audit_log) = (lake.clone(), state.clone().into(), trail.clone());
+    (spec.out, spec.state, spec.audit_log) = (lake.clone().into(), state.clone().into(), trail.clone());
     let before = std::fs::metadata(&trail).unwrap().len();
     let (code, message) = fx.run_spec(spec).await;
     assert_eq!(code, 0, "{message}");

@@ -50,7 +50,7 @@ impl Fixture {
             study: "Mediflex(Prod)".into(),
             protocol_version: None,
             streams: Streams::One("default".into()),
-            out: self.path("landing"),
+            out: self.path("landing").into(),
             state: self.path("state").into(),
             audit_log: self.path("audit.jsonl"),
             pacer: PacerChoice::Local,

@@ -56,7 +56,7 @@ pub async fn phase(exe: &Path, work: &Path, pages: u64, page_bytes: u64) -> anyh
         study: "BENCH".into(),
         protocol_version: None,
         streams: Streams::One("default".into()),
-        out: work.join("landing"),
+        out: work.join("landing").into(),
         state: work.join("state").into(),
         audit_log: work.join("audit.jsonl"),
         pacer: PacerChoice::Local,

@@ -171,7 +171,7 @@ impl Ctx {
             study: OQ_STUDY.into(),
             protocol_version: None,
             streams: Streams::One("default".into()),
-            out: self.dir.join("landing"),
+            out: self.dir.join("landing").into(),
             state: self.dir.join("state").into(),
             audit_log: self.dir.join("audit.jsonl"),
             pacer: PacerChoice::Local,

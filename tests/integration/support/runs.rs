@@ -42,7 +42,7 @@ impl Fixture {
             study: "S1".into(),
             protocol_version: None,
             streams: Streams::One("default".into()),
-            out: self.path("landing"),
+            out: self.path("landing").into(),
             state: self.path("state").into(),
             audit_log: self.trail(),
             pacer: PacerChoice::Local,

@@ -41,6 +41,7 @@ impl DbUnreadable {
 }
 
 /// Where the pages of a state database's streams landed.
+#[derive(Clone, Copy)]
 pub enum DbLanding<'a> {
     /// A landing directory (`--out DIR`).
     Dir(&'a Path),

@@ -12,7 +12,7 @@ use crate::config::ConfigError;
 use crate::db_error::DbError;
 use crate::exit::Exit;
 use crate::ledger::StateLocation;
-use crate::store::ObjectError;
+use crate::store::{LandingLocation, ObjectError};
 
 /// Why a verification could not run at all.
 #[derive(Debug, thiserror::Error)]
@@ -63,33 +63,33 @@ impl From<ObjectUnreadable> for Unverifiable {
 /// `audit`.
 pub async fn verify(
     state: &StateLocation,
-    out: &Path,
+    out: &LandingLocation,
     audit: &Path,
     scope: &Scope,
     progress: &Progress,
 ) -> Result<Summary, Unverifiable> {
-    let text = out.to_string_lossy();
-    let object = match crate::store::object::scheme_of(&text).map_err(ConfigError::Identity)? {
-        Some(_) => Some(crate::store::ObjectLanding::open(&text)?),
-        None => None,
+    // A bucket is opened (configured, nothing asked of it yet).
+    let object;
+    let landing = match out {
+        LandingLocation::Dir(dir) => DbLanding::Dir(dir),
+        LandingLocation::Bucket(bucket) => {
+            object = crate::store::ObjectLanding::open(bucket.as_str())?;
+            DbLanding::Bucket(&object)
+        }
     };
-    let mut summary = match (state, &object) {
-        (StateLocation::Dir(state), None) => reconcile(out, state, audit, scope, progress)?,
-        (StateLocation::Dir(state), Some(bucket)) => {
+    let mut summary = match (state, landing) {
+        (StateLocation::Dir(state), DbLanding::Dir(dir)) => reconcile(dir, state, audit, scope, progress)?,
+        (StateLocation::Dir(state), DbLanding::Bucket(bucket)) => {
             reconcile_object(bucket, state, audit, scope, progress).await?
         }
         (StateLocation::Db(url), landing) => {
             let db = crate::state_db::StateDb::connect(url).await?;
             let trail = crate::ledger::trail_name_in_db(audit);
-            let landing = match landing {
-                Some(bucket) => DbLanding::Bucket(bucket),
-                None => DbLanding::Dir(out),
-            };
             reconcile_db(landing, &db, &trail, scope, progress).await?
         }
     };
     // An S3 landing's pages: their retention as S3 reports it now.
-    if let Some(bucket) = object.as_ref().filter(|_| text.starts_with("s3://")) {
+    if let (DbLanding::Bucket(bucket), true) = (landing, out.is_s3()) {
         let retained = super::Retained::of(bucket).await?;
         if retained.retained > 0 {
             summary.retention = Some(retained);

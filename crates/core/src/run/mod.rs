@@ -69,7 +69,8 @@ pub struct RunSpec {
     pub study: String,
     pub protocol_version: Option<String>,
     pub streams: Streams,
-    pub out: PathBuf,
+    /// `--out`: a directory or a bucket, parsed once.
+    pub out: crate::store::LandingLocation,
     /// `--state`: a directory or a database, parsed once.
     pub state: StateLocation,
     pub audit_log: PathBuf,
@@ -119,7 +120,6 @@ pub(crate) struct RunPlan {
 /// Plans `spec`: policy loaded, validated and committed, streams and
 /// quotas resolved, environment read, the client built for its origin.
 pub(crate) fn plan(spec: &RunSpec) -> Result<RunPlan, ConfigError> {
-    crate::store::object::scheme_of(&spec.out.to_string_lossy()).map_err(ConfigError::Identity)?;
     if let StateLocation::Dir(dir) = &spec.state {
         crate::paths::require_local("--state", dir).map_err(ConfigError::Identity)?;
     }
@@ -133,17 +133,12 @@ pub(crate) fn plan(spec: &RunSpec) -> Result<RunPlan, ConfigError> {
     let loaded = config::load(&spec.config)?;
     loaded.require_committed(spec.allow_dirty)?;
     let policy = Arc::new(loaded.vendor(&spec.vendor)?.clone());
-    if policy.object_lock.is_some()
-        && crate::store::object::scheme_of(&spec.out.to_string_lossy())
-            .ok()
-            .flatten()
-            != Some("s3")
-    {
+    if policy.object_lock.is_some() && !spec.out.is_s3() {
         return Err(ConfigError::Identity(format!(
             "{}.object_lock: the policy asks for landed pages that cannot be changed (S3 Object Lock), and --out {} \
              is no s3:// bucket; land in an S3 bucket with Object Lock, or remove object_lock",
             policy.vendor,
-            crate::redact::redact_arg(&spec.out.to_string_lossy())
+            spec.out.shown()
         )));
     }
     let delta = Arc::new(policy.delta.clone().ok_or_else(|| ConfigError::NoDelta {
@@ -399,15 +394,12 @@ async fn landing_target(
     audit: &Trail,
     ledger: &Ledger,
 ) -> Result<(Index, Option<Arc<crate::store::object::ObjectLanding>>), Error> {
-    let text = spec.out.to_string_lossy();
-    if crate::store::object::scheme_of(&text)
-        .map_err(ConfigError::Identity)?
-        .is_none()
-    {
-        return Ok((Index::Dir(spec.out.clone()), None));
-    }
-    let mut object =
-        crate::store::object::ObjectLanding::open(&text).map_err(crate::store::StoreError::Object)?;
+    let bucket = match &spec.out {
+        crate::store::LandingLocation::Dir(dir) => return Ok((Index::Dir(dir.clone()), None)),
+        crate::store::LandingLocation::Bucket(bucket) => bucket,
+    };
+    let mut object = crate::store::object::ObjectLanding::open(bucket.as_str())
+        .map_err(crate::store::StoreError::Object)?;
     // The retention the policy asks for, proven before anything is written
     // (the probe included: in a locked bucket it could not be removed).
     let object_lock = match lock {

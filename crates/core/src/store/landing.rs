@@ -116,9 +116,25 @@ pub(crate) struct LandingStore {
 /// A page being received. It is validated as it streams in
 /// (`payload::PageCheck`); only a delta with a lookback reads it back
 /// once, to tell its records apart ([`LandingTemp::read_back`]).
+///
+/// It removes its file when dropped, unless the file became a landed page
+/// ([`LandingStore::commit`], [`LandingStore::take`]) or was moved aside
+/// ([`LandingTemp::quarantine`]): every way a page is not committed leaves
+/// nothing behind without being said (and the next run's `begin` clears
+/// what a crash left).
 pub(crate) struct LandingTemp {
     path: PathBuf,
     writer: BufWriter<File>,
+    /// The file is still the temp file's own, to remove on drop.
+    owned: bool,
+}
+
+impl Drop for LandingTemp {
+    fn drop(&mut self) {
+        if self.owned {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }
 
 impl Write for LandingTemp {
@@ -141,12 +157,6 @@ impl LandingTemp {
         crate::no_follow::read(&self.path).map_err(|e| StoreError::io(&self.path, "read back", e))
     }
 
-    /// Removes the temp file (a page that will not be committed).
-    pub(crate) fn discard(self) {
-        // The next run's `begin` clears leftovers anyway.
-        let _ = std::fs::remove_file(&self.path);
-    }
-
     /// Moves an invalid page aside for investigation, never as data.
     pub(crate) fn quarantine(mut self, dir: &Path, name: &str) -> Result<PathBuf, StoreError> {
         self.writer
@@ -155,6 +165,7 @@ impl LandingTemp {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, "create", e))?;
         let target = dir.join(name);
         std::fs::rename(&self.path, &target).map_err(|e| StoreError::io(&target, "quarantine", e))?;
+        self.owned = false;
         Ok(target)
     }
 }
@@ -373,15 +384,16 @@ impl LandingStore {
         Ok(LandingTemp {
             path,
             writer: BufWriter::with_capacity(256 * 1024, file),
+            owned: true,
         })
     }
 
     /// Makes a received page durable under its content address.
-    pub(crate) fn commit(&self, temp: LandingTemp, sha256: &str) -> Result<LandedPage, StoreError> {
-        let LandingTemp { path, writer, .. } = temp;
-        let file = writer
-            .into_inner()
-            .map_err(|e| StoreError::io(&path, "flush", e.into_error()))?;
+    pub(crate) fn commit(&self, mut temp: LandingTemp, sha256: &str) -> Result<LandedPage, StoreError> {
+        let path = temp.path.clone();
+        temp.writer
+            .flush()
+            .map_err(|e| StoreError::io(&path, "flush", e))?;
         let name = format!("pages/{sha256}.{}", self.ext);
         let target = self.dir.join(&name);
         // A file already there is trusted only once its bytes hash to its
@@ -391,7 +403,7 @@ impl LandingStore {
         if target.exists() {
             match crate::digest::sha256_file(&target) {
                 Ok(existing) if existing == sha256 => {
-                    let _ = std::fs::remove_file(&path);
+                    // The temp file goes with `temp`.
                     return Ok(LandedPage {
                         file: name,
                         sha256: sha256.to_string(),
@@ -401,9 +413,12 @@ impl LandingStore {
                 _ => replaced_damaged = true,
             }
         }
-        file.sync_all().map_err(|e| StoreError::io(&path, "fsync", e))?;
-        drop(file);
+        temp.writer
+            .get_ref()
+            .sync_all()
+            .map_err(|e| StoreError::io(&path, "fsync", e))?;
         std::fs::rename(&path, &target).map_err(|e| StoreError::io(&target, "rename into place", e))?;
+        temp.owned = false;
         sync_parent_dir(&target).map_err(|e| StoreError::io(&target, "fsync the directory of", e))?;
         Ok(LandedPage {
             file: name,
@@ -417,14 +432,17 @@ impl LandingStore {
     /// renamed here: the page is durable once the store acknowledges it,
     /// and a crash before that leaves nothing committed (the page is
     /// fetched again).
-    pub(crate) fn take(&self, temp: LandingTemp, sha256: &str) -> Result<(LandedPage, Vec<u8>), StoreError> {
-        let LandingTemp { path, writer, .. } = temp;
-        drop(
-            writer
-                .into_inner()
-                .map_err(|e| StoreError::io(&path, "flush", e.into_error()))?,
-        );
+    pub(crate) fn take(
+        &self,
+        mut temp: LandingTemp,
+        sha256: &str,
+    ) -> Result<(LandedPage, Vec<u8>), StoreError> {
+        let path = temp.path.clone();
+        temp.writer
+            .flush()
+            .map_err(|e| StoreError::io(&path, "flush", e))?;
         let bytes = crate::no_follow::read_bytes(&path).map_err(|e| StoreError::io(&path, "read back", e))?;
+        temp.owned = false;
         std::fs::remove_file(&path).map_err(|e| StoreError::io(&path, "remove", e))?;
         let page = LandedPage {
             file: format!("pages/{sha256}.{}", self.ext),

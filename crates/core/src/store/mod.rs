@@ -7,6 +7,7 @@ mod aws_profile;
 mod cursor;
 mod error;
 mod landing;
+mod location;
 mod lock;
 pub(crate) mod migrate;
 pub(crate) mod object;
@@ -20,8 +21,9 @@ pub(crate) mod tail;
 pub use cursor::CursorFile;
 pub use error::StoreError;
 pub use landing::ManifestEntry;
+pub use location::{BucketUrl, LandingLocation, ObjectScheme};
 pub use migrate::legacy_sanitize;
-pub use object::{scheme_of, Failure, ObjectError, ObjectLanding};
+pub use object::{Failure, ObjectError, ObjectLanding};
 pub use object_lock::Retention;
 pub use run_lock::{load_script as load_run_lock_script, RunLockName};
 

@@ -73,24 +73,6 @@ pub struct ObjectLanding {
     lock: Option<crate::config::ObjectLock>,
 }
 
-/// Whether `text` names an object store `--out` supports (`Some(scheme)`),
-/// a local path (`None`), or another URL (`Err`, to refuse with 78).
-pub fn scheme_of(text: &str) -> Result<Option<&'static str>, String> {
-    let Some(scheme) = crate::paths::url_scheme(text) else {
-        return Ok(None);
-    };
-    match scheme {
-        "s3" => Ok(Some("s3")),
-        "gs" => Ok(Some("gs")),
-        "az" => Ok(Some("az")),
-        _ => Err(format!(
-            "--out {}: a {scheme}:// URL, which edc-sync does not land in: give a local path, s3://bucket/prefix, \
-             gs://bucket/prefix or az://container/prefix",
-            crate::redact::redact_arg(text)
-        )),
-    }
-}
-
 impl ObjectLanding {
     /// The object store `url` names, configured from the environment, and
     /// probed: the bucket answers, and whether it honours conditional
@@ -580,18 +562,6 @@ fn transport(e: &object_store::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn object_store_urls_are_told_from_paths_and_other_urls() {
-        assert_eq!(scheme_of("s3://bucket/prefix"), Ok(Some("s3")));
-        assert_eq!(scheme_of("gs://b"), Ok(Some("gs")));
-        assert_eq!(scheme_of("az://c/p"), Ok(Some("az")));
-        assert_eq!(scheme_of("/srv/edc/landing"), Ok(None));
-        assert_eq!(scheme_of("./a://b"), Ok(None));
-        let refused = scheme_of("postgres://u:p@h/db").unwrap_err();
-        assert!(refused.starts_with("--out "), "{refused}");
-        assert!(!refused.contains("u:p@"), "{refused}");
-    }
 
     #[test]
     fn manifest_lines_list_in_file_order() {

@@ -183,7 +183,6 @@ impl PageCommit {
         let job = stream.job;
         let url = &page.url;
         if let Some(other_day) = summary.other_day.take() {
-            temp.discard();
             let reason = format!("page {url}: {other_day}; nothing was committed");
             return Err(refuse(stream, page, digest, reason));
         }
@@ -196,7 +195,6 @@ impl PageCommit {
         ) {
             Ok(n) => n,
             Err(e) => {
-                temp.discard();
                 return Err(refuse(
                     stream,
                     page,
@@ -225,7 +223,6 @@ impl PageCommit {
                 let body = match read_whole(&mut temp) {
                     Ok(body) => body,
                     Err(e) => {
-                        temp.discard();
                         return Err(e.into());
                     }
                 };
@@ -233,21 +230,15 @@ impl PageCommit {
                 match window.after_records(url, &body, &records) {
                     Ok(next) => {
                         if let Some(probe) = window.scope_probe(url, next.as_ref()) {
-                            if let Err(e) = prove_scope(stream, window, page, cursor, &probe, &records).await
-                            {
-                                temp.discard();
-                                return Err(e);
-                            }
+                            prove_scope(stream, window, page, cursor, &probe, &records).await?;
                         }
                         next
                     }
                     Err(window::RecordsRefusal::Invalid(why)) => {
-                        temp.discard();
                         let reason = format!("page {url}: {why}; nothing was committed");
                         return Err(refuse(stream, page, digest, reason));
                     }
                     Err(window::RecordsRefusal::Restricted(what)) => {
-                        temp.discard();
                         return Err(restricted(stream, page, url, what).await);
                     }
                 }
@@ -262,7 +253,6 @@ impl PageCommit {
             None => next,
             Some((first, pass)) => {
                 let Some(total) = summary.total_items else {
-                    temp.discard();
                     let pointer = job
                         .delta
                         .collection
@@ -293,7 +283,6 @@ impl PageCommit {
             m.as_ref()
                 .is_some_and(|v| v.as_param().chars().any(char::is_control))
         }) {
-            temp.discard();
             let field = job.delta.cursor_field.as_deref().unwrap_or("(none)");
             let reason = format!(
                 "page {url}: the cursor field {field:?} of a record holds a control character, which no cursor \
@@ -360,7 +349,7 @@ impl PageCommit {
         // each time, nor a re-read span land its records again).
         let repeated: Vec<u32> = split.as_ref().map_or_else(Vec::new, |s| s.repeated.clone());
         let (landed, listed, retention) = if job.options.dry_run || new_records == 0 {
-            temp.discard();
+            drop(temp);
             (None, None, None)
         } else {
             let (landed, listed, retention) = self
@@ -646,7 +635,6 @@ impl PageCommit {
         {
             Ok(d) => d,
             Err(e) => {
-                temp.discard();
                 // A body that stalls or breaks off is the same failure as
                 // headers that never come: past the budget, 69 for both.
                 if e.is_transient() && attempt >= budget {
@@ -676,7 +664,6 @@ impl PageCommit {
                     .await;
             }
             Err(NotAPage::Vendor(error)) => {
-                temp.discard();
                 return stream.vendor_error(req, &meta, error).await;
             }
             Err(NotAPage::Invalid(invalid)) => {
@@ -693,18 +680,14 @@ impl PageCommit {
                 .and_then(|v| crate::record::order::instant(&v.as_param()));
             if let Some(made) = made {
                 let skew = (made - time::OffsetDateTime::now_utc()).as_seconds_f64();
-                if let Err(e) = stream
+                stream
                     .trust_clock(
                         req,
                         Some(&meta),
                         Some(skew),
                         Some(std::time::SystemTime::from(made)),
                     )
-                    .await
-                {
-                    temp.discard();
-                    return Err(e);
-                }
+                    .await?;
             }
         }
         let committed = self
