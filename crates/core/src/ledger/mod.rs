@@ -3,16 +3,21 @@
 //! `--state` (or `EDC_SYNC_STATE`) is parsed once into a closed type,
 //! [`StateLocation`]: a directory, or a PostgreSQL database. Everything a
 //! run keeps beside its landed pages is reached through this module, which
-//! holds both implementations side by side and makes the choice in one
-//! `match` per concern:
+//! holds both implementations side by side. The state is opened first
+//! ([`State`], before any audit line), then its trail, which makes the
+//! [`Ledger`]: one value whose each side holds its state and its own trail,
+//! so that what is built from it cannot pair one backend with the other's
+//! trail:
 //!
 //! - the audit trail, its anchors and its keyed checkpoints: [`Trail`]
 //!   (`trail.rs`; a JSON Lines file with anchors in the state directory, or
-//!   rows of `edc_sync_audit_line` with anchors in `edc_sync_anchor`);
-//! - a stream's run lock, cursor and manifest, and the page commit:
-//!   [`StreamLedger`] (`stream.rs`; a lock file, a cursor file and a
-//!   manifest file, or an advisory lock, a cursor row and manifest rows
-//!   committed with their line in one transaction);
+//!   rows of `edc_sync_audit_line` with anchors in `edc_sync_anchor`), the
+//!   run's handle for its events;
+//! - a stream's run lock, cursor and manifest, and the page commit to the
+//!   stream's own side of the trail: [`StreamLedger`] (`stream.rs`; a lock
+//!   file, a cursor file and a manifest file, or an advisory lock, a cursor
+//!   row and manifest rows committed with their line in one transaction),
+//!   made from the [`Ledger`] only (`open.rs`);
 //! - the start-up proof, specified once for both (`proof.rs`): the
 //!   stream's cursor is what the trail's last commit of the stream says,
 //!   the manifest lists the trail's last landed page, and that page is in
@@ -38,8 +43,8 @@ use std::path::{Path, PathBuf};
 
 pub(crate) use fence::FencedLock;
 pub(crate) use open::open as open_stream;
-pub(crate) use stream::{OpenStream, StreamLedger};
-pub(crate) use trail::{name_in_db as trail_name_in_db, AnchorRefused, Trail, TrailOptions};
+pub(crate) use stream::{OpenStream, PageToCommit, StreamLedger};
+pub(crate) use trail::{name_in_db as trail_name_in_db, AnchorRefused, FileTrail, Trail, TrailOptions};
 
 use crate::audit::AuditError;
 use crate::config::ConfigError;
@@ -105,22 +110,72 @@ impl StateLocation {
     }
 }
 
-/// The state, opened for a run: the directory, or the database connected
-/// (unreachable 69, refused 77, read-only or of another schema 78), before
-/// any audit line.
+/// The state, opened for a run before its trail: the directory, or the
+/// database connected (unreachable 69, refused 77, read-only or of another
+/// schema 78), before any audit line.
 #[derive(Debug, Clone)]
-pub(crate) enum Ledger {
+pub(crate) enum State {
     Files { dir: PathBuf },
     Db(Box<StateDb>),
 }
 
-impl Ledger {
+impl State {
     /// Opens `location`.
-    pub(crate) async fn open(location: &StateLocation) -> Result<Ledger, crate::db_error::DbError> {
+    pub(crate) async fn open(location: &StateLocation) -> Result<State, crate::db_error::DbError> {
         Ok(match location {
-            StateLocation::Dir(dir) => Ledger::Files { dir: dir.clone() },
-            StateLocation::Db(url) => Ledger::Db(Box::new(StateDb::connect(url).await?)),
+            StateLocation::Dir(dir) => State::Files { dir: dir.clone() },
+            StateLocation::Db(url) => State::Db(Box::new(StateDb::connect(url).await?)),
         })
+    }
+
+    /// The run's trail in this state, opened (its anchors checked, and with
+    /// the key its last checkpoint) and its `header` written: the ledger,
+    /// whose each side holds its own trail, and the run's handle on that
+    /// trail for its events.
+    pub(crate) async fn open_trail(
+        self,
+        options: &TrailOptions,
+        run_id: &crate::audit::RunId,
+        masker: crate::mask::Masker,
+        header: crate::audit::RunStarted,
+    ) -> Result<(Ledger, Trail), LedgerError> {
+        Ok(match self {
+            State::Files { dir } => {
+                let (run, trail) = Trail::open_file(&dir, options, run_id, masker, header).await?;
+                (Ledger::Files { dir, trail }, run)
+            }
+            State::Db(db) => {
+                let (run, trail) = Trail::open_db(&db, options, run_id, masker, header).await?;
+                (Ledger::Db { db, trail }, run)
+            }
+        })
+    }
+}
+
+/// The state and its trail, one value: a stream opened in it keeps its
+/// cursor and manifest on the same side as the trail its commits go to
+/// (`stream.rs`), so a stream of one backend with the trail of the other
+/// cannot be made.
+#[derive(Clone)]
+pub(crate) enum Ledger {
+    /// A state directory and the audit file.
+    Files { dir: PathBuf, trail: FileTrail },
+    /// A state database and its trail's rows.
+    Db {
+        db: Box<StateDb>,
+        trail: std::sync::Arc<crate::state_db::DbTrail>,
+    },
+}
+
+impl Ledger {
+    /// Where an object-store landing keeps its manifest index: in the state
+    /// directory, or, with a state database (which holds the manifest),
+    /// nowhere but a scratch directory for the pages in flight.
+    pub(crate) fn object_index_dir(&self) -> Option<PathBuf> {
+        match self {
+            Ledger::Files { dir, .. } => Some(dir.join(crate::store::object::INDEX_DIR)),
+            Ledger::Db { .. } => None,
+        }
     }
 }
 

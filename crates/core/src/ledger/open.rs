@@ -26,15 +26,19 @@ fn holder(trail: &Trail) -> String {
 /// fetched.
 pub(crate) async fn open(ledger: &Ledger, p: OpenStream<'_>) -> Result<Opened, LedgerError> {
     let (stream, fenced, state_id) = match ledger {
-        Ledger::Files { dir } => {
+        Ledger::Files { dir, trail } => {
             let (cursors, fenced) = lock_files(dir, &p).await?;
             let id = match p.dry_run {
                 true => None,
                 false => Some((crate::store::owner::state_id(dir)?, StateKind::Directory)),
             };
-            (StreamLedger::Files(Box::new(cursors)), fenced, id)
+            let stream = StreamLedger::Files {
+                cursors: Box::new(cursors),
+                trail: trail.clone(),
+            };
+            (stream, fenced, id)
         }
-        Ledger::Db(db) => {
+        Ledger::Db { db, trail } => {
             let held = DbStream::lock(
                 db,
                 p.identity,
@@ -45,19 +49,23 @@ pub(crate) async fn open(ledger: &Ledger, p: OpenStream<'_>) -> Result<Opened, L
             .await?
             .starting_at(p.since.clone());
             let id = (!p.dry_run).then(|| (db.state_id().to_string(), StateKind::Database));
-            (StreamLedger::Db(Box::new(held)), None, id)
+            let stream = StreamLedger::Db {
+                held: Box::new(held),
+                trail: trail.clone(),
+            };
+            (stream, None, id)
         }
     };
     let mut landing = match &stream {
-        StreamLedger::Files(cursors) => cursors.open_landing(p.out_dir, p.ext)?,
-        StreamLedger::Db(held) => held.open_landing(p.out_dir, p.ext)?,
+        StreamLedger::Files { cursors, .. } => cursors.open_landing(p.out_dir, p.ext)?,
+        StreamLedger::Db { held, .. } => held.open_landing(p.out_dir, p.ext)?,
     }
     .with_remote(p.object.clone());
     if let Some((id, kind)) = state_id {
         claim_landing(&landing, &Claimant { id: &id, kind }, &p).await?;
     }
     super::proof::prove(&stream, &mut landing, &p).await?;
-    if let StreamLedger::Db(held) = &stream {
+    if let StreamLedger::Db { held, .. } = &stream {
         let accept = p.accept_rollback && !p.dry_run;
         super::landing_head::check(held, &landing, p.name, p.trail, accept).await?;
     }

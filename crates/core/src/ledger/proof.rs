@@ -47,8 +47,8 @@ pub(super) async fn prove(
     p: &OpenStream<'_>,
 ) -> Result<(), LedgerError> {
     match stream {
-        StreamLedger::Files(cursors) => prove_files(cursors, landing, p).await,
-        StreamLedger::Db(held) => prove_db(held, landing, p).await,
+        StreamLedger::Files { cursors, .. } => prove_files(cursors, landing, p).await,
+        StreamLedger::Db { held, .. } => prove_db(held, landing, p).await,
     }
 }
 

@@ -40,7 +40,7 @@ pub(super) async fn publish_manifest(
     p: &OpenStream<'_>,
 ) -> Result<(), LedgerError> {
     // A state database's manifest is its rows: nothing to publish.
-    let (StreamLedger::Files(_), Some(remote)) = (stream, landing.remote()) else {
+    let (StreamLedger::Files { .. }, Some(remote)) = (stream, landing.remote()) else {
         return Ok(());
     };
     let dir = landing.recorded_dir();

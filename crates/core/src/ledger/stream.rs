@@ -16,10 +16,12 @@ use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{FencedLock, LedgerError, Trail};
+use super::{FencedLock, FileTrail, LedgerError, Trail};
 use crate::audit::CommitRecord;
-use crate::state_db::{DbStream, PageRows};
-use crate::store::{Cursor, CursorStore, LandedPage, LandingStore, ManifestEntry, PendingCursor, StoreError};
+use crate::state_db::{DbStream, DbTrail, PageRows};
+use crate::store::{
+    Cursor, CursorStore, LandedPage, LandingStore, ListedLine, ManifestEntry, PendingCursor, StoreError,
+};
 use crate::stream::StreamIdentity;
 
 /// What opening a stream needs to know of its run.
@@ -58,13 +60,34 @@ pub(crate) struct Opened {
     pub fenced: Option<FencedLock>,
 }
 
-/// A stream held by this run.
+/// A stream held by this run, with the trail its commits go to: the same
+/// side of the ledger as its cursor and manifest, made only by `open.rs`
+/// from one [`super::Ledger`].
 pub(crate) enum StreamLedger {
-    /// A state directory: the cursor file, its manifest in the landing.
-    Files(Box<CursorStore>),
+    /// A state directory: the cursor file, its manifest in the landing, and
+    /// the audit file.
+    Files {
+        cursors: Box<CursorStore>,
+        trail: FileTrail,
+    },
     /// A state database: cursor, manifest rows and trail committed in one
     /// transaction, fenced by the stream's lock there.
-    Db(Box<DbStream>),
+    Db {
+        held: Box<DbStream>,
+        trail: Arc<DbTrail>,
+    },
+}
+
+/// What one page commit records and moves: its `page_committed` record,
+/// the cursor it makes, the landed page it moves past (if any) and its
+/// manifest line (when new).
+pub(crate) struct PageToCommit<'a, C> {
+    pub record: C,
+    pub pending: PendingCursor,
+    pub landed: Option<&'a LandedPage>,
+    pub listed: Option<ListedLine>,
+    /// A dry run records its line and moves nothing.
+    pub dry_run: bool,
 }
 
 impl StreamLedger {
@@ -72,29 +95,29 @@ impl StreamLedger {
     /// cursor file, or the row.
     pub(crate) fn cursor_place(&self) -> std::path::PathBuf {
         match self {
-            StreamLedger::Files(c) => c.path().to_path_buf(),
-            StreamLedger::Db(d) => d.recorded_cursor().into(),
+            StreamLedger::Files { cursors, .. } => cursors.path().to_path_buf(),
+            StreamLedger::Db { held, .. } => held.recorded_cursor().into(),
         }
     }
 
     /// The state is a database's.
     pub(crate) fn is_db(&self) -> bool {
-        matches!(self, StreamLedger::Db(_))
+        matches!(self, StreamLedger::Db { .. })
     }
 
     /// The stream's cursor now.
     pub(crate) async fn load_cursor(&self) -> Result<Cursor, StoreError> {
         match self {
-            StreamLedger::Files(c) => c.load(),
-            StreamLedger::Db(d) => d.load().await,
+            StreamLedger::Files { cursors, .. } => cursors.load(),
+            StreamLedger::Db { held, .. } => held.load().await,
         }
     }
 
     /// The end of the stream's run: a database's run lock is released at
     /// once (a file lock goes with its store).
     pub(crate) async fn release(&self) {
-        if let StreamLedger::Db(d) = self {
-            d.unlock().await;
+        if let StreamLedger::Db { held, .. } = self {
+            held.unlock().await;
         }
     }
 
@@ -106,9 +129,9 @@ impl StreamLedger {
     /// (`landing_head.rs`).
     pub(crate) async fn ended_cleanly(&self, landing: &LandingStore) -> Result<(), StoreError> {
         match (self, landing.remote()) {
-            (StreamLedger::Files(_), Some(_)) => landing.set_published_watermark(landing.manifest_len()),
-            (StreamLedger::Files(_), None) => Ok(()),
-            (StreamLedger::Db(held), _) => super::landing_head::write(held, landing).await,
+            (StreamLedger::Files { .. }, Some(_)) => landing.set_published_watermark(landing.manifest_len()),
+            (StreamLedger::Files { .. }, None) => Ok(()),
+            (StreamLedger::Db { held, .. }, _) => super::landing_head::write(held, landing).await,
         }
     }
 
@@ -122,7 +145,7 @@ impl StreamLedger {
         landing: &mut LandingStore,
         entry: &ManifestEntry,
     ) -> Result<Option<String>, LedgerError> {
-        if let StreamLedger::Db(db) = self {
+        if let StreamLedger::Db { held: db, .. } = self {
             if db.is_listed(&entry.page_key, &entry.sha256).await? {
                 return Ok(None);
             }
@@ -141,24 +164,19 @@ impl StreamLedger {
         Ok(listed.map(|(_, line)| line))
     }
 
-    /// Commits a page: its `page_committed` line, its manifest line
-    /// (`listed`, when new) and the cursor `pending` becomes, in the order
-    /// invariant 2 requires. `prove_lock` proves the cross-host run lock
-    /// right before the cursor moves. In files: the line (fsynced), the
-    /// lock proof, then the cursor file (which the line makes recoverable).
-    /// In a database: the lock proof, then one transaction holding the
-    /// line, the manifest row and the cursor row, with the stream's fence
-    /// checked inside it. A dry run records its line and moves nothing.
-    #[allow(clippy::too_many_arguments)]
+    /// Commits a page: its `page_committed` line, its manifest line (when
+    /// new) and the cursor its pending cursor becomes, in the order
+    /// invariant 2 requires, to this stream's own trail. `prove_lock`
+    /// proves the cross-host run lock right before the cursor moves. In
+    /// files: the line (fsynced), the lock proof, then the cursor file
+    /// (which the line makes recoverable). In a database: the lock proof,
+    /// then one transaction holding the line, the manifest row and the
+    /// cursor row, with the stream's fence checked inside it. A dry run
+    /// records its line and moves nothing.
     pub(crate) async fn commit<C, E, F>(
         &self,
-        trail: &Trail,
         landing: &LandingStore,
-        record: C,
-        pending: PendingCursor,
-        landed: Option<&LandedPage>,
-        listed: Option<(String, String, String)>,
-        dry_run: bool,
+        page: PageToCommit<'_, C>,
         prove_lock: F,
     ) -> Result<Cursor, E>
     where
@@ -166,8 +184,15 @@ impl StreamLedger {
         E: From<LedgerError>,
         F: Future<Output = Result<(), E>>,
     {
+        let PageToCommit {
+            record,
+            pending,
+            landed,
+            listed,
+            dry_run,
+        } = page;
         match self {
-            StreamLedger::Files(cursors) => {
+            StreamLedger::Files { cursors, trail } => {
                 let audited = trail.record_commit_blocking(record).map_err(LedgerError::from)?;
                 if dry_run {
                     return Ok(pending.dry_run());
@@ -177,14 +202,7 @@ impl StreamLedger {
                     .commit(pending, &audited, landed, landing.manifest_len())
                     .map_err(LedgerError::from)?)
             }
-            StreamLedger::Db(db) => {
-                let Some(trail) = trail.db() else {
-                    return Err(LedgerError::from(StoreError::Unproven {
-                        path: db.recorded_cursor().into(),
-                        detail: "a stream kept in a state database needs its trail there".into(),
-                    })
-                    .into());
-                };
+            StreamLedger::Db { held, trail } => {
                 if dry_run {
                     trail
                         .record_dry_commit(&record)
@@ -194,22 +212,22 @@ impl StreamLedger {
                 }
                 prove_lock.await?;
                 let rows = PageRows {
-                    stream: db.key().to_string(),
-                    fence: db.fence(),
+                    stream: held.key().to_string(),
+                    fence: held.fence(),
                     manifest: listed,
-                    memory: db
+                    memory: held
                         .memory_write(pending.cursor(), pending.memory_change())
                         .map_err(LedgerError::from)?,
                 };
-                let identity = db.identity();
+                let identity = held.identity();
                 let committed = trail
                     .commit_page(&record, rows, |receipt| {
                         pending.clone().proven(identity, receipt, landed)
                     })
                     .await;
                 match &committed {
-                    Ok(cursor) => db.committed(cursor),
-                    Err(_) => db.memory_unknown(),
+                    Ok(cursor) => held.committed(cursor),
+                    Err(_) => held.memory_unknown(),
                 }
                 Ok(committed.map_err(LedgerError::from)?)
             }

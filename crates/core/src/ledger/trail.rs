@@ -21,7 +21,7 @@ use crate::audit::{
 };
 use crate::state_db::DbTrail;
 
-use super::{Ledger, LedgerError};
+use super::LedgerError;
 
 /// How a run treats its trail.
 #[derive(Debug, Clone, Default)]
@@ -53,11 +53,30 @@ pub(crate) struct Trail {
 /// Where the lines go, and where the head is anchored.
 #[derive(Clone)]
 enum Writer {
-    File {
-        log: Arc<Mutex<AuditLog>>,
-        anchors: Arc<Anchors>,
-    },
+    File(FileTrail),
     Db(Arc<DbTrail>),
+}
+
+/// A trail kept in a file: its writer, and the anchors of its head. A
+/// stream kept in files commits its pages through it (`stream.rs`).
+#[derive(Clone)]
+pub(crate) struct FileTrail {
+    log: Arc<Mutex<AuditLog>>,
+    anchors: Arc<Anchors>,
+}
+
+impl FileTrail {
+    /// Appends a page's commit record from synchronous code; returns its
+    /// receipt once the line is fsynced.
+    pub(crate) fn record_commit_blocking<C: CommitRecord>(
+        &self,
+        record: C,
+    ) -> Result<CommitReceipt, AuditError> {
+        self.log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .record_commit(record)
+    }
 }
 
 /// Why the trail was not taken against its anchor in Redis: the trail
@@ -79,44 +98,40 @@ pub(crate) fn name_in_db(audit_log: &std::path::Path) -> String {
 }
 
 impl Trail {
-    /// Opens the run's trail in `ledger`, checks its anchors (and, with the
-    /// key, its last checkpoint), and writes `header` as its first line of
-    /// this run.
-    pub(crate) async fn open(
-        ledger: &Ledger,
+    /// Opens the run's trail in the state database `db`, checks its anchors
+    /// (and, with the key, its last checkpoint), and writes `header` as its
+    /// first line of this run.
+    pub(super) async fn open_db(
+        db: &crate::state_db::StateDb,
         options: &TrailOptions,
         run_id: &RunId,
         masker: crate::mask::Masker,
         header: RunStarted,
-    ) -> Result<Trail, LedgerError> {
-        match ledger {
-            Ledger::Files { dir } => Self::open_file(dir, options, run_id, masker, header).await,
-            Ledger::Db(db) => {
-                let header = header.with_state_db(db.url().shown(), db.schema_version());
-                let trail = DbTrail::new((**db).clone(), name_in_db(&options.audit_log), run_id.clone())
-                    .with_masker(Some(masker))
-                    .with_key(options.key.clone());
-                trail.check_anchors().await?;
-                let trail = Trail {
-                    run_id: run_id.clone(),
-                    path: trail.label(),
-                    canonical: std::path::PathBuf::from(trail.name()),
-                    writer: Writer::Db(Arc::new(trail)),
-                };
-                trail.record(header).await?;
-                Ok(trail)
-            }
-        }
+    ) -> Result<(Trail, Arc<DbTrail>), LedgerError> {
+        let header = header.with_state_db(db.url().shown(), db.schema_version());
+        let trail = DbTrail::new(db.clone(), name_in_db(&options.audit_log), run_id.clone())
+            .with_masker(Some(masker))
+            .with_key(options.key.clone());
+        trail.check_anchors().await?;
+        let db_trail = Arc::new(trail);
+        let trail = Trail {
+            run_id: run_id.clone(),
+            path: db_trail.label(),
+            canonical: std::path::PathBuf::from(db_trail.name()),
+            writer: Writer::Db(db_trail.clone()),
+        };
+        trail.record(header).await?;
+        Ok((trail, db_trail))
     }
 
     /// Opens the audit file with its anchors checked, and writes the header.
-    async fn open_file(
+    pub(super) async fn open_file(
         state_dir: &std::path::Path,
         options: &TrailOptions,
         run_id: &RunId,
         masker: crate::mask::Masker,
         header: RunStarted,
-    ) -> Result<Trail, LedgerError> {
+    ) -> Result<(Trail, FileTrail), LedgerError> {
         let log = AuditLog::open(&options.audit_log, run_id.clone())?
             .with_masker(masker)
             .with_repair(options.repair)
@@ -152,10 +167,10 @@ impl Trail {
         let canonical = log.canonical_path().to_path_buf();
         let log = Arc::new(Mutex::new(log));
         let trail = Trail {
-            writer: Writer::File {
+            writer: Writer::File(FileTrail {
                 log: log.clone(),
                 anchors: Arc::new(anchors.clone()),
-            },
+            }),
             run_id: run_id.clone(),
             path,
             canonical,
@@ -166,21 +181,15 @@ impl Trail {
         if let Some(found) = found.filter(|f| f.legacy) {
             trail.record(anchors.reinterpreted(&found)).await?;
         }
-        Ok(Trail {
-            writer: Writer::File {
-                log,
-                anchors: Arc::new(anchors),
-            },
+        let file = FileTrail {
+            log,
+            anchors: Arc::new(anchors),
+        };
+        let trail = Trail {
+            writer: Writer::File(file.clone()),
             ..trail
-        })
-    }
-
-    /// The state database's trail, when the trail is kept there.
-    pub(crate) fn db(&self) -> Option<&Arc<DbTrail>> {
-        match &self.writer {
-            Writer::Db(t) => Some(t),
-            Writer::File { .. } => None,
-        }
+        };
+        Ok((trail, file))
     }
 
     pub(crate) fn run_id(&self) -> &RunId {
@@ -205,7 +214,7 @@ impl Trail {
     ) -> Result<Appended, AuditError> {
         let inner = match &self.writer {
             Writer::Db(trail) => return trail.record(&event).await,
-            Writer::File { log, .. } => log.clone(),
+            Writer::File(file) => file.log.clone(),
         };
         let path = self.path.clone();
         tokio::task::spawn_blocking(move || inner.lock().unwrap_or_else(|p| p.into_inner()).record(&event))
@@ -222,41 +231,19 @@ impl Trail {
     /// Appends from synchronous code (set-up and tear-down).
     pub(crate) fn record_blocking<E: AuditEvent>(&self, event: &E) -> Result<Appended, AuditError> {
         match &self.writer {
-            Writer::File { log, .. } => log.lock().unwrap_or_else(|p| p.into_inner()).record(event),
+            Writer::File(file) => file.log.lock().unwrap_or_else(|p| p.into_inner()).record(event),
             Writer::Db(trail) => crate::state_db::block_on(trail.record(event)),
-        }
-    }
-
-    /// Appends a page's commit record to a file trail from synchronous
-    /// code; returns its receipt once the line is fsynced. A database's
-    /// trail commits a page with its manifest row and cursor in one
-    /// transaction instead ([`DbTrail::commit_page`], from the stream's
-    /// ledger), never through here.
-    pub(crate) fn record_commit_blocking<C: CommitRecord>(
-        &self,
-        record: C,
-    ) -> Result<CommitReceipt, AuditError> {
-        match &self.writer {
-            Writer::File { log, .. } => log
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .record_commit(record),
-            Writer::Db(trail) => Err(AuditError::Encode {
-                path: trail.label(),
-                error: crate::audit::EncodeError::NotAnObject {
-                    event: crate::audit::commit::COMMIT_EVENT,
-                    detail: "a page commit in a state database is one transaction with its manifest row and \
-                             cursor (DbTrail::commit_page)"
-                        .into(),
-                },
-            }),
         }
     }
 
     /// `value` as a line of this trail would record it (identifiers masked).
     pub(crate) fn as_recorded(&self, value: serde_json::Value) -> serde_json::Value {
         match &self.writer {
-            Writer::File { log, .. } => log.lock().unwrap_or_else(|p| p.into_inner()).as_recorded(value),
+            Writer::File(file) => file
+                .log
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_recorded(value),
             Writer::Db(trail) => trail.as_recorded(value),
         }
     }
@@ -265,7 +252,7 @@ impl Trail {
     /// there, as soon as Redis is reached and before any request.
     pub(crate) async fn check_redis_anchor(&self, redis: &RedisPacer) -> Result<(), AnchorRefused> {
         match &self.writer {
-            Writer::File { log, anchors } => {
+            Writer::File(FileTrail { log, anchors }) => {
                 if let Some(found) = anchors.load_redis(redis).await? {
                     log.lock()
                         .unwrap_or_else(|p| p.into_inner())
@@ -298,7 +285,7 @@ impl Trail {
     /// state's anchor was written.
     pub(crate) async fn anchor(&self, redis: Option<&RedisPacer>) -> bool {
         match &self.writer {
-            Writer::File { log, anchors } => {
+            Writer::File(FileTrail { log, anchors }) => {
                 let head = match log.lock().unwrap_or_else(|p| p.into_inner()).head() {
                     Ok(h) => h,
                     Err(e) => {

@@ -16,7 +16,7 @@ use crate::config::{self, ConfigError, LoadedConfig, Policy};
 use crate::edc::{Credentials, ReadOnlyClient};
 use crate::error::{Error, IoContext};
 use crate::exit::Exit;
-use crate::ledger::{Ledger, StateLocation, Trail, TrailOptions};
+use crate::ledger::{Ledger, State, StateLocation, Trail, TrailOptions};
 use crate::stream::StreamIdentity;
 use crate::sync::events::RunFinished;
 use crate::sync::{run_stream, StreamJob, StreamReport, SyncOptions};
@@ -288,14 +288,14 @@ pub(crate) async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> Result<Run
     header.restricted_scope = declared_scopes(&prepared);
     // A database unreachable (69), read-only or of the wrong schema (78):
     // before any line, like a policy mistake.
-    let ledger = Ledger::open(&spec.state).await?;
+    let state = State::open(&spec.state).await?;
     let options = TrailOptions {
         audit_log: spec.audit_log.clone(),
         repair: spec.audit.repair,
         key: spec.audit.key.clone(),
         anchor_root: spec.audit.anchor_root.clone(),
     };
-    let audit = Trail::open(&ledger, &options, &run_id, masker, header).await?;
+    let (ledger, audit) = state.open_trail(&options, &run_id, masker, header).await?;
     let (reports, outcome, redis) = run_streams(&spec, &prepared, &audit, &ledger).await;
     let interrupted = matches!(
         outcome.as_ref().map_err(Error::root),
@@ -440,14 +440,14 @@ async fn landing_target(
     // The manifest index of an object-store landing: in the state
     // directory, or, with a state database (which holds the manifest), a
     // scratch directory for the pages' temp files only, removed at the end.
-    let index = match ledger {
-        Ledger::Db(_) => Index::Scratch(
+    let index = match ledger.object_index_dir() {
+        Some(dir) => Index::Dir(dir),
+        None => Index::Scratch(
             tempfile::Builder::new()
                 .prefix("edc-sync-landing-")
                 .tempdir()
                 .io(|| "creating a scratch directory for the pages in flight".into())?,
         ),
-        Ledger::Files { dir } => Index::Dir(dir.join(crate::store::object::INDEX_DIR)),
     };
     Ok((index, Some(Arc::new(landing))))
 }

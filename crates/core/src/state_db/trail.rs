@@ -36,9 +36,9 @@ pub(crate) struct PageRows {
     /// The run's fencing token: the commit happens only while it is the
     /// stream's current one.
     pub fence: i64,
-    /// The manifest entry (JSON, one line) with its page key and SHA-256,
-    /// for a page that landed and was not listed before.
-    pub manifest: Option<(String, String, String)>,
+    /// The manifest entry, for a page that landed and was not listed
+    /// before.
+    pub manifest: Option<crate::store::ListedLine>,
     /// What the page changes in the stream's lookback memory rows
     /// (`memory.rs`).
     pub memory: Option<super::memory::MemoryWrite>,
@@ -623,10 +623,17 @@ impl DbTrail {
             line,
             async {
                 match &rows.manifest {
-                    Some((entry, page_key, page_sha)) => {
+                    Some(listed) => {
                         tx.execute(
                             &st.insert_manifest,
-                            &[&rows.stream, entry, page_key, page_sha, &self.name, &n],
+                            &[
+                                &rows.stream,
+                                &listed.line,
+                                &listed.page_key,
+                                &listed.sha256,
+                                &self.name,
+                                &n,
+                            ],
                         )
                         .await
                     }

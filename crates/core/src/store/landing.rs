@@ -84,6 +84,15 @@ fn page_key(url: &str) -> String {
     }
 }
 
+/// A page's manifest line new in its commit: the line (one JSON object),
+/// and the page key and SHA-256 a database's manifest row is found by.
+#[derive(Debug, Clone)]
+pub(crate) struct ListedLine {
+    pub line: String,
+    pub page_key: String,
+    pub sha256: String,
+}
+
 /// Where one stream's pages land.
 pub(crate) struct LandingStore {
     dir: PathBuf,

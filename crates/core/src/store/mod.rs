@@ -35,7 +35,7 @@ pub(crate) use cursor::seal::{sealed, MemoryChange, Replay};
 pub(crate) use cursor::{
     differences, Cursor, CursorStore, KnownCursor, PageAdvance, PendingCursor, Receipt, Snapshot, Torn,
 };
-pub(crate) use landing::{LandedPage, LandingStore, LandingTemp};
+pub(crate) use landing::{LandedPage, LandingStore, LandingTemp, ListedLine};
 pub use lock::StreamLocked;
 pub(crate) use lock::{LockError, RunLock};
 pub(crate) use run_lock::LockState;

@@ -416,21 +416,20 @@ impl PageCommit {
                 .options
                 .max_pages
                 .is_none_or(|max| stream.report.pages + 1 < max);
-        let listed = listed.map(|line| (line, url_key(url), digest.sha256.clone()));
+        let listed = listed.map(|line| crate::store::ListedLine {
+            line,
+            page_key: url_key(url),
+            sha256: digest.sha256.clone(),
+        });
         let prove = slots.prove_lock(job, &stream.name, book_next);
-        let after = self
-            .ledger
-            .commit(
-                &job.audit,
-                &self.landing,
-                record,
-                pending,
-                landed.as_ref(),
-                listed,
-                job.options.dry_run,
-                prove,
-            )
-            .await?;
+        let page = crate::ledger::PageToCommit {
+            record,
+            pending,
+            landed: landed.as_ref(),
+            listed,
+            dry_run: job.options.dry_run,
+        };
+        let after = self.ledger.commit(&self.landing, page, prove).await?;
         stream.report.durable_commit += durable_started.elapsed();
         Ok(CommittedPage {
             next,
