@@ -132,6 +132,12 @@ pub enum Auth {
 }
 
 impl Auth {
+    /// Whether every data request is an export form with the token in it
+    /// (REDCap's), rather than a request with a credential header.
+    pub(crate) fn exports_by_form(&self) -> bool {
+        matches!(self, Auth::RedcapToken { .. })
+    }
+
     /// The scheme's name as the policy spells it.
     pub fn scheme(&self) -> &'static str {
         match self {

@@ -27,10 +27,7 @@ use super::fetch_error::{describe, FetchError};
 use super::oauth::TokenForm;
 use super::origin::{Origin, OriginError};
 use super::reply::{Reply, ResponseMeta};
-use super::vendor::redcap::export::Export;
-use super::vendor::redcap::scope::Scope;
-use super::vendor::redcap::version::Version;
-use super::vendor::vault::login::{LoginForm, LoginReply};
+use super::vendor::{ExportForm as Export, LoginForm, LoginReply};
 use crate::config::HttpLimits;
 
 /// Vendor quota headers recorded in the audit trail when present.
@@ -70,12 +67,14 @@ pub struct ReadOnlyClient {
     /// policy's `client_id`): Vault's API Usage Log names the integration
     /// by it, and a vault with Client ID Filtering admits only known ones.
     client_id: Option<HeaderValue>,
-    /// The REDCap version this run's first stream asked (`content=version`),
-    /// which every later stream on the server reads instead of asking.
-    redcap_version: Arc<tokio::sync::OnceCell<Version>>,
-    /// The REDCap project's fields and groups, asked once a run.
-    redcap_scope: Arc<tokio::sync::OnceCell<Scope>>,
+    /// The answers to what a vendor is asked before a window (REDCap's
+    /// version, its project's fields and groups), by request: asked once
+    /// a run, read by every stream of the server after the first.
+    asked: Arc<std::sync::Mutex<std::collections::HashMap<String, Asked>>>,
 }
+
+/// The answer to one probe a run asks once.
+pub(crate) type Asked = Arc<tokio::sync::OnceCell<Vec<u8>>>;
 
 /// The header that names the integration to Vault (Vault REST API
 /// reference, "Client ID"; VAPIL's `VaultClientId`).
@@ -168,8 +167,7 @@ impl ReadOnlyClient {
             skew_ms: Arc::default(),
             clock_seen: Arc::default(),
             client_id: None,
-            redcap_version: Arc::default(),
-            redcap_scope: Arc::default(),
+            asked: Arc::default(),
         })
     }
 
@@ -430,15 +428,11 @@ impl ReadOnlyClient {
         self.send(reqwest::Method::POST, url, Some(body)).await
     }
 
-    /// The REDCap version asked once a run (`sync/server_version.rs`):
-    /// streams that start together wait for the first one's answer.
-    pub(crate) fn redcap_version(&self) -> &tokio::sync::OnceCell<Version> {
-        &self.redcap_version
-    }
-
-    /// The REDCap project's fields and groups (`sync/project_facts.rs`).
-    pub(crate) fn redcap_scope(&self) -> &tokio::sync::OnceCell<Scope> {
-        &self.redcap_scope
+    /// The answer to the probe `url` this run (`sync/preflight.rs`), asked
+    /// once: streams that start together wait for the first one's answer.
+    pub(crate) fn asked_once(&self, url: &Url) -> Asked {
+        let mut asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
+        asked.entry(url.to_string()).or_default().clone()
     }
 
     /// Whether data requests are REDCap exports ([`ReadOnlyClient::export`]):

@@ -39,7 +39,7 @@ pub enum FetchError {
     /// A REDCap page key that is not a read export of the API URL:
     /// refused before anything is sent.
     #[error(transparent)]
-    NotAnExport(#[from] super::vendor::redcap::export::NotAnExport),
+    NotAnExport(#[from] super::vendor::NotAnExport),
     /// No credential is held (the page loop obtains one before a request).
     #[error("{request}: no credential has been obtained yet")]
     NoCredential { request: String },

@@ -8,7 +8,6 @@ mod fetch_error;
 pub(crate) mod link;
 mod oauth;
 mod origin;
-pub(crate) mod paging;
 pub mod payload;
 mod reply;
 mod secret;
@@ -20,8 +19,7 @@ pub use client::ReadOnlyClient;
 pub use fetch_error::FetchError;
 pub use link::next_target;
 pub use origin::OriginError;
-pub use paging::{first_page, next_page, next_window_start};
-pub use vendor::vault::{tokens, Token, VqlSelect};
+pub use vendor::{first_page, next_page, next_window_start, tokens, PagingError, Token, VqlSelect};
 
 pub use auth::AuthError;
 pub(crate) use client::ERROR_BODY_CAP;

@@ -22,7 +22,7 @@ use reqwest::header::HeaderValue;
 
 use super::auth::{AuthError, Granted};
 use super::secret::Secret;
-use super::vendor::vault::login::LoginReply;
+use super::vendor::LoginReply;
 use super::vendor_error::{VendorError, VendorErrorKind};
 
 /// The token request's form: the one body of this POST shape.

@@ -46,10 +46,21 @@ pub(crate) use open::open as open_stream;
 pub(crate) use stream::{OpenStream, PageToCommit, StreamLedger};
 pub(crate) use trail::{name_in_db as trail_name_in_db, AnchorRefused, FileTrail, Trail, TrailOptions};
 
+// What the page loop holds of a stream's state, through this seam: its
+// cursor and the advance past a page, the landing a page goes to (its
+// file in flight, the landed page, its manifest line), and the errors of
+// both (`crate::sync` names no store of its own).
+pub(crate) use crate::store::object::ObjectLanding;
+pub(crate) use crate::store::object_lock::{BucketDefault, Retention};
+pub(crate) use crate::store::{
+    stream_dir_name, Cursor, LandedPage, LandingStore, LandingTemp, ListedLine, LockError, ManifestEntry,
+    MemoryChange, PageAdvance, PendingCursor, Snapshot, StoreError, StreamLocked as Locked,
+};
+
 use crate::audit::AuditError;
 use crate::config::ConfigError;
 use crate::state_db::{DbUrl, StateDb};
-use crate::store::{StoreError, StreamLocked};
+use crate::store::StreamLocked;
 use crate::stream::StreamIdentity;
 
 /// Where the state is: the one choice every command makes once, from

@@ -503,9 +503,11 @@ async fn run_streams(
             }),
             (None, None) => prepared.delta.clone(),
         };
+        let kind = crate::edc::vendor::DeltaKind::of(&prepared.policy, &delta);
         let job = StreamJob {
             policy: prepared.policy.clone(),
             delta,
+            kind,
             spec: stream,
             identity: id,
             client: client.clone(),

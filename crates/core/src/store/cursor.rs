@@ -40,9 +40,7 @@ use serde::{Deserialize, Serialize};
 use super::{LandedPage, LandingStore, RunLock, StoreError};
 use crate::audit::{CommitLine, CommitReceipt};
 use crate::config::Lookback;
-use crate::config::Paging;
 use crate::durable::sync_parent_dir;
-use crate::edc::paging::next_window_start;
 use crate::record::identity::RecordKey;
 use crate::record::order::{compare_params, earlier};
 use crate::record::CursorValue;
@@ -353,7 +351,9 @@ pub(crate) struct PageAdvance<'a> {
     pub records: u64,
     pub sha256: &'a str,
     pub run_id: &'a str,
-    pub paging: &'a Paging,
+    /// Where the next window starts after this one's high-water mark, as
+    /// the stream's vendor decides it.
+    pub restart: crate::record::Restart,
     /// A date window's fixed end (kept while the window is in progress).
     pub window_end: Option<String>,
     /// A date window's next start (the second after its end), used when
@@ -445,7 +445,7 @@ impl PendingCursor {
                 // than where the memory of landed records is complete.
                 let next = page
                     .next_start
-                    .or_else(|| next_window_start(page.paging, high_water.as_ref()));
+                    .or_else(|| page.restart.next_start(high_water.as_ref()));
                 let next = match (next, page.lookback, state.lookback.as_ref()) {
                     (Some(start), Some((lookback, _)), Some(memory)) => {
                         let wanted = earlier(&start, lookback.span.as_secs()).unwrap_or(start);

@@ -11,7 +11,6 @@ use reqwest::Url;
 
 use super::events::{CollectionEmpty, PageCommitted, RequestFailed, StateJson};
 use super::lookback;
-use super::pass::Step;
 use super::request::Request;
 use super::slots::Slots;
 use super::stream::Stream;
@@ -19,13 +18,10 @@ use super::window::{self, Window};
 use super::{Attempt, Spent, SyncError};
 use crate::audit::now_rfc3339;
 use crate::config::PayloadFormat;
-use crate::edc::paging;
 use crate::edc::payload::{self, InvalidPayload, PageSummary};
-use crate::edc::vendor::{self, NotAPage, VendorError, VendorErrorKind};
+use crate::edc::vendor::{self, NotAPage, PageView, Refused, VendorError, VendorErrorKind};
 use crate::edc::{Reply, ResponseMeta};
-use crate::ledger::StreamLedger;
-use crate::store::object_lock::Retention;
-use crate::store::{Cursor, LandingStore, ManifestEntry, PageAdvance};
+use crate::ledger::{Cursor, LandingStore, ManifestEntry, PageAdvance, Retention, StreamLedger};
 use quota_pacer::Pacer;
 
 /// A 2xx response whose body is in a temp file, before it is committed.
@@ -97,7 +93,7 @@ impl PageCommit {
     }
 
     /// The stream's cursor now.
-    pub(super) async fn load_cursor(&self) -> Result<Cursor, crate::store::StoreError> {
+    pub(super) async fn load_cursor(&self) -> Result<Cursor, crate::ledger::StoreError> {
         self.ledger.load_cursor().await
     }
 
@@ -108,7 +104,7 @@ impl PageCommit {
 
     /// The stream's run ended cleanly: an object-store landing's manifest
     /// has every object, a database's landing gets its head.
-    pub(super) async fn ended_cleanly(&self) -> Result<(), crate::store::StoreError> {
+    pub(super) async fn ended_cleanly(&self) -> Result<(), crate::ledger::StoreError> {
         self.ledger.ended_cleanly(&self.landing).await
     }
 
@@ -132,7 +128,7 @@ impl PageCommit {
         &mut self,
         stream: &Stream<'_, P>,
         page: &Received,
-        temp: crate::store::LandingTemp,
+        temp: crate::ledger::LandingTemp,
         digest: &crate::edc::BodyDigest,
         invalid: InvalidPayload,
     ) -> SyncError {
@@ -176,7 +172,7 @@ impl PageCommit {
         slots: &mut Slots<P>,
         page: &Received,
         cursor: &Cursor,
-        mut temp: crate::store::LandingTemp,
+        mut temp: crate::ledger::LandingTemp,
         digest: &crate::edc::BodyDigest,
         mut summary: PageSummary,
     ) -> Result<CommittedPage, SyncError> {
@@ -186,95 +182,38 @@ impl PageCommit {
             let reason = format!("page {url}: {other_day}; nothing was committed");
             return Err(refuse(stream, page, digest, reason));
         }
-        let next = match paging::next_page(
-            job.client.origin(),
-            &job.delta,
-            &page.page_url,
-            &page.links,
-            &summary,
-        ) {
-            Ok(n) => n,
-            Err(e) => {
-                return Err(refuse(
-                    stream,
-                    page,
-                    digest,
-                    format!("page {url}: {e}; nothing was committed"),
-                ));
+        // What follows the page is the vendor's word: the next request,
+        // a probe to ask before the page lands, a collection's snapshot.
+        let body = match job.kind.reads_body() {
+            true => Some(read_whole(&mut temp)?),
+            false => None,
+        };
+        let view = PageView {
+            url,
+            page_url: &page.page_url,
+            links: &page.links,
+            summary: &summary,
+            body: body.as_deref(),
+            sha256: &digest.sha256,
+        };
+        let follow = job.kind.after(job.client.origin(), window.following_mut(), view);
+        let mut follow = match follow {
+            Ok(follow) => follow,
+            Err(Refused::Restricted(what)) => return Err(restricted(stream, page, url, what).await),
+            Err(Refused::Invalid(why) | Refused::Unsupported(why)) => {
+                let reason = format!("page {url}: {why}; nothing was committed");
+                return Err(refuse(stream, page, digest, reason));
             }
         };
-        // REDCap's records: the id list names the batches that follow.
-        let next = match &job.delta.paging {
-            crate::config::Paging::RedcapRecords {
-                id_field,
-                batch_size,
-                declared,
-            } => {
-                let records = window::RecordsPaging {
-                    id_field,
-                    batch_size: *batch_size,
-                    begin: &job.delta.cursor_param,
-                    end: job.delta.window.as_ref().map_or("", |w| w.end_param.as_str()),
-                    declared,
-                    groups_asked: url
-                        .query_pairs()
-                        .any(|(k, v)| k == "exportDataAccessGroups" && v == "true"),
-                };
-                let body = match read_whole(&mut temp) {
-                    Ok(body) => body,
-                    Err(e) => {
-                        return Err(e.into());
-                    }
-                };
-                // The page key: an export's answer comes from the bare API URL.
-                match window.after_records(url, &body, &records) {
-                    Ok(next) => {
-                        if let Some(probe) = window.scope_probe(url, next.as_ref()) {
-                            prove_scope(stream, window, page, cursor, &probe, &records).await?;
-                        }
-                        next
-                    }
-                    Err(window::RecordsRefusal::Invalid(why)) => {
-                        let reason = format!("page {url}: {why}; nothing was committed");
-                        return Err(refuse(stream, page, digest, reason));
-                    }
-                    Err(window::RecordsRefusal::Restricted(what)) => {
-                        return Err(restricted(stream, page, url, what).await);
-                    }
-                }
-            }
-            _ => next,
-        };
-        // A collection's pass decides what follows its last page: the
-        // snapshot, or page 1 again when its item count moved.
-        let mut snapshot = None;
-        let mut unchanged = false;
-        let next = match window.pass() {
-            None => next,
-            Some((first, pass)) => {
-                let Some(total) = summary.total_items else {
-                    let pointer = job
-                        .delta
-                        .collection
-                        .as_ref()
-                        .map_or("", |c| c.total_items_pointer.as_str());
-                    let reason = format!(
-                        "page {url}: it does not state the collection's item count at {pointer} \
-                         (delta.collection.total_items_pointer); nothing was committed"
-                    );
-                    return Err(refuse(stream, page, digest, reason));
-                };
-                unchanged = pass.knows(&digest.sha256);
-                match pass.page(summary.records, total, &digest.sha256, next.is_none()) {
-                    Step::Going => next,
-                    Step::Consistent(made) => {
-                        snapshot = Some(made);
-                        None
-                    }
-                    Step::ReadAgain => Some(first.clone()),
-                }
-            }
-        };
+        if let Some(probe) = follow.probe.take() {
+            prove_scope(stream, window, page, cursor, &probe).await?;
+        }
+        let next = follow.next.take();
+        let snapshot = follow
+            .snapshot
+            .take()
+            .map(|(pages, total)| crate::ledger::Snapshot::of(pages, total));
+        let unchanged = follow.unchanged;
         // A cursor value becomes a query parameter (a VQL literal, a date
         // bound) on every later run: one holding a control character is
         // data no cursor can carry, refused before anything moves.
@@ -327,7 +266,7 @@ impl PageCommit {
             records: new_records,
             sha256: &digest.sha256,
             run_id: stream.run_id.as_str(),
-            paging: &job.delta.paging,
+            restart: job.kind.restart(),
             lookback: lookback.map(|lb| (lb, split.as_ref().map_or(&[][..], |s| &s.new[..]))),
             aligned: job.delta.window.as_ref().map(|w| &w.format),
             // On an ascending endpoint nothing older than the high-water
@@ -335,11 +274,11 @@ impl PageCommit {
             // page a window: nothing to forget early), unless the next
             // window reads its first day (or wall-clock unit) again.
             forget_early: job.delta.order == crate::config::RecordOrder::Ascending
-                && !paging::one_document_a_window(&job.delta.paging)
+                && !job.kind.one_document_a_window()
                 && !reads_before_start,
             snapshot: snapshot.clone(),
         };
-        let pending = crate::store::PendingCursor::advance(cursor, advance)
+        let pending = crate::ledger::PendingCursor::advance(cursor, advance)
             .map_err(|e| stream.rejected(format!("page {url}: {e}")))?;
         let after_json = pending.cursor().to_json();
         let durable_started = std::time::Instant::now();
@@ -416,7 +355,7 @@ impl PageCommit {
                 .options
                 .max_pages
                 .is_none_or(|max| stream.report.pages + 1 < max);
-        let listed = listed.map(|line| crate::store::ListedLine {
+        let listed = listed.map(|line| crate::ledger::ListedLine {
             line,
             page_key: url_key(url),
             sha256: digest.sha256.clone(),
@@ -430,6 +369,8 @@ impl PageCommit {
             dry_run: job.options.dry_run,
         };
         let after = self.ledger.commit(&self.landing, page, prove).await?;
+        // What the vendor said the page left to audit, once it is committed.
+        window.leave(follow);
         stream.report.durable_commit += durable_started.elapsed();
         Ok(CommittedPage {
             next,
@@ -454,17 +395,17 @@ impl PageCommit {
         url: &Url,
         cursor: &Cursor,
         after_json: &serde_json::Value,
-        temp: crate::store::LandingTemp,
+        temp: crate::ledger::LandingTemp,
         digest: &crate::edc::BodyDigest,
         summary: &PageSummary,
         repeated: &[u32],
-    ) -> Result<(crate::store::LandedPage, Option<String>, Option<Retention>), SyncError> {
+    ) -> Result<(crate::ledger::LandedPage, Option<String>, Option<Retention>), SyncError> {
         let (landed, retention) = match self.landing.remote().cloned() {
             Some(remote) => {
                 let (page, bytes) = self.landing.take(temp, &digest.sha256)?;
                 let rel = self.landing.recorded(page.file());
                 let put = remote.put_page(&rel, bytes::Bytes::from(bytes)).await;
-                let put = put.map_err(crate::store::StoreError::Object)?;
+                let put = put.map_err(crate::ledger::StoreError::Object)?;
                 (page, put.retention)
             }
             None => (self.landing.commit(temp, &digest.sha256)?, None),
@@ -503,7 +444,7 @@ impl PageCommit {
         req: &Request<'_>,
         meta: &ResponseMeta,
         error: VendorError,
-        answer: (crate::store::LandingTemp, crate::edc::BodyDigest),
+        answer: (crate::ledger::LandingTemp, crate::edc::BodyDigest),
     ) -> Result<Attempt, SyncError> {
         let (temp, digest) = answer;
         let event = CollectionEmpty {
@@ -552,7 +493,7 @@ impl PageCommit {
         &self,
         stream: &Stream<'_, P>,
         body: &[u8],
-    ) -> Result<(crate::store::LandingTemp, crate::edc::BodyDigest), SyncError> {
+    ) -> Result<(crate::ledger::LandingTemp, crate::edc::BodyDigest), SyncError> {
         let temp = self
             .landing
             .begin(&format!("{}-{}", stream.run_id, stream.requests()))?;
@@ -616,13 +557,11 @@ impl PageCommit {
         };
         let identify = lookback::identifies(&stream.job.delta, stream.landed_before.as_ref());
         let mut check = payload::PageCheck::new(&stream.job.delta, identify).map_err(|e| {
-            crate::store::StoreError::io(self.landing.dir(), "start the ODM validator's thread", e)
+            crate::ledger::StoreError::io(self.landing.dir(), "start the ODM validator's thread", e)
         })?;
-        // REDCap's records carry no time: the window's end stands for them
-        // in the lookback's memory.
-        if let (crate::config::Paging::RedcapRecords { .. }, Some(end)) =
-            (&stream.job.delta.paging, window.end())
-        {
+        // Records that carry no time (REDCap's): the window's end stands
+        // for them in the lookback's memory.
+        if let (true, Some(end)) = (stream.job.kind.stamps_records(), window.end()) {
             check.stamp_all(end);
         }
         let mut temp = self
@@ -672,7 +611,7 @@ impl PageCommit {
         // A study dataset's cursor is the server's clock in the document
         // (`CreationDateTime`): evidence only within clock_skew_max_s, as
         // a Date header is (75, naming both clocks, nothing committed).
-        if paging::cursor_is_server_clock(&stream.job.delta.paging) {
+        if stream.job.kind.cursor_is_server_clock() {
             let made = summary
                 .high_water
                 .as_ref()
@@ -711,26 +650,25 @@ impl PageCommit {
 
 /// The whole body of a page held in its temp file (a REDCap id list or
 /// batch: the rows are read once more, for their record ids).
-fn read_whole(temp: &mut crate::store::LandingTemp) -> Result<Vec<u8>, crate::store::StoreError> {
+fn read_whole(temp: &mut crate::ledger::LandingTemp) -> Result<Vec<u8>, crate::ledger::StoreError> {
     use std::io::Read;
     let mut body = Vec::new();
     temp.read_back()?
         .read_to_end(&mut body)
-        .map_err(|e| crate::store::StoreError::io(std::path::Path::new("(landing temp)"), "read back", e))?;
+        .map_err(|e| crate::ledger::StoreError::io(std::path::Path::new("(landing temp)"), "read back", e))?;
     Ok(body)
 }
 
-/// Holds back a run's first id list of a records stream until one record,
-/// exported as its batches will be (`probe`), shows the token exports the
-/// project's full scope or what the policy declared: a restricted token is
-/// refused before anything of the window lands.
+/// Holds back a page (a run's first id list of a records stream) until
+/// the vendor's probe (one record, exported as its batches will be) is
+/// proven: a restricted token is refused before anything of the window
+/// lands.
 async fn prove_scope<P: Pacer>(
     stream: &mut Stream<'_, P>,
     window: &mut Window,
     page: &Received,
     cursor: &Cursor,
     probe: &Url,
-    records: &window::RecordsPaging<'_>,
 ) -> Result<(), SyncError> {
     let request_id = stream.next_request_id();
     let req = Request {
@@ -740,11 +678,11 @@ async fn prove_scope<P: Pacer>(
         attempt: 1,
         budget: 1,
     };
-    let body = super::project_facts::columns(stream, &req, probe).await?;
-    match window.prove_scope(&body, records) {
+    let body = super::preflight::columns(stream, &req, probe).await?;
+    match window.following_mut().prove(probe, &body) {
         Ok(()) => Ok(()),
-        Err(window::RecordsRefusal::Restricted(what)) => Err(restricted(stream, page, probe, what).await),
-        Err(window::RecordsRefusal::Invalid(why)) => {
+        Err(Refused::Restricted(what)) => Err(restricted(stream, page, probe, what).await),
+        Err(Refused::Invalid(why) | Refused::Unsupported(why)) => {
             let reason = format!(
                 "{}: {why}; the id list of {} was not committed",
                 stream.job.request_line(probe),

@@ -17,8 +17,8 @@ use super::SyncError;
 use crate::config::Delta;
 use crate::digest::sha256_hex;
 use crate::edc::payload::record_keys;
+use crate::ledger::ManifestEntry;
 use crate::record::identity::IdentitySet;
-use crate::store::ManifestEntry;
 
 /// The identities of every record landed for the stream whose landing
 /// directory is `stream_dir` (relative) under `root`, or under any of
@@ -51,13 +51,13 @@ fn read_landing(dir: &Path, stream: &str, delta: &Delta, known: &mut IdentitySet
     let file = match crate::no_follow::read(&manifest) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(crate::store::StoreError::io(&manifest, "open", e).into()),
+        Err(e) => return Err(crate::ledger::StoreError::io(&manifest, "open", e).into()),
     };
     let records = delta.records_pointer.as_deref().unwrap_or("/data");
     let field = delta.cursor_field.as_deref().unwrap_or_default();
     let record_id = delta.lookback.as_ref().and_then(|l| l.record_id.as_deref());
     for (n, line) in BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(|e| crate::store::StoreError::io(&manifest, "read", e))?;
+        let line = line.map_err(|e| crate::ledger::StoreError::io(&manifest, "read", e))?;
         let bad = |what: String| SyncError::Rejected {
             stream: stream.to_string(),
             reason: format!(

@@ -4,7 +4,7 @@
 use crate::audit::AuditError;
 use crate::edc::AuthError;
 use crate::exit::Exit;
-use crate::store::{LockError, StoreError, StreamLocked};
+use crate::ledger::{LockError, Locked as StreamLocked, StoreError};
 use quota_pacer::PacerError;
 
 /// Why a stream stopped early. Each variant has one exit code.

@@ -141,7 +141,7 @@ pub(crate) struct PageCommitted {
     /// added and how many of the oldest cursor values it forgot. A run
     /// rolling its cursor forward replays it and must reach the seal.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub lookback_change: Option<crate::store::MemoryChange>,
+    pub lookback_change: Option<crate::ledger::MemoryChange>,
     pub quota_headers: BTreeMap<String, String>,
     /// The page holds records older than the window's start (out of
     /// order, or a vendor clock set back): landed, never moving the cursor back.
@@ -152,7 +152,7 @@ pub(crate) struct PageCommitted {
     /// The landed page's retention as S3 reported it after the write, when
     /// the policy asks for one (`object_lock`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub retention: Option<crate::store::object_lock::Retention>,
+    pub retention: Option<crate::ledger::Retention>,
     /// A collection's page whose bytes the last snapshot, or an earlier
     /// pass of this run, landed already: not landed or listed again.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -164,7 +164,7 @@ pub(crate) struct PageCommitted {
     /// `pages/<sha256>.json`), from which a reader rebuilds the collection
     /// and proves it by the hash.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub snapshot: Option<crate::store::Snapshot>,
+    pub snapshot: Option<crate::ledger::Snapshot>,
 }
 
 /// A collection's item count moved while a pass read it: the pass is read
@@ -411,7 +411,7 @@ pub(crate) struct ObjectLandingReady {
 #[derive(Debug, Serialize)]
 pub(crate) struct ObjectLockProven {
     pub policy: crate::config::ObjectLock,
-    pub bucket_default: crate::store::object_lock::BucketDefault,
+    pub bucket_default: crate::ledger::BucketDefault,
 }
 
 impl AuditEvent for ObjectLandingReady {

@@ -1,14 +1,13 @@
 //! A page read again in a lookback's span: which of its records were
-//! landed before (the cursor's memory of them, `store::cursor::memory`)
+//! landed before (the cursor's memory of them, `crate::store`'s lookback memory)
 //! and which are new. Pure, so the rule is tested without a server.
 
 use crate::config::{Delta, PayloadFormat};
 use crate::edc::payload::identity::odm_record_keys;
 use crate::edc::payload::{InvalidPayload, PageSummary};
+use crate::ledger::{Cursor, LandingTemp, StoreError};
 use crate::record::identity::{IdentitySet, Occurrences, RecordIdentity, RecordKey};
 use crate::record::order::earlier;
-use crate::store::Cursor;
-use crate::store::{LandingTemp, StoreError};
 
 /// Where the window after one that ended at `mark` (its high-water mark,
 /// or the second after a date window's end) starts: `mark` less the

@@ -13,7 +13,11 @@
 //! Invariant 3, audit first: every wait (429/503, retry backoff, vendor
 //! burst floor) is written to the audit trail and fsynced before the sleep.
 //!
-//! This file only sequences a stream: windows, pages, attempts. The loop
+//! This file only sequences a stream: windows, pages, attempts. What a
+//! vendor does differently is its delta kind's to decide
+//! (`crate::edc::vendor::DeltaKind`: what is sent and how, what is asked
+//! before a window, what follows a page); the loop sends, lands, commits
+//! and audits, and names no vendor. The loop
 //! holds four owners, each with one job and its own state, one file each:
 //! `stream::Stream` (`stream.rs`: who the stream is, its report, and
 //! every audited way an attempt ends without a commit: waits, budgets,
@@ -23,12 +27,12 @@
 //! `commit::PageCommit` (`commit.rs`: the cursor and landing stores, and
 //! the page commit in the order invariant 2 requires). Beside them:
 //! `open.rs` (locks, migration, stores, the roll-forward), `session.rs`
-//! (login and renewal), `request.rs` (one attempt's context),
+//! (login and renewal), `preflight.rs` (what the vendor asks before a
+//! window), `request.rs` (one attempt's context),
 //! `classify.rs` (a non-2xx answer to a step, pure), `recover.rs` (a torn
 //! manifest), `fence.rs` (the cross-host lock), `events.rs`, `error.rs`,
 //! `options.rs`, `report.rs`.
 
-mod batches;
 mod classify;
 mod commit;
 mod completeness;
@@ -38,10 +42,9 @@ pub(crate) mod events;
 mod lookback;
 mod open;
 mod options;
-mod pass;
+mod preflight;
 mod progress;
 
-mod project_facts;
 mod report;
 mod request;
 mod session;
@@ -66,10 +69,10 @@ use std::time::Duration;
 use reqwest::Url;
 
 use crate::config::{Delta, Policy, RecordOrder, StreamSpec};
-use crate::edc::vendor;
+use crate::edc::vendor::{self, DeltaKind, Sends};
 use crate::edc::{ReadOnlyClient, ERROR_BODY_CAP};
+use crate::ledger::Cursor;
 use crate::ledger::{Ledger, Trail};
-use crate::store::Cursor;
 use crate::stream::StreamIdentity;
 use commit::PageCommit;
 use events::*;
@@ -86,6 +89,8 @@ pub(crate) struct StreamJob<P: Pacer> {
     pub policy: Arc<Policy>,
     /// The policy's delta endpoint (a run refuses a policy without one).
     pub delta: Arc<Delta>,
+    /// What the delta's vendor decides of its requests and pages.
+    pub kind: DeltaKind,
     pub spec: StreamSpec,
     pub identity: StreamIdentity,
     pub client: ReadOnlyClient,
@@ -95,7 +100,7 @@ pub(crate) struct StreamJob<P: Pacer> {
     /// object-store landing the state directory's index of it.
     pub out_dir: PathBuf,
     /// The object store pages land in, when `--out` names one.
-    pub object: Option<Arc<crate::store::object::ObjectLanding>>,
+    pub object: Option<Arc<crate::ledger::ObjectLanding>>,
     /// Where the stream's state is (files or a database).
     pub ledger: Ledger,
     pub options: SyncOptions,
@@ -108,8 +113,7 @@ impl<P: Pacer> StreamJob<P> {
     /// and URL (a VQL query and a REDCap export are POSTs; the page key of
     /// an export is the API URL with its form fields, never the token).
     pub(crate) fn request_line(&self, url: &Url) -> String {
-        let posts = self.delta.vql.is_some() || self.client.exports_by_form();
-        format!("{} {url}", if posts { "POST" } else { "GET" })
+        format!("{} {url}", self.kind.sends().method())
     }
 }
 
@@ -255,10 +259,9 @@ impl<P: Pacer> Loop<'_, P> {
             }
             let (next, new_cursor) = self.page_with_retries(&url, cursor).await?;
             cursor = new_cursor;
-            if self.collection_changed().await? {
+            if self.after_commit().await? {
                 seen = visited::Visited::default();
             }
-            self.records_vanished().await?;
             // Only records in ascending order let a backfill stop before the
             // window's end: newest-first or unordered data may still hold
             // records inside [since, until] on any later page.
@@ -282,37 +285,33 @@ impl<P: Pacer> Loop<'_, P> {
         }
     }
 
-    /// Records a batch asked for and did not get (deleted since the id
-    /// list named them): audited after the batch's commit, never skipped
-    /// silently. Their ids are masked as every identifier in the trail.
-    async fn records_vanished(&mut self) -> Result<(), SyncError> {
-        let Some((url, vanished)) = self.window.take_vanished() else {
-            return Ok(());
-        };
-        let event = RecordsVanished {
-            stream: self.stream.name.clone(),
-            url: url.to_string(),
-            asked: vanished.asked,
-            missing: vanished
-                .missing
-                .iter()
-                .map(|id| crate::mask::global_mask(id))
-                .collect(),
-        };
-        self.stream.job.audit.record(event).await?;
-        Ok(())
-    }
-
-    /// A collection pass that ended with another item count than it began
-    /// with: audited, and `true` when the next pass may start (page 1 is
-    /// already the cursor's next page); past `max_passes` the run stops
-    /// (75, try later), its pages committed.
-    async fn collection_changed(&mut self) -> Result<bool, SyncError> {
+    /// What the page just committed left to audit: records a batch asked
+    /// for and did not get (deleted since the id list named them; their ids
+    /// masked as every identifier in the trail), and a collection pass that
+    /// ended with another item count than it began with. `true` when the
+    /// next pass starts (its first page is the cursor's next page); past
+    /// `max_passes` the run stops (75, try later), its pages committed.
+    async fn after_commit(&mut self) -> Result<bool, SyncError> {
         let job = self.stream.job;
-        let Some(max_passes) = job.delta.collection.as_ref().map(|c| c.max_passes) else {
+        let Some(left) = self.window.take_left() else {
             return Ok(false);
         };
-        let Some(changed) = self.window.pass().and_then(|(_, pass)| pass.take_changed()) else {
+        if let Some((url, vanished)) = left.vanished {
+            let event = RecordsVanished {
+                stream: self.stream.name.clone(),
+                url: url.to_string(),
+                asked: vanished.asked,
+                missing: vanished
+                    .missing
+                    .iter()
+                    .map(|id| crate::mask::global_mask(id))
+                    .collect(),
+            };
+            job.audit.record(event).await?;
+        }
+        let (Some(changed), Some(max_passes)) =
+            (left.changed, job.delta.collection.as_ref().map(|c| c.max_passes))
+        else {
             return Ok(false);
         };
         let event = CollectionChanged {
@@ -449,10 +448,10 @@ impl<P: Pacer> Loop<'_, P> {
     async fn exchange(&mut self, req: &Request<'_>) -> Result<Attempt, SyncError> {
         let url = req.url;
         let job = self.stream.job;
-        let sent = match &job.delta.vql {
-            None if job.client.exports_by_form() => job.client.export(url).await,
-            None => job.client.get(url).await,
-            Some(_) => job.client.query(url, self.window.query_for(url)).await,
+        let sent = match job.kind.sends() {
+            Sends::Export => job.client.export(url).await,
+            Sends::Get => job.client.get(url).await,
+            Sends::Query => job.client.query(url, self.window.query_for(url)).await,
         };
         let reply = match sent {
             Ok(reply) => reply,

@@ -65,7 +65,7 @@ pub(super) async fn start<P: Pacer>(job: &StreamJob<P>, name: String) -> Result<
                 "backfill --missing-only tells records apart in JSON pages; this delta is ODM".into(),
             ));
         }
-        let dir = crate::store::stream_dir_name(&job.identity);
+        let dir = crate::ledger::stream_dir_name(&job.identity);
         stream.landed_before = Some(super::completeness::landed_identities(
             root,
             &dir,

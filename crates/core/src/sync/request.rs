@@ -4,7 +4,7 @@
 
 use reqwest::Url;
 
-use crate::store::Cursor;
+use crate::ledger::Cursor;
 
 #[derive(Clone, Copy)]
 pub(super) struct Request<'r> {

@@ -39,7 +39,7 @@ impl<P: Pacer> Slots<P> {
             None => permit(stream, req).await?,
         };
         self.holding = Some(permit);
-        vault_burst(stream, req).await
+        vendor_gate(stream, req).await
     }
 
     /// Gives the held slot back (the attempt did not commit, or it did and
@@ -151,10 +151,11 @@ pub(super) async fn permit<P: Pacer>(
     }
 }
 
-/// With Vault's burst allowance at the floor: the vault-wide gate's token,
-/// slept for (`Stream::vendor_burst`); past `max_wait_s`, exhaustion (75).
-async fn vault_burst<P: Pacer>(stream: &mut Stream<'_, P>, req: &Request<'_>) -> Result<(), SyncError> {
-    let Some(gate) = stream.vault_burst.clone() else {
+/// With the vendor's burst allowance at the floor (Vault's): the host-wide
+/// gate's token, slept for (`Stream::vendor_burst`); past `max_wait_s`,
+/// exhaustion (75).
+async fn vendor_gate<P: Pacer>(stream: &mut Stream<'_, P>, req: &Request<'_>) -> Result<(), SyncError> {
+    let Some(gate) = stream.vendor_gate.clone() else {
         return Ok(());
     };
     let job = stream.job;
@@ -167,14 +168,14 @@ async fn vault_burst<P: Pacer>(stream: &mut Stream<'_, P>, req: &Request<'_>) ->
                     seconds: wait.as_secs_f64(),
                 });
                 stream
-                    .sleep(wait, "Vault's burst allowance is at its floor")
+                    .sleep(wait, "the vendor's burst allowance is at its floor")
                     .await?;
             }
             Ok(())
         }
         quota_pacer::Reservation::Refused { wait } => {
             let reason = format!(
-                "Vault's burst allowance is at the floor and the vault's next slot is {:.3} s away, beyond \
+                "the vendor's burst allowance is at the floor and the host's next slot is {:.3} s away, beyond \
                  max_wait_s",
                 wait.as_secs_f64()
             );

@@ -7,8 +7,6 @@
 //! 69), a credential refused (77), or a request that ends the stream
 //! (`request_failed`). Also where the server's clock is compared with ours.
 
-use crate::edc::vendor::vault::burst::{self, Allowance};
-use crate::edc::vendor::vault::daily::DailyAllowance;
 use std::time::Duration;
 
 use reqwest::Url;
@@ -21,7 +19,7 @@ use super::{Attempt, Spent, StreamJob, StreamReport, SyncError, Wait, WaitKind, 
 use crate::audit::{now_rfc3339, RunId};
 use crate::edc::vendor::{VendorError, VendorErrorKind};
 use crate::edc::{FetchError, ResponseMeta};
-use crate::store::{Cursor, StoreError};
+use crate::ledger::{Cursor, StoreError};
 use quota_pacer::retry_after::{self, RetryAfter, RetryAfterSource};
 use quota_pacer::Pacer;
 
@@ -41,7 +39,7 @@ pub(super) struct Stream<'a, P: Pacer> {
     pub landed_before: Option<crate::record::identity::IdentitySet>,
     /// While Vault's burst allowance is at or below `vendor_burst_floor`:
     /// the vault-wide gate every request passes first (`vendor_burst`).
-    pub vault_burst: Option<quota_pacer::Quota>,
+    pub vendor_gate: Option<quota_pacer::Quota>,
 }
 
 impl<'a, P: Pacer> Stream<'a, P> {
@@ -54,7 +52,7 @@ impl<'a, P: Pacer> Stream<'a, P> {
             requests: 0,
             skew_warned: false,
             landed_before: None,
-            vault_burst: None,
+            vendor_gate: None,
         }
     }
 
@@ -307,15 +305,15 @@ impl<'a, P: Pacer> Stream<'a, P> {
         let Some(floor) = self.job.policy.vendor_burst_floor else {
             return Ok(());
         };
-        let Some(allowance) = Allowance::of(headers) else {
+        let Some(allowance) = self.job.kind.announced(headers).burst else {
             return Ok(());
         };
         let (remaining, limit) = (allowance.remaining, allowance.limit);
         if remaining > floor {
-            self.vault_burst = None;
+            self.vendor_gate = None;
             return Ok(());
         }
-        let spacing = allowance.spacing();
+        let spacing = allowance.spacing;
         let host = self
             .job
             .client
@@ -324,7 +322,7 @@ impl<'a, P: Pacer> Stream<'a, P> {
             .unwrap_or("vault")
             .to_ascii_lowercase();
         let rate = quota_pacer::Rate::new(1.0 / spacing.as_secs_f64(), 1);
-        let gate = rate.and_then(|r| quota_pacer::Quota::new(burst::gate_key(&host), r).ok());
+        let gate = rate.and_then(|r| quota_pacer::Quota::new(self.job.kind.burst_gate_key(&host), r).ok());
         let event = VendorBurstLow {
             stream: self.name.clone(),
             request_id: request_id.to_string(),
@@ -333,13 +331,14 @@ impl<'a, P: Pacer> Stream<'a, P> {
             floor,
             pause_s: spacing.as_secs_f64(),
             reason: format!(
-                "X-VaultAPI-BurstLimitRemaining at or below vendor_burst_floor: every request to {host}, from \
-                 every stream and process, now passes one gate that lets one through every 300 s / \
-                 X-VaultAPI-BurstLimit"
+                "{} at or below vendor_burst_floor: every request to {host}, from every stream and process, now \
+                 passes one gate that lets one through every {:.3} s (the burst window over its limit)",
+                allowance.header,
+                spacing.as_secs_f64()
             ),
         };
         self.job.audit.record(event).await?;
-        self.vault_burst = gate.map(|g| g.with_horizon(self.job.policy.max_wait));
+        self.vendor_gate = gate.map(|g| g.with_horizon(self.job.policy.max_wait));
         Ok(())
     }
 
@@ -354,25 +353,30 @@ impl<'a, P: Pacer> Stream<'a, P> {
         request_id: &str,
         headers: &std::collections::BTreeMap<String, String>,
     ) -> Result<(), SyncError> {
-        let Some(allowance) = DailyAllowance::of(headers).filter(DailyAllowance::spent) else {
+        let Some(allowance) = self.job.kind.announced(headers).daily.filter(|d| d.spent()) else {
             return Ok(());
         };
         let window_spent = !self.job.limiter.quota().windows().is_empty();
+        let header = allowance.header;
         let reason = if window_spent {
-            "X-VaultAPI-DailyLimitRemaining is 0: the quota's window_quota is marked spent, and no request \
-             on it goes before the window ends"
+            format!(
+                "{header} is 0: the quota's window_quota is marked spent, and no request on it goes before the \
+                 window ends"
+            )
         } else {
-            "X-VaultAPI-DailyLimitRemaining is 0 and the policy declares no window_quota: Vault will refuse \
-             the next request with API_LIMIT_EXCEEDED"
+            format!(
+                "{header} is 0 and the policy declares no window_quota: the vendor will refuse the next request \
+                 (Vault: API_LIMIT_EXCEEDED)"
+            )
         };
         let event = VendorLimitSpent {
             stream: self.name.clone(),
             request_id: request_id.to_string(),
-            header: "x-vaultapi-dailylimitremaining",
+            header: allowance.header,
             limit: allowance.limit,
             remaining: allowance.remaining,
             window_spent,
-            reason: reason.into(),
+            reason,
         };
         self.job.audit.record(event).await?;
         if window_spent {

@@ -16,47 +16,20 @@ use time::OffsetDateTime;
 
 use reqwest::Url;
 
-use super::batches::{self, Batches, Vanished};
 use super::events::RequestFailed;
-use super::pass::Pass;
 use super::request::Request;
 use super::session;
 use super::slots::{self, Slots};
 use super::stream::Stream;
 use super::SyncError;
 use crate::config::{DateWindow, WindowFormat};
-use crate::edc::paging;
-use crate::edc::vendor::redcap::scope::Scope;
-use crate::edc::VqlSelect;
-use crate::store::Cursor;
+use crate::edc::vendor::{Endpoint, Follow, Following};
+use crate::ledger::Cursor;
 use quota_pacer::Pacer;
 
 /// A new stream starts this far inside the oldest instant the endpoint
 /// serves, so the first request is not refused for a second's drift.
 const FIRST_START_MARGIN: Duration = Duration::from_secs(60);
-
-/// What the records of `paging: redcap_records` are read by: the record id
-/// field, the batch size, and the window's two date-range parameters
-/// (which the batches leave out).
-pub(crate) struct RecordsPaging<'a> {
-    pub id_field: &'a str,
-    pub batch_size: u32,
-    pub begin: &'a str,
-    pub end: &'a str,
-    /// What the policy declares the token may not export.
-    pub declared: &'a crate::config::RestrictedScope,
-    /// The export asks for the group column (`exportDataAccessGroups`).
-    pub groups_asked: bool,
-}
-
-/// Why a page of REDCap's records is not committed.
-pub(crate) enum RecordsRefusal {
-    /// The page is not the rows it should be (65).
-    Invalid(String),
-    /// The batch is a restricted token's subset the policy does not
-    /// declare (77).
-    Restricted(String),
-}
 
 /// What a run does about its window.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,8 +102,10 @@ pub fn plan(
     }
 }
 
-/// The window a stream is paging: where its first page is, its fixed end
-/// (a date window), and the query of a VQL delta's first page.
+/// The window a stream is paging: its fixed end, its twins so far, and
+/// what its vendor holds of it between pages (`Following`: a VQL query, a
+/// collection's pass, REDCap's batches), with what a committed page left
+/// to audit.
 #[derive(Default)]
 pub(super) struct Window {
     /// The fixed end of the date window this run is paging, if any.
@@ -139,23 +114,11 @@ pub(super) struct Window {
     /// content identity the window's committed pages held (its twins are
     /// told apart by their order among them).
     occurrences: Option<crate::record::identity::Occurrences>,
-    /// A VQL delta: the first page's URL and the query it is POSTed with
-    /// (next pages are POSTs with no body).
-    vql_first: Option<(Url, VqlSelect)>,
-    /// A collection (`delta.collection`): its first page, which every
-    /// pass starts from, and the pass in progress.
-    collection: Option<(Url, Pass)>,
-    /// REDCap's records (`paging: redcap_records`): the ids of the window
-    /// still to ask for, and the last batch's records it did not get, to
-    /// audit once it is committed.
-    batches: Batches,
-    vanished: Option<(Url, Vanished)>,
-    /// What a full export of the REDCap project holds, each batch checked
-    /// against it.
-    scope: Option<Scope>,
-    /// A record exported as the batches are has been checked against the
-    /// scope this run (before its first id list landed).
-    scope_proven: bool,
+    /// The vendor's reading of the window (made when it starts).
+    following: Option<Following>,
+    /// What the last committed page left to audit: a batch's records it
+    /// did not get, a collection pass that changed.
+    left: Option<Follow>,
 }
 
 impl Window {
@@ -179,88 +142,24 @@ impl Window {
         }
     }
 
-    /// What follows a page of REDCap's records (`url`, its `body`): after
-    /// the id list, the first batch of the ids it names; after a batch, the
-    /// next, with the records the batch asked for and did not get kept
-    /// for [`Window::take_vanished`]. `None` when the window is read.
-    pub(crate) fn after_records(
-        &mut self,
-        url: &Url,
-        body: &[u8],
-        paging: &RecordsPaging<'_>,
-    ) -> Result<Option<Url>, RecordsRefusal> {
-        match batches::Kind::of(url) {
-            batches::Kind::IdList => {
-                self.batches = Batches::listed(body, paging.id_field).map_err(RecordsRefusal::Invalid)?
-            }
-            batches::Kind::Batch(asked) => {
-                let rows = batches::Rows::of(body, paging.id_field).map_err(RecordsRefusal::Invalid)?;
-                self.check_columns(&rows, paging)?;
-                let vanished = rows.vanished(&asked);
-                if !vanished.missing.is_empty() {
-                    self.vanished = Some((url.clone(), vanished));
-                }
-            }
-        }
-        Ok(self
-            .batches
-            .next(url, paging.batch_size, paging.begin, paging.end))
+    /// The vendor's reading of the window, made with its first request.
+    pub(crate) fn following_mut(&mut self) -> &mut Following {
+        self.following.get_or_insert_with(Following::plain)
     }
 
-    /// The one record to export, as the batch `next` after the id list
-    /// `url` will, before that list lands: once a run, so a restricted
-    /// token is refused before anything of the window lands. `None` when
-    /// proven already, or when the list names no record (an export of
-    /// nothing has no columns to tell by).
-    pub(crate) fn scope_probe(&self, url: &Url, next: Option<&Url>) -> Option<Url> {
-        let unproven = self.scope.is_some() && !self.scope_proven;
-        match (batches::Kind::of(url), next) {
-            (batches::Kind::IdList, Some(batch)) if unproven => Some(batches::first_record(batch)),
-            _ => None,
-        }
+    /// The query to POST to `url`: a VQL delta's, on its first page only.
+    pub(crate) fn query_for(&self, url: &Url) -> Option<&crate::edc::VqlSelect> {
+        self.following.as_ref().and_then(|f| f.query_for(url))
     }
 
-    /// Checks the answer to [`Window::scope_probe`]: its columns against
-    /// the project's. A record deleted since the list leaves it unproven
-    /// (every batch is still checked).
-    pub(crate) fn prove_scope(
-        &mut self,
-        body: &[u8],
-        paging: &RecordsPaging<'_>,
-    ) -> Result<(), RecordsRefusal> {
-        let rows = batches::Rows::of(body, paging.id_field).map_err(RecordsRefusal::Invalid)?;
-        self.check_columns(&rows, paging)?;
-        self.scope_proven = rows.columns().is_some();
-        Ok(())
+    /// What the page just committed left to audit, once.
+    pub(crate) fn take_left(&mut self) -> Option<Follow> {
+        self.left.take()
     }
 
-    /// Refuses rows that lack what a full export of the project holds,
-    /// less what the policy declared.
-    fn check_columns(&self, rows: &batches::Rows, paging: &RecordsPaging<'_>) -> Result<(), RecordsRefusal> {
-        let restricted = self
-            .scope
-            .as_ref()
-            .zip(rows.columns())
-            .and_then(|(scope, columns)| scope.restricted(columns, paging.groups_asked, paging.declared));
-        match restricted {
-            Some(what) => Err(RecordsRefusal::Restricted(what)),
-            None => Ok(()),
-        }
-    }
-
-    /// The records the last batch did not get, once.
-    pub(crate) fn take_vanished(&mut self) -> Option<(Url, Vanished)> {
-        self.vanished.take()
-    }
-
-    /// A collection's first page and the pass in progress.
-    pub(crate) fn pass(&mut self) -> Option<(&Url, &mut Pass)> {
-        self.collection.as_mut().map(|(first, pass)| (&*first, pass))
-    }
-
-    /// The query to POST to `url`: the VQL delta's, on its first page only.
-    pub(crate) fn query_for(&self, url: &Url) -> Option<&VqlSelect> {
-        self.vql_first.as_ref().filter(|(u, _)| u == url).map(|(_, q)| q)
+    /// Keeps what a committed page left to audit.
+    pub(crate) fn leave(&mut self, follow: Follow) {
+        self.left = Some(follow);
     }
 
     /// The URL to fetch first: the page a previous run was on, or the first
@@ -281,59 +180,31 @@ impl Window {
         if distinct {
             self.occurrences = Some(Default::default());
         }
-        if job.delta.collection.is_some() {
-            // A pass is consistent only as a whole: one cut short is read
-            // again from page 1 (what it landed is recognised by its hash).
-            let url = paging::first_page(
-                job.client.origin(),
-                job.client.base(),
-                &job.delta,
-                &job.spec,
-                &job.identity,
-                None,
-                None,
-            )
-            .map_err(|e| stream.rejected(e.to_string()))?;
-            self.collection = Some((url.clone(), Pass::new(cursor.snapshot())));
-            return Ok(Some(url));
-        }
-        if let Some(next) = cursor.next_page() {
+        let last_snapshot = cursor.snapshot().map_or(&[][..], |s| &s.pages[..]);
+        self.following = Some(job.kind.following(last_snapshot));
+        let resumes = job.kind.resumes_mid_window();
+        if let Some(next) = cursor
+            .next_page()
+            .filter(|_| resumes || job.delta.window.is_some())
+        {
             self.end = cursor.window_end().map(str::to_string);
             // Twins are told apart by their count in the window, which
             // only a read from its first page has whole: an interrupted
             // window is read again from there (what it landed is
             // recognised by the lookback memory and not landed again); so
-            // are REDCap's batches, whose ids only the id list holds.
-            if !distinct && !batched(job) {
+            // are a vendor's windows it reads whole again (REDCap's
+            // batches, whose ids only the id list holds).
+            if !distinct && resumes {
                 let url = job.client.resolve(job.client.base(), next);
                 return url.map(Some).map_err(|e| stream.rejected(e.to_string()));
             }
         }
-        if let Some(vql) = &job.delta.vql {
-            let start = cursor.window_start().unwrap_or(&vql.initial_cursor);
-            let select =
-                VqlSelect::new(&vql.select, start, job.delta.page_size).map_err(|e| stream.rejected(e))?;
-            let path = job
-                .delta
-                .path
-                .fill(&job.identity)
-                .map_err(|e| stream.rejected(e.to_string()))?;
-            let url = job
-                .client
-                .origin()
-                .endpoint(job.client.base(), &path)
-                .map_err(|e| stream.rejected(e.to_string()))?;
-            self.vql_first = Some((url.clone(), select));
-            return Ok(Some(url));
-        }
         let (start, end) = match (&job.delta.window, &self.end) {
             // An interrupted date window keeps the end it was fixed with
-            // (REDCap's records read it again with the project's scope).
+            // (asking the vendor's facts again, such as REDCap's scope).
             (Some(_), Some(end)) => {
                 let end = end.clone();
-                if batched(job) && self.scope.is_none() {
-                    self.scope = Some(self.resumed_scope(stream, slots, cursor).await?);
-                }
+                self.resumed(stream, slots, cursor).await?;
                 (cursor.window_start().map(str::to_string), Some(end))
             }
             (Some(window), None) => match self.plan(stream, slots, window, cursor).await? {
@@ -343,28 +214,31 @@ impl Window {
             (None, _) => (cursor.window_start().map(str::to_string), None),
         };
         self.end = end;
-        paging::first_page(
-            job.client.origin(),
-            job.client.base(),
-            &job.delta,
-            &job.spec,
-            &job.identity,
-            start.as_deref(),
-            self.end.as_deref(),
-        )
-        .map(Some)
-        .map_err(|e| stream.rejected(e.to_string()))
+        let at = Endpoint {
+            origin: job.client.origin(),
+            base: job.client.base(),
+            spec: &job.spec,
+            identity: &job.identity,
+        };
+        let end = self.end.clone();
+        job.kind
+            .first_page(at, start.as_deref(), end.as_deref(), self.following_mut())
+            .map(Some)
+            .map_err(|e| stream.rejected(e.to_string()))
     }
 
-    /// The REDCap project's scope, for a records window resumed without a
-    /// plan (its end was fixed by an earlier run).
-    async fn resumed_scope<P: Pacer>(
+    /// The vendor's facts for a window resumed without a plan (its end was
+    /// fixed by an earlier run).
+    async fn resumed<P: Pacer>(
         &mut self,
         stream: &mut Stream<'_, P>,
         slots: &mut Slots<P>,
         cursor: &Cursor,
-    ) -> Result<Scope, SyncError> {
+    ) -> Result<(), SyncError> {
         let endpoint = endpoint(stream)?;
+        if stream.job.kind.preflight(&endpoint, false).is_empty() {
+            return Ok(());
+        }
         let request_id = stream.next_request_id();
         let req = Request {
             url: &endpoint,
@@ -374,13 +248,14 @@ impl Window {
             budget: 1,
         };
         session::ensure(stream, slots, &req).await?;
-        super::project_facts::scope(stream, &req, &endpoint).await
+        super::preflight::ask(stream, &req, &endpoint, false, self).await
     }
 
     /// Plans this run's window: `Some((start, end))` to fetch, `None` when
     /// there is nothing to ask for yet. The end is measured on the server's
-    /// clock: a Vault login shows it; otherwise one paced HEAD of the
-    /// endpoint does, before anything is fetched.
+    /// clock: a Vault login shows it, or a vendor's preflight probe (REDCap's
+    /// version); otherwise one paced HEAD of the endpoint does, before
+    /// anything is fetched.
     async fn plan<P: Pacer>(
         &mut self,
         stream: &mut Stream<'_, P>,
@@ -399,11 +274,8 @@ impl Window {
             budget: 1,
         };
         session::ensure(stream, slots, &req).await?;
-        if job.client.exports_by_form() {
-            super::project_facts::check(stream, &req, &endpoint).await?;
-            if batched(job) {
-                self.scope = Some(super::project_facts::scope(stream, &req, &endpoint).await?);
-            }
+        if !job.kind.preflight(&endpoint, true).is_empty() {
+            super::preflight::ask(stream, &req, &endpoint, true, self).await?;
         } else if !job.client.server_clock_known() {
             let permit = slots::permit(stream, &req).await?;
             let probe = job.client.head(&endpoint).await;
@@ -463,11 +335,6 @@ fn endpoint<P: Pacer>(stream: &Stream<'_, P>) -> Result<Url, SyncError> {
         .origin()
         .endpoint(job.client.base(), &path)
         .map_err(|e| stream.rejected(e.to_string()))
-}
-
-/// Whether the stream reads REDCap's records by batches.
-fn batched<P: Pacer>(job: &super::StreamJob<P>) -> bool {
-    matches!(job.delta.paging, crate::config::Paging::RedcapRecords { .. })
 }
 
 #[cfg(test)]

@@ -1,11 +1,15 @@
 //! The vendors: one folder each (`generic.rs`; `rave/`; `vault/`; `castor/`;
 //! `redcap/`), holding
 //! what that vendor does differently (its error dialect, its
-//! authentication's login, its paging, its delta endpoints), each citing
-//! the vendor's documentation or its own clients. The page loop calls
-//! only what this file offers, for the closed list of vendors the policy's
-//! `dialect` names, and never matches on a vendor itself; adding one is
-//! the checklist in docs/architecture.md ("Adding a vendor").
+//! authentication's login, its paging, its delta endpoints, the facts it
+//! is asked before a window), each citing the vendor's documentation or
+//! its own clients. This file is the door: the folders are private, and
+//! what the rest of the tool may use of them is re-exported here under
+//! names of no vendor. The page loop calls only what the door offers (the
+//! delta kind, `kind.rs`, and the judging below), for the closed list of
+//! vendors the policy names, and never matches on a vendor itself; adding
+//! one is the checklist in docs/architecture.md ("Adding a vendor"), and
+//! a test-only vendor (`toy/`) runs a sync through the loop to hold it.
 //!
 //! Judging is pure: what the payload scanners found becomes a page or a
 //! [`VendorError`] whose kind decides what the page loop does. A vendor
@@ -13,11 +17,22 @@
 //! vendor's own word that the collection is empty (`NoItems`), which ends
 //! it with nothing landed and the cursor where it was.
 
-pub(crate) mod castor;
+mod castor;
 mod generic;
-pub(crate) mod rave;
-pub(crate) mod redcap;
-pub(crate) mod vault;
+mod kind;
+mod paging;
+mod rave;
+mod redcap;
+mod vault;
+
+pub(crate) use kind::{DeltaKind, Endpoint, Follow, Following, PageView, Probe, Refused, Sends};
+pub use paging::{first_page, next_page, next_window_start, PagingError};
+
+// The closed request shapes the read-only client builds (`edc/client.rs`):
+// REDCap's export form, Vault's session login and its VQL query.
+pub(crate) use redcap::export::{Export as ExportForm, NotAnExport};
+pub(crate) use vault::login::{LoginForm, LoginReply};
+pub use vault::{tokens, Token, VqlSelect};
 
 use super::payload::{InvalidPayload, PageSummary};
 use crate::config::{Dialect, PayloadFormat};

@@ -31,7 +31,7 @@ fn page(high: &str, sha256: &'static str, records: u64) -> PageAdvance<'static> 
         records,
         sha256,
         run_id: "r",
-        paging: &Paging::LinkHeader,
+        restart: crate::record::Restart::AtHighWater,
         aligned: None,
         window_end: None,
         next_start: None,

@@ -11,6 +11,8 @@
 //! credentials (`edc/oauth.rs`). The simulator's `castor` profile imitates
 //! the same documents.
 
+pub(crate) mod pass;
+
 use super::{scrubbed, NotAPage, VendorError, VendorErrorKind};
 use crate::edc::payload::PageSummary;
 

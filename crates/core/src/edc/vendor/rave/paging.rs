@@ -17,11 +17,14 @@
 //!   cursor is the document's `CreationDateTime` (the server's clock), cut
 //!   to its second: that second is read again by the next run, and its
 //!   records recognised (`delta.lookback`).
+//!
+//! Where each style's next window starts (the SourceID after the largest,
+//! the second a dataset was made in) is a rule of cursor values, in
+//! `crate::record::Restart`; `paging.rs` picks it for the style.
 
 use reqwest::Url;
 
 use crate::edc::link::MalformedLink;
-use crate::record::CursorValue;
 
 /// Rave numbers audit records from 1: a stream's very first request.
 pub(crate) const FIRST_SOURCE_ID: &str = "1";
@@ -30,22 +33,6 @@ pub(crate) const FIRST_SOURCE_ID: &str = "1";
 /// RWS reads `start` without a zone.
 pub(crate) fn dataset_start(start: &str) -> &str {
     start.trim_end_matches('Z')
-}
-
-/// The next window's `startid` after one whose largest SourceID was `hw`.
-pub(crate) fn startid_after(hw: &CursorValue) -> Option<String> {
-    match hw {
-        CursorValue::Number(n) => n.as_u64().map(|id| (id + 1).to_string()),
-        other => Some(other.as_param()),
-    }
-}
-
-/// The next dataset request's `start` after a document made at `hw`.
-pub(crate) fn dataset_restart(hw: &CursorValue) -> Option<String> {
-    match hw {
-        CursorValue::Text(created) => whole_second_utc(created),
-        other => Some(other.as_param()),
-    }
 }
 
 /// The page's own request with the `startid` the link names: every other
@@ -81,12 +68,6 @@ pub(crate) fn with_start_id(page_url: &Url, link: &Url, param: &str) -> Result<U
     Ok(url)
 }
 
-/// `2026-12-04T03:10:05.600-00:00` as `2026-12-04T03:10:05Z`: the second
-/// it falls in, in UTC.
-fn whole_second_utc(t: &str) -> Option<String> {
-    crate::record::order::instant(t).map(|at| crate::record::order::utc_text(at, 0))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,11 +87,5 @@ mod tests {
         );
         let no_id = Url::parse("https://r.example/x?per_page=2").unwrap();
         assert!(with_start_id(&page, &no_id, "startid").is_err());
-    }
-
-    #[test]
-    fn a_dataset_restarts_at_the_second_its_document_was_made_in() {
-        let made = CursorValue::Text("2026-12-04T05:10:05.600+02:00".into());
-        assert_eq!(dataset_restart(&made).as_deref(), Some("2026-12-04T03:10:05Z"));
     }
 }

@@ -373,7 +373,7 @@ mod tests {
             let (origin, base) = crate::edc::origin::Origin::of_base("https://redcap.example.edu/api/").unwrap();
             let id = crate::stream::StreamIdentity { vendor: "redcap".into(), ..Default::default() };
             for stream in &policy.streams {
-                let key = crate::edc::paging::first_page(
+                let key = crate::edc::vendor::paging::first_page(
                     &origin, &base, delta, stream, &id,
                     Some("2026-11-01T06:00:00Z"), Some("2026-11-01T07:00:00Z"),
                 ).unwrap();

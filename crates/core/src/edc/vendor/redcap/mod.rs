@@ -15,6 +15,8 @@
 //! The simulator's `redcap-error` fault answers in these shapes.
 
 pub(crate) mod export;
+pub(crate) mod facts;
+pub(crate) mod records;
 pub(crate) mod scope;
 pub(crate) mod version;
 

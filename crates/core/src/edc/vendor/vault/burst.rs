@@ -8,6 +8,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+/// The header of the allowance left.
+pub(crate) const REMAINING: &str = "x-vaultapi-burstlimitremaining";
+
 /// The burst window the limit is counted over.
 pub(crate) const WINDOW: Duration = Duration::from_secs(300);
 
@@ -26,7 +29,7 @@ impl Allowance {
     pub(crate) fn of(headers: &BTreeMap<String, String>) -> Option<Allowance> {
         let parse = |name: &str| headers.get(name).and_then(|v| v.trim().parse::<u64>().ok());
         Some(Allowance {
-            remaining: parse("x-vaultapi-burstlimitremaining")?,
+            remaining: parse(REMAINING)?,
             limit: parse("x-vaultapi-burstlimit"),
         })
     }

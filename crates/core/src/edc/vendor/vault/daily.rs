@@ -15,6 +15,9 @@
 
 use std::collections::BTreeMap;
 
+/// The header of the calls left.
+pub(crate) const REMAINING: &str = "x-vaultapi-dailylimitremaining";
+
 /// What a response said of the vault's daily allowance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct DailyAllowance {
@@ -30,13 +33,14 @@ impl DailyAllowance {
     pub(crate) fn of(headers: &BTreeMap<String, String>) -> Option<DailyAllowance> {
         let parse = |name: &str| headers.get(name).and_then(|v| v.trim().parse::<u64>().ok());
         Some(DailyAllowance {
-            remaining: parse("x-vaultapi-dailylimitremaining")?,
+            remaining: parse(REMAINING)?,
             limit: parse("x-vaultapi-dailylimit"),
         })
     }
 
     /// Nothing is left: the next call would be refused.
-    pub(crate) fn spent(&self) -> bool {
+    #[cfg(test)]
+    fn spent(&self) -> bool {
         self.remaining == 0
     }
 }

@@ -9,28 +9,145 @@
 //! The ids live only in memory: a window left part-way is read again from
 //! its id list (what it landed is recognised by the lookback). A record
 //! the list named and its batch does not hold was deleted in between: the
-//! caller audits it, never skips it silently.
+//! loop audits it, never skips it silently. Every batch is checked against
+//! the project's scope (`scope.rs`), and before a run's first id list lands
+//! one record exported as the batches will be proves the token's scope.
 
 use std::collections::{BTreeSet, VecDeque};
 
 use reqwest::Url;
 
+use super::scope::Scope;
+use crate::config::RestrictedScope;
+use crate::edc::vendor::kind::Refused;
+
+/// How a records stream is read: the record id field, the batch size, the
+/// window's two date-range parameters (which the batches leave out), and
+/// what the policy declares the token may not export.
+#[derive(Debug, Clone)]
+pub(crate) struct RecordsPaging {
+    pub id_field: String,
+    pub batch_size: u32,
+    pub begin: String,
+    pub end: String,
+    pub declared: RestrictedScope,
+}
+
+/// A records window in progress.
+#[derive(Debug)]
+pub(crate) struct Records {
+    paging: RecordsPaging,
+    batches: Batches,
+    /// What a full export of the project holds, each batch checked
+    /// against it (asked before the window, `facts.rs`).
+    scope: Option<Scope>,
+    /// A record exported as the batches are has been checked against the
+    /// scope this window (before its id list landed).
+    scope_proven: bool,
+}
+
+/// What follows a page of the records: the next request, the one record to
+/// ask first to prove the token's scope (before an id list lands), and the
+/// records a batch asked for and did not get.
+#[derive(Debug, Default)]
+pub(crate) struct AfterRecords {
+    pub next: Option<Url>,
+    pub probe: Option<Url>,
+    pub vanished: Option<Vanished>,
+}
+
+impl Records {
+    pub(crate) fn new(paging: RecordsPaging) -> Records {
+        Records {
+            paging,
+            batches: Batches::default(),
+            scope: None,
+            scope_proven: false,
+        }
+    }
+
+    /// The project's scope, which every batch is checked against.
+    pub(crate) fn set_scope(&mut self, scope: Scope) {
+        self.scope = Some(scope);
+    }
+
+    /// What follows the page `url` (its `body`): after the id list, the
+    /// first batch of the ids it names (and, once a window, the record that
+    /// proves the scope first); after a batch, the next, with the records
+    /// the batch asked for and did not get.
+    pub(crate) fn after(&mut self, url: &Url, body: &[u8]) -> Result<AfterRecords, Refused> {
+        let mut vanished = None;
+        match Kind::of(url) {
+            Kind::IdList => {
+                self.batches = Batches::listed(body, &self.paging.id_field).map_err(Refused::Invalid)?
+            }
+            Kind::Batch(asked) => {
+                let rows = Rows::of(body, &self.paging.id_field).map_err(Refused::Invalid)?;
+                self.check_columns(&rows, url)?;
+                let gone = rows.vanished(&asked);
+                if !gone.missing.is_empty() {
+                    vanished = Some(gone);
+                }
+            }
+        }
+        let p = &self.paging;
+        let next = self.batches.next(url, p.batch_size, &p.begin, &p.end);
+        let unproven = self.scope.is_some() && !self.scope_proven;
+        let probe = match (Kind::of(url), &next) {
+            (Kind::IdList, Some(batch)) if unproven => Some(first_record(batch)),
+            _ => None,
+        };
+        Ok(AfterRecords {
+            next,
+            probe,
+            vanished,
+        })
+    }
+
+    /// Checks the answer to [`AfterRecords::probe`] (asked as `probe`): its
+    /// columns against the project's. A record deleted since the list
+    /// leaves it unproven (every batch is still checked).
+    pub(crate) fn prove(&mut self, probe: &Url, body: &[u8]) -> Result<(), Refused> {
+        let rows = Rows::of(body, &self.paging.id_field).map_err(Refused::Invalid)?;
+        self.check_columns(&rows, probe)?;
+        self.scope_proven = rows.columns().is_some();
+        Ok(())
+    }
+
+    /// Refuses rows that lack what a full export of the project holds,
+    /// less what the policy declared (`asked`: the export they answer).
+    fn check_columns(&self, rows: &Rows, asked: &Url) -> Result<(), Refused> {
+        let groups_asked = asked
+            .query_pairs()
+            .any(|(k, v)| k == "exportDataAccessGroups" && v == "true");
+        let restricted = self
+            .scope
+            .as_ref()
+            .zip(rows.columns())
+            .and_then(|(scope, columns)| scope.restricted(columns, groups_asked, &self.paging.declared));
+        match restricted {
+            Some(what) => Err(Refused::Restricted(what)),
+            None => Ok(()),
+        }
+    }
+}
+
 /// The records of a window still to ask for.
 #[derive(Debug, Default)]
-pub(super) struct Batches {
+struct Batches {
     left: VecDeque<String>,
 }
 
 /// A page of the records stream: the id list, or a batch.
-pub(super) enum Kind {
+enum Kind {
     IdList,
     /// The ids it asked for, in order.
     Batch(Vec<String>),
 }
 
 /// What a batch page brought back of what it asked for.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) struct Vanished {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Vanished {
     pub asked: usize,
     /// The ids asked for that no row holds (deleted since the list).
     pub missing: Vec<String>,
@@ -43,7 +160,7 @@ fn record_param(n: usize) -> String {
 
 impl Kind {
     /// Which page `url` is: a batch names its records.
-    pub(super) fn of(url: &Url) -> Kind {
+    fn of(url: &Url) -> Kind {
         let asked: Vec<String> = url
             .query_pairs()
             .filter(|(k, _)| k.starts_with("records[") && k.ends_with(']'))
@@ -59,7 +176,7 @@ impl Kind {
 impl Batches {
     /// The distinct ids of an id list (`body`: a JSON array of rows, one a
     /// record's event or instance), in the order they first appear.
-    pub(super) fn listed(body: &[u8], id_field: &str) -> Result<Batches, String> {
+    fn listed(body: &[u8], id_field: &str) -> Result<Batches, String> {
         let mut seen = BTreeSet::new();
         let left = ids(&rows(body)?, id_field)?
             .into_iter()
@@ -72,7 +189,7 @@ impl Batches {
     /// same export without the list's own fields (`fields[N]`, the date
     /// range `begin` and `end`) or the last batch's ids, naming the next
     /// `size` records; `None` when none is left.
-    pub(super) fn next(&mut self, url: &Url, size: u32, begin: &str, end: &str) -> Option<Url> {
+    fn next(&mut self, url: &Url, size: u32, begin: &str, end: &str) -> Option<Url> {
         if self.left.is_empty() {
             return None;
         }
@@ -103,7 +220,7 @@ impl Batches {
 /// The first record of the batch `batch` alone: what a run asks once,
 /// before its first id list lands, to see the columns the batches will
 /// have.
-pub(super) fn first_record(batch: &Url) -> Url {
+fn first_record(batch: &Url) -> Url {
     let first = record_param(0);
     let kept: Vec<(String, String)> = batch
         .query_pairs()
@@ -117,13 +234,13 @@ pub(super) fn first_record(batch: &Url) -> Url {
 
 /// A batch's rows, as far as they are looked at: the record each is of,
 /// and the columns of a flat export (every row has them all).
-pub(super) struct Rows {
+struct Rows {
     ids: Vec<String>,
     columns: Option<BTreeSet<String>>,
 }
 
 impl Rows {
-    pub(super) fn of(body: &[u8], id_field: &str) -> Result<Rows, String> {
+    fn of(body: &[u8], id_field: &str) -> Result<Rows, String> {
         let rows = rows(body)?;
         Ok(Rows {
             ids: ids(&rows, id_field)?,
@@ -132,12 +249,12 @@ impl Rows {
     }
 
     /// The columns of the batch (`None`: no rows).
-    pub(super) fn columns(&self) -> Option<&BTreeSet<String>> {
+    fn columns(&self) -> Option<&BTreeSet<String>> {
         self.columns.as_ref()
     }
 
     /// What of `asked` the batch holds no row of.
-    pub(super) fn vanished(&self, asked: &[String]) -> Vanished {
+    fn vanished(&self, asked: &[String]) -> Vanished {
         let present: BTreeSet<&String> = self.ids.iter().collect();
         Vanished {
             asked: asked.len(),

@@ -8,12 +8,12 @@
 //! first and last page is the server's own word on whether that happened;
 //! a pass whose count moved is read again from page 1 (its pages already
 //! landed are recognised by their hash and not landed twice), at most
-//! `max_passes` times a run. A consistent pass is the run's snapshot.
-
-use crate::store::Snapshot;
+//! `max_passes` times a run. A consistent pass is the run's snapshot: its
+//! pages' SHA-256s and the count, which the cursor keeps.
 
 /// The pass in progress.
-pub(super) struct Pass {
+#[derive(Debug)]
+pub(crate) struct Pass {
     /// Passes begun this run, from 1.
     number: u32,
     /// The item count the pass's first page stated (`None` before it).
@@ -30,7 +30,7 @@ pub(super) struct Pass {
 
 /// A pass whose last page stated another item count than its first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Changed {
+pub(crate) struct Changed {
     /// The pass that changed (from 1).
     pub pass: u32,
     pub first_total: u64,
@@ -39,25 +39,25 @@ pub(super) struct Changed {
 
 /// What a page does to its pass.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Step {
+pub(crate) enum Step {
     /// More pages follow.
     Going,
-    /// The last page of a consistent pass: the window is complete.
-    Consistent(Snapshot),
+    /// The last page of a consistent pass: the window is complete; the
+    /// pass's pages with items (their SHA-256s, in order) and its count.
+    Consistent { pages: Vec<String>, total: u64 },
     /// The last page of a pass whose item count moved: page 1 is next.
     ReadAgain,
 }
 
 impl Pass {
-    /// The first pass of a run after the snapshot `last` (if any).
-    pub(super) fn new(last: Option<&Snapshot>) -> Pass {
+    /// The first pass of a run after the last snapshot, whose pages had
+    /// the SHA-256s `last` (none for a first run).
+    pub(crate) fn new(last: &[String]) -> Pass {
         Pass {
             number: 1,
             first_total: None,
             pages: Vec::new(),
-            known: last
-                .map(|s| s.pages.iter().cloned().collect())
-                .unwrap_or_default(),
+            known: last.iter().cloned().collect(),
             changed: None,
         }
     }
@@ -65,14 +65,14 @@ impl Pass {
     /// Whether a page of these bytes is landed already (unchanged since
     /// the last snapshot, or read by an earlier pass of this run): it is
     /// not landed or listed again.
-    pub(super) fn knows(&self, sha256: &str) -> bool {
+    pub(crate) fn knows(&self, sha256: &str) -> bool {
         self.known.contains(sha256)
     }
 
     /// A page of the pass: its items, the item count it states (a page
     /// that states none is refused before it gets here), its SHA-256, and
     /// whether the page count says it is the last.
-    pub(super) fn page(&mut self, records: u64, total: u64, sha256: &str, last: bool) -> Step {
+    pub(crate) fn page(&mut self, records: u64, total: u64, sha256: &str, last: bool) -> Step {
         let first_total = *self.first_total.get_or_insert(total);
         if records > 0 {
             self.pages.push(sha256.to_string());
@@ -82,7 +82,10 @@ impl Pass {
             return Step::Going;
         }
         if first_total == total {
-            return Step::Consistent(Snapshot::of(std::mem::take(&mut self.pages), total));
+            return Step::Consistent {
+                pages: std::mem::take(&mut self.pages),
+                total,
+            };
         }
         self.changed = Some(Changed {
             pass: self.number,
@@ -97,7 +100,7 @@ impl Pass {
 
     /// The change that ended the last pass, once (the loop audits it and
     /// starts the next pass).
-    pub(super) fn take_changed(&mut self) -> Option<Changed> {
+    pub(crate) fn take_changed(&mut self) -> Option<Changed> {
         self.changed.take()
     }
 }
@@ -112,18 +115,21 @@ mod tests {
 
     #[test]
     fn a_pass_whose_count_held_is_a_snapshot_of_its_pages_with_items() {
-        let mut pass = Pass::new(None);
+        let mut pass = Pass::new(&[]);
         assert_eq!(pass.page(3, 5, &sha('a'), false), Step::Going);
         assert_eq!(
             pass.page(2, 5, &sha('b'), true),
-            Step::Consistent(Snapshot::of(vec![sha('a'), sha('b')], 5))
+            Step::Consistent {
+                pages: vec![sha('a'), sha('b')],
+                total: 5
+            }
         );
         assert_eq!(pass.take_changed(), None);
     }
 
     #[test]
     fn a_pass_whose_count_moved_is_read_again_and_said_once() {
-        let mut pass = Pass::new(None);
+        let mut pass = Pass::new(&[]);
         pass.page(3, 5, &sha('a'), false);
         assert_eq!(pass.page(3, 6, &sha('b'), true), Step::ReadAgain);
         let changed = Changed {
@@ -137,14 +143,16 @@ mod tests {
         pass.page(3, 6, &sha('c'), false);
         assert_eq!(
             pass.page(3, 6, &sha('d'), true),
-            Step::Consistent(Snapshot::of(vec![sha('c'), sha('d')], 6))
+            Step::Consistent {
+                pages: vec![sha('c'), sha('d')],
+                total: 6
+            }
         );
     }
 
     #[test]
     fn pages_of_the_last_snapshot_and_of_earlier_passes_are_known() {
-        let last = Snapshot::of(vec![sha('a')], 3);
-        let mut pass = Pass::new(Some(&last));
+        let mut pass = Pass::new(&[sha('a')]);
         assert!(pass.knows(&sha('a')) && !pass.knows(&sha('b')));
         pass.page(3, 4, &sha('b'), true);
         assert!(pass.knows(&sha('b')), "read by the pass that changed");
@@ -152,10 +160,13 @@ mod tests {
 
     #[test]
     fn an_empty_collection_is_a_snapshot_of_no_pages() {
-        let mut pass = Pass::new(None);
+        let mut pass = Pass::new(&[]);
         assert_eq!(
             pass.page(0, 0, &sha('e'), true),
-            Step::Consistent(Snapshot::of(Vec::new(), 0))
+            Step::Consistent {
+                pages: Vec::new(),
+                total: 0
+            }
         );
     }
 }

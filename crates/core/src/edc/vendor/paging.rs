@@ -14,11 +14,12 @@
 
 use reqwest::Url;
 
-use super::link::{self, MalformedLink};
-use super::origin::{Origin, OriginError};
-use super::payload::{CursorValue, PageSummary};
-use super::vendor::rave::paging as rave;
+use super::rave::paging as rave;
 use crate::config::{Delta, MissingValue, Paging, StreamSpec, WindowFormat};
+use crate::edc::link::{self, MalformedLink};
+use crate::edc::origin::{Origin, OriginError};
+use crate::edc::payload::{CursorValue, PageSummary};
+use crate::record::Restart;
 use crate::stream::StreamIdentity;
 
 /// Why the next request cannot be formed.
@@ -38,6 +39,9 @@ pub enum PagingError {
         "the page does not state the collection's page count at {0} (delta.collection.page_count_pointer)"
     )]
     NoPageCount(String),
+    /// A query that cannot be made (a cursor value no query can carry).
+    #[error("{0}")]
+    Query(String),
 }
 
 /// The first page of a window starting at `window_start` (the cursor;
@@ -194,15 +198,20 @@ pub fn next_page(
     }))
 }
 
-/// The cursor a completed window leaves for the next one: the largest
-/// cursor value seen (JSON), or the largest SourceID + 1 (Rave).
-pub fn next_window_start(paging: &Paging, high_water: Option<&CursorValue>) -> Option<String> {
-    match (paging, high_water) {
-        (Paging::RaveStartid, Some(hw)) => rave::startid_after(hw),
-        (Paging::RaveDataset, Some(hw)) => rave::dataset_restart(hw),
-        (_, Some(v)) => Some(v.as_param()),
-        (_, None) => None,
+/// Where a completed window's next one starts after its high-water mark:
+/// the largest cursor value seen (JSON), the largest SourceID + 1 (Rave's
+/// audit records), or the second a study dataset was made in.
+pub(crate) fn restart(paging: &Paging) -> Restart {
+    match paging {
+        Paging::RaveStartid => Restart::AfterNumber,
+        Paging::RaveDataset => Restart::AtItsSecond,
+        _ => Restart::AtHighWater,
     }
+}
+
+/// The cursor a completed window leaves for the next one ([`restart`]).
+pub fn next_window_start(paging: &Paging, high_water: Option<&CursorValue>) -> Option<String> {
+    restart(paging).next_start(high_water)
 }
 
 /// A style that serves one document a window, with no next page and no
