@@ -586,6 +586,108 @@ fn files_are_sized_by_their_concept() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// The vendors' own modules: every folder of `edc/vendor/`, and
+/// `generic.rs`.
+fn vendor_modules() -> Vec<String> {
+    let dir = Path::new(ROOT).join("crates/core/src/edc/vendor");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.push("generic".into());
+    names.sort();
+    names
+}
+
+/// The core's files outside `under` (relative to `crates/core/src`), or
+/// inside it, as (path relative to the root, code without comments and
+/// inline tests).
+fn core_code(under: &str, inside: bool) -> Vec<(String, String)> {
+    let src = Path::new(ROOT).join("crates/core/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files
+        .into_iter()
+        .filter(|f| f.starts_with(src.join(under)) == inside)
+        .map(|f| {
+            let rel = f.strip_prefix(ROOT).unwrap().display().to_string();
+            (rel, code_of(&std::fs::read_to_string(&f).unwrap()))
+        })
+        .collect()
+}
+
+/// A vendor is its folder: no file outside `edc/vendor/` names a vendor's
+/// own module (`vendor::redcap::...`, `vendor::{vault, ...}`). What the rest
+/// of the tool uses of a vendor goes through the door, `edc/vendor/mod.rs`,
+/// under names of no vendor; the page loop asks the delta kind.
+#[test]
+fn no_file_outside_the_vendor_folder_names_a_vendors_module() {
+    let vendors = vendor_modules();
+    assert!(vendors.len() >= 5, "{vendors:?}");
+    let mut found = Vec::new();
+    for (rel, code) in core_code("edc/vendor", false) {
+        for path in paths_in(&code) {
+            let named = path
+                .windows(2)
+                .find(|w| w[0] == "vendor" && vendors.contains(&w[1]))
+                .map(|w| w[1].clone());
+            if let Some(vendor) = named {
+                found.push(format!(
+                    "{rel}: {} names the vendor module {vendor}",
+                    path.join("::")
+                ));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+/// The page loop sequences, sends, lands, commits and audits: it reaches
+/// the state through the ledger's seam (no `store::`) and decides nothing
+/// by a paging style (no `Paging::` variant), which is the vendor's delta
+/// kind's to decide.
+#[test]
+fn the_page_loop_names_no_store_and_no_paging_style() {
+    let mut found = Vec::new();
+    for (rel, code) in core_code("sync", true) {
+        for path in paths_in(&code) {
+            if path.iter().any(|s| s == "store") {
+                found.push(format!("{rel}: {}", path.join("::")));
+            }
+        }
+        for (n, line) in code.lines().enumerate() {
+            if line.contains("Paging::") {
+                found.push(format!("{rel}:{}: a Paging variant", n + 1));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+/// The simulator is an independent oracle of the vendors' documents: it
+/// names nothing of the product, and the product nothing of it outside
+/// tests, so a misreading of a document cannot be shared by both.
+#[test]
+fn the_simulator_and_the_product_share_no_code() {
+    let mut found = Vec::new();
+    let mut sim = Vec::new();
+    rust_files(&Path::new(ROOT).join("crates/sim/src"), &mut sim);
+    for file in sim {
+        let code = code_of(&std::fs::read_to_string(&file).unwrap());
+        if code.contains("edc_core") || code.contains("#[path") {
+            found.push(file.strip_prefix(ROOT).unwrap().display().to_string());
+        }
+    }
+    for (rel, code) in core_code("", true) {
+        if code.contains("edc_sim") {
+            found.push(rel);
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
 /// One integration test binary a package (its `tests/*.rs` and
 /// `tests/*/main.rs`): each binary is linked again on every change of the
 /// crates it uses, and that link is most of a small change's wait.

@@ -11,22 +11,21 @@ use super::classify::{classify, Verdict};
 use super::request::Request;
 use super::slots;
 use super::stream::Stream;
-use super::window::Window;
 use super::SyncError;
-use crate::edc::vendor::{self, Probe, Refused, Sends};
+use crate::edc::vendor::{self, Following, Probe, Refused, Sends};
 use crate::edc::ERROR_BODY_CAP;
 use quota_pacer::Pacer;
 
 /// Asks the vendor's probes before a window at `endpoint` (`planned`: a
 /// new window; otherwise an interrupted one resumes), and has the vendor
-/// judge the answers into `window`: a server that cannot serve the stream
+/// judge the answers into the window's `following`: a server that cannot serve the stream
 /// stops it (78), an answer that is not what it should be (65).
 pub(super) async fn ask<P: Pacer>(
     stream: &mut Stream<'_, P>,
     req: &Request<'_>,
     endpoint: &Url,
     planned: bool,
-    window: &mut Window,
+    following: &mut Following,
 ) -> Result<(), SyncError> {
     let job = stream.job;
     let mut answers = Vec::new();
@@ -44,7 +43,7 @@ pub(super) async fn ask<P: Pacer>(
             .clone();
         answers.push((probe, body));
     }
-    match job.kind.facts(&answers, window.following_mut()) {
+    match job.kind.facts(&answers, following) {
         Ok(()) => Ok(()),
         Err(Refused::Unsupported(detail)) => Err(SyncError::Unsupported {
             stream: stream.name.clone(),

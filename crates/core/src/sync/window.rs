@@ -248,7 +248,7 @@ impl Window {
             budget: 1,
         };
         session::ensure(stream, slots, &req).await?;
-        super::preflight::ask(stream, &req, &endpoint, false, self).await
+        super::preflight::ask(stream, &req, &endpoint, false, self.following_mut()).await
     }
 
     /// Plans this run's window: `Some((start, end))` to fetch, `None` when
@@ -275,7 +275,7 @@ impl Window {
         };
         session::ensure(stream, slots, &req).await?;
         if !job.kind.preflight(&endpoint, true).is_empty() {
-            super::preflight::ask(stream, &req, &endpoint, true, self).await?;
+            super::preflight::ask(stream, &req, &endpoint, true, self.following_mut()).await?;
         } else if !job.client.server_clock_known() {
             let permit = slots::permit(stream, &req).await?;
             let probe = job.client.head(&endpoint).await;

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use reqwest::Url;
 
+use super::answer::{Probe, Refused};
 use super::castor::pass::{self, Pass};
 use super::paging::{self, PagingError};
 use super::redcap::{self, records::Records};
@@ -54,28 +55,6 @@ pub(crate) struct Endpoint<'a> {
     pub base: &'a Url,
     pub spec: &'a StreamSpec,
     pub identity: &'a StreamIdentity,
-}
-
-/// A request the vendor asks before a window: read, never landed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Probe {
-    pub url: Url,
-    /// What it asks, as messages name it (`content=version`).
-    pub what: &'static str,
-    /// Its answer may be as long as a page (a project's field list), not
-    /// only an error body's length.
-    pub page_sized: bool,
-}
-
-/// Why the vendor will not take what a page or a probe answered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Refused {
-    /// The answer is not what it should be (65).
-    Invalid(String),
-    /// A restricted token's subset the policy does not declare (77).
-    Restricted(String),
-    /// The server cannot serve what the stream asks (78).
-    Unsupported(String),
 }
 
 /// What a page says follows it.
@@ -167,6 +146,9 @@ enum Style {
     Collection,
     /// REDCap's records: an id list, then batches.
     Records(redcap::records::RecordsPaging),
+    /// The tests' vendor (`toy/`): keyset pages it asks itself.
+    #[cfg(test)]
+    Toy,
 }
 
 /// What a window of a stream holds of its vendor's reading between pages.
@@ -204,6 +186,8 @@ impl DeltaKind {
             Sends::Get
         };
         let style = match &delta.paging {
+            #[cfg(test)]
+            _ if policy.vendor == super::toy::NAME => Style::Toy,
             _ if delta.vql.is_some() => Style::Vql,
             _ if delta.collection.is_some() => Style::Collection,
             Paging::RedcapRecords {
@@ -238,6 +222,8 @@ impl DeltaKind {
     /// snapshot's pages (a collection's; none otherwise).
     pub(crate) fn following(&self, last_snapshot: &[String]) -> Following {
         let state = match &self.style {
+            #[cfg(test)]
+            Style::Toy => State::Plain,
             Style::Paged => State::Plain,
             // Made with the first page.
             Style::Vql => State::Plain,
@@ -255,7 +241,12 @@ impl DeltaKind {
     /// is consistent only whole; REDCap's batches follow from the id list,
     /// which only the first page holds).
     pub(crate) fn resumes_mid_window(&self) -> bool {
-        matches!(self.style, Style::Paged | Style::Vql)
+        match self.style {
+            Style::Paged | Style::Vql => true,
+            #[cfg(test)]
+            Style::Toy => true,
+            Style::Collection | Style::Records(_) => false,
+        }
     }
 
     /// The first request of a window `[start, end]` (`start` absent: from
@@ -397,6 +388,21 @@ impl DeltaKind {
         following: &mut Following,
         page: PageView<'_>,
     ) -> Result<Follow, Refused> {
+        #[cfg(test)]
+        if let Style::Toy = self.style {
+            let high_water = page.summary.high_water.as_ref().map(|v| v.as_param());
+            let next = super::toy::next(
+                page.url,
+                page.summary.records,
+                self.delta.page_size,
+                &self.delta.cursor_param,
+                high_water.as_deref(),
+            );
+            return Ok(Follow {
+                next,
+                ..Follow::default()
+            });
+        }
         let next = paging::next_page(origin, &self.delta, page.page_url, page.links, page.summary)
             .map_err(|e| Refused::Invalid(e.to_string()))?;
         match &mut following.state {

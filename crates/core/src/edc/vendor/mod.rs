@@ -17,15 +17,19 @@
 //! vendor's own word that the collection is empty (`NoItems`), which ends
 //! it with nothing landed and the cursor where it was.
 
+mod answer;
 mod castor;
 mod generic;
 mod kind;
 mod paging;
 mod rave;
 mod redcap;
+#[cfg(test)]
+mod toy;
 mod vault;
 
-pub(crate) use kind::{DeltaKind, Endpoint, Follow, Following, PageView, Probe, Refused, Sends};
+pub(crate) use answer::{Probe, Refused};
+pub(crate) use kind::{DeltaKind, Endpoint, Follow, Following, PageView, Sends};
 pub use paging::{first_page, next_page, next_window_start, PagingError};
 
 // The closed request shapes the read-only client builds (`edc/client.rs`):

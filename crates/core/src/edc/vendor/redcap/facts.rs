@@ -12,7 +12,7 @@ use reqwest::Url;
 use super::export::Content;
 use super::scope::Scope;
 use super::version::Version;
-use crate::edc::vendor::kind::{Probe, Refused};
+use crate::edc::vendor::answer::{Probe, Refused};
 
 const VERSION: &str = "content=version";
 const FIELD_NAMES: &str = "content=exportFieldNames";

@@ -19,7 +19,7 @@ use reqwest::Url;
 
 use super::scope::Scope;
 use crate::config::RestrictedScope;
-use crate::edc::vendor::kind::Refused;
+use crate::edc::vendor::answer::Refused;
 
 /// How a records stream is read: the record id field, the batch size, the
 /// window's two date-range parameters (which the batches leave out), and
