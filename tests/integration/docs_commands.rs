@@ -19,9 +19,18 @@ const DOCS: &[(&str, &str)] = &[
     ("README.md", include_str!("../../README.md")),
     ("docs/operations.md", include_str!("../../docs/operations.md")),
     ("docs/vendors/rave.md", include_str!("../../docs/vendors/rave.md")),
-    ("docs/vendors/vault.md", include_str!("../../docs/vendors/vault.md")),
-    ("docs/vendors/castor.md", include_str!("../../docs/vendors/castor.md")),
-    ("docs/vendors/redcap.md", include_str!("../../docs/vendors/redcap.md")),
+    (
+        "docs/vendors/vault.md",
+        include_str!("../../docs/vendors/vault.md"),
+    ),
+    (
+        "docs/vendors/castor.md",
+        include_str!("../../docs/vendors/castor.md"),
+    ),
+    (
+        "docs/vendors/redcap.md",
+        include_str!("../../docs/vendors/redcap.md"),
+    ),
     ("docs/audit-trail.md", include_str!("../../docs/audit-trail.md")),
     ("docs/architecture.md", include_str!("../../docs/architecture.md")),
     ("docs/benchmarks.md", include_str!("../../docs/benchmarks.md")),
@@ -73,6 +82,22 @@ const NOT_RUN: &[(&str, &str)] = &[
     (
         "bench startup --entries 100000",
         "a benchmark of minutes; operations::bench_startup_prints_its_figures runs it small",
+    ),
+    (
+        "edc-sync-bench state",
+        "a benchmark that starts its own PostgreSQL; state_db::bench_state_prints_commit_cost_for_files_and_postgres_and_throughput_side_by_side runs it",
+    ),
+    (
+        "bench hosts-soak --rounds 200",
+        "a soak of about a minute; state_db::hosts_taking_turns_and_killing_each_other_lose_duplicate_and_unfence_nothing runs 30 rounds",
+    ),
+    (
+        "scripts/crash-soak 200",
+        "a soak of minutes; sync::sigkill_at_random_moments_loses_and_duplicates_nothing runs 30 rounds",
+    ),
+    (
+        "bench large-page --rows 1000000",
+        "a million-row sync of about ten minutes, a script a reviewer starts (scripts/large-pages); redcap::a_log_window_too_large_for_one_trail_line_commits_and_reads_back runs 130,000 rows",
     ),
     (
         "sudo git config --file /etc/gitconfig",
