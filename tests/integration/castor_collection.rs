@@ -223,6 +223,56 @@ async fn the_pages_are_the_servers_count_and_an_empty_collection_is_a_snapshot()
     assert_eq!(made["pages"], serde_json::json!([]));
 }
 
+/// The vendor's word that there are no items is believed only where it
+/// can be true: Castor's 404 "There are no data points." on page 2 of a
+/// pass (items gone while it was read, or a server that says so wrongly),
+/// and an HTTP 500 whose body claims the 404, are not a completed window
+/// with the rest of the collection missing: the page is asked again
+/// (audited), and the pass lands every data point. Said on every attempt,
+/// the budget is spent: 75, the pages read committed, the window not
+/// complete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_items_on_a_later_page_or_at_another_status_is_asked_again_never_a_completed_window() {
+    // 1 = token, 2 = page 1, 3 = page 2, ...
+    for fault in [
+        "3=castor-error:404:There are no data points.",
+        "3=castor-error:500/404:There are no data points.",
+    ] {
+        let fx = Fixture::new();
+        let server = sim(Profile::Castor, 30, &[fault], |_| {}).await;
+        assert_exit(&fx.run(VENDOR, &server, SECRET).await, 0);
+        assert!(fx.events("collection_empty").is_empty(), "{fault}");
+        let retried = fx.events("retry_scheduled");
+        assert_eq!(retried.len(), 1, "{fault}");
+        assert!(
+            retried[0]["reason"].as_str().unwrap().contains("no items"),
+            "{fault}: {}",
+            retried[0]
+        );
+        let (made, items) = snapshot(&fx);
+        assert_eq!(
+            (made["items"].as_u64(), keys(&items).len()),
+            (Some(30), 30),
+            "{fault}"
+        );
+        assert!(verify(&fx.path("audit.jsonl")).unwrap().intact());
+    }
+    let fx = Fixture::new();
+    let faults = [
+        "3=castor-error:404:There are no data points.",
+        "4=castor-error:404:There are no data points.",
+        "5=castor-error:404:There are no data points.",
+    ];
+    let server = sim(Profile::Castor, 30, &faults, |_| {}).await;
+    assert_exit(&fx.run(VENDOR, &server, SECRET).await, 75);
+    assert!(fx.events("collection_empty").is_empty());
+    assert!(fx
+        .events("page_committed")
+        .iter()
+        .all(|l| l.get("snapshot").is_none()));
+    assert!(fx.cursor(VENDOR)["snapshot"].is_null());
+}
+
 /// The shipped `castor` vendor, as an operator runs it: `--all-streams`
 /// reads the audit trail by day and the study data whole, each into its
 /// own stream directory; the study data's snapshot holds every data point

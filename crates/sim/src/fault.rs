@@ -28,7 +28,7 @@
 //! | `vault-failure:TYPE` | 200 with Vault's `{"responseStatus":"FAILURE","errors":[{"type":TYPE,...}]}` |
 //! | `rave-error:STATUS:CODE` | STATUS with Rave's `<Response ReasonCode="CODE" ...>` |
 //! | `rave-odm-error:STATUS:CODE` | STATUS with an ODM whose `mdsol:ErrorDescription` ends `[CODE]` |
-//! | `castor-error:STATUS:DETAIL` | STATUS with Castor's problem document whose `detail` is DETAIL |
+//! | `castor-error:STATUS:DETAIL` | STATUS with Castor's problem document whose `detail` is DETAIL; `STATUS/CLAIMED` answers at STATUS a document whose own `status` says CLAIMED (a server that contradicts itself) |
 //! | `redcap-error:STATUS:TEXT` | STATUS with REDCap's error TEXT, in the format the request asked for |
 //! | `grow` | castor profile: one more study data point is in the collection from this request on (held back by `study_data_held`), inserted among its participant's, so every later page shifts; then the page |
 
@@ -85,9 +85,12 @@ pub enum Fault {
         code: String,
         odm: bool,
     },
-    /// Castor's error body (`type`, `title`, `status`, `detail`) at this status.
+    /// Castor's error body (`type`, `title`, `status`, `detail`) at this
+    /// status, its own `status` field `claimed` (the same, but for a
+    /// server that contradicts itself).
     CastorError {
         status: u16,
+        claimed: u16,
         detail: String,
     },
     /// REDCap's JSON error body `{"error": TEXT}` at this status; a TEXT
@@ -156,12 +159,16 @@ impl FromStr for Fault {
                 }
             }
             ["castor-error", status, detail] if !detail.is_empty() => {
-                let status = number(status)?;
-                if !(400..=599).contains(&status) {
+                let (status, claimed) = match status.split_once('/') {
+                    Some((status, claimed)) => (number(status)?, number(claimed)?),
+                    None => (number(status)?, number(status)?),
+                };
+                if !(400..=599).contains(&status) || !(400..=599).contains(&claimed) {
                     return Err(format!("fault {spec:?}: {status} is not an HTTP error status"));
                 }
                 Fault::CastorError {
                     status: status as u16,
+                    claimed: claimed as u16,
                     detail: (*detail).to_string(),
                 }
             }
@@ -227,7 +234,12 @@ impl std::fmt::Display for Fault {
                 let form = if *odm { "rave-odm-error" } else { "rave-error" };
                 write!(f, "{form}:{status}:{code}")
             }
-            Fault::CastorError { status, detail } => write!(f, "castor-error:{status}:{detail}"),
+            Fault::CastorError {
+                status,
+                claimed,
+                detail,
+            } if claimed != status => write!(f, "castor-error:{status}/{claimed}:{detail}"),
+            Fault::CastorError { status, detail, .. } => write!(f, "castor-error:{status}:{detail}"),
             Fault::RedcapError { status, text } => write!(f, "redcap-error:{status}:{text}"),
         }
     }
@@ -370,6 +382,15 @@ mod tests {
                 "17=castor-error:404:There are no data points.",
                 Fault::CastorError {
                     status: 404,
+                    claimed: 404,
+                    detail: "There are no data points.".into(),
+                },
+            ),
+            (
+                "18=castor-error:500/404:There are no data points.",
+                Fault::CastorError {
+                    status: 500,
+                    claimed: 404,
                     detail: "There are no data points.".into(),
                 },
             ),

@@ -377,13 +377,17 @@ async fn decide(
                 body,
             )
         }
-        Some(Fault::CastorError { status, detail }) => {
+        Some(Fault::CastorError {
+            status,
+            claimed,
+            detail,
+        }) => {
             let code = StatusCode::from_u16(*status).unwrap_or(StatusCode::NOT_FOUND);
             let title = code.canonical_reason().unwrap_or("Error");
             Answer::body(
                 code,
                 "application/problem+json",
-                vendor::castor::problem(*status, title, detail),
+                vendor::castor::problem(*claimed, title, detail),
             )
         }
         // REDCap answers an error in the requested format (JSON here), and

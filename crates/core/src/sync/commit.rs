@@ -597,9 +597,19 @@ impl PageCommit {
         let summary = match Self::check_page(stream, check) {
             Ok(summary) => summary,
             Err(NotAPage::Vendor(error)) if error.kind == VendorErrorKind::NoItems => {
-                return self
-                    .collection_empty(stream, slots, window, req, &meta, error, (temp, digest))
-                    .await;
+                let dialect = stream.job.policy.dialect;
+                let can_be_empty = window.may_be_empty(&stream.job.kind, url);
+                return match vendor::believes_no_items(dialect, meta.status.as_u16(), can_be_empty) {
+                    Ok(()) => {
+                        self.collection_empty(stream, slots, window, req, &meta, error, (temp, digest))
+                            .await
+                    }
+                    Err(why) => {
+                        let reason =
+                            format!("{why} ({error}); nothing was committed and the page is asked again");
+                        stream.retry_later(req, reason, meta.execution_id).await
+                    }
+                };
             }
             Err(NotAPage::Vendor(error)) => {
                 return stream.vendor_error(req, &meta, error).await;

@@ -492,12 +492,25 @@ impl<P: Pacer> Loop<'_, P> {
             &job.request_line(url),
         );
         if let Verdict::Vendor(error) = &verdict {
-            // Read whole (a capped read would not be the answer's hash).
+            // The vendor's word that there are no items ends the window
+            // only where it can be true (`vendor::believes_no_items`);
+            // anywhere else the page is asked again. Read whole (a capped
+            // read would not be the answer's hash).
             if error.kind == vendor::VendorErrorKind::NoItems && body.len() < ERROR_BODY_CAP {
-                let answer = commit.answer(stream, &body)?;
-                return commit
-                    .collection_empty(stream, slots, window, req, &meta, error.clone(), answer)
-                    .await;
+                let can_be_empty = window.may_be_empty(&job.kind, url);
+                return match vendor::believes_no_items(dialect, meta.status.as_u16(), can_be_empty) {
+                    Ok(()) => {
+                        let answer = commit.answer(stream, &body)?;
+                        commit
+                            .collection_empty(stream, slots, window, req, &meta, error.clone(), answer)
+                            .await
+                    }
+                    Err(why) => {
+                        let reason =
+                            format!("{why} ({error}); nothing was committed and the page is asked again");
+                        stream.retry_later(req, reason, meta.execution_id).await
+                    }
+                };
             }
         }
         match verdict {

@@ -147,6 +147,12 @@ impl Window {
         self.following.get_or_insert_with(Following::plain)
     }
 
+    /// Whether the page `url` asks can hold no items
+    /// (`DeltaKind::may_be_empty`).
+    pub(crate) fn may_be_empty(&self, kind: &crate::edc::vendor::DeltaKind, url: &Url) -> bool {
+        self.following.as_ref().is_some_and(|f| kind.may_be_empty(f, url))
+    }
+
     /// The query to POST to `url`: a VQL delta's, on its first page only.
     pub(crate) fn query_for(&self, url: &Url) -> Option<&crate::edc::VqlSelect> {
         self.following.as_ref().and_then(|f| f.query_for(url))

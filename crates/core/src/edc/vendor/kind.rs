@@ -155,6 +155,9 @@ enum Style {
 #[derive(Debug)]
 pub(crate) struct Following {
     state: State,
+    /// The window's (or a collection's pass's) first request, once asked
+    /// this run: the one page whose vendor's word "no items" can be true.
+    first: Option<Url>,
 }
 
 #[derive(Debug)]
@@ -233,7 +236,7 @@ impl DeltaKind {
             },
             Style::Records(paging) => State::Records(Records::new(paging.clone())),
         };
-        Following { state }
+        Following { state, first: None }
     }
 
     /// Whether a window left part-way is read on from the page it stopped
@@ -258,7 +261,20 @@ impl DeltaKind {
         end: Option<&str>,
         following: &mut Following,
     ) -> Result<Url, PagingError> {
-        let first = |start, end| {
+        let url = self.first_request(at, start, end, following)?;
+        following.first = Some(url.clone());
+        Ok(url)
+    }
+
+    /// [`Self::first_page`] as each style makes it.
+    fn first_request(
+        &self,
+        at: Endpoint<'_>,
+        start: Option<&str>,
+        end: Option<&str>,
+        following: &mut Following,
+    ) -> Result<Url, PagingError> {
+        let first = |start: Option<&str>, end: Option<&str>| {
             paging::first_page(at.origin, at.base, &self.delta, at.spec, at.identity, start, end)
         };
         match (&self.style, &mut following.state) {
@@ -330,6 +346,15 @@ impl DeltaKind {
     /// Whether what follows a page is read from its whole body.
     pub(crate) fn reads_body(&self) -> bool {
         matches!(self.style, Style::Records(_))
+    }
+
+    /// Whether the page `url` asks can hold no items in the window
+    /// `following` reads: the first page of a window or of a collection's
+    /// pass, or any page of a window read until a short page (it was asked
+    /// because the page before it was full); not a later page of a
+    /// collection, whose page count its first page stated.
+    pub(crate) fn may_be_empty(&self, following: &Following, url: &Url) -> bool {
+        following.first.as_ref() == Some(url) || !matches!(self.style, Style::Collection)
     }
 
     /// Whether the page's records carry no time of their own, and are
@@ -454,7 +479,10 @@ impl DeltaKind {
 impl Following {
     /// A window the vendor reads by its paging style alone.
     pub(crate) fn plain() -> Following {
-        Following { state: State::Plain }
+        Following {
+            state: State::Plain,
+            first: None,
+        }
     }
 
     /// The query to POST to `url`: a VQL delta's, on its first page only.

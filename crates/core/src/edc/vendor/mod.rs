@@ -83,6 +83,40 @@ pub(crate) fn error_in_body(dialect: Dialect, status: u16, body: &[u8]) -> Optio
     }
 }
 
+/// Whether the vendor's word that a collection holds no items
+/// ([`VendorErrorKind::NoItems`]) is believed for the answer of HTTP
+/// `status` to a request whose page can (`can_be_empty`) or cannot be
+/// empty ([`kind::DeltaKind::may_be_empty`]: the first page of a window or
+/// pass, or the page after a full one of a window read until a short
+/// page; not a later page of a collection whose page count its pages
+/// stated). Only with the status the vendor documents for that answer
+/// (Castor's 404 "There are no ..."), and only where it can be true: a page
+/// the collection said it has cannot be empty unless items went while it
+/// was read, and an answer at another status (a 500 whose body claims it)
+/// is not the vendor's documented word. `Err` says why it is not believed:
+/// the loop then takes it for a failed page, retried within the budget,
+/// never a completed window.
+pub(crate) fn believes_no_items(dialect: Dialect, status: u16, can_be_empty: bool) -> Result<(), String> {
+    let documented = match dialect {
+        Dialect::Castor => castor::NO_ITEMS_STATUS,
+        Dialect::Generic | Dialect::Vault | Dialect::Rave | Dialect::Redcap => {
+            return Err("this vendor documents no answer that a collection is empty".into())
+        }
+    };
+    match (status == documented, can_be_empty) {
+        (true, true) => Ok(()),
+        (false, _) => Err(format!(
+            "the vendor's answer that the collection holds no items came with HTTP {status}, not the {documented} \
+             it documents for it"
+        )),
+        (true, false) => Err(
+            "the vendor answered that the collection holds no items on a page its pass said it has (after the \
+             first), which cannot be empty unless items went while it was read"
+                .into(),
+        ),
+    }
+}
+
 pub(super) fn scrubbed(message: &str) -> String {
     crate::redact::scrub(message).into_owned()
 }

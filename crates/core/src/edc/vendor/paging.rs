@@ -182,7 +182,7 @@ pub fn next_page(
             };
             return Ok(more.then(|| numbered(page_url, page_param, current + 1)));
         }
-        // REDCap's batches follow from the id list (`sync/batches.rs`).
+        // REDCap's batches follow from the id list (`redcap/records.rs`).
         Paging::RaveDataset | Paging::WholeWindow | Paging::RedcapRecords { .. } => None,
         Paging::JsonNext { .. } => summary.next_link.clone(),
         Paging::LinkHeader | Paging::RaveStartid => {

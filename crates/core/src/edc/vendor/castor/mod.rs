@@ -16,6 +16,10 @@ pub(crate) mod pass;
 use super::{scrubbed, NotAPage, VendorError, VendorErrorKind};
 use crate::edc::payload::PageSummary;
 
+/// The status Castor answers an empty collection with: a 404 whose
+/// `detail` says "There are no ..." (castoredc_api `all_report_instances`).
+pub(super) const NO_ITEMS_STATUS: u16 = 404;
+
 /// What a Castor error body holds that we read.
 #[derive(serde::Deserialize)]
 struct Problem {
