@@ -47,7 +47,7 @@ async fn a_run_keeps_cursor_manifest_and_trail_in_the_database_and_the_next_resu
     assert!(!fx.path("state").exists(), "no state directory");
     let rows = trail_rows(&pg, "audit.jsonl");
     assert_eq!(rows[0]["event"], "run_started");
-    assert_eq!(rows[0]["state_schema_version"], 5);
+    assert_eq!(rows[0]["state_schema_version"], 6);
     let commits: Vec<_> = rows.iter().filter(|l| l["event"] == "page_committed").collect();
     assert_eq!(commits.len(), 1);
     spec.options.max_pages = None;
@@ -179,12 +179,16 @@ async fn a_database_without_the_schema_or_with_another_version_is_refused_78_bef
     );
     pg.psql(
         "edc",
-        "INSERT INTO edc_sync_schema (version, description, tool_version) VALUES (6, 'from the future', '9.9.9')",
+        "INSERT INTO edc_sync_schema (version, description, tool_version) VALUES (99, 'from the future', '9.9.9')",
     )
     .unwrap();
     let out = sync_bin(&fx, &sim, &pg.owner_url(), &[]);
     assert_eq!(out.code, 78, "{}", out.stderr);
-    assert!(out.stderr.contains("schema version 6 is newer"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("schema version 99 is newer"),
+        "{}",
+        out.stderr
+    );
     assert_eq!(
         pg.psql("edc", "SELECT count(*) FROM edc_sync_audit_line")
             .unwrap(),
@@ -1262,6 +1266,94 @@ async fn a_cursor_row_moves_only_with_its_page_committed_line() {
     assert_exact(&pg, &fx, 100);
 }
 
+/// The shadow attack: a role with TEMP makes a temporary
+/// `edc_sync_audit_line` (a session searches its temporary tables first),
+/// puts in it a `page_committed` line of its own transaction naming any
+/// cursor it likes, and moves the cursor row. The run role has no TEMP on
+/// the database; given it back by hand, the cursor trigger, whose search
+/// path is pinned and whose tables are schema-qualified, still reads the
+/// real trail and refuses the move itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_temporary_trail_cannot_move_a_cursor_row() {
+    let (pg, fx, sim) = four_pages_in_a_database().await;
+    let unpinned = pg
+        .psql(
+            "edc",
+            "SELECT string_agg(proname, ' ') FROM pg_proc WHERE proname LIKE 'edc\\_sync\\_%' \
+             AND NOT coalesce(array_to_string(proconfig, ' ') LIKE '%search_path=pg_catalog, public, pg_temp%', false)",
+        )
+        .unwrap();
+    assert_eq!(unpinned.trim(), "", "functions whose search path is not pinned");
+    let row = "SELECT state, audit_n FROM edc_sync_cursor";
+    let before = pg.psql("edc", row).unwrap();
+    let shadow = "BEGIN; \
+        CREATE TEMP TABLE edc_sync_audit_line (trail text, n bigint, byte_offset bigint, line text, \
+            sha256 text, event text, stream text); \
+        INSERT INTO edc_sync_audit_line SELECT trail, audit_n, 0, \
+            json_build_object('cursor_state', jsonb_set(state::jsonb - 'receipt', '{window_start}', \
+                '\"2099-01-01T00:00:00Z\"'))::text, '', 'page_committed', stream FROM edc_sync_cursor; \
+        UPDATE edc_sync_cursor SET state = jsonb_set(state::jsonb, '{window_start}', \
+            '\"2099-01-01T00:00:00Z\"')::text; \
+        COMMIT;";
+    let no_temp = pg
+        .psql_as("edc_run", "edc", shadow)
+        .expect_err("the run role made a temporary trail");
+    assert!(no_temp.contains("permission denied"), "{no_temp}");
+    pg.psql("edc", "GRANT TEMPORARY ON DATABASE edc TO edc_run")
+        .unwrap();
+    let refused = pg
+        .psql_as("edc_run", "edc", shadow)
+        .expect_err("a temporary trail moved the cursor row");
+    assert!(
+        refused.contains("edc_sync_cursor row")
+            && refused.contains("moves only with its page_committed line"),
+        "refused by the trigger itself: {refused}"
+    );
+    assert_eq!(pg.psql("edc", row).unwrap(), before, "the row did not move");
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_exact(&pg, &fx, 100);
+}
+
+/// TEMP a run role holds through another role is not taken by revoking
+/// it from the run role: `state migrate --grant-to` then refuses (78),
+/// naming the right and the statement the database's owner runs.
+#[test]
+fn a_run_role_that_keeps_temp_through_another_role_is_refused_by_the_grant() {
+    let pg = postgres::start_migrated();
+    pg.psql(
+        "edc",
+        "CREATE ROLE edc_scratch NOLOGIN; GRANT TEMPORARY ON DATABASE edc TO edc_scratch; GRANT edc_scratch TO edc_run",
+    )
+    .unwrap();
+    let out = support::run(&[
+        "state",
+        "migrate",
+        "--state",
+        &pg.owner_url(),
+        "--grant-to",
+        "edc_run",
+    ]);
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("temporary tables")
+            && out.stderr.contains("REVOKE TEMPORARY ON DATABASE \"edc\""),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(out.stderr.trim().lines().count(), 1, "{}", out.stderr);
+    pg.psql("edc", "REVOKE edc_scratch FROM edc_run").unwrap();
+    let out = support::run(&[
+        "state",
+        "migrate",
+        "--state",
+        &pg.owner_url(),
+        "--grant-to",
+        "edc_run",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
 /// A database a run of the version before left at schema version 1 (its
 /// rows kept): runs refuse it (78, naming `state migrate`) until the owner
 /// migrates it, and then resume from its cursor with the new trigger on.
@@ -1300,7 +1392,8 @@ async fn a_database_at_schema_version_1_is_migrated_in_place_and_resumed() {
         migrated.stdout.contains("applied schema version 2")
             && migrated.stdout.contains("applied schema version 3")
             && migrated.stdout.contains("applied schema version 4")
-            && migrated.stdout.contains("applied schema version 5"),
+            && migrated.stdout.contains("applied schema version 5")
+            && migrated.stdout.contains("applied schema version 6"),
         "{}",
         migrated.stdout
     );

@@ -47,9 +47,9 @@ async fn oq_033(ctx: &mut Ctx) -> anyhow::Result<()> {
     let at = said.lines().last().unwrap_or_default();
     ctx.check(
         "edc-sync state migrate --grant-to edc_run, as the schema's owner",
-        "exit 0, schema version 5",
+        "exit 0, schema version 6",
         format!("applied versions {}; {at}", applied.join(", ")),
-        code(&migrated) == 0 && said.contains("schema version 5 (current)"),
+        code(&migrated) == 0 && said.contains("schema version 6 (current)"),
     );
     let config = ctx.policy_repo()?;
     let sim = ctx.sim(100, &[], None).await?;
@@ -186,6 +186,34 @@ async fn oq_033(ctx: &mut Ctx) -> anyhow::Result<()> {
             .as_ref()
             .is_err_and(|e| e.contains("moves only with its page_committed line")),
     );
+    // The shadow move: a temporary trail of the session's own, searched
+    // before the schema, naming the moved cursor as its commit.
+    let shadow = format!(
+        "BEGIN; CREATE TEMP TABLE edc_sync_audit_line (trail text, n bigint, byte_offset bigint, line text, \
+         sha256 text, event text, stream text); INSERT INTO edc_sync_audit_line SELECT trail, audit_n, 0, \
+         json_build_object('cursor_state', jsonb_set(state::jsonb - 'receipt', '{{window_start}}', \
+         '\"1999-01-01T00:00:00Z\"'))::text, '', 'page_committed', stream FROM edc_sync_cursor; {moved} COMMIT;"
+    );
+    let no_temp = pg.psql_as("edc_run", "edc", &shadow);
+    ctx.check(
+        "the run role shadows the trail with a temporary table to move the cursor row",
+        "refused: permission denied to create temporary tables",
+        refused_text(&no_temp),
+        no_temp.as_ref().is_err_and(|e| e.contains("permission denied")),
+    );
+    pg.psql("edc", "GRANT TEMPORARY ON DATABASE edc TO edc_run")
+        .map_err(anyhow::Error::msg)?;
+    let shadowed = pg.psql_as("edc_run", "edc", &shadow);
+    pg.psql("edc", "REVOKE TEMPORARY ON DATABASE edc FROM edc_run")
+        .map_err(anyhow::Error::msg)?;
+    ctx.check(
+        "the same, with TEMP granted back to the run role by hand",
+        "refused by the cursor trigger: the row moves only with its page_committed line",
+        refused_text(&shadowed),
+        shadowed
+            .as_ref()
+            .is_err_and(|e| e.contains("moves only with its page_committed line")),
+    );
     // The schema's owner, who can turn the triggers off: the start-up
     // proof is what is left.
     pg.psql(
@@ -217,6 +245,10 @@ async fn oq_033(ctx: &mut Ctx) -> anyhow::Result<()> {
 fn refused_text(result: &Result<String, String>) -> String {
     match result {
         Ok(out) => format!("succeeded: {}", out.trim()),
-        Err(e) => format!("refused: {}", e.trim()),
+        // psql's own words, without the statement it echoes before them.
+        Err(e) => {
+            let said = e.find("ERROR:").map_or(e.as_str(), |at| &e[at..]);
+            format!("refused: {}", said.trim())
+        }
     }
 }

@@ -19,7 +19,7 @@ use super::DbUrl;
 use crate::db_error::DbError;
 
 /// The schema version this binary reads and writes.
-pub const CURRENT: i32 = 5;
+pub const CURRENT: i32 = 6;
 
 /// One migration: its version, what it does, and its SQL.
 struct Migration {
@@ -28,7 +28,7 @@ struct Migration {
     sql: &'static str,
 }
 
-const MIGRATIONS: [Migration; 5] = [
+const MIGRATIONS: [Migration; 6] = [
     Migration {
         version: 1,
         description: "audit trail, manifest, cursor, run lock and anchors; append-only and chain triggers",
@@ -54,6 +54,12 @@ const MIGRATIONS: [Migration; 5] = [
         version: 5,
         description: "a cursor row holds its lookback memory by its seal, the memory in edc_sync_memory rows",
         sql: V5,
+    },
+    Migration {
+        version: 6,
+        description:
+            "every function and trigger pins its search path and names its tables by schema; no TEMP for runs",
+        sql: V6,
     },
 ];
 
@@ -377,12 +383,169 @@ BEGIN
 END $$;
 "#;
 
+/// A session searches its own temporary tables before any schema, so a
+/// role that may create one could shadow `edc_sync_audit_line` with a
+/// table of its own and have a trigger read that instead (a cursor row
+/// moved "with its line" when the line is the role's own). From here every
+/// function the schema made, triggers included, runs with its search path
+/// fixed to `pg_catalog`, the schema it was made in and `pg_temp` last, and
+/// names every table by that schema; and no role that may move a cursor
+/// keeps TEMP on the database (the grant step checks it: [`migrate`]).
+/// `@schema@` is the schema the migration runs in, as a quoted identifier.
+const V6: &str = r#"
+CREATE OR REPLACE FUNCTION @schema@.edc_sync_append_only() RETURNS trigger LANGUAGE plpgsql
+        SET search_path = pg_catalog, @schema@, pg_temp AS $$
+BEGIN
+    RAISE EXCEPTION 'edc-sync: % is append-only; % refused', TG_TABLE_NAME, TG_OP USING ERRCODE = 'ED001';
+END $$;
+
+CREATE OR REPLACE FUNCTION @schema@.edc_sync_audit_chain() RETURNS trigger LANGUAGE plpgsql
+        SET search_path = pg_catalog, @schema@, pg_temp AS $$
+DECLARE
+    prev @schema@.edc_sync_audit_line%ROWTYPE;
+BEGIN
+    IF NEW.sha256 <> encode(sha256(convert_to(NEW.line, 'UTF8')), 'hex') THEN
+        RAISE EXCEPTION 'edc-sync: line % of trail % does not hash to its sha256', NEW.n, NEW.trail USING ERRCODE = 'ED002';
+    END IF;
+    SELECT * INTO prev FROM @schema@.edc_sync_audit_line WHERE trail = NEW.trail ORDER BY n DESC LIMIT 1;
+    IF NOT FOUND THEN
+        IF NEW.n <> 1 OR NEW.byte_offset <> 0 OR (NEW.line::json ->> 'prev_sha256') IS DISTINCT FROM repeat('0', 64) THEN
+            RAISE EXCEPTION 'edc-sync: the first line of trail % must be line 1 at byte 0 chained to zeros', NEW.trail USING ERRCODE = 'ED002';
+        END IF;
+    ELSIF NEW.n <> prev.n + 1
+        OR NEW.byte_offset <> prev.byte_offset + octet_length(prev.line) + 1
+        OR (NEW.line::json ->> 'prev_sha256') IS DISTINCT FROM prev.sha256 THEN
+        RAISE EXCEPTION 'edc-sync: line % of trail % does not chain to line %', NEW.n, NEW.trail, prev.n USING ERRCODE = 'ED002';
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE OR REPLACE FUNCTION @schema@.edc_sync_cursor_with_its_line() RETURNS trigger LANGUAGE plpgsql
+        SET search_path = pg_catalog, @schema@, pg_temp AS $$
+DECLARE
+    ours boolean;
+    says jsonb;
+    last_commit bigint;
+BEGIN
+    SELECT l.xmin = pg_current_xact_id()::xid, (l.line::jsonb) -> 'cursor_state' INTO ours, says
+        FROM @schema@.edc_sync_audit_line l
+        WHERE l.trail = NEW.trail AND l.n = NEW.audit_n AND l.event = 'page_committed' AND l.stream = NEW.stream;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'edc-sync: edc_sync_cursor row % names line % of trail %, which is no page_committed line of its stream',
+            NEW.stream, NEW.audit_n, NEW.trail USING ERRCODE = 'ED003';
+    END IF;
+    IF ours THEN
+        RETURN NEW;
+    END IF;
+    SELECT max(n) INTO last_commit FROM @schema@.edc_sync_audit_line
+        WHERE trail = NEW.trail AND event = 'page_committed' AND stream = NEW.stream;
+    IF NEW.audit_n IS DISTINCT FROM last_commit
+        OR (NEW.state::jsonb - 'receipt' - 'lookback') IS DISTINCT FROM (says - 'lookback') THEN
+        RAISE EXCEPTION 'edc-sync: edc_sync_cursor row % moves only with its page_committed line, in one transaction, or to what the stream''s last commit (line %) records',
+            NEW.stream, last_commit USING ERRCODE = 'ED003';
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE OR REPLACE FUNCTION @schema@.edc_sync_hmac_sha256(k bytea, m bytea) RETURNS bytea LANGUAGE plpgsql IMMUTABLE STRICT
+        SET search_path = pg_catalog, @schema@, pg_temp AS $$
+DECLARE
+    block bytea := k || decode(repeat('00', 64 - octet_length(k)), 'hex');
+    inner_pad bytea := block;
+    outer_pad bytea := block;
+BEGIN
+    FOR i IN 0..63 LOOP
+        inner_pad := set_byte(inner_pad, i, get_byte(block, i) # 54);
+        outer_pad := set_byte(outer_pad, i, get_byte(block, i) # 92);
+    END LOOP;
+    RETURN sha256(outer_pad || sha256(inner_pad || m));
+END $$;
+
+CREATE OR REPLACE FUNCTION @schema@.edc_sync_gate_key_id() RETURNS text LANGUAGE sql STABLE SECURITY DEFINER
+        SET search_path = pg_catalog, @schema@, pg_temp AS $$
+    SELECT key_id FROM @schema@.edc_sync_append_gate ORDER BY id DESC LIMIT 1
+$$;
+
+CREATE OR REPLACE FUNCTION @schema@.edc_sync_append_line(p_trail text, p_n bigint, p_offset bigint, p_line text,
+        p_sha256 text, p_event text, p_stream text, p_gate_mac text) RETURNS void LANGUAGE plpgsql SECURITY DEFINER
+        SET search_path = pg_catalog, @schema@, pg_temp AS $$
+DECLARE
+    gate @schema@.edc_sync_append_gate%ROWTYPE;
+BEGIN
+    SELECT * INTO gate FROM @schema@.edc_sync_append_gate ORDER BY id DESC LIMIT 1;
+    IF FOUND AND p_gate_mac IS DISTINCT FROM
+            encode(@schema@.edc_sync_hmac_sha256(gate.gate_key, convert_to(p_sha256, 'UTF8')), 'hex') THEN
+        RAISE EXCEPTION 'edc-sync: line % of trail % is not from a holder of audit key % (state migrate --require-audit-key)',
+            p_n, p_trail, gate.key_id USING ERRCODE = 'ED004';
+    END IF;
+    INSERT INTO @schema@.edc_sync_audit_line (trail, n, byte_offset, line, sha256, event, stream)
+        VALUES (p_trail, p_n, p_offset, p_line, p_sha256, p_event, p_stream);
+END $$;
+
+CREATE OR REPLACE FUNCTION @schema@.edc_sync_append_manifest(p_stream text, p_line text, p_page_key text,
+        p_sha256 text, p_trail text, p_audit_n bigint) RETURNS void LANGUAGE plpgsql SECURITY DEFINER
+        SET search_path = pg_catalog, @schema@, pg_temp AS $$
+BEGIN
+    PERFORM 1 FROM @schema@.edc_sync_audit_line l
+        WHERE l.trail = p_trail AND l.n = p_audit_n AND l.event = 'page_committed' AND l.stream = p_stream
+          AND l.xmin = pg_current_xact_id()::xid;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'edc-sync: a manifest row of stream % is added only with its page_committed line, in one transaction (line % of trail % is not one)',
+            p_stream, p_audit_n, p_trail USING ERRCODE = 'ED005';
+    END IF;
+    INSERT INTO @schema@.edc_sync_manifest (stream, n, line, page_key, sha256, trail, audit_n)
+        SELECT p_stream, coalesce(max(n), 0) + 1, p_line, p_page_key, p_sha256, p_trail, p_audit_n
+        FROM @schema@.edc_sync_manifest WHERE stream = p_stream;
+END $$;
+
+CREATE OR REPLACE FUNCTION @schema@.edc_sync_append_anchor(p_trail text, p_n bigint, p_sha256 text) RETURNS void
+        LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, @schema@, pg_temp AS $$
+BEGIN
+    PERFORM 1 FROM @schema@.edc_sync_audit_line WHERE trail = p_trail AND n = p_n AND sha256 = p_sha256;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'edc-sync: an anchor names line % of trail % as it is, and it is not %',
+            p_n, p_trail, p_sha256 USING ERRCODE = 'ED005';
+    END IF;
+    INSERT INTO @schema@.edc_sync_anchor (trail, n, sha256) VALUES (p_trail, p_n, p_sha256) ON CONFLICT DO NOTHING;
+END $$;
+
+CREATE OR REPLACE FUNCTION @schema@.edc_sync_grant_appends(role text) RETURNS void LANGUAGE plpgsql
+        SET search_path = pg_catalog, @schema@, pg_temp AS $$
+BEGIN
+    EXECUTE format('REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON @schema@.edc_sync_audit_line, @schema@.edc_sync_manifest, '
+        '@schema@.edc_sync_anchor, @schema@.edc_sync_append_gate FROM %I', role);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION @schema@.edc_sync_append_line(text, bigint, bigint, text, text, text, text, text), '
+        '@schema@.edc_sync_append_manifest(text, text, text, text, text, bigint), '
+        '@schema@.edc_sync_append_anchor(text, bigint, text), @schema@.edc_sync_gate_key_id() TO %I', role);
+END $$;
+
+-- TEMP is a right on the database, not the schema: a migration run by
+-- the database's owner takes it from PUBLIC and from every role that may
+-- move a cursor; run by anyone else this only warns, and the grant step
+-- refuses a run role that still has it.
+DO $$
+DECLARE
+    r record;
+BEGIN
+    EXECUTE format('REVOKE TEMPORARY ON DATABASE %I FROM PUBLIC', current_database());
+    FOR r IN SELECT DISTINCT grantee FROM information_schema.role_table_grants
+        WHERE table_schema = current_schema() AND table_name = 'edc_sync_cursor'
+          AND privilege_type = 'UPDATE' AND grantee NOT IN (current_user, 'PUBLIC')
+    LOOP
+        EXECUTE format('REVOKE TEMPORARY ON DATABASE %I FROM %I', current_database(), r.grantee);
+    END LOOP;
+END $$;
+"#;
+
 /// What the run role is granted (`state migrate --grant-to ROLE`): reading
 /// everything, adding to the trail, the manifest and the anchors through
 /// the append functions only (`edc_sync_grant_appends`, version 4), and
 /// moving only the cursor (with its lookback memory's rows, version 5) and
-/// the run lock. Never UPDATE or DELETE on a table whose rows are evidence.
-const GRANTS: [&str; 4] = [
+/// the run lock. Never UPDATE or DELETE on a table whose rows are evidence,
+/// and never TEMP on the database (version 6): [`migrate`] then checks that
+/// the role has none left, from PUBLIC or from a grant of its own.
+const GRANTS: [&str; 5] = [
+    "REVOKE TEMPORARY ON DATABASE {database} FROM PUBLIC, {role}",
     "GRANT SELECT ON edc_sync_schema, edc_sync_identity, edc_sync_audit_line, edc_sync_manifest, edc_sync_anchor \
      TO {role}",
     "GRANT SELECT, INSERT, UPDATE ON edc_sync_cursor, edc_sync_run_lock TO {role}",
@@ -423,13 +586,23 @@ pub async fn migrate(
     if found > CURRENT {
         return Err(newer(url, found));
     }
+    let schema: Option<String> = client
+        .query_one("SELECT current_schema()", &[])
+        .await
+        .map_err(classify("read the schema of"))?
+        .get(0);
+    let schema = schema.ok_or_else(|| DbError::Config {
+        url: url.shown().to_string(),
+        detail: "has no schema on the search path to create the edc-sync schema in (nothing was written)"
+            .into(),
+    })?;
     let mut applied = Vec::new();
     for m in MIGRATIONS.iter().filter(|m| m.version > found) {
         let tx = client
             .transaction()
             .await
             .map_err(classify("start a migration in"))?;
-        tx.batch_execute(m.sql)
+        tx.batch_execute(&m.sql.replace("@schema@", &quote_ident(&schema)))
             .await
             .map_err(classify("apply a migration to"))?;
         tx.execute(
@@ -445,16 +618,54 @@ pub async fn migrate(
         });
     }
     if let Some(role) = grant_to {
-        let literal = format!("'{}'", role.replace('\'', "''"));
-        let role = quote_ident(role);
-        for grant in GRANTS {
-            client
-                .batch_execute(&grant.replace("{role}", &role).replace("{literal}", &literal))
-                .await
-                .map_err(classify("grant the run role its rights in"))?;
-        }
+        grant(client, url, role).await?;
     }
     Ok(applied)
+}
+
+/// Grants `role` what runs need ([`GRANTS`]), then refuses (78) when it
+/// can still create temporary tables: only the database's owner can take
+/// TEMP from PUBLIC, and a schema owner who is not it is told what to ask.
+async fn grant(client: &tokio_postgres::Client, url: &DbUrl, role: &str) -> Result<(), DbError> {
+    let classify = |op| move |e| super::error::classify(url, op, e);
+    let database: String = client
+        .query_one("SELECT current_database()", &[])
+        .await
+        .map_err(classify("read the name of"))?
+        .get(0);
+    let literal = format!("'{}'", role.replace('\'', "''"));
+    for grant in GRANTS {
+        let sql = grant
+            .replace("{role}", &quote_ident(role))
+            .replace("{literal}", &literal)
+            .replace("{database}", &quote_ident(&database));
+        client
+            .batch_execute(&sql)
+            .await
+            .map_err(classify("grant the run role its rights in"))?;
+    }
+    let temp: bool = client
+        .query_one(
+            "SELECT has_database_privilege($1, current_database(), 'TEMPORARY')",
+            &[&role],
+        )
+        .await
+        .map_err(classify("read the run role's rights in"))?
+        .get(0);
+    if temp {
+        return Err(DbError::Config {
+            url: url.shown().to_string(),
+            detail: format!(
+                "the run role {role} can still create temporary tables in database {database}, which could \
+                 shadow the trail for its own session; as the database's owner run `REVOKE TEMPORARY ON \
+                 DATABASE {q} FROM PUBLIC, {r}` (and from any role {role} is a member of that holds it), then \
+                 migrate again with --grant-to",
+                q = quote_ident(&database),
+                r = quote_ident(role)
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// The schema version of the database (0: none yet).
