@@ -14,6 +14,10 @@
 //! trigger checks every new trail row against the row before it: its
 //! number, byte offset, SHA-256 and `prev_sha256`, so no writer can insert
 //! a line that does not chain.
+//!
+//! One concept: the schema's versions. Each migration's SQL stays beside
+//! the reason it exists, and the step that applies them and grants the run
+//! role its rights reads them; the SQL is most of the length.
 
 use super::DbUrl;
 use crate::db_error::DbError;
