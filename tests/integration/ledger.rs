@@ -774,6 +774,43 @@ async fn verify_counts_a_page_listed_twice_under_another_page_key(site: Site) {
     );
 }
 
+/// A manifest line appended past the cursor's point, listing a landed page
+/// again under another page key with the run id of a run the trail
+/// records, is no line any `page_committed` line stands for: the next run
+/// names it (where it started, its SHA-256, what it listed) in a
+/// `manifest_lines_removed` line, cuts the manifest back to the cursor's
+/// point, and goes on; a reader of the manifest counts every record once.
+/// (A state database takes a manifest row only with its commit line.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manifest_line_past_the_cursor_that_no_commit_records_is_removed_naming_it() {
+    let site = Site::new(Backend::Files).await;
+    let out = site.sync(&["--max-pages", "2"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let manifest = site.stream_dir().join("manifest.jsonl");
+    let mut text = std::fs::read_to_string(&manifest).unwrap();
+    let cut_at = text.len() as u64;
+    let mut entry: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    entry["page_key"] = format!("{}&again=1", entry["page_key"].as_str().unwrap()).into();
+    let line = serde_json::to_string(&entry).unwrap() + "\n";
+    text.push_str(&line);
+    std::fs::write(&manifest, &text).unwrap();
+    let out = site.sync(&[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let removed = support::audit_events(&site.fx.trail(), "manifest_lines_removed");
+    assert_eq!(removed.len(), 1, "{removed:?}");
+    assert_eq!(removed[0]["manifest_bytes"], cut_at);
+    let named = &removed[0]["removed"][0];
+    assert_eq!(named["at"], cut_at);
+    assert_eq!(named["sha256"], edc_core::digest::sha256_hex(line.as_bytes()));
+    assert_eq!(named["page_key"], entry["page_key"]);
+    assert!(!site.manifest().contains("again=1"), "the line is gone");
+    site.assert_every_record_once();
+    let out = site.verify();
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let out = site.audit_verify();
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+}
+
 /// A receipt that names no commit line (zeroed, or past the trail's end;
 /// in a database, a row pointed at a line that is no commit) proves
 /// nothing: the cursor is held to the trail's last commit of its stream,

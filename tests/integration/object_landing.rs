@@ -577,6 +577,48 @@ async fn a_manifest_object_past_the_index_is_removed_only_with_an_audit_line() {
     assert_eq!(removed["bytes"], body.len());
 }
 
+/// The same page listed again under another page key, in the state's
+/// manifest index past the cursor's point and as its object in the
+/// bucket: the index line is named (`manifest_lines_removed`) and cut, then
+/// its object, now past the index's end, is named
+/// (`manifest_objects_removed`) and removed; the bucket lists every record
+/// once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manifest_line_past_the_cursor_that_no_commit_records_is_removed_from_index_and_bucket() {
+    let fx = Fixture::new();
+    let sim = sim(23).await;
+    let out = fx.garage.url("again");
+    let first = support::run_cmd(&mut fx.sync(&sim.base_url(), &out));
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let index = fx.path("state/.landing/vault_json/-/S-1/-/default/manifest.jsonl");
+    let mut text = std::fs::read_to_string(&index).unwrap();
+    let len = text.len();
+    let mut entry: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    entry["page_key"] = format!("{}&again=1", entry["page_key"].as_str().unwrap()).into();
+    let line = serde_json::to_string(&entry).unwrap() + "\n";
+    text.push_str(&line);
+    std::fs::write(&index, &text).unwrap();
+    let planted = format!("again/vault_json/-/S-1/-/default/manifest/{len:015}.json");
+    fx.garage.put(&planted, line.clone().into_bytes()).await.unwrap();
+    let second = support::run_cmd(&mut fx.sync(&sim.base_url(), &out));
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    let lines = support::audit_events(&fx.path("audit.jsonl"), "manifest_lines_removed");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(
+        lines[0]["removed"][0]["sha256"],
+        edc_core::digest::sha256_hex(line.as_bytes())
+    );
+    let objects = support::audit_events(&fx.path("audit.jsonl"), "manifest_objects_removed");
+    assert_eq!(objects.len(), 1, "{objects:?}");
+    assert_eq!(
+        objects[0]["removed"][0]["sha256"],
+        edc_core::digest::sha256_hex(line.as_bytes())
+    );
+    assert_eq!(std::fs::read_to_string(&index).unwrap().len(), len);
+    ids_once(&fx.downloaded("again").await, 23);
+    assert_eq!(support::run_cmd(&mut fx.verify(&out)).code, 0);
+}
+
 /// Copies the directory `from` to `to`, as a backup does.
 fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     std::fs::create_dir_all(to).unwrap();

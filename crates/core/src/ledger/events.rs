@@ -215,6 +215,51 @@ impl AuditEvent for ManifestObjectsRemoved {
     const NAME: &'static str = "manifest_objects_removed";
 }
 
+/// Manifest lines past the cursor's point of runs the trail records, which
+/// no `page_committed` line stands for (a stopped run's line it never
+/// committed, or one put there by hand), named before the manifest was cut
+/// back to that point.
+#[derive(Debug, Serialize)]
+pub(crate) struct ManifestLinesRemoved {
+    pub stream: String,
+    pub manifest: String,
+    /// Where the cursor points: the manifest's length after the cut.
+    pub manifest_bytes: u64,
+    pub removed: Vec<LineNamed>,
+}
+
+impl AuditEvent for ManifestLinesRemoved {
+    const NAME: &'static str = "manifest_lines_removed";
+}
+
+/// A manifest line, as the trail names one it removed.
+#[derive(Debug, Serialize)]
+pub(crate) struct LineNamed {
+    /// The byte of the manifest it started at.
+    pub at: u64,
+    /// Of the line's bytes, its newline included.
+    pub sha256: String,
+    pub bytes: u64,
+    pub page_key: String,
+    pub file: String,
+    pub page_sha256: String,
+    pub run_id: String,
+}
+
+impl LineNamed {
+    pub(crate) fn of(line: &crate::store::tail::PastLine) -> LineNamed {
+        LineNamed {
+            at: line.at,
+            sha256: line.sha256.clone(),
+            bytes: line.bytes,
+            page_key: line.entry.page_key.clone(),
+            file: line.entry.file.clone(),
+            page_sha256: line.entry.sha256.clone(),
+            run_id: line.entry.run_id.clone(),
+        }
+    }
+}
+
 /// A torn final manifest line was dropped when the stream started, and the
 /// pages the audit trail says were committed there but the manifest no
 /// longer lists were listed again from their `page_committed` lines.

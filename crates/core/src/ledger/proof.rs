@@ -269,6 +269,17 @@ async fn prove_files(
             unrecorded: unrecorded.iter().map(events::Unrecorded::of).collect(),
         };
         p.trail.record(event).await?;
+    } else if let Some((at, lines)) = proven.uncommitted.filter(|_| !p.dry_run) {
+        // Named first: a crash before the cut names them again next time.
+        let event = events::ManifestLinesRemoved {
+            stream: name.to_string(),
+            manifest: landing.recorded("manifest.jsonl"),
+            manifest_bytes: at,
+            removed: lines.iter().map(events::LineNamed::of).collect(),
+        };
+        p.trail.record(event).await?;
+        let removed: Vec<_> = lines.iter().map(|l| &l.entry).collect();
+        landing.cut_manifest(at, &removed)?;
     }
     if let Some((entry, where_)) = proven.last_landed {
         let cursor = format!("cursor file ({})", cursors.path().display());

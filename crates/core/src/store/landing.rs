@@ -14,8 +14,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
+use super::manifest_entry::ManifestEntry;
 use super::object::ObjectLanding;
 use super::StoreError;
 use crate::durable::sync_parent_dir;
@@ -25,64 +24,6 @@ use std::sync::Arc;
 /// For an object-store landing, the index's publication watermark (see
 /// [`LandingStore::published_watermark`]).
 const PUBLISHED: &str = "manifest.published";
-
-/// One landed page in the manifest. Never the token, never record content.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ManifestEntry {
-    pub stream: String,
-    /// The page's request (path and query): with the SHA-256, what makes a
-    /// replayed page recognisable.
-    pub page_key: String,
-    pub cursor_before: serde_json::Value,
-    pub cursor_after: serde_json::Value,
-    pub sha256: String,
-    pub bytes: u64,
-    pub records: u64,
-    pub run_id: String,
-    /// Relative to the stream's landing directory.
-    pub file: String,
-    pub landed_at: String,
-    /// Positions (from 0) of the page's records that an earlier page
-    /// landed already (a lookback's re-read): a reader skips them, so
-    /// every record is new in exactly one manifest entry.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub repeated: Vec<u32>,
-}
-
-impl ManifestEntry {
-    /// The manifest entry a landed page's `page_committed` line stands for.
-    pub fn of_commit(line: &serde_json::Value, stream: &str) -> Option<ManifestEntry> {
-        let (Some(sha), Some(file)) = (line["payload_sha256"].as_str(), line["landing_file"].as_str()) else {
-            return None;
-        };
-        Some(ManifestEntry {
-            stream: line["stream"].as_str().unwrap_or(stream).to_string(),
-            page_key: page_key(line["url"].as_str().unwrap_or_default()),
-            cursor_before: line["cursor_before"].clone(),
-            cursor_after: line["cursor_after"].clone(),
-            sha256: sha.to_string(),
-            bytes: line["bytes"].as_u64().unwrap_or(0),
-            records: line["records"].as_u64().unwrap_or(0),
-            run_id: line["run_id"].as_str().unwrap_or_default().to_string(),
-            file: file.to_string(),
-            landed_at: line["ts"].as_str().unwrap_or_default().to_string(),
-            repeated: line["repeated"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|p| p.as_u64().and_then(|p| u32::try_from(p).ok()))
-                .collect(),
-        })
-    }
-}
-
-/// The manifest's page key (path and query) of an audited URL.
-fn page_key(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(u) => u[url::Position::BeforePath..].to_string(),
-        Err(_) => url.to_string(),
-    }
-}
 
 /// A page's manifest line new in its commit: the line (one JSON object),
 /// and the page key and SHA-256 a database's manifest row is found by.
@@ -489,6 +430,26 @@ impl LandingStore {
         self.manifest = None;
         self.manifest_len = text.len() as u64;
         Ok(self.manifest_len)
+    }
+
+    /// Cuts the manifest back to byte `at` (a line start: where the
+    /// cursor points), durably, forgetting the pages the lines after it
+    /// listed (`removed`), so that a page among them landed again is
+    /// listed again. The caller has named each line in the trail first.
+    pub(crate) fn cut_manifest(&mut self, at: u64, removed: &[&ManifestEntry]) -> Result<(), StoreError> {
+        let path = self.manifest_path();
+        self.manifest = None;
+        let file = open_manifest(&path, Mode::ReadWrite)?
+            .ok_or_else(|| StoreError::io(&path, "open", std::io::ErrorKind::NotFound.into()))?;
+        file.set_len(at)
+            .map_err(|e| StoreError::io(&path, "truncate", e))?;
+        file.sync_all().map_err(|e| StoreError::io(&path, "fsync", e))?;
+        for entry in removed {
+            self.listed
+                .remove(&(entry.page_key.clone(), entry.sha256.clone()));
+        }
+        self.manifest_len = at;
+        Ok(())
     }
 
     /// Lists a landed page in the manifest, unless it is listed already.

@@ -9,6 +9,7 @@ mod error;
 mod landing;
 mod location;
 mod lock;
+mod manifest_entry;
 pub(crate) mod migrate;
 pub(crate) mod object;
 mod object_error;
@@ -20,8 +21,8 @@ pub(crate) mod tail;
 
 pub use cursor::CursorFile;
 pub use error::StoreError;
-pub use landing::ManifestEntry;
 pub use location::{BucketUrl, LandingLocation, ObjectScheme};
+pub use manifest_entry::ManifestEntry;
 pub use migrate::legacy_sanitize;
 pub use object::{Failure, ObjectError, ObjectLanding};
 pub use object_lock::Retention;

@@ -49,6 +49,25 @@ pub(crate) struct Proven {
     /// not record, and that point: the landing is newer than the state and
     /// the trail (restored from an older backup). The ledger decides.
     pub unrecorded: Option<(u64, Vec<ManifestEntry>)>,
+    /// Manifest lines after the cursor's point of runs this trail does
+    /// record, and that point. Start-up has rolled the cursor forward over
+    /// every commit the trail holds, so no `page_committed` line stands
+    /// for them: a stopped run's line it never committed, or one put there
+    /// by hand (a page listed again under another page key). A reader of
+    /// the manifest would count their pages; the ledger removes them,
+    /// naming each in the trail first.
+    pub uncommitted: Option<(u64, Vec<PastLine>)>,
+}
+
+/// A manifest line past the cursor's point, as the trail names it before
+/// it is removed: where it started, its SHA-256 and length (newline
+/// included: what its object holds on a bucket), and what it listed.
+#[derive(Debug)]
+pub(crate) struct PastLine {
+    pub at: u64,
+    pub sha256: String,
+    pub bytes: u64,
+    pub entry: ManifestEntry,
 }
 
 /// A manifest that disagreed with the trail, rebuilt from it on request.
@@ -110,9 +129,11 @@ pub(crate) fn prove(
     );
     let mut rebuilt = None;
     let mut unrecorded = None;
+    let mut uncommitted = None;
     if let Some(recorded) = cursor.manifest_bytes() {
-        let found = unrecorded_after(landing, recorded, trail)?;
-        unrecorded = (!found.is_empty()).then_some((recorded, found));
+        let past = past_the_point(landing, recorded, trail)?;
+        unrecorded = (!past.unrecorded.is_empty()).then_some((recorded, past.unrecorded));
+        uncommitted = (!past.of_recorded_runs.is_empty()).then_some((recorded, past.of_recorded_runs));
         if let Some(said) = manifest_disagrees(landing, recorded, &entry)? {
             let trail_says = format!("{} (sha256 {}, run {})", entry.file, entry.sha256, entry.run_id);
             if !repair {
@@ -139,39 +160,47 @@ pub(crate) fn prove(
         absolute_landing_dir,
         last_landed: Some((entry, where_)),
         unrecorded,
+        uncommitted,
         ..unproven
     })
 }
 
-/// The manifest lines after byte `recorded` (where the cursor points) of a
-/// run `trail` holds no line of. A run stopped between a page's manifest
-/// line and its commit line leaves one such line of its own, and its
-/// `run_started` is in the trail; a line of a run the trail never heard of
-/// was written while the trail held lines it has lost. Each run is looked
-/// for from the trail's end back (normally the last run).
-fn unrecorded_after(
-    landing: &LandingStore,
-    recorded: u64,
-    trail: &Path,
-) -> Result<Vec<ManifestEntry>, StoreError> {
+/// The manifest lines after the cursor's point, by whether the trail
+/// records their run.
+#[derive(Default)]
+struct PastThePoint {
+    unrecorded: Vec<ManifestEntry>,
+    of_recorded_runs: Vec<PastLine>,
+}
+
+/// The manifest lines after byte `recorded` (where the cursor points),
+/// split by their run. A run stopped between a page's manifest line and
+/// its commit line leaves one such line of its own, and its `run_started`
+/// is in the trail; a line of a run the trail never heard of was written
+/// while the trail held lines it has lost. Each run is looked for from the
+/// trail's end back (normally the last run).
+fn past_the_point(landing: &LandingStore, recorded: u64, trail: &Path) -> Result<PastThePoint, StoreError> {
     use std::io::{Read, Seek};
     let path = landing.manifest_path();
     let mut file = match crate::no_follow::read(&path) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(PastThePoint::default()),
         Err(e) => return Err(StoreError::io(&path, "open", e)),
     };
     let read = |e| StoreError::io(&path, "read", e);
     if file.metadata().map_err(read)?.len() <= recorded {
-        return Ok(Vec::new());
+        return Ok(PastThePoint::default());
     }
     let mut after = Vec::new();
     file.seek(std::io::SeekFrom::Start(recorded)).map_err(read)?;
     file.read_to_end(&mut after).map_err(read)?;
     let mut known = std::collections::HashMap::new();
-    let mut found = Vec::new();
-    for bytes in after.split(|b| *b == b'\n') {
-        let Ok(entry) = serde_json::from_slice::<ManifestEntry>(bytes) else {
+    let mut found = PastThePoint::default();
+    let mut at = recorded;
+    for bytes in after.split_inclusive(|b| *b == b'\n') {
+        let line_at = at;
+        at += bytes.len() as u64;
+        let Ok(entry) = serde_json::from_slice::<ManifestEntry>(bytes.trim_ascii_end()) else {
             continue;
         };
         let recorded_run = match known.get(&entry.run_id) {
@@ -183,8 +212,15 @@ fn unrecorded_after(
                 k
             }
         };
-        if !recorded_run {
-            found.push(entry);
+        if recorded_run {
+            found.of_recorded_runs.push(PastLine {
+                at: line_at,
+                sha256: crate::digest::sha256_hex(bytes),
+                bytes: bytes.len() as u64,
+                entry,
+            });
+        } else {
+            found.unrecorded.push(entry);
         }
     }
     Ok(found)
