@@ -43,7 +43,10 @@ pub(crate) const SCHEMES: [&str; 2] = ["postgres", "postgresql"];
 #[derive(Clone)]
 pub struct DbUrl {
     config: tokio_postgres::Config,
-    tls: tls::Tls,
+    /// Made once, when the URL is parsed, and used by every connection:
+    /// the system's trust store is read once a process, not once a
+    /// connection. `None` with `sslmode=disable`.
+    connector: Option<tokio_postgres_rustls::MakeRustlsConnect>,
     shown: String,
 }
 
@@ -92,8 +95,15 @@ impl DbUrl {
         }
         // The connector is made now: a CA or client file that is not PEM
         // is a configuration error, found before a run starts.
-        tls.connector().map_err(|e| format!("{flag} {shown}: {e}"))?;
-        Ok(DbUrl { config, tls, shown })
+        let connector = match tls.mode {
+            tls::Mode::Disable => None,
+            _ => Some(tls.connector().map_err(|e| format!("{flag} {shown}: {e}"))?),
+        };
+        Ok(DbUrl {
+            config,
+            connector,
+            shown,
+        })
     }
 
     /// The URL without its credentials, for messages and audit lines.
@@ -150,17 +160,13 @@ impl StateDb {
         let fail = |e| error::classify(url, "connect to", e);
         // Each connection task ends when the client is dropped or the
         // server goes away; the next statement then fails and says so.
-        if url.tls.mode == tls::Mode::Disable {
+        let Some(connector) = url.connector.clone() else {
             let (client, connection) = config.connect(tokio_postgres::NoTls).await.map_err(fail)?;
             tokio::spawn(async move {
                 let _ = connection.await;
             });
             return Ok(client);
-        }
-        let connector = url.tls.connector().map_err(|detail| DbError::Config {
-            url: url.shown.clone(),
-            detail,
-        })?;
+        };
         let (client, connection) = config.connect(connector).await.map_err(fail)?;
         tokio::spawn(async move {
             let _ = connection.await;
