@@ -410,6 +410,19 @@ fn missing_required_keys_are_named() {
     );
 }
 
+/// A policy saved with a UTF-8 byte order mark (as editors on Windows
+/// save one), before a `---` or before its first key, is the same policy:
+/// YAML allows the mark at the start of a stream.
+#[test]
+fn a_policy_saved_with_a_byte_order_mark_validates() {
+    let example = example_config();
+    for text in [format!("\u{feff}---\n{example}"), format!("\u{feff}{example}")] {
+        let out = validate(&text);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert!(out.stdout.contains("valid: 6 vendor(s)"), "{}", out.stdout);
+    }
+}
+
 #[test]
 fn empty_file_and_not_yaml_are_rejected() {
     assert_rejected("", &["the file is empty"]);

@@ -391,6 +391,30 @@ async fn verify_names_a_page_listed_twice() {
     );
 }
 
+/// A manifest entry naming its existing page another way (`./pages/X`) is
+/// named as a name a run never writes, on its line; the page is not
+/// reported missing, since it is there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_names_a_page_named_another_way_not_a_missing_page() {
+    let fx = Fixture::new();
+    let sim = sim_with(RECORDS).await;
+    assert_eq!(fx.run(&sim, AuditOptions::default()).await.0, 0);
+    let manifest = stream_dir(&fx).join("manifest.jsonl");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let changed = text.replacen("\"file\":\"pages/", "\"file\":\"./pages/", 1);
+    assert_ne!(changed, text);
+    std::fs::write(&manifest, changed).unwrap();
+    let out = verify(&fx);
+    assert_eq!(out.code, 65, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("line 1 names its file \"./pages/")
+            && out.stdout.contains("not as a run names a page"),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("missing"), "{}", out.stdout);
+}
+
 /// Two of five pages landed: a run continues from the cursor after them.
 async fn two_pages_landed(fx: &Fixture, sim: &edc_sim::Simulator) {
     let mut spec = fx.spec(sim, AuditOptions::default());
@@ -636,7 +660,8 @@ async fn verify_names_a_landing_that_belongs_to_another_state_directory() {
     assert_eq!(out.code, 65, "{}{}", out.stdout, out.stderr);
     assert!(
         out.stdout.contains(
-            ".owner: this landing directory belongs to the state directory with id 0123456789abcdef"
+            ".owner: this landing directory belongs to the state with id 0123456789abcdef, not to the state \
+             directory given"
         ),
         "{}",
         out.stdout
@@ -709,7 +734,7 @@ async fn a_landing_shared_by_studies_with_separate_trails_verifies_clean_per_stu
 }
 
 /// `verify` reads a landing's `.owner` as a run does: never through a
-/// symbolic link, and only a state directory id. A link to another file
+/// symbolic link, and only a state id. A link to another file
 /// (a secret, say) or content that is no id is a discrepancy naming the
 /// file; what the file holds is never printed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

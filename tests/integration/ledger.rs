@@ -502,6 +502,8 @@ on_both_backends!(
     a_keyed_run_refuses_a_forged_line_appended_to_the_trail,
     a_run_without_the_key_does_not_append_to_a_sealed_trail,
     audit_verify_names_trail_lines_removed_or_reordered_in_the_same_words,
+    verify_names_trail_lines_removed_or_reordered_by_line_not_by_byte,
+    verify_names_a_landing_owned_by_another_state_in_its_backends_words,
 );
 
 /// Two runs, the first stopped after one page: every record lands once,
@@ -959,5 +961,69 @@ async fn audit_verify_names_trail_lines_removed_or_reordered_in_the_same_words(s
         site.replace_trail(&lines);
         let out = site.audit_verify();
         assert_eq!(out.code, 0, "put back: {}{}", out.stdout, out.stderr);
+    }
+}
+
+/// The same damage seen by `verify`: the trail's place is named by its
+/// line (`:N:`), for a database trail as for a file, and never by a byte
+/// offset of a file the reader never had (a database keeps rows).
+async fn verify_names_trail_lines_removed_or_reordered_by_line_not_by_byte(site: Site) {
+    let out = site.sync(&[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines = site.trail();
+    for damage in ["remove", "swap"] {
+        let mut changed = lines.clone();
+        match damage {
+            "remove" => {
+                changed.remove(3);
+            }
+            _ => changed.swap(3, 4),
+        }
+        site.replace_trail(&changed);
+        let out = site.verify();
+        let said = format!("{}{}", out.stdout, out.stderr);
+        assert_eq!(out.code, 65, "{damage}: {said}");
+        let word = if damage == "remove" {
+            "removed"
+        } else {
+            "reordered"
+        };
+        assert!(
+            said.contains(word) && (said.contains("line 4:") || said.contains("line 5:")),
+            "{damage}: {said}"
+        );
+        assert!(!said.contains("byte "), "{damage}: {said}");
+        site.replace_trail(&lines);
+        let out = site.verify();
+        assert_eq!(out.code, 0, "put back: {}{}", out.stdout, out.stderr);
+    }
+}
+
+/// A landing whose `.owner` names another state, or holds no id, is named
+/// by `verify` as what the given state is: a state directory or a state
+/// database, never a directory where the state is a database.
+async fn verify_names_a_landing_owned_by_another_state_in_its_backends_words(site: Site) {
+    let out = site.sync(&[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let owner = site.stream_dir().join(".owner");
+    let given = match site.pg {
+        None => "state directory",
+        Some(_) => "state database",
+    };
+    std::fs::write(&owner, "0123456789abcdef\n").unwrap();
+    let out = site.verify();
+    assert_eq!(out.code, 65, "{}{}", out.stdout, out.stderr);
+    let want = format!("belongs to the state with id 0123456789abcdef, not to the {given} given");
+    assert!(out.stdout.contains(&want), "{}", out.stdout);
+    std::fs::write(&owner, "not an id\n").unwrap();
+    let out = site.verify();
+    assert_eq!(out.code, 65, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains(".owner: it does not hold a state id"),
+        "{}",
+        out.stdout
+    );
+    if site.pg.is_some() {
+        assert!(!out.stdout.contains("state directory"), "{}", out.stdout);
     }
 }

@@ -567,6 +567,33 @@ async fn a_bad_base_url_exits_78_before_any_audit_line() {
     }
 }
 
+/// A `--metrics-push` URL with a query or a fragment is refused (78) before
+/// anything is fetched, and the refusal names the URL up to them: a query
+/// is where a token is put (`?token=`), and stderr goes to the scheduler's
+/// log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_metrics_push_url_with_a_query_is_refused_without_echoing_the_query() {
+    let sim = slow_sim(12, 0).await;
+    for url in [
+        "http://127.0.0.1:9/?token=s3cr3t-push-token",
+        "https://push.example.com/gw#access_token=s3cr3t-push-token",
+    ] {
+        let fx = Fixture::new();
+        let out = fx
+            .sync(&sim.base_url(), &["--pacer", "local", "--metrics-push", url])
+            .output()
+            .unwrap();
+        assert_exit(&out, 78);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("--metrics-push") && stderr.contains("without a query"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("s3cr3t-push-token"), "{url}: {stderr}");
+        assert!(sim.requests().is_empty(), "nothing was fetched");
+    }
+}
+
 /// A run that stops mid-window (here on a 404) reports what it did commit:
 /// run_finished and the metrics file used to say 0 pages on every failure.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

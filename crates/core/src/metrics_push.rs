@@ -41,7 +41,12 @@ impl Pushgateway {
     /// `url` if it is an http(s) URL with a host and no query or fragment;
     /// else why not (named by the option).
     pub(crate) fn parse(url: &str) -> Result<Pushgateway, String> {
-        let shown = without_userinfo(url);
+        // A query or fragment may carry a token (`?token=`, `#access_token=`):
+        // a refusal names the URL up to them, never them.
+        let shown = match without_userinfo(url) {
+            u if u.contains(['?', '#']) => format!("{}?…", &u[..u.find(['?', '#']).unwrap_or(u.len())]),
+            u => u,
+        };
         let base =
             reqwest::Url::parse(url).map_err(|e| format!("--metrics-push {shown}: not a URL ({e})"))?;
         if !matches!(base.scheme(), "http" | "https") || base.host_str().is_none() {

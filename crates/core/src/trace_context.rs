@@ -93,7 +93,10 @@ impl TraceContext {
             Some(s) if !s.bytes().all(|b| (0x20..0x7f).contains(&b)) => {
                 (None, Some("holds characters other than printable ASCII".into()))
             }
-            Some(s) => (Some(s.to_string()), None),
+            Some(s) => match list_problem(s) {
+                Some(why) => (None, Some(why)),
+                None => (Some(s.to_string()), None),
+            },
         };
         let context = TraceContext {
             traceparent: traceparent.trim().to_string(),
@@ -103,6 +106,64 @@ impl TraceContext {
         };
         Ok((context, refused))
     }
+}
+
+/// The most list-members a tracestate may carry.
+const TRACESTATE_MEMBERS: usize = 32;
+
+/// Why `list` is not a tracestate as the recommendation's grammar writes
+/// it (section 3.3.1): at most 32 comma-separated `key=value` members
+/// (empty ones allowed), each key a simple key or `tenant@system`, each
+/// value up to 256 printable characters without `,` or `=` and not ending
+/// in a space, no key twice. A recipient discards a tracestate that breaks
+/// it, whole.
+fn list_problem(list: &str) -> Option<String> {
+    let key_char = |b: u8| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-' | b'*' | b'/');
+    let simple = |k: &str, first_digit: bool, max: usize| {
+        k.len() <= max
+            && k.bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_lowercase() || (first_digit && b.is_ascii_digit()))
+            && k.bytes().all(key_char)
+    };
+    let mut keys = std::collections::HashSet::new();
+    let members: Vec<&str> = list
+        .split(',')
+        .map(|m| m.trim_matches([' ', '\t']))
+        .filter(|m| !m.is_empty())
+        .collect();
+    if members.len() > TRACESTATE_MEMBERS {
+        return Some(format!("more than {TRACESTATE_MEMBERS} list-members"));
+    }
+    for (i, member) in members.iter().enumerate() {
+        let n = i + 1;
+        let Some((key, value)) = member.split_once('=') else {
+            return Some(format!("list-member {n} is not key=value"));
+        };
+        let key_ok = match key.split_once('@') {
+            Some((tenant, system)) => simple(tenant, true, 241) && simple(system, false, 14),
+            None => simple(key, false, 256),
+        };
+        if !key_ok {
+            return Some(format!(
+                "list-member {n}'s key is not a lowercase key the recommendation allows"
+            ));
+        }
+        let value_ok = (1..=256).contains(&value.len())
+            && !value.ends_with(' ')
+            && value
+                .bytes()
+                .all(|b| (0x20..0x7f).contains(&b) && b != b',' && b != b'=');
+        if !value_ok {
+            return Some(format!(
+                "list-member {n}'s value is not 1 to 256 printable characters without ',' or '='"
+            ));
+        }
+        if !keys.insert(key) {
+            return Some(format!("list-member {n} repeats a key"));
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -149,5 +210,33 @@ mod tests {
         assert_eq!((c.tracestate, why.is_some()), (None, true));
         let (c, why) = TraceContext::parse(VALID, Some("a=é")).unwrap();
         assert_eq!((c.tracestate, why.is_some()), (None, true));
+    }
+
+    #[test]
+    fn a_tracestate_outside_the_recommendations_grammar_is_dropped_naming_the_member() {
+        for (bad, said) in [
+            ("rojo", "list-member 1 is not key=value"),
+            ("Rojo=1", "list-member 1's key"),
+            ("rojo=1,9x=2", "list-member 2's key"),
+            ("a@Sys=1", "list-member 1's key"),
+            ("rojo=a=b", "list-member 1's value"),
+            ("rojo=", "list-member 1's value"),
+            ("rojo=1,rojo=2", "list-member 2 repeats a key"),
+        ] {
+            let (c, why) = TraceContext::parse(VALID, Some(bad)).unwrap();
+            assert_eq!(c.tracestate, None, "{bad}");
+            assert!(why.as_deref().is_some_and(|w| w.contains(said)), "{bad}: {why:?}");
+        }
+        let many: String = (0..33).map(|i| format!("k{i}=v")).collect::<Vec<_>>().join(",");
+        let (c, why) = TraceContext::parse(VALID, Some(&many)).unwrap();
+        assert_eq!(
+            (c.tracestate, why.as_deref()),
+            (None, Some("more than 32 list-members"))
+        );
+        // Empty members, spaces around members, a tenant key and a value
+        // with spaces inside are all the grammar's.
+        let good = "t61@dd=a b, ,rojo=00f067aa0ba902b7 ,congo=t61rcWkgMzE";
+        let (c, why) = TraceContext::parse(VALID, Some(good)).unwrap();
+        assert_eq!((c.tracestate.as_deref(), why), (Some(good), None));
     }
 }

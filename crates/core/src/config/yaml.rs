@@ -67,7 +67,12 @@ pub struct SyntaxError {
 /// Duplicate keys, tags and non-string keys are refused here: they are legal
 /// YAML but have no meaning in a policy file, and silently picking one of two
 /// duplicate values is exactly what change control must not allow.
+///
+/// A byte order mark before the first document is allowed, as YAML 1.2
+/// allows it (section 5.2), and read past: editors on Windows write one, and
+/// the parser would otherwise take it for content before a `---`.
 pub fn parse(text: &str) -> Result<Node, SyntaxError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let value: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| {
         let message = e.to_string();
         let duplicate = message
@@ -151,6 +156,14 @@ mod tests {
                 ),
             ])
         );
+    }
+
+    #[test]
+    fn a_byte_order_mark_before_the_first_document_is_read_past() {
+        let want = Node::Map(vec![("a".into(), Node::Int(1))]);
+        assert_eq!(parse("\u{feff}---\na: 1\n").unwrap(), want);
+        assert_eq!(parse("\u{feff}a: 1\n").unwrap(), want);
+        assert_eq!(parse("\u{feff}# policy\n---\na: 1\n").unwrap(), want);
     }
 
     #[test]

@@ -71,7 +71,10 @@ pub async fn reconcile_db(
     let local = |path: PathBuf| move |error| Unreadable { path, error };
     let trail_file = scratch.path().join("trail").join(trail);
     std::fs::create_dir_all(scratch.path().join("trail")).map_err(local(scratch.path().into()))?;
-    crate::state_db::export(db, trail, &trail_file).await?;
+    // Every row is written even where its recorded byte offset does not add
+    // up, so the chain's verifier names a line removed or moved by its line
+    // and its damage; the offset is reported only when nothing else is.
+    let (_, gap) = crate::state_db::export_for_verify(db, trail, &trail_file).await?;
     let state = scratch.path().join("state");
     write(&state.join(".state-id"), db.state_id().as_bytes()).map_err(local(state.clone()))?;
     for (key, cursor, memory) in crate::state_db::all_cursors(db).await? {
@@ -131,8 +134,21 @@ pub async fn reconcile_db(
             None => super::view::Manifest::Bytes(Vec::new()),
         };
     }
-    let mut summary = reconcile_views(&out, &views, &state, &trail_file, scope, progress)?;
+    let mut summary = reconcile_views(
+        &out,
+        &views,
+        (&state, crate::store::owner::StateKind::Database),
+        &trail_file,
+        scope,
+        progress,
+    )?;
     note_links(&mut summary, links);
+    if let Some(gap) = gap.filter(|_| !summary.discrepancies.iter().any(|d| d.path == trail_file)) {
+        summary.discrepancies.push(Discrepancy {
+            path: trail_file.clone(),
+            what: gap,
+        });
+    }
     let shown = db.url().shown().to_string();
     let name = |d: &mut Discrepancy| {
         if let Ok(rel) = d.path.strip_prefix(&state) {

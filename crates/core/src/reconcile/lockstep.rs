@@ -110,6 +110,20 @@ fn disagrees(entry: &Entry, line: u64, bytes: u64, records: u64) -> String {
     )
 }
 
+/// Whether `file` is named as a run names a page: `pages/<sha256>.<ext>`,
+/// nothing before it (`./`) and no other directory. A manifest reader takes
+/// the name as written, so another spelling of an existing file is its own
+/// discrepancy, not a missing file.
+fn named_as_a_run_names_it(file: &str) -> bool {
+    let Some((sha, ext)) = file.strip_prefix("pages/").and_then(|n| n.split_once('.')) else {
+        return false;
+    };
+    sha.len() == 64
+        && sha.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        && !ext.is_empty()
+        && ext.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
 /// The index key of a listed or landed file (`pages/<name>`).
 fn file_key(rel: &str) -> [u8; 16] {
     let digest = Sha256::digest(rel.as_bytes());
@@ -279,6 +293,16 @@ impl<'v> DirWalk<'v> {
             self.read += 1;
             match serde_json::from_slice::<crate::store::ManifestEntry>(&line) {
                 Ok(e) => {
+                    if !named_as_a_run_names_it(&e.file) {
+                        problems.push(Discrepancy {
+                            path: self.view.manifest_path(),
+                            what: format!(
+                                "line {} names its file {:?}, not as a run names a page \
+                                 (pages/<sha256>.<ext>): a reader of the manifest would not find it by that name",
+                                self.read, e.file
+                            ),
+                        });
+                    }
                     self.listed.push(file_key(&e.file));
                     return Ok(Some(Entry::of(self.read, e)));
                 }
@@ -448,7 +472,8 @@ impl<'v> DirWalk<'v> {
             let mut named = HashSet::new();
             self.each_entry(|entry| {
                 let key = file_key(&entry.file);
-                if missing.contains(&key) && named.insert(key) {
+                // A name not in a run's form is named as such above.
+                if missing.contains(&key) && named.insert(key) && named_as_a_run_names_it(&entry.file) {
                     problems.push(Discrepancy {
                         path: manifest.clone(),
                         what: format!("line {} lists {} but the file is missing", entry.line, entry.file),

@@ -37,6 +37,7 @@ mod scope;
 mod verify;
 mod view;
 
+use crate::store::owner::StateKind;
 pub use db::{reconcile_db, DbLanding, DbUnreadable};
 pub use progress::Progress;
 pub use retention::Retained;
@@ -142,7 +143,14 @@ pub fn reconcile(
     progress: &Progress,
 ) -> Result<Summary, Unreadable> {
     let (out, views, links) = local_views(out, progress)?;
-    let mut summary = reconcile_views(&out, &views, state, audit, scope, progress)?;
+    let mut summary = reconcile_views(
+        &out,
+        &views,
+        (state, StateKind::Directory),
+        audit,
+        scope,
+        progress,
+    )?;
     note_links(&mut summary, links);
     Ok(summary)
 }
@@ -198,7 +206,14 @@ pub async fn reconcile_object(
             error,
         })?;
     let (root, views) = LandingView::of_bucket(landing, progress, spool.path()).await?;
-    Ok(reconcile_views(&root, &views, state, audit, scope, progress)?)
+    Ok(reconcile_views(
+        &root,
+        &views,
+        (state, StateKind::Directory),
+        audit,
+        scope,
+        progress,
+    )?)
 }
 
 /// An object-store landing that could not be read, or a local file.
@@ -216,11 +231,12 @@ pub enum ObjectUnreadable {
 fn reconcile_views(
     out: &Path,
     views: &[LandingView],
-    state: &Path,
+    state: (&Path, StateKind),
     audit: &Path,
     scope: &Scope,
     progress: &Progress,
 ) -> Result<Summary, Unreadable> {
+    let (state, kind) = state;
     let views: Vec<&LandingView> = views.iter().filter(|v| scope.covers(&v.rel)).collect();
     let mut summary = Summary::default();
     // The chain is checked on a thread of its own while the commits are
@@ -303,8 +319,9 @@ fn reconcile_views(
                 summary.discrepancies.push(Discrepancy {
                     path: view.path.join(crate::store::owner::OWNER_FILE),
                     what: format!(
-                        "this landing directory belongs to the state directory with id {owner}, not to the one \
-                         given (id {id}): its cursors are not the ones that describe it"
+                        "this landing directory belongs to the state with id {owner}, not to the {} given \
+                         (id {id}): its cursors are not the ones that describe it",
+                        kind.noun()
                     ),
                 });
             }

@@ -329,9 +329,7 @@ impl Spooling {
             None => Ok(None),
             Some(t) => crate::store::owner::parse_id(&String::from_utf8_lossy(&t))
                 .map(Some)
-                .ok_or_else(|| {
-                    "it does not hold a state directory id (hex digits; what it holds is not shown)".into()
-                }),
+                .ok_or_else(|| "it does not hold a state id (hex digits; what it holds is not shown)".into()),
         };
         Ok(LandingView {
             path: root.join(&dir),

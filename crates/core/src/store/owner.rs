@@ -119,7 +119,7 @@ pub(crate) async fn claim_remote(
         }
         Some(text) => parse_id(&String::from_utf8_lossy(&text)).ok_or_else(|| StoreError::Corrupt {
             path: Path::new(remote.url()).join(&name),
-            detail: "it does not hold a state directory id (hex digits; what it holds is not shown)".into(),
+            detail: "it does not hold a state id (hex digits; what it holds is not shown)".into(),
         })?,
     };
     if owner == state_id {
@@ -164,7 +164,7 @@ pub(crate) enum StateKind {
 }
 
 impl StateKind {
-    fn noun(self) -> &'static str {
+    pub(crate) fn noun(self) -> &'static str {
         match self {
             StateKind::Directory => "state directory",
             StateKind::Database => "state database",
@@ -213,7 +213,7 @@ fn read_id(path: &Path) -> Result<Option<String>, StoreError> {
         Some(id) => Ok(Some(id)),
         None => Err(StoreError::Corrupt {
             path: path.to_path_buf(),
-            detail: "it does not hold a state directory id (hex digits; what it holds is not shown)".into(),
+            detail: "it does not hold a state id (hex digits; what it holds is not shown)".into(),
         }),
     }
 }
