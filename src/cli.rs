@@ -457,6 +457,13 @@ pub struct SyncArgs {
     /// (without it such a landing stops the run with 65, naming it).
     #[arg(long)]
     pub accept_rollback: bool,
+    /// With the audit key: take an audit trail no line of which is sealed
+    /// (written before the key was set), recording it in an
+    /// audit_key_adopted line (without it such a trail stops a keyed run
+    /// with 65: one replaced wholesale by someone without the key looks
+    /// the same).
+    #[arg(long)]
+    pub adopt_unsealed_trail: bool,
     /// A file holding the audit key that signs every run_finished line
     /// (default: the EDC_SYNC_AUDIT_KEY variable, when set). At least 32 bytes.
     #[arg(long, value_name = "FILE")]

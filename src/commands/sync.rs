@@ -204,6 +204,7 @@ fn spec(args: SyncArgs) -> Result<RunSpec, Error> {
         audit: AuditOptions {
             repair: args.repair_audit,
             key,
+            adopt_unsealed: args.adopt_unsealed_trail,
             anchor_root: None,
         },
     })

@@ -761,7 +761,8 @@ fn exhaustive_audit(a: &AuditError) {
         AuditError::Io { .. }
         | AuditError::Encode { .. }
         | AuditError::Damaged { .. }
-        | AuditError::KeyNeeded { .. } => {}
+        | AuditError::KeyNeeded { .. }
+        | AuditError::NeverSealed { .. } => {}
     }
 }
 

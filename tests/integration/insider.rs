@@ -11,7 +11,12 @@
 //! - a manifest entry listed again under a new page key;
 //! - the state directory and the trail restored from an older copy, the
 //!   landing keeping what came since (or restored with them);
-//! - the anchors directory replaced by a link to a copy of itself.
+//! - the anchors directory replaced by a link to a copy of itself;
+//! - the trail replaced wholesale by one without a seal (every line's seal
+//!   and checkpoint dropped, the chain recomputed, S1's last commit moved
+//!   40 records on), the anchors deleted and the cursors pointed at it;
+//! - a commit forged at the trail's end, then a run without the key (which
+//!   must stop with 78 before it writes: the trail holds sealed lines).
 //!
 //! One or two of them a case; the next keyed run and the verifiers then
 //! refuse naming a file, or every record is landed exactly once (the
@@ -122,7 +127,7 @@ fn forged(line: &str, run_id: &str, seq: u64, prev: &str) -> String {
 /// One insider edit, carried out; its description.
 fn edit(rng: &mut Rng, fx: &Fixture, backup: &Path) -> String {
     let cursor_path = cursor_file(fx);
-    match rng.below(7) {
+    match rng.below(8) {
         0 | 1 => {
             let mut cursor = read_json(&cursor_path);
             let moved = move_cursor(&mut cursor, 40 * (1 + rng.below(3) as u64));
@@ -239,6 +244,7 @@ fn edit(rng: &mut Rng, fx: &Fixture, backup: &Path) -> String {
                 restored.join(", ")
             )
         }
+        6 => replace_the_trail_unsealed(fx),
         _ => {
             let anchors = fx.path("state/audit-anchors");
             let elsewhere = fx.path("anchors-elsewhere");
@@ -248,6 +254,78 @@ fn edit(rng: &mut Rng, fx: &Fixture, backup: &Path) -> String {
             "replaced the anchors directory by a link to a copy of it".into()
         }
     }
+}
+
+/// The trail as someone without the key would write it in place of the
+/// real one: every seal and checkpoint dropped and the chain recomputed,
+/// S1's last commit moved 40 records on without landing them, the anchors
+/// deleted, and each cursor's receipt pointed at its commit's new bytes (S1's
+/// cursor at the moved commit's state).
+fn replace_the_trail_unsealed(fx: &Fixture) -> String {
+    let lines = trail_lines(fx);
+    let last_s1 = lines
+        .iter()
+        .rposition(|(_, l)| l.contains("\"event\":\"page_committed\"") && l.contains("\"study\":\"S1\""))
+        .unwrap();
+    let mut text = String::new();
+    let mut prev = String::new();
+    // A receipt's old line SHA-256 -> where its line is now.
+    let mut moved: std::collections::HashMap<String, (u64, String)> = Default::default();
+    for (i, (_, line)) in lines.iter().enumerate() {
+        let value: Value = serde_json::from_str(line).unwrap();
+        let mut changed = line.clone();
+        if i == last_s1 {
+            changed = moved_offsets(&changed, 40).replace("\"landed\":true", "\"landed\":false");
+        }
+        if let Some(at) = changed.find(",\"checkpoint\":{") {
+            let end = at + changed[at..].find('}').unwrap() + 1;
+            changed.replace_range(at..end, "");
+        }
+        if i == 0 {
+            prev = value["prev_sha256"].as_str().unwrap().to_string();
+        }
+        let seq = value["seq"].as_u64().unwrap();
+        let forged = forged(&changed, value["run_id"].as_str().unwrap(), seq, &prev);
+        let offset = text.len() as u64;
+        text.push_str(&forged);
+        text.push('\n');
+        prev = sha256_hex(forged.as_bytes());
+        moved.insert(sha256_hex(line.as_bytes()), (offset, prev.clone()));
+    }
+    std::fs::write(fx.trail(), text).unwrap();
+    let anchors = fx.path("state/audit-anchors");
+    std::fs::remove_dir_all(&anchors).unwrap();
+    std::fs::create_dir(&anchors).unwrap();
+    let s1_commit = sha256_hex(lines[last_s1].1.as_bytes());
+    for study in ["S1", "S2"] {
+        let path = fx.path(&format!("state/vault_json/-/{study}/-/default.cursor.json"));
+        let Ok(bytes) = std::fs::read(&path) else { continue };
+        let mut cursor: Value = serde_json::from_slice(&bytes).unwrap();
+        let Some(old) = cursor["receipt"]["sha256"].as_str().map(str::to_string) else {
+            continue;
+        };
+        let Some((offset, sha)) = moved.get(&old) else {
+            continue;
+        };
+        if old == s1_commit {
+            let forged: Value = serde_json::from_str(
+                &std::fs::read_to_string(fx.trail()).unwrap()[*offset as usize..]
+                    .lines()
+                    .next()
+                    .unwrap(),
+            )
+            .unwrap();
+            for (k, v) in forged["cursor_state"].as_object().unwrap() {
+                cursor[k] = v.clone();
+            }
+        }
+        cursor["receipt"]["offset"] = (*offset).into();
+        cursor["receipt"]["sha256"] = sha.clone().into();
+        write_json(&path, &cursor);
+    }
+    "replaced the trail by one with no seal (S1's last commit moved 40 records on), deleted the anchors and \
+     pointed the cursors at it"
+        .into()
 }
 
 fn copy(from: &Path, to: &Path) {
@@ -277,10 +355,28 @@ async fn one_case(seed: u64, expected: &[String]) -> Result<Ending, String> {
             "the runs before any edit failed: {a} {m} / {b} {n} / {c} {o}"
         ));
     }
-    let done: Vec<String> = (0..1 + rng.below(2))
+    let mut done: Vec<String> = (0..1 + rng.below(2))
         .map(|_| edit(&mut rng, &fx, &backup))
         .collect();
     std::fs::remove_dir_all(&backup).unwrap();
+    // A run without the key after the edits (a scheduler entry that lost
+    // the secret): the trail holds sealed lines, whatever its end looks
+    // like, so it must stop (78, or earlier on other damage it finds) and
+    // write nothing.
+    if rng.below(4) == 0 {
+        let sealed = trail_lines(&fx)
+            .iter()
+            .any(|(_, l)| l.contains(",\"line_mac\":\""));
+        let before = std::fs::read(fx.trail()).unwrap();
+        let (code, message) = run(&fx, &sim, "S1", None, false).await;
+        if sealed && (code == 0 || std::fs::read(fx.trail()).unwrap() != before) {
+            return Err(format!(
+                "{}; then a run without the key over a trail with sealed lines exited {code}: {message}",
+                done.join("; ")
+            ));
+        }
+        done.push(format!("ran without the key (exit {code})"));
+    }
     judge(seed, &fx, 0, &done.join("; "), expected, true).await
 }
 

@@ -504,6 +504,8 @@ on_both_backends!(
     audit_verify_names_trail_lines_removed_or_reordered_in_the_same_words,
     verify_names_trail_lines_removed_or_reordered_by_line_not_by_byte,
     verify_names_a_landing_owned_by_another_state_in_its_backends_words,
+    a_keyed_run_takes_a_trail_with_no_sealed_line_only_when_told_to_adopt_it,
+    a_run_without_the_key_stops_on_a_sealed_trail_whatever_its_end,
 );
 
 /// Two runs, the first stopped after one page: every record lands once,
@@ -1026,4 +1028,78 @@ async fn verify_names_a_landing_owned_by_another_state_in_its_backends_words(sit
     if site.pg.is_some() {
         assert!(!out.stdout.contains("state directory"), "{}", out.stdout);
     }
+}
+
+/// With the audit key, a trail that holds lines and not one sealed (one
+/// written before the key, or one replaced wholesale by someone without
+/// it: they look alike) stops the run (65) before anything is appended or
+/// fetched, and `audit verify --key` says nothing proves it. Told to adopt
+/// it, a run records `audit_key_adopted` and goes on; from then on the trail
+/// is sealed, and verified with the key it says which lines are older.
+async fn a_keyed_run_takes_a_trail_with_no_sealed_line_only_when_told_to_adopt_it(site: Site) {
+    let out = site.sync(&["--max-pages", "1"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let unsealed = site.trail();
+    let requests = site.sim.requests().len();
+    let out = site.sync_keyed();
+    assert_eq!(out.code, 65, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("not one is sealed") && out.stderr.contains("--adopt-unsealed-trail"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(site.trail(), unsealed, "nothing appended");
+    assert_eq!(site.sim.requests().len(), requests, "no request was sent");
+    let out = site.audit_verify_keyed();
+    assert_eq!(out.code, 65, "{}{}", out.stdout, out.stderr);
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        said.contains("no checkpoint") || said.contains("not one of its"),
+        "{said}"
+    );
+    let out = site.sync_keyed_with(&["--adopt-unsealed-trail"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines = site.trail();
+    let adopted: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("\"event\":\"audit_key_adopted\""))
+        .collect();
+    assert_eq!(adopted.len(), 1, "{lines:?}");
+    let adopted: Value = serde_json::from_str(adopted[0]).unwrap();
+    assert_eq!(adopted["unsealed_lines"], unsealed.len() as u64);
+    assert!(adopted["line_mac"].is_string(), "the adoption is itself sealed");
+    site.assert_every_record_once();
+    let out = site.sync_keyed();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = site.audit_verify_keyed();
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains(&format!(
+            "lines 1..{} unsealed (written before the key)",
+            unsealed.len()
+        )),
+        "{}",
+        out.stdout
+    );
+}
+
+/// A run without the key over a sealed trail stops (78) before it writes
+/// or fetches, even when someone without the key has chained unsealed
+/// lines (a forged commit, the cursor moved to match) to its end: the run
+/// looks for any sealed line, not at the last one.
+async fn a_run_without_the_key_stops_on_a_sealed_trail_whatever_its_end(site: Site) {
+    let out = site.sync_keyed_with(&["--max-pages", "1"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    site.append_forged_commit();
+    let forged = site.trail();
+    let requests = site.sim.requests().len();
+    let out = site.sync(&[]);
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("EDC_SYNC_AUDIT_KEY") && out.stderr.contains("sealed"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(site.trail(), forged, "nothing appended");
+    assert_eq!(site.sim.requests().len(), requests, "no request was sent");
 }

@@ -248,14 +248,20 @@ fn message(run_id: &str, seq: u64, prev_sha256: &str) -> String {
 /// until a line whose checkpoint verifies ([`is_checkpoint_line`]: what is
 /// before it that checkpoint proves). A line whose seal fails, or an unsealed
 /// line after a sealed one, was added by someone without the key. A trail
-/// with no sealed line at all was written before seals (or without a key)
-/// and has nothing to prove here. The cost is the lines since the last
+/// with no sealed line at all ([`SealWalk::never_sealed`]) proves nothing
+/// of who wrote it: one written before the key, or one replaced wholesale by
+/// someone without it, look alike, so a keyed run takes it only when told
+/// to adopt it (`--adopt-unsealed-trail`). The cost is the lines since the last
 /// run finished or since the last heads line a keyed run wrote, whichever
 /// is later: on a file trail, about what lies between two heads lines.
 pub(crate) struct SealWalk<'k> {
     key: &'k AuditKey,
     /// The earliest (so far) unsealed line met, by where it is.
     unsealed: Option<String>,
+    /// Whether a line sealed with the key was met.
+    sealed_seen: bool,
+    /// The audit lines (not torn tails) met.
+    lines: u64,
 }
 
 /// What the walk says after a line. A walk that reaches the trail's first
@@ -271,7 +277,23 @@ pub(crate) enum Walked {
 
 impl<'k> SealWalk<'k> {
     pub(crate) fn new(key: &'k AuditKey) -> SealWalk<'k> {
-        SealWalk { key, unsealed: None }
+        SealWalk {
+            key,
+            unsealed: None,
+            sealed_seen: false,
+            lines: 0,
+        }
+    }
+
+    /// After a walk that reached the trail's first line without a `Done`:
+    /// whether the trail has audit lines and not one of them is sealed.
+    pub(crate) fn never_sealed(&self) -> bool {
+        !self.sealed_seen && self.lines > 0
+    }
+
+    /// The audit lines met so far.
+    pub(crate) fn lines(&self) -> u64 {
+        self.lines
     }
 
     /// The line `bytes` (without its newline), found at `place` (`byte N
@@ -287,10 +309,13 @@ impl<'k> SealWalk<'k> {
             // own checks judge it.
             Seal::Absent if serde_json::from_slice::<serde_json::Value>(bytes).is_err() => Walked::Continue,
             Seal::Absent => {
+                self.lines += 1;
                 self.unsealed = Some(place.to_string());
                 Walked::Continue
             }
             Seal::Verifies => {
+                self.lines += 1;
+                self.sealed_seen = true;
                 if let Some(unsealed) = self.unsealed.take() {
                     return Walked::Done(Some(format!(
                         "the line at {unsealed} carries no line MAC although the lines before it are sealed with \

@@ -99,6 +99,21 @@ pub enum AuditError {
         super::checkpoint::KEY_ENV
     )]
     KeyNeeded { path: PathBuf, place: String },
+    /// With the audit key: a trail that holds lines, not one of them
+    /// sealed. One written before the key and one replaced wholesale by
+    /// someone without it look alike, so it is taken only when adopted
+    /// (`--adopt-unsealed-trail`, recorded); otherwise exit 65.
+    #[error(
+        "audit log {}: it holds {lines} line(s) and not one is sealed with audit key {key_id}: a trail written \
+         before the key was set, or one replaced by someone without the key; nothing was appended. Once it is \
+         known to be the former, rerun with --adopt-unsealed-trail, which records the adoption",
+        path.display()
+    )]
+    NeverSealed {
+        path: PathBuf,
+        key_id: String,
+        lines: u64,
+    },
     /// The trail is kept in a state database, which failed or refused.
     #[error(transparent)]
     Db(#[from] crate::db_error::DbError),
@@ -110,6 +125,7 @@ impl AuditError {
         match self {
             AuditError::Damaged { .. } => crate::exit::Exit::DataErr,
             AuditError::KeyNeeded { .. } => crate::exit::Exit::Config,
+            AuditError::NeverSealed { .. } => crate::exit::Exit::DataErr,
             AuditError::Db(e) => e.exit(),
             AuditError::Io { .. } | AuditError::Encode { .. } => crate::exit::Exit::IoErr,
         }
@@ -128,7 +144,7 @@ impl AuditError {
 
     /// The trail itself is damaged (65), rather than unwritable (74).
     pub fn is_damage(&self) -> bool {
-        matches!(self, AuditError::Damaged { .. })
+        matches!(self, AuditError::Damaged { .. } | AuditError::NeverSealed { .. })
             || matches!(self, AuditError::Db(e) if e.exit() == crate::exit::Exit::DataErr)
     }
 }
@@ -221,6 +237,11 @@ pub struct AuditLog {
     known: Option<ChainHead>,
     /// Signs `run_finished` lines.
     key: Option<AuditKey>,
+    /// `--adopt-unsealed-trail`: a trail no line of which is sealed is
+    /// taken under the key ([`AuditError::NeverSealed`] otherwise).
+    adopt: bool,
+    /// How many unsealed lines this writer took under the key, once it has.
+    adopted: Option<u64>,
     /// The end this writer's last append left, while it knows it.
     left: Option<tail::LeftEnd>,
     /// Where the trail's last `trail_heads` line starts, as this writer
@@ -258,6 +279,8 @@ impl AuditLog {
             missing_anchor: None,
             known: None,
             key: None,
+            adopt: false,
+            adopted: None,
             left: None,
             heads_at: None,
         })
@@ -273,6 +296,20 @@ impl AuditLog {
     pub fn with_key(mut self, key: Option<AuditKey>) -> Self {
         self.key = key;
         self
+    }
+
+    /// `--adopt-unsealed-trail`: take a trail no line of which is sealed
+    /// under the key instead of refusing it.
+    pub fn with_adopt_unsealed(mut self, adopt: bool) -> Self {
+        self.adopt = adopt;
+        self
+    }
+
+    /// The unsealed lines this writer took under the key (its first append
+    /// found a trail with no sealed line and was told to adopt it), for the
+    /// `audit_key_adopted` line that records it.
+    pub(crate) fn adopted(&self) -> Option<u64> {
+        self.adopted
     }
 
     /// Checks the trail against `head` before the first append; `source`
@@ -713,21 +750,27 @@ impl AuditLog {
                     }
                 })
                 .map_err(io_error(&self.path, "read it"))?;
-                problems.extend(refused.flatten());
+                match refused {
+                    Some(verdict) => problems.extend(verdict),
+                    None if walk.never_sealed() && !self.adopt => {
+                        return Err(AuditError::NeverSealed {
+                            path: self.path.clone(),
+                            key_id: key.id().to_string(),
+                            lines: walk.lines(),
+                        })
+                    }
+                    None if walk.never_sealed() => self.adopted = Some(walk.lines()),
+                    None => {}
+                }
             }
-        } else if let Some(at) = super::read::find_backwards(&self.path, |at, bytes| {
-            // The last line that is a line (not a torn tail) says whether
-            // the trail is sealed.
-            serde_json::from_slice::<serde_json::Value>(bytes)
-                .is_ok()
-                .then(|| super::checkpoint::unseal(bytes).map(|_| at))
-        })
-        .map_err(io_error(&self.path, "read it"))?
-        .flatten()
+        } else if let Some(n) =
+            super::read::first_sealed_line(&self.path).map_err(io_error(&self.path, "read it"))?
         {
+            // Any sealed line, not the last: lines chained to a sealed
+            // trail's end by someone without the key would hide it.
             return Err(AuditError::KeyNeeded {
                 path: self.path.clone(),
-                place: format!("byte {at}"),
+                place: format!("line {n}"),
             });
         }
         if let Some(expected) = self.missing_anchor.take() {

@@ -121,6 +121,16 @@ impl fmt::Display for Report {
                     )?;
                     if let Some(first) = self.sealed_from {
                         write!(f, "; lines {first}..{} sealed", self.lines)?;
+                        // Lines before the key: proven by the chain to the
+                        // sealed lines and the checkpoints after them.
+                        if first > 1 {
+                            write!(
+                                f,
+                                "; lines 1..{} unsealed (written before the key), covered by the chain to \
+                                 line {first} and the checkpoints after it",
+                                first - 1
+                            )?;
+                        }
                     }
                 }
                 if self.anchors > 0 {
@@ -377,7 +387,12 @@ fn verify_chain(path: &Path, key: Option<&AuditKey>) -> Result<Report, ReadError
         }
         let checkpointed = parsed.event == "run_finished"
             || (parsed.event == super::heads::HEADS_EVENT && parsed.checkpoint.is_some());
-        if let (Some(key), true) = (key, checkpointed) {
+        // Before the first sealed line (a trail written before the key, and
+        // adopted under it since) a run_finished line carries no checkpoint:
+        // the sealed lines after it cover it by the chain, and a trail with
+        // none is refused at its end.
+        let before_the_key = report.sealed_from.is_none() && parsed.checkpoint.is_none();
+        if let (Some(key), true, false) = (key, checkpointed, before_the_key) {
             if let Some(finding) = check_checkpoint(key, n, &parsed) {
                 report.finding = Some(finding);
                 return Ok(report);
@@ -431,6 +446,23 @@ fn verify_chain(path: &Path, key: Option<&AuditKey>) -> Result<Report, ReadError
     }
     if let Some(gap) = pending_gap.or(pending_seal) {
         report.finding = Some(gap);
+    }
+    // With a key, a trail none of whose lines is sealed proves nothing of
+    // who wrote it: one written before the key and one replaced wholesale
+    // by someone without it look alike (a run adopts the first only when
+    // told, in a sealed audit_key_adopted line).
+    if let (Some(key), None, None, true) = (key, &report.finding, report.sealed_from, report.lines > 0) {
+        report.finding = Some(Finding {
+            line: 1,
+            damage: Damage::Unsealed,
+            detail: format!(
+                "not one of its {} lines is sealed with key {}: nothing proves a holder of the key wrote \
+                 them (a trail written before the key is taken under it by a run given \
+                 --adopt-unsealed-trail)",
+                report.lines,
+                key.id()
+            ),
+        });
     }
     // Every run writes at least its run_started line: an empty file is a
     // trail whose every line was removed, which proves nothing.

@@ -77,6 +77,22 @@ impl AuditEvent for RollbackAccepted {
     const NAME: &'static str = "rollback_accepted";
 }
 
+/// A trail no line of which was sealed, taken under the audit key because
+/// the run was told to (`--adopt-unsealed-trail`): from this line on every
+/// line is sealed, and this line's seal and the checkpoints after it cover
+/// the unsealed lines before it by the chain.
+#[derive(Debug, Serialize)]
+pub(crate) struct AuditKeyAdopted {
+    pub key_id: String,
+    /// The unsealed lines found before this run's first.
+    pub unsealed_lines: u64,
+    pub adopted_by: &'static str,
+}
+
+impl AuditEvent for AuditKeyAdopted {
+    const NAME: &'static str = "audit_key_adopted";
+}
+
 /// A manifest line of a run the trail does not record.
 #[derive(Debug, Serialize)]
 pub(crate) struct Unrecorded {

@@ -35,6 +35,9 @@ pub(crate) struct TrailOptions {
     /// Signs every `run_finished` line; its last checkpoint is verified
     /// before the run adds a line.
     pub key: Option<AuditKey>,
+    /// `--adopt-unsealed-trail`: with the key, a trail no line of which is
+    /// sealed is taken and the taking recorded, not refused.
+    pub adopt_unsealed: bool,
     /// The state directory whose `audit-anchors/` anchors the trail, when
     /// it is not the run's own (a backfill keeps its cursors apart but
     /// appends to the same trail, so it shares the trail's one anchor).
@@ -111,8 +114,9 @@ impl Trail {
         let header = header.with_state_db(db.url().shown(), db.schema_version());
         let trail = DbTrail::new(db.clone(), name_in_db(&options.audit_log), run_id.clone())
             .with_masker(Some(masker))
-            .with_key(options.key.clone());
-        trail.check_anchors().await?;
+            .with_key(options.key.clone())
+            .with_adopt_unsealed(options.adopt_unsealed);
+        let adopted = trail.check_anchors().await?;
         let db_trail = Arc::new(trail);
         let trail = Trail {
             run_id: run_id.clone(),
@@ -121,7 +125,22 @@ impl Trail {
             writer: Writer::Db(db_trail.clone()),
         };
         trail.record(header).await?;
+        trail.record_adoption(options, adopted).await?;
         Ok((trail, db_trail))
+    }
+
+    /// After the header: the `audit_key_adopted` line of a trail with no
+    /// sealed line that this run was told to take under its key.
+    async fn record_adoption(&self, options: &TrailOptions, adopted: Option<u64>) -> Result<(), LedgerError> {
+        if let (Some(unsealed_lines), Some(key)) = (adopted, &options.key) {
+            self.record(super::events::AuditKeyAdopted {
+                key_id: key.id(),
+                unsealed_lines,
+                adopted_by: "--adopt-unsealed-trail",
+            })
+            .await?;
+        }
+        Ok(())
     }
 
     /// Opens the audit file with its anchors checked, and writes the header.
@@ -135,7 +154,8 @@ impl Trail {
         let log = AuditLog::open(&options.audit_log, run_id.clone())?
             .with_masker(masker)
             .with_repair(options.repair)
-            .with_key(options.key.clone());
+            .with_key(options.key.clone())
+            .with_adopt_unsealed(options.adopt_unsealed);
         let anchor_root = options.anchor_root.as_deref().unwrap_or(state_dir);
         let file = log.canonical_path().to_path_buf();
         let first_line = |what: &'static str| {
@@ -176,6 +196,8 @@ impl Trail {
             canonical,
         };
         trail.record(header).await?;
+        let adopted = log.lock().unwrap_or_else(|p| p.into_inner()).adopted();
+        trail.record_adoption(options, adopted).await?;
         // The header is the first line of a new trail: its identity from now.
         let anchors = anchors.with_first_line(first_line("read its first line to anchor it")?);
         if let Some(found) = found.filter(|f| f.legacy) {

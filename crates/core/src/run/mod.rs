@@ -90,6 +90,10 @@ pub struct AuditOptions {
     pub repair: bool,
     /// Signs every `run_finished` line (docs/audit-trail.md).
     pub key: Option<AuditKey>,
+    /// `--adopt-unsealed-trail`: with the key, take a trail no line of
+    /// which is sealed (one written before the key), recording it in an
+    /// `audit_key_adopted` line; without it such a trail is refused (65).
+    pub adopt_unsealed: bool,
     /// The state directory whose `audit-anchors/` anchors the trail, when
     /// it is not the run's own (`backfill` keeps its cursors apart but
     /// appends to the same trail, so it shares the trail's one anchor).
@@ -293,6 +297,7 @@ pub(crate) async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> Result<Run
         audit_log: spec.audit_log.clone(),
         repair: spec.audit.repair,
         key: spec.audit.key.clone(),
+        adopt_unsealed: spec.audit.adopt_unsealed,
         anchor_root: spec.audit.anchor_root.clone(),
     };
     let (ledger, audit) = state.open_trail(&options, &run_id, masker, header).await?;

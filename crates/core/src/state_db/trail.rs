@@ -68,6 +68,9 @@ pub(crate) struct DbTrail {
     next_seq: AtomicU64,
     masker: Option<crate::mask::Masker>,
     key: Option<AuditKey>,
+    /// `--adopt-unsealed-trail`: a trail with no sealed line is taken
+    /// under the key ([`AuditError::NeverSealed`] otherwise).
+    adopt: bool,
     /// What the append function asks of each line when the database
     /// requires the audit key ([`super::gate`]).
     gate: Option<super::gate::GateKey>,
@@ -89,8 +92,15 @@ impl DbTrail {
             next_seq: AtomicU64::new(1),
             masker: None,
             key: None,
+            adopt: false,
             gate: None,
         }
+    }
+
+    /// `--adopt-unsealed-trail`: take a trail no line of which is sealed.
+    pub(crate) fn with_adopt_unsealed(mut self, adopt: bool) -> Self {
+        self.adopt = adopt;
+        self
     }
 
     /// Masks identifiers in every line (before it is hashed).
@@ -206,7 +216,9 @@ impl DbTrail {
 
     /// Checks the trail's latest anchor against its line: the run refuses
     /// (65) a trail rewritten below it.
-    pub(crate) async fn check_anchors(&self) -> Result<(), AuditError> {
+    /// With the key and `--adopt-unsealed-trail`, a trail with no sealed
+    /// line is taken: how many lines, for the `audit_key_adopted` line.
+    pub(crate) async fn check_anchors(&self) -> Result<Option<u64>, AuditError> {
         self.check_gate().await?;
         check_anchors(&self.db, &self.name).await?;
         self.check_last_checkpoint().await
@@ -232,9 +244,11 @@ impl DbTrail {
     /// before the run adds to it, as a file trail's does (the same rule:
     /// [`AuditKey::last_checkpoint_problem`]); 65 naming the line when it
     /// does not.
-    async fn check_last_checkpoint(&self) -> Result<(), AuditError> {
+    /// A trail with no sealed line is refused ([`AuditError::NeverSealed`])
+    /// unless adopted: then how many unsealed lines were taken.
+    async fn check_last_checkpoint(&self) -> Result<Option<u64>, AuditError> {
         let Some(key) = &self.key else {
-            return self.check_not_sealed().await;
+            return self.check_not_sealed().await.map(|()| None);
         };
         let client = self.db.client().await;
         let row = client
@@ -251,17 +265,26 @@ impl DbTrail {
             key.last_checkpoint_problem(&line, &format!("on line {n}"))
         });
         drop(client);
+        let mut walk = crate::audit::checkpoint::SealWalk::new(key);
         let problem = match last_checkpoint {
             Some(problem) => Some(problem),
             None => {
                 let client = self.db.client().await;
-                self.unsealed_tail(&*client, key, 0..i64::MAX)
+                self.walk_seals(&*client, &mut walk, 0..i64::MAX)
                     .await
                     .map_err(|e| self.error(super::error::classify(self.db.url(), "read the trail in", e)))?
             }
         };
         match problem {
-            None => Ok(()),
+            // The file trail's rule: a trail with lines and no sealed one
+            // is taken under the key only when adopted.
+            None if walk.never_sealed() && !self.adopt => Err(AuditError::NeverSealed {
+                path: self.label(),
+                key_id: key.id(),
+                lines: walk.lines(),
+            }),
+            None if walk.never_sealed() => Ok(Some(walk.lines())),
+            None => Ok(None),
             Some(problem) => Err(AuditError::Damaged {
                 path: self.label(),
                 problems: vec![problem],
@@ -269,15 +292,19 @@ impl DbTrail {
         }
     }
 
-    /// Without the key: the trail's last line carries no seal (the file
-    /// trail's rule: [`AuditError::KeyNeeded`]).
+    /// Without the key: no line of the trail carries a seal, not only its
+    /// last (the file trail's rule: [`AuditError::KeyNeeded`]): lines
+    /// chained to a sealed trail's end by someone without the key would
+    /// hide it. One scan of the rows, by a substring test, then the seal's
+    /// own reading.
     async fn check_not_sealed(&self) -> Result<(), AuditError> {
         let row = self
             .db
             .client()
             .await
             .query_opt(
-                "SELECT n, line FROM edc_sync_audit_line WHERE trail = $1 ORDER BY n DESC LIMIT 1",
+                "SELECT n, line FROM edc_sync_audit_line WHERE trail = $1 \
+                 AND strpos(line, ',\"line_mac\":\"') > 0 ORDER BY n LIMIT 1",
                 &[&self.name],
             )
             .await
@@ -306,8 +333,19 @@ impl DbTrail {
         key: &AuditKey,
         rows: std::ops::Range<i64>,
     ) -> Result<Option<String>, tokio_postgres::Error> {
-        use crate::audit::checkpoint::{SealWalk, Walked};
-        let mut walk = SealWalk::new(key);
+        let mut walk = crate::audit::checkpoint::SealWalk::new(key);
+        self.walk_seals(client, &mut walk, rows).await
+    }
+
+    /// [`Self::unsealed_tail`] with the caller's walk, which then tells
+    /// whether a trail read to its first row had any sealed line.
+    async fn walk_seals(
+        &self,
+        client: &impl tokio_postgres::GenericClient,
+        walk: &mut crate::audit::checkpoint::SealWalk<'_>,
+        rows: std::ops::Range<i64>,
+    ) -> Result<Option<String>, tokio_postgres::Error> {
+        use crate::audit::checkpoint::Walked;
         let mut below = rows.end;
         loop {
             let rows = client
