@@ -309,7 +309,7 @@ fn replace_the_trail_unsealed(fx: &Fixture) -> String {
         };
         if old == s1_commit {
             let forged: Value = serde_json::from_str(
-                &std::fs::read_to_string(fx.trail()).unwrap()[*offset as usize..]
+                std::fs::read_to_string(fx.trail()).unwrap()[*offset as usize..]
                     .lines()
                     .next()
                     .unwrap(),
