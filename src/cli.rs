@@ -1,5 +1,8 @@
 //! Command-line definitions, and nothing else: parsing is clap's job, the
 //! work is in `commands`.
+//!
+//! One concept: the command line's shape, every subcommand and flag with
+//! the help a user reads.
 
 use std::path::PathBuf;
 
@@ -259,6 +262,25 @@ pub enum ConfigCommand {
     Stamp {
         #[command(flatten)]
         path: ConfigPath,
+        /// A file holding the audit key the runs use, to MAC the stamp with
+        /// (default: the EDC_SYNC_AUDIT_KEY variable, when set). A run
+        /// holding the key refuses a stamp whose MAC does not verify.
+        #[arg(long, value_name = "FILE")]
+        audit_key_file: Option<PathBuf>,
+    },
+    /// Prove, against the policy repository, that every commit an audit
+    /// trail's run headers record holds the policy blob they record at the
+    /// path they record: what turns a stamp's claims into facts.
+    ///
+    /// Exit 0 when every claim holds; 65 when one does not (each named);
+    /// 66 when the trail or the repository cannot be read.
+    CheckStamp {
+        /// A clone of the policy repository (any clone holding the commits).
+        #[arg(long, value_name = "PATH")]
+        repo: PathBuf,
+        /// The audit trail whose run headers to check.
+        #[arg(long, value_name = "FILE")]
+        trail: PathBuf,
     },
     /// Print the effective policy (defaults filled in) with its provenance.
     ///

@@ -73,6 +73,11 @@ pub const EXAMPLES: &[Example] = &[
         "at release, in the policy repository: the stamp a ConfigMap or image ships beside the policy",
     ),
     ex(
+        "config check-stamp",
+        "edc-sync config check-stamp --repo /srv/edc/policy --trail /srv/edc/audit.jsonl",
+        "prove from a clone of the policy repository that every recorded commit holds the recorded policy blob",
+    ),
+    ex(
         "config show",
         "edc-sync config show --config config/rate_limits.yaml --vendor veeva_vault",
         "the effective policy of a vendor, defaults filled in, with its provenance",

@@ -56,7 +56,11 @@ pub fn run(cmd: ConfigCommand) -> Result<(), Error> {
             .io(|| "writing to stdout".into())?;
             Ok(())
         }
-        ConfigCommand::Stamp { path } => {
+        ConfigCommand::Stamp { path, audit_key_file } => {
+            let key = match &audit_key_file {
+                Some(file) => Some(edc_core::audit::AuditKey::from_file(file)?),
+                None => edc_core::audit::AuditKey::from_env()?,
+            };
             let loaded = config::load(&path.config)?;
             loaded.require_committed(false)?;
             let stamp =
@@ -67,6 +71,10 @@ pub fn run(cmd: ConfigCommand) -> Result<(), Error> {
                         reason: format!("{} is not committed at HEAD", path.config.display()),
                         remedy: loaded.provenance.remedy(),
                     })?;
+            let stamp = match &key {
+                Some(key) => stamp.sealed(|content| key.stamp_mac(content)),
+                None => stamp,
+            };
             let to = config::stamp_path(&path.config);
             let text = serde_json::to_string_pretty(&stamp).unwrap_or_default() + "\n";
             // Replaced whole (a new release re-stamps), never through a link.
@@ -74,12 +82,37 @@ pub fn run(cmd: ConfigCommand) -> Result<(), Error> {
             edc_core::no_follow::write(&to, text).io(|| format!("writing the stamp {}", to.display()))?;
             writeln!(
                 std::io::stdout().lock(),
-                "{}: stamped {} at commit {} (blob {}, sha256 {})",
+                "{}: stamped {} at commit {} (blob {}, sha256 {}){}",
                 to.display(),
                 stamp.path,
                 stamp.commit,
                 stamp.blob,
-                stamp.sha256
+                stamp.sha256,
+                match &key {
+                    Some(key) => format!(", MAC with audit key {}", key.id()),
+                    None => "; no audit key: a run cannot tell this stamp from one written by hand".into(),
+                }
+            )
+            .io(|| "writing to stdout".into())?;
+            Ok(())
+        }
+        ConfigCommand::CheckStamp { repo, trail } => {
+            let report = edc_core::audit::check_stamps(&repo, &trail)?;
+            if report.failed > 0 {
+                return Err(edc_core::audit::StampNotHeld {
+                    failed: report.failed,
+                    lines: report.lines,
+                }
+                .into());
+            }
+            let mut out = std::io::stdout().lock();
+            for line in &report.lines {
+                writeln!(out, "{line}").io(|| "writing to stdout".into())?;
+            }
+            writeln!(
+                out,
+                "{} recorded policy commit(s) checked: every one holds its blob",
+                report.lines.len()
             )
             .io(|| "writing to stdout".into())?;
             Ok(())

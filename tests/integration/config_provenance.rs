@@ -299,6 +299,119 @@ async fn a_policy_without_its_repository_runs_from_its_stamp_and_a_changed_byte_
     assert_eq!(std::fs::read(fx.trail()).unwrap(), before, "nothing appended");
 }
 
+/// A fixture whose policy was stamped with the audit key, then its
+/// repository moved away (to `policy-repo.git`, the reviewer's clone).
+fn stamped_with_the_key() -> (support::runs::Fixture, std::path::PathBuf, serde_json::Value) {
+    let fx = support::runs::Fixture::new();
+    let policy = fx.path("policies.yaml");
+    let out = support::run_cmd(
+        support::edc_sync()
+            .args(["config", "stamp", "--config", policy.to_str().unwrap()])
+            .env("EDC_SYNC_AUDIT_KEY", support::runs::KEY),
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("MAC with audit key"), "{}", out.stdout);
+    let stamp_file = fx.path("policies.yaml.stamp.json");
+    let stamp: serde_json::Value = serde_json::from_slice(&std::fs::read(&stamp_file).unwrap()).unwrap();
+    assert!(stamp["mac"].is_string(), "{stamp}");
+    std::fs::rename(fx.path(".git"), fx.path("policy-repo.git")).unwrap();
+    (fx, stamp_file, stamp)
+}
+
+/// The policy changed after review and its stamp rewritten by hand to
+/// match: blob and SHA-256 updated, the released commit and the MAC kept.
+fn rewrite_policy_and_stamp(
+    fx: &support::runs::Fixture,
+    stamp_file: &std::path::Path,
+    mut stamp: serde_json::Value,
+) -> String {
+    let policy = fx.path("policies.yaml");
+    let mut bytes = std::fs::read(&policy).unwrap();
+    bytes.extend_from_slice(b"# changed after review\n");
+    std::fs::write(&policy, &bytes).unwrap();
+    let blob = git2::Oid::hash_object(git2::ObjectType::Blob, &bytes)
+        .unwrap()
+        .to_string();
+    stamp["blob"] = blob.clone().into();
+    stamp["sha256"] = sha256_hex(&bytes).into();
+    std::fs::write(stamp_file, serde_json::to_string_pretty(&stamp).unwrap()).unwrap();
+    blob
+}
+
+/// `config check-stamp` of `fx`'s trail against the moved repository.
+fn check_stamp(fx: &support::runs::Fixture, trail: &std::path::Path) -> support::Outcome {
+    support::run(&[
+        "config",
+        "check-stamp",
+        "--repo",
+        fx.path("policy-repo.git").to_str().unwrap(),
+        "--trail",
+        trail.to_str().unwrap(),
+    ])
+}
+
+/// A stamp anyone who can write the policy could write too: with the audit
+/// key, `config stamp` MACs it, a keyed run records
+/// `config_stamp_verified: true`, and refuses (78), before any line or
+/// request, a stamp rewritten by hand (blob and SHA-256 changed, commit and
+/// MAC kept).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stamp_rewritten_by_hand_is_refused_by_a_run_holding_the_key() {
+    let (fx, stamp_file, stamp) = stamped_with_the_key();
+    let sim = support::runs::sim().await;
+    let keyed = || edc_core::run::AuditOptions {
+        key: Some(edc_core::audit::AuditKey::new(support::runs::KEY.as_bytes().to_vec(), "test").unwrap()),
+        ..edc_core::run::AuditOptions::default()
+    };
+    let (code, message) = fx.run(&sim, keyed()).await;
+    assert_eq!(code, 0, "{message}");
+    let header = support::audit_events(&fx.trail(), "run_started").remove(0);
+    assert_eq!(header["config_stamp_verified"], true);
+    let out = check_stamp(&fx, &fx.trail());
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains(" holds policies.yaml as blob"),
+        "{}",
+        out.stdout
+    );
+    rewrite_policy_and_stamp(&fx, &stamp_file, stamp);
+    let before = std::fs::read(fx.trail()).unwrap();
+    let requests = sim.requests().len();
+    let (code, message) = fx.run(&sim, keyed()).await;
+    assert_eq!(code, 78, "{message}");
+    assert!(
+        message.contains("does not verify") && message.contains("policies.yaml.stamp.json"),
+        "{message}"
+    );
+    assert_eq!(std::fs::read(fx.trail()).unwrap(), before, "nothing appended");
+    assert_eq!(sim.requests().len(), requests, "no request sent");
+}
+
+/// Without the key a run cannot tell a rewritten stamp from a released one:
+/// it records `config_stamp_verified: false`, and `config check-stamp`
+/// against a clone of the repository names the recorded commit that does
+/// not hold the recorded blob (65); a trail it cannot read is 66.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_stamp_names_a_recorded_commit_that_does_not_hold_the_recorded_blob() {
+    let (fx, stamp_file, stamp) = stamped_with_the_key();
+    let sim = support::runs::sim().await;
+    let blob = rewrite_policy_and_stamp(&fx, &stamp_file, stamp);
+    let (code, message) = fx.run(&sim, edc_core::run::AuditOptions::default()).await;
+    assert_eq!(code, 0, "{message}");
+    let header = support::audit_events(&fx.trail(), "run_started").remove(0);
+    assert_eq!(header["config_stamp_verified"], false);
+    assert_eq!(header["config_dirty"], false);
+    let out = check_stamp(&fx, &fx.trail());
+    assert_eq!(out.code, 65, "{}{}", out.stdout, out.stderr);
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        said.contains(&format!("does NOT hold policies.yaml as blob {blob}")),
+        "{said}"
+    );
+    let out = check_stamp(&fx, &fx.path("no-such-trail.jsonl"));
+    assert_eq!(out.code, 66, "{}{}", out.stdout, out.stderr);
+}
+
 #[test]
 fn a_policy_not_committed_is_not_stamped() {
     let (repo, _) = Repo::committed();

@@ -721,6 +721,8 @@ fn exhaustive(e: &Error) {
         | Error::AuditUnreadable(_)
         | Error::Discrepancies(_)
         | Error::NotQualified(_)
+        | Error::StampNotHeld(_)
+        | Error::StampUnreadable(_)
         | Error::Input { .. }
         | Error::Io { .. } => {}
     }

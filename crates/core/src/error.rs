@@ -62,6 +62,13 @@ pub enum Error {
     /// `audit export` did not produce its file.
     #[error(transparent)]
     Export(#[from] ExportError),
+    /// `config check-stamp`: a recorded commit does not hold the recorded
+    /// policy blob (65).
+    #[error(transparent)]
+    StampNotHeld(#[from] crate::audit::StampNotHeld),
+    /// `config check-stamp`: the trail or the repository cannot be read (66).
+    #[error(transparent)]
+    StampUnreadable(#[from] crate::audit::StampUnreadable),
     /// An IQ or OQ check did not pass (70).
     #[error(transparent)]
     NotQualified(#[from] NotQualified),
@@ -90,7 +97,8 @@ impl Error {
             Error::Key(_) => Exit::Config,
             Error::RedisAnchor(_) => Exit::Unavailable,
             Error::Pacer(e) => Exit::for_pacer(e),
-            Error::NotIntact(_) | Error::Discrepancies(_) => Exit::DataErr,
+            Error::NotIntact(_) | Error::Discrepancies(_) | Error::StampNotHeld(_) => Exit::DataErr,
+            Error::StampUnreadable(_) => Exit::NoInput,
             Error::AuditUnreadable(e) if crate::no_follow::is_link_refusal(&e.error) => Exit::IoErr,
             Error::AuditUnreadable(_) | Error::Input { .. } => Exit::NoInput,
             Error::Unverifiable(e) => e.exit(),

@@ -30,6 +30,12 @@ pub struct RunStarted {
     /// (`config stamp`) its commit and blob came from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub config_stamp: Option<String>,
+    /// With `config_stamp`: whether the stamp's MAC was verified with the
+    /// run's audit key (`false`: the run held no key, so the stamp proves
+    /// only what anyone who could write the policy could also write; check
+    /// it against the repository with `config check-stamp`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_stamp_verified: Option<bool>,
     /// The scheduler's trace context (`TRACEPARENT`/`TRACESTATE`), when it
     /// passed a valid one: joins this run to the task's trace.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -73,6 +79,7 @@ impl RunStarted {
             config_dirty_reason: provenance.why_uncontrolled(),
             allow_dirty,
             config_stamp: provenance.stamp().map(str::to_string),
+            config_stamp_verified: None,
             trace: TraceContext::from_env(),
             stream,
             state_db: None,

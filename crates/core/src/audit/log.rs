@@ -764,7 +764,7 @@ impl AuditLog {
                 }
             }
         } else if let Some(n) =
-            super::read::first_sealed_line(&self.path).map_err(io_error(&self.path, "read it"))?
+            super::checkpoint::first_sealed_line(&self.path).map_err(io_error(&self.path, "read it"))?
         {
             // Any sealed line, not the last: lines chained to a sealed
             // trail's end by someone without the key would hide it.

@@ -3,6 +3,7 @@
 
 pub(crate) mod anchor;
 pub(crate) mod anchors;
+mod check_stamp;
 pub(crate) mod checkpoint;
 pub(crate) mod commit;
 mod header;
@@ -21,6 +22,7 @@ pub use crate::trace_context::TraceContext;
 pub use anchor::redis_copy::load_script as load_anchor_script;
 pub use anchor::{first_line_sha256, ChainHead, DIR as ANCHOR_DIR};
 pub use anchors::Anchors;
+pub use check_stamp::{check_stamps, StampNotHeld, StampReport, StampUnreadable};
 pub use checkpoint::{AuditKey, KeyError, KEY_ENV, LINE_MAC};
 pub use header::RunStarted;
 pub use line::compose;

@@ -67,34 +67,6 @@ pub(crate) fn each_event_line(
     })
 }
 
-/// The number of the first line of `path` sealed with an audit key (it
-/// ends with a `line_mac`), read from the start: what a run without the key
-/// looks for before it writes, since lines chained to a sealed trail's end
-/// by someone without the key hide its seals from a look at the end alone.
-/// About a gigabyte a second: the filter is one substring search a line.
-pub(crate) fn first_sealed_line(path: &Path) -> std::io::Result<Option<u64>> {
-    let finder = memchr::memmem::Finder::new(b",\"line_mac\":\"");
-    let file = match crate::no_follow::read(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let mut reader = std::io::BufReader::with_capacity(256 * 1024, file);
-    let mut line = Vec::new();
-    let mut n = 0u64;
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line)? == 0 {
-            return Ok(None);
-        }
-        n += 1;
-        let bytes = line.strip_suffix(b"\n").unwrap_or(&line);
-        if finder.find(bytes).is_some() && super::checkpoint::unseal(bytes).is_some() {
-            return Ok(Some(n));
-        }
-    }
-}
-
 /// Calls `f` with the number and bytes (without the newline) of every line
 /// of `path`, a last one without its newline too, in file order. A missing
 /// file has no lines.

@@ -4,6 +4,9 @@
 //! The file is streamed, so a multi-gigabyte trail verifies in constant
 //! memory (plus one `seq` per run). A second streaming pass runs only to
 //! classify a broken link.
+//!
+//! One concept: the chain's verdict, with what the audit key adds to it
+//! (seals, checkpoints) read in the same pass.
 
 use std::collections::HashMap;
 use std::fmt;

@@ -53,6 +53,10 @@ pub struct Provenance {
     /// The file's blob id at `HEAD`, if it is committed there.
     pub config_git_blob: Option<String>,
     pub state: ChangeState,
+    /// The stamp the provenance came from, whole (its MAC a run holding the
+    /// audit key checks), when it came from one.
+    #[serde(skip)]
+    pub stamp_record: Option<super::stamp::Stamp>,
 }
 
 impl Provenance {
@@ -150,6 +154,7 @@ pub(crate) fn of(path: &Path, bytes: &[u8], sha256: String) -> Provenance {
         config_git_commit: None,
         config_git_blob: None,
         state: ChangeState::OutsideRepository,
+        stamp_record: None,
     };
     let dir = p.config_path.parent().unwrap_or(Path::new("."));
     let repo = match Repository::discover(dir) {
@@ -212,9 +217,10 @@ fn stamped(mut p: Provenance, path: &Path, bytes: &[u8]) -> Provenance {
         ));
         return p;
     }
-    p.config_repo_path = Some(stamp.path);
-    p.config_git_commit = Some(stamp.commit);
-    p.config_git_blob = Some(stamp.blob);
+    p.config_repo_path = Some(stamp.path.clone());
+    p.config_git_commit = Some(stamp.commit.clone());
+    p.config_git_blob = Some(stamp.blob.clone());
+    p.stamp_record = Some(stamp);
     p.state = ChangeState::Stamped(name);
     p
 }

@@ -13,9 +13,13 @@
 //! modified file in a repository is.
 //!
 //! The stamp proves the bytes are the reviewed ones only as far as the
-//! stamp itself is trusted: it is written at release from the repository,
-//! shipped with the policy (the same ConfigMap or image), and its commit
-//! and blob can be checked against the repository at any time later.
+//! stamp itself is trusted: anyone who can write the policy can write a
+//! stamp naming its new blob at the released commit. So when an audit key
+//! is configured, `config stamp` MACs the stamp with it (`mac`), and a run
+//! holding the key refuses (78) a stamp whose MAC is missing or does not
+//! verify; a run without the key records `config_stamp_verified: false`.
+//! Either way `edc-sync config check-stamp` proves later, against the
+//! repository, that each recorded commit holds the recorded blob.
 
 use std::path::{Path, PathBuf};
 
@@ -39,6 +43,10 @@ pub struct Stamp {
     pub sha256: String,
     /// The repository's `origin` remote, without any credentials in it.
     pub remote: Option<String>,
+    /// With an audit key at `config stamp`: the HMAC-SHA256 of
+    /// [`Stamp::signed_content`] with it, lowercase hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
 }
 
 /// Where the stamp of the policy at `policy` is kept.
@@ -66,7 +74,36 @@ impl Stamp {
             blob,
             sha256,
             remote: remote_of(policy),
+            mac: None,
         }
+    }
+
+    /// What the stamp's MAC covers: every field but the MAC, one a line.
+    pub fn signed_content(&self) -> String {
+        format!(
+            "{}\n{}\n{}\n{}\n{}\n{}",
+            self.format,
+            self.path,
+            self.commit,
+            self.blob,
+            self.sha256,
+            self.remote.as_deref().unwrap_or("")
+        )
+    }
+
+    /// The stamp with its MAC, as `mac_of` (the audit key's
+    /// `stamp_mac`) makes it of [`Stamp::signed_content`].
+    pub fn sealed(mut self, mac_of: impl FnOnce(&str) -> String) -> Stamp {
+        self.mac = Some(mac_of(&self.signed_content()));
+        self
+    }
+
+    /// Whether the stamp carries a MAC that `verifies` (the audit key's
+    /// `stamp_verifies`) accepts for its content.
+    pub fn verifies(&self, verifies: impl FnOnce(&str, &str) -> bool) -> bool {
+        self.mac
+            .as_deref()
+            .is_some_and(|mac| verifies(&self.signed_content(), mac))
     }
 
     /// The stamp beside `policy`: `Ok(None)` when there is none, `Err`

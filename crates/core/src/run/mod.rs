@@ -136,6 +136,27 @@ pub(crate) fn plan(spec: &RunSpec) -> Result<RunPlan, ConfigError> {
     }
     let loaded = config::load(&spec.config)?;
     loaded.require_committed(spec.allow_dirty)?;
+    // A stamp anyone who can write the policy could have written: with the
+    // audit key its MAC must verify, before any line or request.
+    if let (Some(stamp), Some(key)) = (&loaded.provenance.stamp_record, &spec.audit.key) {
+        if !stamp.verifies(|content, mac| key.stamp_verifies(content, mac)) {
+            let name = loaded.provenance.stamp().unwrap_or("the stamp");
+            return Err(ConfigError::NotUnderChangeControl {
+                reason: format!(
+                    "{} is accepted on its stamp {name}, which {} with audit key {}",
+                    loaded.provenance.config_path.display(),
+                    match stamp.mac {
+                        None => "carries no MAC",
+                        Some(_) => "carries a MAC that does not verify",
+                    },
+                    key.id()
+                ),
+                remedy: "stamp the released policy again with `edc-sync config stamp` and the audit key set, in its \
+                         repository, and ship that stamp"
+                    .into(),
+            });
+        }
+    }
     let policy = Arc::new(loaded.vendor(&spec.vendor)?.clone());
     if policy.object_lock.is_some() && !spec.out.is_s3() {
         return Err(ConfigError::Identity(format!(
@@ -289,6 +310,10 @@ pub(crate) async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> Result<Run
         ..id.clone()
     });
     let mut header = RunStarted::new(&prepared.loaded.provenance, spec.allow_dirty, header_stream);
+    // Checked in `plan` when the run holds the key; without it, unproven.
+    if prepared.loaded.provenance.stamp_record.is_some() {
+        header.config_stamp_verified = Some(spec.audit.key.is_some());
+    }
     header.restricted_scope = declared_scopes(&prepared);
     // A database unreachable (69), read-only or of the wrong schema (78):
     // before any line, like a policy mistake.
