@@ -830,6 +830,15 @@ async fn the_commands_of_running_on_several_hosts_run_as_written() {
         ("EDC_SYNC_STATE", run_url.clone()),
         ("EDC_SYNC_AUDIT_KEY", runs::KEY.to_string()),
     ];
+    // The runs so far held no key: the first keyed run adopts the trail,
+    // as the docs say, and the next needs no flag.
+    let out = run(&unit_args, &host, &keyed);
+    assert_eq!(out.code, 65, "with the key, not adopted: {}", out.stderr);
+    assert!(out.stderr.contains("--adopt-unsealed-trail"), "{}", out.stderr);
+    let mut adopting = unit_args.clone();
+    adopting.push("--adopt-unsealed-trail".into());
+    let out = run(&adopting, &host, &keyed);
+    assert_eq!(out.code, 0, "with the key, adopted: {}", out.stderr);
     let out = run(&unit_args, &host, &keyed);
     assert_eq!(out.code, 0, "with the key: {}", out.stderr);
 }
@@ -1057,6 +1066,76 @@ async fn a_database_restored_from_an_older_backup_is_refused_until_accepted() {
         .filter(|l| l["event"] == "rollback_accepted")
         .collect();
     assert_eq!(accepted.len(), 1, "{accepted:?}");
+    assert_exact(&pg, &fx, 100);
+}
+
+/// The database remembers every landing head it published (a
+/// `landing_head_published` line after the head is written). Restored from
+/// an older backup, it still refuses (65, before any request) a landing
+/// whose head was deleted, or put back from a copy older than the last head
+/// it published: the two ways a restore was hidden when only the head
+/// spoke. `--accept-rollback` records the deviation and goes on; and a run
+/// with neither Redis nor Object Lock says once in its header that a
+/// database and landing restored together would not be seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_landing_head_deleted_or_put_back_older_is_refused_by_what_the_database_published() {
+    let (mut pg, fx, sim) = four_pages_in_a_database().await;
+    let head = fx.path("landing/vault_json/-/S1/-/default/ledger-head.json");
+    let first_head = std::fs::read(&head).unwrap();
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &["--max-pages", "2"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let published: Vec<_> = trail_rows(&pg, "audit.jsonl")
+        .into_iter()
+        .filter(|l| l["event"] == "landing_head_published")
+        .collect();
+    assert_eq!(published.len(), 2, "{published:?}");
+    let header = trail_rows(&pg, "audit.jsonl").remove(0);
+    assert!(
+        header["rollback_witness"].as_str().unwrap().starts_with("none"),
+        "{header}"
+    );
+    // `verify` holds the head to the same record.
+    let current = std::fs::read(&head).unwrap();
+    for (damage, said) in [("deleted", "missing"), ("older", "older than line")] {
+        match damage {
+            "deleted" => std::fs::remove_file(&head).unwrap(),
+            _ => std::fs::write(&head, &first_head).unwrap(),
+        }
+        let out = verify_db(&pg, &fx);
+        assert_eq!(out.code, 65, "{damage}: {}{}", out.stdout, out.stderr);
+        assert!(
+            out.stdout.contains("ledger-head.json: ") && out.stdout.contains(said),
+            "{damage}: {}",
+            out.stdout
+        );
+    }
+    std::fs::write(&head, &current).unwrap();
+    let out = verify_db(&pg, &fx);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let backup = fx.path("database-backup");
+    pg.back_up_to(&backup).unwrap();
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &["--max-pages", "2"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    pg.restore_from(&backup).unwrap();
+    let requests = sim.requests().len();
+    for (damage, said) in [("deleted", "is missing"), ("older", "older than line")] {
+        match damage {
+            "deleted" => std::fs::remove_file(&head).unwrap(),
+            _ => std::fs::write(&head, &first_head).unwrap(),
+        }
+        let out = sync_bin(&fx, &sim, &pg.run_url(), &[]);
+        assert_eq!(out.code, 65, "{damage}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("ledger-head.json")
+                && out.stderr.contains(said)
+                && out.stderr.contains("--accept-rollback"),
+            "{damage}: {}",
+            out.stderr
+        );
+        assert_eq!(sim.requests().len(), requests, "{damage}: nothing was fetched");
+    }
+    let out = sync_bin(&fx, &sim, &pg.run_url(), &["--accept-rollback"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
     assert_exact(&pg, &fx, 100);
 }
 

@@ -67,7 +67,7 @@ impl Exit {
             code: 65,
             label: "data",
             meaning: "data error: invalid payload (a cursor value of the wrong kind included), broken audit chain, an audit trail whose end does not verify or that diverges from its anchor, a trail with no sealed line under the audit key (unless adopted), state that disagrees with the trail at start (a cursor, the manifest's tail, the last landed page, a landing owned by another state directory, a landing newer than the state and trail), a damaged manifest, `verify` discrepancies",
-            what_to_do: "investigate; do not retry blindly (`--repair-audit` records a known audit damage, `--repair-state` takes the trail's state, `--accept-rollback` records a state restored from an older backup; all audited; docs/operations.md)",
+            what_to_do: "investigate; do not retry blindly (`--repair-audit` records a known audit damage, `--repair-state` takes the trail's state, `--accept-rollback` records a state restored from an older backup, `--adopt-unsealed-trail` takes a trail written before the audit key; all audited; docs/operations.md)",
         },
         Documented {
             code: 66,

@@ -48,6 +48,12 @@ pub struct RunStarted {
     /// required, so the evidence says which schema held it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state_schema_version: Option<i32>,
+    /// With `--state postgres://…` and neither the Redis anchor (`--redis`)
+    /// nor Object-Locked pages: said once, since a database and its landing
+    /// restored together from one older backup agree with each other and
+    /// only a witness outside both would see it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollback_witness: Option<&'static str>,
     /// Per stream, what the policy declares its token may not export
     /// (REDCap's `delta.restricted_scope`): the run lands that subset, and
     /// the evidence says so in the run's own words, not only through the
@@ -84,6 +90,7 @@ impl RunStarted {
             stream,
             state_db: None,
             state_schema_version: None,
+            rollback_witness: None,
             restricted_scope: Default::default(),
         }
     }

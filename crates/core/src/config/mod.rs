@@ -191,6 +191,38 @@ impl LoadedConfig {
             _ => Ok(()),
         }
     }
+
+    /// With the audit key (its id `key_id`; `verifies` its stamp MAC
+    /// check): a policy accepted on its stamp must carry a MAC that
+    /// verifies, since anyone who can write the policy can write a stamp
+    /// too (78 otherwise, naming the stamp).
+    pub fn require_sealed_stamp(
+        &self,
+        key_id: &str,
+        verifies: impl FnOnce(&str, &str) -> bool,
+    ) -> Result<(), ConfigError> {
+        let Some(stamp) = &self.provenance.stamp_record else {
+            return Ok(());
+        };
+        if stamp.verifies(verifies) {
+            return Ok(());
+        }
+        Err(ConfigError::NotUnderChangeControl {
+            reason: format!(
+                "{} is accepted on its stamp {}, which {} with audit key {key_id}",
+                self.provenance.config_path.display(),
+                self.provenance.stamp().unwrap_or("beside it"),
+                match stamp.mac {
+                    None => "carries no MAC",
+                    Some(_) => "carries a MAC that does not verify",
+                },
+            ),
+            remedy:
+                "stamp the released policy again with `edc-sync config stamp` and the audit key set, in its \
+                     repository, and ship that stamp"
+                    .into(),
+        })
+    }
 }
 
 impl fmt::Display for LoadedConfig {

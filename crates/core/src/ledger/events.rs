@@ -93,6 +93,25 @@ impl AuditEvent for AuditKeyAdopted {
     const NAME: &'static str = "audit_key_adopted";
 }
 
+/// A state database's landing got its head (`landing_head.rs`): recorded
+/// in the database after the head was written, so the database remembers
+/// the newest head it published and a start refuses a landing whose head is
+/// missing or older.
+#[derive(Debug, Serialize)]
+pub(crate) struct LandingHeadPublished {
+    pub stream: String,
+    /// The head's recorded path (relative to the landing root).
+    pub landing: String,
+    pub trail: String,
+    /// The stream's last commit line the head names, and its SHA-256.
+    pub line: i64,
+    pub sha256: String,
+}
+
+impl AuditEvent for LandingHeadPublished {
+    const NAME: &'static str = "landing_head_published";
+}
+
 /// A manifest line of a run the trail does not record.
 #[derive(Debug, Serialize)]
 pub(crate) struct Unrecorded {

@@ -32,6 +32,7 @@
 mod events;
 mod fence;
 mod landing_head;
+pub(crate) use landing_head::HEAD_FILE as LANDING_HEAD_FILE;
 mod open;
 mod proof;
 mod publish;

@@ -131,7 +131,7 @@ impl StreamLedger {
         match (self, landing.remote()) {
             (StreamLedger::Files { .. }, Some(_)) => landing.set_published_watermark(landing.manifest_len()),
             (StreamLedger::Files { .. }, None) => Ok(()),
-            (StreamLedger::Db { held, .. }, _) => super::landing_head::write(held, landing).await,
+            (StreamLedger::Db { held, trail }, _) => super::landing_head::write(held, landing, trail).await,
         }
     }
 

@@ -143,6 +143,7 @@ pub async fn reconcile_db(
         progress,
     )?;
     note_links(&mut summary, links);
+    heads_against_the_trail(landing, &out, &views, &trail_file, &mut summary).await?;
     if let Some(gap) = gap.filter(|_| !summary.discrepancies.iter().any(|d| d.path == trail_file)) {
         summary.discrepancies.push(Discrepancy {
             path: trail_file.clone(),
@@ -171,4 +172,72 @@ pub async fn reconcile_db(
     summary.discrepancies.iter_mut().for_each(name);
     summary.behind.iter_mut().for_each(name);
     Ok(summary)
+}
+
+/// Each landing's head (`ledger-head.json`) against the last head the
+/// database recorded publishing for it (`landing_head_published`): one
+/// missing, or naming an earlier commit, is a discrepancy naming the head,
+/// as a start refuses it.
+async fn heads_against_the_trail(
+    landing: DbLanding<'_>,
+    out: &Path,
+    views: &[super::view::LandingView],
+    trail_file: &Path,
+    summary: &mut Summary,
+) -> Result<(), DbUnreadable> {
+    use crate::ledger::LANDING_HEAD_FILE as HEAD;
+    let mut published: std::collections::HashMap<String, (u64, i64)> = Default::default();
+    crate::audit::each_event(trail_file, "landing_head_published", |n, line| {
+        if let (Some(at), Some(head)) = (line["landing"].as_str(), line["line"].as_i64()) {
+            published.insert(at.to_string(), (n, head));
+        }
+    })
+    .map_err(|error| Unreadable {
+        path: trail_file.to_path_buf(),
+        error,
+    })?;
+    for view in views {
+        let name = format!("{}/{HEAD}", view.rel);
+        let Some((n, line)) = published.get(&name).copied() else {
+            continue;
+        };
+        let (path, text): (PathBuf, Option<Vec<u8>>) = match landing {
+            DbLanding::Dir(_) => {
+                let path = out.join(&name);
+                match crate::no_follow::read(&path) {
+                    Ok(mut f) => {
+                        let mut text = Vec::new();
+                        std::io::Read::read_to_end(&mut f, &mut text).map_err(|error| Unreadable {
+                            path: path.clone(),
+                            error,
+                        })?;
+                        (path, Some(text))
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => (path, None),
+                    Err(error) => return Err(Unreadable { path, error }.into()),
+                }
+            }
+            DbLanding::Bucket(bucket) => (
+                Path::new(bucket.url()).join(&name),
+                bucket.read(&name).await?.map(|b| b.to_vec()),
+            ),
+        };
+        let named = text
+            .as_deref()
+            .and_then(|t| serde_json::from_slice::<serde_json::Value>(t).ok())
+            .and_then(|v| v["line"].as_i64());
+        let what = match (text.is_some(), named) {
+            (false, _) => format!(
+                "missing, while the database recorded publishing it naming line {line} at audit line {n}: the \
+                 head was deleted"
+            ),
+            (true, Some(at)) if at < line => format!(
+                "names line {at}, older than line {line}, which the database recorded publishing at audit line \
+                 {n}: the head was put back from an older copy"
+            ),
+            _ => continue,
+        };
+        summary.discrepancies.push(Discrepancy { path, what });
+    }
+    Ok(())
 }

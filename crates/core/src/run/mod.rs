@@ -138,24 +138,8 @@ pub(crate) fn plan(spec: &RunSpec) -> Result<RunPlan, ConfigError> {
     loaded.require_committed(spec.allow_dirty)?;
     // A stamp anyone who can write the policy could have written: with the
     // audit key its MAC must verify, before any line or request.
-    if let (Some(stamp), Some(key)) = (&loaded.provenance.stamp_record, &spec.audit.key) {
-        if !stamp.verifies(|content, mac| key.stamp_verifies(content, mac)) {
-            let name = loaded.provenance.stamp().unwrap_or("the stamp");
-            return Err(ConfigError::NotUnderChangeControl {
-                reason: format!(
-                    "{} is accepted on its stamp {name}, which {} with audit key {}",
-                    loaded.provenance.config_path.display(),
-                    match stamp.mac {
-                        None => "carries no MAC",
-                        Some(_) => "carries a MAC that does not verify",
-                    },
-                    key.id()
-                ),
-                remedy: "stamp the released policy again with `edc-sync config stamp` and the audit key set, in its \
-                         repository, and ship that stamp"
-                    .into(),
-            });
-        }
+    if let Some(key) = &spec.audit.key {
+        loaded.require_sealed_stamp(&key.id(), |content, mac| key.stamp_verifies(content, mac))?;
     }
     let policy = Arc::new(loaded.vendor(&spec.vendor)?.clone());
     if policy.object_lock.is_some() && !spec.out.is_s3() {
@@ -315,6 +299,13 @@ pub(crate) async fn execute_plan(spec: RunSpec, prepared: RunPlan) -> Result<Run
         header.config_stamp_verified = Some(spec.audit.key.is_some());
     }
     header.restricted_scope = declared_scopes(&prepared);
+    let witnessed = matches!(spec.pacer, PacerChoice::Redis(_)) || prepared.policy.object_lock.is_some();
+    if matches!(spec.state, StateLocation::Db(_)) && !witnessed {
+        header.rollback_witness = Some(
+            "none: a state database and its landing restored together from one older backup would not be seen \
+             (the Redis anchor, --redis, or Object-Locked pages would see it)",
+        );
+    }
     // A database unreachable (69), read-only or of the wrong schema (78):
     // before any line, like a policy mistake.
     let state = State::open(&spec.state).await?;

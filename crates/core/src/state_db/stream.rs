@@ -483,6 +483,30 @@ impl DbStream {
             .map(|row| (row.get(0), row.get(2))))
     }
 
+    /// The last landing head the database recorded publishing for the
+    /// landing whose head is `head_file` (its recorded path): the audit
+    /// line's number, and the commit line and SHA-256 the head named.
+    pub(crate) async fn last_published_head(
+        &self,
+        head_file: &str,
+    ) -> Result<Option<(i64, i64, String)>, StoreError> {
+        let needle = format!("\"landing\":{}", Value::from(head_file));
+        let client = self.db.client().await;
+        let row = client
+            .query_opt(
+                "SELECT n, line FROM edc_sync_audit_line WHERE trail = $1 AND event = 'landing_head_published' \
+                 AND strpos(line, $2) > 0 ORDER BY n DESC LIMIT 1",
+                &[&self.trail, &needle],
+            )
+            .await
+            .map_err(|e| self.db_error("read the trail in", e))?;
+        Ok(row.and_then(|row| {
+            let (n, text): (i64, String) = (row.get(0), row.get(1));
+            let line: Value = serde_json::from_str(&text).ok()?;
+            Some((n, line["line"].as_i64()?, line["sha256"].as_str()?.to_string()))
+        }))
+    }
+
     /// The SHA-256 of line `n` of the trail when it is a commit of this
     /// stream; `None` when the trail holds no such line.
     pub(crate) async fn commit_sha256_at(&self, n: i64) -> Result<Option<String>, StoreError> {
