@@ -393,6 +393,15 @@ pub struct VerifyArgs {
     /// Narrow --study to this stream.
     #[arg(long = "stream", value_name = "NAME", requires = "study")]
     pub stream_name: Option<String>,
+    /// Prove the trail's seals and checkpoints with the audit key in
+    /// EDC_SYNC_AUDIT_KEY too, as `audit verify --key` does: a trail
+    /// recomputed, extended or replaced by someone without the key is a
+    /// discrepancy.
+    #[arg(long)]
+    pub key: bool,
+    /// Like --key, with the key read from FILE.
+    #[arg(long, value_name = "FILE", conflicts_with = "key")]
+    pub key_file: Option<PathBuf>,
 }
 
 impl VerifyArgs {

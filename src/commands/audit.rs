@@ -116,6 +116,13 @@ pub fn reconcile(args: crate::cli::VerifyArgs) -> Result<(), Error> {
     let out = edc_core::store::LandingLocation::parse("--out", &dirs.out)?;
     edc_core::paths::require_local("--audit-log", &dirs.audit_log)
         .map_err(edc_core::config::ConfigError::Identity)?;
+    let key = match (args.key, &args.key_file) {
+        (_, Some(path)) => Some(AuditKey::from_file(path)?),
+        (true, None) => {
+            Some(AuditKey::from_env()?.ok_or_else(|| KeyError(format!("--key: {KEY_ENV} is not set")))?)
+        }
+        (false, None) => None,
+    };
     let progress = edc_core::reconcile::Progress::new(super::spinner(
         "{spinner} verify: {msg}, {pos} pages hashed  [{elapsed}]",
     ));
@@ -123,6 +130,7 @@ pub fn reconcile(args: crate::cli::VerifyArgs) -> Result<(), Error> {
         &state,
         &out,
         &dirs.audit_log,
+        key.as_ref(),
         &scope,
         &progress,
     ));

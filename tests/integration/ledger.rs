@@ -506,6 +506,7 @@ on_both_backends!(
     verify_names_a_landing_owned_by_another_state_in_its_backends_words,
     a_keyed_run_takes_a_trail_with_no_sealed_line_only_when_told_to_adopt_it,
     a_run_without_the_key_stops_on_a_sealed_trail_whatever_its_end,
+    verify_with_the_key_names_unsealed_lines_and_a_trail_never_sealed,
 );
 
 /// Two runs, the first stopped after one page: every record lands once,
@@ -1102,4 +1103,42 @@ async fn a_run_without_the_key_stops_on_a_sealed_trail_whatever_its_end(site: Si
     );
     assert_eq!(site.trail(), forged, "nothing appended");
     assert_eq!(site.sim.requests().len(), requests, "no request was sent");
+}
+
+/// `verify --key` proves the trail's seals and checkpoints as `audit verify
+/// --key` does, beside the landing and the state: a commit chained to a
+/// sealed trail by someone without the key, and a trail no line of which is
+/// sealed, are discrepancies naming the trail (65); a keyed trail verifies.
+async fn verify_with_the_key_names_unsealed_lines_and_a_trail_never_sealed(site: Site) {
+    let verify_keyed = || {
+        support::run_cmd(
+            support::edc_sync()
+                .args(["verify", "--key", "--out"])
+                .arg(site.fx.path("landing"))
+                .args(["--state", &site.state(), "--audit-log"])
+                .arg(site.fx.trail())
+                .env("EDC_SYNC_AUDIT_KEY", runs::KEY),
+        )
+    };
+    let out = site.sync(&["--max-pages", "1"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = verify_keyed();
+    assert_eq!(out.code, 65, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("the audit trail cannot vouch"),
+        "{}",
+        out.stdout
+    );
+    let out = site.sync_keyed_with(&["--adopt-unsealed-trail"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = verify_keyed();
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    site.append_forged_commit();
+    let out = verify_keyed();
+    assert_eq!(out.code, 65, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("line_mac") || out.stdout.contains("line MAC"),
+        "{}",
+        out.stdout
+    );
 }

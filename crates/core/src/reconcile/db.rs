@@ -54,10 +54,11 @@ pub enum DbLanding<'a> {
 pub async fn reconcile_db(
     landing: DbLanding<'_>,
     db: &StateDb,
-    trail: &str,
+    trail: (&str, Option<&crate::audit::AuditKey>),
     scope: &Scope,
     progress: &super::Progress,
 ) -> Result<Summary, DbUnreadable> {
+    let (trail, key) = trail;
     let scratch = tempfile::tempdir().map_err(|e| Unreadable {
         path: std::env::temp_dir(),
         error: e,
@@ -138,7 +139,10 @@ pub async fn reconcile_db(
         &out,
         &views,
         (&state, crate::store::owner::StateKind::Database),
-        &trail_file,
+        super::Proving {
+            trail: &trail_file,
+            key,
+        },
         scope,
         progress,
     )?;

@@ -138,7 +138,7 @@ pub(super) fn lookback_digest(memory: &Value) -> String {
 pub fn reconcile(
     out: &Path,
     state: &Path,
-    audit: &Path,
+    audit: Proving<'_>,
     scope: &Scope,
     progress: &Progress,
 ) -> Result<Summary, Unreadable> {
@@ -192,7 +192,7 @@ fn note_links(summary: &mut Summary, links: Vec<PathBuf>) {
 pub async fn reconcile_object(
     landing: &crate::store::object::ObjectLanding,
     state: &Path,
-    audit: &Path,
+    audit: Proving<'_>,
     scope: &Scope,
     progress: &Progress,
 ) -> Result<Summary, ObjectUnreadable> {
@@ -225,6 +225,14 @@ pub enum ObjectUnreadable {
     Local(#[from] Unreadable),
 }
 
+/// The trail `verify` proves, and the audit key it proves the trail's seals
+/// and checkpoints with (`verify --key`): without one, the chain alone.
+#[derive(Clone, Copy)]
+pub struct Proving<'a> {
+    pub trail: &'a Path,
+    pub key: Option<&'a crate::audit::AuditKey>,
+}
+
 /// Reconciles the landing directories `views` (of the landing at `out`),
 /// the cursors under `state` and the audit trail at `audit`: those of
 /// them `scope` covers (the trail's chain is always verified whole).
@@ -232,18 +240,23 @@ fn reconcile_views(
     out: &Path,
     views: &[LandingView],
     state: (&Path, StateKind),
-    audit: &Path,
+    proving: Proving<'_>,
     scope: &Scope,
     progress: &Progress,
 ) -> Result<Summary, Unreadable> {
     let (state, kind) = state;
+    let audit = proving.trail;
+    let checks = crate::audit::verify::Checks {
+        anchors: Vec::new(),
+        key: proving.key.cloned(),
+    };
     let views: Vec<&LandingView> = views.iter().filter(|v| scope.covers(&v.rel)).collect();
     let mut summary = Summary::default();
     // The chain is checked on a thread of its own while the commits are
     // read beside the manifests: two reads of the trail, one core each.
     progress.phase("checking the audit trail's chain and reading its commits beside the manifests");
     let (chain, walked) = std::thread::scope(|s| {
-        let chain = s.spawn(|| crate::audit::verify(audit));
+        let chain = s.spawn(|| crate::audit::verify::verify_with(audit, &checks));
         let walked = walk_commits(audit, out, &views);
         (chain.join(), walked)
     });

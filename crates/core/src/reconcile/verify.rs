@@ -65,9 +65,11 @@ pub async fn verify(
     state: &StateLocation,
     out: &LandingLocation,
     audit: &Path,
+    key: Option<&crate::audit::AuditKey>,
     scope: &Scope,
     progress: &Progress,
 ) -> Result<Summary, Unverifiable> {
+    let proving = super::Proving { trail: audit, key };
     // A bucket is opened (configured, nothing asked of it yet).
     let object;
     let landing = match out {
@@ -78,14 +80,14 @@ pub async fn verify(
         }
     };
     let mut summary = match (state, landing) {
-        (StateLocation::Dir(state), DbLanding::Dir(dir)) => reconcile(dir, state, audit, scope, progress)?,
+        (StateLocation::Dir(state), DbLanding::Dir(dir)) => reconcile(dir, state, proving, scope, progress)?,
         (StateLocation::Dir(state), DbLanding::Bucket(bucket)) => {
-            reconcile_object(bucket, state, audit, scope, progress).await?
+            reconcile_object(bucket, state, proving, scope, progress).await?
         }
         (StateLocation::Db(url), landing) => {
             let db = crate::state_db::StateDb::connect(url).await?;
             let trail = crate::ledger::trail_name_in_db(audit);
-            reconcile_db(landing, &db, &trail, scope, progress).await?
+            reconcile_db(landing, &db, (&trail, key), scope, progress).await?
         }
     };
     // An S3 landing's pages: their retention as S3 reports it now.
