@@ -945,14 +945,8 @@ async fn audit_verify_names_trail_lines_removed_or_reordered_in_the_same_words(s
     assert_eq!(out.code, 0, "{}", out.stderr);
     let lines = site.trail();
     assert!(lines.len() > 5, "{} lines", lines.len());
-    for (damage, word) in [("remove", "removed"), ("swap", "reordered")] {
-        let mut changed = lines.clone();
-        match damage {
-            "remove" => {
-                changed.remove(3);
-            }
-            _ => changed.swap(3, 4),
-        }
+    for (word, changed) in trail_lines_removed_or_reordered(&lines) {
+        let damage = word;
         site.replace_trail(&changed);
         let out = site.audit_verify();
         let said = format!("{}{}", out.stdout, out.stderr);
@@ -967,6 +961,16 @@ async fn audit_verify_names_trail_lines_removed_or_reordered_in_the_same_words(s
     }
 }
 
+/// The trail's fourth line removed, and its fourth and fifth swapped, each
+/// with the word a verifier names it by.
+fn trail_lines_removed_or_reordered(lines: &[String]) -> [(&'static str, Vec<String>); 2] {
+    let mut removed = lines.to_vec();
+    removed.remove(3);
+    let mut swapped = lines.to_vec();
+    swapped.swap(3, 4);
+    [("removed", removed), ("reordered", swapped)]
+}
+
 /// The same damage seen by `verify`: the trail's place is named by its
 /// line (`:N:`), for a database trail as for a file, and never by a byte
 /// offset of a file the reader never had (a database keeps rows).
@@ -974,23 +978,12 @@ async fn verify_names_trail_lines_removed_or_reordered_by_line_not_by_byte(site:
     let out = site.sync(&[]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let lines = site.trail();
-    for damage in ["remove", "swap"] {
-        let mut changed = lines.clone();
-        match damage {
-            "remove" => {
-                changed.remove(3);
-            }
-            _ => changed.swap(3, 4),
-        }
+    for (word, changed) in trail_lines_removed_or_reordered(&lines) {
+        let damage = word;
         site.replace_trail(&changed);
         let out = site.verify();
         let said = format!("{}{}", out.stdout, out.stderr);
         assert_eq!(out.code, 65, "{damage}: {said}");
-        let word = if damage == "remove" {
-            "removed"
-        } else {
-            "reordered"
-        };
         assert!(
             said.contains(word) && (said.contains("line 4:") || said.contains("line 5:")),
             "{damage}: {said}"

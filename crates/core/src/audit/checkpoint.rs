@@ -274,26 +274,9 @@ fn message(run_id: &str, seq: u64, prev_sha256: &str) -> String {
 /// About a gigabyte a second: the filter is one substring search a line.
 pub(crate) fn first_sealed_line(path: &std::path::Path) -> std::io::Result<Option<u64>> {
     let finder = memchr::memmem::Finder::new(b",\"line_mac\":\"");
-    let file = match crate::no_follow::read(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    use std::io::BufRead;
-    let mut reader = std::io::BufReader::with_capacity(256 * 1024, file);
-    let mut line = Vec::new();
-    let mut n = 0u64;
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line)? == 0 {
-            return Ok(None);
-        }
-        n += 1;
-        let bytes = line.strip_suffix(b"\n").unwrap_or(&line);
-        if finder.find(bytes).is_some() && unseal(bytes).is_some() {
-            return Ok(Some(n));
-        }
-    }
+    super::read::first_line_where(path, |_, bytes| {
+        finder.find(bytes).is_some() && unseal(bytes).is_some()
+    })
 }
 
 /// The proof a keyed run makes before it appends: the trail's lines read

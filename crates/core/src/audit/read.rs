@@ -71,9 +71,23 @@ pub(crate) fn each_event_line(
 /// of `path`, a last one without its newline too, in file order. A missing
 /// file has no lines.
 fn each_line(path: &Path, mut f: impl FnMut(u64, &[u8])) -> std::io::Result<()> {
+    first_line_where(path, |n, line| {
+        f(n, line);
+        false
+    })
+    .map(|_| ())
+}
+
+/// The number of the first line of `path` (read as [`each_line`] reads
+/// them) for which `found` is true; `None` when none is, or the file is
+/// missing. The lines after it are not read.
+pub(crate) fn first_line_where(
+    path: &Path,
+    mut found: impl FnMut(u64, &[u8]) -> bool,
+) -> std::io::Result<Option<u64>> {
     let file = match crate::no_follow::read(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
     let mut reader = std::io::BufReader::with_capacity(256 * 1024, file);
@@ -82,10 +96,12 @@ fn each_line(path: &Path, mut f: impl FnMut(u64, &[u8])) -> std::io::Result<()> 
     loop {
         line.clear();
         if reader.read_until(b'\n', &mut line)? == 0 {
-            return Ok(());
+            return Ok(None);
         }
         n += 1;
-        f(n, line.strip_suffix(b"\n").unwrap_or(&line));
+        if found(n, line.strip_suffix(b"\n").unwrap_or(&line)) {
+            return Ok(Some(n));
+        }
     }
 }
 
